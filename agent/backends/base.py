@@ -1,0 +1,46 @@
+"""The model-backend interface: raw prompt text in, completion text and token counts out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+# ChatML stop strings the model was trained with.
+STOP_STRINGS: tuple[str, ...] = ("<|im_end|>", "<|endoftext|>")
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """Sampling as trained (temperature 0.6, top-p 0.95, top-k 20)."""
+
+    temperature: float = 0.6
+    top_p: float = 0.95
+    top_k: int = 20
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One generated continuation of a raw prompt."""
+
+    text: str
+    prompt_tokens: int  # tokens the runtime evaluated for the prompt (may exclude a reused cache)
+    completion_tokens: int
+    finish_reason: str = "stop"  # "stop" or "length"
+    seconds: float = 0.0
+    details: dict[str, str] = field(default_factory=dict)  # e.g. which replica answered
+
+
+@runtime_checkable
+class ModelBackend(Protocol):
+    """Anything that completes raw ChatML text. Errors are agent.errors.BackendError subclasses."""
+
+    model: str
+
+    async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
+        """Continue `prompt` for at most `max_tokens` tokens, stopping at STOP_STRINGS."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...

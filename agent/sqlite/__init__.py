@@ -1,0 +1,125 @@
+"""All SQLite access: validated paths, guarded read-only workers, cached schema facts.
+
+Nothing outside this package opens a database. Statements run in killable worker
+processes (see `_worker`) on connections guarded by an allow-list authorizer (`_guard`).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import anyio
+
+from ..errors import DatabasePathError
+from ._worker import CancelToken, EngineLimits, QueryEngine, QueryRequest, SchemaRequest, stat_signature
+from .types import (
+    BlobRef,
+    ClippedText,
+    Column,
+    ForeignKey,
+    QueryResult,
+    QueryStatus,
+    Schema,
+    Table,
+)
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def validate_database_path(path: str | Path) -> Path:
+    """Resolve `path` and check it is a regular SQLite file; raise DatabasePathError if not."""
+    raw = Path(path).expanduser()
+    try:
+        resolved = raw.resolve(strict=True)
+    except FileNotFoundError as exc:
+        raise DatabasePathError(f"{raw}: no such file; check the path") from exc
+    except OSError as exc:
+        raise DatabasePathError(f"{raw}: cannot be resolved ({exc.strerror})") from exc
+    if not resolved.is_file():
+        raise DatabasePathError(f"{resolved}: not a regular file; give the path of a .sqlite file")
+    try:
+        with resolved.open("rb") as fh:
+            header = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise DatabasePathError(f"{resolved}: cannot be read ({exc.strerror}); check its permissions") from exc
+    if header != SQLITE_HEADER:
+        raise DatabasePathError(
+            f"{resolved}: not an SQLite 3 database (the file does not start with the SQLite header)"
+        )
+    return resolved
+
+
+class Database:
+    """One validated database file, queried read-only through a QueryEngine."""
+
+    def __init__(self, path: str | Path, engine: QueryEngine | None = None) -> None:
+        self.path = validate_database_path(path)
+        self._owns_engine = engine is None
+        self.engine = engine or QueryEngine()
+        self._schema: Schema | None = None
+        self._schema_sig: tuple[int, ...] | None = None
+        self._schema_lock = threading.Lock()
+
+    @property
+    def limits(self) -> EngineLimits:
+        return self.engine.limits
+
+    def schema(self) -> Schema:
+        """Schema facts, cached and re-read when the file (or its WAL) changes."""
+        sig = stat_signature(self.path)
+        with self._schema_lock:
+            if self._schema is None or sig != self._schema_sig:
+                result = self.engine.run(SchemaRequest(str(self.path), self.limits.query_timeout))
+                if isinstance(result, QueryResult):  # the schema read itself was killed
+                    raise DatabasePathError(f"{self.path}: reading the schema failed: {result.error}")
+                self._schema, self._schema_sig = result, sig
+            return self._schema
+
+    def query(self, sql: str, *, max_rows: int, cell_limit: int | None = None,
+              count_cap: int | None = None, timeout: float | None = None,
+              cancel: CancelToken | None = None) -> QueryResult:
+        """Run one read-only statement; every failure comes back as a QueryResult value."""
+        request = QueryRequest(
+            path=str(self.path), sql=sql, max_rows=max(0, max_rows),
+            count_cap=self.limits.count_cap if count_cap is None else count_cap,
+            cell_limit=cell_limit,
+            timeout=self.limits.query_timeout if timeout is None else timeout,
+        )
+        return self.engine.run(request, cancel)
+
+    async def aschema(self) -> Schema:
+        """`schema()` without blocking the event loop."""
+        return await anyio.to_thread.run_sync(self.schema)
+
+    async def aquery(self, sql: str, *, max_rows: int, cell_limit: int | None = None,
+                     count_cap: int | None = None, timeout: float | None = None) -> QueryResult:
+        """`query()` without blocking the event loop; cancelling the caller interrupts the query."""
+        token = CancelToken()
+        try:
+            return await anyio.to_thread.run_sync(
+                lambda: self.query(sql, max_rows=max_rows, cell_limit=cell_limit,
+                                   count_cap=count_cap, timeout=timeout, cancel=token),
+                abandon_on_cancel=True,
+            )
+        except anyio.get_cancelled_exc_class():
+            token.cancel()
+            raise
+
+    def close(self) -> None:
+        """Stop the worker processes if this Database started them."""
+        if self._owns_engine:
+            self.engine.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = [
+    "BlobRef", "CancelToken", "ClippedText", "Column", "Database", "EngineLimits",
+    "ForeignKey", "QueryEngine", "QueryResult", "QueryStatus", "Schema", "Table",
+    "validate_database_path",
+]

@@ -1,0 +1,259 @@
+"""Guarded read-only connections. Runs inside the worker process only."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from .types import BlobRef, ClippedText, Column, ForeignKey, QueryResult, QueryStatus, Schema, Table
+
+# Pragmas that only report. Those in _PRAGMAS_WITH_NAME_ARG take a table or index name as
+# their argument; every other pragma is allowed only without an argument, because an
+# argument to e.g. `user_version` or `journal_mode` would set it.
+_PRAGMAS_WITH_NAME_ARG = frozenset(
+    {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo",
+     "foreign_key_list", "foreign_key_check", "table_list"}
+)
+_PRAGMAS_NO_ARG = frozenset(
+    {"collation_list", "function_list", "module_list", "pragma_list", "compile_options",
+     "page_count", "page_size", "freelist_count", "user_version", "schema_version",
+     "application_id", "encoding", "data_version", "table_list", "foreign_key_check",
+     "integrity_check", "quick_check"}
+)
+# Functions that reach outside the database or change how SQLite parses input.
+_DENIED_FUNCTIONS = frozenset(
+    {"load_extension", "fts3_tokenizer", "readfile", "writefile", "edit", "fts5",
+     "sqlite_dbpage", "zipfile", "sqlar_compress", "sqlar_uncompress"}
+)
+_ALWAYS_ALLOWED = frozenset(
+    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
+)
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """Limits applied to every guarded connection."""
+
+    max_sql_length: int = 100_000
+    min_value_length: int = 16 * 1024 * 1024
+    busy_timeout_ms: int = 500
+    progress_opcodes: int = 1000
+
+
+class _StatementGuard:
+    """Authorizer and progress handler for one connection; state is per statement."""
+
+    def __init__(self, cancel_flag: Any) -> None:
+        self.cancel_flag = cancel_flag
+        self.deadline = float("inf")
+        self.first_action: int | None = None
+        self.tables_read: set[str] = set()
+        self.denied: str | None = None
+
+    def reset(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.first_action = None
+        self.tables_read = set()
+        self.denied = None
+
+    def authorize(self, action: int, arg1: str | None, arg2: str | None,
+                  db_name: str | None, source: str | None) -> int:
+        if self.first_action is None:
+            self.first_action = action
+        if action in _ALWAYS_ALLOWED:
+            if action == sqlite3.SQLITE_READ and arg1:
+                self.tables_read.add(arg1)
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_FUNCTION:
+            if (arg2 or "").lower() in _DENIED_FUNCTIONS:
+                return self._deny(f"function {arg2}() is not allowed")
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_PRAGMA:
+            name = (arg1 or "").lower()
+            if name in _PRAGMAS_WITH_NAME_ARG or (name in _PRAGMAS_NO_ARG and arg2 is None):
+                return sqlite3.SQLITE_OK
+            return self._deny(f"PRAGMA {arg1} is not allowed (read-only pragmas only)")
+        # Preparing the first SELECT over an eponymous virtual table (pragma_table_info)
+        # makes SQLite report an UPDATE of sqlite_master with no trigger or view source.
+        if (action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master" and source is None
+                and self.first_action == sqlite3.SQLITE_SELECT):
+            return sqlite3.SQLITE_OK
+        return self._deny("only reading statements (SELECT / WITH) are allowed")
+
+    def _deny(self, reason: str) -> int:
+        if self.denied is None:
+            self.denied = reason
+        return sqlite3.SQLITE_DENY
+
+    def progress(self) -> int:
+        if self.cancel_flag.value or time.monotonic() > self.deadline:
+            return 1
+        return 0
+
+
+def database_uri(path: Path, *, immutable: bool = False) -> str:
+    """The read-only URI for a database file."""
+    params = {"mode": "ro"}
+    if immutable:
+        params["immutable"] = "1"
+    return path.as_uri() + "?" + urlencode(params)
+
+
+class GuardedConnection:
+    """One read-only connection with every guard installed."""
+
+    def __init__(self, path: Path, settings: GuardSettings, cancel_flag: Any) -> None:
+        self.path = path
+        self.guard = _StatementGuard(cancel_flag)
+        self.immutable = False
+        try:
+            self.conn = self._connect(path, settings, immutable=False)
+        except sqlite3.OperationalError:
+            # A WAL database in a folder we cannot write has no -shm to map; immutable
+            # mode reads the main file only (commits still in the -wal are not seen).
+            self.conn = self._connect(path, settings, immutable=True)
+            self.immutable = True
+
+    def _connect(self, path: Path, settings: GuardSettings, *, immutable: bool) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            database_uri(path, immutable=immutable), uri=True, isolation_level=None,
+            check_same_thread=False, timeout=settings.busy_timeout_ms / 1000,
+        )
+        try:
+            conn.execute("PRAGMA query_only = ON")
+            conn.execute("PRAGMA trusted_schema = OFF")
+            conn.execute("PRAGMA temp_store = MEMORY")
+            conn.execute(f"PRAGMA busy_timeout = {int(settings.busy_timeout_ms)}")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # fails now, not later
+            size = path.stat().st_size
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(settings.min_value_length, size))
+            conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, settings.max_sql_length)
+            conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+            conn.set_authorizer(self.guard.authorize)
+            conn.set_progress_handler(self.guard.progress, settings.progress_opcodes)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def run(self, sql: str, *, max_rows: int, count_cap: int, cell_limit: int | None,
+            timeout: float) -> QueryResult:
+        """Run one statement; errors come back as values."""
+        start = time.monotonic()
+        self.guard.reset(start + timeout)
+        columns: tuple[str, ...] = ()
+        rows: list[tuple[Any, ...]] = []
+        total = 0
+        lower_bound = False
+        try:
+            cursor = self.conn.execute(sql)
+            columns = tuple(d[0] for d in cursor.description or ())
+            rows = [_clip_row(r, cell_limit) for r in cursor.fetchmany(max_rows)]
+            total = len(rows)
+            if len(rows) == max_rows:
+                try:
+                    while total < count_cap:
+                        chunk = cursor.fetchmany(min(1000, count_cap - total))
+                        if not chunk:
+                            break
+                        total += len(chunk)
+                    else:
+                        lower_bound = cursor.fetchone() is not None
+                except sqlite3.OperationalError:
+                    if not self._interrupted():
+                        raise
+                    lower_bound = True  # the deadline stopped the count, not the answer
+            cursor.close()
+        except sqlite3.Error as exc:
+            return self._error_result(exc, start)
+        except MemoryError:
+            return QueryResult(QueryStatus.SQL_ERROR, error="out of memory: the query needs "
+                               "more memory than the worker may use; aggregate or add LIMIT",
+                               seconds=time.monotonic() - start)
+        return QueryResult(QueryStatus.OK, columns, tuple(rows), total, lower_bound,
+                           tables_read=frozenset(self.guard.tables_read),
+                           seconds=time.monotonic() - start)
+
+    def _interrupted(self) -> bool:
+        return bool(self.guard.cancel_flag.value) or time.monotonic() > self.guard.deadline
+
+    def _error_result(self, exc: sqlite3.Error, start: float) -> QueryResult:
+        elapsed = time.monotonic() - start
+        message = str(exc)
+        if self.guard.denied is not None:
+            return QueryResult(QueryStatus.DENIED, error=f"not allowed: {self.guard.denied}",
+                               seconds=elapsed)
+        if message == "interrupted":
+            if self.guard.cancel_flag.value:
+                return QueryResult(QueryStatus.CANCELLED, error="cancelled", seconds=elapsed)
+            return QueryResult(QueryStatus.TIMEOUT, error="interrupted: the query ran past its "
+                               "time limit", seconds=elapsed)
+        if isinstance(exc, sqlite3.ProgrammingError) and "one statement" in message:
+            message = "only one statement per call is allowed"
+        return QueryResult(QueryStatus.SQL_ERROR, error=message, seconds=elapsed)
+
+    def read_schema(self) -> Schema:
+        """Tables and views with their columns and foreign keys."""
+        self.guard.reset(float("inf"))
+        listing = self.conn.execute(
+            "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') "
+            "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+        ).fetchall()
+        raw: dict[str, tuple[str, list[Column], list[tuple[Any, ...]]]] = {}
+        for name, kind in listing:
+            cols = [
+                Column(name=r[1], type=r[2] or "", not_null=bool(r[3]), default=r[4],
+                       primary_key=int(r[5]), hidden=bool(r[6]))
+                for r in self.conn.execute("SELECT * FROM pragma_table_xinfo(?)", (name,))
+            ]
+            fks = self.conn.execute(
+                "SELECT id, seq, \"table\", \"from\", \"to\" FROM pragma_foreign_key_list(?) "
+                "ORDER BY id, seq", (name,)
+            ).fetchall()
+            raw[name] = (kind, cols, fks)
+        tables = [
+            Table(name, kind, tuple(cols), _foreign_keys(name, fks, raw))
+            for name, (kind, cols, fks) in raw.items()
+        ]
+        tables.sort(key=lambda t: (t.name.casefold(), t.name))
+        return Schema(tuple(tables))
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _foreign_keys(table: str, rows: list[tuple[Any, ...]],
+                  raw: dict[str, tuple[str, list[Column], list[tuple[Any, ...]]]]) -> tuple[ForeignKey, ...]:
+    grouped: dict[int, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        grouped.setdefault(row[0], []).append(row)
+    keys = []
+    for parts in grouped.values():
+        ref_table = parts[0][2]
+        ref_cols = [p[4] for p in parts]
+        if any(c is None for c in ref_cols):
+            # `REFERENCES t` without columns means t's primary key.
+            target = raw.get(ref_table) or next(
+                (v for k, v in raw.items() if k.casefold() == ref_table.casefold()), None)
+            pk = sorted((c for c in target[1] if c.primary_key), key=lambda c: c.primary_key) if target else []
+            ref_cols = [c.name for c in pk] or ["rowid"] * len(parts)
+        keys.append(ForeignKey(table, tuple(p[3] for p in parts), ref_table, tuple(ref_cols)))
+    return tuple(keys)
+
+
+def _clip_row(row: tuple[Any, ...], cell_limit: int | None) -> tuple[Any, ...]:
+    if cell_limit is None:
+        return row
+    return tuple(_clip_value(v, cell_limit) for v in row)
+
+
+def _clip_value(value: Any, cell_limit: int) -> Any:
+    if isinstance(value, bytes):
+        return BlobRef(len(value))
+    if isinstance(value, str) and len(value) > cell_limit:
+        return ClippedText(value[:cell_limit], len(value))
+    return value

@@ -1,0 +1,311 @@
+"""The killable worker process that owns every SQLite connection, and its parent-side pool."""
+
+from __future__ import annotations
+
+import mmap
+import multiprocessing.connection
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import DatabaseWorkerError
+from ._guard import GuardedConnection, GuardSettings
+from .types import QueryResult, QueryStatus, Schema
+
+
+@dataclass(frozen=True)
+class EngineLimits:
+    """Limits for the SQLite worker processes; parsed once from settings."""
+
+    query_timeout: float = 5.0  # seconds a statement may run before it is interrupted
+    kill_grace: float = 0.3  # extra seconds before a stuck worker is killed
+    memory_mb: int = 1024  # address-space cap of each worker
+    max_sql_length: int = 100_000
+    busy_timeout_ms: int = 500
+    count_cap: int = 100_000  # rows counted past the returned ones
+    workers: int = 1
+
+
+@dataclass(frozen=True)
+class QueryRequest:
+    path: str
+    sql: str
+    max_rows: int
+    count_cap: int
+    cell_limit: int | None
+    timeout: float
+
+
+@dataclass(frozen=True)
+class SchemaRequest:
+    path: str
+    timeout: float
+
+
+@dataclass(frozen=True)
+class WorkerFailure:
+    """Raised-in-worker failure carried back as a value (our bug, re-raised in the parent)."""
+
+    kind: str
+    message: str
+
+
+class CancelToken:
+    """Thread-safe cancellation signal passed from an async caller to a blocking query."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+        self.cancelled_at: float | None = None
+
+    def cancel(self) -> None:
+        """Ask the running query to stop."""
+        with self._lock:
+            if self.cancelled_at is None:
+                self.cancelled_at = time.monotonic()
+            callbacks = list(self._callbacks)
+        for cb in callbacks:
+            cb()
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Register a callback (run at once if already cancelled); returns its remover."""
+        with self._lock:
+            self._callbacks.append(callback)
+            already = self.cancelled_at is not None
+        if already:
+            callback()
+
+        def remove() -> None:
+            with self._lock:
+                if callback in self._callbacks:
+                    self._callbacks.remove(callback)
+
+        return remove
+
+
+class _CancelCell:
+    """An 8-byte shared page holding the id of the request to cancel (no signal races)."""
+
+    def __init__(self, fd: int) -> None:
+        self._map = mmap.mmap(fd, 8)
+        self.current = 0
+
+    def request(self, request_id: int) -> None:
+        struct.pack_into("<q", self._map, 0, request_id)
+
+    @property
+    def value(self) -> bool:
+        return struct.unpack_from("<q", self._map, 0)[0] == self.current
+
+
+def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
+                settings: GuardSettings) -> None:
+    """The worker process's loop: receive a request, answer it, forever."""
+    try:
+        import resource
+
+        limit = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ImportError, ValueError, OSError):  # not on this platform: the deadline kill remains
+        pass
+    inbox = multiprocessing.connection.Connection(read_fd, writable=False)
+    outbox = multiprocessing.connection.Connection(write_fd, readable=False)
+    cancel = _CancelCell(cancel_fd)
+    connections: dict[str, GuardedConnection] = {}
+    while True:
+        try:
+            request_id, request = inbox.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        cancel.current = request_id
+        try:
+            guarded = connections.get(request.path)
+            if guarded is None:
+                guarded = GuardedConnection(Path(request.path), settings, cancel)
+                connections[request.path] = guarded
+            if isinstance(request, SchemaRequest):
+                reply: Any = guarded.read_schema()
+            else:
+                reply = guarded.run(request.sql, max_rows=request.max_rows,
+                                    count_cap=request.count_cap, cell_limit=request.cell_limit,
+                                    timeout=request.timeout)
+        except Exception as exc:  # carried to the parent, which raises it as our error
+            connections.pop(request.path, None)
+            reply = WorkerFailure(type(exc).__name__, str(exc))
+        outbox.send((request_id, reply))
+
+
+_BOOT = (
+    "import sys, pickle; from agent.sqlite._worker import worker_main; "
+    "worker_main(*pickle.loads(bytes.fromhex(sys.argv[1])))"
+)
+
+
+class _Worker:
+    """One worker process and the pipes to it."""
+
+    def __init__(self, limits: EngineLimits) -> None:
+        self.limits = limits
+        self._next_id = 0
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        cancel_file = tempfile.TemporaryFile()
+        cancel_file.write(b"\0" * 8)
+        cancel_file.flush()
+        self._cancel_file = cancel_file
+        self.cancel = _CancelCell(cancel_file.fileno())
+        settings = GuardSettings(max_sql_length=limits.max_sql_length,
+                                 busy_timeout_ms=limits.busy_timeout_ms)
+        args = (to_child_r, from_child_w, cancel_file.fileno(), limits.memory_mb, settings)
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, pickle.dumps(args).hex()],
+                pass_fds=(to_child_r, from_child_w, cancel_file.fileno()),
+                stdin=subprocess.DEVNULL, env=env,
+            )
+        except OSError as exc:
+            raise DatabaseWorkerError(f"cannot start the SQLite worker process: {exc}") from exc
+        finally:
+            os.close(to_child_r)
+            os.close(from_child_w)
+        self.outbox = multiprocessing.connection.Connection(to_child_w, readable=False)
+        self.inbox = multiprocessing.connection.Connection(from_child_r, writable=False)
+
+    def call(self, request: QueryRequest | SchemaRequest, cancel: CancelToken | None) -> Any:
+        """Send one request; kill the process if it overruns. Returns the reply or None if killed."""
+        self._next_id += 1
+        request_id = self._next_id
+        self.outbox.send((request_id, request))
+        deadline = time.monotonic() + request.timeout + self.limits.kill_grace
+        remove = cancel.on_cancel(lambda: self.cancel.request(request_id)) if cancel else None
+        try:
+            while True:
+                end = deadline
+                if cancel is not None and cancel.cancelled_at is not None:
+                    end = min(end, cancel.cancelled_at + self.limits.kill_grace)
+                remaining = end - time.monotonic()
+                if remaining <= 0:
+                    self.kill()
+                    return None
+                if self.inbox.poll(min(remaining, 0.05)):
+                    reply_id, reply = self.inbox.recv()
+                    if reply_id == request_id:
+                        return reply
+                elif self.process.poll() is not None:  # died, e.g. out of memory in C code
+                    self.kill()
+                    return None
+        except (EOFError, OSError):
+            self.kill()
+            return None
+        finally:
+            if remove:
+                remove()
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """Stop the process at once."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=5)
+        self.outbox.close()
+        self.inbox.close()
+        self._cancel_file.close()
+
+
+class QueryEngine:
+    """A pool of SQLite worker processes; every SQLite statement runs through it."""
+
+    def __init__(self, limits: EngineLimits | None = None) -> None:
+        self.limits = limits or EngineLimits()
+        self._idle: queue.LifoQueue[_Worker] = queue.LifoQueue()
+        self._slots = threading.Semaphore(max(1, self.limits.workers))
+        self._all: set[_Worker] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self.kills = 0  # how many workers had to be killed (for tests and benchmarks)
+
+    def run(self, request: QueryRequest | SchemaRequest, cancel: CancelToken | None = None) -> Any:
+        """Run a request on a free worker, blocking; returns the worker's reply."""
+        with self._slots:
+            worker = self._checkout()
+            reply = worker.call(request, cancel)
+            if reply is None:
+                self._retire(worker)
+                if cancel is not None and cancel.cancelled_at is not None:
+                    return QueryResult(QueryStatus.CANCELLED, error="cancelled")
+                return QueryResult(
+                    QueryStatus.KILLED,
+                    error=f"stopped: the query ran past its {request.timeout:g} s limit (or its "
+                          f"{self.limits.memory_mb} MB memory cap) and was killed",
+                    seconds=request.timeout + self.limits.kill_grace,
+                )
+            self._idle.put(worker)
+        if isinstance(reply, WorkerFailure):
+            raise DatabaseWorkerError(f"{reply.kind}: {reply.message}")
+        return reply
+
+    def _checkout(self) -> _Worker:
+        try:
+            worker = self._idle.get_nowait()
+            if worker.alive:
+                return worker
+            self._retire(worker)
+        except queue.Empty:
+            pass
+        with self._lock:
+            if self._closed:
+                raise DatabaseWorkerError("the query engine is closed")
+            worker = _Worker(self.limits)
+            self._all.add(worker)
+        return worker
+
+    def _retire(self, worker: _Worker) -> None:
+        self.kills += 1
+        worker.kill()
+        with self._lock:
+            self._all.discard(worker)
+
+    def close(self) -> None:
+        """Stop every worker."""
+        with self._lock:
+            self._closed = True
+            workers = list(self._all)
+            self._all.clear()
+        for w in workers:
+            w.kill()
+
+    def __del__(self) -> None:  # a forgotten engine must not leave processes behind
+        if sys is not None and not getattr(self, "_closed", True):
+            self.close()
+
+
+def stat_signature(path: Path) -> tuple[int, ...]:
+    """What changes when the database or its WAL changes."""
+    sig: list[int] = []
+    for p in (path, path.with_name(path.name + "-wal")):
+        try:
+            st = os.stat(p)
+            sig += [st.st_mtime_ns, st.st_size, st.st_ino]
+        except FileNotFoundError:
+            sig += [0, 0, 0]
+    return tuple(sig)
+
+
+__all__ = ["CancelToken", "EngineLimits", "QueryEngine", "QueryRequest", "Schema",
+           "SchemaRequest", "stat_signature"]

@@ -1,0 +1,131 @@
+"""Plain values that cross the SQLite boundary: schema facts and query results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column as SQLite's table_xinfo reports it."""
+
+    name: str
+    type: str
+    not_null: bool
+    default: str | None
+    primary_key: int  # position in the primary key, 0 when not part of it
+    hidden: bool = False  # generated or virtual-table hidden column
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    """A (possibly composite) foreign key from `table` to `ref_table`."""
+
+    table: str
+    columns: tuple[str, ...]
+    ref_table: str
+    ref_columns: tuple[str, ...]  # resolved to the referenced primary key when omitted
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table or view with its columns and outgoing foreign keys."""
+
+    name: str
+    kind: str  # "table" or "view"
+    columns: tuple[Column, ...]
+    foreign_keys: tuple[ForeignKey, ...]
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Every table and view of one database, in name order."""
+
+    tables: tuple[Table, ...]
+    _by_name: dict[str, Table] = field(init=False, repr=False, compare=False)
+    _by_folded: dict[str, list[Table]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_name = {t.name: t for t in self.tables}
+        by_folded: dict[str, list[Table]] = {}
+        for t in self.tables:
+            by_folded.setdefault(t.name.casefold(), []).append(t)
+        object.__setattr__(self, "_by_name", by_name)
+        object.__setattr__(self, "_by_folded", by_folded)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Table and view names in schema order."""
+        return tuple(t.name for t in self.tables)
+
+    def find(self, name: str) -> Table | None:
+        """The table named exactly `name`, else the only case-insensitive match, else None."""
+        exact = self._by_name.get(name)
+        if exact is not None:
+            return exact
+        folded = self._by_folded.get(name.casefold(), [])
+        return folded[0] if len(folded) == 1 else None
+
+    def incoming(self, name: str) -> tuple[ForeignKey, ...]:
+        """Foreign keys of other tables that point at `name`."""
+        return tuple(
+            fk for t in self.tables for fk in t.foreign_keys if fk.ref_table.casefold() == name.casefold()
+        )
+
+
+class QueryStatus(StrEnum):
+    """How a query ended."""
+
+    OK = "ok"
+    SQL_ERROR = "sql_error"  # SQLite rejected or failed the statement
+    DENIED = "denied"  # the read-only guard refused it
+    TIMEOUT = "timeout"  # the deadline interrupted it
+    KILLED = "killed"  # the worker had to be killed (single opcode too long, or out of memory)
+    CANCELLED = "cancelled"  # the caller cancelled it
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """Outcome of one statement: rows (up to the cap) or SQLite's own error message."""
+
+    status: QueryStatus
+    columns: tuple[str, ...] = ()
+    rows: tuple[tuple[Any, ...], ...] = ()
+    total_rows: int = 0  # rows the statement produced, counted up to `count_cap`
+    total_is_lower_bound: bool = False  # counting stopped at the cap or the deadline
+    error: str | None = None
+    tables_read: frozenset[str] = frozenset()  # tables the authorizer saw being read
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when the statement ran to completion."""
+        return self.status is QueryStatus.OK
+
+    @property
+    def truncated(self) -> bool:
+        """True when more rows exist than were returned."""
+        return self.total_rows > len(self.rows) or self.total_is_lower_bound
+
+
+@dataclass(frozen=True)
+class BlobRef:
+    """A blob cell replaced by its size (tool output never shows blob bytes)."""
+
+    size: int
+
+    def __str__(self) -> str:
+        return f"<blob {self.size} bytes>"
+
+
+@dataclass(frozen=True)
+class ClippedText:
+    """A text cell cut to a prefix in the worker, with its full length."""
+
+    prefix: str
+    length: int
+
+    def __str__(self) -> str:
+        return self.prefix

@@ -12,7 +12,14 @@ from pathlib import Path
 import anyio
 
 from ..errors import DatabasePathError
-from ._worker import CancelToken, EngineLimits, QueryEngine, QueryRequest, SchemaRequest, stat_signature
+from ._worker import (
+    CancelToken,
+    EngineLimits,
+    QueryEngine,
+    QueryRequest,
+    SchemaRequest,
+    stat_signature,
+)
 from .types import (
     BlobRef,
     ClippedText,

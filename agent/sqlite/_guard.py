@@ -29,8 +29,18 @@ _DENIED_FUNCTIONS = frozenset(
     {"load_extension", "fts3_tokenizer", "readfile", "writefile", "edit", "fts5",
      "sqlite_dbpage", "zipfile", "sqlar_compress", "sqlar_uncompress"}
 )
+# Statements that can only read. Checked before preparing, because a few statements
+# (REINDEX without arguments, for one) never consult the authorizer.
+_READING_KEYWORDS = frozenset({"select", "with", "values", "pragma", "explain"})
 _ALWAYS_ALLOWED = frozenset(
     {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
+)
+
+
+IMMUTABLE_WARNING = (
+    "opened as an immutable snapshot: the database is in WAL mode and its folder is read-only "
+    "with no -shm file, so commits still in the -wal file are not visible; checkpoint the database "
+    "(PRAGMA wal_checkpoint) or make its folder writable to see them"
 )
 
 
@@ -113,6 +123,8 @@ class GuardedConnection:
         try:
             self.conn = self._connect(path, settings, immutable=False)
         except sqlite3.OperationalError:
+            if not _wal_without_shm(path):
+                raise
             # A WAL database in a folder we cannot write has no -shm to map; immutable
             # mode reads the main file only (commits still in the -wal are not seen).
             self.conn = self._connect(path, settings, immutable=True)
@@ -149,6 +161,11 @@ class GuardedConnection:
         rows: list[tuple[Any, ...]] = []
         total = 0
         lower_bound = False
+        keyword = first_keyword(sql)
+        if keyword not in _READING_KEYWORDS:
+            return QueryResult(QueryStatus.DENIED, error=(
+                f"not allowed: {keyword.upper() or 'an empty statement'}; only reading "
+                "statements (SELECT / WITH) are allowed"), seconds=time.monotonic() - start)
         try:
             cursor = self.conn.execute(sql)
             columns = tuple(d[0] for d in cursor.description or ())
@@ -220,10 +237,40 @@ class GuardedConnection:
             for name, (kind, cols, fks) in raw.items()
         ]
         tables.sort(key=lambda t: (t.name.casefold(), t.name))
-        return Schema(tuple(tables))
+        warnings = (IMMUTABLE_WARNING,) if self.immutable else ()
+        return Schema(tuple(tables), warnings)
 
     def close(self) -> None:
         self.conn.close()
+
+
+def first_keyword(sql: str) -> str:
+    """The statement's first keyword, lower-cased, after whitespace, comments and '('."""
+    i, n = 0, len(sql)
+    while i < n:
+        if sql[i].isspace() or sql[i] == "(":
+            i += 1
+        elif sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+        else:
+            break
+    j = i
+    while j < n and (sql[j].isalnum() or sql[j] == "_"):
+        j += 1
+    return sql[i:j].lower()
+
+
+def _wal_without_shm(path: Path) -> bool:
+    """True for a WAL-mode file whose -shm is missing and cannot be created."""
+    with path.open("rb") as fh:
+        header = fh.read(20)
+    wal_mode = len(header) == 20 and header[18] == 2 and header[19] == 2
+    shm = path.with_name(path.name + "-shm")
+    return wal_mode and not shm.exists()
 
 
 def _foreign_keys(table: str, rows: list[tuple[Any, ...]],

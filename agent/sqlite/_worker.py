@@ -159,7 +159,7 @@ class _Worker:
         self._next_id = 0
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        cancel_file = tempfile.TemporaryFile()
+        cancel_file = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         cancel_file.write(b"\0" * 8)
         cancel_file.flush()
         self._cancel_file = cancel_file

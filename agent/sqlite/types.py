@@ -44,6 +44,7 @@ class Schema:
     """Every table and view of one database, in name order."""
 
     tables: tuple[Table, ...]
+    warnings: tuple[str, ...] = ()  # how this database was opened, when the user should know
     _by_name: dict[str, Table] = field(init=False, repr=False, compare=False)
     _by_folded: dict[str, list[Table]] = field(init=False, repr=False, compare=False)
 

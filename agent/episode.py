@@ -1,0 +1,111 @@
+"""The episode as explicit data: settings in, rounds and a result out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .tools import ToolSettings
+
+
+class EpisodeStatus(StrEnum):
+    """How the episode produced its SQL."""
+
+    SUBMITTED = "submitted"  # the model called submit_sql
+    FINAL_ANSWER = "final_answer"  # the model answered with SQL in its final turn
+    FALLBACK = "fallback"  # no usable answer: the last query that ran without error
+    FAILED = "failed"  # nothing runnable at all
+
+
+class StopReason(StrEnum):
+    """Why the exploration ended."""
+
+    SUBMITTED = "submit_sql"
+    TOOL_TURNS = "tool_turns_used"  # all tool turns spent
+    FAILED_QUERIES = "failed_queries"  # too many failed run_query in a row
+    TOKEN_BUDGET = "token_budget"  # the episode token budget ran out
+    NO_CALL = "no_tool_call"  # reserved: a turn answered with SQL instead of calls
+
+
+@dataclass(frozen=True)
+class EpisodeSettings:
+    """Budgets exactly as trained, plus result limits; parsed once at the edge."""
+
+    max_tool_turns: int = 6
+    max_failed_queries: int = 4
+    token_budget: int = 12_288
+    max_turn_tokens: int = 2_048  # cap on one turn's num_predict, within what the budget leaves
+    final_turn_min_tokens: int = 256  # tokens kept back so the final turn can still answer
+    result_rows: int = 50  # rows of the final answer kept in the result
+    tools: ToolSettings = field(default_factory=ToolSettings)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call parsed from a completion."""
+
+    tool: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """A call and what it returned to the model."""
+
+    call: ToolCall
+    ok: bool
+    text: str  # the result text exactly as the model saw it
+    seconds: float
+    tables: frozenset[str] = frozenset()  # real tables this call looked at or read
+    duplicate: bool = False  # identical to an earlier call in the same round; not run again
+
+
+@dataclass(frozen=True)
+class Round:
+    """One model turn and the tool results it got back."""
+
+    index: int  # 1-based
+    final: bool  # the answer turn after exploration
+    completion: str
+    think: str | None
+    calls: tuple[CallRecord, ...]
+    notes: tuple[str, ...]  # corrective messages (no call found, broken JSON, ...)
+    model_seconds: float
+    tool_seconds: float
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+    context_tokens: int  # episode tokens used after this round
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """Everything an episode produced; the MCP server and the evaluation read only this."""
+
+    question: str
+    evidence: str | None
+    sql: str | None
+    status: EpisodeStatus
+    stop_reason: StopReason
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    row_count: int
+    truncated: bool
+    error: str | None  # why the episode failed, or the final SQL's error
+    rounds: tuple[Round, ...]
+    tokens: int  # episode tokens used (context at the end)
+    seconds: float
+    model_seconds: float
+    tool_seconds: float
+    prompt: str  # the final raw prompt text, completions included
+
+    @property
+    def tool_calls(self) -> int:
+        """Calls the model made in tool turns, duplicates included."""
+        return sum(len(r.calls) for r in self.rounds)
+
+    @property
+    def tables_seen(self) -> frozenset[str]:
+        """Real tables the model looked at or read during the episode."""
+        return frozenset().union(*(c.tables for r in self.rounds for c in r.calls))

@@ -1,0 +1,323 @@
+"""The read-only SQLite layer: path validation, guards, attacks, bombs, schema cache, WAL."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.errors import DatabasePathError
+from agent.sqlite import (
+    BlobRef,
+    CancelToken,
+    ClippedText,
+    Column,
+    Database,
+    EngineLimits,
+    ForeignKey,
+    QueryEngine,
+    QueryStatus,
+    validate_database_path,
+)
+
+DEADLINE = 1.0
+
+
+def build_db(path: Path, sql: str) -> Path:
+    """Create a database file from a script."""
+    conn = sqlite3.connect(path)
+    conn.executescript(sql)
+    conn.commit()
+    conn.close()
+    return path
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    return build_db(tmp_path / "shop.sqlite", """
+        CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT NOT NULL DEFAULT 'x');
+        CREATE TABLE "order" (id INTEGER PRIMARY KEY, customer_id INTEGER REFERENCES customer,
+                              note TEXT, photo BLOB);
+        CREATE VIEW big_orders AS SELECT * FROM "order" WHERE id > 1;
+        INSERT INTO customer VALUES (1, 'Ann'), (2, 'Bob');
+        INSERT INTO "order" VALUES (1, 1, 'first', x'00ff'), (2, 1, 'second', NULL),
+                                   (3, 2, 'third', NULL);
+    """)
+
+
+@pytest.fixture
+def engine():
+    eng = QueryEngine(EngineLimits(query_timeout=DEADLINE, kill_grace=0.3))
+    yield eng
+    eng.close()
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_validate_rejects_missing_directory_and_non_sqlite(tmp_path: Path) -> None:
+    """A bad path is a DatabasePathError naming the file and what is wrong."""
+    with pytest.raises(DatabasePathError, match="no such file"):
+        validate_database_path(tmp_path / "nope.db")
+    with pytest.raises(DatabasePathError, match="not a regular file"):
+        validate_database_path(tmp_path)
+    text = tmp_path / "notes.db"
+    text.write_text("hello")
+    with pytest.raises(DatabasePathError, match="not an SQLite 3 database"):
+        validate_database_path(text)
+
+
+def test_schema_reads_columns_keys_and_views(shop: Path, engine: QueryEngine) -> None:
+    """Schema lists tables and views with columns, PKs, defaults and resolved FKs."""
+    schema = Database(shop, engine).schema()
+    assert schema.names == ("big_orders", "customer", "order")
+    customer = schema.find("CUSTOMER")
+    assert customer is not None and customer.kind == "table"
+    assert customer.columns == (
+        Column("id", "INTEGER", False, None, 1),
+        Column("name", "TEXT", True, "'x'", 0),
+    )
+    order = schema.find("order")
+    assert order is not None
+    assert order.foreign_keys == (ForeignKey("order", ("customer_id",), "customer", ("id",)),)
+    assert schema.find("big_orders").kind == "view"  # type: ignore[union-attr]
+    assert schema.incoming("customer") == order.foreign_keys
+
+
+def test_query_returns_rows_counts_and_clips(shop: Path, engine: QueryEngine) -> None:
+    """Rows up to the cap, the total counted, blobs and long text replaced when clipping."""
+    db = Database(shop, engine)
+    result = db.query('SELECT id, photo, note FROM "order" ORDER BY id', max_rows=2, cell_limit=3)
+    assert result.status is QueryStatus.OK
+    assert result.columns == ("id", "photo", "note")
+    assert result.rows == ((1, BlobRef(2), ClippedText("fir", 5)), (2, None, ClippedText("sec", 6)))
+    assert (result.total_rows, result.truncated) == (3, True)
+    assert result.tables_read == frozenset({"order"})
+
+
+def test_sql_errors_are_values(shop: Path, engine: QueryEngine) -> None:
+    """SQLite's own message comes back as an error value, never an exception."""
+    result = Database(shop, engine).query("SELECT nme FROM customer", max_rows=5)
+    assert (result.status, result.error) == (QueryStatus.SQL_ERROR, "no such column: nme")
+
+
+def test_schema_cache_refreshes_when_file_changes(shop: Path, engine: QueryEngine) -> None:
+    """A table added to the file shows up in the next schema() call."""
+    db = Database(shop, engine)
+    assert "extra" not in db.schema().names
+    conn = sqlite3.connect(shop)
+    conn.execute("CREATE TABLE extra (x)")
+    conn.commit()
+    conn.close()
+    assert "extra" in db.schema().names
+
+
+ATTACKS = [
+    "INSERT INTO customer VALUES (3, 'Eve')",
+    "UPDATE customer SET name = 'Eve'",
+    "DELETE FROM customer",
+    "DROP TABLE customer",
+    "DROP VIEW big_orders",
+    "CREATE TABLE evil (x)",
+    "CREATE INDEX evil ON customer(name)",
+    "CREATE TRIGGER evil AFTER INSERT ON customer BEGIN SELECT 1; END",
+    "CREATE VIEW evil AS SELECT 1",
+    "CREATE TEMP TABLE evil (x)",
+    "CREATE TEMP VIEW evil AS SELECT 1",
+    "CREATE VIRTUAL TABLE evil USING fts5(x)",
+    "ALTER TABLE customer ADD COLUMN evil",
+    "ALTER TABLE customer RENAME TO evil",
+    "REPLACE INTO customer VALUES (1, 'Eve')",
+    "INSERT INTO customer SELECT 9, 'Eve'",
+    "WITH x AS (SELECT 1) DELETE FROM customer",
+    "WITH x AS (SELECT 1) INSERT INTO customer SELECT 9, 'e' FROM x",
+    "ATTACH DATABASE '{dir}/evil.db' AS evil",
+    "ATTACH ':memory:' AS evil",
+    "DETACH DATABASE main",
+    "VACUUM",
+    "VACUUM INTO '{dir}/copy.db'",
+    "REINDEX",
+    "ANALYZE",
+    "BEGIN IMMEDIATE",
+    "SAVEPOINT s",
+    "PRAGMA journal_mode = DELETE",
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA writable_schema = ON",
+    "PRAGMA query_only = OFF",
+    "PRAGMA user_version = 7",
+    "PRAGMA wal_checkpoint(TRUNCATE)",
+    "PRAGMA optimize",
+    "PRAGMA incremental_vacuum",
+    "PRAGMA temp_store_directory = '{dir}'",
+    "SELECT load_extension('{dir}/evil.so')",
+    "SELECT fts3_tokenizer('simple', x'0000000000000000')",
+    "SELECT 1; DELETE FROM customer",
+    "SELECT 1; ATTACH '{dir}/evil2.db' AS e",
+    "SELECT writefile('{dir}/evil.txt', 'x')",
+    "SELECT * FROM sqlite_dbpage",
+]
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_attack_changes_nothing_and_returns_an_error(attack: str, shop: Path,
+                                                     engine: QueryEngine) -> None:
+    """Every write/attach/vacuum/pragma/multi-statement trick leaves the file byte-identical."""
+    before = digest(shop)
+    files_before = sorted(os.listdir(shop.parent))
+    db = Database(shop, engine)
+    result = db.query(attack.format(dir=shop.parent), max_rows=5)
+    assert result.status in (QueryStatus.DENIED, QueryStatus.SQL_ERROR), result
+    assert result.error
+    assert digest(shop) == before
+    assert sorted(os.listdir(shop.parent)) == files_before
+    assert db.query("SELECT count(*) FROM customer", max_rows=1).rows == ((2,),)
+
+
+def test_read_only_pragmas_and_table_valued_pragmas_work(shop: Path, engine: QueryEngine) -> None:
+    """Reporting pragmas, as statements and as table-valued functions, are allowed."""
+    db = Database(shop, engine)
+    assert db.query("PRAGMA table_info(customer)", max_rows=5).ok
+    assert db.query("SELECT name FROM pragma_table_info('customer')", max_rows=5).rows == (
+        ("id",), ("name",))
+    assert db.query("PRAGMA user_version", max_rows=1).rows == ((0,),)
+
+
+BOMBS = {
+    "runaway recursive CTE":
+        "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r",
+    "instr on megabyte strings":
+        "WITH s(a) AS (SELECT printf('%.*c', 3000000, 'a')) "
+        "SELECT instr(a || 'b', substr(a, 1, 1500000) || 'b') FROM s",
+    "replace on megabyte strings":
+        "WITH s(a) AS (SELECT printf('%.*c', 4000000, 'a')) "
+        "SELECT length(replace(a, substr(a, 1, 1000000) || 'b', 'x')) FROM s",
+    "printf width":
+        "SELECT printf('%.*c', 2000000000, 'x')",
+    "randomblob":
+        "SELECT randomblob(2000000000)",
+    "cartesian join":
+        'SELECT count(*) FROM "order" a, "order" b, "order" c, "order" d, "order" e, "order" f, '
+        'customer g, customer h, (WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r '
+        'WHERE x < 100000) SELECT x FROM r)',
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(BOMBS))
+def test_bomb_returns_within_deadline_and_next_query_works(name: str, shop: Path,
+                                                           engine: QueryEngine) -> None:
+    """Each bomb releases the caller within the deadline plus 1 s; the next query works."""
+    db = Database(shop, engine)
+    start = time.monotonic()
+    result = db.query(BOMBS[name], max_rows=5)
+    held = time.monotonic() - start
+    assert held < DEADLINE + 1.0, (name, held, result)
+    assert not result.ok, result
+    assert db.query("SELECT name FROM customer ORDER BY id", max_rows=5).rows == (("Ann",), ("Bob",))
+
+
+def test_cancel_token_interrupts_a_running_query(shop: Path) -> None:
+    """Cancelling from another thread stops a long query well before its deadline."""
+    eng = QueryEngine(EngineLimits(query_timeout=30))
+    try:
+        db = Database(shop, eng)
+        token = CancelToken()
+        threading.Timer(0.3, token.cancel).start()
+        start = time.monotonic()
+        result = db.query(BOMBS["runaway recursive CTE"], max_rows=1, cancel=token)
+        assert result.status is QueryStatus.CANCELLED
+        assert time.monotonic() - start < 2.0
+        assert db.query("SELECT count(*) FROM customer", max_rows=1).rows == ((2,),)
+    finally:
+        eng.close()
+
+
+def test_async_query_cancelled_by_caller_interrupts_worker(shop: Path) -> None:
+    """Cancelling the awaiting task interrupts the query; the engine serves the next one."""
+    import anyio
+
+    eng = QueryEngine(EngineLimits(query_timeout=30))
+    db = Database(shop, eng)
+
+    async def scenario() -> tuple[float, QueryStatus]:
+        start = time.monotonic()
+        with anyio.move_on_after(0.3):
+            await db.aquery(BOMBS["runaway recursive CTE"], max_rows=1)
+        nxt = await db.aquery("SELECT count(*) FROM customer", max_rows=1)
+        return time.monotonic() - start, nxt.status
+
+    try:
+        total, status = anyio.run(scenario)
+        assert status is QueryStatus.OK
+        assert total < 2.0
+    finally:
+        eng.close()
+
+
+def _mount_read_only(target: Path) -> bool:
+    """Bind-mount `target` read-only over itself (root only); False when not possible."""
+    if os.geteuid() != 0:
+        return False
+    if subprocess.run(["mount", "--bind", str(target), str(target)],
+                      capture_output=True).returncode != 0:
+        return False
+    if subprocess.run(["mount", "-o", "remount,bind,ro", str(target)],
+                      capture_output=True).returncode != 0:
+        subprocess.run(["umount", str(target)], capture_output=True)
+        return False
+    return True
+
+
+def _wal_database(folder: Path, keep_shm: bool) -> Path:
+    """A WAL database whose last commit is still only in the -wal file."""
+    path = folder / "wal.sqlite"
+    writer = sqlite3.connect(path)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("CREATE TABLE t (x)")
+    writer.execute("INSERT INTO t VALUES (1)")
+    writer.commit()
+    writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    writer.execute("INSERT INTO t VALUES (2)")
+    writer.commit()
+    # Copy the files while the writer holds them, so the -wal survives closing.
+    copy = folder / "ro"
+    copy.mkdir()
+    for name in os.listdir(folder):
+        if name.startswith("wal.sqlite") and (keep_shm or not name.endswith("-shm")):
+            (copy / name).write_bytes((folder / name).read_bytes())
+    writer.close()
+    return copy / "wal.sqlite"
+
+
+@pytest.mark.parametrize("keep_shm", [True, False])
+def test_wal_database_in_read_only_folder(tmp_path: Path, keep_shm: bool) -> None:
+    """WAL in a read-only folder is readable; without -shm it is an announced snapshot."""
+    path = _wal_database(tmp_path, keep_shm)
+    if not _mount_read_only(path.parent):
+        pytest.skip("needs root and bind mounts to make a read-only folder")
+    try:
+        with Database(path) as db:
+            rows = db.query("SELECT x FROM t ORDER BY x", max_rows=5).rows
+            warnings = db.schema().warnings
+        if keep_shm:
+            assert (rows, warnings) == (((1,), (2,)), ())
+        else:
+            assert rows == ((1,),)
+            assert len(warnings) == 1 and "immutable snapshot" in warnings[0]
+    finally:
+        subprocess.run(["umount", str(path.parent)], capture_output=True)
+
+
+def test_wal_database_in_writable_folder_sees_every_commit(tmp_path: Path) -> None:
+    """An ordinary WAL database shows commits still in its -wal file."""
+    path = _wal_database(tmp_path, keep_shm=False)
+    with Database(path) as db:
+        assert db.query("SELECT x FROM t ORDER BY x", max_rows=5).rows == ((1,), (2,))

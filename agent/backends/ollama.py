@@ -1,0 +1,216 @@
+"""ModelBackend on a local Ollama server: raw ChatML in through /api/generate, text out."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.parse
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import httpx
+import ollama
+import pydantic
+
+from ..errors import (
+    BackendError,
+    BackendResponseError,
+    BackendTimeout,
+    BackendUnreachable,
+    ConfigError,
+    ModelNotFound,
+)
+from .base import STOP_STRINGS, Completion, SamplingSettings
+
+DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
+_OLLAMA_PORT = 11434
+# A dead or firewalled host should fail fast even when generation may take minutes.
+_CONNECT_TIMEOUT = 10.0
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What Ollama says about an installed model (for `sqale-agent doctor`)."""
+
+    name: str
+    parameters: str  # the Modelfile PARAMETER lines, as Ollama prints them
+    template: str
+    details: dict[str, str] = field(default_factory=dict)  # family, parameter_size, ...
+    capabilities: tuple[str, ...] = ()
+
+
+def resolve_ollama_host(explicit: str | None) -> str:
+    """The Ollama URL to use: the argument, else $OLLAMA_HOST, else http://127.0.0.1:11434."""
+    for candidate in (explicit, os.environ.get("OLLAMA_HOST")):
+        if candidate is not None and candidate.strip():
+            return _normalise_host(candidate.strip())
+    return DEFAULT_OLLAMA_HOST
+
+
+def _normalise_host(host: str) -> str:
+    """Spell a host the way Ollama's own client reads it (scheme and port filled in)."""
+    scheme, sep, rest = host.partition("://")
+    if not sep:
+        scheme, rest, default_port = "http", host, _OLLAMA_PORT
+    else:
+        default_port = {"http": 80, "https": 443}.get(scheme.lower(), _OLLAMA_PORT)
+    if scheme.lower() not in ("http", "https"):
+        raise ConfigError(
+            f"Ollama host {host!r} has the scheme {scheme!r}; "
+            "give http://HOST:PORT or https://HOST:PORT (for example http://127.0.0.1:11434)."
+        )
+    try:
+        split = urllib.parse.urlsplit(f"{scheme}://{rest}")
+        port = split.port or default_port
+    except ValueError as exc:
+        raise ConfigError(
+            f"Ollama host {host!r} is not a valid address ({exc}); "
+            "give HOST:PORT or a URL like http://127.0.0.1:11434."
+        ) from exc
+    hostname = split.hostname or "127.0.0.1"
+    if ":" in hostname:  # IPv6 literal: urlsplit drops the brackets
+        hostname = f"[{hostname}]"
+    path = split.path.rstrip("/")
+    return f"{scheme.lower()}://{hostname}:{port}{path}"
+
+
+class OllamaBackend:
+    """Completes raw ChatML prompts with an Ollama model (raw=True: no template applied)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        host: str | None = None,
+        sampling: SamplingSettings = SamplingSettings(),  # noqa: B008 - frozen dataclass
+        num_ctx: int = 16384,
+        keep_alive: str | float | None = None,
+        timeout: float = 300.0,
+    ) -> None:
+        self.model = model
+        self.host = resolve_ollama_host(host)
+        self.sampling = sampling
+        self.num_ctx = num_ctx
+        self.keep_alive = keep_alive
+        self.timeout = timeout
+        self._client = ollama.AsyncClient(
+            host=self.host,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, _CONNECT_TIMEOUT)),
+        )
+
+    def generate_options(self, max_tokens: int) -> dict[str, Any]:
+        """The `options` object sent with every generate request."""
+        options: dict[str, Any] = {
+            "temperature": self.sampling.temperature,
+            "top_p": self.sampling.top_p,
+            "top_k": self.sampling.top_k,
+            "num_ctx": self.num_ctx,
+            "num_predict": max_tokens,
+            "stop": list(STOP_STRINGS),
+        }
+        if self.sampling.seed is not None:
+            options["seed"] = self.sampling.seed
+        return options
+
+    async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
+        """Continue `prompt` verbatim for at most `max_tokens` tokens."""
+        started = time.perf_counter()
+        response = await self._call(
+            self._client.generate(
+                model=self.model,
+                prompt=prompt,
+                raw=True,
+                stream=False,
+                options=self.generate_options(max_tokens),
+                keep_alive=self.keep_alive,
+            )
+        )
+        if response.response is None:
+            raise BackendResponseError(
+                f"Ollama at {self.host} answered without any text for model '{self.model}' "
+                f"(done_reason={response.done_reason!r}); check the `ollama serve` log and retry."
+            )
+        return Completion(
+            text=response.response,
+            prompt_tokens=response.prompt_eval_count or 0,
+            completion_tokens=response.eval_count or 0,
+            finish_reason="length" if response.done_reason == "length" else "stop",
+            seconds=time.perf_counter() - started,
+        )
+
+    async def describe_model(self) -> ModelInfo:
+        """Ollama's description of the model (`ollama show`), for diagnostics."""
+        shown = await self._call(self._client.show(self.model))
+        details: dict[str, str] = {}
+        if shown.details is not None:
+            for key, value in shown.details.model_dump(exclude_none=True).items():
+                details[key] = ", ".join(value) if isinstance(value, list | tuple) else str(value)
+        return ModelInfo(
+            name=self.model,
+            parameters=shown.parameters or "",
+            template=shown.template or "",
+            details=details,
+            capabilities=tuple(shown.capabilities or ()),
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections to Ollama."""
+        await self._client.close()
+
+    async def _call(self, request: Awaitable[_T]) -> _T:
+        """Await an ollama-client call, translating its failures into BackendError."""
+        try:
+            return await request
+        except ollama.ResponseError as exc:
+            raise self._response_error(exc) from exc
+        except ConnectionError as exc:  # the ollama client's translation of httpx.ConnectError
+            raise self._unreachable("connection refused or host unknown") from exc
+        except httpx.ConnectTimeout as exc:
+            raise self._unreachable(f"no answer to the connection within {_CONNECT_TIMEOUT:g} s") from exc
+        except httpx.TimeoutException as exc:
+            raise BackendTimeout(
+                f"Ollama at {self.host} did not answer within {self.timeout:g} s (model "
+                f"'{self.model}'). The model may still be loading or the machine is busy: retry, "
+                "or give the backend a longer timeout."
+            ) from exc
+        except httpx.TransportError as exc:
+            raise BackendResponseError(
+                f"The connection to Ollama at {self.host} broke during the request "
+                f"({type(exc).__name__}: {exc}); check the `ollama serve` log (a crash or running "
+                "out of memory) and retry."
+            ) from exc
+        except (json.JSONDecodeError, pydantic.ValidationError) as exc:
+            raise BackendResponseError(
+                f"The server at {self.host} sent a reply that is not Ollama's ({exc}); check that "
+                "--ollama-host / OLLAMA_HOST points at `ollama serve`."
+            ) from exc
+
+    def _unreachable(self, detail: str) -> BackendUnreachable:
+        return BackendUnreachable(
+            f"Could not reach Ollama at {self.host} ({detail}). Start it with `ollama serve`, "
+            "or give its address with --ollama-host or the OLLAMA_HOST environment variable."
+        )
+
+    def _response_error(self, exc: ollama.ResponseError) -> BackendError:
+        message = str(exc.error)
+        if "model" in message.lower() and (exc.status_code == 404 or "not found" in message):
+            return ModelNotFound(
+                f"Ollama at {self.host} has no model named '{self.model}' ({message}). Create it "
+                f"with `ollama create {self.model} -f Modelfile` (see README.md, \"Getting the "
+                "model into Ollama\"), or pass an installed model's name with --model "
+                "(`ollama list` shows them)."
+            )
+        if exc.status_code == 404:
+            return BackendResponseError(
+                f"{self.host} answered 404 ({message}): it does not look like an Ollama server. "
+                "Check --ollama-host / OLLAMA_HOST (the default is http://127.0.0.1:11434)."
+            )
+        return BackendResponseError(
+            f"Ollama at {self.host} refused the request for model '{self.model}' "
+            f"(HTTP {exc.status_code}): {message}. Check the `ollama serve` log; if the model "
+            "fails to load, recreate it with `ollama create`."
+        )

@@ -1,0 +1,292 @@
+"""ModelBackend on OpenAI-compatible /v1/completions servers (vLLM, SGLang, llama.cpp), with replicas."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ..errors import (
+    BackendAuthError,
+    BackendError,
+    BackendResponseError,
+    BackendTimeout,
+    BackendUnreachable,
+    ConfigError,
+    ModelNotFound,
+)
+from .base import STOP_STRINGS, Completion, SamplingSettings
+
+logger = logging.getLogger("agent.backends")
+
+# A dead replica should be noticed quickly even though a generation may take minutes.
+_CONNECT_TIMEOUT = 10.0
+_ATTEMPTS = 2  # the first replica, then one retry on another healthy replica
+
+
+@dataclass(eq=False)  # identity matters: two replicas may share a URL
+class _Replica:
+    """Live bookkeeping for one base URL; mutable by nature, owned by one backend instance."""
+
+    base_url: str
+    outstanding: int = 0
+    down_until: float = 0.0  # time.monotonic() before which the replica is skipped
+    last_error: str | None = None
+
+
+class _ReplicaFailed(Exception):
+    """This replica could not serve the request (connection or 5xx); another one may."""
+
+    def __init__(self, reason: str, *, connection: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.connection = connection
+
+
+class OpenAICompletionsBackend:
+    """Completes raw prompts through POST {base_url}/completions on the least busy replica."""
+
+    def __init__(
+        self,
+        model: str,
+        base_urls: Sequence[str],
+        *,
+        api_key: str | None,
+        sampling: SamplingSettings = SamplingSettings(),  # noqa: B008 - frozen dataclass
+        timeout: float = 300.0,
+        failure_cooldown: float = 30.0,
+        api_key_env: str | None = None,
+    ) -> None:
+        if isinstance(base_urls, str) or not base_urls:
+            raise ConfigError(
+                "The openai backend needs at least one base URL: pass --base-url "
+                "http://HOST:PORT/v1 (repeat it for several replicas)."
+            )
+        for url in base_urls:
+            if not url.startswith(("http://", "https://")):
+                raise ConfigError(
+                    f"Base URL {url!r} must start with http:// or https:// "
+                    "(for example http://127.0.0.1:8000/v1)."
+                )
+        self.model = model
+        self.sampling = sampling
+        self.timeout = timeout
+        self.failure_cooldown = failure_cooldown
+        self.api_key_env = api_key_env
+        self._has_key = api_key is not None
+        self._replicas = [_Replica(url.rstrip("/")) for url in base_urls]
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key is not None else {}
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout, connect=min(timeout, _CONNECT_TIMEOUT)),
+            headers=headers,
+        )
+
+    @property
+    def base_urls(self) -> tuple[str, ...]:
+        """The replicas, normalised (no trailing slash)."""
+        return tuple(r.base_url for r in self._replicas)
+
+    def request_body(self, prompt: str, max_tokens: int) -> dict[str, Any]:
+        """The JSON body of one /completions request."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "temperature": self.sampling.temperature,
+            "top_p": self.sampling.top_p,
+            "top_k": self.sampling.top_k,  # an extension vLLM, SGLang and llama.cpp accept
+            "stop": list(STOP_STRINGS),
+        }
+        if self.sampling.seed is not None:
+            body["seed"] = self.sampling.seed
+        return body
+
+    async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
+        """Continue `prompt` verbatim on the least busy healthy replica, retrying once elsewhere."""
+        body = self.request_body(prompt, max_tokens)
+        started = time.perf_counter()
+        tried: list[_Replica] = []
+        any_connection_failure = False
+        for _ in range(_ATTEMPTS):
+            replica = self._pick(tried)
+            if replica is None:
+                break
+            tried.append(replica)
+            try:
+                payload = await self._post(replica, body)
+            except _ReplicaFailed as failure:
+                any_connection_failure |= failure.connection
+                self._mark_down(replica, failure.reason)
+                continue
+            return self._completion(payload, replica, time.perf_counter() - started)
+        raise self._all_failed(connection=any_connection_failure)
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections to every replica."""
+        await self._client.aclose()
+
+    def _pick(self, tried: Sequence[_Replica]) -> _Replica | None:
+        """The healthy untried replica with the fewest outstanding requests (ties: first listed).
+
+        When every replica is cooling down, the first attempt still probes the one whose
+        cooldown ends soonest, so a recovered server is used without waiting out the cooldown.
+        """
+        now = time.monotonic()
+        untried = [r for r in self._replicas if r not in tried]
+        healthy = [r for r in untried if r.down_until <= now]
+        if healthy:
+            return min(healthy, key=lambda r: r.outstanding)
+        if not tried and untried:
+            return min(untried, key=lambda r: r.down_until)
+        return None
+
+    def _mark_down(self, replica: _Replica, reason: str) -> None:
+        replica.last_error = reason
+        replica.down_until = time.monotonic() + self.failure_cooldown
+        logger.warning(
+            "replica %s failed (%s); skipping it for %g s",
+            replica.base_url, reason, self.failure_cooldown,
+        )
+
+    async def _post(self, replica: _Replica, body: dict[str, Any]) -> dict[str, Any]:
+        """One request to one replica; returns the decoded JSON of a 200 answer."""
+        url = f"{replica.base_url}/completions"
+        replica.outstanding += 1
+        try:
+            response = await self._client.post(url, json=body)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise _ReplicaFailed(_describe(exc), connection=True) from exc
+        except httpx.TimeoutException as exc:
+            raise BackendTimeout(
+                f"{url} did not answer within {self.timeout:g} s (model '{self.model}'); the "
+                "server may be overloaded: retry, or give the backend a longer timeout."
+            ) from exc
+        except httpx.TransportError as exc:  # the connection broke mid-request: a crash?
+            raise _ReplicaFailed(_describe(exc), connection=True) from exc
+        finally:
+            replica.outstanding -= 1
+        if response.status_code >= 500:
+            raise _ReplicaFailed(
+                f"HTTP {response.status_code}: {_error_message(response)}", connection=False
+            )
+        if response.status_code in (401, 403):
+            raise BackendAuthError(self._auth_message(replica, response))
+        if response.status_code == 404:
+            raise self._not_found(replica, response)
+        if response.status_code != 200:
+            raise BackendResponseError(
+                f"{url} refused the request (HTTP {response.status_code}): "
+                f"{_error_message(response)}. Check the server's log and its limits "
+                "(context length, max_tokens)."
+            )
+        replica.last_error = None
+        try:
+            payload = response.json()
+        except ValueError as exc:
+            raise BackendResponseError(
+                f"{url} answered with something that is not JSON ({response.text[:200]!r}); "
+                "check that --base-url points at an OpenAI-compatible server ending in /v1."
+            ) from exc
+        if not isinstance(payload, dict):
+            raise BackendResponseError(
+                f"{url} answered with JSON that is not an object ({payload!r:.200}); "
+                "check that --base-url points at an OpenAI-compatible /v1 endpoint."
+            )
+        return payload
+
+    def _completion(self, payload: dict[str, Any], replica: _Replica, seconds: float) -> Completion:
+        try:
+            choice = payload["choices"][0]
+            text = choice["text"]
+            if not isinstance(text, str):
+                raise TypeError(f"choices[0].text is {type(text).__name__}, not a string")
+        except (KeyError, IndexError, TypeError) as exc:
+            raise BackendResponseError(
+                f"{replica.base_url}/completions answered without choices[0].text ({exc}); "
+                "the server must implement the OpenAI completions (not chat) API."
+            ) from exc
+        usage = payload.get("usage") or {}
+        return Completion(
+            text=text,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+            seconds=seconds,
+            details={"replica": replica.base_url},
+        )
+
+    def _auth_message(self, replica: _Replica, response: httpx.Response) -> str:
+        answer = f"HTTP {response.status_code}: {_error_message(response)}"
+        if not self._has_key:
+            return (
+                f"{replica.base_url} requires an API key ({answer}). Put the key in an "
+                "environment variable and pass that variable's name with --api-key-env."
+            )
+        source = f"${self.api_key_env}" if self.api_key_env else "the variable named by --api-key-env"
+        return (
+            f"{replica.base_url} refused the API key from {source} ({answer}). "
+            f"Check the key stored in {source}."
+        )
+
+    def _not_found(self, replica: _Replica, response: httpx.Response) -> BackendError:
+        message = _error_message(response)
+        if "model" in message.lower():
+            return ModelNotFound(
+                f"{replica.base_url} does not serve the model '{self.model}' ({message}). Pass "
+                "the name the server serves with --model (vLLM: its --served-model-name; "
+                f"GET {replica.base_url}/models lists them)."
+            )
+        return BackendResponseError(
+            f"{replica.base_url}/completions does not exist (HTTP 404: {message}). The base URL "
+            "must be the server's OpenAI root, usually ending in /v1 (http://HOST:8000/v1)."
+        )
+
+    def _all_failed(self, *, connection: bool) -> BackendError:
+        now = time.monotonic()
+        lines = []
+        for r in self._replicas:
+            if r.last_error is None:
+                state = "no error recorded"
+            elif r.down_until > now:
+                state = r.last_error
+            else:
+                state = f"{r.last_error} (cooldown over)"
+            lines.append(f"  {r.base_url}: {state}")
+        listing = "\n".join(lines)
+        if connection:
+            return BackendUnreachable(
+                f"No replica could serve model '{self.model}':\n{listing}\n"
+                "Start the server(s) or fix --base-url; failed replicas are retried after "
+                f"{self.failure_cooldown:g} s."
+            )
+        return BackendResponseError(
+            f"Every replica tried failed for model '{self.model}':\n{listing}\n"
+            "Check the servers' logs; failed replicas are retried after "
+            f"{self.failure_cooldown:g} s."
+        )
+
+
+def _describe(exc: httpx.HTTPError) -> str:
+    """A short text for a transport error (httpx messages can be empty)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _error_message(response: httpx.Response) -> str:
+    """The error text inside an error answer, whatever the server's JSON shape."""
+    try:
+        payload = response.json()
+    except ValueError:
+        return response.text.strip()[:300] or response.reason_phrase
+    if isinstance(payload, dict):
+        error = payload.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        for candidate in (error, payload.get("message"), payload.get("detail")):
+            if candidate:
+                return str(candidate)
+    return str(payload)[:300]

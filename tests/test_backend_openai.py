@@ -1,0 +1,331 @@
+"""OpenAICompletionsBackend against fake OpenAI-compatible servers over real HTTP."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import anyio
+import httpx
+import pytest
+from policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy
+
+from agent.backends.base import Completion, SamplingSettings
+from agent.backends.openai_compat import OpenAICompletionsBackend
+from agent.errors import (
+    BackendAuthError,
+    BackendResponseError,
+    BackendTimeout,
+    BackendUnreachable,
+    ConfigError,
+    ModelNotFound,
+)
+
+pytestmark = pytest.mark.anyio
+
+PROMPT = "<|im_start|>user\nHow many rows?<|im_end|>\n<|im_start|>assistant\n"
+
+
+class KeyedPolicy:
+    """Replies keyed on a word in the prompt: 'slow' waits, 'fail' answers HTTP 500."""
+
+    def reply(self, prompt: str, model: str) -> ScriptedReply:
+        """The reply the prompt's keyword asks for."""
+        if "fail" in prompt:
+            return ScriptedReply("CUDA out of memory", http_status=500)
+        if "slow" in prompt:
+            return ScriptedReply("slow answer", delay=30.0)
+        if "brief" in prompt:
+            return ScriptedReply("brief answer", delay=0.3)
+        return ScriptedReply("quick answer<|im_end|>")
+
+
+def _backend(urls: list[str], **options) -> OpenAICompletionsBackend:
+    options.setdefault("api_key", None)
+    return OpenAICompletionsBackend(DEFAULT_MODEL, urls, **options)
+
+
+def _no_time(completion: Completion) -> Completion:
+    return dataclasses.replace(completion, seconds=0.0)
+
+
+# ---- requests and results ----------------------------------------------------------------
+
+async def test_request_body_and_key(fake_openai) -> None:
+    """POST {base}/completions with the raw prompt, sampling, top_k, stops, seed and the bearer key."""
+    fake = fake_openai(KeyedPolicy(), api_key="sekrit")
+    backend = _backend([fake.url], api_key="sekrit", sampling=SamplingSettings(seed=3))
+    await backend.complete(PROMPT, max_tokens=512)
+    await backend.aclose()
+    request = fake.requests[0]
+    assert (request.path, request.headers["authorization"], request.body) == (
+        "/v1/completions", "Bearer sekrit", {
+            "model": DEFAULT_MODEL, "prompt": PROMPT, "max_tokens": 512, "temperature": 0.6,
+            "top_p": 0.95, "top_k": 20, "stop": ["<|im_end|>", "<|endoftext|>"], "seed": 3,
+        },
+    )
+
+
+async def test_no_seed_no_key(fake_openai) -> None:
+    """Without a seed the key is absent; without an API key no Authorization header is sent."""
+    fake = fake_openai(KeyedPolicy())
+    backend = _backend([fake.url + "/"])  # a trailing slash is tolerated
+    await backend.complete(PROMPT, max_tokens=8)
+    await backend.aclose()
+    request = fake.requests[0]
+    assert (request.path, "seed" in request.body, "authorization" in request.headers) == (
+        "/v1/completions", False, False,
+    )
+
+
+async def test_completion_fields(fake_openai) -> None:
+    """Text, usage token counts, finish_reason and the replica that answered."""
+    fake = fake_openai(KeyedPolicy())
+    backend = _backend([fake.url])
+    completion = await backend.complete(PROMPT, max_tokens=100)
+    await backend.aclose()
+    assert _no_time(completion) == Completion(
+        text="quick answer", prompt_tokens=16, completion_tokens=3, finish_reason="stop",
+        details={"replica": fake.url},
+    )
+
+
+async def test_finish_reason_length(fake_openai) -> None:
+    """A reply cut at max_tokens reports 'length'."""
+    fake = fake_openai(ScriptPolicy(["abcdefghijklmnop"]))
+    backend = _backend([fake.url])
+    completion = await backend.complete(PROMPT, max_tokens=2)
+    await backend.aclose()
+    assert (completion.text, completion.completion_tokens, completion.finish_reason) == (
+        "abcdefgh", 2, "length",
+    )
+
+
+# ---- errors ------------------------------------------------------------------------------
+
+async def test_missing_key(fake_openai) -> None:
+    """401 without a key: BackendAuthError saying to pass --api-key-env."""
+    fake = fake_openai(KeyedPolicy(), api_key="sekrit")
+    backend = _backend([fake.url])
+    with pytest.raises(BackendAuthError) as caught:
+        await backend.complete(PROMPT, max_tokens=8)
+    await backend.aclose()
+    assert str(caught.value) == (
+        f"{fake.url} requires an API key (HTTP 401: Unauthorized). Put the key in an "
+        "environment variable and pass that variable's name with --api-key-env."
+    )
+
+
+async def test_wrong_key(fake_openai) -> None:
+    """401 with a key: BackendAuthError naming the env var that holds it."""
+    fake = fake_openai(KeyedPolicy(), api_key="sekrit")
+    backend = _backend([fake.url], api_key="wrong", api_key_env="VLLM_KEY")
+    with pytest.raises(BackendAuthError) as caught:
+        await backend.complete(PROMPT, max_tokens=8)
+    await backend.aclose()
+    assert str(caught.value) == (
+        f"{fake.url} refused the API key from $VLLM_KEY (HTTP 401: Unauthorized). "
+        "Check the key stored in $VLLM_KEY."
+    )
+
+
+async def test_model_not_served(fake_openai) -> None:
+    """404 about the model: ModelNotFound with the served-model-name hint."""
+    fake = fake_openai(KeyedPolicy(), models=("other",))
+    backend = _backend([fake.url])
+    with pytest.raises(ModelNotFound) as caught:
+        await backend.complete(PROMPT, max_tokens=8)
+    await backend.aclose()
+    assert str(caught.value) == (
+        f"{fake.url} does not serve the model '{DEFAULT_MODEL}' (The model `{DEFAULT_MODEL}` "
+        "does not exist.). Pass the name the server serves with --model (vLLM: its "
+        f"--served-model-name; GET {fake.url}/models lists them)."
+    )
+
+
+async def test_wrong_base_path(fake_openai) -> None:
+    """404 from a base URL missing /v1: BackendResponseError saying how to spell it."""
+    fake = fake_openai(KeyedPolicy())
+    backend = _backend([fake.root])
+    with pytest.raises(BackendResponseError) as caught:
+        await backend.complete(PROMPT, max_tokens=8)
+    await backend.aclose()
+    assert str(caught.value) == (
+        f"{fake.root}/completions does not exist (HTTP 404: Not Found). The base URL must be "
+        "the server's OpenAI root, usually ending in /v1 (http://HOST:8000/v1)."
+    )
+
+
+async def test_client_error(fake_openai) -> None:
+    """Another 4xx (context too long): BackendResponseError with the server's message."""
+    fake = fake_openai(ScriptPolicy([ScriptedReply("prompt is too long", http_status=400)]))
+    backend = _backend([fake.url])
+    with pytest.raises(BackendResponseError) as caught:
+        await backend.complete(PROMPT, max_tokens=8)
+    await backend.aclose()
+    assert str(caught.value) == (
+        f"{fake.url}/completions refused the request (HTTP 400): prompt is too long. Check the "
+        "server's log and its limits (context length, max_tokens)."
+    )
+
+
+async def test_server_error_single_replica(fake_openai, caplog) -> None:
+    """500 from the only replica: BackendResponseError listing it; the failure is logged."""
+    fake = fake_openai(KeyedPolicy())
+    backend = _backend([fake.url])
+    with caplog.at_level(logging.WARNING, logger="agent.backends"), \
+            pytest.raises(BackendResponseError) as caught:
+        await backend.complete("fail", max_tokens=8)
+    await backend.aclose()
+    assert str(caught.value) == (
+        f"Every replica tried failed for model '{DEFAULT_MODEL}':\n"
+        f"  {fake.url}: HTTP 500: CUDA out of memory\n"
+        "Check the servers' logs; failed replicas are retried after 30 s."
+    )
+    assert [r.getMessage() for r in caplog.records] == [
+        f"replica {fake.url} failed (HTTP 500: CUDA out of memory); skipping it for 30 s",
+    ]
+
+
+async def test_all_replicas_down(dead_url: str) -> None:
+    """Every replica refuses connections: BackendUnreachable listing each URL and its error."""
+    other_dead = dead_url.replace("127.0.0.1", "localhost")
+    backend = _backend([f"{dead_url}/v1", f"{other_dead}/v1"])
+    with pytest.raises(BackendUnreachable) as caught:
+        await backend.complete(PROMPT, max_tokens=8)
+    await backend.aclose()
+    assert str(caught.value) == (
+        f"No replica could serve model '{DEFAULT_MODEL}':\n"
+        f"  {dead_url}/v1: ConnectError: All connection attempts failed\n"
+        f"  {other_dead}/v1: ConnectError: All connection attempts failed\n"
+        "Start the server(s) or fix --base-url; failed replicas are retried after 30 s."
+    )
+
+
+async def test_timeout(fake_openai) -> None:
+    """Slower than the timeout: BackendTimeout (not retried elsewhere); the request is dropped."""
+    fake = fake_openai(KeyedPolicy())
+    spare = fake_openai(KeyedPolicy())
+    backend = _backend([fake.url, spare.url], timeout=0.3)
+    with pytest.raises(BackendTimeout) as caught:
+        await backend.complete("slow", max_tokens=8)
+    await backend.aclose()
+    assert str(caught.value) == (
+        f"{fake.url}/completions did not answer within 0.3 s (model '{DEFAULT_MODEL}'); the "
+        "server may be overloaded: retry, or give the backend a longer timeout."
+    )
+    assert isinstance(caught.value.__cause__, httpx.ReadTimeout)
+    assert (await fake.await_disconnects(1, timeout=5.0), len(spare.requests)) == (True, 0)
+
+
+async def test_cancellation_closes_the_request(fake_openai) -> None:
+    """Cancelling the awaiting task closes the request; the backend keeps working."""
+    fake = fake_openai(KeyedPolicy())
+    backend = _backend([fake.url])
+    with anyio.move_on_after(0.5):
+        await backend.complete("slow", max_tokens=8)
+    assert await fake.await_disconnects(1, timeout=2.0)
+    assert (await backend.complete(PROMPT, max_tokens=8)).text == "quick answer"
+    await backend.aclose()
+
+
+def test_config_errors() -> None:
+    """No base URL, or one without http(s)://, is a configuration error saying what to pass."""
+    with pytest.raises(ConfigError) as none_given:
+        _backend([])
+    with pytest.raises(ConfigError) as bad_scheme:
+        _backend(["localhost:8000/v1"])
+    assert (str(none_given.value), str(bad_scheme.value)) == (
+        "The openai backend needs at least one base URL: pass --base-url http://HOST:PORT/v1 "
+        "(repeat it for several replicas).",
+        "Base URL 'localhost:8000/v1' must start with http:// or https:// "
+        "(for example http://127.0.0.1:8000/v1).",
+    )
+
+
+# ---- replicas ----------------------------------------------------------------------------
+
+async def test_concurrent_requests_alternate_replicas(fake_openai) -> None:
+    """Four concurrent requests over two idle replicas go A, B, A, B (fewest outstanding)."""
+    a, b = fake_openai(KeyedPolicy()), fake_openai(KeyedPolicy())
+    backend = _backend([a.url, b.url])
+    replicas: dict[int, str] = {}
+
+    async def ask(i: int) -> None:
+        replicas[i] = (await backend.complete(f"brief {i}", max_tokens=8)).details["replica"]
+
+    async with anyio.create_task_group() as group:
+        for i in range(4):
+            group.start_soon(ask, i)
+    await backend.aclose()
+    assert (replicas, len(a.requests), len(b.requests)) == (
+        {0: a.url, 1: b.url, 2: a.url, 3: b.url}, 2, 2,
+    )
+
+
+async def test_busy_replica_is_avoided(fake_openai) -> None:
+    """While A holds a slow request, new requests go to B; once A is idle, ties go to A."""
+    a, b = fake_openai(KeyedPolicy()), fake_openai(KeyedPolicy())
+    backend = _backend([a.url, b.url])
+    answered: list[str] = []
+
+    async def slow() -> None:
+        await backend.complete("slow", max_tokens=8)  # holds A for 30 s
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(slow)
+        while not a.requests:
+            await anyio.sleep(0.01)
+        for _ in range(3):
+            answered.append((await backend.complete(PROMPT, max_tokens=8)).details["replica"])
+        group.cancel_scope.cancel()
+    assert await a.await_disconnects(1, timeout=2.0)
+    answered.append((await backend.complete(PROMPT, max_tokens=8)).details["replica"])
+    await backend.aclose()
+    assert answered == [b.url, b.url, b.url, a.url]
+
+
+async def test_dead_replica_skipped_and_logged(fake_openai, dead_url: str, caplog) -> None:
+    """A refusing replica is logged, the request is retried on the other, then A is skipped."""
+    b = fake_openai(KeyedPolicy())
+    dead = f"{dead_url}/v1"
+    backend = _backend([dead, b.url])
+    with caplog.at_level(logging.WARNING, logger="agent.backends"):
+        first = await backend.complete(PROMPT, max_tokens=8)
+        second = await backend.complete(PROMPT, max_tokens=8)
+    await backend.aclose()
+    assert (first.details, second.details, len(b.requests)) == (
+        {"replica": b.url}, {"replica": b.url}, 2,
+    )
+    assert [r.getMessage() for r in caplog.records] == [
+        f"replica {dead} failed (ConnectError: All connection attempts failed); "
+        "skipping it for 30 s",
+    ]
+
+
+async def test_failing_replica_retried_elsewhere(fake_openai) -> None:
+    """A replica answering 500 is skipped for the cooldown; the other one serves."""
+
+    class BrokenPolicy:
+        def reply(self, prompt: str, model: str) -> ScriptedReply:
+            return ScriptedReply("engine dead", http_status=503)
+
+    a, b = fake_openai(BrokenPolicy()), fake_openai(KeyedPolicy())
+    backend = _backend([a.url, b.url])
+    first = await backend.complete(PROMPT, max_tokens=8)
+    second = await backend.complete(PROMPT, max_tokens=8)
+    await backend.aclose()
+    assert (first.text, second.text, len(a.requests), len(b.requests)) == (
+        "quick answer", "quick answer", 1, 2,
+    )
+
+
+async def test_cooling_replica_is_probed_when_all_are_down(fake_openai) -> None:
+    """When every replica is cooling down, the next request still probes one."""
+    fake = fake_openai(KeyedPolicy())
+    backend = _backend([fake.url], failure_cooldown=600.0)
+    with pytest.raises(BackendResponseError):
+        await backend.complete("fail", max_tokens=8)
+    completion = await backend.complete(PROMPT, max_tokens=8)
+    await backend.aclose()
+    assert (completion.text, len(fake.requests)) == ("quick answer", 2)

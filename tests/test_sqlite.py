@@ -321,3 +321,12 @@ def test_wal_database_in_writable_folder_sees_every_commit(tmp_path: Path) -> No
     path = _wal_database(tmp_path, keep_shm=False)
     with Database(path) as db:
         assert db.query("SELECT x FROM t ORDER BY x", max_rows=5).rows == ((1,), (2,))
+
+
+def test_repeated_statement_still_reports_tables_read(shop: Path, engine: QueryEngine) -> None:
+    """The same SQL run twice reports the tables it reads both times (no statement cache)."""
+    db = Database(shop, engine)
+    sql = 'SELECT c.name FROM customer c JOIN "order" o ON o.customer_id = c.id'
+    first = db.query(sql, max_rows=5)
+    second = db.query(sql, max_rows=5)
+    assert first.tables_read == second.tables_read == frozenset({"customer", "order"})

@@ -134,6 +134,9 @@ class GuardedConnection:
         conn = sqlite3.connect(
             database_uri(path, immutable=immutable), uri=True, isolation_level=None,
             check_same_thread=False, timeout=settings.busy_timeout_ms / 1000,
+            # A cached statement is not authorized again, so its reads would go unrecorded
+            # (tables_read) and it would skip the per-statement guard state.
+            cached_statements=0,
         )
         try:
             conn.execute("PRAGMA query_only = ON")

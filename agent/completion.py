@@ -1,0 +1,233 @@
+"""Reading a completion: its think block, the tool calls in it, and a final SQL answer.
+
+Pure functions. The model's mistakes (broken JSON, unknown tools, missing arguments) come
+back as short corrective texts in `problems`, which the loop shows the model as notes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .episode import ToolCall
+from .tools import TOOL_NAMES
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+NO_ARGUMENT_TOOLS = frozenset({"list_tables"})
+_TOOL_KEYS = ("tool", "name")
+_ARGS_KEYS = ("args", "arguments", "parameters")
+SQL_KEYS = ("sql", "query")  # as agent.tools reads them
+CALL_FORMAT = '{"tool": "<name>", "args": {...}}'
+
+# Where an object that was meant as a call starts, so broken JSON there is reported, not skipped.
+_CALL_START = re.compile(r"""\{\s*["']?(?:tool|name)["']?\s*:""")
+_FENCE = re.compile(r"```([^\n`]*)\n(.*?)(?:```|\Z)", re.DOTALL)
+# A statement start: at a line start after optional list marks, a short "label:" or backticks.
+# Only all-caps or all-lowercase keywords count: "Select the rows ..." or "With that ..." is prose.
+_STATEMENT_START = re.compile(
+    r"^[ \t>*-]*(?:[^\n:`\"{}]{0,40}:[ \t]*)?`*[ \t]*(?=(?:SELECT|select|WITH|with)\b)", re.MULTILINE
+)
+_WITH_CLAUSE = re.compile(
+    r"(?:WITH|with)\s+(?:RECURSIVE\s+|recursive\s+)?[^\s(]+\s*(?:\([^)]*\)\s*)?(?:AS|as)\s*\("
+)
+_SELECT_START = re.compile(r"(?:SELECT|select)\s+\S")
+_DECODER = json.JSONDecoder(strict=False)  # models write multi-line SQL inside JSON strings
+
+
+@dataclass(frozen=True)
+class ParsedCompletion:
+    """What one completion contains."""
+
+    think: str | None  # the thinking text (an unclosed block too), None when there is none
+    calls: tuple[ToolCall, ...]  # every well-formed call, in order of appearance
+    problems: tuple[str, ...]  # corrective messages for calls that could not be used
+    body: str = ""  # the text outside think blocks: where calls and SQL are looked for
+    think_unclosed: bool = False  # the completion ended inside <think>
+
+
+def split_think(text: str) -> tuple[str | None, str, bool]:
+    """(thinking, text outside thinking, ended inside an open <think>)."""
+    thoughts: list[str] = []
+    body: list[str] = []
+    pos = 0
+    first_open, first_close = text.find(THINK_OPEN), text.find(THINK_CLOSE)
+    if first_close != -1 and (first_open == -1 or first_close < first_open):
+        # "</think>" with no opening tag: the runtime's template opened the block
+        thoughts.append(text[:first_close])
+        pos = first_close + len(THINK_CLOSE)
+    unclosed = False
+    while True:
+        start = text.find(THINK_OPEN, pos)
+        if start == -1:
+            body.append(text[pos:])
+            break
+        body.append(text[pos:start])
+        end = text.find(THINK_CLOSE, start + len(THINK_OPEN))
+        if end == -1:
+            thoughts.append(text[start + len(THINK_OPEN):])
+            unclosed = True
+            break
+        thoughts.append(text[start + len(THINK_OPEN):end])
+        pos = end + len(THINK_CLOSE)
+    think = "\n\n".join(t.strip() for t in thoughts) if thoughts else None
+    return think, "".join(body), unclosed
+
+
+def parse_completion(text: str) -> ParsedCompletion:
+    """The think block, every JSON tool call outside it, and problems with the rest."""
+    think, body, unclosed = split_think(text)
+    calls: list[ToolCall] = []
+    problems: list[str] = []
+    pos = body.find("{")
+    while pos != -1:
+        try:
+            obj, end = _DECODER.raw_decode(body, pos)
+        except json.JSONDecodeError as exc:
+            if _CALL_START.match(body, pos):
+                problems.append(_broken_json_problem(body, pos, exc))
+            pos = body.find("{", pos + 1)
+            continue
+        if isinstance(obj, dict) and any(key in obj for key in _TOOL_KEYS):
+            call, problem = _to_call(obj)
+            if call is not None:
+                calls.append(call)
+            if problem is not None:
+                problems.append(problem)
+            pos = body.find("{", end)
+        else:  # some other JSON value: calls may still sit inside it (a list of calls, say)
+            pos = body.find("{", pos + 1)
+    return ParsedCompletion(think=think, calls=tuple(calls), problems=tuple(problems),
+                            body=body, think_unclosed=unclosed)
+
+
+def _broken_json_problem(body: str, pos: int, exc: json.JSONDecodeError) -> str:
+    snippet = " ".join(body[pos:pos + 60].split())
+    if len(body) - pos > 60:
+        snippet += "…"
+    return (f"could not read the call {snippet} as JSON ({exc.msg}); write {CALL_FORMAT} with double "
+            'quotes around keys and strings, and \\" for a double quote inside a string')
+
+
+def _to_call(obj: dict[str, Any]) -> tuple[ToolCall | None, str | None]:
+    """A call from a decoded object with a tool key, or a problem text."""
+    tool_key = next(key for key in _TOOL_KEYS if key in obj)
+    name = obj[tool_key]
+    if not isinstance(name, str) or not name.strip():
+        return None, f'a call needs "tool" set to a tool name, one of: {", ".join(TOOL_NAMES)}'
+    tool = _canonical_tool(name)
+    if tool is None:
+        close = difflib.get_close_matches(name.strip().lower(), TOOL_NAMES, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        return None, f'unknown tool "{name}"; {hint}the tools are: {", ".join(TOOL_NAMES)}'
+    args_key = next((key for key in _ARGS_KEYS if key in obj), None)
+    if args_key is None:
+        extra = {k: v for k, v in obj.items() if k != tool_key}
+        if extra:  # arguments written next to "tool" instead of inside "args": accept them
+            return ToolCall(tool, extra), None
+        if tool in NO_ARGUMENT_TOOLS:
+            return ToolCall(tool, {}), None
+        return None, (f'the {tool} call has no "args"; '
+                      f'write {{"tool": "{tool}", "args": {{...}}}} with its arguments')
+    args = obj[args_key]
+    if isinstance(args, str):  # {"arguments": "{\"sql\": ...}"} as in OpenAI-style calls
+        if not args.strip():
+            args = {}
+        else:
+            try:
+                args = json.loads(args, strict=False)
+            except json.JSONDecodeError as exc:
+                return None, (f'the "args" of the {tool} call is a string that is not JSON ({exc.msg}); '
+                              f'write "args" as an object, e.g. {{"tool": "{tool}", "args": {{...}}}}')
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        return None, f'the "args" of the {tool} call must be a JSON object like {{"table_name": "..."}}'
+    return ToolCall(tool, args), None
+
+
+def _canonical_tool(name: str) -> str | None:
+    folded = name.strip().lower()
+    return folded if folded in TOOL_NAMES else None
+
+
+def extract_final_sql(text: str) -> str | None:
+    """The answer SQL: a submit_sql call, else the last ```sql fence, else a run_query, else bare SQL."""
+    parsed = parse_completion(text)
+    submitted = _call_sql(parsed, "submit_sql")
+    if submitted is not None:
+        return submitted
+    fenced = last_sql_fence(parsed.body)
+    if fenced is not None:
+        return fenced
+    # A query tested in the answer turn is what the model means to answer with.
+    tested = _call_sql(parsed, "run_query")
+    if tested is not None:
+        return tested
+    return last_bare_statement(parsed.body)
+
+
+def _call_sql(parsed: ParsedCompletion, tool: str) -> str | None:
+    sqls = [sql_argument(call.args) for call in parsed.calls if call.tool == tool]
+    usable = [sql for sql in sqls if sql is not None]
+    return usable[-1] if usable else None
+
+
+def sql_argument(args: dict[str, Any]) -> str | None:
+    """The SQL of a run_query/submit_sql call ("sql", or the "query" spelling the tools accept)."""
+    for key in SQL_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def last_sql_fence(text: str) -> str | None:
+    """Content of the last ```sql (or unlabelled SELECT/WITH) code fence; an unclosed one counts."""
+    found = None
+    for match in _FENCE.finditer(text):
+        label, content = match.group(1).strip().lower(), match.group(2).strip()
+        if not content:
+            continue
+        if label in ("sql", "sqlite") or (label == "" and _starts_statement(content)):
+            found = content
+    return found
+
+
+def _starts_statement(text: str) -> bool:
+    return bool(_SELECT_START.match(text) or _WITH_CLAUSE.match(text))
+
+
+def last_bare_statement(text: str) -> str | None:
+    """The last SELECT/WITH statement written as plain text, up to `;`, a blank line or a backtick."""
+    found = None
+    pos = 0
+    while (match := _STATEMENT_START.search(text, pos)) is not None:
+        start = match.end()
+        end = _statement_end(text, start)
+        statement = text[start:end].strip()
+        if _starts_statement(statement):
+            found = statement
+            pos = max(end, start + 1)
+        else:
+            pos = start + 1
+    return found
+
+
+def _statement_end(text: str, start: int) -> int:
+    """Index of the first unquoted `;` or backtick, or of a blank line, or the end of `text`."""
+    quote: str | None = None
+    i = start
+    while i < len(text):
+        ch = text[i]
+        if quote is not None:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in ";`" or (ch == "\n" and text[i + 1:].lstrip(" \t").startswith("\n")):
+            return i
+        i += 1
+    return len(text)

@@ -1,0 +1,303 @@
+"""The episode loop: tool turns on an append-only raw prompt, then one final answer turn.
+
+Choices beyond the protocol (agent-protocol.md), each documented where it is made:
+- submit_sql in a tool turn ends the episode only when its SQL runs; a failing submit_sql
+  gets its error back as its result and exploration goes on (the model can fix it).
+- A failed submit_sql counts toward the failed-queries streak like a failed run_query;
+  other tools neither count nor reset it; duplicates (not run again) do not count.
+- SQL written without any tool call in a tool turn is taken as the answer (StopReason.NO_CALL)
+  when it runs; when it fails, its error goes back as a note and counts as a failed query.
+- No tool runs in the final turn; its answer is, in this order, a submit_sql call, the last
+  ```sql fence, a run_query call, or bare SELECT/WITH text (completion.extract_final_sql).
+- An answer that is missing or fails falls back to the last run_query that ran without error;
+  `EpisodeResult.error` then says why the answer was not used (status FALLBACK).
+- Tokens: whole-prompt and incremental (KV-cache) prompt counts are both handled
+  (`context_after`); text not yet counted by the runtime is estimated at 4 characters a token.
+  A tool turn needs at least final_turn_min_tokens of room besides the reserve; the final
+  turn always gets at least final_turn_min_tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from . import tools
+from .backends.base import Completion, ModelBackend
+from .completion import ParsedCompletion, extract_final_sql, parse_completion, sql_argument
+from .episode import (
+    CallRecord,
+    EpisodeResult,
+    EpisodeSettings,
+    EpisodeStatus,
+    Round,
+    StopReason,
+    ToolCall,
+)
+from .prompt import (
+    DEFAULT_PROMPTS,
+    PromptSet,
+    continue_prompt,
+    neutralise,
+    render_initial_prompt,
+    render_results_message,
+)
+from .sqlite import Database, QueryResult
+
+# Rough size of a token, only for text the runtime has not counted yet (the next user turn).
+CHARS_PER_TOKEN = 4
+QUERY_TOOLS = frozenset({"run_query", "submit_sql"})
+DEFAULT_SETTINGS = EpisodeSettings()
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count for text the runtime has not reported on yet."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def context_after(used: int, pending_estimate: int, completion: Completion) -> int:
+    """Episode tokens after a completion, whether the runtime reports whole or incremental prompts."""
+    # A whole-prompt count can never be smaller than the context already used; a smaller
+    # one is what a runtime reusing its KV cache reports: only the newly evaluated tokens.
+    # A runtime that reports no prompt count at all (0) gets our estimate of the new text.
+    if completion.prompt_tokens >= used and completion.prompt_tokens > 0:
+        return completion.prompt_tokens + completion.completion_tokens
+    new_prompt = completion.prompt_tokens or pending_estimate
+    return used + new_prompt + completion.completion_tokens
+
+
+def tool_turn_tokens(settings: EpisodeSettings, used: int, pending_estimate: int) -> int:
+    """num_predict for a tool turn; below final_turn_min_tokens there is no room for one."""
+    left = settings.token_budget - used - pending_estimate - settings.final_turn_min_tokens
+    return min(settings.max_turn_tokens, left)
+
+
+def final_turn_tokens(settings: EpisodeSettings, used: int, pending_estimate: int) -> int:
+    """num_predict for the final turn: what is left, but never less than the reserved minimum."""
+    left = settings.token_budget - used - pending_estimate
+    return max(settings.final_turn_min_tokens, min(settings.max_turn_tokens, left))
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """The SQL an episode ends with and how it came about."""
+
+    sql: str | None
+    status: EpisodeStatus
+    result: QueryResult | None
+    error: str | None
+    seconds: float
+
+
+async def run_episode(question: str, database: Database, backend: ModelBackend, *,
+                      evidence: str | None = None, prompts: PromptSet = DEFAULT_PROMPTS,
+                      settings: EpisodeSettings = DEFAULT_SETTINGS,
+                      on_round: Callable[[Round], Awaitable[None]] | None = None) -> EpisodeResult:
+    """Answer `question` on `database` with the model; BackendError and cancellation propagate."""
+    episode = _Episode(question, evidence, database, backend, prompts, settings, on_round)
+    return await episode.play()
+
+
+class _Episode:
+    """The state of one run_episode call (never shared between calls)."""
+
+    def __init__(self, question: str, evidence: str | None, database: Database,
+                 backend: ModelBackend, prompts: PromptSet, settings: EpisodeSettings,
+                 on_round: Callable[[Round], Awaitable[None]] | None) -> None:
+        self.question, self.evidence = question, evidence
+        self.database, self.backend = database, backend
+        self.prompts, self.settings, self.on_round = prompts, settings, on_round
+        self.prompt = ""
+        self.used = 0  # episode tokens counted by the runtime, up to the end of the last completion
+        self.pending = ""  # prompt text appended since then, not counted yet
+        self.rounds: list[Round] = []
+        self.tool_turns = 0
+        self.failed_streak = 0
+        self.last_ok_sql: str | None = None
+        self.started = time.perf_counter()
+
+    async def play(self) -> EpisodeResult:
+        """Tool turns until a budget ends them (or an answer arrives), then the final turn."""
+        self.prompt = self.pending = render_initial_prompt(self.prompts, self.question, self.evidence)
+        stop: StopReason | None = None
+        if self.settings.max_tool_turns <= 0:
+            stop = StopReason.TOOL_TURNS
+        elif self._tool_tokens(self.pending) < self.settings.final_turn_min_tokens:
+            stop = StopReason.TOKEN_BUDGET
+        if stop is not None:
+            self.prompt = self.pending = render_initial_prompt(
+                self.prompts, self.question, self.evidence, final=True, final_reason=stop)
+        while stop is None:
+            stop, answer = await self._tool_turn()
+            if answer is not None:
+                return self._result(answer, stop)
+        return self._result(await self._final_turn(), stop)
+
+    def _tool_tokens(self, pending: str) -> int:
+        return tool_turn_tokens(self.settings, self.used, estimate_tokens(pending))
+
+    async def _complete(self, max_tokens: int) -> tuple[Completion, float]:
+        started = time.perf_counter()
+        completion = await self.backend.complete(self.prompt, max_tokens=max_tokens)
+        seconds = time.perf_counter() - started
+        self.used = context_after(self.used, estimate_tokens(self.pending), completion)
+        return completion, seconds
+
+    async def _tool_turn(self) -> tuple[StopReason | None, _Answer | None]:
+        """One tool round; returns why exploration ended (None: go on) and an answer if one came."""
+        completion, model_seconds = await self._complete(self._tool_tokens(self.pending))
+        self.tool_turns += 1
+        parsed = parse_completion(completion.text)
+        records, submitted = await self._run_calls(parsed.calls)
+        notes = list(parsed.problems)
+        answer: _Answer | None = None
+        stop: StopReason | None = None
+        if submitted is not None:
+            answer, stop = await self._settle(submitted, EpisodeStatus.SUBMITTED), StopReason.SUBMITTED
+        elif not parsed.calls and not parsed.problems:
+            answer, note = await self._answer_without_call(completion, parsed)
+            if note is not None:
+                notes.append(note)
+            stop = StopReason.NO_CALL if answer is not None else None
+        tool_seconds = sum(record.seconds for record in records)
+        if answer is not None:
+            self.prompt += completion.text
+            await self._record_round(completion, parsed, records, notes, model_seconds, tool_seconds)
+            return stop, answer
+        turns_left = self.settings.max_tool_turns - self.tool_turns
+        if turns_left <= 0:
+            stop = StopReason.TOOL_TURNS
+        elif self.failed_streak >= self.settings.max_failed_queries:
+            stop = StopReason.FAILED_QUERIES
+        results = [(record.call, record.text) for record in records]
+        message = render_results_message(results, notes, turns_left)
+        if stop is None and self._tool_tokens(message) < self.settings.final_turn_min_tokens:
+            stop = StopReason.TOKEN_BUDGET
+        if stop is not None:
+            message = render_results_message(results, notes, turns_left, final=True, final_reason=stop)
+        await self._record_round(completion, parsed, records, notes, model_seconds, tool_seconds)
+        next_prompt = continue_prompt(self.prompt, completion.text, message)
+        self.pending = next_prompt[len(self.prompt) + len(completion.text):]
+        self.prompt = next_prompt
+        return stop, None
+
+    async def _run_calls(self, calls: tuple[ToolCall, ...]) -> tuple[list[CallRecord], str | None]:
+        """Run the calls in order, identical ones once; stop after a submit_sql whose SQL runs."""
+        records: list[CallRecord] = []
+        seen: dict[str, CallRecord] = {}
+        for call in calls:
+            key = json.dumps([call.tool, call.args], sort_keys=True, default=str)
+            if key in seen:
+                first = seen[key]
+                records.append(CallRecord(call, first.ok, first.text, 0.0, first.tables, duplicate=True))
+                continue
+            started = time.perf_counter()
+            outcome = await tools.arun_tool(self.database, call.tool, call.args, self.settings.tools)
+            record = CallRecord(call, outcome.ok, neutralise(outcome.text),
+                                time.perf_counter() - started, outcome.tables)
+            records.append(record)
+            seen[key] = record
+            if call.tool not in QUERY_TOOLS:
+                continue
+            self._count_query(outcome.ok)
+            sql = sql_argument(call.args)
+            if outcome.ok and sql is not None:
+                if call.tool == "submit_sql":
+                    return records, sql
+                self.last_ok_sql = sql
+        return records, None
+
+    def _count_query(self, ok: bool) -> None:
+        self.failed_streak = 0 if ok else self.failed_streak + 1
+
+    async def _answer_without_call(self, completion: Completion,
+                                   parsed: ParsedCompletion) -> tuple[_Answer | None, str | None]:
+        """A tool turn with no call: its SQL, if any, is the answer; otherwise a corrective note."""
+        sql = extract_final_sql(completion.text)
+        if sql is None:
+            if parsed.think_unclosed or completion.finish_reason == "length":
+                return None, ("your reply was cut off before any tool call; think in a few lines, "
+                              'end your thinking, then call a tool as {"tool": "<name>", "args": {...}}')
+            return None, ('no tool call found in your reply; call a tool as {"tool": "<name>", '
+                          '"args": {...}}, or submit your answer with submit_sql')
+        outcome = await tools.arun_tool(self.database, "run_query", {"sql": sql}, self.settings.tools)
+        self._count_query(outcome.ok)
+        if not outcome.ok:
+            return None, ("your reply has SQL but no tool call, so it was taken as your answer, and it "
+                          f"failed:\n{outcome.text}\nFix it with run_query, then answer with submit_sql")
+        self.last_ok_sql = sql
+        return await self._settle(sql, EpisodeStatus.FINAL_ANSWER), None
+
+    async def _final_turn(self) -> _Answer:
+        """The answer turn: its SQL if it runs, else the last query that ran, else failure."""
+        max_tokens = final_turn_tokens(self.settings, self.used, estimate_tokens(self.pending))
+        completion, model_seconds = await self._complete(max_tokens)
+        self.prompt += completion.text
+        parsed = parse_completion(completion.text)
+        sql = extract_final_sql(completion.text)
+        submitted = any(call.tool == "submit_sql" for call in parsed.calls)
+        status = EpisodeStatus.SUBMITTED if submitted else EpisodeStatus.FINAL_ANSWER
+        await self._record_round(completion, parsed, [], list(parsed.problems), model_seconds, 0.0,
+                                 final=True)
+        if sql is None:
+            return await self._fallback("the final answer had no SQL", None, 0.0)
+        return await self._settle(sql, status)
+
+    async def _settle(self, sql: str, status: EpisodeStatus) -> _Answer:
+        """Run the answer SQL; when it fails, fall back to the last query that ran."""
+        answer = await self._execute(sql, status)
+        if answer.result is not None and answer.result.ok:
+            return answer
+        return await self._fallback(f"the answer's SQL failed ({answer.error})", sql, answer.seconds)
+
+    async def _fallback(self, why: str, failed_sql: str | None, spent: float) -> _Answer:
+        """The last query that ran without error during exploration, or a failed answer."""
+        if self.last_ok_sql is not None:
+            answer = await self._execute(self.last_ok_sql, EpisodeStatus.FALLBACK)
+            if answer.result is not None and answer.result.ok:
+                return _Answer(answer.sql, EpisodeStatus.FALLBACK, answer.result,
+                               f"{why}; used the last query that ran without error instead",
+                               spent + answer.seconds)
+            spent += answer.seconds
+        return _Answer(failed_sql, EpisodeStatus.FAILED, None,
+                       f"no answer: {why} and no query ran without error during exploration; "
+                       "try rephrasing the question or naming the tables it is about", spent)
+
+    async def _execute(self, sql: str, status: EpisodeStatus) -> _Answer:
+        """Run the answer once for the result (whole cells, result_rows rows)."""
+        started = time.perf_counter()
+        result = await self.database.aquery(sql, max_rows=self.settings.result_rows)
+        seconds = time.perf_counter() - started
+        return _Answer(sql, status, result, None if result.ok else result.error, seconds)
+
+    async def _record_round(self, completion: Completion, parsed: ParsedCompletion,
+                            records: list[CallRecord], notes: list[str], model_seconds: float,
+                            tool_seconds: float, *, final: bool = False) -> None:
+        round_ = Round(
+            index=len(self.rounds) + 1, final=final, completion=completion.text, think=parsed.think,
+            calls=tuple(records), notes=tuple(notes), model_seconds=model_seconds,
+            tool_seconds=tool_seconds, prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens, finish_reason=completion.finish_reason,
+            context_tokens=self.used,
+        )
+        self.rounds.append(round_)
+        if self.on_round is not None:
+            await self.on_round(round_)
+
+    def _result(self, answer: _Answer, stop: StopReason) -> EpisodeResult:
+        result = answer.result if answer.result is not None and answer.result.ok else None
+        model_seconds = sum(r.model_seconds for r in self.rounds)
+        return EpisodeResult(
+            question=self.question, evidence=self.evidence, sql=answer.sql, status=answer.status,
+            stop_reason=stop,
+            columns=result.columns if result else (), rows=result.rows if result else (),
+            row_count=result.total_rows if result else 0,
+            truncated=result.truncated if result else False,
+            error=answer.error, rounds=tuple(self.rounds), tokens=self.used,
+            seconds=time.perf_counter() - self.started, model_seconds=model_seconds,
+            tool_seconds=sum(r.tool_seconds for r in self.rounds) + answer.seconds,
+            prompt=self.prompt,
+        )

@@ -1,0 +1,83 @@
+"""`sqale-agent doctor`: check the runtime, the model and the databases, and say what to fix."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import anyio
+
+from ..backends.base import SamplingSettings
+from ..errors import SqaleError
+from ..sqlite import Database
+from .backend_options import add_backend_arguments, backend_choice, make_backend
+
+
+def register(subparsers: Any) -> None:
+    """Add the `doctor` subcommand."""
+    parser = subparsers.add_parser(
+        "doctor", help="check that the model runtime, the model and the databases are ready",
+        description="Checks the runtime is reachable, the model is installed (and shows its "
+                    "parameters), and each --db opens; prints what to fix.")
+    parser.add_argument("--db", action="append", default=[], metavar="PATH",
+                        help="a database to check (repeatable)")
+    add_backend_arguments(parser)
+    parser.set_defaults(run=run)
+
+
+def _check_databases(paths: list[str]) -> list[str]:
+    problems = []
+    for path in paths:
+        try:
+            with Database(path) as db:
+                schema = db.schema()
+        except SqaleError as exc:
+            print(f"[fail] database {path}: {exc}")
+            problems.append(path)
+            continue
+        views = sum(1 for t in schema.tables if t.kind == "view")
+        print(f"[ok]   database {db.path}: {len(schema.tables) - views} tables, {views} views")
+        for warning in schema.warnings:
+            print(f"       note: {warning}")
+    return problems
+
+
+async def _check_model(args: argparse.Namespace) -> bool:
+    choice = backend_choice(args)
+    backend = make_backend(choice, SamplingSettings())
+    where = choice.ollama_host or getattr(backend, "host", None) or ", ".join(choice.base_urls)
+    try:
+        describe = getattr(backend, "describe_model", None)
+        if describe is None:
+            await backend.complete("<|im_start|>user\nping<|im_end|>\n<|im_start|>assistant\n", max_tokens=1)
+            print(f"[ok]   {choice.kind} at {where}: model {choice.model} answers")
+            return True
+        info = await describe()
+        print(f"[ok]   {choice.kind} at {where}: model {choice.model} is installed")
+        for key, value in sorted(info.details.items()):
+            print(f"       {key}: {value}")
+        if info.parameters:
+            print("       parameters:")
+            for line in info.parameters.splitlines():
+                print(f"         {line.strip()}")
+        if info.template.strip() not in ("{{ .Prompt }}", ""):
+            print("       note: its TEMPLATE is not the raw `{{ .Prompt }}` of our Modelfile; raw requests "
+                  "bypass it, but re-create the model with `ollama create ... -f Modelfile` to be sure")
+        return True
+    except SqaleError as exc:
+        print(f"[fail] {choice.kind} at {where}: {exc}")
+        return False
+    finally:
+        await backend.aclose()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print one line per check; exit 1 when something needs fixing."""
+    model_ok = anyio.run(_check_model, args)
+    bad_dbs = _check_databases(args.db)
+    if not args.db:
+        print("[info] no --db given: add --db PATH to check a database opens")
+    if model_ok and not bad_dbs:
+        print("all checks passed")
+        return 0
+    return 1

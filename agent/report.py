@@ -1,0 +1,120 @@
+"""Human-facing text about an episode: progress lines, the answer table, the round-by-round trace.
+
+Pure functions; the CLI and the MCP server both print through them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from .episode import EpisodeResult, Round, ToolCall
+from .render import format_cell, plural, render_grid
+
+ANSWER_ROWS = 20
+ANSWER_CELL_CHARS = 60
+LABEL_CHARS = 60
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def call_label(call: ToolCall) -> str:
+    """A call as progress shows it: `describe_table(Track)`, `join_path(A, B)`, `run_query`."""
+    args = call.args
+    shown: list[str] = []
+    if call.tool == "join_path":
+        shown = [str(args.get("table_a", "?")), str(args.get("table_b", "?"))]
+    elif call.tool == "distinct_values" and "column_name" in args:
+        shown = [f"{args.get('table_name', '?')}.{args['column_name']}"]
+    elif call.tool in ("describe_table", "foreign_keys", "sample_rows", "distinct_values"):
+        shown = [str(args["table_name"])] if "table_name" in args else []
+    name = _clip(call.tool, 40)
+    return f"{name}({_clip(', '.join(shown), LABEL_CHARS)})" if shown else name
+
+
+def progress_message(played: Round, max_tool_turns: int, limit: int = 200) -> str:
+    """`round 2/6: describe_table(Track), run_query` (the final turn says `final answer`)."""
+    labels: list[str] = []
+    for record in played.calls:
+        label = call_label(record.call)
+        if label not in labels:
+            labels.append(label)
+    head = "final answer" if played.final else f"round {played.index}/{max_tool_turns}"
+    body = ", ".join(labels) if labels else "no tool call"
+    return _clip(f"{head}: {body}", limit)
+
+
+def render_rows(columns: tuple[str, ...], rows: tuple[tuple[Any, ...], ...], *,
+                max_rows: int = ANSWER_ROWS, cell_chars: int = ANSWER_CELL_CHARS) -> str:
+    """An aligned table of the first rows."""
+    cells = [[format_cell(v, cell_chars) for v in row] for row in rows[:max_rows]]
+    return render_grid(list(columns), cells)
+
+
+def render_answer(result: EpisodeResult, *, max_rows: int = ANSWER_ROWS) -> str:
+    """The SQL in a fence, then the first rows as a table, then what is missing."""
+    lines = [f"status: {result.status.value} ({result.stop_reason.value}); {len(result.rounds)} rounds, "
+             f"{result.tool_calls} tool calls, {result.seconds:.1f} s"]
+    if result.sql is None:
+        lines.append(f"no SQL: {result.error or 'the model produced nothing runnable'}")
+        return "\n".join(lines)
+    lines += ["```sql", result.sql.strip(), "```"]
+    if result.error:
+        lines.append(f"error: {result.error}")
+        return "\n".join(lines)
+    if result.columns:
+        lines.append(render_rows(result.columns, result.rows, max_rows=max_rows))
+    shown = min(max_rows, len(result.rows))
+    total = plural(result.row_count, "row")
+    if result.truncated and result.row_count <= len(result.rows):
+        total = f"more than {total}"
+    lines.append(f"[{total}; first {shown} shown]" if shown < result.row_count or result.truncated
+                 else f"[{total}]")
+    return "\n".join(lines)
+
+
+def render_trace(result: EpisodeResult) -> str:
+    """Every round: the model's thoughts, its calls, and what each call returned."""
+    out: list[str] = []
+    for played in result.rounds:
+        head = "final turn" if played.final else f"round {played.index}"
+        out.append(f"=== {head}  (model {played.model_seconds:.2f} s, tools {played.tool_seconds:.3f} s, "
+                   f"tokens {played.prompt_tokens}+{played.completion_tokens}, "
+                   f"context {played.context_tokens})")
+        if played.think:
+            out += ["--- thinking", played.think.strip()]
+        for record in played.calls:
+            args = json.dumps(record.call.args, ensure_ascii=False)
+            flag = "" if record.ok else "  [error]"
+            dup = "  [duplicate, not run again]" if record.duplicate else ""
+            out += [f"--- {record.call.tool} {args}{flag}{dup}", record.text.rstrip()]
+        for note in played.notes:
+            out.append(f"--- note: {note}")
+        if not played.calls and not played.think:
+            out += ["--- completion", played.completion.strip()]
+    return "\n".join(out)
+
+
+def result_as_json(result: EpisodeResult) -> dict[str, Any]:
+    """The episode result as JSON-safe data (blobs as `<blob N bytes>`)."""
+    data = asdict(result)
+    data["status"] = result.status.value
+    data["stop_reason"] = result.stop_reason.value
+    data["rows"] = [[_json_cell(v) for v in row] for row in result.rows]
+    data["tool_calls"] = result.tool_calls
+    data["tables_seen"] = sorted(result.tables_seen)
+    for played in data["rounds"]:
+        for record in played["calls"]:
+            record["tables"] = sorted(record["tables"])
+    return data
+
+
+def _json_cell(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return f"<blob {len(value)} bytes>"
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)

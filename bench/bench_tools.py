@@ -1,0 +1,145 @@
+"""Latency of each exploration tool, run_query overhead against bare sqlite3, and bomb hold times.
+
+    python bench/bench_tools.py [--repeat 200]
+
+Goals (issue 2): each exploration tool p95 < 5 ms on bakerydemo and < 20 ms on 1,000 tables;
+run_query overhead < 1 ms per query; every bomb released within deadline + 0.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from agent.sqlite import Database, EngineLimits, QueryEngine  # noqa: E402
+from agent.tools import ToolSettings, run_tool  # noqa: E402
+from tests.test_sqlite import BOMBS  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data" / "dbs"
+
+
+def generate_wide_database(path: Path, tables: int = 1000) -> Path:
+    """A database with `tables` tables, each pointing at the one before it."""
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t0000 (id INTEGER PRIMARY KEY, name TEXT)")
+    for i in range(1, tables):
+        conn.execute(
+            f"CREATE TABLE t{i:04d} (id INTEGER PRIMARY KEY, name TEXT, score REAL, "
+            f"parent_id INTEGER REFERENCES t{i - 1:04d}(id))"
+        )
+    for i in range(tables):
+        conn.executemany(f"INSERT INTO t{i:04d} (id, name) VALUES (?, ?)",
+                         [(j, f"row {j}") for j in range(20)])
+    conn.commit()
+    conn.close()
+    return path
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    """p50 and p95 in milliseconds."""
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return statistics.median(ordered) * 1000, p95 * 1000
+
+
+def time_calls(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    fn()  # warm: schema cache, worker start
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return percentiles(samples)
+
+
+def pick_tables(db: Database) -> tuple[str, str, str]:
+    """A table with foreign keys, a table two hops away, and a text column of the first."""
+    schema = db.schema()
+    tables = [t for t in schema.tables if t.kind == "table"]
+    start = max(tables, key=lambda t: (len(t.foreign_keys), t.name))
+    far = start.foreign_keys[0].ref_table if start.foreign_keys else tables[-1].name
+    hop = schema.find(far)
+    if hop is not None and hop.foreign_keys:
+        far = hop.foreign_keys[0].ref_table
+    column = next((c.name for c in start.columns if "CHAR" in c.type.upper() or "TEXT" in c.type.upper()),
+                  start.columns[0].name)
+    return start.name, far, column
+
+
+def bench_database(label: str, path: Path, repeat: int) -> None:
+    engine = QueryEngine(EngineLimits())
+    db = Database(path, engine)
+    table, far, column = pick_tables(db)
+    quoted = '"' + table.replace('"', '""') + '"'
+    calls = {
+        "list_tables": {},
+        "describe_table": {"table_name": table},
+        "foreign_keys": {"table_name": table},
+        "join_path": {"table_a": table, "table_b": far},
+        "sample_rows": {"table_name": table, "limit": 10},
+        "distinct_values": {"table_name": table, "column_name": column, "limit": 20},
+        "run_query": {"sql": f"SELECT * FROM {quoted} LIMIT 20"},
+    }
+    settings = ToolSettings()
+    print(f"\n{label}: {len(db.schema().tables)} tables  (table {table!r}, join to {far!r})")
+    print(f"  {'tool':<16} {'p50 ms':>8} {'p95 ms':>8}")
+    for name, args in calls.items():
+        p50, p95 = time_calls(lambda name=name, args=args: run_tool(db, name, args, settings), repeat)
+        print(f"  {name:<16} {p50:8.3f} {p95:8.3f}")
+
+    sql = f"SELECT * FROM {quoted} LIMIT 20"
+    bare = sqlite3.connect(path.as_uri() + "?mode=ro", uri=True)
+    bare_p50, _ = time_calls(lambda: bare.execute(sql).fetchall(), repeat)
+    ours_p50, _ = time_calls(lambda: db.query(sql, max_rows=50), repeat)
+    bare.close()
+    print(f"  run_query overhead: bare sqlite3 p50 {bare_p50:.3f} ms, Database.query p50 "
+          f"{ours_p50:.3f} ms, overhead {ours_p50 - bare_p50:.3f} ms per query")
+    engine.close()
+
+
+def bench_bombs(path: Path, deadline: float) -> None:
+    engine = QueryEngine(EngineLimits(query_timeout=deadline, kill_grace=0.3))
+    db = Database(path, engine)
+    db.query("SELECT 1", max_rows=1)
+    print(f"\nbombs (deadline {deadline:g} s; goal: released within {deadline + 0.5:g} s)")
+    for name, sql in BOMBS.items():
+        start = time.perf_counter()
+        result = db.query(sql, max_rows=5)
+        held = time.perf_counter() - start
+        start = time.perf_counter()
+        after = db.query("SELECT 1", max_rows=1)
+        recover = time.perf_counter() - start
+        print(f"  {name:<28} held {held:6.3f} s  {result.status.value:<9} next query "
+              f"{'ok' if after.ok else 'FAILED'} in {recover * 1000:6.1f} ms")
+    engine.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--deadline", type=float, default=2.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        wide = generate_wide_database(Path(tmp) / "wide.sqlite")
+        targets = [("Chinook", DATA / "Chinook_Sqlite.sqlite"),
+                   ("bakerydemo", DATA / "wagtail_bakerydemo.sqlite"),
+                   ("generated 1,000 tables", wide)]
+        for label, path in targets:
+            if path.exists():
+                bench_database(label, path, args.repeat)
+            else:
+                print(f"\n{label}: skipped ({path} not found; ../shared/data is absent)")
+        bench_bombs(wide, args.deadline)
+
+
+if __name__ == "__main__":
+    main()

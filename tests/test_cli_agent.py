@@ -1,0 +1,103 @@
+"""`sqale-agent ask` and `sqale-agent doctor` against the fake Ollama over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from policies import DEFAULT_MODEL, OraclePolicy
+
+from agent.cli import main
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+CHINOOK = DATA / "dbs" / "Chinook_Sqlite.sqlite"
+needs_chinook = pytest.mark.skipif(not CHINOOK.exists(), reason="../shared/data (Chinook) is absent")
+
+QUESTION = "How many albums does AC/DC have?"
+GOLD = ("SELECT count(*) FROM Album JOIN Artist ON Album.ArtistId = Artist.ArtistId "
+        "WHERE Artist.Name = 'AC/DC'")
+
+
+def gold_rows(sql: str) -> list[tuple]:
+    conn = sqlite3.connect(CHINOOK.as_uri() + "?mode=ro", uri=True)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+@needs_chinook
+def test_ask_prints_sql_and_rows(fake_ollama, capsys) -> None:
+    """ask prints the submitted SQL in a fence and the gold rows as a table."""
+    server = fake_ollama(OraclePolicy({QUESTION: GOLD}))
+    code = main(["ask", "--db", str(CHINOOK), "--ollama-host", server.url, QUESTION])
+    out, err = capsys.readouterr()
+    assert code == 0
+    status, rest = out.split("\n", 1)
+    assert status.startswith("status: submitted (submit_sql); 3 rounds, 3 tool calls, ")
+    assert rest == "```sql\n" + GOLD + "\n```\n" + "count(*)\n--------\n2\n[1 row]\n"
+    assert "round 1/6: list_tables" in err and "round 3/6: submit_sql" in err
+
+
+@needs_chinook
+def test_ask_json_holds_the_episode_result(fake_ollama, capsys) -> None:
+    """--json prints the episode result: SQL, status, rows equal to the gold rows, the trace."""
+    server = fake_ollama(OraclePolicy({QUESTION: GOLD}))
+    assert main(["ask", "--json", "--db", str(CHINOOK), "--ollama-host", server.url, QUESTION]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["sql"], data["status"], data["stop_reason"]) == (GOLD, "submitted", "submit_sql")
+    assert [tuple(r) for r in data["rows"]] == gold_rows(GOLD)
+    assert [c["call"]["tool"] for r in data["rounds"] for c in r["calls"]] == [
+        "list_tables", "run_query", "submit_sql"]
+    assert data["tables_seen"] == ["Album", "Artist"]
+
+
+@needs_chinook
+def test_ask_trace_shows_thinking_calls_and_results(fake_ollama, capsys) -> None:
+    """--trace prints each round's thoughts, calls and result texts before the answer."""
+    server = fake_ollama(OraclePolicy({QUESTION: GOLD}))
+    assert main(["ask", "--trace", "--db", str(CHINOOK), "--ollama-host", server.url, QUESTION]) == 0
+    out = capsys.readouterr().out
+    assert "=== round 1" in out and "--- thinking\nList the tables first." in out
+    assert '--- run_query {"sql": "' in out
+    assert out.index("=== round 3") < out.index("```sql")
+
+
+def test_ask_reports_unreachable_ollama_in_one_line(dead_url, tmp_path, capsys) -> None:
+    """A dead runtime is one line on stderr naming the host and `ollama serve`; exit 1."""
+    db = tmp_path / "t.sqlite"
+    sqlite3.connect(db).execute("CREATE TABLE t (x)").connection.close()
+    assert main(["ask", "--db", str(db), "--ollama-host", dead_url, "how many rows?"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("sqale-agent ask: Could not reach Ollama at " + dead_url)
+    assert "ollama serve" in err
+
+
+def test_ask_rejects_a_bad_database_path(fake_ollama, tmp_path, capsys) -> None:
+    """A missing database file is one line naming it; exit 1."""
+    server = fake_ollama(OraclePolicy({}))
+    assert main(["ask", "--db", str(tmp_path / "none.db"), "--ollama-host", server.url, "q"]) == 1
+    assert capsys.readouterr().err == f"sqale-agent ask: {tmp_path / 'none.db'}: no such file; check the path\n"
+
+
+def test_doctor_shows_model_parameters_and_databases(fake_ollama, tmp_path, capsys) -> None:
+    """doctor passes when the model exists and each database opens."""
+    db = tmp_path / "t.sqlite"
+    sqlite3.connect(db).execute("CREATE TABLE t (x)").connection.close()
+    server = fake_ollama(OraclePolicy({}))
+    assert main(["doctor", "--ollama-host", server.url, "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert f"[ok]   ollama at {server.url}: model {DEFAULT_MODEL} is installed" in out
+    assert f"[ok]   database {db.resolve()}: 1 tables, 0 views" in out
+    assert out.endswith("all checks passed\n")
+
+
+def test_doctor_says_how_to_create_a_missing_model(fake_ollama, tmp_path, capsys) -> None:
+    """doctor names the `ollama create` command when the model is missing; exit 1."""
+    server = fake_ollama(OraclePolicy({}), models=("someone-else",))
+    assert main(["doctor", "--ollama-host", server.url, "--db", str(tmp_path / "x.db")]) == 1
+    out = capsys.readouterr().out
+    assert f"ollama create {DEFAULT_MODEL} -f Modelfile" in out
+    assert f"[fail] database {tmp_path / 'x.db'}: " in out

@@ -47,7 +47,7 @@ def generate_wide_database(path: Path, tables: int = 1000) -> Path:
 def percentiles(samples: list[float]) -> tuple[float, float]:
     """p50 and p95 in milliseconds."""
     ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
     return statistics.median(ordered) * 1000, p95 * 1000
 
 

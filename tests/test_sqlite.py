@@ -38,9 +38,7 @@ def build_db(path: Path, sql: str) -> Path:
     return path
 
 
-@pytest.fixture
-def shop(tmp_path: Path) -> Path:
-    return build_db(tmp_path / "shop.sqlite", """
+SHOP_SQL = """
         CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT NOT NULL DEFAULT 'x');
         CREATE TABLE "order" (id INTEGER PRIMARY KEY, customer_id INTEGER REFERENCES customer,
                               note TEXT, photo BLOB);
@@ -48,7 +46,12 @@ def shop(tmp_path: Path) -> Path:
         INSERT INTO customer VALUES (1, 'Ann'), (2, 'Bob');
         INSERT INTO "order" VALUES (1, 1, 'first', x'00ff'), (2, 1, 'second', NULL),
                                    (3, 2, 'third', NULL);
-    """)
+    """
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    return build_db(tmp_path / "shop.sqlite", SHOP_SQL)
 
 
 @pytest.fixture

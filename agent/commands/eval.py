@@ -1,0 +1,163 @@
+"""`sqale-agent eval`: run the agent over a Spider, BIRD or KaggleDBQA question set and score it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ..episode import EpisodeSettings
+from ..errors import SqaleError
+from ..evaluation.datasets import KAGGLE_SPLITS, Benchmark, Dataset, Selection, load_dataset, select_examples
+from ..evaluation.progress import ProgressLine
+from ..evaluation.records import TraceKind, read_records
+from ..evaluation.runner import EvalSettings, EvaluationAborted, RunResult, evaluate
+from ..evaluation.scoring import QueryLimits
+from ..evaluation.summary import render_summary, summarize, write_summary
+from ..sqlite import EngineLimits
+from .backend_options import (
+    BackendChoice,
+    add_backend_arguments,
+    backend_choice,
+    make_backend,
+    prompts_from_args,
+)
+
+EXIT_OK, EXIT_ABORTED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def register(subparsers: Any) -> None:
+    """Add the `eval` subcommand; it sets `run` as the handler."""
+    parser = subparsers.add_parser(
+        "eval", help="measure execution accuracy on Spider, BIRD or KaggleDBQA",
+        description="Run the agent on each question of a text-to-SQL benchmark, execute its SQL and "
+                    "the gold SQL, and report execution accuracy.")
+    parser.add_argument("dataset", help="a Spider/BIRD folder or question file, or a KaggleDBQA folder")
+    data = parser.add_argument_group("questions")
+    data.add_argument("--format", choices=["auto", *Benchmark], default="auto",
+                      help="dataset format (default: detected)")
+    data.add_argument("--db-root", metavar="DIR",
+                      help="folder with <db_id>/<db_id>.sqlite (or <db_id>.sqlite); default: the "
+                           "benchmark's usual place next to the questions")
+    data.add_argument("--split", choices=KAGGLE_SPLITS, default="all",
+                      help="KaggleDBQA examples to use (default all; 'test' is its plain-testing split)")
+    data.add_argument("--db-id", action="append", default=[], metavar="ID",
+                      help="only questions on this database (repeatable)")
+    data.add_argument("--difficulty", action="append", default=[], metavar="LEVEL",
+                      help="only this difficulty, e.g. easy/medium/hard/extra (Spider) or "
+                           "simple/moderate/challenging (BIRD); repeatable")
+    data.add_argument("--offset", type=int, default=0, help="skip this many selected questions")
+    data.add_argument("--limit", type=int, help="run at most this many questions")
+    run_group = parser.add_argument_group("run")
+    run_group.add_argument("--concurrency", type=int, default=1, help="episodes at once (default 1)")
+    run_group.add_argument("--samples", type=int, default=1,
+                           help="episodes per question; K > 1 votes by execution result (default 1)")
+    run_group.add_argument("--seed", type=int, default=0, help="sample k uses seed + k (default 0)")
+    run_group.add_argument("--query-timeout", type=float, default=30.0, metavar="SECONDS",
+                           help="limit for executing gold and predicted SQL (default 30, as BIRD)")
+    run_group.add_argument("--tool-query-timeout", type=float, default=EngineLimits.query_timeout,
+                           metavar="SECONDS",
+                           help=f"limit for the model's own queries (default {EngineLimits.query_timeout:g})")
+    run_group.add_argument("--max-result-rows", type=int, default=QueryLimits.max_rows, metavar="N",
+                           help=f"results with more rows are not compared (default {QueryLimits.max_rows:,})")
+    run_group.add_argument("--max-backend-failures", type=int, default=3, metavar="N",
+                           help="stop after N episodes in a row fail in the backend (default 3)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", metavar="PATH",
+                     help="results file, one JSON line per question "
+                          "(default eval-results/<benchmark>-<time>.jsonl)")
+    out.add_argument("--resume", action="store_true",
+                     help="continue the run recorded in --out: questions already there are kept, "
+                          "except those whose episodes failed in the backend, which run again")
+    out.add_argument("--summary", metavar="PATH",
+                     help="JSON summary file (default: next to --out, <name>.summary.json)")
+    out.add_argument("--trace", choices=list(TraceKind), default=TraceKind.FULL.value,
+                     help="episode detail kept per question: full (default), calls (no tool result "
+                          "texts) or none")
+    add_backend_arguments(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the evaluation; print the summary table; return the exit code."""
+    try:
+        settings = settings_from_args(args)
+        choice = backend_choice(args)
+        prompts = prompts_from_args(args)
+        benchmark = None if args.format == "auto" else Benchmark(args.format)
+        dataset = load_dataset(args.dataset, benchmark=benchmark, db_root=args.db_root, split=args.split)
+        selection = select_examples(dataset, db_ids=args.db_id, difficulties=args.difficulty,
+                                    offset=args.offset, limit=args.limit)
+    except SqaleError as exc:
+        print(f"sqale-agent eval: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not selection.examples:
+        print("sqale-agent eval: no question to run: the selection is empty (check --db-id, --difficulty, "
+              "--offset, --limit, and that the database files exist)", file=sys.stderr)
+        return EXIT_USAGE
+    out_path = Path(args.out) if args.out else default_out_path(dataset.benchmark)
+    summary_path = Path(args.summary) if args.summary else summary_path_for(out_path)
+    print(describe_run(dataset, selection, choice, out_path), file=sys.stderr)
+    progress = ProgressLine(len(selection.examples), settings.samples, sys.stderr, tty=sys.stderr.isatty())
+    episode_options = {"prompts": prompts} if prompts is not None else {}
+    try:
+        result: RunResult = anyio.run(partial(
+            evaluate, dataset, selection, partial(make_backend, choice), model=choice.model,
+            out_path=out_path, resume=args.resume, settings=settings, episode_options=episode_options,
+            progress=progress))
+    except EvaluationAborted as exc:
+        print(f"sqale-agent eval: {exc}", file=sys.stderr)
+        return EXIT_ABORTED
+    except SqaleError as exc:
+        print(f"sqale-agent eval: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        recorded = len(read_records(out_path))
+        print(f"\nsqale-agent eval: interrupted; {recorded} questions are recorded in {out_path}; "
+              "rerun the same command with --resume to continue", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    summary = summarize(result.records, benchmark=dataset.benchmark.value, model=choice.model,
+                        samples=settings.samples, selected=len(selection.examples),
+                        missing_db_ids=selection.missing_db_ids, missing_db=len(selection.missing_db))
+    write_summary(summary, summary_path)
+    print(render_summary(summary), end="")
+    print(f"\n{result.ran} questions run in {result.seconds:.1f} s ({result.resumed} kept from an "
+          f"earlier run); results: {out_path}; summary: {summary_path}")
+    return EXIT_OK
+
+
+def settings_from_args(args: argparse.Namespace) -> EvalSettings:
+    """The run settings the options describe (ConfigError when out of range)."""
+    return EvalSettings(
+        samples=args.samples, concurrency=args.concurrency, seed=args.seed,
+        limits=QueryLimits(timeout=args.query_timeout, max_rows=args.max_result_rows),
+        tool_query_timeout=args.tool_query_timeout, max_backend_failures=args.max_backend_failures,
+        trace=TraceKind(args.trace), episode=EpisodeSettings(),
+    )
+
+
+def default_out_path(benchmark: Benchmark) -> Path:
+    """eval-results/<benchmark>-<YYYYmmdd-HHMMSS>.jsonl in the current folder."""
+    return Path("eval-results") / f"{benchmark.value}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+
+
+def summary_path_for(out_path: Path) -> Path:
+    """results.jsonl -> results.summary.json, in the same folder."""
+    return out_path.with_name(f"{out_path.stem}.summary.json")
+
+
+def describe_run(dataset: Dataset, selection: Selection, choice: BackendChoice, out_path: Path) -> str:
+    """The line printed before the run starts."""
+    missing = ", ".join(selection.missing_db_ids)
+    skipped = f" ({len(selection.missing_db)} skipped: database missing: {missing})" if missing else ""
+    if choice.kind == "ollama":
+        where = choice.ollama_host or "Ollama at $OLLAMA_HOST or 127.0.0.1:11434"
+    else:
+        where = ", ".join(choice.base_urls)
+    return (f"{dataset.benchmark.value}: {len(selection.examples)} questions from {dataset.source}{skipped}; "
+            f"model {choice.model} via {choice.kind} ({where}); results -> {out_path}")

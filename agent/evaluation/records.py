@@ -1,0 +1,227 @@
+"""The results file: one JSON line per question, written as it goes and read back on --resume."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..episode import EpisodeResult
+from ..errors import ConfigError
+
+
+class Outcome(StrEnum):
+    """What became of one sampled answer; everything except CORRECT counts as wrong."""
+
+    CORRECT = "correct"
+    WRONG_RESULT = "wrong_result"  # ran, but the rows differ from the gold rows
+    NO_SQL = "no_sql"  # the episode produced no runnable SQL
+    SQL_ERROR = "sql_error"
+    DENIED = "denied"
+    TIMEOUT = "timeout"
+    KILLED = "killed"
+    ROW_CAP = "row_cap"  # more rows than the comparison cap: not compared
+    BACKEND_UNREACHABLE = "backend_unreachable"
+    BACKEND_TIMEOUT = "backend_timeout"
+    MODEL_NOT_FOUND = "model_not_found"
+    BACKEND_AUTH = "backend_auth"
+    BACKEND_RESPONSE = "backend_response"
+    BACKEND_ERROR = "backend_error"  # another BackendError subclass
+
+    @property
+    def is_backend(self) -> bool:
+        """True for failures of the model runtime rather than of the model."""
+        return self.value.startswith(("backend_", "model_not_found"))
+
+
+BACKEND_ERROR_STATUS = "backend_error"  # episode status of a sample whose backend failed
+
+
+class TraceKind(StrEnum):
+    """How much of each episode the results file keeps."""
+
+    FULL = "full"  # completions and every tool result text
+    CALLS = "calls"  # completions and calls, without the tool result texts
+    NONE = "none"
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CallTrace(_Record):
+    tool: str
+    args: dict[str, Any]
+    ok: bool
+    duplicate: bool
+    seconds: float
+    tables: list[str]
+    text: str | None  # None with --trace calls
+
+
+class RoundTrace(_Record):
+    index: int
+    final: bool
+    completion: str
+    calls: list[CallTrace]
+    notes: list[str]
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+    model_seconds: float
+    tool_seconds: float
+
+
+class GoldRecord(_Record):
+    """How the gold SQL ran."""
+
+    status: str  # a QueryStatus value, or "row_cap"
+    error: str | None
+    rows: int
+    ordered: bool  # the comparison respects row order (Spider rule with a top-level ORDER BY)
+    tables: list[str]  # schema tables the gold query reads
+    seconds: float
+
+
+class SampleRecord(_Record):
+    """One episode and how its answer compared with the gold result."""
+
+    sample: int
+    seed: int | None
+    sql: str | None
+    status: str  # an EpisodeStatus value, or "backend_error"
+    stop_reason: str | None
+    outcome: Outcome
+    correct: bool
+    error: str | None
+    result_rows: int | None
+    rounds: int
+    tool_calls: int
+    tokens: int
+    seconds: float
+    model_seconds: float
+    tool_seconds: float
+    tables_seen: list[str]
+    saw_gold_tables: bool | None  # None when the episode did not run
+    trace: list[RoundTrace] | None
+
+
+class QuestionRecord(_Record):
+    """One line of results.jsonl. Answer fields describe the voted sample."""
+
+    key: str
+    index: int
+    benchmark: str
+    model: str
+    db_id: str
+    difficulty: str | None
+    question: str
+    evidence: str | None
+    gold_sql: str
+    gold: GoldRecord
+    gold_error: bool  # the gold SQL failed: not scored
+    predicted_sql: str | None
+    status: str | None
+    correct: bool | None  # the voted answer; None when gold_error
+    single_correct: float | None  # share of samples that were correct
+    any_correct: bool | None
+    voted_sample: int | None
+    vote_counts: list[int]  # size of each result group, largest first
+    rounds: int
+    tool_calls: int
+    tokens: int  # all samples
+    seconds: float  # wall time of the whole question
+    samples: list[SampleRecord]
+
+    @property
+    def backend_failed(self) -> bool:
+        """True when a sample failed because of the model runtime (--resume retries these)."""
+        return any(s.outcome.is_backend for s in self.samples)
+
+
+def trace_of(result: EpisodeResult, kind: TraceKind) -> list[RoundTrace] | None:
+    """The rounds of an episode as kept in the results file."""
+    if kind == TraceKind.NONE:
+        return None
+    return [
+        RoundTrace(
+            index=r.index, final=r.final, completion=r.completion,
+            calls=[CallTrace(tool=c.call.tool, args=dict(c.call.args), ok=c.ok, duplicate=c.duplicate,
+                             seconds=c.seconds, tables=sorted(c.tables),
+                             text=c.text if kind == TraceKind.FULL else None)
+                   for c in r.calls],
+            notes=list(r.notes), prompt_tokens=r.prompt_tokens,
+            completion_tokens=r.completion_tokens, finish_reason=r.finish_reason,
+            model_seconds=r.model_seconds, tool_seconds=r.tool_seconds,
+        )
+        for r in result.rounds
+    ]
+
+
+def without_trace(record: QuestionRecord) -> QuestionRecord:
+    """The record with its samples' traces dropped (what a run keeps in memory for the summary)."""
+    if all(s.trace is None for s in record.samples):
+        return record
+    return record.model_copy(update={"samples": [s.model_copy(update={"trace": None}) for s in record.samples]})
+
+
+def to_line(record: QuestionRecord) -> str:
+    """One JSON line, newline included; non-JSON values in tool args become strings."""
+    return json.dumps(record.model_dump(mode="json"), ensure_ascii=False, default=str) + "\n"
+
+
+def read_records(path: Path, *, traces: bool = False) -> dict[str, QuestionRecord]:
+    """Records by key, the last line of a key winning; a torn last line is ignored.
+
+    Traces are dropped unless `traces` is set: a long run's traces do not fit in memory.
+    """
+    records: dict[str, QuestionRecord] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return records
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror}); check the --out path") from exc
+    lines = text.split("\n")
+    complete = lines[:-1]  # whatever follows the last newline was cut off mid-write
+    for number, line in enumerate(complete, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = QuestionRecord.model_validate_json(line)
+        except ValidationError as exc:
+            raise ConfigError(f"{path}: line {number} is not a result record of this tool "
+                              f"({exc.errors()[0]['msg']}); give another --out") from exc
+        records[record.key] = record if traces else without_trace(record)
+    return records
+
+
+def drop_torn_tail(path: Path) -> None:
+    """Cut a partial last line (a run killed mid-write) so appended lines start clean."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    if data and not data.endswith(b"\n"):
+        keep = data.rfind(b"\n") + 1
+        with path.open("r+b") as fh:
+            fh.truncate(keep)
+
+
+def check_compatible(records: Iterable[QuestionRecord], *, benchmark: str, model: str,
+                     samples: int, path: Path) -> None:
+    """Refuse to resume a file written for another benchmark, model or sample count."""
+    for record in records:
+        theirs = (record.benchmark, record.model, len(record.samples))
+        if record.gold_error:
+            theirs = (record.benchmark, record.model, samples)
+        if theirs != (benchmark, model, samples):
+            raise ConfigError(
+                f"{path}: its line for question {record.key} was written with benchmark "
+                f"{record.benchmark}, model {record.model}, {len(record.samples)} samples; this run "
+                f"uses {benchmark}, {model}, {samples}; give another --out or the same options"
+            )

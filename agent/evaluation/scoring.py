@@ -1,0 +1,219 @@
+"""One question end to end: run the gold SQL, run K episodes, execute and compare, vote."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+
+from ..backends.base import ModelBackend, SamplingSettings
+from ..episode import EpisodeResult, EpisodeSettings
+from ..errors import (
+    BackendAuthError,
+    BackendError,
+    BackendResponseError,
+    BackendTimeout,
+    BackendUnreachable,
+    ModelNotFound,
+)
+from ..sqlite import Database, QueryResult, QueryStatus
+from .accuracy import MatchRule, has_top_level_order_by, results_match, vote, vote_key
+from .datasets import Benchmark, Example
+from .records import (
+    BACKEND_ERROR_STATUS,
+    GoldRecord,
+    Outcome,
+    QuestionRecord,
+    SampleRecord,
+    TraceKind,
+    trace_of,
+)
+
+DATABASE_ERROR = "database_error"  # gold status when the database file cannot be opened
+MATCH_RULES = {Benchmark.SPIDER: MatchRule.MULTISET, Benchmark.KAGGLEDBQA: MatchRule.MULTISET,
+               Benchmark.BIRD: MatchRule.SET}
+_BACKEND_OUTCOMES: tuple[tuple[type[BackendError], Outcome], ...] = (
+    (BackendUnreachable, Outcome.BACKEND_UNREACHABLE), (BackendTimeout, Outcome.BACKEND_TIMEOUT),
+    (ModelNotFound, Outcome.MODEL_NOT_FOUND), (BackendAuthError, Outcome.BACKEND_AUTH),
+    (BackendResponseError, Outcome.BACKEND_RESPONSE),
+)
+_QUERY_OUTCOMES = {QueryStatus.SQL_ERROR: Outcome.SQL_ERROR, QueryStatus.DENIED: Outcome.DENIED,
+                   QueryStatus.TIMEOUT: Outcome.TIMEOUT, QueryStatus.KILLED: Outcome.KILLED,
+                   QueryStatus.CANCELLED: Outcome.KILLED}
+
+
+class EpisodeFn(Protocol):
+    """The shape of agent.loop.run_episode as the evaluation calls it."""
+
+    def __call__(self, question: str, database: Database, backend: ModelBackend, *,
+                 evidence: str | None = ..., settings: EpisodeSettings = ...,
+                 **options: Any) -> Awaitable[EpisodeResult]: ...
+
+
+@dataclass(frozen=True)
+class QueryLimits:
+    """How gold and predicted SQL are executed for comparison."""
+
+    timeout: float = 30.0  # BIRD's per-query limit
+    max_rows: int = 100_000  # a result with more rows is not compared (reported as row_cap)
+
+
+@dataclass(frozen=True)
+class QuestionContext:
+    """What every question of a run shares."""
+
+    benchmark: Benchmark
+    model: str
+    backends: tuple[ModelBackend, ...]  # one per sample, each with its own seed
+    seeds: tuple[int | None, ...]
+    episode_fn: EpisodeFn
+    episode_settings: EpisodeSettings
+    episode_options: dict[str, Any] = field(default_factory=dict)  # e.g. prompts=
+    limits: QueryLimits = QueryLimits()
+    trace: TraceKind = TraceKind.FULL
+    episode_slots: anyio.CapacityLimiter | None = None
+    on_episode: Callable[[BackendError | None], None] | None = None  # after each episode: its backend error
+
+
+def sampling_with_seed(base: SamplingSettings, seed: int) -> SamplingSettings:
+    """`base` with its seed replaced."""
+    return SamplingSettings(temperature=base.temperature, top_p=base.top_p, top_k=base.top_k, seed=seed)
+
+
+def backend_outcome(exc: BackendError) -> Outcome:
+    """The outcome kind recorded for a model-runtime failure."""
+    return next((o for cls, o in _BACKEND_OUTCOMES if isinstance(exc, cls)), Outcome.BACKEND_ERROR)
+
+
+async def evaluate_question(example: Example, db: Database, ctx: QuestionContext) -> QuestionRecord:
+    """Run the gold SQL, then every sample; gold that fails is recorded apart with no episodes run."""
+    started = time.monotonic()
+    gold_result = await _execute(db, example.gold_sql, ctx.limits)
+    schema = await db.aschema()
+    gold_tables = sorted({t.name for name in gold_result.tables_read if (t := schema.find(name))})
+    ordered = MATCH_RULES[ctx.benchmark] is MatchRule.MULTISET and has_top_level_order_by(example.gold_sql)
+    gold_status = "row_cap" if gold_result.ok and gold_result.truncated else gold_result.status.value
+    gold = GoldRecord(status=gold_status, error=_gold_error(gold_result, ctx.limits),
+                      rows=gold_result.total_rows, ordered=ordered, tables=gold_tables,
+                      seconds=gold_result.seconds)
+    if gold_status != QueryStatus.OK.value:
+        return _record(example, ctx, gold, [], None, started)
+    executed: dict[str, QueryResult] = {}  # identical SQL from several samples runs once
+    samples: list[SampleRecord | None] = [None] * len(ctx.backends)
+    keys: list[Hashable | None] = [None] * len(ctx.backends)
+
+    async def one(k: int) -> None:
+        samples[k], keys[k] = await _run_sample(k, example, db, ctx, gold_result, gold, executed)
+
+    async with anyio.create_task_group() as tg:
+        for k in range(len(ctx.backends)):
+            tg.start_soon(one, k)
+    done = [s for s in samples if s is not None]
+    return _record(example, ctx, gold, done, keys, started)
+
+
+def unreadable_database_record(example: Example, ctx: QuestionContext, error: str) -> QuestionRecord:
+    """The record of a question whose database file cannot be opened: a gold error, not scored."""
+    gold = GoldRecord(status=DATABASE_ERROR, error=error, rows=0, ordered=False, tables=[], seconds=0.0)
+    return _record(example, ctx, gold, [], None, time.monotonic())
+
+
+async def _run_sample(k: int, example: Example, db: Database, ctx: QuestionContext,
+                      gold_result: QueryResult, gold: GoldRecord,
+                      executed: dict[str, QueryResult]) -> tuple[SampleRecord, Hashable | None]:
+    try:
+        if ctx.episode_slots is None:
+            result = await _episode(k, example, db, ctx)
+        else:
+            async with ctx.episode_slots:
+                result = await _episode(k, example, db, ctx)
+    except BackendError as exc:
+        if ctx.on_episode:
+            ctx.on_episode(exc)
+        return _failed_sample(k, ctx, backend_outcome(exc), str(exc)), None
+    if ctx.on_episode:
+        ctx.on_episode(None)
+    predicted = None
+    if result.sql is not None:
+        predicted = executed.get(result.sql)
+        if predicted is None:
+            predicted = executed[result.sql] = await _execute(db, result.sql, ctx.limits)
+    outcome, error = _judge(result, predicted, gold_result, gold, ctx.benchmark)
+    seen = sorted(result.tables_seen)
+    seen_folded = {t.casefold() for t in seen}
+    key = vote_key(predicted.rows, MATCH_RULES[ctx.benchmark]) \
+        if predicted is not None and predicted.ok and not predicted.truncated else None
+    return SampleRecord(
+        sample=k, seed=ctx.seeds[k], sql=result.sql, status=result.status.value,
+        stop_reason=result.stop_reason.value, outcome=outcome, correct=outcome is Outcome.CORRECT,
+        error=error, result_rows=predicted.total_rows if predicted is not None else None,
+        rounds=len(result.rounds), tool_calls=result.tool_calls, tokens=result.tokens,
+        seconds=result.seconds, model_seconds=result.model_seconds, tool_seconds=result.tool_seconds,
+        tables_seen=seen, saw_gold_tables=all(t.casefold() in seen_folded for t in gold.tables),
+        trace=trace_of(result, ctx.trace),
+    ), key
+
+
+async def _episode(k: int, example: Example, db: Database, ctx: QuestionContext) -> EpisodeResult:
+    return await ctx.episode_fn(example.question, db, ctx.backends[k], evidence=example.evidence,
+                                settings=ctx.episode_settings, **ctx.episode_options)
+
+
+def _judge(result: EpisodeResult, predicted: QueryResult | None, gold_result: QueryResult,
+           gold: GoldRecord, benchmark: Benchmark) -> tuple[Outcome, str | None]:
+    if predicted is None:
+        return Outcome.NO_SQL, result.error or "the episode produced no SQL"
+    if not predicted.ok:
+        return _QUERY_OUTCOMES[predicted.status], predicted.error
+    if predicted.truncated:
+        return Outcome.ROW_CAP, f"more than {len(predicted.rows):,} rows; not compared"
+    same = results_match(gold_result.rows, predicted.rows, rule=MATCH_RULES[benchmark],
+                         ordered=gold.ordered)
+    return (Outcome.CORRECT, None) if same else (Outcome.WRONG_RESULT, None)
+
+
+def _failed_sample(k: int, ctx: QuestionContext, outcome: Outcome, error: str) -> SampleRecord:
+    return SampleRecord(
+        sample=k, seed=ctx.seeds[k], sql=None, status=BACKEND_ERROR_STATUS, stop_reason=None,
+        outcome=outcome, correct=False, error=error, result_rows=None, rounds=0, tool_calls=0,
+        tokens=0, seconds=0.0, model_seconds=0.0, tool_seconds=0.0, tables_seen=[],
+        saw_gold_tables=None, trace=None,
+    )
+
+
+def _record(example: Example, ctx: QuestionContext, gold: GoldRecord, samples: Sequence[SampleRecord],
+            keys: Sequence[Hashable | None] | None, started: float) -> QuestionRecord:
+    scored = gold.status == QueryStatus.OK.value
+    winner = (vote(keys) or 0) if scored and samples and keys is not None else None
+    chosen = samples[winner] if winner is not None else None
+    groups = Counter(k for k in keys or () if k is not None)
+    return QuestionRecord(
+        key=example.key, index=example.index, benchmark=ctx.benchmark.value, model=ctx.model,
+        db_id=example.db_id, difficulty=example.difficulty, question=example.question,
+        evidence=example.evidence, gold_sql=example.gold_sql, gold=gold, gold_error=not scored,
+        predicted_sql=chosen.sql if chosen else None, status=chosen.status if chosen else None,
+        correct=chosen.correct if chosen else None,
+        single_correct=sum(s.correct for s in samples) / len(samples) if scored and samples else None,
+        any_correct=any(s.correct for s in samples) if scored and samples else None,
+        voted_sample=winner, vote_counts=sorted(groups.values(), reverse=True),
+        rounds=chosen.rounds if chosen else 0, tool_calls=chosen.tool_calls if chosen else 0,
+        tokens=sum(s.tokens for s in samples), seconds=time.monotonic() - started,
+        samples=list(samples),
+    )
+
+
+async def _execute(db: Database, sql: str, limits: QueryLimits) -> QueryResult:
+    # One row past the cap tells a result that fits from one that does not.
+    return await db.aquery(sql, max_rows=limits.max_rows, count_cap=limits.max_rows + 1,
+                           timeout=limits.timeout)
+
+
+def _gold_error(result: QueryResult, limits: QueryLimits) -> str | None:
+    if result.ok and result.truncated:
+        return (f"the gold result has more than {limits.max_rows:,} rows; raise --max-result-rows "
+                "to compare it")
+    return result.error

@@ -1,0 +1,198 @@
+"""The run summary: computed from the result records alone, rendered as JSON and as a table.
+
+Everything outside `timing` depends only on the records' verdicts and counts, so a run
+resumed after an interruption summarises exactly like an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from .records import BACKEND_ERROR_STATUS, QuestionRecord
+
+# Benchmarks' own difficulty orders; other labels follow alphabetically.
+DIFFICULTY_ORDER = ("easy", "medium", "hard", "extra", "simple", "moderate", "challenging")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Accuracy(_Model):
+    """Execution accuracy over scored questions (gold errors excluded)."""
+
+    questions: int
+    correct: int  # voted answers that were right
+    ex: float | None  # correct / questions (the voted answer; with one sample, the answer)
+    single: float | None  # mean share of right samples per question
+    any: float | None  # share of questions with at least one right sample
+
+
+class QuestionCounts(_Model):
+    selected: int  # questions chosen to run
+    missing_db: int  # questions matching the filters but left out: their database file is missing
+    missing_db_ids: list[str]
+    evaluated: int  # with a record
+    gold_errors: int  # the gold SQL failed: reported apart, not scored
+    scored: int  # the accuracy denominator
+
+
+class EpisodeStats(_Model):
+    total: int
+    by_status: dict[str, int]  # submitted / final_answer / fallback / failed / backend_error
+    outcomes: dict[str, int]  # correct, wrong_result and every error kind
+    mean_rounds: float | None  # over episodes that ran (backend failures excluded)
+    mean_tool_calls: float | None
+    mean_tokens: float | None
+    saw_gold_tables: float | None  # share of episodes that looked at every table the gold reads
+
+
+class Timing(_Model):
+    mean_question_seconds: float | None
+    mean_episode_seconds: float | None
+    mean_model_seconds: float | None
+    mean_tool_seconds: float | None
+
+
+class Summary(_Model):
+    benchmark: str
+    model: str
+    samples: int
+    questions: QuestionCounts
+    accuracy: Accuracy
+    by_difficulty: dict[str, Accuracy]
+    by_database: dict[str, Accuracy]
+    episodes: EpisodeStats
+    mean_tokens_per_question: float | None
+    gold_errors: dict[str, int]  # by the gold query's status
+    backend_failures: int  # episodes that failed in the model runtime (counted wrong; --resume retries)
+    timing: Timing
+
+
+def summarize(records: Sequence[QuestionRecord], *, benchmark: str, model: str, samples: int,
+              selected: int, missing_db_ids: Sequence[str] = (), missing_db: int = 0) -> Summary:
+    """Aggregate the records of one selection (any order) into the summary."""
+    ordered = sorted(records, key=lambda r: r.index)
+    scored = [r for r in ordered if not r.gold_error]
+    episodes = [s for r in scored for s in r.samples]
+    ran = [s for s in episodes if s.status != BACKEND_ERROR_STATUS]
+    levels = sorted({r.difficulty for r in scored if r.difficulty}, key=_difficulty_rank)
+    return Summary(
+        benchmark=benchmark, model=model, samples=samples,
+        questions=QuestionCounts(selected=selected, missing_db=missing_db,
+                                 missing_db_ids=list(missing_db_ids), evaluated=len(ordered),
+                                 gold_errors=len(ordered) - len(scored), scored=len(scored)),
+        accuracy=_accuracy(scored),
+        by_difficulty={lv: _accuracy([r for r in scored if r.difficulty == lv]) for lv in levels},
+        by_database={db: _accuracy([r for r in scored if r.db_id == db])
+                     for db in sorted({r.db_id for r in scored})},
+        episodes=EpisodeStats(
+            total=len(episodes), by_status=_counts(s.status for s in episodes),
+            outcomes=_counts(s.outcome.value for s in episodes),
+            mean_rounds=_mean([s.rounds for s in ran]),
+            mean_tool_calls=_mean([s.tool_calls for s in ran]),
+            mean_tokens=_mean([s.tokens for s in ran]),
+            saw_gold_tables=_mean([float(bool(s.saw_gold_tables)) for s in ran]),
+        ),
+        mean_tokens_per_question=_mean([r.tokens for r in scored]),
+        gold_errors=_counts(r.gold.status for r in ordered if r.gold_error),
+        backend_failures=len(episodes) - len(ran),
+        timing=Timing(
+            mean_question_seconds=_mean([r.seconds for r in scored]),
+            mean_episode_seconds=_mean([s.seconds for s in ran]),
+            mean_model_seconds=_mean([s.model_seconds for s in ran]),
+            mean_tool_seconds=_mean([s.tool_seconds for s in ran]),
+        ),
+    )
+
+
+def write_summary(summary: Summary, path: Path) -> None:
+    """Write the summary as indented JSON."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
+
+
+def render_summary(summary: Summary) -> str:
+    """The console table."""
+    q, ep = summary.questions, summary.episodes
+    multi = summary.samples > 1
+    lines = [f"{summary.benchmark} · model {summary.model} · "
+             f"{summary.samples} sample{'s' if multi else ''} per question"]
+    lines.append(f"questions: {q.selected} selected, {q.evaluated} evaluated, "
+                 f"{q.gold_errors} gold errors, {q.scored} scored")
+    if q.missing_db:
+        lines.append(f"left out: {q.missing_db} questions whose database is missing "
+                     f"({', '.join(q.missing_db_ids)})")
+    if summary.gold_errors:
+        lines.append("gold errors: " + _pairs(summary.gold_errors))
+    header = ["", "n", "voted EX", "single", f"any of {summary.samples}"] if multi else ["", "n", "EX"]
+    table = [header, _row("overall", summary.accuracy, multi)]
+    if summary.by_difficulty:
+        table += [_row(level, acc, multi) for level, acc in summary.by_difficulty.items()]
+    lines += ["", *_align(table)]
+    if summary.by_database:
+        lines += ["", *_align([["database", *header[1:]],
+                               *(_row(db, acc, multi) for db, acc in summary.by_database.items())])]
+    lines += [
+        "",
+        f"episodes: {ep.total} ({_pairs(ep.by_status)})" if ep.total else "episodes: 0",
+        f"outcomes: {_pairs(ep.outcomes)}" if ep.outcomes else "outcomes: -",
+        f"per episode: {_num(ep.mean_rounds)} rounds, {_num(ep.mean_tool_calls)} tool calls, "
+        f"{_num(ep.mean_tokens, 0)} tokens; looked at every gold table: {_pct(ep.saw_gold_tables)}",
+        f"per question: {_num(summary.mean_tokens_per_question, 0)} tokens, "
+        f"{_num(summary.timing.mean_question_seconds, 2)} s",
+    ]
+    if summary.backend_failures:
+        lines.append(f"backend failures: {summary.backend_failures} episodes counted wrong; rerun "
+                     "with --resume to retry them")
+    return "\n".join(lines) + "\n"
+
+
+def _accuracy(records: Sequence[QuestionRecord]) -> Accuracy:
+    n = len(records)
+    correct = sum(bool(r.correct) for r in records)
+    return Accuracy(questions=n, correct=correct, ex=correct / n if n else None,
+                    single=_mean([r.single_correct or 0.0 for r in records]),
+                    any=_mean([float(bool(r.any_correct)) for r in records]))
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _counts(values: Iterable[str]) -> dict[str, int]:
+    counted = Counter(values)
+    return dict(sorted(counted.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _difficulty_rank(level: str) -> tuple[int, str]:
+    return (DIFFICULTY_ORDER.index(level), "") if level in DIFFICULTY_ORDER else (len(DIFFICULTY_ORDER), level)
+
+
+def _row(label: str, acc: Accuracy, multi: bool) -> list[str]:
+    cells = [label, str(acc.questions), _pct(acc.ex)]
+    return [*cells, _pct(acc.single), _pct(acc.any)] if multi else cells
+
+
+def _align(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                      for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+            for row in rows]
+
+
+def _pairs(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"

@@ -1,0 +1,118 @@
+"""`sqale-agent eval` end to end: real HTTP to fake Ollama/OpenAI runtimes, files, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from policies import DEFAULT_MODEL, OraclePolicy, ScriptPolicy, SeedSwitchPolicy, assistant_reply, tool_call
+
+from agent.commands import eval as eval_command
+
+SHOP = """
+    CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT, city TEXT);
+    INSERT INTO customer VALUES (1, 'Ann', 'Oslo'), (2, 'Bob', 'Rome'), (3, 'Cy', 'Oslo');
+"""
+QUESTIONS = {"How many customers are there?": "SELECT count(*) FROM customer",
+             "Which customers live in Oslo?": "SELECT name FROM customer WHERE city = 'Oslo'",
+             "Which cities are there?": "SELECT DISTINCT city FROM customer"}
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    """A Spider-layout folder with three questions on one database."""
+    db = tmp_path / "shop_set" / "database" / "shop" / "shop.sqlite"
+    db.parent.mkdir(parents=True)
+    conn = sqlite3.connect(db)
+    conn.executescript(SHOP)
+    conn.commit()
+    conn.close()
+    records = [{"db_id": "shop", "question": q, "query": sql} for q, sql in QUESTIONS.items()]
+    (tmp_path / "shop_set" / "dev.json").write_text(json.dumps(records), encoding="utf-8")
+    return tmp_path / "shop_set"
+
+
+def cli(*argv: str) -> int:
+    """Parse like sqale-agent does and run the eval handler."""
+    parser = argparse.ArgumentParser(prog="sqale-agent")
+    eval_command.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["eval", *argv])
+    return args.run(args)
+
+
+def test_eval_over_ollama_writes_results_and_summary(shop, tmp_path, fake_ollama, capsys):
+    """Against a fake Ollama: exit 0, one line per question, the summary file next to --out, the table."""
+    server = fake_ollama(OraclePolicy(QUESTIONS))
+    out = tmp_path / "runs" / "shop.jsonl"
+    code = cli(str(shop), "--ollama-host", server.url, "--out", str(out), "--concurrency", "2")
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert sorted((r["key"], r["correct"], r["model"]) for r in lines) == [
+        ("0", True, DEFAULT_MODEL), ("1", True, DEFAULT_MODEL), ("2", True, DEFAULT_MODEL)]
+    summary = json.loads((tmp_path / "runs" / "shop.summary.json").read_text(encoding="utf-8"))
+    assert (summary["accuracy"]["ex"], summary["questions"]["scored"]) == (1.0, 3)
+    assert "overall  3  100.0%" in captured.out
+    assert captured.err.startswith(f"spider: 3 questions from {shop / 'dev.json'}; model {DEFAULT_MODEL} via "
+                                   f"ollama ({server.url}); results -> {out}\n")
+    assert all(body["raw"] is True for body in server.bodies("/api/generate"))
+
+
+def test_samples_use_consecutive_seeds(shop, tmp_path, fake_openai, capsys):
+    """--samples 3 --seed 5 sends seeds 5, 6, 7 to an OpenAI-compatible server; the vote is reported."""
+    wrong = assistant_reply(None, tool_call("submit_sql", sql="SELECT 0"))
+    policy = SeedSwitchPolicy({6: ScriptPolicy([wrong])}, default=OraclePolicy(QUESTIONS))
+    server = fake_openai(policy)
+    out = tmp_path / "r.jsonl"
+    code = cli(str(shop), "--backend", "openai", "--base-url", server.url, "--samples", "3", "--seed", "5",
+               "--out", str(out), "--summary", str(tmp_path / "s.json"), "--limit", "1")
+    assert code == 0, capsys.readouterr().err
+    assert sorted({b["seed"] for b in server.bodies("/v1/completions")}) == [5, 6, 7]
+    summary = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))
+    assert (summary["accuracy"]["ex"], round(summary["accuracy"]["single"], 4)) == (1.0, 0.6667)
+
+
+def test_dead_ollama_stops_with_exit_1(shop, tmp_path, dead_url, capsys):
+    """Nothing listening: the run stops after N failed episodes with a message saying what to do."""
+    code = cli(str(shop), "--ollama-host", dead_url, "--out", str(tmp_path / "r.jsonl"),
+               "--max-backend-failures", "2")
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "sqale-agent eval: stopped early: 2 episodes in a row failed in the model backend: " in err
+    assert err.rstrip().endswith("fix the backend and rerun with --resume to continue")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--backend", "openai"], "sqale-agent eval: --backend openai needs --base-url http://HOST:PORT/v1 "
+                              "(repeat it for replicas)\n"),
+    (["--samples", "0"], "sqale-agent eval: --samples, --concurrency and --max-backend-failures must be 1 "
+                         "or more\n"),
+    (["--difficulty", "easy"], "sqale-agent eval: --difficulty easy: unknown; this dataset has no "
+                               "difficulty labels\n"),
+    (["--offset", "10"], "sqale-agent eval: no question to run: the selection is empty (check --db-id, "
+                         "--difficulty, --offset, --limit, and that the database files exist)\n"),
+])
+def test_bad_options_exit_2(shop, argv, message, capsys):
+    """Option mistakes print one line saying what to change, and exit 2 before any model call."""
+    assert cli(str(shop), *argv) == 2
+    assert capsys.readouterr().err == message
+
+
+def test_missing_api_key_variable(shop, monkeypatch, capsys):
+    """--api-key-env naming an unset variable is an error that says to export it."""
+    monkeypatch.delenv("SQALE_TEST_KEY", raising=False)
+    assert cli(str(shop), "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
+               "--api-key-env", "SQALE_TEST_KEY") == 2
+    assert capsys.readouterr().err == ("sqale-agent eval: --api-key-env SQALE_TEST_KEY: that environment "
+                                       "variable is not set; export it with the key or drop --api-key-env\n")
+
+
+def test_default_paths():
+    """The summary sits next to the results file; the default results file is per benchmark and time."""
+    assert eval_command.summary_path_for(Path("out/run.jsonl")) == Path("out/run.summary.json")
+    default = eval_command.default_out_path(eval_command.Benchmark.BIRD)
+    assert (default.parent, default.name.startswith("bird-"), default.suffix) == (Path("eval-results"), True,
+                                                                                    ".jsonl")

@@ -1,0 +1,44 @@
+"""`sqale-agent tool --db PATH TOOL '{"arg": ...}'`: print one tool result as the model sees it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..sqlite import Database
+from ..tools import TOOL_NAMES, run_tool
+
+
+def register(subparsers: Any) -> None:
+    """Add the `tool` subcommand."""
+    parser = subparsers.add_parser(
+        "tool", help="run one exploration tool and print exactly what the model would see",
+        description="Run one of the agent's tools on a database and print its result text exactly "
+                    "as the model gets it. Mistakes in the call (unknown table, bad SQL...) are "
+                    "printed as the model would see them, with exit status 0.")
+    parser.add_argument("--db", required=True, metavar="PATH", help="the SQLite database file")
+    parser.add_argument("tool_name", metavar="TOOL", help=f"one of: {', '.join(TOOL_NAMES)}")
+    parser.add_argument("tool_args", metavar="ARGS", nargs="?", default="{}",
+                        help='the arguments as a JSON object, e.g. \'{"table_name": "Track"}\' '
+                             "(default {})")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the tool's text; 2 for ARGS that are not a JSON object."""
+    try:
+        tool_args = json.loads(args.tool_args)
+    except json.JSONDecodeError as exc:
+        print(f"sqale-agent tool: ARGS is not valid JSON ({exc}); give an object such as "
+              '\'{"table_name": "Track"}\'', file=sys.stderr)
+        return 2
+    if not isinstance(tool_args, dict):
+        print(f"sqale-agent tool: ARGS must be a JSON object, not {type(tool_args).__name__}; "
+              'give an object such as \'{"table_name": "Track"}\'', file=sys.stderr)
+        return 2
+    with Database(args.db) as db:
+        outcome = run_tool(db, args.tool_name, tool_args)
+    print(outcome.text)
+    return 0

@@ -1,0 +1,143 @@
+"""The tools' arguments: what each tool takes, parsing the model's JSON, clamping limits.
+
+Pure functions. A problem with the arguments comes back as an ArgProblem whose text
+tells the model the right call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from .render import format_count
+
+ECHO_CHARS = 60  # how much of a bad value is echoed back to the model
+
+
+@dataclass(frozen=True)
+class ArgProblem:
+    """Why a call's arguments cannot be used, as the text the model gets."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Param:
+    """One argument of a tool."""
+
+    name: str
+    kind: str  # "text" (a non-empty string) or "count" (a whole number)
+    required: bool = True
+    aliases: tuple[str, ...] = ()  # other spellings small models use for it
+
+    @property
+    def expected(self) -> str:
+        return "a whole number" if self.kind == "count" else "a string"
+
+
+_TABLE = Param("table_name", "text", aliases=("table", "name"))
+_SQL = Param("sql", "text", aliases=("query",))
+PARAMS: Mapping[str, tuple[Param, ...]] = MappingProxyType({
+    "list_tables": (Param("pattern", "text", required=False),),
+    "describe_table": (_TABLE,),
+    "foreign_keys": (_TABLE,),
+    "join_path": (Param("table_a", "text"), Param("table_b", "text")),
+    "sample_rows": (_TABLE, Param("limit", "count", required=False)),
+    "distinct_values": (_TABLE, Param("column_name", "text", aliases=("column",)),
+                        Param("limit", "count", required=False)),
+    "run_query": (_SQL,),
+    "submit_sql": (_SQL,),
+})
+_EXAMPLES: Mapping[str, str] = MappingProxyType({
+    "list_tables": "{}",
+    "describe_table": '{"table_name": "<table>"}',
+    "foreign_keys": '{"table_name": "<table>"}',
+    "join_path": '{"table_a": "<table>", "table_b": "<table>"}',
+    "sample_rows": '{"table_name": "<table>", "limit": 5}',
+    "distinct_values": '{"table_name": "<table>", "column_name": "<column>", "limit": 20}',
+    "run_query": '{"sql": "SELECT ..."}',
+    "submit_sql": '{"sql": "SELECT ..."}',
+})
+
+
+def echo(value: Any) -> str:
+    """A value the model sent, as repr, cut so a huge value cannot flood the context."""
+    text = repr(value)
+    return text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS] + "…"
+
+
+def usage(tool: str) -> str:
+    """`call it as {"tool": ..., "args": {...}}` for one tool."""
+    return f'call it as {{"tool": "{tool}", "args": {_EXAMPLES[tool]}}}'
+
+
+def _problem(tool: str, text: str) -> ArgProblem:
+    return ArgProblem(f"{tool} {text}; {usage(tool)}")
+
+
+def parse_count(value: Any) -> int | None:
+    """A whole number from an int, an integral float or a numeric string; None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def parse_args(tool: str, args: Any) -> dict[str, Any] | ArgProblem:
+    """Every parameter of `tool` under its canonical name (None when optional and absent)."""
+    if args is None:
+        args = {}
+    if not isinstance(args, Mapping):
+        return _problem(tool, "needs its arguments as a JSON object")
+    parsed: dict[str, Any] = {}
+    for param in PARAMS[tool]:
+        key = next((k for k in (param.name, *param.aliases) if k in args), param.name)
+        value = args.get(key)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            if param.required:
+                return _problem(tool, f'needs "{param.name}" ({param.expected})')
+            parsed[param.name] = None
+            continue
+        if param.kind == "count":
+            count = parse_count(value)
+            if count is None:
+                return _problem(tool, f'needs "{param.name}" as {param.expected}, got {echo(value)}')
+            value = count
+        elif not isinstance(value, str):
+            return _problem(tool, f'needs "{param.name}" ({param.expected}), got {echo(value)}')
+        parsed[param.name] = value
+    return parsed
+
+
+def clamp_limit(limit: int | None, default: int, maximum: int) -> tuple[int, str | None]:
+    """The row limit to use, and a note when the one asked for was out of range."""
+    if limit is None:
+        return default, None
+    if limit > maximum:
+        return maximum, (f"[limit {format_count(limit)} is above the maximum {maximum}; "
+                         f"showing up to {maximum}]")
+    if limit < 1:
+        return 1, f"[limit {format_count(limit)} is below 1; showing up to 1]"
+    return limit, None
+
+
+def unquote_name(name: str) -> str:
+    """A table or column name as the model may copy it (`"Order Details"`, `[x]`, `main.x`), bare."""
+    name = name.strip()
+    if name.casefold().startswith("main."):
+        name = name[5:]
+    closers = {'"': '"', "[": "]", "`": "`", "'": "'"}
+    if len(name) >= 2 and name[0] in closers and name[-1] == closers[name[0]]:
+        inner = name[1:-1]
+        return inner if name[0] == "[" else inner.replace(name[0] * 2, name[0])
+    return name

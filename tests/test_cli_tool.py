@@ -1,0 +1,109 @@
+"""`sqale-agent tool`: prints what the model would see; exit codes for the user's own mistakes."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def music(tmp_path: Path) -> Path:
+    """A two-table database with a foreign key and a name that needs quoting."""
+    path = tmp_path / "music.sqlite"
+    conn = sqlite3.connect(path)
+    try:
+        conn.executescript("""
+            CREATE TABLE Artist (ArtistId INTEGER PRIMARY KEY, Name TEXT NOT NULL);
+            CREATE TABLE "Album List" (AlbumId INTEGER PRIMARY KEY, Title TEXT,
+                                       ArtistId INTEGER REFERENCES Artist(ArtistId));
+            INSERT INTO Artist VALUES (1, 'AC/DC'), (2, 'Accept');
+            INSERT INTO "Album List" VALUES (1, 'Let There Be Rock', 1);
+        """)
+        conn.commit()
+    finally:
+        conn.close()
+    return path
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_prints_the_tool_text(music: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The result text is printed exactly, followed by one newline, with exit 0."""
+    assert run(["tool", "--db", str(music), "describe_table", '{"table_name": "album list"}'], capsys) == (
+        0, 'table "Album List": 1 row, 3 columns\nAlbumId   INTEGER  PK\nTitle     TEXT\n'
+           "ArtistId  INTEGER  -> Artist.ArtistId\n", "")
+
+
+def test_args_default_to_an_empty_object(music: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without ARGS the tool gets {}."""
+    assert run(["tool", "--db", str(music), "list_tables"], capsys) == (
+        0, '2 tables:\n"Album List"\nArtist\n', "")
+
+
+@pytest.mark.parametrize(("tool", "args", "text"), [
+    ("describe_table", '{"table_name": "artsit"}', "no table 'artsit'; did you mean Artist?"),
+    ("run_query", '{"sql": "SELECT Nme FROM Artist"}',
+     "SQL error: no such column: Nme\nhint: did you mean Artist.Name?"),
+    ("frobnicate", "{}", "unknown tool 'frobnicate'; the tools are: list_tables, describe_table, "
+                         "foreign_keys, join_path, sample_rows, distinct_values, run_query and submit_sql"),
+    ("describe_table", "{}", 'describe_table needs "table_name" (a string); call it as '
+                             '{"tool": "describe_table", "args": {"table_name": "<table>"}}'),
+])
+def test_model_error_texts_exit_zero(music: Path, capsys: pytest.CaptureFixture[str], tool: str,
+                                     args: str, text: str) -> None:
+    """Errors the model could make print as the model would see them, with exit 0."""
+    assert run(["tool", "--db", str(music), tool, args], capsys) == (0, text + "\n", "")
+
+
+@pytest.mark.parametrize(("args", "reason"), [
+    ("{table_name: Artist}", "ARGS is not valid JSON (Expecting property name enclosed in double quotes: "
+                             "line 1 column 2 (char 1))"),
+    ('["Artist"]', "ARGS must be a JSON object, not list"),
+])
+def test_bad_json_is_a_usage_error(music: Path, capsys: pytest.CaptureFixture[str], args: str,
+                                   reason: str) -> None:
+    """ARGS that are not a JSON object: one line on stderr, nothing on stdout, exit 2."""
+    assert run(["tool", "--db", str(music), "describe_table", args], capsys) == (
+        2, "", f"sqale-agent tool: {reason}; give an object such as '{{\"table_name\": \"Track\"}}'\n")
+
+
+def test_bad_database_path_exits_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing file or a file that is not SQLite: the path error on one stderr line, exit 1."""
+    missing = tmp_path / "nope.sqlite"
+    assert run(["tool", "--db", str(missing), "list_tables"], capsys) == (
+        1, "", f"sqale-agent tool: {missing}: no such file; check the path\n")
+    text_file = tmp_path / "notes.txt"
+    text_file.write_text("hello")
+    assert run(["tool", "--db", str(text_file), "list_tables"], capsys) == (
+        1, "", f"sqale-agent tool: {text_file}: not an SQLite 3 database (the file does not start "
+               "with the SQLite header)\n")
+
+
+def test_missing_db_option_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --db argparse stops with status 2."""
+    with pytest.raises(SystemExit) as stop:
+        main(["tool", "list_tables"])
+    assert stop.value.code == 2
+    assert "the following arguments are required: --db" in capsys.readouterr().err
+
+
+def test_module_entry_point_in_a_subprocess(music: Path) -> None:
+    """`python -m agent.cli tool` prints the same text as an installed sqale-agent would."""
+    done = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "tool", "--db", str(music), "join_path",
+         '{"table_a": "Album List", "table_b": "Artist"}'],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, 'FROM "Album List"\nJOIN "Artist" ON "Album List"."ArtistId" = "Artist"."ArtistId"\n', "")

@@ -174,7 +174,8 @@ class _Worker:
             self.process = subprocess.Popen(
                 [sys.executable, "-c", _BOOT, pickle.dumps(args).hex()],
                 pass_fds=(to_child_r, from_child_w, cancel_file.fileno()),
-                stdin=subprocess.DEVNULL, env=env,
+                # stdout may be the MCP stdio protocol: the worker must never write to it.
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
             )
         except OSError as exc:
             raise DatabaseWorkerError(f"cannot start the SQLite worker process: {exc}") from exc

@@ -1,0 +1,108 @@
+"""Building the MCP server from settings, and running it on the configured transport."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
+
+from agent.errors import ConfigError
+from agent.prompt import PromptSet
+from agent.sqlite import EngineLimits
+
+from .catalog import Catalog, collect_databases, load_catalog, tool_description
+from .http_transport import MCP_PATH, http_app, serve_http
+from .runtime import BackendFactory, EpisodeLog, ServerRuntime, load_prompts, make_backend, open_runtime
+from .settings import ServerSettings
+from .tool import TOOL_NAME, answer_sql_question
+
+logger = logging.getLogger("mcp_server")
+
+INSTRUCTIONS = (
+    "Use answer_sql_question to answer questions about the configured SQLite databases. "
+    "A small local model writes the SQL: read the SQL it returns before trusting the numbers."
+)
+
+
+def package_version() -> str:
+    """The installed sqale-mcp version, or 0+unknown when running from a plain checkout."""
+    try:
+        return version("sqale-mcp")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+class SqaleServer(MCPServer[ServerRuntime]):
+    """The MCPServer with one tool; `run()` honours our transport, host, port and auth settings."""
+
+    def __init__(self, settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
+                 backend_factory: BackendFactory) -> None:
+        @asynccontextmanager
+        async def lifespan(_: MCPServer[ServerRuntime]) -> AsyncIterator[ServerRuntime]:
+            async with open_runtime(settings, catalog, prompts, backend_factory) as runtime:
+                yield runtime
+
+        super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
+                         lifespan=lifespan, log_level=settings.log_level)
+        self.sqale_settings = settings
+        self.catalog = catalog
+        self.add_tool(
+            answer_sql_question, name=TOOL_NAME, title="Answer a question with SQL",
+            description=tool_description(catalog, model=settings.model, max_rows=settings.max_rows),
+            annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False,
+                                        idempotent_hint=False, open_world_hint=False),
+            structured_output=True,
+        )
+
+    def run(self, transport: str | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+        """Serve on `transport` (default: the configured one) until stopped."""
+        if kwargs:
+            raise ConfigError(f"transport options {sorted(kwargs)} are not taken here; give "
+                              "--host/--port/--auth-token-env in the settings instead")
+        chosen = transport or self.sqale_settings.transport
+        if chosen == "stdio":
+            anyio.run(self.run_stdio_async)
+        elif chosen == "streamable-http":
+            # Re-validate: the loopback/auth rule depends on the transport.
+            settings = ServerSettings.model_validate(
+                {**self.sqale_settings.model_dump(), "transport": chosen})
+            anyio.run(self.serve_http, settings)
+        else:
+            raise ConfigError(f"transport {chosen!r} is not supported; use stdio or streamable-http")
+
+    async def serve_http(self, settings: ServerSettings) -> None:
+        """Serve streamable HTTP on settings.host:port, behind the bearer token when one is set."""
+        mcp_app = self.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host)
+        await serve_http(http_app(mcp_app, settings), settings)
+
+
+def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
+                 backend_factory: BackendFactory = make_backend) -> SqaleServer:
+    """Validate every database, the prompts and the log path, then build the server."""
+    if settings.backend == "ollama":
+        from agent.backends.ollama import resolve_ollama_host
+
+        host = resolve_ollama_host(settings.ollama_host)  # a malformed address is a ConfigError now
+        settings = settings.model_copy(update={"ollama_host": host})
+    specs = collect_databases(settings, environ)
+    catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout))
+    prompts = load_prompts(settings)
+    if settings.episode_log is not None:
+        EpisodeLog.check_writable(settings.episode_log)
+    for entry in catalog.entries:
+        logger.info("database '%s': %s (%d tables, %d views)", entry.alias, entry.path,
+                    len(entry.tables), len(entry.views))
+    return SqaleServer(settings, catalog, prompts, backend_factory)
+
+
+def configure_logging(level: str) -> None:
+    """Log to stderr only: on stdio, stdout carries the protocol."""
+    logging.basicConfig(stream=sys.stderr, level=level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")

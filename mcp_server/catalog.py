@@ -1,0 +1,156 @@
+"""The configured databases: which files, under which aliases, with a one-line summary each."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.errors import ConfigError, DatabasePathError
+from agent.sqlite import Database, EngineLimits, QueryEngine, validate_database_path
+
+from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
+from .settings import ALIAS_PATTERN, DatabaseSpec, ServerSettings
+
+DB_DIR_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+SUMMARY_TABLE_NAMES = 6  # table names shown per database in the tool description
+
+NO_DATABASE = (
+    "no database configured: pass --db ALIAS=PATH (repeatable), --db-dir DIR or --demo, "
+    "or put them in a --config FILE.toml"
+)
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """A validated database and the facts the tool description shows."""
+
+    alias: str
+    path: Path
+    tables: tuple[str, ...]
+    views: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Every configured database, in the order given."""
+
+    entries: tuple[CatalogEntry, ...]
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The aliases clients may pass as `database`."""
+        return tuple(e.alias for e in self.entries)
+
+
+def collect_databases(settings: ServerSettings, environ: Mapping[str, str]) -> tuple[DatabaseSpec, ...]:
+    """The explicit databases, then --db-dir's files, then the demo; raise ConfigError on clashes."""
+    found: dict[str, tuple[DatabaseSpec, str]] = {}
+
+    def add(spec: DatabaseSpec, source: str) -> None:
+        if spec.alias in found:
+            other = found[spec.alias][1]
+            raise ConfigError(
+                f"database alias '{spec.alias}' is given twice ({other} and {source}); "
+                f"rename one with --db OTHER_ALIAS=PATH")
+        found[spec.alias] = (spec, source)
+
+    for spec in settings.databases:
+        add(spec, f"--db {spec.alias}={spec.path}")
+    if settings.db_dir is not None:
+        for spec in scan_db_dir(settings.db_dir):
+            add(spec, f"--db-dir file {spec.path.name}")
+    if settings.demo:
+        cache = default_cache_dir(environ)
+        try:
+            path = ensure_demo_database(cache)
+        except OSError as exc:
+            raise ConfigError(
+                f"--demo: cannot build the demo database in {cache} ({exc}); "
+                "set XDG_CACHE_HOME to a writable folder") from exc
+        add(DatabaseSpec(alias=DEMO_ALIAS, path=path), "--demo")
+    if not found:
+        raise ConfigError(NO_DATABASE)
+    return tuple(spec for spec, _ in found.values())
+
+
+def scan_db_dir(folder: Path) -> tuple[DatabaseSpec, ...]:
+    """Every SQLite-looking file directly in `folder`, by name; alias = file stem."""
+    try:
+        names = sorted(os.listdir(folder.expanduser()))
+    except OSError as exc:
+        raise ConfigError(
+            f"--db-dir {folder}: cannot list it ({exc.strerror}); give a readable folder") from exc
+    specs = []
+    for name in names:
+        path = folder.expanduser() / name
+        if path.suffix.lower() in DB_DIR_SUFFIXES and path.is_file():
+            if not ALIAS_PATTERN.match(path.stem):
+                raise ConfigError(
+                    f"--db-dir {folder}: the file name {name!r} is not a usable alias; rename the file "
+                    "or serve it with --db ALIAS=PATH")
+            specs.append(DatabaseSpec(alias=path.stem, path=path))
+    if not specs:
+        raise ConfigError(
+            f"--db-dir {folder}: no *.sqlite, *.sqlite3 or *.db file in it; check the folder")
+    return tuple(specs)
+
+
+def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits) -> Catalog:
+    """Validate every database and read its table names; ConfigError names the first bad alias."""
+    engine = QueryEngine(EngineLimits(workers=1, query_timeout=limits.query_timeout))
+    try:
+        entries = []
+        for spec in specs:
+            try:
+                path = validate_database_path(spec.path)
+                schema = Database(path, engine).schema()
+            except DatabasePathError as exc:
+                raise ConfigError(f"database '{spec.alias}': {exc}") from exc
+            entries.append(CatalogEntry(
+                alias=spec.alias, path=path,
+                tables=tuple(t.name for t in schema.tables if t.kind == "table"),
+                views=tuple(t.name for t in schema.tables if t.kind == "view"),
+            ))
+        return Catalog(tuple(entries))
+    finally:
+        engine.close()
+
+
+def summarise(entry: CatalogEntry) -> str:
+    """One line for the tool description, e.g. `chinook: 11 tables (Album, Artist, ...)`."""
+    counts = [_plural(len(entry.tables), "table")]
+    if entry.views:
+        counts.append(_plural(len(entry.views), "view"))
+    names = (*entry.tables, *entry.views)
+    shown = ", ".join(names[:SUMMARY_TABLE_NAMES])
+    more = ", …" if len(names) > SUMMARY_TABLE_NAMES else ""
+    listing = f" ({shown}{more})" if names else ""
+    return f"{entry.alias}: {' and '.join(counts)}{listing}"
+
+
+def tool_description(catalog: Catalog, *, model: str, max_rows: int) -> str:
+    """The description of answer_sql_question, naming every database."""
+    lines = "\n".join(f"- {summarise(e)}" for e in catalog.entries)
+    if len(catalog.entries) == 1:
+        choose = f"Database (`database` may be omitted; it is '{catalog.entries[0].alias}'):"
+    else:
+        choose = "Databases (pass one alias as `database`):"
+    return (
+        "Answer a question about an SQLite database. A small local text-to-SQL model "
+        f"({model}) explores the database read-only, writes SQL, runs it and returns the SQL "
+        "with its result.\n\n"
+        f"{choose}\n{lines}\n\n"
+        "Returns the SQL in a ```sql fence and the first rows as a table; the structured result "
+        f"holds sql, columns, rows (at most {max_rows}), row_count, truncated, status "
+        "(submitted, final_answer, fallback or failed), rounds, tool_calls, seconds and a trace "
+        "of the model's exploration.\n"
+        "The answer comes from a small model: check that the SQL answers the question before "
+        "relying on it. Ask one precise question per call; put domain hints (what a term means "
+        "in the data) in `evidence`."
+    )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"

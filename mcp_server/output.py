@@ -1,0 +1,197 @@
+"""What answer_sql_question returns: the structured result model and its readable text."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agent.episode import EpisodeResult, Round, ToolCall
+from agent.sqlite import BlobRef, ClippedText
+
+JsonCell = str | int | float | bool | None
+
+TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured content
+TEXT_CELL_CHARS = 60
+TRACE_ARG_CHARS = 2_000
+SUMMARY_CHARS = 160
+PROGRESS_CHARS = 200
+
+
+class TraceEntry(BaseModel):
+    """One tool call the model made while exploring."""
+
+    round: int = Field(description="1-based round the call was made in")
+    tool: str = Field(description="tool name as the model wrote it")
+    arguments: dict[str, Any] = Field(description="arguments as the model wrote them")
+    ok: bool = Field(description="false when the tool answered with an error")
+    summary: str = Field(description="one line about what the tool returned")
+
+
+class AnswerOutput(BaseModel):
+    """The structured result of answer_sql_question."""
+
+    database: str = Field(description="alias of the database that was queried")
+    question: str
+    sql: str | None = Field(description="the answer's SQL; null when nothing runnable was produced")
+    columns: list[str] = Field(description="column names of the SQL's result")
+    rows: list[list[JsonCell]] = Field(
+        description="result rows (capped; blobs as '<blob N bytes>')")
+    row_count: int = Field(description="rows the SQL produced (counted up to a cap)")
+    truncated: bool = Field(description="true when more rows exist than are in `rows`")
+    status: Literal["submitted", "final_answer", "fallback", "failed"] = Field(
+        description="submitted: the model submitted the SQL; final_answer: SQL in its last "
+                    "turn; fallback: no usable answer, the last query that ran without error; "
+                    "failed: nothing runnable")
+    error: str | None = Field(description="why the episode failed, or the final SQL's error")
+    stop_reason: str = Field(description="why exploration ended")
+    rounds: int = Field(description="model turns used")
+    tool_calls: int = Field(description="tool calls the model made")
+    tokens: int = Field(description="tokens used by the episode")
+    seconds: float = Field(description="wall time of the episode")
+    model: str = Field(description="the model that wrote the SQL")
+    trace: list[TraceEntry] = Field(description="every tool call of the exploration, in order")
+
+
+def json_cell(value: object) -> JsonCell:
+    """A result cell as a JSON value: blobs as `<blob N bytes>`, other odd types as text."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return str(BlobRef(len(value)))
+    if isinstance(value, ClippedText):
+        return f"{value.prefix}…[{value.length:,} chars]"
+    return str(value)
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` on one line, cut to `limit` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def trace_entries(result: EpisodeResult) -> list[TraceEntry]:
+    """The compact trace: one entry per call, in order."""
+    return [
+        TraceEntry(
+            round=r.index, tool=record.call.tool, arguments=_clipped_args(record.call.args),
+            ok=record.ok, summary=call_summary(record.text),
+        )
+        for r in result.rounds for record in r.calls
+    ]
+
+
+def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
+                        max_rows: int) -> AnswerOutput:
+    """The structured answer for one finished episode."""
+    rows = [[json_cell(c) for c in row] for row in result.rows[:max_rows]]
+    return AnswerOutput(
+        database=database, question=result.question, sql=result.sql,
+        columns=list(result.columns), rows=rows, row_count=result.row_count,
+        truncated=result.truncated or len(result.rows) > max_rows,
+        status=result.status.value, error=result.error, stop_reason=result.stop_reason.value,
+        rounds=len(result.rounds), tool_calls=result.tool_calls, tokens=result.tokens,
+        seconds=round(result.seconds, 3), model=model, trace=trace_entries(result),
+    )
+
+
+def render_answer_text(answer: AnswerOutput) -> str:
+    """The short readable answer: the SQL in a fence, the first rows as a table, caveats."""
+    parts: list[str] = []
+    if answer.sql is None:
+        parts.append(f"No runnable SQL was produced: {answer.error or 'no reason given'}.")
+        parts.append("Rephrase the question more concretely (name the tables or values you mean) "
+                     "or add `evidence`, then ask again.")
+    else:
+        parts.append(f"```sql\n{answer.sql}\n```")
+        if answer.error and not answer.rows:
+            parts.append(f"The SQL failed: {answer.error}")
+        elif not answer.rows:
+            parts.append("The query returned no rows.")
+        else:
+            parts.append(markdown_table(answer.columns, answer.rows[:TEXT_ROWS]))
+            more = _more_rows_line(answer)
+            if more:
+                parts.append(more)
+        if answer.status == "fallback":
+            parts.append("Note: the model gave no usable final answer; this is the last query it "
+                         "ran without error.")
+    parts.append(
+        f"Status {answer.status} after {_count(answer.rounds, 'round')} and "
+        f"{_count(answer.tool_calls, 'tool call')} in {answer.seconds:.1f} s. The SQL was written by "
+        f"a small local model ({answer.model}): check it before relying on the result.")
+    return "\n\n".join(parts)
+
+
+def markdown_table(columns: list[str], rows: list[list[JsonCell]]) -> str:
+    """A Markdown table with cells clipped and `|` escaped so each row stays one line."""
+    def cell(value: JsonCell) -> str:
+        text = "NULL" if value is None else str(value)
+        return clip(text, TEXT_CELL_CHARS).replace("|", "\\|")
+
+    header = "| " + " | ".join(cell(c) for c in columns) + " |"
+    rule = "|" + "|".join("---" for _ in columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join([header, rule, *body])
+
+
+def call_label(call: ToolCall) -> str:
+    """A call as progress shows it: `describe_table(Track)`, `join_path(A, B)`, `run_query`."""
+    args = call.args
+    shown: list[str] = []
+    if call.tool == "join_path":
+        shown = [str(args.get("table_a", "?")), str(args.get("table_b", "?"))]
+    elif call.tool == "distinct_values" and "column_name" in args:
+        shown = [f"{args.get('table_name', '?')}.{args['column_name']}"]
+    elif call.tool in ("describe_table", "foreign_keys", "sample_rows", "distinct_values"):
+        shown = [str(args["table_name"])] if "table_name" in args else []
+    name = clip(call.tool, 40)
+    return f"{name}({clip(', '.join(shown), 60)})" if shown else name
+
+
+def progress_message(played: Round, max_tool_turns: int) -> str:
+    """`round 2/6: describe_table(Track), run_query` (the final turn says `final answer`)."""
+    labels: list[str] = []
+    for record in played.calls:
+        label = call_label(record.call)
+        if label not in labels:
+            labels.append(label)
+    head = "final answer" if played.final else f"round {played.index}/{max_tool_turns}"
+    body = ", ".join(labels) if labels else "no tool call"
+    return clip(f"{head}: {body}", PROGRESS_CHARS)
+
+
+def queued_message(limit: float) -> str:
+    """Progress text for a call waiting for a free slot."""
+    return f"queued: {limit:g} questions are being answered already (--max-concurrent)"
+
+
+def _more_rows_line(answer: AnswerOutput) -> str | None:
+    shown = min(TEXT_ROWS, len(answer.rows))
+    if answer.row_count <= shown and not answer.truncated:
+        return None
+    return (f"Showing {shown} of {answer.row_count:,} rows; the structured result holds "
+            f"{_count(len(answer.rows), 'row')}.")
+
+
+def call_summary(text: str) -> str:
+    """One line about a tool result: its closing `[...]` note if it has one, else its first line."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    last = lines[-1].strip()
+    chosen = last if len(lines) > 1 and last.startswith("[") and last.endswith("]") else lines[0]
+    return clip(chosen, SUMMARY_CHARS)
+
+
+def _clipped_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: (clip(v, TRACE_ARG_CHARS) if isinstance(v, str) and len(v) > TRACE_ARG_CHARS else v)
+            for k, v in args.items()}
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

@@ -1,0 +1,152 @@
+"""What a running server holds: databases, the model backend, the queue, the audit log."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import anyio
+
+from agent.backends.base import ModelBackend, SamplingSettings
+from agent.episode import EpisodeSettings
+from agent.errors import BackendError, ConfigError
+from agent.prompt import DEFAULT_PROMPTS, PromptSet, load_reference_agent
+from agent.sqlite import Database, EngineLimits, QueryEngine
+
+from .catalog import Catalog
+from .settings import ServerSettings
+
+logger = logging.getLogger("mcp_server")
+
+BackendFactory = Callable[[ServerSettings], ModelBackend]
+STARTUP_PROBE_SECONDS = 3.0  # a dead local runtime answers at once; a black hole costs this
+
+
+@runtime_checkable
+class DescribableBackend(Protocol):
+    """A backend that can check, before any question, that its model is installed."""
+
+    async def describe_model(self) -> object:
+        """Ask the runtime about the model; raises BackendError subclasses."""
+        ...
+
+
+def make_backend(settings: ServerSettings) -> ModelBackend:
+    """The model backend the settings ask for (Ollama, or an OpenAI-compatible server)."""
+    if settings.backend == "openai":
+        from agent.backends.openai_compat import OpenAICompletionsBackend
+
+        api_key = settings.api_key.get_secret_value() if settings.api_key else None
+        return OpenAICompletionsBackend(settings.model, settings.base_urls, api_key=api_key,
+                                        sampling=SamplingSettings(), timeout=settings.episode_timeout,
+                                        api_key_env=settings.api_key_env)
+    from agent.backends.ollama import OllamaBackend
+
+    return OllamaBackend(settings.model, host=settings.ollama_host, timeout=settings.episode_timeout)
+
+
+def load_prompts(settings: ServerSettings) -> PromptSet:
+    """The default prompts, or the reference agent's when --reference-agent is given."""
+    if settings.reference_agent is None:
+        return DEFAULT_PROMPTS
+    return load_reference_agent(settings.reference_agent)
+
+
+class EpisodeLog:
+    """Appends one JSON line per answered question; lines from concurrent calls never mix."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = anyio.Lock()
+
+    @staticmethod
+    def check_writable(path: Path) -> None:
+        """Raise ConfigError unless `path` can be opened for appending."""
+        try:
+            with path.open("a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise ConfigError(f"--episode-log {path}: cannot append to it ({exc.strerror}); "
+                              "give a writable file path") from exc
+
+    async def append(self, record: Mapping[str, Any]) -> None:
+        """Write `record` as one line; an unwritable log is reported on stderr, not to the client."""
+        line = json.dumps({"time": datetime.now(UTC).isoformat(timespec="seconds"), **record},
+                          ensure_ascii=False, default=str) + "\n"
+        async with self._lock:
+            try:
+                await anyio.to_thread.run_sync(self._write, line)
+            except OSError as exc:
+                # The user still gets the answer; the operator sees the lost audit line.
+                logger.error("could not append to the episode log %s (%s); the line was: %s",
+                             self.path, exc, line.rstrip())
+
+    def _write(self, line: str) -> None:
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+
+
+@dataclass(frozen=True)
+class ServerRuntime:
+    """Shared by all calls while the server runs; holds nothing about any one episode."""
+
+    settings: ServerSettings
+    catalog: Catalog
+    databases: Mapping[str, Database]
+    backend: ModelBackend
+    prompts: PromptSet
+    episode_settings: EpisodeSettings
+    limiter: anyio.CapacityLimiter
+    episode_log: EpisodeLog | None
+
+
+@asynccontextmanager
+async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
+                       backend_factory: BackendFactory) -> AsyncIterator[ServerRuntime]:
+    """Start the query workers and the backend, check the model once, and clean up at the end."""
+    engine = QueryEngine(EngineLimits(workers=settings.max_concurrent,
+                                      query_timeout=settings.query_timeout))
+    backend: ModelBackend | None = None
+    try:
+        databases = {e.alias: Database(e.path, engine) for e in catalog.entries}
+        backend = backend_factory(settings)
+        runtime = ServerRuntime(
+            settings=settings, catalog=catalog, databases=databases, backend=backend,
+            prompts=prompts, episode_settings=EpisodeSettings(result_rows=settings.max_rows),
+            limiter=anyio.CapacityLimiter(settings.max_concurrent),
+            episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
+        )
+        await warn_if_model_unavailable(backend)
+        yield runtime
+    finally:
+        # Shielded: a server stopped by cancellation must still stop its worker processes.
+        with anyio.CancelScope(shield=True):
+            try:
+                if backend is not None:
+                    await backend.aclose()
+            finally:
+                await anyio.to_thread.run_sync(engine.close)
+
+
+async def warn_if_model_unavailable(backend: ModelBackend) -> None:
+    """Log a warning when the runtime is down or lacks the model; the server runs on regardless."""
+    if not isinstance(backend, DescribableBackend):
+        return
+    try:
+        with anyio.fail_after(STARTUP_PROBE_SECONDS):
+            await backend.describe_model()
+    except BackendError as exc:
+        # An MCP client shows a server that exits as broken; the tool reports this per call.
+        logger.warning("%s (the server keeps running; every question will fail until this is fixed)",
+                       exc)
+    except TimeoutError:
+        logger.warning("the model runtime did not describe model '%s' within %g s; questions may "
+                       "fail or be slow", backend.model, STARTUP_PROBE_SECONDS)
+    else:
+        logger.info("model '%s' is available", backend.model)

@@ -1,0 +1,275 @@
+"""Server settings: parsed once from flags, an optional TOML file and the environment."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import re
+import shlex
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, NoReturn
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from agent.errors import ConfigError
+
+DEFAULT_MODEL = "qwen3.5-2b-grpo-synsql"
+ARGS_ENV = "SQALE_MCP_ARGS"  # options for the module-level server of `mcp dev` / `mcp run`
+ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HELP_HINT = "see `sqale-mcp --help`"
+
+
+class DatabaseSpec(BaseModel):
+    """One database the server answers about: the alias clients use and the file behind it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    alias: str
+    path: Path
+
+
+class ServerSettings(BaseModel):
+    """Everything the server needs to start; frozen, validated once at the edge."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    databases: tuple[DatabaseSpec, ...] = ()  # from --db and the config file's [db] table
+    db_dir: Path | None = None
+    demo: bool = False
+    model: str = Field(DEFAULT_MODEL, min_length=1)
+    backend: Literal["ollama", "openai"] = "ollama"
+    ollama_host: str | None = None  # resolved at start: this, else $OLLAMA_HOST, else localhost
+    base_urls: tuple[str, ...] = ()
+    api_key_env: str | None = None
+    api_key: SecretStr | None = None  # read from the variable named by api_key_env
+    max_rows: int = Field(50, ge=1, le=10_000)
+    query_timeout: float = Field(10.0, gt=0, le=3_600)
+    episode_timeout: float = Field(300.0, gt=0, le=86_400)
+    max_concurrent: int = Field(4, ge=1, le=64)
+    reference_agent: Path | None = None
+    episode_log: Path | None = None
+    transport: Literal["stdio", "streamable-http"] = "stdio"
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65_535)
+    auth_token_env: str | None = None
+    auth_token: SecretStr | None = None  # read from the variable named by auth_token_env
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    max_question_chars: int = Field(2_000, ge=10)
+    max_evidence_chars: int = Field(4_000, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ServerSettings:
+        if self.backend == "openai" and not self.base_urls:
+            raise ValueError("--backend openai needs at least one --base-url (e.g. http://host:8000/v1)")
+        if self.backend == "ollama" and self.base_urls:
+            raise ValueError("--base-url is for --backend openai; give Ollama's address with --ollama-host")
+        for url in self.base_urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"--base-url {url!r} must start with http:// or https:// "
+                                 "(e.g. http://127.0.0.1:8000/v1)")
+        if (self.transport == "streamable-http" and self.auth_token is None
+                and not is_loopback(self.host)):
+            raise ValueError(
+                f"refusing to listen on {self.host} without authentication: set --auth-token-env NAME "
+                "(the token itself goes in that environment variable), or use --host 127.0.0.1"
+            )
+        return self
+
+    @property
+    def has_databases(self) -> bool:
+        """True when at least one source of databases is configured."""
+        return bool(self.databases or self.db_dir or self.demo)
+
+
+def module_server_arguments(environ: Mapping[str, str]) -> tuple[list[str], str]:
+    """Options for the module-level server (`mcp dev`/`mcp run`), and where they came from.
+
+    $SQALE_MCP_ARGS if set, else the default config file if it exists, else `--demo`.
+    """
+    if environ.get(ARGS_ENV, "").strip():
+        return shlex.split(environ[ARGS_ENV]), f"{ARGS_ENV}={environ[ARGS_ENV]!r}"
+    config = default_config_path(environ)
+    if config.is_file():
+        return ["--config", str(config)], str(config)
+    return ["--demo"], f"no {ARGS_ENV} and no {config}: --demo"
+
+
+def default_config_path(environ: Mapping[str, str]) -> Path:
+    """$XDG_CONFIG_HOME/sqale-mcp/config.toml, else ~/.config/sqale-mcp/config.toml."""
+    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "sqale-mcp" / "config.toml"
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback IP literals."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises ConfigError instead of printing usage and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(f"{message}; {_HELP_HINT}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `sqale-mcp` command line; every default is None so the config file can fill it."""
+    p = _Parser(prog="sqale-mcp", description=(
+        "MCP server with one tool, answer_sql_question: a small local text-to-SQL model "
+        "explores your SQLite databases and returns SQL with its result."))
+    p.add_argument("--config", type=Path, metavar="FILE.toml",
+                   help="TOML file with the same settings (keys as the long options); flags win")
+    p.add_argument("--db", action="append", metavar="ALIAS=PATH",
+                   help="a database to serve under ALIAS (repeatable)")
+    p.add_argument("--db-dir", type=Path, metavar="DIR",
+                   help="serve every *.sqlite, *.sqlite3 and *.db file in DIR (alias = file stem)")
+    p.add_argument("--demo", action="store_true", default=None,
+                   help="also serve a small demo database (alias 'bookshop') built on first use")
+    p.add_argument("--model", help=f"model name in the runtime (default {DEFAULT_MODEL})")
+    p.add_argument("--backend", choices=("ollama", "openai"),
+                   help="model runtime: ollama (default) or an OpenAI-compatible /v1/completions server")
+    p.add_argument("--ollama-host", metavar="URL",
+                   help="Ollama address (default $OLLAMA_HOST, else http://127.0.0.1:11434)")
+    p.add_argument("--base-url", action="append", metavar="URL",
+                   help="OpenAI-compatible base URL such as http://host:8000/v1 (repeatable: replicas)")
+    p.add_argument("--api-key-env", metavar="NAME",
+                   help="environment variable holding the API key for --backend openai")
+    p.add_argument("--max-rows", type=int, metavar="N", help="rows returned per answer (default 50)")
+    p.add_argument("--query-timeout", type=float, metavar="SECONDS",
+                   help="limit for one SQL statement (default 10)")
+    p.add_argument("--episode-timeout", type=float, metavar="SECONDS",
+                   help="limit for answering one question (default 300)")
+    p.add_argument("--max-concurrent", type=int, metavar="N",
+                   help="questions answered at once; more wait in a queue (default 4)")
+    p.add_argument("--reference-agent", type=Path, metavar="sqale_agent.py",
+                   help="take SYSTEM_PROMPT and USER_TEMPLATE from the authors' reference loop")
+    p.add_argument("--episode-log", type=Path, metavar="PATH",
+                   help="append one JSON line per answered question (audit)")
+    p.add_argument("--transport", choices=("stdio", "streamable-http"),
+                   help="stdio (default) or streamable-http")
+    p.add_argument("--host", help="HTTP listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="HTTP port (default 8000)")
+    p.add_argument("--auth-token-env", metavar="NAME",
+                   help="environment variable holding the HTTP bearer token (required off loopback)")
+    p.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                   help="stderr log level (default INFO)")
+    return p
+
+
+# Settings a config file may hold, by field name; `db` is the [db] alias table.
+_FILE_KEYS = frozenset(ServerSettings.model_fields) - {"databases", "api_key", "auth_token", "base_urls"}
+_FILE_KEYS_WITH_ALIASES = _FILE_KEYS | {"db", "base_url"}
+_PATH_KEYS = ("db_dir", "reference_agent", "episode_log")
+
+
+def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSettings:
+    """Parse flags (and the --config file they name) into settings; raise ConfigError if invalid."""
+    args = vars(build_parser().parse_args(list(argv)))
+    config_path: Path | None = args.pop("config")
+    values = read_config_file(config_path) if config_path is not None else {}
+    flag_dbs = parse_db_flags(args.pop("db") or [])
+    file_dbs: dict[str, Path] = values.pop("db", {})
+    base_urls = args.pop("base_url")
+    if base_urls is not None:
+        values["base_urls"] = tuple(base_urls)
+    values.update({k: v for k, v in args.items() if v is not None})
+    values["databases"] = tuple(
+        DatabaseSpec(alias=a, path=p) for a, p in ({**file_dbs, **flag_dbs}).items())
+    for key, secret in (("auth_token_env", "auth_token"), ("api_key_env", "api_key")):
+        if values.get(key) is not None:
+            values[secret] = read_secret(values[key], environ, f"--{key.replace('_', '-')}")
+    try:
+        return ServerSettings(**values)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc)) from exc
+
+
+def parse_db_flags(items: Sequence[str]) -> dict[str, Path]:
+    """`ALIAS=PATH` strings into a mapping; a later alias replaces an earlier one."""
+    out: dict[str, Path] = {}
+    for item in items:
+        alias, sep, path = item.partition("=")
+        if not sep or not path.strip():
+            raise ConfigError(f"--db {item!r}: write it as ALIAS=PATH, e.g. --db chinook=~/data/chinook.db")
+        out[check_alias(alias.strip(), f"--db {item!r}")] = Path(path.strip()).expanduser()
+    return out
+
+
+def check_alias(alias: str, where: str) -> str:
+    """Return `alias` if it is a valid database alias, else raise ConfigError naming `where`."""
+    if not ALIAS_PATTERN.match(alias):
+        raise ConfigError(
+            f"{where}: alias {alias!r} is not usable; use letters, digits, '_', '-' or '.' "
+            "(at most 64, not starting with '-' or '.')")
+    return alias
+
+
+def read_secret(env_name: object, environ: Mapping[str, str], flag: str) -> SecretStr:
+    """The non-empty value of the environment variable `env_name`, else ConfigError."""
+    if not isinstance(env_name, str) or not _ENV_NAME.match(env_name):
+        raise ConfigError(f"{flag} {env_name!r}: give the NAME of an environment variable, not its value")
+    value = environ.get(env_name, "").strip()
+    if not value:
+        raise ConfigError(f"{flag} {env_name}: the environment variable {env_name} is not set or empty; "
+                          f"export {env_name}=<secret> before starting the server")
+    return SecretStr(value)
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Settings from a TOML file; relative paths are taken relative to the file's folder."""
+    try:
+        raw = tomllib.loads(path.expanduser().read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"--config {path}: no such file; check the path") from exc
+    except OSError as exc:
+        raise ConfigError(f"--config {path}: cannot be read ({exc.strerror})") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--config {path}: not valid TOML ({exc}); fix the file") from exc
+    base = path.expanduser().resolve().parent
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = key.replace("-", "_")
+        if name not in _FILE_KEYS_WITH_ALIASES:
+            raise ConfigError(
+                f"--config {path}: unknown setting {key!r}; known: "
+                f"{', '.join(sorted(k.replace('_', '-') for k in _FILE_KEYS_WITH_ALIASES))}")
+        values[name] = value
+    if "db" in values:
+        values["db"] = _file_databases(values["db"], path, base)
+    if "base_url" in values:
+        urls = values.pop("base_url")
+        values["base_urls"] = tuple(urls) if isinstance(urls, list) else (urls,)
+    for key in _PATH_KEYS:
+        if isinstance(values.get(key), str):
+            values[key] = base / Path(values[key]).expanduser()
+    return values
+
+
+def _file_databases(table: object, path: Path, base: Path) -> dict[str, Path]:
+    if not isinstance(table, dict):
+        raise ConfigError(f"--config {path}: `db` must be a table of alias = \"path\" lines, "
+                          "e.g. [db]\\nchinook = \"data/chinook.db\"")
+    out: dict[str, Path] = {}
+    for alias, db_path in table.items():
+        if not isinstance(db_path, str) or not db_path.strip():
+            raise ConfigError(f"--config {path}: db.{alias} must be a path string")
+        out[check_alias(alias, f"--config {path}: db.{alias}")] = base / Path(db_path).expanduser()
+    return out
+
+
+def _one_line(exc: ValidationError) -> str:
+    """The first validation problem as one line naming the setting."""
+    err = exc.errors()[0]
+    loc = ".".join(str(part) for part in err["loc"])
+    message = str(err["msg"]).removeprefix("Value error, ")
+    if loc:
+        return f"--{loc.replace('_', '-')}: {message} (got {err.get('input')!r}); {_HELP_HINT}"
+    return f"{message}; {_HELP_HINT}"

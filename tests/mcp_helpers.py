@@ -1,0 +1,94 @@
+"""Shared by the MCP server tests: demo gold questions, routing policies, server subprocesses."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from policies import Policy, ScriptedReply, first_user_turn
+
+REPO = Path(__file__).resolve().parents[1]
+TOOL = "answer_sql_question"
+BOOK_GOLD = {
+    "How many books are there?": "SELECT count(*) FROM books",
+    "Which authors come from Nigeria?": "SELECT name FROM authors WHERE country = 'Nigeria' ORDER BY name",
+    "What is the total quantity ordered per customer city?":
+        "SELECT c.city, sum(i.quantity) FROM customers c JOIN orders o USING (customer_id) "
+        "JOIN order_items i USING (order_id) GROUP BY c.city ORDER BY c.city",
+    "List the titles of books published before 1960.":
+        "SELECT title FROM books WHERE published < 1960 ORDER BY title",
+}
+COUNT_TEXT_START = (
+    "```sql\nSELECT count(*) FROM books\n```\n\n| count(*) |\n|---|\n| 16 |\n\nStatus submitted "
+    "after 3 rounds and 3 tool calls in ")
+
+
+class KeyedPolicy:
+    """Routes each prompt to a policy by a phrase of its question ("" matches everything)."""
+
+    def __init__(self, routes: dict[str, Policy]) -> None:
+        self.routes = routes
+
+    def reply(self, prompt: str, model: str) -> ScriptedReply:
+        """The reply of the first route whose phrase is in the question."""
+        asked = first_user_turn(prompt)
+        for phrase, policy in self.routes.items():
+            if phrase in asked:
+                return policy.reply(prompt, model)
+        raise LookupError(f"KeyedPolicy: no route for {asked[:100]!r}")
+
+
+class DelayedPolicy:
+    """Another policy's replies, each taking `delay` seconds."""
+
+    def __init__(self, policy: Policy, delay: float) -> None:
+        self.policy, self.delay = policy, delay
+
+    def reply(self, prompt: str, model: str) -> ScriptedReply:
+        """The inner reply with the delay set."""
+        return dataclasses.replace(self.policy.reply(prompt, model), delay=self.delay)
+
+
+def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment for a server subprocess: a private cache folder, no OLLAMA_HOST."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OLLAMA_HOST", "SQALE_MCP_ARGS")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    env.update(extra)
+    return env
+
+
+def server_command(*args: str) -> list[str]:
+    """`python -m mcp_server ARGS` with this interpreter."""
+    return [sys.executable, "-m", "mcp_server", *args]
+
+
+def run_server_expecting_exit(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run a server that must refuse to start; it gets no stdin and 30 s at most."""
+    return subprocess.run(server_command(*args), cwd=REPO, env=server_env(tmp_path, **env),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """Block until something accepts connections on `port`; fail if the process exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listened on port {port} within {timeout:g} s")

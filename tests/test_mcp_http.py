@@ -1,0 +1,114 @@
+"""Streamable HTTP: bearer-token auth (right, wrong, none) and the loopback rule."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_helpers import (
+    BOOK_GOLD,
+    REPO,
+    TOOL,
+    free_port,
+    run_server_expecting_exit,
+    server_command,
+    server_env,
+    wait_for_port,
+)
+from policies import OraclePolicy
+
+pytestmark = pytest.mark.slow
+
+TOKEN_ENV = "SQALE_TEST_TOKEN"
+TOKEN = "correct-horse-battery-staple"
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "test", "version": "0"}}}
+REFUSAL = {"error": "invalid_token", "error_description": (
+    "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the token the server "
+    f"reads from its {TOKEN_ENV} environment variable")}
+
+
+@pytest.fixture
+def http_server(tmp_path: Path, fake_ollama: Any) -> Iterator[str]:
+    """A `--transport streamable-http` server with a token, on a free port; yields its MCP URL."""
+    fake = fake_ollama(OraclePolicy(BOOK_GOLD))
+    port = free_port()
+    stderr = (tmp_path / "stderr.txt").open("wb")
+    process = subprocess.Popen(
+        server_command("--demo", "--ollama-host", fake.url, "--transport", "streamable-http",
+                       "--port", str(port), "--auth-token-env", TOKEN_ENV),
+        cwd=REPO, env=server_env(tmp_path, **{TOKEN_ENV: TOKEN}), stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        wait_for_port(port, process)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+        stderr.close()
+
+
+def post_initialize(url: str, headers: dict[str, str]) -> httpx.Response:
+    return httpx.post(url, json=INITIALIZE, timeout=10, headers={
+        "Accept": "application/json, text/event-stream", **headers})
+
+
+def test_missing_token_gets_401(http_server: str) -> None:
+    """No Authorization header: 401 with a JSON reason and a Bearer challenge."""
+    response = post_initialize(http_server, {})
+    assert (response.status_code, response.json()) == (401, REFUSAL)
+    assert response.headers["www-authenticate"] == 'Bearer realm="sqale-mcp", error="invalid_token"'
+
+
+def test_wrong_token_gets_401(http_server: str) -> None:
+    """A wrong token, a token of another scheme, or an empty one: 401."""
+    for header in (f"Bearer {TOKEN}x", f"Basic {TOKEN}", "Bearer", TOKEN, f"Bearer {TOKEN[:-1]}"):
+        response = post_initialize(http_server, {"Authorization": header})
+        assert (response.status_code, response.json()) == (401, REFUSAL), header
+
+
+def test_right_token_is_served(http_server: str) -> None:
+    """The right token passes the check and reaches the MCP endpoint."""
+    response = post_initialize(http_server, {"Authorization": f"Bearer {TOKEN}"})
+    assert response.status_code == 200
+    assert json.loads(response.text.split("data: ", 1)[1].splitlines()[0])["result"]["serverInfo"][
+        "name"] == "sqale-mcp"
+
+
+@pytest.mark.anyio
+async def test_client_with_token_answers(http_server: str) -> None:
+    """An MCP client sending the token lists the tool and gets answers."""
+    async with (httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+                Client(streamable_http_client(http_server, http_client=http)) as client):
+        tools = (await client.list_tools()).tools
+        result = await client.call_tool(TOOL, {"question": "How many books are there?"})
+    assert [t.name for t in tools] == [TOOL]
+    assert result.structured_content["rows"] == [[16]]
+
+
+def test_non_loopback_without_token_is_refused(tmp_path: Path) -> None:
+    """Listening on 0.0.0.0 without --auth-token-env: exit 2 before binding anything."""
+    done = run_server_expecting_exit(tmp_path, "--demo", "--transport", "streamable-http",
+                                     "--host", "0.0.0.0")
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", (
+        "sqale-mcp: refusing to listen on 0.0.0.0 without authentication: set --auth-token-env "
+        "NAME (the token itself goes in that environment variable), or use --host 127.0.0.1; see "
+        "`sqale-mcp --help`\n"))
+
+
+def test_token_variable_must_be_set(tmp_path: Path) -> None:
+    """--auth-token-env naming an unset variable: exit 2 saying which variable to export."""
+    done = run_server_expecting_exit(tmp_path, "--demo", "--transport", "streamable-http",
+                                     "--auth-token-env", "SQALE_UNSET_TOKEN")
+    assert (done.returncode, done.stderr) == (2, (
+        "sqale-mcp: --auth-token-env SQALE_UNSET_TOKEN: the environment variable SQALE_UNSET_TOKEN "
+        "is not set or empty; export SQALE_UNSET_TOKEN=<secret> before starting the server\n"))

@@ -1,0 +1,206 @@
+"""The MCP server's pure parts: answer shaping, text rendering, progress lines, error texts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.episode import CallRecord, EpisodeResult, EpisodeStatus, Round, StopReason, ToolCall
+from agent.errors import (
+    BackendAuthError,
+    BackendResponseError,
+    BackendTimeout,
+    BackendUnreachable,
+    ConfigError,
+    DatabasePathError,
+    DatabaseWorkerError,
+    ModelNotFound,
+)
+from agent.sqlite import BlobRef, ClippedText
+from mcp_server.output import (
+    AnswerOutput,
+    answer_from_episode,
+    call_label,
+    call_summary,
+    json_cell,
+    markdown_table,
+    progress_message,
+    render_answer_text,
+)
+from mcp_server.tool_errors import (
+    empty_question,
+    episode_timeout,
+    text_too_long,
+    tool_error_for,
+    unknown_database,
+)
+
+
+def record(tool: str, args: dict[str, Any], text: str, ok: bool = True) -> CallRecord:
+    return CallRecord(call=ToolCall(tool, args), ok=ok, text=text, seconds=0.01)
+
+
+def make_round(index: int, calls: tuple[CallRecord, ...], final: bool = False) -> Round:
+    return Round(index=index, final=final, completion="", think=None, calls=calls, notes=(),
+                 model_seconds=0.1, tool_seconds=0.01, prompt_tokens=100, completion_tokens=20,
+                 finish_reason="stop", context_tokens=120 * index)
+
+
+def make_episode(**changes: Any) -> EpisodeResult:
+    values: dict[str, Any] = dict(
+        question="How many albums?", evidence=None, sql="SELECT count(*) FROM Album",
+        status=EpisodeStatus.SUBMITTED, stop_reason=StopReason.SUBMITTED, columns=("n",),
+        rows=((347,),), row_count=1, truncated=False, error=None,
+        rounds=(
+            make_round(1, (record("list_tables", {}, "11 tables:\nAlbum\nArtist"),)),
+            make_round(2, (record("run_query", {"sql": "SELECT count(*) FROM Album"},
+                                  "n\n---\n347\n[1 row]"),
+                           record("describe_table", {"table_name": "Albm"},
+                                  "no table 'Albm'; did you mean Album?", ok=False))),
+            make_round(3, (record("submit_sql", {"sql": "SELECT count(*) FROM Album"},
+                                  "n\n---\n347\n[1 row]"),)),
+        ),
+        tokens=900, seconds=2.3456, model_seconds=2.0, tool_seconds=0.2, prompt="")
+    values.update(changes)
+    return EpisodeResult(**values)
+
+
+def answer_of(**changes: Any) -> AnswerOutput:
+    return answer_from_episode(make_episode(**changes), database="chinook", model="m", max_rows=3)
+
+
+def test_answer_from_episode_has_every_field_and_a_compact_trace() -> None:
+    """The structured answer copies the episode's result and summarises each call in one line."""
+    assert answer_of().model_dump() == {
+        "database": "chinook", "question": "How many albums?", "sql": "SELECT count(*) FROM Album",
+        "columns": ["n"], "rows": [[347]], "row_count": 1, "truncated": False,
+        "status": "submitted", "error": None, "stop_reason": "submit_sql", "rounds": 3,
+        "tool_calls": 4, "tokens": 900, "seconds": 2.346, "model": "m",
+        "trace": [
+            {"round": 1, "tool": "list_tables", "arguments": {}, "ok": True, "summary": "11 tables:"},
+            {"round": 2, "tool": "run_query", "arguments": {"sql": "SELECT count(*) FROM Album"},
+             "ok": True, "summary": "[1 row]"},
+            {"round": 2, "tool": "describe_table", "arguments": {"table_name": "Albm"}, "ok": False,
+             "summary": "no table 'Albm'; did you mean Album?"},
+            {"round": 3, "tool": "submit_sql", "arguments": {"sql": "SELECT count(*) FROM Album"},
+             "ok": True, "summary": "[1 row]"},
+        ],
+    }
+
+
+def test_rows_are_capped_and_json_safe() -> None:
+    """Rows beyond max_rows are dropped (truncated set); blobs and odd values become text."""
+    rows = ((b"\x00\x01", 1.5, float("inf")), (None, True, "x"), (1, 2, 3), (4, 5, 6))
+    answer = answer_of(columns=("a", "b", "c"), rows=rows, row_count=4)
+    assert (answer.rows, answer.row_count, answer.truncated) == (
+        [["<blob 2 bytes>", 1.5, "inf"], [None, True, "x"], [1, 2, 3]], 4, True)
+
+
+def test_json_cell_maps_every_odd_type() -> None:
+    """bytes, BlobRef, ClippedText, non-finite floats and other objects become JSON values."""
+    assert [json_cell(v) for v in (b"abc", bytearray(4), BlobRef(9), ClippedText("ab", 900),
+                                    float("nan"), -float("inf"), 2**70, 0.1, "t", None, False,
+                                    complex(1, 2))] == [
+        "<blob 3 bytes>", "<blob 4 bytes>", "<blob 9 bytes>", "ab…[900 chars]", "nan", "-inf",
+        2**70, 0.1, "t", None, False, "(1+2j)"]
+
+
+def test_text_shows_sql_fence_table_and_caveat() -> None:
+    """The text answer: the SQL in a fence, the rows as a table, the status and the caveat."""
+    assert render_answer_text(answer_of()) == (
+        "```sql\nSELECT count(*) FROM Album\n```\n\n"
+        "| n |\n|---|\n| 347 |\n\n"
+        "Status submitted after 3 rounds and 4 tool calls in 2.3 s. The SQL was written by a small "
+        "local model (m): check it before relying on the result.")
+
+
+def test_text_says_how_many_rows_were_left_out() -> None:
+    """When rows are left out of the text, it says how many exist and how many the result holds."""
+    rows = tuple((i, f"name {i}") for i in range(12))
+    answer = answer_from_episode(make_episode(columns=("id", "name"), rows=rows, row_count=1234,
+                                              truncated=True), database="d", model="m", max_rows=50)
+    text = render_answer_text(answer)
+    assert text.split("\n\n")[2] == ("Showing 10 of 1,234 rows; the structured result holds 12 rows.")
+    assert text.split("\n\n")[1].splitlines()[-1] == "| 9 | name 9 |"
+
+
+def test_text_for_failed_fallback_and_empty_results() -> None:
+    """failed says why and what to do; fallback says it is the last good query; no rows is said."""
+    failed = answer_of(sql=None, status=EpisodeStatus.FAILED, columns=(), rows=(), row_count=0,
+                       error="no query ran without error")
+    assert render_answer_text(failed).split("\n\n")[:2] == [
+        "No runnable SQL was produced: no query ran without error.",
+        "Rephrase the question more concretely (name the tables or values you mean) or add "
+        "`evidence`, then ask again."]
+    fallback = answer_of(status=EpisodeStatus.FALLBACK, rows=(), row_count=0)
+    assert render_answer_text(fallback).split("\n\n")[1:3] == [
+        "The query returned no rows.",
+        "Note: the model gave no usable final answer; this is the last query it ran without error."]
+    broken = answer_of(rows=(), row_count=0, error="no such column: x")
+    assert render_answer_text(broken).split("\n\n")[1] == "The SQL failed: no such column: x"
+
+
+def test_markdown_table_escapes_pipes_newlines_and_clips() -> None:
+    """Cells keep one line each: `|` escaped, newlines flattened, long text clipped, NULL shown."""
+    assert markdown_table(["a|b", "c"], [["x\ny", None], ["z" * 70, 1.25]]) == (
+        "| a\\|b | c |\n|---|---|\n| x y | NULL |\n| " + "z" * 59 + "… | 1.25 |")
+
+
+def test_call_labels_and_progress_message() -> None:
+    """Progress names each distinct call compactly; the final turn says `final answer`."""
+    played = make_round(2, (
+        record("describe_table", {"table_name": "Track"}, ""),
+        record("describe_table", {"table_name": "Track"}, ""),
+        record("join_path", {"table_a": "Track", "table_b": "Genre"}, ""),
+        record("distinct_values", {"table_name": "Genre", "column_name": "Name"}, ""),
+        record("run_query", {"sql": "SELECT 1"}, ""),
+        record("sample_rows", {}, "", ok=False),
+    ))
+    assert progress_message(played, 6) == (
+        "round 2/6: describe_table(Track), join_path(Track, Genre), distinct_values(Genre.Name), "
+        "run_query, sample_rows")
+    assert progress_message(make_round(7, (), final=True), 6) == "final answer: no tool call"
+    assert call_label(ToolCall("x" * 50, {"table_name": "t"})) == "x" * 39 + "…"
+
+
+def test_call_summary_prefers_the_closing_note() -> None:
+    """A result's summary is its `[...]` closing note when it has one, else its first line."""
+    assert [call_summary(t) for t in ("a\nb\n[3 rows]", "[only]", "\n\n  first  \nsecond", "")] == [
+        "[3 rows]", "[only]", "first", ""]
+
+
+def test_error_texts_say_what_and_what_next() -> None:
+    """Every ToolError names the problem and the next step."""
+    texts = [str(tool_error_for(exc, database="db")) for exc in (
+        BackendUnreachable("Could not reach Ollama at X. Start it."),
+        ModelNotFound("no model; run `ollama create m -f Modelfile`."),
+        BackendTimeout("slow."), BackendAuthError("key."), BackendResponseError("500."),
+        DatabasePathError("/x.db: no such file; check the path"), DatabaseWorkerError("boom"),
+        ConfigError("odd"))]
+    assert texts == [
+        "The model runtime is unreachable: Could not reach Ollama at X. Start it.",
+        "The model is not installed: no model; run `ollama create m -f Modelfile`.",
+        "The model runtime timed out: slow.",
+        "The model runtime refused our credentials: key.",
+        "The model runtime failed: 500.",
+        "The database cannot be read ('db'): /x.db: no such file; check the path. Ask the server's "
+        "operator to check the database file, then retry.",
+        "The SQLite worker failed ('db'): boom. Ask the server's operator to check the database "
+        "file, then retry.",
+        "Answering failed: odd",
+    ]
+    assert [str(e) for e in (
+        unknown_database("nope", ["a", "b"]), unknown_database(None, ["a", "b"]), empty_question(),
+        text_too_long("question", 2500, 2000), text_too_long("evidence", 5000, 4000),
+        episode_timeout(2.5))] == [
+        "Unknown database 'nope'; pass one of the configured aliases as `database`: a, b.",
+        "Several databases are configured; pass one as `database`: a, b.",
+        "The question is empty; ask a question about the data in plain language, e.g. 'Which 5 "
+        "customers spent the most?'.",
+        "The question is 2,500 characters long; the limit is 2,000. Shorten it to one precise "
+        "question; put background hints in `evidence`.",
+        "The evidence is 5,000 characters long; the limit is 4,000. Keep only the hints the "
+        "question needs.",
+        "Answering took longer than the 2.5 s limit and was stopped. Retry, ask a narrower "
+        "question, or ask the server's operator to raise --episode-timeout (a slow machine or a "
+        "model still loading can cause this).",
+    ]

@@ -1,0 +1,257 @@
+"""Server settings, database collection, the catalog summary and the demo database."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from agent.errors import ConfigError
+from agent.sqlite import Database, EngineLimits
+from mcp_server.catalog import (
+    NO_DATABASE,
+    Catalog,
+    CatalogEntry,
+    collect_databases,
+    load_catalog,
+    summarise,
+    tool_description,
+)
+from mcp_server.demo import DEMO_ALIAS, ensure_demo_database
+from mcp_server.settings import (
+    DatabaseSpec,
+    ServerSettings,
+    is_loopback,
+    module_server_arguments,
+    parse_settings,
+)
+
+
+def make_db(path: Path, sql: str = "CREATE TABLE t (id INTEGER PRIMARY KEY);") -> Path:
+    with sqlite3.connect(path) as conn:
+        conn.executescript(sql)
+    conn.close()
+    return path
+
+
+def config_error(argv: list[str], environ: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_settings(argv, environ or {})
+    return str(info.value)
+
+
+def test_flags_parse_into_settings() -> None:
+    """Every flag lands in its field; secrets are read from the named environment variables."""
+    settings = parse_settings([
+        "--db", "a=/x/a.db", "--db", "b=~/b.sqlite", "--db-dir", "/dbs", "--demo", "--model", "m",
+        "--ollama-host", "http://o:1", "--max-rows", "5", "--query-timeout", "2",
+        "--episode-timeout", "30", "--max-concurrent", "3", "--reference-agent", "/r.py",
+        "--episode-log", "/l.jsonl", "--transport", "streamable-http", "--host", "0.0.0.0",
+        "--port", "9000", "--auth-token-env", "TOK", "--log-level", "DEBUG",
+    ], {"TOK": " s3cret "})
+    assert settings == ServerSettings(
+        databases=(DatabaseSpec(alias="a", path=Path("/x/a.db")),
+                   DatabaseSpec(alias="b", path=Path("~/b.sqlite").expanduser())),
+        db_dir=Path("/dbs"), demo=True, model="m", ollama_host="http://o:1", max_rows=5,
+        query_timeout=2.0, episode_timeout=30.0, max_concurrent=3, reference_agent=Path("/r.py"),
+        episode_log=Path("/l.jsonl"), transport="streamable-http", host="0.0.0.0", port=9000,
+        auth_token_env="TOK", auth_token=SecretStr("s3cret"), log_level="DEBUG")
+    assert settings.auth_token is not None and settings.auth_token.get_secret_value() == "s3cret"
+
+
+def test_defaults() -> None:
+    """Without flags: stdio, loopback, the default model and limits."""
+    s = parse_settings([], {})
+    assert (s.transport, s.host, s.port, s.model, s.max_rows, s.max_concurrent, s.backend,
+            s.has_databases) == ("stdio", "127.0.0.1", 8000, "qwen3.5-2b-grpo-synsql", 50, 4,
+                                 "ollama", False)
+
+
+def test_openai_backend_options() -> None:
+    """--backend openai takes repeatable --base-url and reads the key from --api-key-env."""
+    s = parse_settings(["--backend", "openai", "--base-url", "http://a/v1", "--base-url",
+                        "http://b/v1", "--api-key-env", "KEY"], {"KEY": "k"})
+    assert (s.base_urls, s.api_key) == (("http://a/v1", "http://b/v1"), SecretStr("k"))
+
+
+def test_config_file_fills_in_and_flags_win(tmp_path: Path) -> None:
+    """TOML settings apply, relative paths are taken from the file's folder, and flags win."""
+    config = tmp_path / "conf" / "sqale.toml"
+    config.parent.mkdir()
+    config.write_text('model = "from-file"\nmax-rows = 7\nepisode_log = "log.jsonl"\n'
+                      'base-url = "http://x/v1"\nbackend = "openai"\n'
+                      '[db]\nchinook = "data/chinook.db"\nshared = "/abs/s.db"\n')
+    s = parse_settings(["--config", str(config), "--max-rows", "9", "--db", "shared=/flag.db"], {})
+    assert (s.model, s.max_rows, s.episode_log, s.base_urls, s.databases) == (
+        "from-file", 9, tmp_path / "conf" / "log.jsonl", ("http://x/v1",),
+        (DatabaseSpec(alias="chinook", path=tmp_path / "conf" / "data" / "chinook.db"),
+         DatabaseSpec(alias="shared", path=Path("/flag.db"))))
+
+
+def test_bad_settings_give_one_line_naming_what_and_how(tmp_path: Path) -> None:
+    """Each configuration mistake is one line that names the setting and the fix."""
+    bad_toml = tmp_path / "bad.toml"
+    bad_toml.write_text("max_rows = [")
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text("colour = 1")
+    assert config_error(["--db", "noequals"]) == (
+        "--db 'noequals': write it as ALIAS=PATH, e.g. --db chinook=~/data/chinook.db")
+    assert config_error(["--db", "bad alias=/x"]) == (
+        "--db 'bad alias=/x': alias 'bad alias' is not usable; use letters, digits, '_', '-' or "
+        "'.' (at most 64, not starting with '-' or '.')")
+    assert config_error(["--max-rows", "0"]) == (
+        "--max-rows: Input should be greater than or equal to 1 (got 0); see `sqale-mcp --help`")
+    assert config_error(["--max-rows", "many"]) == (
+        "argument --max-rows: invalid int value: 'many'; see `sqale-mcp --help`")
+    assert config_error(["--transport", "sse"]) == (
+        "argument --transport: invalid choice: 'sse' (choose from 'stdio', 'streamable-http'); "
+        "see `sqale-mcp --help`")
+    assert config_error(["--transport", "streamable-http", "--host", "0.0.0.0"]) == (
+        "refusing to listen on 0.0.0.0 without authentication: set --auth-token-env NAME (the "
+        "token itself goes in that environment variable), or use --host 127.0.0.1; see "
+        "`sqale-mcp --help`")
+    assert config_error(["--auth-token-env", "TOK"]) == (
+        "--auth-token-env TOK: the environment variable TOK is not set or empty; export "
+        "TOK=<secret> before starting the server")
+    assert config_error(["--auth-token-env", "abc=def"]) == (
+        "--auth-token-env 'abc=def': give the NAME of an environment variable, not its value")
+    assert config_error(["--backend", "openai"]) == (
+        "--backend openai needs at least one --base-url (e.g. http://host:8000/v1); see "
+        "`sqale-mcp --help`")
+    assert config_error(["--backend", "openai", "--base-url", "host:8000/v1"]) == (
+        "--base-url 'host:8000/v1' must start with http:// or https:// (e.g. http://127.0.0.1:8000/v1); "
+        "see `sqale-mcp --help`")
+    assert config_error(["--base-url", "http://h/v1"]) == (
+        "--base-url is for --backend openai; give Ollama's address with --ollama-host; see "
+        "`sqale-mcp --help`")
+    assert config_error(["--config", str(tmp_path / "none.toml")]) == (
+        f"--config {tmp_path / 'none.toml'}: no such file; check the path")
+    assert config_error(["--config", str(bad_toml)]).startswith(f"--config {bad_toml}: not valid TOML (")
+    assert config_error(["--config", str(unknown)]).startswith(
+        f"--config {unknown}: unknown setting 'colour'; known: api-key-env, auth-token-env, backend,")
+
+
+def test_loopback_detection() -> None:
+    """localhost and loopback literals are loopback; everything else is not."""
+    assert [is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "[::1]", "127.1.2.3",
+                                     "0.0.0.0", "10.0.0.1", "example.com")] == [
+        True, True, True, True, True, False, False, False]
+
+
+def test_collect_databases_from_flags_dir_and_demo(tmp_path: Path) -> None:
+    """--db entries, then --db-dir files by name (alias = stem), then the demo."""
+    folder = tmp_path / "dbs"
+    folder.mkdir()
+    for name in ("b.db", "a.sqlite", "c.sqlite3", "notes.txt"):
+        (folder / name).write_bytes(b"")
+    settings = parse_settings(["--db", "x=/x.db", "--db-dir", str(folder), "--demo"], {})
+    specs = collect_databases(settings, {"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert [(s.alias, s.path) for s in specs] == [
+        ("x", Path("/x.db")), ("a", folder / "a.sqlite"), ("b", folder / "b.db"),
+        ("c", folder / "c.sqlite3"),
+        ("bookshop", tmp_path / "cache" / "sqale-mcp" / "bookshop-v1.sqlite")]
+
+
+def test_collect_databases_errors(tmp_path: Path) -> None:
+    """No database, an alias given twice, an empty or missing --db-dir: one clear line each."""
+    folder = tmp_path / "dbs"
+    folder.mkdir()
+    (folder / "a.db").write_bytes(b"")
+    (folder / "a.sqlite").write_bytes(b"")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = [([], NO_DATABASE),
+             (["--db-dir", str(folder)],
+              "database alias 'a' is given twice (--db-dir file a.db and --db-dir file a.sqlite); "
+              "rename one with --db OTHER_ALIAS=PATH"),
+             (["--db-dir", str(empty)],
+              f"--db-dir {empty}: no *.sqlite, *.sqlite3 or *.db file in it; check the folder"),
+             (["--db-dir", str(tmp_path / "nope")],
+              f"--db-dir {tmp_path / 'nope'}: cannot list it (No such file or directory); give a "
+              "readable folder")]
+    for argv, message in cases:
+        with pytest.raises(ConfigError) as info:
+            collect_databases(parse_settings(argv, {}), {})
+        assert str(info.value) == message
+    assert NO_DATABASE == ("no database configured: pass --db ALIAS=PATH (repeatable), --db-dir DIR "
+                           "or --demo, or put them in a --config FILE.toml")
+
+
+def test_load_catalog_reads_tables_and_views(tmp_path: Path) -> None:
+    """The catalog lists each database's tables and views in name order."""
+    path = make_db(tmp_path / "shop.db", "CREATE TABLE b (x); CREATE TABLE a (y); "
+                                         "CREATE VIEW v AS SELECT x FROM b;")
+    catalog = load_catalog([DatabaseSpec(alias="shop", path=path)], EngineLimits())
+    assert catalog == Catalog((CatalogEntry("shop", path.resolve(), ("a", "b"), ("v",)),))
+
+
+def test_load_catalog_names_the_bad_alias(tmp_path: Path) -> None:
+    """A missing or non-SQLite file stops start-up with one line naming the alias and the reason."""
+    text = tmp_path / "notes.db"
+    text.write_text("hello")
+    for spec, message in [
+        (DatabaseSpec(alias="gone", path=tmp_path / "gone.db"),
+         f"database 'gone': {tmp_path / 'gone.db'}: no such file; check the path"),
+        (DatabaseSpec(alias="notes", path=text),
+         f"database 'notes': {text}: not an SQLite 3 database (the file does not start with the "
+         "SQLite header)"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            load_catalog([spec], EngineLimits())
+        assert str(info.value) == message
+
+
+def test_summary_and_tool_description() -> None:
+    """The description names each alias with its size and first tables, and the caveats."""
+    many = CatalogEntry("big", Path("/b"), tuple(f"t{i}" for i in range(85)), ("v1",))
+    one = CatalogEntry("one", Path("/o"), ("only",), ())
+    empty = CatalogEntry("empty", Path("/e"), (), ())
+    assert [summarise(e) for e in (many, one, empty)] == [
+        "big: 85 tables and 1 view (t0, t1, t2, t3, t4, t5, …)", "one: 1 table (only)",
+        "empty: 0 tables"]
+    assert tool_description(Catalog((one,)), model="m", max_rows=50) == (
+        "Answer a question about an SQLite database. A small local text-to-SQL model (m) explores "
+        "the database read-only, writes SQL, runs it and returns the SQL with its result.\n\n"
+        "Database (`database` may be omitted; it is 'one'):\n- one: 1 table (only)\n\n"
+        "Returns the SQL in a ```sql fence and the first rows as a table; the structured result "
+        "holds sql, columns, rows (at most 50), row_count, truncated, status (submitted, "
+        "final_answer, fallback or failed), rounds, tool_calls, seconds and a trace of the "
+        "model's exploration.\n"
+        "The answer comes from a small model: check that the SQL answers the question before "
+        "relying on it. Ask one precise question per call; put domain hints (what a term means in "
+        "the data) in `evidence`.")
+    assert tool_description(Catalog((one, empty)), model="m", max_rows=5).split("\n\n")[1] == (
+        "Databases (pass one alias as `database`):\n- one: 1 table (only)\n- empty: 0 tables")
+
+
+def test_demo_database_is_built_once_and_queryable(tmp_path: Path) -> None:
+    """The demo bookshop is built into the cache folder, reused, and holds related tables."""
+    path = ensure_demo_database(tmp_path)
+    assert path == tmp_path / f"{DEMO_ALIAS}-v1.sqlite"
+    stamp = path.stat().st_mtime_ns
+    assert ensure_demo_database(tmp_path) == path and path.stat().st_mtime_ns == stamp
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bookshop-v1.sqlite"]
+    with Database(path) as db:
+        result = db.query(
+            "SELECT a.name, sum(i.quantity) FROM order_items i JOIN books b USING (book_id) "
+            "JOIN authors a USING (author_id) GROUP BY a.name ORDER BY 2 DESC, 1 LIMIT 2",
+            max_rows=10)
+        assert result.rows == (("Ursula K. Le Guin", 7), ("Chinua Achebe", 4))
+        assert [t.name for t in db.schema().tables] == [
+            "authors", "books", "customers", "order_items", "orders"]
+
+
+def test_module_server_arguments_come_from_env_then_config_then_demo(tmp_path: Path) -> None:
+    """`mcp dev`/`mcp run`: SQALE_MCP_ARGS first, then the default config file, then --demo."""
+    config = tmp_path / "sqale-mcp" / "config.toml"
+    environ = {"XDG_CONFIG_HOME": str(tmp_path)}
+    assert module_server_arguments(environ) == (["--demo"], f"no SQALE_MCP_ARGS and no {config}: --demo")
+    config.parent.mkdir()
+    config.write_text("demo = true\n")
+    assert module_server_arguments(environ) == (["--config", str(config)], str(config))
+    environ["SQALE_MCP_ARGS"] = "--db 'my db=/a b.db' --max-rows 3"
+    assert module_server_arguments(environ) == (
+        ["--db", "my db=/a b.db", "--max-rows", "3"],
+        "SQALE_MCP_ARGS=\"--db 'my db=/a b.db' --max-rows 3\"")

@@ -6,19 +6,39 @@ Pure functions; the CLI and the MCP server both print through them.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict
 from typing import Any
 
 from .episode import EpisodeResult, Round, ToolCall
 from .render import format_cell, plural, render_grid
+from .sqlite.types import BlobRef, ClippedText
 
 ANSWER_ROWS = 20
 ANSWER_CELL_CHARS = 60
 LABEL_CHARS = 60
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+JsonCell = str | int | float | bool | None
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` on one line, cut to `limit` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def json_cell(value: object) -> JsonCell:
+    """A result cell as a JSON value: blobs as `<blob N bytes>`, other odd types as text."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return str(BlobRef(len(value)))
+    if isinstance(value, ClippedText):
+        return f"{value.prefix}…[{value.length:,} chars]"
+    return str(value)
 
 
 def call_label(call: ToolCall) -> str:
@@ -31,8 +51,8 @@ def call_label(call: ToolCall) -> str:
         shown = [f"{args.get('table_name', '?')}.{args['column_name']}"]
     elif call.tool in ("describe_table", "foreign_keys", "sample_rows", "distinct_values"):
         shown = [str(args["table_name"])] if "table_name" in args else []
-    name = _clip(call.tool, 40)
-    return f"{name}({_clip(', '.join(shown), LABEL_CHARS)})" if shown else name
+    name = clip(call.tool, 40)
+    return f"{name}({clip(', '.join(shown), LABEL_CHARS)})" if shown else name
 
 
 def progress_message(played: Round, max_tool_turns: int, limit: int = 200) -> str:
@@ -44,7 +64,7 @@ def progress_message(played: Round, max_tool_turns: int, limit: int = 200) -> st
             labels.append(label)
     head = "final answer" if played.final else f"round {played.index}/{max_tool_turns}"
     body = ", ".join(labels) if labels else "no tool call"
-    return _clip(f"{head}: {body}", limit)
+    return clip(f"{head}: {body}", limit)
 
 
 def render_rows(columns: tuple[str, ...], rows: tuple[tuple[Any, ...], ...], *,
@@ -103,18 +123,10 @@ def result_as_json(result: EpisodeResult) -> dict[str, Any]:
     data = asdict(result)
     data["status"] = result.status.value
     data["stop_reason"] = result.stop_reason.value
-    data["rows"] = [[_json_cell(v) for v in row] for row in result.rows]
+    data["rows"] = [[json_cell(v) for v in row] for row in result.rows]
     data["tool_calls"] = result.tool_calls
     data["tables_seen"] = sorted(result.tables_seen)
     for played in data["rounds"]:
         for record in played["calls"]:
             record["tables"] = sorted(record["tables"])
     return data
-
-
-def _json_cell(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return f"<blob {len(value)} bytes>"
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)

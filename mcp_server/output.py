@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent.episode import EpisodeResult, Round, ToolCall
-from agent.sqlite import BlobRef, ClippedText
-
-JsonCell = str | int | float | bool | None
+from agent.episode import EpisodeResult
+from agent.report import JsonCell, clip, json_cell
 
 TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured content
 TEXT_CELL_CHARS = 60
@@ -53,25 +50,6 @@ class AnswerOutput(BaseModel):
     seconds: float = Field(description="wall time of the episode")
     model: str = Field(description="the model that wrote the SQL")
     trace: list[TraceEntry] = Field(description="every tool call of the exploration, in order")
-
-
-def json_cell(value: object) -> JsonCell:
-    """A result cell as a JSON value: blobs as `<blob N bytes>`, other odd types as text."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return str(BlobRef(len(value)))
-    if isinstance(value, ClippedText):
-        return f"{value.prefix}…[{value.length:,} chars]"
-    return str(value)
-
-
-def clip(text: str, limit: int) -> str:
-    """`text` on one line, cut to `limit` characters with an ellipsis."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def trace_entries(result: EpisodeResult) -> list[TraceEntry]:
@@ -137,37 +115,6 @@ def markdown_table(columns: list[str], rows: list[list[JsonCell]]) -> str:
     rule = "|" + "|".join("---" for _ in columns) + "|"
     body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join([header, rule, *body])
-
-
-def call_label(call: ToolCall) -> str:
-    """A call as progress shows it: `describe_table(Track)`, `join_path(A, B)`, `run_query`."""
-    args = call.args
-    shown: list[str] = []
-    if call.tool == "join_path":
-        shown = [str(args.get("table_a", "?")), str(args.get("table_b", "?"))]
-    elif call.tool == "distinct_values" and "column_name" in args:
-        shown = [f"{args.get('table_name', '?')}.{args['column_name']}"]
-    elif call.tool in ("describe_table", "foreign_keys", "sample_rows", "distinct_values"):
-        shown = [str(args["table_name"])] if "table_name" in args else []
-    name = clip(call.tool, 40)
-    return f"{name}({clip(', '.join(shown), 60)})" if shown else name
-
-
-def progress_message(played: Round, max_tool_turns: int) -> str:
-    """`round 2/6: describe_table(Track), run_query` (the final turn says `final answer`)."""
-    labels: list[str] = []
-    for record in played.calls:
-        label = call_label(record.call)
-        if label not in labels:
-            labels.append(label)
-    head = "final answer" if played.final else f"round {played.index}/{max_tool_turns}"
-    body = ", ".join(labels) if labels else "no tool call"
-    return clip(f"{head}: {body}", PROGRESS_CHARS)
-
-
-def queued_message(limit: float) -> str:
-    """Progress text for a call waiting for a free slot."""
-    return f"queued: {limit:g} questions are being answered already (--max-concurrent)"
 
 
 def _more_rows_line(answer: AnswerOutput) -> str | None:

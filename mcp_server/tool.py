@@ -15,11 +15,11 @@ from pydantic import Field
 from agent.episode import Round
 from agent.errors import SqaleError
 from agent.loop import run_episode
+from agent.report import progress_message
 
 from .output import (
     AnswerOutput,
     answer_from_episode,
-    progress_message,
     queued_message,
     render_answer_text,
 )

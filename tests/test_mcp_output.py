@@ -19,11 +19,9 @@ from agent.sqlite import BlobRef, ClippedText
 from mcp_server.output import (
     AnswerOutput,
     answer_from_episode,
-    call_label,
     call_summary,
     json_cell,
     markdown_table,
-    progress_message,
     render_answer_text,
 )
 from mcp_server.tool_errors import (
@@ -143,23 +141,6 @@ def test_markdown_table_escapes_pipes_newlines_and_clips() -> None:
     """Cells keep one line each: `|` escaped, newlines flattened, long text clipped, NULL shown."""
     assert markdown_table(["a|b", "c"], [["x\ny", None], ["z" * 70, 1.25]]) == (
         "| a\\|b | c |\n|---|---|\n| x y | NULL |\n| " + "z" * 59 + "… | 1.25 |")
-
-
-def test_call_labels_and_progress_message() -> None:
-    """Progress names each distinct call compactly; the final turn says `final answer`."""
-    played = make_round(2, (
-        record("describe_table", {"table_name": "Track"}, ""),
-        record("describe_table", {"table_name": "Track"}, ""),
-        record("join_path", {"table_a": "Track", "table_b": "Genre"}, ""),
-        record("distinct_values", {"table_name": "Genre", "column_name": "Name"}, ""),
-        record("run_query", {"sql": "SELECT 1"}, ""),
-        record("sample_rows", {}, "", ok=False),
-    ))
-    assert progress_message(played, 6) == (
-        "round 2/6: describe_table(Track), join_path(Track, Genre), distinct_values(Genre.Name), "
-        "run_query, sample_rows")
-    assert progress_message(make_round(7, (), final=True), 6) == "final answer: no tool call"
-    assert call_label(ToolCall("x" * 50, {"table_name": "t"})) == "x" * 39 + "…"
 
 
 def test_call_summary_prefers_the_closing_note() -> None:

@@ -14,7 +14,6 @@ TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured
 TEXT_CELL_CHARS = 60
 TRACE_ARG_CHARS = 2_000
 SUMMARY_CHARS = 160
-PROGRESS_CHARS = 200
 
 
 class TraceEntry(BaseModel):
@@ -115,6 +114,11 @@ def markdown_table(columns: list[str], rows: list[list[JsonCell]]) -> str:
     rule = "|" + "|".join("---" for _ in columns) + "|"
     body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join([header, rule, *body])
+
+
+def queued_message(limit: float) -> str:
+    """Progress text for a call waiting for a free slot."""
+    return f"queued: {limit:g} questions are being answered already (--max-concurrent)"
 
 
 def _more_rows_line(answer: AnswerOutput) -> str | None:

@@ -1,17 +1,15 @@
 """The demo database served by `--demo`: a tiny bookshop the project builds itself.
 
-This is the one place outside agent/sqlite that opens SQLite: it writes a new file from
-the SQL below (agent/sqlite only reads). The file is built once into a cache folder,
-atomically, and reused while DEMO_VERSION stays the same.
+The file is built once into a cache folder (by agent.sqlite.create_database, atomically)
+and reused while DEMO_VERSION stays the same.
 """
 
 from __future__ import annotations
 
-import os
-import sqlite3
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+
+from agent.sqlite import create_database
 
 DEMO_ALIAS = "bookshop"
 DEMO_VERSION = 1
@@ -127,18 +125,6 @@ def default_cache_dir(environ: Mapping[str, str]) -> Path:
 def ensure_demo_database(cache_dir: Path) -> Path:
     """Path of the demo database in `cache_dir`, building it first if it is not there yet."""
     target = cache_dir / f"{DEMO_ALIAS}-v{DEMO_VERSION}.sqlite"
-    if target.is_file():
-        return target
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    # Build next to the target and rename: a concurrent start never sees half a database.
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{DEMO_ALIAS}-", suffix=".tmp", dir=cache_dir)
-    os.close(fd)
-    try:
-        with sqlite3.connect(tmp_name) as conn:
-            conn.executescript(DEMO_SQL)
-        conn.close()
-        os.replace(tmp_name, target)
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
+    if not target.is_file():
+        create_database(target, DEMO_SQL)
     return target

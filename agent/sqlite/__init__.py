@@ -6,6 +6,9 @@ processes (see `_worker`) on connections guarded by an allow-list authorizer (`_
 
 from __future__ import annotations
 
+import os
+import sqlite3
+import tempfile
 import threading
 from pathlib import Path
 
@@ -55,6 +58,26 @@ def validate_database_path(path: str | Path) -> Path:
             f"{resolved}: not an SQLite 3 database (the file does not start with the SQLite header)"
         )
     return resolved
+
+
+def create_database(target: Path, script: str) -> Path:
+    """Build a new database file from an SQL script, atomically (our own data, never the model's)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Build next to the target and rename: a concurrent reader never sees half a database.
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}-", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        conn = sqlite3.connect(tmp_name)
+        try:
+            conn.executescript(script)
+            conn.commit()
+        finally:
+            conn.close()
+        os.replace(tmp_name, target)
+    finally:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+    return target
 
 
 class Database:
@@ -126,7 +149,18 @@ class Database:
 
 
 __all__ = [
-    "BlobRef", "CancelToken", "ClippedText", "Column", "Database", "EngineLimits",
-    "ForeignKey", "QueryEngine", "QueryResult", "QueryStatus", "Schema", "Table",
+    "BlobRef",
+    "CancelToken",
+    "ClippedText",
+    "Column",
+    "Database",
+    "EngineLimits",
+    "ForeignKey",
+    "QueryEngine",
+    "QueryResult",
+    "QueryStatus",
+    "Schema",
+    "Table",
+    "create_database",
     "validate_database_path",
 ]

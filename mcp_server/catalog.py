@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -12,6 +13,8 @@ from agent.sqlite import Database, EngineLimits, QueryEngine, validate_database_
 
 from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from .settings import ALIAS_PATTERN, DatabaseSpec, ServerSettings
+
+logger = logging.getLogger("mcp_server")
 
 DB_DIR_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 SUMMARY_TABLE_NAMES = 6  # table names shown per database in the tool description
@@ -108,6 +111,8 @@ def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits) -> Catalog
                 schema = Database(path, engine).schema()
             except DatabasePathError as exc:
                 raise ConfigError(f"database '{spec.alias}': {exc}") from exc
+            for warning in schema.warnings:
+                logger.warning("database '%s': %s", spec.alias, warning)
             entries.append(CatalogEntry(
                 alias=spec.alias, path=path,
                 tables=tuple(t.name for t in schema.tables if t.kind == "table"),

@@ -333,3 +333,14 @@ def test_repeated_statement_still_reports_tables_read(shop: Path, engine: QueryE
     first = db.query(sql, max_rows=5)
     second = db.query(sql, max_rows=5)
     assert first.tables_read == second.tables_read == frozenset({"customer", "order"})
+
+
+def test_damaged_file_is_a_path_error(tmp_path: Path, engine: QueryEngine) -> None:
+    """A file with the SQLite header but damaged contents is a DatabasePathError, not a crash."""
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"SQLite format 3\x00" + b"\xff" * 2000)
+    db = Database(bad, engine)
+    with pytest.raises(DatabasePathError, match="cannot be read as an SQLite database"):
+        db.schema()
+    with pytest.raises(DatabasePathError, match="check the file is not damaged"):
+        db.query("SELECT 1", max_rows=1)

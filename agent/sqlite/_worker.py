@@ -7,6 +7,7 @@ import multiprocessing.connection
 import os
 import pickle
 import queue
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import DatabaseWorkerError
+from ..errors import DatabasePathError, DatabaseWorkerError
 from ._guard import GuardedConnection, GuardSettings
 from .types import QueryResult, QueryStatus, Schema
 
@@ -139,6 +140,9 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
                 reply = guarded.run(request.sql, max_rows=request.max_rows,
                                     count_cap=request.count_cap, cell_limit=request.cell_limit,
                                     timeout=request.timeout)
+        except sqlite3.Error as exc:  # the file cannot be opened or its schema read
+            connections.pop(request.path, None)
+            reply = WorkerFailure("sqlite", str(exc))
         except Exception as exc:  # carried to the parent, which raises it as our error
             connections.pop(request.path, None)
             reply = WorkerFailure(type(exc).__name__, str(exc))
@@ -258,6 +262,9 @@ class QueryEngine:
                 )
             self._idle.put(worker)
         if isinstance(reply, WorkerFailure):
+            if reply.kind == "sqlite":
+                raise DatabasePathError(f"{request.path}: cannot be read as an SQLite database "
+                                        f"({reply.message}); check the file is not damaged")
             raise DatabaseWorkerError(f"{reply.kind}: {reply.message}")
         return reply
 

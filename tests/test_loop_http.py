@@ -1,0 +1,120 @@
+"""Whole episodes through the real `ollama` client and the fake Ollama server over HTTP."""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy, assistant_reply, rambling, tool_call
+
+from agent.backends.ollama import OllamaBackend
+from agent.episode import EpisodeResult, EpisodeSettings, EpisodeStatus, StopReason
+from agent.errors import BackendUnreachable, ModelNotFound
+from agent.loop import run_episode
+from agent.sqlite import Database
+
+QUESTION = "How many pets are older than 3?"
+
+
+@pytest.fixture
+def db(tmp_path: Path):
+    path = tmp_path / "pets.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript("CREATE TABLE pet (id INTEGER PRIMARY KEY, age INTEGER);"
+                       "INSERT INTO pet (age) VALUES (1), (4), (5);")
+    conn.close()
+    with Database(path) as database:
+        yield database
+
+
+def episode(url: str, db: Database, settings: EpisodeSettings | None = None) -> EpisodeResult:
+    async def main() -> EpisodeResult:
+        backend = OllamaBackend(DEFAULT_MODEL, host=url)
+        try:
+            return await run_episode(QUESTION, db, backend, settings=settings or EpisodeSettings())
+        finally:
+            await backend.aclose()
+
+    return anyio.run(main)
+
+
+def prompts(server: Any) -> list[str]:
+    return [body["prompt"] for body in server.bodies("/api/generate")]
+
+
+def test_never_submitting_model_gets_a_final_turn_after_six_and_falls_back(db, fake_ollama) -> None:
+    """Six tool turns, budget lines 5..0, then the final turn; no answer -> last good query."""
+    good = tool_call("run_query", sql="SELECT count(*) FROM pet WHERE age > 3")
+    turns = [assistant_reply("look", tool_call("list_tables")), assistant_reply("try", good)]
+    turns += [assistant_reply("again", tool_call("describe_table", table_name="pet"))] * 4
+    server = fake_ollama(ScriptPolicy(turns, final=assistant_reply("I do not know.")))
+    result = episode(server.url, db)
+    sent = prompts(server)
+    assert len(sent) == 7
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(sent))
+    assert [p.count("tool turns left before you must answer") for p in sent] == [0, 1, 2, 3, 4, 5, 6]
+    assert [f"[{n} tool turns left" in sent[6 - n] for n in range(6)] == [True] * 6
+    assert "This is your final answer turn" in sent[-1].rsplit("<|im_start|>user", 1)[1]
+    assert (result.status, result.stop_reason, result.sql, result.rows) == (
+        EpisodeStatus.FALLBACK, StopReason.TOOL_TURNS, "SELECT count(*) FROM pet WHERE age > 3", ((2,),))
+
+
+def test_four_failed_queries_in_a_row_end_exploration(db, fake_ollama) -> None:
+    """Four failing run_query calls in a row bring the final turn after round four."""
+    bad = [assistant_reply("try", tool_call("run_query", sql=f"SELECT nope{i} FROM pet")) for i in range(4)]
+    final = assistant_reply("fixed", "```sql\nSELECT count(*) FROM pet WHERE age > 3\n```")
+    server = fake_ollama(ScriptPolicy(bad, final=final))
+    result = episode(server.url, db)
+    assert len(prompts(server)) == 5
+    assert (result.status, result.stop_reason, result.rows) == (
+        EpisodeStatus.FINAL_ANSWER, StopReason.FAILED_QUERIES, ((2,),))
+
+
+def test_token_budget_running_out_goes_to_the_final_turn(db, fake_ollama) -> None:
+    """A model that rambles uses up the budget; the final turn still comes and is bounded."""
+    long_turn = assistant_reply(rambling(900), tool_call("list_tables"))
+    final = assistant_reply("ok", tool_call("submit_sql", sql="SELECT count(*) FROM pet"))
+    server = fake_ollama(ScriptPolicy([long_turn], final=final))
+    settings = EpisodeSettings(token_budget=2_500)
+    result = episode(server.url, db, settings)
+    bodies = server.bodies("/api/generate")
+    assert result.stop_reason is StopReason.TOKEN_BUDGET
+    assert result.status is EpisodeStatus.SUBMITTED
+    assert len(bodies) < 7
+    assert all(b["options"]["num_predict"] <= settings.max_turn_tokens for b in bodies)
+
+
+def test_server_down_is_an_actionable_error(db, dead_url) -> None:
+    """No runtime at the address: BackendUnreachable names it and `ollama serve`."""
+    with pytest.raises(BackendUnreachable, match="ollama serve"):
+        episode(dead_url, db)
+
+
+def test_unknown_model_says_how_to_create_it(db, fake_ollama) -> None:
+    """A 404 for the model: ModelNotFound with the exact `ollama create` command."""
+    server = fake_ollama(ScriptPolicy(["x"]), models=("another-model",))
+    with pytest.raises(ModelNotFound, match=f"ollama create {DEFAULT_MODEL} -f Modelfile"):
+        episode(server.url, db)
+
+
+def test_slow_model_cancelled_mid_call_closes_the_request(db, fake_ollama) -> None:
+    """Cancelling the episode while the model generates closes the HTTP request at once."""
+    server = fake_ollama(ScriptPolicy([ScriptedReply(tool_call("list_tables"), delay=30)]))
+
+    async def main() -> float:
+        backend = OllamaBackend(DEFAULT_MODEL, host=server.url)
+        start = time.monotonic()
+        try:
+            with anyio.move_on_after(0.5):
+                await run_episode(QUESTION, db, backend)
+        finally:
+            await backend.aclose()
+        return time.monotonic() - start
+
+    assert anyio.run(main) < 2.0
+    assert server.wait_for_disconnects(1, timeout=5.0)

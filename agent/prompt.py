@@ -197,6 +197,13 @@ def load_prompt_files(system_path: str | Path | None = None,
     return PromptSet(system=system, user_template=template)
 
 
+def load_prompts(reference_agent: str | Path | None = None, system_prompt: str | Path | None = None,
+                 user_template: str | Path | None = None) -> PromptSet:
+    """Our prompts, or the reference agent's, with either text replaced from a file."""
+    base = load_reference_agent(reference_agent) if reference_agent is not None else DEFAULT_PROMPTS
+    return load_prompt_files(system_prompt, user_template, base=base)
+
+
 def _read_text(path: str | Path) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")

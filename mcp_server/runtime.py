@@ -16,7 +16,8 @@ import anyio
 from agent.backends.base import ModelBackend, SamplingSettings
 from agent.episode import EpisodeSettings
 from agent.errors import BackendError, ConfigError
-from agent.prompt import DEFAULT_PROMPTS, PromptSet, load_reference_agent
+from agent.prompt import PromptSet
+from agent.prompt import load_prompts as prompt_files
 from agent.sqlite import Database, EngineLimits, QueryEngine
 
 from .catalog import Catalog
@@ -52,10 +53,8 @@ def make_backend(settings: ServerSettings) -> ModelBackend:
 
 
 def load_prompts(settings: ServerSettings) -> PromptSet:
-    """The default prompts, or the reference agent's when --reference-agent is given."""
-    if settings.reference_agent is None:
-        return DEFAULT_PROMPTS
-    return load_reference_agent(settings.reference_agent)
+    """Our prompts, or the reference agent's, with --system-prompt/--user-template overrides."""
+    return prompt_files(settings.reference_agent, settings.system_prompt, settings.user_template)
 
 
 class EpisodeLog:

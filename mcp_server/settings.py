@@ -50,6 +50,8 @@ class ServerSettings(BaseModel):
     episode_timeout: float = Field(300.0, gt=0, le=86_400)
     max_concurrent: int = Field(4, ge=1, le=64)
     reference_agent: Path | None = None
+    system_prompt: Path | None = None
+    user_template: Path | None = None
     episode_log: Path | None = None
     transport: Literal["stdio", "streamable-http"] = "stdio"
     host: str = "127.0.0.1"
@@ -151,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="questions answered at once; more wait in a queue (default 4)")
     p.add_argument("--reference-agent", type=Path, metavar="sqale_agent.py",
                    help="take SYSTEM_PROMPT and USER_TEMPLATE from the authors' reference loop")
+    p.add_argument("--system-prompt", type=Path, metavar="FILE",
+                   help="replace the system prompt with this UTF-8 text file")
+    p.add_argument("--user-template", type=Path, metavar="FILE",
+                   help="replace the user turn template ({question}, {evidence}) with this file")
     p.add_argument("--episode-log", type=Path, metavar="PATH",
                    help="append one JSON line per answered question (audit)")
     p.add_argument("--transport", choices=("stdio", "streamable-http"),
@@ -167,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Settings a config file may hold, by field name; `db` is the [db] alias table.
 _FILE_KEYS = frozenset(ServerSettings.model_fields) - {"databases", "api_key", "auth_token", "base_urls"}
 _FILE_KEYS_WITH_ALIASES = _FILE_KEYS | {"db", "base_url"}
-_PATH_KEYS = ("db_dir", "reference_agent", "episode_log")
+_PATH_KEYS = ("db_dir", "reference_agent", "system_prompt", "user_template", "episode_log")
 
 
 def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSettings:

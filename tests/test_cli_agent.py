@@ -101,3 +101,25 @@ def test_doctor_says_how_to_create_a_missing_model(fake_ollama, tmp_path, capsys
     out = capsys.readouterr().out
     assert f"ollama create {DEFAULT_MODEL} -f Modelfile" in out
     assert f"[fail] database {tmp_path / 'x.db'}: " in out
+
+
+@needs_chinook
+def test_ask_sends_prompts_replaced_from_files(fake_ollama, tmp_path, capsys) -> None:
+    """--system-prompt and --user-template texts are what the model receives."""
+    (tmp_path / "system.txt").write_text("You write SQLite queries.")
+    (tmp_path / "user.txt").write_text("Q: {question}")
+    server = fake_ollama(OraclePolicy({QUESTION: GOLD}))
+    assert main(["ask", "--db", str(CHINOOK), "--ollama-host", server.url,
+                 "--system-prompt", str(tmp_path / "system.txt"),
+                 "--user-template", str(tmp_path / "user.txt"), QUESTION]) == 0
+    first = server.bodies("/api/generate")[0]["prompt"]
+    assert first == ("<|im_start|>system\nYou write SQLite queries.<|im_end|>\n"
+                     f"<|im_start|>user\nQ: {QUESTION}<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_ask_reports_an_unreadable_prompt_file(tmp_path, capsys) -> None:
+    """A missing prompt file is one line naming it; exit 1."""
+    assert main(["ask", "--db", str(tmp_path / "x.db"), "--system-prompt", str(tmp_path / "none.txt"),
+                 "q"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"sqale-agent ask: {tmp_path / 'none.txt'}: cannot be read")

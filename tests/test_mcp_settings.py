@@ -255,3 +255,17 @@ def test_module_server_arguments_come_from_env_then_config_then_demo(tmp_path: P
     assert module_server_arguments(environ) == (
         ["--db", "my db=/a b.db", "--max-rows", "3"],
         "SQALE_MCP_ARGS=\"--db 'my db=/a b.db' --max-rows 3\"")
+
+
+def test_prompt_files_come_from_flags_or_the_config_file(tmp_path: Path) -> None:
+    """--system-prompt/--user-template are paths; in a config file relative to the file."""
+    from mcp_server.runtime import load_prompts
+
+    (tmp_path / "system.txt").write_text("SYS")
+    (tmp_path / "user.txt").write_text("U {question}")
+    config = tmp_path / "sqale.toml"
+    config.write_text('system-prompt = "system.txt"\n')
+    s = parse_settings(["--config", str(config), "--user-template", str(tmp_path / "user.txt")], {})
+    assert (s.system_prompt, s.user_template) == (tmp_path / "system.txt", tmp_path / "user.txt")
+    prompts = load_prompts(s)
+    assert (prompts.system, prompts.user_template) == ("SYS", "U {question}")

@@ -252,3 +252,17 @@ def test_load_prompt_files_rejects_non_utf8(tmp_path: Path) -> None:
     with pytest.raises(PromptConfigError) as info:
         load_prompt_files(path)
     assert str(info.value) == f"{path}: not UTF-8 text; save the file as UTF-8"
+
+
+def test_load_prompts_combines_reference_agent_and_file_overrides(tmp_path) -> None:
+    """Files replace single texts of the reference agent's prompts (or of ours)."""
+    from agent.prompt import load_prompts
+
+    agent_file = tmp_path / "sqale_agent.py"
+    agent_file.write_text('SYSTEM_PROMPT = "ref system"\nUSER_TEMPLATE = "ref {question}"\n')
+    system_file = tmp_path / "system.txt"
+    system_file.write_text("my system")
+    assert load_prompts() == DEFAULT_PROMPTS
+    assert load_prompts(agent_file) == PromptSet("ref system", "ref {question}")
+    assert load_prompts(agent_file, system_file) == PromptSet("my system", "ref {question}")
+    assert load_prompts(None, None, system_file) == PromptSet(DEFAULT_PROMPTS.system, "my system")

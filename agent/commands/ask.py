@@ -12,7 +12,6 @@ import anyio
 from ..backends.base import SamplingSettings
 from ..episode import EpisodeSettings, Round
 from ..loop import run_episode
-from ..prompt import DEFAULT_PROMPTS
 from ..report import progress_message, render_answer, render_trace, result_as_json
 from ..sqlite import Database
 from .backend_options import add_backend_arguments, backend_choice, make_backend, prompts_from_args
@@ -38,7 +37,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run one episode and print the answer (or the JSON result)."""
     choice = backend_choice(args)
-    prompts = prompts_from_args(args) or DEFAULT_PROMPTS
+    prompts = prompts_from_args(args)
     settings = EpisodeSettings(result_rows=max(1, args.max_rows))
     live = sys.stderr.isatty()
 

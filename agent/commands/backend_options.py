@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..backends.base import ModelBackend, SamplingSettings
 from ..errors import ConfigError
-from ..prompt import PromptSet, load_reference_agent
+from ..prompt import PromptSet, load_prompts
 
 DEFAULT_MODEL = "qwen3.5-2b-grpo-synsql"
 BACKENDS = ("ollama", "openai")
@@ -28,8 +28,8 @@ class BackendChoice:
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add --backend, --model, --ollama-host, --base-url, --api-key-env, --request-timeout,
-    --reference-agent."""
+    """Add --backend, --model, --ollama-host, --base-url, --api-key-env, --request-timeout and the
+    prompt options --reference-agent, --system-prompt, --user-template."""
     group = parser.add_argument_group("model backend")
     group.add_argument("--backend", choices=BACKENDS, default="ollama",
                        help="the model runtime: a local Ollama (default) or an OpenAI-compatible "
@@ -47,6 +47,10 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--reference-agent", metavar="PATH",
                        help="the authors' sqale_agent.py: use its SYSTEM_PROMPT and USER_TEMPLATE "
                             "(read, never executed)")
+    group.add_argument("--system-prompt", metavar="FILE",
+                       help="replace the system prompt with this UTF-8 text file")
+    group.add_argument("--user-template", metavar="FILE",
+                       help="replace the user turn template ({question}, {evidence}) with this file")
 
 
 def backend_choice(args: argparse.Namespace) -> BackendChoice:
@@ -85,6 +89,6 @@ def make_backend(choice: BackendChoice, sampling: SamplingSettings) -> ModelBack
     return OllamaBackend(choice.model, host=choice.ollama_host, sampling=sampling, timeout=choice.timeout)
 
 
-def prompts_from_args(args: argparse.Namespace) -> PromptSet | None:
-    """The reference agent's prompts when --reference-agent is given, else None (the defaults)."""
-    return load_reference_agent(args.reference_agent) if args.reference_agent else None
+def prompts_from_args(args: argparse.Namespace) -> PromptSet:
+    """The prompts the options ask for: ours, or the reference agent's, with file overrides."""
+    return load_prompts(args.reference_agent, args.system_prompt, args.user_template)

@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     summary_path = Path(args.summary) if args.summary else summary_path_for(out_path)
     print(describe_run(dataset, selection, choice, out_path), file=sys.stderr)
     progress = ProgressLine(len(selection.examples), settings.samples, sys.stderr, tty=sys.stderr.isatty())
-    episode_options = {"prompts": prompts} if prompts is not None else {}
+    episode_options = {"prompts": prompts}
     try:
         result: RunResult = anyio.run(partial(
             evaluate, dataset, selection, partial(make_backend, choice), model=choice.model,

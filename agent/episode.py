@@ -38,6 +38,7 @@ class EpisodeSettings:
     max_turn_tokens: int = 2_048  # cap on one turn's num_predict, within what the budget leaves
     final_turn_min_tokens: int = 256  # tokens kept back so the final turn can still answer
     result_rows: int = 50  # rows of the final answer kept in the result
+    result_cell_chars: int | None = None  # longer text cells arrive clipped (ClippedText); None: whole
     tools: ToolSettings = field(default_factory=ToolSettings)
 
 

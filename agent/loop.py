@@ -269,7 +269,8 @@ class _Episode:
     async def _execute(self, sql: str, status: EpisodeStatus) -> _Answer:
         """Run the answer once for the result (whole cells, result_rows rows)."""
         started = time.perf_counter()
-        result = await self.database.aquery(sql, max_rows=self.settings.result_rows)
+        result = await self.database.aquery(sql, max_rows=self.settings.result_rows,
+                                            cell_limit=self.settings.result_cell_chars)
         seconds = time.perf_counter() - started
         return _Answer(sql, status, result, None if result.ok else result.error, seconds)
 

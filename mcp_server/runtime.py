@@ -26,6 +26,7 @@ from .settings import ServerSettings
 logger = logging.getLogger("mcp_server")
 
 BackendFactory = Callable[[ServerSettings], ModelBackend]
+RESULT_CELL_CHARS = 10_000  # a cell longer than this reaches the client clipped, with its length
 STARTUP_PROBE_SECONDS = 3.0  # a dead local runtime answers at once; a black hole costs this
 
 
@@ -117,7 +118,8 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
         backend = backend_factory(settings)
         runtime = ServerRuntime(
             settings=settings, catalog=catalog, databases=databases, backend=backend,
-            prompts=prompts, episode_settings=EpisodeSettings(result_rows=settings.max_rows),
+            prompts=prompts, episode_settings=EpisodeSettings(result_rows=settings.max_rows,
+                                                              result_cell_chars=RESULT_CELL_CHARS),
             limiter=anyio.CapacityLimiter(settings.max_concurrent),
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
         )

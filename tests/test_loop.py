@@ -31,7 +31,7 @@ from agent.episode import EpisodeResult, EpisodeSettings, EpisodeStatus, Round, 
 from agent.errors import BackendUnreachable
 from agent.loop import context_after, final_turn_tokens, run_episode, tool_turn_tokens
 from agent.prompt import SYSTEM_PROMPT, PromptSet
-from agent.sqlite import Database, EngineLimits, QueryEngine, QueryResult
+from agent.sqlite import BlobRef, ClippedText, Database, EngineLimits, QueryEngine, QueryResult
 from agent.tools import run_tool
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -410,6 +410,13 @@ def test_final_result_keeps_result_rows_and_whole_cells(db: Database) -> None:
     assert (len(result.rows), result.row_count, result.truncated) == (50, 60, True)
     backend = script(tool_call("submit_sql", sql=f"SELECT '{long_text}' AS t"))
     assert run(QUESTION, db, backend).rows == ((long_text,),)
+
+
+def test_result_cell_chars_clips_long_cells_of_the_final_result(db: Database) -> None:
+    """With result_cell_chars set, long text arrives as ClippedText with its full length."""
+    backend = script(tool_call("submit_sql", sql="SELECT printf('%.*c', 500, 'x') AS t, x'00' AS b"))
+    result = run(QUESTION, db, backend, settings=EpisodeSettings(result_cell_chars=10))
+    assert result.rows == ((ClippedText("x" * 10, 500), BlobRef(1)),)
 
 
 def test_on_round_is_awaited_after_every_round(db: Database) -> None:

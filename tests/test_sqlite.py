@@ -344,3 +344,14 @@ def test_damaged_file_is_a_path_error(tmp_path: Path, engine: QueryEngine) -> No
         db.schema()
     with pytest.raises(DatabasePathError, match="check the file is not damaged"):
         db.query("SELECT 1", max_rows=1)
+
+
+def test_a_file_replaced_at_the_same_path_is_read_afresh(tmp_path: Path, engine: QueryEngine) -> None:
+    """After os.replace swaps the file, queries and schema see the new file, not the old one."""
+    path = build_db(tmp_path / "live.sqlite", "CREATE TABLE old (x); INSERT INTO old VALUES (1);")
+    db = Database(path, engine)
+    assert db.query("SELECT x FROM old", max_rows=5).rows == ((1,),)
+    fresh = build_db(tmp_path / "fresh.sqlite", "CREATE TABLE new (y); INSERT INTO new VALUES (2);")
+    os.replace(fresh, path)
+    assert db.schema().names == ("new",)
+    assert db.query("SELECT y FROM new", max_rows=5).rows == ((2,),)

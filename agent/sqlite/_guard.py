@@ -118,6 +118,7 @@ class GuardedConnection:
 
     def __init__(self, path: Path, settings: GuardSettings, cancel_flag: Any) -> None:
         self.path = path
+        self.identity = _file_identity(path)
         self.guard = _StatementGuard(cancel_flag)
         self.immutable = False
         try:
@@ -243,8 +244,20 @@ class GuardedConnection:
         warnings = (IMMUTABLE_WARNING,) if self.immutable else ()
         return Schema(tuple(tables), warnings)
 
+    def replaced(self) -> bool:
+        """True when the path now names another file than the one this connection opened."""
+        return _file_identity(self.path) != self.identity
+
     def close(self) -> None:
         self.conn.close()
+
+
+def _file_identity(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return (0, 0)
+    return (st.st_dev, st.st_ino)
 
 
 def first_keyword(sql: str) -> str:

@@ -131,6 +131,11 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
         cancel.current = request_id
         try:
             guarded = connections.get(request.path)
+            if guarded is not None and guarded.replaced():
+                # The file was swapped for another one (same path, new inode): an open
+                # connection would keep reading the old, unlinked file.
+                guarded.close()
+                guarded = None
             if guarded is None:
                 guarded = GuardedConnection(Path(request.path), settings, cancel)
                 connections[request.path] = guarded

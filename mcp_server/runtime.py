@@ -50,7 +50,8 @@ def make_backend(settings: ServerSettings) -> ModelBackend:
                                         api_key_env=settings.api_key_env)
     from agent.backends.ollama import OllamaBackend
 
-    return OllamaBackend(settings.model, host=settings.ollama_host, timeout=settings.episode_timeout)
+    return OllamaBackend(settings.model, host=settings.ollama_host, timeout=settings.episode_timeout,
+                         keep_alive=settings.keep_alive)
 
 
 def load_prompts(settings: ServerSettings) -> PromptSet:

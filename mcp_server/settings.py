@@ -42,6 +42,7 @@ class ServerSettings(BaseModel):
     model: str = Field(DEFAULT_MODEL, min_length=1)
     backend: Literal["ollama", "openai"] = "ollama"
     ollama_host: str | None = None  # resolved at start: this, else $OLLAMA_HOST, else localhost
+    keep_alive: str | None = None  # how long Ollama keeps the model loaded ("30m", "-1": for ever)
     base_urls: tuple[str, ...] = ()
     api_key_env: str | None = None
     api_key: SecretStr | None = None  # read from the variable named by api_key_env
@@ -144,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="OpenAI-compatible base URL such as http://host:8000/v1 (repeatable: replicas)")
     p.add_argument("--api-key-env", metavar="NAME",
                    help="environment variable holding the API key for --backend openai")
+    p.add_argument("--keep-alive", metavar="DURATION",
+                   help="how long Ollama keeps the model loaded after a question, e.g. 30m or -1 "
+                        "for ever (default: Ollama's own, 5m)")
     p.add_argument("--max-rows", type=int, metavar="N", help="rows returned per answer (default 50)")
     p.add_argument("--query-timeout", type=float, metavar="SECONDS",
                    help="limit for one SQL statement (default 10)")

@@ -273,3 +273,11 @@ async def test_fake_streams_ndjson_like_ollama(fake_ollama) -> None:
     assert ("".join(p.response or "" for p in parts), parts[-1].done, parts[-1].eval_count) == (
         "streamed reply", True, 4,
     )
+
+
+def test_keep_alive_numbers_are_seconds_and_durations_stay_text() -> None:
+    """'-1' and '300' become numbers (seconds, -1 for ever); '30m' stays a duration string."""
+    from agent.backends.ollama import ollama_keep_alive
+
+    assert [ollama_keep_alive(v) for v in ("-1", "300", "1.5", "30m", None, 60)] == [
+        -1, 300, 1.5, "30m", None, 60]

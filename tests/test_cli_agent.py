@@ -123,3 +123,12 @@ def test_ask_reports_an_unreadable_prompt_file(tmp_path, capsys) -> None:
                  "q"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"sqale-agent ask: {tmp_path / 'none.txt'}: cannot be read")
+
+
+@needs_chinook
+def test_ask_passes_keep_alive_to_ollama(fake_ollama, capsys) -> None:
+    """--keep-alive reaches Ollama's generate request (-1 as a number: keep loaded)."""
+    server = fake_ollama(OraclePolicy({QUESTION: GOLD}))
+    assert main(["ask", "--db", str(CHINOOK), "--ollama-host", server.url, "--keep-alive", "-1",
+                 QUESTION]) == 0
+    assert {b["keep_alive"] for b in server.bodies("/api/generate")} == {-1}

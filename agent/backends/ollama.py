@@ -43,6 +43,16 @@ class ModelInfo:
     capabilities: tuple[str, ...] = ()
 
 
+def ollama_keep_alive(value: str | float | None) -> str | float | None:
+    """Ollama's keep_alive: a bare number is seconds (-1: keep loaded), else a duration like 30m."""
+    if isinstance(value, str):
+        try:
+            return float(value) if "." in value else int(value)
+        except ValueError:
+            return value
+    return value
+
+
 def resolve_ollama_host(explicit: str | None) -> str:
     """The Ollama URL to use: the argument, else $OLLAMA_HOST, else http://127.0.0.1:11434."""
     for candidate in (explicit, os.environ.get("OLLAMA_HOST")):
@@ -95,7 +105,7 @@ class OllamaBackend:
         self.host = resolve_ollama_host(host)
         self.sampling = sampling
         self.num_ctx = num_ctx
-        self.keep_alive = keep_alive
+        self.keep_alive = ollama_keep_alive(keep_alive)
         self.timeout = timeout
         self._client = ollama.AsyncClient(
             host=self.host,

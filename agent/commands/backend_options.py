@@ -25,6 +25,7 @@ class BackendChoice:
     api_key_env: str | None
     api_key: str | None  # read from the environment variable named by api_key_env
     timeout: float
+    keep_alive: str | None = None  # how long Ollama keeps the model loaded, e.g. "30m" or "-1"
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +43,9 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
                        help="OpenAI-compatible base URL such as http://HOST:8000/v1; repeat for replicas")
     group.add_argument("--api-key-env", metavar="NAME",
                        help="environment variable holding the API key of the openai backend")
+    group.add_argument("--keep-alive", metavar="DURATION",
+                       help="how long Ollama keeps the model loaded after a request, e.g. 30m, 1h, "
+                            "or -1 for ever (default: Ollama's own, 5m)")
     group.add_argument("--request-timeout", type=float, default=300.0, metavar="SECONDS",
                        help="seconds one model request may take (default 300)")
     group.add_argument("--reference-agent", metavar="PATH",
@@ -63,6 +67,9 @@ def backend_choice(args: argparse.Namespace) -> BackendChoice:
     if args.backend == "openai" and args.ollama_host:
         raise ConfigError("--ollama-host is for --backend ollama; "
                           "for an OpenAI-compatible server use --base-url")
+    if args.keep_alive is not None and args.backend != "ollama":
+        raise ConfigError("--keep-alive is for --backend ollama; an OpenAI-compatible server keeps "
+                          "its model loaded")
     if args.request_timeout <= 0:
         raise ConfigError("--request-timeout must be above 0 seconds")
     api_key = None
@@ -73,7 +80,7 @@ def backend_choice(args: argparse.Namespace) -> BackendChoice:
                               "export it with the key or drop --api-key-env")
     return BackendChoice(kind=args.backend, model=args.model, ollama_host=args.ollama_host,
                          base_urls=base_urls, api_key_env=args.api_key_env, api_key=api_key,
-                         timeout=args.request_timeout)
+                         timeout=args.request_timeout, keep_alive=args.keep_alive)
 
 
 def make_backend(choice: BackendChoice, sampling: SamplingSettings) -> ModelBackend:
@@ -86,7 +93,8 @@ def make_backend(choice: BackendChoice, sampling: SamplingSettings) -> ModelBack
                                         api_key_env=choice.api_key_env)
     from ..backends.ollama import OllamaBackend
 
-    return OllamaBackend(choice.model, host=choice.ollama_host, sampling=sampling, timeout=choice.timeout)
+    return OllamaBackend(choice.model, host=choice.ollama_host, sampling=sampling, timeout=choice.timeout,
+                         keep_alive=choice.keep_alive)
 
 
 def prompts_from_args(args: argparse.Namespace) -> PromptSet:

@@ -34,17 +34,26 @@ SPIDER = ROOT.parent / "shared" / "data" / "spider_dev"
 
 
 class BoundedOracle:
-    """The oracle, taking `delay` seconds per turn, with at most `slots` turns served at once."""
+    """The oracle as a replica with `slots` generation slots, each turn taking `delay` seconds.
+
+    The fake server calls policies on its event loop, so the policy must not block: it works
+    out when a slot frees (first come, first served) and hands the wait plus the turn's time
+    to the fake as the reply's (asynchronous) delay.
+    """
 
     def __init__(self, gold: dict[str, str], delay: float, slots: int) -> None:
         self.oracle = OraclePolicy(gold)
         self.delay = delay
-        self.slots = threading.BoundedSemaphore(slots)
+        self.free_at = [0.0] * slots
+        self.lock = threading.Lock()
 
     def reply(self, prompt: str, model: str) -> ScriptedReply:
-        with self.slots:  # the fake calls policies from a thread pool; hold a slot while "generating"
-            time.sleep(self.delay)
-        return replace(self.oracle.reply(prompt, model), delay=0.0)
+        now = time.monotonic()
+        with self.lock:
+            slot = min(range(len(self.free_at)), key=self.free_at.__getitem__)
+            done = max(now, self.free_at[slot]) + self.delay
+            self.free_at[slot] = done
+        return replace(self.oracle.reply(prompt, model), delay=done - now)
 
 
 def run_eval(urls: list[str], limit: int, concurrency: int) -> tuple[float, str]:

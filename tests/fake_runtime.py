@@ -116,7 +116,9 @@ class FakeServer:
 
     def start(self) -> FakeServer:
         """Serve on a free 127.0.0.1 port in a background thread; returns self once listening."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # proto IPPROTO_TCP (not the default 0) so asyncio sets TCP_NODELAY on accepted
+        # connections; without it every keep-alive request stalls ~40 ms on delayed ACKs.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.bind(("127.0.0.1", 0))
         self.root = f"http://127.0.0.1:{sock.getsockname()[1]}"
         config = uvicorn.Config(

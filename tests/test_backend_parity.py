@@ -27,7 +27,7 @@ from agent.backends.ollama import OllamaBackend
 from agent.backends.openai_compat import OpenAICompletionsBackend
 from agent.episode import EpisodeResult, EpisodeStatus
 from agent.loop import run_episode
-from agent.sqlite import Database, EngineLimits, QueryEngine
+from agent.sqlite import Database, EngineLimits, QueryEngine, create_database
 
 SPIDER = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "spider_dev"
 needs_spider = pytest.mark.skipif(not (SPIDER / "dev.json").exists(),
@@ -105,10 +105,7 @@ def test_oracle_gives_gold_rows_through_both_backends(item: dict[str, Any], fake
 def test_malformed_script_gives_the_same_fallback_through_both_backends(
         tmp_path: Path, fake_ollama: Any, fake_openai: Any) -> None:
     """Broken calls, a duplicate and a rambling final turn end in the same fallback either way."""
-    path = tmp_path / "t.sqlite"
-    conn = sqlite3.connect(path)
-    conn.executescript("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2);")
-    conn.close()
+    path = create_database(tmp_path / "t.sqlite", "CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2);")
     turns = [
         assistant_reply("look", tool_call("list_tables"), tool_call("list_tables")),
         assistant_reply("broken", broken_json_call("run_query", sql="SELECT x FROM t")),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
+from agent.sqlite import create_database
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,20 +17,13 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def music(tmp_path: Path) -> Path:
     """A two-table database with a foreign key and a name that needs quoting."""
-    path = tmp_path / "music.sqlite"
-    conn = sqlite3.connect(path)
-    try:
-        conn.executescript("""
-            CREATE TABLE Artist (ArtistId INTEGER PRIMARY KEY, Name TEXT NOT NULL);
-            CREATE TABLE "Album List" (AlbumId INTEGER PRIMARY KEY, Title TEXT,
-                                       ArtistId INTEGER REFERENCES Artist(ArtistId));
-            INSERT INTO Artist VALUES (1, 'AC/DC'), (2, 'Accept');
-            INSERT INTO "Album List" VALUES (1, 'Let There Be Rock', 1);
-        """)
-        conn.commit()
-    finally:
-        conn.close()
-    return path
+    return create_database(tmp_path / "music.sqlite", """
+        CREATE TABLE Artist (ArtistId INTEGER PRIMARY KEY, Name TEXT NOT NULL);
+        CREATE TABLE "Album List" (AlbumId INTEGER PRIMARY KEY, Title TEXT,
+                                   ArtistId INTEGER REFERENCES Artist(ArtistId));
+        INSERT INTO Artist VALUES (1, 'AC/DC'), (2, 'Accept');
+        INSERT INTO "Album List" VALUES (1, 'Let There Be Rock', 1);
+    """)
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

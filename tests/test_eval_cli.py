@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 from policies import DEFAULT_MODEL, OraclePolicy, ScriptPolicy, SeedSwitchPolicy, assistant_reply, tool_call
 
 from agent.commands import eval as eval_command
+from agent.sqlite import create_database
 
 SHOP = """
     CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT, city TEXT);
@@ -24,12 +24,7 @@ QUESTIONS = {"How many customers are there?": "SELECT count(*) FROM customer",
 @pytest.fixture
 def shop(tmp_path: Path) -> Path:
     """A Spider-layout folder with three questions on one database."""
-    db = tmp_path / "shop_set" / "database" / "shop" / "shop.sqlite"
-    db.parent.mkdir(parents=True)
-    conn = sqlite3.connect(db)
-    conn.executescript(SHOP)
-    conn.commit()
-    conn.close()
+    create_database(tmp_path / "shop_set" / "database" / "shop" / "shop.sqlite", SHOP)
     records = [{"db_id": "shop", "question": q, "query": sql} for q, sql in QUESTIONS.items()]
     (tmp_path / "shop_set" / "dev.json").write_text(json.dumps(records), encoding="utf-8")
     return tmp_path / "shop_set"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from functools import partial
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from agent.evaluation.records import TraceKind, read_records
 from agent.evaluation.runner import EvalSettings, EvaluationAborted, RunResult, evaluate
 from agent.evaluation.scoring import QueryLimits
 from agent.evaluation.summary import Summary, summarize
+from agent.sqlite import create_database
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SPIDER = DATA / "spider_dev"
@@ -49,12 +49,7 @@ SHOP_QUESTIONS = [
 
 def shop_dataset(root: Path, questions: list[tuple[str, str]] = SHOP_QUESTIONS) -> Dataset:
     """A Spider-layout folder with one small database."""
-    db = root / "database" / "shop" / "shop.sqlite"
-    db.parent.mkdir(parents=True)
-    conn = sqlite3.connect(db)
-    conn.executescript(SHOP)
-    conn.commit()
-    conn.close()
+    create_database(root / "database" / "shop" / "shop.sqlite", SHOP)
     records = [{"db_id": "shop", "question": q, "query": sql} for q, sql in questions]
     (root / "dev.json").write_text(json.dumps(records), encoding="utf-8")
     return load_dataset(root)

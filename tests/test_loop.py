@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from agent.episode import EpisodeResult, EpisodeSettings, EpisodeStatus, Round, 
 from agent.errors import BackendUnreachable
 from agent.loop import context_after, final_turn_tokens, run_episode, tool_turn_tokens
 from agent.prompt import SYSTEM_PROMPT, PromptSet
-from agent.sqlite import BlobRef, ClippedText, Database, EngineLimits, QueryEngine, QueryResult
+from agent.sqlite import BlobRef, ClippedText, Database, EngineLimits, QueryEngine, QueryResult, create_database
 from agent.tools import run_tool
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -69,11 +68,7 @@ def engine() -> Iterator[QueryEngine]:
 @pytest.fixture
 def db(tmp_path: Path, engine: QueryEngine) -> Iterator[Database]:
     """A tiny music database built from SQL."""
-    path = tmp_path / "music.sqlite"
-    with sqlite3.connect(path) as conn:
-        conn.executescript(SCHEMA_SQL)
-    conn.close()
-    database = Database(path, engine)
+    database = Database(create_database(tmp_path / "music.sqlite", SCHEMA_SQL), engine)
     yield database
     database.close()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -16,18 +15,15 @@ from agent.backends.ollama import OllamaBackend
 from agent.episode import EpisodeResult, EpisodeSettings, EpisodeStatus, StopReason
 from agent.errors import BackendUnreachable, ModelNotFound
 from agent.loop import run_episode
-from agent.sqlite import Database
+from agent.sqlite import Database, create_database
 
 QUESTION = "How many pets are older than 3?"
 
 
 @pytest.fixture
 def db(tmp_path: Path):
-    path = tmp_path / "pets.sqlite"
-    conn = sqlite3.connect(path)
-    conn.executescript("CREATE TABLE pet (id INTEGER PRIMARY KEY, age INTEGER);"
-                       "INSERT INTO pet (age) VALUES (1), (4), (5);")
-    conn.close()
+    path = create_database(tmp_path / "pets.sqlite", "CREATE TABLE pet (id INTEGER PRIMARY KEY, age INTEGER);"
+                           "INSERT INTO pet (age) VALUES (1), (4), (5);")
     with Database(path) as database:
         yield database
 

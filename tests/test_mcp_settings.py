@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 
 from agent.errors import ConfigError
-from agent.sqlite import Database, EngineLimits
+from agent.sqlite import Database, EngineLimits, create_database
 from mcp_server.catalog import (
     NO_DATABASE,
     Catalog,
@@ -30,10 +29,7 @@ from mcp_server.settings import (
 
 
 def make_db(path: Path, sql: str = "CREATE TABLE t (id INTEGER PRIMARY KEY);") -> Path:
-    with sqlite3.connect(path) as conn:
-        conn.executescript(sql)
-    conn.close()
-    return path
+    return create_database(path, sql)
 
 
 def config_error(argv: list[str], environ: dict[str, str] | None = None) -> str:

@@ -23,6 +23,7 @@ from agent.sqlite import (
     ForeignKey,
     QueryEngine,
     QueryStatus,
+    create_database,
     validate_database_path,
 )
 
@@ -31,11 +32,7 @@ DEADLINE = 1.0
 
 def build_db(path: Path, sql: str) -> Path:
     """Create a database file from a script."""
-    conn = sqlite3.connect(path)
-    conn.executescript(sql)
-    conn.commit()
-    conn.close()
-    return path
+    return create_database(path, sql)
 
 
 SHOP_SQL = """

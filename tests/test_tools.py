@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from agent import tools
-from agent.sqlite import Database, EngineLimits, QueryEngine, QueryStatus
+from agent.sqlite import Database, EngineLimits, QueryEngine, QueryStatus, create_database
 from agent.tools import ToolOutcome, ToolSettings, arun_tool, run_tool
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -43,14 +43,8 @@ INSERT INTO colours SELECT 'c' || (i % 7) FROM n;
 
 
 def build(path: Path, sql: str) -> Path:
-    """Write a database from SQL with the sqlite3 module (not through the tools)."""
-    conn = sqlite3.connect(path)
-    try:
-        conn.executescript(sql)
-        conn.commit()
-    finally:
-        conn.close()
-    return path
+    """Write a database from SQL (agent.sqlite.create_database, not through the tools)."""
+    return create_database(path, sql)
 
 
 @pytest.fixture(scope="module")
@@ -380,7 +374,9 @@ def test_schema_refresh_after_the_file_changes(tmp_path: Path, engine: QueryEngi
     path = build(tmp_path / "grow.sqlite", "CREATE TABLE alpha (x);")
     with Database(path, engine) as db:
         assert run_tool(db, "list_tables", {}).text == "1 table:\nalpha"
-        build(path, "CREATE TABLE beta (y INTEGER NOT NULL); INSERT INTO beta VALUES (7);")
+        writer = sqlite3.connect(path)  # another writer, in place (not a new file)
+        writer.executescript("CREATE TABLE beta (y INTEGER NOT NULL); INSERT INTO beta VALUES (7);")
+        writer.close()
         assert run_tool(db, "list_tables", {}).text == "2 tables:\nalpha\nbeta"
         assert run_tool(db, "describe_table", {"table_name": "beta"}).text == (
             "table beta: 1 row, 1 column\ny  INTEGER  NOT NULL")

@@ -164,6 +164,10 @@ class _Worker:
     """One worker process and the pipes to it."""
 
     def __init__(self, limits: EngineLimits) -> None:
+        if os.name != "posix":
+            # The worker is handed its pipes and the shared cancel page by fd (pass_fds).
+            raise DatabaseWorkerError("the SQLite worker needs a POSIX system: run sqale-mcp on Linux, "
+                                      "macOS or WSL (native Windows is not supported yet)")
         self.limits = limits
         self._next_id = 0
         to_child_r, to_child_w = os.pipe()

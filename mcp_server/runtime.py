@@ -9,11 +9,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import anyio
 
-from agent.backends.base import ModelBackend, SamplingSettings
+from agent.backends.base import DescribableBackend, ModelBackend, SamplingSettings
 from agent.episode import EpisodeSettings
 from agent.errors import BackendError, ConfigError
 from agent.prompt import PromptSet
@@ -28,15 +28,6 @@ logger = logging.getLogger("mcp_server")
 BackendFactory = Callable[[ServerSettings], ModelBackend]
 RESULT_CELL_CHARS = 10_000  # a cell longer than this reaches the client clipped, with its length
 STARTUP_PROBE_SECONDS = 3.0  # a dead local runtime answers at once; a black hole costs this
-
-
-@runtime_checkable
-class DescribableBackend(Protocol):
-    """A backend that can check, before any question, that its model is installed."""
-
-    async def describe_model(self) -> object:
-        """Ask the runtime about the model; raises BackendError subclasses."""
-        ...
 
 
 def make_backend(settings: ServerSettings) -> ModelBackend:

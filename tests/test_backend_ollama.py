@@ -11,8 +11,8 @@ import pytest
 from fake_runtime import SHOW_PARAMETERS
 from policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy
 
-from agent.backends.base import Completion, SamplingSettings
-from agent.backends.ollama import ModelInfo, OllamaBackend, resolve_ollama_host
+from agent.backends.base import Completion, ModelInfo, SamplingSettings
+from agent.backends.ollama import OllamaBackend, resolve_ollama_host
 from agent.errors import (
     BackendResponseError,
     BackendTimeout,

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy
 
-from agent.backends.base import Completion, SamplingSettings
+from agent.backends.base import Completion, ModelInfo, SamplingSettings
 from agent.backends.openai_compat import OpenAICompletionsBackend
 from agent.errors import (
     BackendAuthError,
@@ -329,3 +329,22 @@ async def test_cooling_replica_is_probed_when_all_are_down(fake_openai) -> None:
     completion = await backend.complete(PROMPT, max_tokens=8)
     await backend.aclose()
     assert (completion.text, len(fake.requests)) == ("quick answer", 2)
+
+
+async def test_describe_model_asks_every_replica(fake_openai) -> None:
+    """describe_model() passes when each replica's /models lists the model; a wrong key is an auth error."""
+    first, second = fake_openai(KeyedPolicy()), fake_openai(KeyedPolicy())
+    backend = _backend([first.url, second.url])
+    try:
+        info = await backend.describe_model()
+    finally:
+        await backend.aclose()
+    assert info == ModelInfo(name=DEFAULT_MODEL, details={"replicas": f"{first.url}, {second.url}"})
+    assert [len(s.bodies("/v1/models")) for s in (first, second)] == [1, 1]
+    locked = fake_openai(KeyedPolicy(), api_key="right")
+    backend = _backend([locked.url], api_key="wrong", api_key_env="VLLM_KEY")
+    try:
+        with pytest.raises(BackendAuthError, match=r"refused the API key from \$VLLM_KEY"):
+            await backend.describe_model()
+    finally:
+        await backend.aclose()

@@ -89,7 +89,7 @@ def test_doctor_shows_model_parameters_and_databases(fake_ollama, tmp_path, caps
     server = fake_ollama(OraclePolicy({}))
     assert main(["doctor", "--ollama-host", server.url, "--db", str(db)]) == 0
     out = capsys.readouterr().out
-    assert f"[ok]   ollama at {server.url}: model {DEFAULT_MODEL} is installed" in out
+    assert f"[ok]   ollama at {server.url}: model {DEFAULT_MODEL} is available" in out
     assert f"[ok]   database {db.resolve()}: 1 tables, 0 views" in out
     assert out.endswith("all checks passed\n")
 
@@ -132,3 +132,18 @@ def test_ask_passes_keep_alive_to_ollama(fake_ollama, capsys) -> None:
     assert main(["ask", "--db", str(CHINOOK), "--ollama-host", server.url, "--keep-alive", "-1",
                  QUESTION]) == 0
     assert {b["keep_alive"] for b in server.bodies("/api/generate")} == {-1}
+
+
+def test_doctor_checks_every_openai_replica_serves_the_model(fake_openai, dead_url, capsys) -> None:
+    """With --backend openai, doctor asks each replica's /models; a down replica fails the check."""
+    good = fake_openai(OraclePolicy({}))
+    assert main(["doctor", "--backend", "openai", "--base-url", good.url]) == 0
+    assert f"[ok]   openai at {good.url}: model {DEFAULT_MODEL} is available\n" \
+           f"       replicas: {good.url}\n" in capsys.readouterr().out
+    assert main(["doctor", "--backend", "openai", "--base-url", good.url, "--base-url", dead_url]) == 1
+    out = capsys.readouterr().out
+    assert f"1 of 2 replicas did not answer:\n  {dead_url}: ConnectError" in out
+    other = fake_openai(OraclePolicy({}), models=("someone-else",))
+    assert main(["doctor", "--backend", "openai", "--base-url", other.url]) == 1
+    assert (f"{other.url} does not serve the model '{DEFAULT_MODEL}'; it serves someone-else. "
+            "Pass that name with --model") in capsys.readouterr().out

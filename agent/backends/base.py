@@ -31,6 +31,17 @@ class Completion:
     details: dict[str, str] = field(default_factory=dict)  # e.g. which replica answered
 
 
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a runtime says about the model it serves (for `doctor` and the server's start-up check)."""
+
+    name: str
+    parameters: str = ""  # Ollama: the Modelfile PARAMETER lines, as Ollama prints them
+    template: str = ""
+    details: dict[str, str] = field(default_factory=dict)  # family, parameter_size, replicas, ...
+    capabilities: tuple[str, ...] = ()
+
+
 @runtime_checkable
 class ModelBackend(Protocol):
     """Anything that completes raw ChatML text. Errors are agent.errors.BackendError subclasses."""
@@ -43,4 +54,15 @@ class ModelBackend(Protocol):
 
     async def aclose(self) -> None:
         """Release connections."""
+        ...
+
+
+@runtime_checkable
+class DescribableBackend(Protocol):
+    """A backend that can check, before any question, that its runtime serves the model."""
+
+    model: str
+
+    async def describe_model(self) -> ModelInfo:
+        """Ask the runtime about the model; raises BackendError subclasses (unreachable, not found)."""
         ...

@@ -7,7 +7,6 @@ import os
 import time
 import urllib.parse
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
@@ -22,7 +21,7 @@ from ..errors import (
     ConfigError,
     ModelNotFound,
 )
-from .base import STOP_STRINGS, Completion, SamplingSettings
+from .base import STOP_STRINGS, Completion, ModelInfo, SamplingSettings
 
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 _OLLAMA_PORT = 11434
@@ -30,17 +29,6 @@ _OLLAMA_PORT = 11434
 _CONNECT_TIMEOUT = 10.0
 
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What Ollama says about an installed model (for `sqale-agent doctor`)."""
-
-    name: str
-    parameters: str  # the Modelfile PARAMETER lines, as Ollama prints them
-    template: str
-    details: dict[str, str] = field(default_factory=dict)  # family, parameter_size, ...
-    capabilities: tuple[str, ...] = ()
 
 
 def ollama_keep_alive(value: str | float | None) -> str | float | None:

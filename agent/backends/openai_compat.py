@@ -19,7 +19,7 @@ from ..errors import (
     ConfigError,
     ModelNotFound,
 )
-from .base import STOP_STRINGS, Completion, SamplingSettings
+from .base import STOP_STRINGS, Completion, ModelInfo, SamplingSettings
 
 logger = logging.getLogger("agent.backends")
 
@@ -117,13 +117,39 @@ class OpenAICompletionsBackend:
                 break
             tried.append(replica)
             try:
-                payload = await self._post(replica, body)
+                payload = await self._request(replica, "/completions", body)
             except _ReplicaFailed as failure:
                 any_connection_failure |= failure.connection
                 self._mark_down(replica, failure.reason)
                 continue
             return self._completion(payload, replica, time.perf_counter() - started)
         raise self._all_failed(connection=any_connection_failure)
+
+    async def describe_model(self) -> ModelInfo:
+        """Check with GET {base_url}/models that every replica serves the model."""
+        down: list[str] = []
+        for replica in self._replicas:
+            try:
+                payload = await self._request(replica, "/models")
+            except _ReplicaFailed as failure:
+                self._mark_down(replica, failure.reason)
+                down.append(f"  {replica.base_url}: {failure.reason}")
+                continue
+            data = payload.get("data")
+            served = [str(m.get("id")) for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+            if self.model not in served:
+                raise ModelNotFound(
+                    f"{replica.base_url} does not serve the model '{self.model}'; it serves "
+                    f"{', '.join(served) or 'no model'}. Pass that name with --model, or start the "
+                    f"server with the name (vLLM: --served-model-name {self.model})."
+                )
+        if down:
+            listing = "\n".join(down)
+            raise BackendUnreachable(
+                f"{len(down)} of {len(self._replicas)} replicas did not answer:\n{listing}\n"
+                "Start the server(s) or fix --base-url."
+            )
+        return ModelInfo(name=self.model, details={"replicas": ", ".join(self.base_urls)})
 
     async def aclose(self) -> None:
         """Close the HTTP connections to every replica."""
@@ -152,12 +178,16 @@ class OpenAICompletionsBackend:
             replica.base_url, reason, self.failure_cooldown,
         )
 
-    async def _post(self, replica: _Replica, body: dict[str, Any]) -> dict[str, Any]:
-        """One request to one replica; returns the decoded JSON of a 200 answer."""
-        url = f"{replica.base_url}/completions"
+    async def _request(self, replica: _Replica, path: str,
+                       body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """POST `body` (GET without one) to one replica; returns the decoded JSON of a 200 answer."""
+        url = f"{replica.base_url}{path}"
         replica.outstanding += 1
         try:
-            response = await self._client.post(url, json=body)
+            if body is None:
+                response = await self._client.get(url)
+            else:
+                response = await self._client.post(url, json=body)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise _ReplicaFailed(_describe(exc), connection=True) from exc
         except httpx.TimeoutException as exc:
@@ -176,7 +206,7 @@ class OpenAICompletionsBackend:
         if response.status_code in (401, 403):
             raise BackendAuthError(self._auth_message(replica, response))
         if response.status_code == 404:
-            raise self._not_found(replica, response)
+            raise self._not_found(replica, path, response)
         if response.status_code != 200:
             raise BackendResponseError(
                 f"{url} refused the request (HTTP {response.status_code}): "
@@ -232,7 +262,7 @@ class OpenAICompletionsBackend:
             f"Check the key stored in {source}."
         )
 
-    def _not_found(self, replica: _Replica, response: httpx.Response) -> BackendError:
+    def _not_found(self, replica: _Replica, path: str, response: httpx.Response) -> BackendError:
         message = _error_message(response)
         if "model" in message.lower():
             return ModelNotFound(
@@ -241,7 +271,7 @@ class OpenAICompletionsBackend:
                 f"GET {replica.base_url}/models lists them)."
             )
         return BackendResponseError(
-            f"{replica.base_url}/completions does not exist (HTTP 404: {message}). The base URL "
+            f"{replica.base_url}{path} does not exist (HTTP 404: {message}). The base URL "
             "must be the server's OpenAI root, usually ending in /v1 (http://HOST:8000/v1)."
         )
 

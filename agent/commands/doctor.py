@@ -7,7 +7,7 @@ from typing import Any
 
 import anyio
 
-from ..backends.base import SamplingSettings
+from ..backends.base import DescribableBackend, SamplingSettings
 from ..errors import SqaleError
 from ..sqlite import Database
 from .backend_options import add_backend_arguments, backend_choice, make_backend
@@ -45,30 +45,28 @@ def _check_databases(paths: list[str]) -> list[str]:
 async def _check_model(args: argparse.Namespace) -> bool:
     choice = backend_choice(args)
     backend = make_backend(choice, SamplingSettings())
-    where = choice.ollama_host or getattr(backend, "host", None) or ", ".join(choice.base_urls)
+    where = getattr(backend, "host", None) or ", ".join(choice.base_urls)
     try:
-        describe = getattr(backend, "describe_model", None)
-        if describe is None:
-            await backend.complete("<|im_start|>user\nping<|im_end|>\n<|im_start|>assistant\n", max_tokens=1)
-            print(f"[ok]   {choice.kind} at {where}: model {choice.model} answers")
+        if not isinstance(backend, DescribableBackend):  # our backends all are; a plug-in may not be
+            print(f"[info] {choice.kind} at {where}: this backend cannot check its model in advance")
             return True
-        info = await describe()
-        print(f"[ok]   {choice.kind} at {where}: model {choice.model} is installed")
-        for key, value in sorted(info.details.items()):
-            print(f"       {key}: {value}")
-        if info.parameters:
-            print("       parameters:")
-            for line in info.parameters.splitlines():
-                print(f"         {line.strip()}")
-        if info.template.strip() not in ("{{ .Prompt }}", ""):
-            print("       note: its TEMPLATE is not the raw `{{ .Prompt }}` of our Modelfile; raw requests "
-                  "bypass it, but re-create the model with `ollama create ... -f Modelfile` to be sure")
-        return True
+        info = await backend.describe_model()
     except SqaleError as exc:
         print(f"[fail] {choice.kind} at {where}: {exc}")
         return False
     finally:
         await backend.aclose()
+    print(f"[ok]   {choice.kind} at {where}: model {choice.model} is available")
+    for key, value in sorted(info.details.items()):
+        print(f"       {key}: {value}")
+    if info.parameters:
+        print("       parameters:")
+        for line in info.parameters.splitlines():
+            print(f"         {line.strip()}")
+    if choice.kind == "ollama" and info.template.strip() not in ("{{ .Prompt }}", ""):
+        print("       note: its TEMPLATE is not the raw `{{ .Prompt }}` of our Modelfile; raw requests "
+              "bypass it, but re-create the model with `ollama create ... -f Modelfile` to be sure")
+    return True
 
 
 def run(args: argparse.Namespace) -> int:

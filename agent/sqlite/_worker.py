@@ -258,16 +258,18 @@ class QueryEngine:
         """Run a request on a free worker, blocking; returns the worker's reply."""
         with self._slots:
             worker = self._checkout()
+            started = time.monotonic()
             reply = worker.call(request, cancel)
             if reply is None:
                 self._retire(worker)
+                held = time.monotonic() - started
                 if cancel is not None and cancel.cancelled_at is not None:
-                    return QueryResult(QueryStatus.CANCELLED, error="cancelled")
+                    return QueryResult(QueryStatus.CANCELLED, error="cancelled", seconds=held)
                 return QueryResult(
                     QueryStatus.KILLED,
                     error=f"stopped: the query ran past its {request.timeout:g} s limit (or its "
                           f"{self.limits.memory_mb} MB memory cap) and was killed",
-                    seconds=request.timeout + self.limits.kill_grace,
+                    seconds=held,
                 )
             self._idle.put(worker)
         if isinstance(reply, WorkerFailure):
@@ -308,7 +310,7 @@ class QueryEngine:
             w.kill()
 
     def __del__(self) -> None:  # a forgotten engine must not leave processes behind
-        if sys is not None and not getattr(self, "_closed", True):
+        if not getattr(self, "_closed", True):  # False only once __init__ has run
             self.close()
 
 

@@ -6,6 +6,7 @@ import io
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from agent.errors import ConfigError
 from agent.evaluation.progress import ProgressLine, format_duration, format_progress
@@ -14,6 +15,7 @@ from agent.evaluation.records import (
     Outcome,
     QuestionRecord,
     SampleRecord,
+    describe_mismatch,
     drop_torn_tail,
     read_records,
     to_line,
@@ -205,10 +207,27 @@ def test_results_file_round_trip(tmp_path):
 
 
 def test_a_foreign_line_is_an_error(tmp_path):
-    """A complete line that is not a result record stops --resume with the line number."""
+    """A complete line that is not a result record stops --resume with the line number and what is wrong."""
     path = tmp_path / "r.jsonl"
     path.write_text(to_line(RECORDS[0]) + json.dumps({"hello": 1}) + "\n", encoding="utf-8")
     with pytest.raises(ConfigError) as info:
         read_records(path)
-    assert str(info.value) == (f"{path}: line 2 is not a result record of this tool (Extra inputs are not "
-                               "permitted); give another --out")
+    assert str(info.value) == (f"{path}: line 2 is not a result record of this tool (unknown field hello; "
+                               "missing fields any_correct, benchmark, correct and 20 more); "
+                               "give another --out")
+
+
+def test_the_mismatch_message_does_not_depend_on_the_order_of_pydantic_errors():
+    """The same problems listed in any order give the same message (pydantic reorders between versions)."""
+    errors = [
+        {"type": "missing", "loc": ("key",), "input": {}},
+        {"type": "extra_forbidden", "loc": ("hello",), "input": 1},
+        {"type": "int_type", "loc": ("index",), "input": "x"},
+        {"type": "missing", "loc": ("benchmark",), "input": {}},
+    ]
+    messages = {
+        describe_mismatch(ValidationError.from_exception_data("QuestionRecord", order))
+        for order in (errors, errors[::-1], errors[1:] + errors[:1])
+    }
+    assert messages == {"unknown field hello; missing fields benchmark, key; "
+                        "index: Input should be a valid integer"}

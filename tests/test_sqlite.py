@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from console import console_script, shadowing_folder
 
-from agent.errors import DatabasePathError
+from agent.errors import DatabasePathError, DatabaseWorkerError
 from agent.sqlite import (
     BlobRef,
     CancelToken,
@@ -352,3 +353,27 @@ def test_a_file_replaced_at_the_same_path_is_read_afresh(tmp_path: Path, engine:
     os.replace(fresh, path)
     assert db.schema().names == ("new",)
     assert db.query("SELECT y FROM new", max_rows=5).rows == ((2,),)
+
+
+def test_worker_ignores_a_workspace_with_its_own_agent_package(shop: Path, tmp_path: Path) -> None:
+    """Run from a workspace holding unrelated `agent/` and `mcp_server/` packages, queries still work."""
+    workspace = shadowing_folder(tmp_path / "workspace")
+    done = subprocess.run([console_script("sqale-agent"), "tool", "--db", str(shop), "list_tables", "{}"],
+                          cwd=workspace, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, '2 tables:\ncustomer\n"order"\n1 view:\nbig_orders\n', "")
+
+
+def test_a_worker_that_dies_before_answering_raises_with_its_stderr(shop: Path, monkeypatch) -> None:
+    """A worker that cannot even start Python is an error naming the exit status and its stderr."""
+    monkeypatch.setenv("PYTHONHOME", str(shop.parent / "no-such-python-home"))
+    engine = QueryEngine(EngineLimits(query_timeout=5))
+    try:
+        with pytest.raises(DatabaseWorkerError) as info:
+            Database(shop, engine).schema()
+    finally:
+        engine.close()
+    message = str(info.value)
+    assert message.startswith("the SQLite worker process (")
+    assert "exited with status 1 before answering" in message
+    assert "its stderr: " in message and "No module named 'encodings'" in message

@@ -195,9 +195,38 @@ def read_records(path: Path, *, traces: bool = False) -> dict[str, QuestionRecor
             record = QuestionRecord.model_validate_json(line)
         except ValidationError as exc:
             raise ConfigError(f"{path}: line {number} is not a result record of this tool "
-                              f"({exc.errors()[0]['msg']}); give another --out") from exc
+                              f"({describe_mismatch(exc)}); give another --out") from exc
         records[record.key] = record if traces else without_trace(record)
     return records
+
+
+def describe_mismatch(exc: ValidationError, *, shown: int = 3) -> str:
+    """What is wrong with a line, the same whatever order pydantic lists its errors in.
+
+    Unknown fields first, then missing ones, then wrong values; names sorted within each group.
+    """
+    unknown: set[str] = set()
+    missing: set[str] = set()
+    invalid: dict[str, str] = {}
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "the line"
+        if error["type"] == "extra_forbidden":
+            unknown.add(where)
+        elif error["type"] == "missing":
+            missing.add(where)
+        else:
+            invalid.setdefault(where, str(error["msg"]))
+    parts = []
+    for label, names in (("unknown field", sorted(unknown)), ("missing field", sorted(missing))):
+        if names:
+            more = f" and {len(names) - shown} more" if len(names) > shown else ""
+            listed = ", ".join(names[:shown]) + more
+            parts.append(f"{label}{'s' if len(names) > 1 else ''} {listed}")
+    for where in sorted(invalid)[:shown]:
+        parts.append(f"{where}: {invalid[where]}")
+    if len(invalid) > shown:
+        parts.append(f"{len(invalid) - shown} more wrong values")
+    return "; ".join(parts)
 
 
 def drop_torn_tail(path: Path) -> None:

@@ -154,10 +154,14 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
         outbox.send((request_id, reply))
 
 
+# Run with -P (the current folder is not put on sys.path) and our package root put first
+# explicitly: a user's own `agent/` package in the working folder must not shadow ours.
 _BOOT = (
-    "import sys, pickle; from agent.sqlite._worker import worker_main; "
-    "worker_main(*pickle.loads(bytes.fromhex(sys.argv[1])))"
+    "import sys, pickle; sys.path.insert(0, sys.argv[1]); "
+    "from agent.sqlite._worker import worker_main; "
+    "worker_main(*pickle.loads(bytes.fromhex(sys.argv[2])))"
 )
+_STDERR_SHOWN = 2_000  # characters of a dead worker's stderr put in the error
 
 
 class _Worker:
@@ -181,14 +185,15 @@ class _Worker:
                                  busy_timeout_ms=limits.busy_timeout_ms)
         args = (to_child_r, from_child_w, cancel_file.fileno(), limits.memory_mb, settings)
         package_root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        # Its stderr goes to a file: a worker that dies at start (a broken install) says why there.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
+        self._answered = False
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, pickle.dumps(args).hex()],
+                [sys.executable, "-P", "-c", _BOOT, package_root, pickle.dumps(args).hex()],
                 pass_fds=(to_child_r, from_child_w, cancel_file.fileno()),
                 # stdout may be the MCP stdio protocol: the worker must never write to it.
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
             )
         except OSError as exc:
             raise DatabaseWorkerError(f"cannot start the SQLite worker process: {exc}") from exc
@@ -216,17 +221,32 @@ class _Worker:
                     return None
                 if self.inbox.poll(min(remaining, 0.05)):
                     reply_id, reply = self.inbox.recv()
+                    self._answered = True
                     if reply_id == request_id:
                         return reply
                 elif self.process.poll() is not None:  # died, e.g. out of memory in C code
+                    self._raise_if_never_started()
                     self.kill()
                     return None
         except (EOFError, OSError):
+            self._raise_if_never_started()
             self.kill()
             return None
         finally:
             if remove:
                 remove()
+
+    def _raise_if_never_started(self) -> None:
+        """A worker that dies before its first reply is broken, not busy: raise with its stderr."""
+        if self._answered:
+            return
+        code = self.process.wait(timeout=5)
+        self._stderr.seek(0)
+        said = self._stderr.read().decode("utf-8", "replace").strip()[-_STDERR_SHOWN:]
+        self.kill()
+        raise DatabaseWorkerError(
+            f"the SQLite worker process ({sys.executable}) exited with status {code} before answering; "
+            f"its stderr: {said or '(empty)'}")
 
     @property
     def alive(self) -> bool:
@@ -240,6 +260,7 @@ class _Worker:
         self.outbox.close()
         self.inbox.close()
         self._cancel_file.close()
+        self._stderr.close()
 
 
 class QueryEngine:
@@ -259,7 +280,11 @@ class QueryEngine:
         with self._slots:
             worker = self._checkout()
             started = time.monotonic()
-            reply = worker.call(request, cancel)
+            try:
+                reply = worker.call(request, cancel)
+            except DatabaseWorkerError:
+                self._retire(worker)
+                raise
             if reply is None:
                 self._retire(worker)
                 held = time.monotonic() - started

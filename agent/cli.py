@@ -23,14 +23,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped with Ctrl-C
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand; our errors become one line on stderr and exit status 1."""
+    """Run one subcommand; our errors become one line on stderr and exit status 1, Ctrl-C 130."""
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args))
     except SqaleError as exc:
         print(f"sqale-agent {args.command}: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"\nsqale-agent {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -3,17 +3,31 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 from agent.errors import ConfigError, PromptConfigError
 
 from .app import build_server, configure_logging
 from .settings import parse_settings
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM before serving starts: unwind (closing what is open) and exit 143."""
+    raise SystemExit(EXIT_TERMINATED)
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the server; exit 2 with one line on stderr when the configuration is wrong."""
+    """Run the server; exit 2 with one line on stderr when the configuration is wrong.
+
+    Ctrl-C or SIGTERM while serving stdio ends the process with 130 or 143 (see `stopping`).
+    """
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         settings = parse_settings(sys.argv[1:] if argv is None else argv, os.environ)
         configure_logging(settings.log_level)
@@ -21,10 +35,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, PromptConfigError) as exc:
         print(f"sqale-mcp: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C while the databases are being checked
+        return EXIT_INTERRUPTED
     try:
         server.run()
-    except KeyboardInterrupt:  # Ctrl-C is how a foreground server is stopped
-        return 130
+    except KeyboardInterrupt:  # Ctrl-C stops the HTTP server (uvicorn re-raises it when done)
+        return EXIT_INTERRUPTED
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -21,6 +22,7 @@ from .catalog import Catalog, collect_databases, load_catalog, tool_description
 from .http_transport import MCP_PATH, http_app, serve_http
 from .runtime import BackendFactory, EpisodeLog, ServerRuntime, load_prompts, make_backend, open_runtime
 from .settings import ServerSettings
+from .stopping import exit_on_stop_signal, print_tty_notice
 from .tool import TOOL_NAME, answer_sql_question
 
 logger = logging.getLogger("mcp_server")
@@ -44,15 +46,21 @@ class SqaleServer(MCPServer[ServerRuntime]):
 
     def __init__(self, settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
                  backend_factory: BackendFactory) -> None:
+        runtime_closed = threading.Event()  # set once the runtime's workers are stopped
+
         @asynccontextmanager
         async def lifespan(_: MCPServer[ServerRuntime]) -> AsyncIterator[ServerRuntime]:
-            async with open_runtime(settings, catalog, prompts, backend_factory) as runtime:
-                yield runtime
+            try:
+                async with open_runtime(settings, catalog, prompts, backend_factory) as runtime:
+                    yield runtime
+            finally:
+                runtime_closed.set()
 
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
                          lifespan=lifespan, log_level=settings.log_level)
         self.sqale_settings = settings
         self.catalog = catalog
+        self.runtime_closed = runtime_closed
         self.add_tool(
             answer_sql_question, name=TOOL_NAME, title="Answer a question with SQL",
             description=tool_description(catalog, model=settings.model, max_rows=settings.max_rows),
@@ -68,7 +76,8 @@ class SqaleServer(MCPServer[ServerRuntime]):
                               "--host/--port/--auth-token-env in the settings instead")
         chosen = transport or self.sqale_settings.transport
         if chosen == "stdio":
-            anyio.run(self.run_stdio_async)
+            print_tty_notice()
+            anyio.run(self.serve_stdio)
         elif chosen == "streamable-http":
             # Re-validate: the loopback/auth rule depends on the transport.
             settings = ServerSettings.model_validate(
@@ -76,6 +85,13 @@ class SqaleServer(MCPServer[ServerRuntime]):
             anyio.run(self.serve_http, settings)
         else:
             raise ConfigError(f"transport {chosen!r} is not supported; use stdio or streamable-http")
+
+    async def serve_stdio(self) -> None:
+        """Serve MCP on stdin/stdout until the client hangs up or SIGINT/SIGTERM stops the process."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(exit_on_stop_signal, group.cancel_scope, self.runtime_closed)
+            await self.run_stdio_async()
+            group.cancel_scope.cancel()  # the client hung up: stop watching for signals
 
     async def serve_http(self, settings: ServerSettings) -> None:
         """Serve streamable HTTP on settings.host:port, behind the bearer token when one is set."""

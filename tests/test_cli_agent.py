@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from policies import DEFAULT_MODEL, OraclePolicy
+from console import console_script
+from policies import DEFAULT_MODEL, OraclePolicy, ScriptedReply, ScriptPolicy, tool_call
 
 from agent.cli import main
+from agent.sqlite import create_database
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 CHINOOK = DATA / "dbs" / "Chinook_Sqlite.sqlite"
@@ -147,3 +154,81 @@ def test_doctor_checks_every_openai_replica_serves_the_model(fake_openai, dead_u
     assert main(["doctor", "--backend", "openai", "--base-url", other.url]) == 1
     assert (f"{other.url} does not serve the model '{DEFAULT_MODEL}'; it serves someone-else. "
             "Pass that name with --model") in capsys.readouterr().out
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Poll `condition` until it holds; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout:g} s"
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_ask_is_one_line_and_exit_130(fake_ollama, tmp_path) -> None:
+    """SIGINT while `sqale-agent ask` waits for the model: exit 130, one stderr line, no traceback."""
+    db = create_database(tmp_path / "t.sqlite", "CREATE TABLE t (x)")
+    server = fake_ollama(ScriptPolicy([ScriptedReply(tool_call("list_tables"), delay=60)]))
+    ask = subprocess.Popen([console_script("sqale-agent"), "ask", "--db", str(db), "--ollama-host",
+                            server.url, "how many rows?"], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: bool(server.bodies("/api/generate")), "the first model request")
+    ask.send_signal(signal.SIGINT)
+    out, err = ask.communicate(timeout=30)
+    assert (ask.returncode, out, err) == (130, "", "\nsqale-agent ask: interrupted\n")
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_doctor_is_one_line_and_exit_130(black_hole, tmp_path) -> None:
+    """SIGINT while `sqale-agent doctor` waits for the runtime: exit 130, one stderr line."""
+    doctor = subprocess.Popen([console_script("sqale-agent"), "doctor", "--ollama-host", black_hole.url],
+                              cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    assert black_hole.connected.wait(30), "doctor never connected to the runtime"
+    doctor.send_signal(signal.SIGINT)
+    out, err = doctor.communicate(timeout=30)
+    assert (doctor.returncode, out, err) == (130, "", "\nsqale-agent doctor: interrupted\n")
+
+
+def test_doctor_reports_a_runtime_that_never_answers(black_hole, capsys) -> None:
+    """A runtime that accepts connections but never answers is a [fail] after a few seconds, not a hang."""
+    started = time.monotonic()
+    assert main(["doctor", "--ollama-host", black_hole.url]) == 1
+    assert time.monotonic() - started < 15
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"[fail] ollama at {black_hole.url}: accepted the connection but did not answer within 5 s; check "
+        "that this address is the model runtime and that it is not stuck")
+
+
+def test_doctor_warns_about_a_wal_database_opened_as_a_snapshot(fake_ollama, tmp_path, capsys) -> None:
+    """A WAL database without its -shm in a read-only folder is a [warn] with the reason, not [ok]."""
+    from test_sqlite import _mount_read_only, _wal_database
+
+    path = _wal_database(tmp_path, keep_shm=False)
+    if not _mount_read_only(path.parent):
+        pytest.skip("needs root and bind mounts to make a read-only folder")
+    try:
+        server = fake_ollama(OraclePolicy({}))
+        assert main(["doctor", "--ollama-host", server.url, "--db", str(path)]) == 0
+    finally:
+        subprocess.run(["umount", str(path.parent)], capture_output=True)
+    out = capsys.readouterr().out
+    assert f"[warn] database {path}: 1 tables, 0 views\n       note: opened as an immutable snapshot" in out
+
+
+@pytest.mark.slow
+def test_doctor_warns_when_another_distribution_provides_our_packages(fake_ollama, tmp_path) -> None:
+    """An installed distribution that also ships `agent` is named, with what to do."""
+    site = tmp_path / "site"
+    info = site / "other_agent-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: other-agent\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text("agent\n")
+    server = fake_ollama(OraclePolicy({}))
+    done = subprocess.run([console_script("sqale-agent"), "doctor", "--ollama-host", server.url],
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(site)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    assert done.stdout.splitlines()[0] == (
+        "[warn] the installed distribution other-agent also provides the package `agent`: imports may "
+        "pick the wrong one; uninstall it or install sqale-mcp in its own virtual environment")

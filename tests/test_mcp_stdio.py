@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
+from console import console_script, shadowing_folder
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp_helpers import (
@@ -87,6 +88,18 @@ async def test_unreachable_ollama_at_start_warns_and_serves(tmp_path: Path, dead
         f"{dead_url} (connection refused or host unknown). Start it with `ollama serve`")
     assert (f"WARNING mcp_server: Could not reach Ollama at {dead_url} (connection refused or host "
             "unknown).") in (tmp_path / "stderr.txt").read_text()
+
+
+async def test_the_server_started_in_a_workspace_with_its_own_agent_package_works(tmp_path: Path,
+                                                                                  fake_ollama: Any) -> None:
+    """`sqale-mcp` run from a folder with unrelated `agent/` and `mcp_server/` packages answers."""
+    fake = fake_ollama(OraclePolicy(BOOK_GOLD))
+    params = StdioServerParameters(
+        command=console_script("sqale-mcp"), args=["--demo", "--ollama-host", fake.url],
+        env=server_env(tmp_path), cwd=shadowing_folder(tmp_path / "workspace"))
+    async with Client(params) as client:
+        result = await client.call_tool(TOOL, {"question": "How many books are there?"})
+    assert result.structured_content["rows"] == [[16]]
 
 
 def test_bad_database_stops_start_up_with_one_line(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping, Sequence
+from importlib.metadata import packages_distributions
 from typing import Any
 
 import anyio
@@ -11,6 +13,10 @@ from ..backends.base import DescribableBackend, SamplingSettings
 from ..errors import SqaleError
 from ..sqlite import Database
 from .backend_options import add_backend_arguments, backend_choice, make_backend
+
+OUR_DISTRIBUTION = "sqale-mcp"
+OUR_PACKAGES = ("agent", "mcp_server")
+PROBE_SECONDS = 5.0  # a runtime that accepts connections but never answers is reported after this
 
 
 def register(subparsers: Any) -> None:
@@ -25,6 +31,18 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
+def package_clashes(providers: Mapping[str, Sequence[str]]) -> list[str]:
+    """One line per package of ours that another installed distribution also provides."""
+    lines = []
+    for package in OUR_PACKAGES:
+        others = sorted({d for d in providers.get(package, ()) if d.lower() != OUR_DISTRIBUTION})
+        if others:
+            lines.append(f"[warn] the installed distribution {', '.join(others)} also provides the package "
+                         f"`{package}`: imports may pick the wrong one; uninstall it or install "
+                         f"{OUR_DISTRIBUTION} in its own virtual environment")
+    return lines
+
+
 def _check_databases(paths: list[str]) -> list[str]:
     problems = []
     for path in paths:
@@ -36,7 +54,8 @@ def _check_databases(paths: list[str]) -> list[str]:
             problems.append(path)
             continue
         views = sum(1 for t in schema.tables if t.kind == "view")
-        print(f"[ok]   database {db.path}: {len(schema.tables) - views} tables, {views} views")
+        mark = "[warn]" if schema.warnings else "[ok]  "
+        print(f"{mark} database {db.path}: {len(schema.tables) - views} tables, {views} views")
         for warning in schema.warnings:
             print(f"       note: {warning}")
     return problems
@@ -50,12 +69,18 @@ async def _check_model(args: argparse.Namespace) -> bool:
         if not isinstance(backend, DescribableBackend):  # our backends all are; a plug-in may not be
             print(f"[info] {choice.kind} at {where}: this backend cannot check its model in advance")
             return True
-        info = await backend.describe_model()
+        with anyio.fail_after(PROBE_SECONDS):
+            info = await backend.describe_model()
     except SqaleError as exc:
         print(f"[fail] {choice.kind} at {where}: {exc}")
         return False
+    except TimeoutError:
+        print(f"[fail] {choice.kind} at {where}: accepted the connection but did not answer within "
+              f"{PROBE_SECONDS:g} s; check that this address is the model runtime and that it is not stuck")
+        return False
     finally:
-        await backend.aclose()
+        with anyio.CancelScope(shield=True):
+            await backend.aclose()
     print(f"[ok]   {choice.kind} at {where}: model {choice.model} is available")
     for key, value in sorted(info.details.items()):
         print(f"       {key}: {value}")
@@ -71,6 +96,8 @@ async def _check_model(args: argparse.Namespace) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Print one line per check; exit 1 when something needs fixing."""
+    for line in package_clashes(packages_distributions()):
+        print(line)
     model_ok = anyio.run(_check_model, args)
     bad_dbs = _check_databases(args.db)
     if not args.db:

@@ -27,6 +27,8 @@ from .tool import TOOL_NAME, answer_sql_question
 
 logger = logging.getLogger("mcp_server")
 
+# `mcp dev` adds these to the `uv run --with mcp==X mcp run ...` it starts: `mcp run` needs typer.
+MCP_DEV_DEPENDENCIES = ("mcp[cli]",)
 INSTRUCTIONS = (
     "Use answer_sql_question to answer questions about the configured SQLite databases. "
     "A small local model writes the SQL: read the SQL it returns before trusting the numbers."
@@ -57,7 +59,8 @@ class SqaleServer(MCPServer[ServerRuntime]):
                 runtime_closed.set()
 
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
-                         lifespan=lifespan, log_level=settings.log_level)
+                         lifespan=lifespan, log_level=settings.log_level,
+                         dependencies=list(MCP_DEV_DEPENDENCIES))
         self.sqale_settings = settings
         self.catalog = catalog
         self.runtime_closed = runtime_closed

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -126,11 +125,10 @@ def test_bad_flag_exits_2_with_one_line(tmp_path: Path) -> None:
         "`sqale-mcp --help`\n"))
 
 
-@pytest.mark.skipif(shutil.which("mcp") is None, reason="the `mcp` command (mcp[cli]) is not installed")
 async def test_mcp_run_serves_the_module_level_server(tmp_path: Path, fake_ollama: Any) -> None:
     """`mcp run mcp_server/server.py` takes its options from SQALE_MCP_ARGS."""
     fake = fake_ollama(OraclePolicy(BOOK_GOLD))
-    params = stdio_params(tmp_path, command=[str(shutil.which("mcp")), "run", "mcp_server/server.py"],
+    params = stdio_params(tmp_path, command=[console_script("mcp"), "run", "mcp_server/server.py"],
                           SQALE_MCP_ARGS=f"--demo --ollama-host {fake.url} --max-rows 3")
     async with Client(params) as client:
         tool = (await client.list_tools()).tools[0]
@@ -139,12 +137,11 @@ async def test_mcp_run_serves_the_module_level_server(tmp_path: Path, fake_ollam
     assert result.structured_content["rows"] == [[16]]
 
 
-@pytest.mark.skipif(shutil.which("mcp") is None, reason="the `mcp` command (mcp[cli]) is not installed")
 def test_module_level_server_with_bad_args_exits_2(tmp_path: Path) -> None:
     """A bad SQALE_MCP_ARGS stops `mcp run` with one line naming the variable."""
     import subprocess
 
-    done = subprocess.run([str(shutil.which("mcp")), "run", "mcp_server/server.py"], cwd=REPO,
+    done = subprocess.run([console_script("mcp"), "run", "mcp_server/server.py"], cwd=REPO,
                           env=server_env(tmp_path, SQALE_MCP_ARGS="--db nonsense"),
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2

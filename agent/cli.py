@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
 
 from .commands import ask, doctor, eval, tool
 from .errors import SqaleError
+from .version import package_version
 
 # Modules with register(subparsers); each sets `run(args) -> int` on its parser.
 COMMANDS = (ask, doctor, eval, tool)
@@ -17,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sqale-agent",
         description="Ask SQLite databases questions through a small local text-to-SQL agent.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.register(subparsers)
@@ -32,11 +36,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except SqaleError as exc:
+        if getattr(args, "json", False):  # scripts read stdout: they get an object there too
+            print(json.dumps({"error": str(exc), "kind": error_kind(exc)}, ensure_ascii=False))
         print(f"sqale-agent {args.command}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"\nsqale-agent {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def error_kind(exc: Exception) -> str:
+    """The error's class as snake_case, e.g. BackendUnreachable -> backend_unreachable."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).lower()
 
 
 if __name__ == "__main__":

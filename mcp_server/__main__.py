@@ -27,21 +27,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Ctrl-C or SIGTERM while serving stdio ends the process with 130 or 143 (see `stopping`).
     """
-    signal.signal(signal.SIGTERM, _terminate)
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        settings = parse_settings(sys.argv[1:] if argv is None else argv, os.environ)
-        configure_logging(settings.log_level)
-        server = build_server(settings, environ=os.environ)
-    except (ConfigError, PromptConfigError) as exc:
-        print(f"sqale-mcp: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:  # Ctrl-C while the databases are being checked
-        return EXIT_INTERRUPTED
-    try:
-        server.run()
-    except KeyboardInterrupt:  # Ctrl-C stops the HTTP server (uvicorn re-raises it when done)
-        return EXIT_INTERRUPTED
-    return 0
+        try:
+            settings = parse_settings(sys.argv[1:] if argv is None else argv, os.environ)
+            configure_logging(settings.log_level)
+            server = build_server(settings, environ=os.environ)
+        except (ConfigError, PromptConfigError) as exc:
+            print(f"sqale-mcp: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:  # Ctrl-C while the databases are being checked
+            return EXIT_INTERRUPTED
+        try:
+            server.run()
+        except KeyboardInterrupt:  # Ctrl-C stops the HTTP server (uvicorn re-raises it when done)
+            return EXIT_INTERRUPTED
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

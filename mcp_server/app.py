@@ -7,23 +7,24 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp_types import Tool as MCPTool
 from mcp_types import ToolAnnotations
 
 from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
+from agent.version import package_version
 
-from .catalog import Catalog, collect_databases, load_catalog, tool_description
+from .catalog import Catalog, collect_databases, example_question, load_catalog, tool_description
 from .http_transport import MCP_PATH, http_app, serve_http
 from .runtime import BackendFactory, EpisodeLog, ServerRuntime, load_prompts, make_backend, open_runtime
 from .settings import ServerSettings
 from .stopping import exit_on_stop_signal, print_tty_notice
-from .tool import TOOL_NAME, answer_sql_question
+from .tool import TOOL_NAME, advertised_input_schema, answer_sql_question
 
 logger = logging.getLogger("mcp_server")
 
@@ -33,14 +34,6 @@ INSTRUCTIONS = (
     "Use answer_sql_question to answer questions about the configured SQLite databases. "
     "A small local model writes the SQL: read the SQL it returns before trusting the numbers."
 )
-
-
-def package_version() -> str:
-    """The installed sqale-mcp version, or 0+unknown when running from a plain checkout."""
-    try:
-        return version("sqale-mcp")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 class SqaleServer(MCPServer[ServerRuntime]):
@@ -71,6 +64,19 @@ class SqaleServer(MCPServer[ServerRuntime]):
                                         idempotent_hint=False, open_world_hint=False),
             structured_output=True,
         )
+
+    async def list_tools(self) -> list[MCPTool]:
+        """Our tool with an input schema that says what the server enforces (see tool.py)."""
+        settings = self.sqale_settings
+        return [
+            tool.model_copy(update={"input_schema": advertised_input_schema(
+                tool.input_schema, aliases=self.catalog.aliases,
+                max_question_chars=settings.max_question_chars,
+                max_evidence_chars=settings.max_evidence_chars,
+                example=example_question(self.catalog))})
+            if tool.name == TOOL_NAME else tool
+            for tool in await super().list_tools()
+        ]
 
     def run(self, transport: str | None = None, **kwargs: Any) -> None:  # type: ignore[override]
         """Serve on `transport` (default: the configured one) until stopped."""
@@ -121,7 +127,13 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
     return SqaleServer(settings, catalog, prompts, backend_factory)
 
 
+# Libraries that log a line per HTTP request at INFO: shown only with --log-level DEBUG.
+CHATTY_LOGGERS = ("httpx", "httpcore")
+
+
 def configure_logging(level: str) -> None:
     """Log to stderr only: on stdio, stdout carries the protocol."""
     logging.basicConfig(stream=sys.stderr, level=level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(level if level == "DEBUG" else "WARNING")

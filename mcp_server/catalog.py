@@ -21,7 +21,7 @@ SUMMARY_TABLE_NAMES = 6  # table names shown per database in the tool descriptio
 
 NO_DATABASE = (
     "no database configured: pass --db ALIAS=PATH (repeatable), --db-dir DIR or --demo, "
-    "or put them in a --config FILE.toml"
+    "or put them in a --config FILE.toml (read without --config from ~/.config/sqale-mcp/config.toml)"
 )
 
 
@@ -86,31 +86,43 @@ def scan_db_dir(folder: Path) -> tuple[DatabaseSpec, ...]:
         raise ConfigError(
             f"--db-dir {folder}: cannot list it ({exc.strerror}); give a readable folder") from exc
     specs = []
+    unnamed = []
     for name in names:
         path = folder.expanduser() / name
         if path.suffix.lower() in DB_DIR_SUFFIXES and path.is_file():
             if not ALIAS_PATTERN.match(path.stem):
-                raise ConfigError(
-                    f"--db-dir {folder}: the file name {name!r} is not a usable alias; rename the file "
-                    "or serve it with --db ALIAS=PATH")
-            specs.append(DatabaseSpec(alias=path.stem, path=path))
+                logger.warning("--db-dir %s: skipped %s: its name is not a usable alias; rename the file "
+                               "or serve it with --db ALIAS=PATH", folder, name)
+                unnamed.append(name)
+                continue
+            specs.append(DatabaseSpec(alias=path.stem, path=path, skippable=True))
     if not specs:
+        skipped = f" (skipped: {', '.join(unnamed)})" if unnamed else ""
         raise ConfigError(
-            f"--db-dir {folder}: no *.sqlite, *.sqlite3 or *.db file in it; check the folder")
+            f"--db-dir {folder}: no usable *.sqlite, *.sqlite3 or *.db file in it{skipped}; check the folder")
     return tuple(specs)
 
 
 def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits) -> Catalog:
-    """Validate every database and read its table names; ConfigError names the first bad alias."""
+    """Validate every database and read its table names.
+
+    A bad explicit database is a ConfigError naming its alias; a bad --db-dir file is skipped
+    with a warning naming it and why.
+    """
     engine = QueryEngine(EngineLimits(workers=1, query_timeout=limits.query_timeout))
     try:
         entries = []
+        skipped = []
         for spec in specs:
             try:
                 path = validate_database_path(spec.path)
                 schema = Database(path, engine).schema()
             except DatabasePathError as exc:
-                raise ConfigError(f"database '{spec.alias}': {exc}") from exc
+                if not spec.skippable:  # named explicitly: the user must fix it
+                    raise ConfigError(f"database '{spec.alias}': {exc}") from exc
+                logger.warning("--db-dir: skipped %s: %s", spec.path.name, exc)
+                skipped.append(spec.path.name)
+                continue
             for warning in schema.warnings:
                 logger.warning("database '%s': %s", spec.alias, warning)
             entries.append(CatalogEntry(
@@ -118,6 +130,9 @@ def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits) -> Catalog
                 tables=tuple(t.name for t in schema.tables if t.kind == "table"),
                 views=tuple(t.name for t in schema.tables if t.kind == "view"),
             ))
+        if not entries:
+            raise ConfigError(f"no usable database: every --db-dir file was skipped ({', '.join(skipped)}); "
+                              "see the warnings above")
         return Catalog(tuple(entries))
     finally:
         engine.close()
@@ -155,6 +170,14 @@ def tool_description(catalog: Catalog, *, model: str, max_rows: int) -> str:
         "relying on it. Ask one precise question per call; put domain hints (what a term means "
         "in the data) in `evidence`."
     )
+
+
+def example_question(catalog: Catalog) -> str:
+    """A question about a served database, for the input schema (not a fixed Chinook example)."""
+    for entry in catalog.entries:
+        if entry.tables:
+            return f"How many rows does the table {entry.tables[0]} have?"
+    return "How many tables are there?"
 
 
 def _plural(n: int, word: str) -> str:

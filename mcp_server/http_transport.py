@@ -14,6 +14,7 @@ from .settings import ServerSettings
 logger = logging.getLogger("mcp_server")
 
 MCP_PATH = "/mcp"
+HEALTH_PATH = "/health"  # unauthenticated liveness probe: 200, no data
 
 
 class BearerTokenMiddleware:
@@ -55,12 +56,27 @@ class BearerTokenMiddleware:
         await send({"type": "http.response.body", "body": body})
 
 
+class HealthEndpoint:
+    """Answers `GET /health` with 200 and no data, before any token check (for probes)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
+            await send({"type": "http.response.start", "status": 200, "headers": [
+                (b"content-length", b"0"), (b"cache-control", b"no-store")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await self.app(scope, receive, send)
+
+
 def http_app(mcp_app: ASGIApp, settings: ServerSettings) -> ASGIApp:
-    """The ASGI app to serve: the MCP app, behind the token check when a token is set."""
+    """The ASGI app to serve: /health, then the MCP app behind the token check when a token is set."""
     if settings.auth_token is None:
-        return mcp_app
-    return BearerTokenMiddleware(mcp_app, settings.auth_token.get_secret_value(),
-                                 settings.auth_token_env or "")
+        return HealthEndpoint(mcp_app)
+    return HealthEndpoint(BearerTokenMiddleware(mcp_app, settings.auth_token.get_secret_value(),
+                                                settings.auth_token_env or ""))
 
 
 async def serve_http(app: ASGIApp, settings: ServerSettings) -> None:

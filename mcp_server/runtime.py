@@ -59,8 +59,9 @@ class EpisodeLog:
 
     @staticmethod
     def check_writable(path: Path) -> None:
-        """Raise ConfigError unless `path` can be opened for appending."""
+        """Create the log's folder if needed; raise ConfigError unless `path` can be appended to."""
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("a", encoding="utf-8"):
                 pass
         except OSError as exc:

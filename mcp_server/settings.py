@@ -11,9 +11,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from agent.backends.ollama import KEEP_ALIVE_HINT, ollama_keep_alive
 from agent.errors import ConfigError
+from agent.version import package_version
 
 DEFAULT_MODEL = "qwen3.5-2b-grpo-synsql"
 ARGS_ENV = "SQALE_MCP_ARGS"  # options for the module-level server of `mcp dev` / `mcp run`
@@ -29,6 +31,7 @@ class DatabaseSpec(BaseModel):
 
     alias: str
     path: Path
+    skippable: bool = False  # found by --db-dir: a bad file is skipped with a warning
 
 
 class ServerSettings(BaseModel):
@@ -62,6 +65,20 @@ class ServerSettings(BaseModel):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     max_question_chars: int = Field(2_000, ge=10)
     max_evidence_chars: int = Field(4_000, ge=0)
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _any_case(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("keep_alive")
+    @classmethod
+    def _ollama_duration(cls, value: str | None) -> str | None:
+        try:
+            ollama_keep_alive(value)
+        except ConfigError as exc:
+            raise ValueError(KEEP_ALIVE_HINT) from exc
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> ServerSettings:
@@ -128,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="sqale-mcp", description=(
         "MCP server with one tool, answer_sql_question: a small local text-to-SQL model "
         "explores your SQLite databases and returns SQL with its result."))
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     p.add_argument("--config", type=Path, metavar="FILE.toml",
                    help="TOML file with the same settings (keys as the long options); flags win")
     p.add_argument("--db", action="append", metavar="ALIAS=PATH",
@@ -169,8 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="HTTP port (default 8000)")
     p.add_argument("--auth-token-env", metavar="NAME",
                    help="environment variable holding the HTTP bearer token (required off loopback)")
-    p.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-                   help="stderr log level (default INFO)")
+    p.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), type=str.upper,
+                   help="stderr log level, any case (default INFO; DEBUG shows each model request)")
     return p
 
 
@@ -181,9 +199,17 @@ _PATH_KEYS = ("db_dir", "reference_agent", "system_prompt", "user_template", "ep
 
 
 def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSettings:
-    """Parse flags (and the --config file they name) into settings; raise ConfigError if invalid."""
+    """Parse flags (and the --config file they name) into settings; raise ConfigError if invalid.
+
+    Without --config and without any database option, the default config file is read when it
+    exists ($XDG_CONFIG_HOME/sqale-mcp/config.toml, else ~/.config/sqale-mcp/config.toml).
+    """
     args = vars(build_parser().parse_args(list(argv)))
     config_path: Path | None = args.pop("config")
+    if config_path is None and not (args["db"] or args["db_dir"] or args["demo"]):
+        # Plain `sqale-mcp`: the user's config file, as `mcp dev` reads it.
+        default = default_config_path(environ)
+        config_path = default if default.is_file() else None
     values = read_config_file(config_path) if config_path is not None else {}
     flag_dbs = parse_db_flags(args.pop("db") or [])
     file_dbs: dict[str, Path] = values.pop("db", {})
@@ -203,13 +229,17 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
 
 
 def parse_db_flags(items: Sequence[str]) -> dict[str, Path]:
-    """`ALIAS=PATH` strings into a mapping; a later alias replaces an earlier one."""
+    """`ALIAS=PATH` strings into a mapping; ConfigError when an alias is given twice."""
     out: dict[str, Path] = {}
     for item in items:
         alias, sep, path = item.partition("=")
         if not sep or not path.strip():
             raise ConfigError(f"--db {item!r}: write it as ALIAS=PATH, e.g. --db chinook=~/data/chinook.db")
-        out[check_alias(alias.strip(), f"--db {item!r}")] = Path(path.strip()).expanduser()
+        alias = check_alias(alias.strip(), f"--db {item!r}")
+        if alias in out:
+            raise ConfigError(f"database alias '{alias}' is given twice (--db {alias}={out[alias]} and "
+                              f"--db {item}); rename one with --db OTHER_ALIAS=PATH")
+        out[alias] = Path(path.strip()).expanduser()
     return out
 
 

@@ -15,7 +15,7 @@ import sys
 import threading
 
 import anyio
-from anyio.abc import CancelScope
+from anyio import CancelScope
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 CLOSE_GRACE_SECONDS = 0.6  # time left to the runtime's clean-up before the process ends

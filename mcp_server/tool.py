@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any
 
 import anyio
@@ -39,8 +40,7 @@ ReportProgress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 async def answer_sql_question(
-    question: Annotated[str, Field(description="The question in plain language, e.g. "
-                                               "'Which 5 artists have the most tracks?'")],
+    question: Annotated[str, Field(description="The question in plain language")],
     ctx: Context,
     database: Annotated[str | None, Field(description="Alias of a configured database (listed "
                                                       "in the tool description); may be omitted "
@@ -52,6 +52,18 @@ async def answer_sql_question(
     runtime: ServerRuntime = ctx.request_context.lifespan_context
     return await answer_question(runtime, question, database, evidence,
                                  report_progress=ctx.report_progress)
+
+
+def advertised_input_schema(schema: Mapping[str, Any], *, aliases: Sequence[str], max_question_chars: int,
+                            max_evidence_chars: int, example: str) -> dict[str, Any]:
+    """The tool's input schema with what the server enforces: alias enum, lengths, an example."""
+    properties = copy.deepcopy(dict(schema["properties"]))
+    properties["question"].update(
+        description=f"The question in plain language, e.g. '{example}'",
+        maxLength=max_question_chars, examples=[example])
+    properties["database"]["anyOf"] = [{"type": "string", "enum": list(aliases)}, {"type": "null"}]
+    properties["evidence"]["anyOf"] = [{"type": "string", "maxLength": max_evidence_chars}, {"type": "null"}]
+    return {**schema, "properties": properties}
 
 
 def resolve_alias(given: str | None, aliases: Sequence[str]) -> str:

@@ -55,9 +55,10 @@ class DelayedPolicy:
 
 
 def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """The environment for a server subprocess: a private cache folder, no OLLAMA_HOST."""
+    """The environment for a server subprocess: private cache and config folders, no OLLAMA_HOST."""
     env = {k: v for k, v in os.environ.items() if k not in ("OLLAMA_HOST", "SQALE_MCP_ARGS")}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")  # the user's own config file stays out
     env.update(extra)
     return env
 

@@ -232,3 +232,52 @@ def test_doctor_warns_when_another_distribution_provides_our_packages(fake_ollam
     assert done.stdout.splitlines()[0] == (
         "[warn] the installed distribution other-agent also provides the package `agent`: imports may "
         "pick the wrong one; uninstall it or install sqale-mcp in its own virtual environment")
+
+
+@pytest.mark.slow
+def test_both_commands_print_their_version() -> None:
+    """`sqale-agent --version` and `sqale-mcp --version` print the installed version."""
+    from agent.version import package_version
+
+    for name in ("sqale-agent", "sqale-mcp"):
+        done = subprocess.run([console_script(name), "--version"], capture_output=True, text=True, timeout=60)
+        assert (done.returncode, done.stdout, done.stderr) == (0, f"{name} {package_version()}\n", "")
+
+
+@pytest.mark.parametrize(("argv", "line"), [
+    (["   "], "the question is empty; ask one in plain language, e.g. sqale-agent ask --db shop.db "
+            '"How many orders are there?"'),
+    (["--max-rows", "-5", "q?"], "--max-rows -5: give 1 or more rows to keep"),
+    (["--keep-alive", "forever", "q?"], "--keep-alive 'forever': not a duration; give seconds (300, -1 for "
+                                        "ever) or a number with a unit: 30m, 1h, 90s"),
+    (["--ollama-host", "not a url", "q?"], "Ollama host 'not a url' is not a valid address; give HOST:PORT "
+                                           "or a URL like http://127.0.0.1:11434."),
+])
+def test_ask_refuses_bad_values_before_contacting_the_runtime(argv, line, fake_ollama, tmp_path,
+                                                              capsys) -> None:
+    """An empty question or a bad option value: one line, exit 1, and no request reaches the runtime."""
+    db = create_database(tmp_path / "t.sqlite", "CREATE TABLE t (x)")
+    server = fake_ollama(OraclePolicy({}))
+    host = [] if "--ollama-host" in argv else ["--ollama-host", server.url]
+    assert main(["ask", "--db", str(db), *host, *argv]) == 1
+    assert capsys.readouterr() == ("", f"sqale-agent ask: {line}\n")
+    assert server.bodies("/api/generate") == [] and server.bodies("/api/show") == []
+
+
+def test_ask_explains_that_it_takes_a_plain_path(tmp_path, capsys) -> None:
+    """`ask --db chinook=PATH` (the server's form) says ask takes a plain path."""
+    assert main(["ask", "--db", f"chinook={tmp_path / 'c.db'}", "q?"]) == 1
+    assert capsys.readouterr().err == (
+        f"sqale-agent ask: --db 'chinook={tmp_path / 'c.db'}': `sqale-agent ask` takes a plain path "
+        f"(--db {tmp_path / 'c.db'}); ALIAS=PATH is how sqale-mcp names its databases\n")
+
+
+def test_ask_json_prints_an_error_object_on_failure(dead_url, tmp_path, capsys) -> None:
+    """With --json a failure is still a JSON object on stdout ({"error", "kind"}), and exit 1."""
+    db = create_database(tmp_path / "t.sqlite", "CREATE TABLE t (x)")
+    assert main(["ask", "--json", "--db", str(db), "--ollama-host", dead_url, "how many rows?"]) == 1
+    out, err = capsys.readouterr()
+    error = json.loads(out)
+    assert (sorted(error), error["kind"]) == (["error", "kind"], "backend_unreachable")
+    assert error["error"].startswith(f"Could not reach Ollama at {dead_url}")
+    assert err.endswith(f"sqale-agent ask: {error['error']}\n")

@@ -77,7 +77,33 @@ def test_dead_ollama_stops_with_exit_1(shop, tmp_path, dead_url, capsys):
     err = capsys.readouterr().err
     assert code == 1
     assert "sqale-agent eval: stopped early: 2 episodes in a row failed in the model backend: " in err
-    assert err.rstrip().endswith("fix the backend and rerun with --resume to continue")
+    *_, stopped, recorded = err.splitlines()
+    assert stopped.endswith("fix the backend and rerun with --resume to continue")
+    assert recorded.startswith("sqale-agent eval: ") and recorded.endswith(
+        f" questions are recorded in {tmp_path / 'r.jsonl'}; rerun the same command with --resume to continue")
+
+
+def test_a_run_where_the_model_never_answered_exits_1_and_names_the_file_to_resume(
+        shop, tmp_path, dead_url, monkeypatch, capsys):
+    """Runtime down for all of --limit 2 (too few to abort): exit 1, and the hint names the --out to resume."""
+    monkeypatch.chdir(tmp_path)
+    code = cli(str(shop), "--ollama-host", dead_url, "--limit", "2")
+    captured = capsys.readouterr()
+    (out,) = (tmp_path / "eval-results").glob("spider-*.jsonl")
+    assert code == 1
+    assert "0.0%" in captured.out
+    assert captured.err.endswith(
+        "sqale-agent eval: no question got an answer from the model (every request to the runtime failed; "
+        "see the errors above); check it with `sqale-agent doctor`, then rerun the same command with "
+        f"--resume --out {out.relative_to(tmp_path)} to continue\n")
+
+
+def test_the_header_names_the_runtime_address_in_use(shop, tmp_path, fake_ollama, monkeypatch, capsys):
+    """Without --ollama-host the header shows $OLLAMA_HOST as used, not a placeholder."""
+    server = fake_ollama(OraclePolicy(QUESTIONS))
+    monkeypatch.setenv("OLLAMA_HOST", server.url)
+    assert cli(str(shop), "--out", str(tmp_path / "r.jsonl"), "--limit", "1") == 0
+    assert f"via ollama ({server.url}); results -> " in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -76,6 +76,14 @@ def test_wrong_token_gets_401(http_server: str) -> None:
         assert (response.status_code, response.json()) == (401, REFUSAL), header
 
 
+def test_health_answers_without_a_token_and_tells_nothing(http_server: str) -> None:
+    """GET /health: 200 with an empty body, no token needed (probes); the MCP endpoint still wants one."""
+    health = httpx.get(http_server.removesuffix("/mcp") + "/health", timeout=10)
+    assert (health.status_code, health.content) == (200, b"")
+    assert httpx.get(http_server, timeout=10).status_code == 401
+    assert httpx.get(http_server.removesuffix("/mcp") + "/other", timeout=10).status_code == 401
+
+
 def test_right_token_is_served(http_server: str) -> None:
     """The right token passes the check and reaches the MCP endpoint."""
     response = post_initialize(http_server, {"Authorization": f"Bearer {TOKEN}"})

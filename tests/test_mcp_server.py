@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -374,10 +375,61 @@ def test_bad_reference_agent_stops_start_up(tmp_path: Path) -> None:
     assert str(info.value).startswith(f"{reference}: USER_TEMPLATE is missing")
 
 
+def test_episode_log_folder_is_created(tmp_path: Path) -> None:
+    """--episode-log in a folder that does not exist yet: the folder is created at start."""
+    log = tmp_path / "logs" / "today" / "episodes.jsonl"
+    build(tmp_path, ["--demo", "--episode-log", str(log)], PolicyBackend(ScriptPolicy(["x"])))
+    assert log.is_file()
+
+
 def test_unwritable_episode_log_stops_start_up(tmp_path: Path) -> None:
-    """--episode-log in a folder that does not exist: ConfigError naming the path."""
-    log = tmp_path / "no" / "such" / "log.jsonl"
+    """--episode-log under a plain file (no folder can be made there): ConfigError naming the path."""
+    (tmp_path / "file").write_text("")
+    log = tmp_path / "file" / "log.jsonl"
     with pytest.raises(ConfigError) as info:
         build(tmp_path, ["--demo", "--episode-log", str(log)], PolicyBackend(ScriptPolicy(["x"])))
     assert str(info.value) == (
-        f"--episode-log {log}: cannot append to it (No such file or directory); give a writable file path")
+        f"--episode-log {log}: cannot append to it (File exists); give a writable file path")
+
+
+async def test_input_schema_says_what_the_server_enforces(tmp_path: Path) -> None:
+    """`database` is an enum of the aliases, the lengths are the limits, the example is from a served db."""
+    shop = tmp_path / "shop.db"
+    sqlite3.connect(shop).execute("CREATE TABLE parcel (id INTEGER)").connection.close()
+    server = build(tmp_path, ["--demo", "--db", f"shop={shop}", "--max-rows", "5"],
+                   PolicyBackend(ScriptPolicy(["x"])))
+    async with Client(server) as client:
+        (tool,) = (await client.list_tools()).tools
+    example = "How many rows does the table parcel have?"
+    assert tool.input_schema["properties"] == {
+        "question": {"description": f"The question in plain language, e.g. '{example}'", "title": "Question",
+                     "type": "string", "maxLength": 2000, "examples": [example]},
+        "database": {"anyOf": [{"type": "string", "enum": ["shop", "bookshop"]}, {"type": "null"}],
+                     "default": None, "title": "Database",
+                     "description": "Alias of a configured database (listed in the tool description); "
+                                    "may be omitted when only one is configured"},
+        "evidence": {"anyOf": [{"type": "string", "maxLength": 4000}, {"type": "null"}], "default": None,
+                     "title": "Evidence",
+                     "description": "Optional hints about the data, e.g. what a term means in columns "
+                                    "and values"}}
+    assert "Which 5 artists" not in json.dumps(tool.input_schema)
+
+
+async def test_httpx_request_lines_are_hidden_at_the_default_level(tmp_path: Path, fake_ollama: Any,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """At INFO no line per model request is logged; --log-level debug (any case) shows them."""
+    from mcp_server.app import configure_logging
+
+    fake = fake_ollama(OraclePolicy(BOOK_GOLD))
+    try:
+        for level, shown in (("info", False), ("debug", True)):
+            settings = parse_settings(["--demo", "--ollama-host", fake.url, "--log-level", level],
+                                      {"XDG_CACHE_HOME": str(tmp_path / "cache")})
+            configure_logging(settings.log_level)
+            caplog.clear()
+            server = build_server(settings, environ={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+            await ask(server, {"question": "How many books are there?"})
+            assert any(r.name == "httpx" for r in caplog.records) is shown, level
+    finally:
+        for name in ("httpx", "httpcore"):
+            logging.getLogger(name).setLevel(logging.NOTSET)

@@ -163,7 +163,7 @@ def test_collect_databases_errors(tmp_path: Path) -> None:
               "database alias 'a' is given twice (--db-dir file a.db and --db-dir file a.sqlite); "
               "rename one with --db OTHER_ALIAS=PATH"),
              (["--db-dir", str(empty)],
-              f"--db-dir {empty}: no *.sqlite, *.sqlite3 or *.db file in it; check the folder"),
+              f"--db-dir {empty}: no usable *.sqlite, *.sqlite3 or *.db file in it; check the folder"),
              (["--db-dir", str(tmp_path / "nope")],
               f"--db-dir {tmp_path / 'nope'}: cannot list it (No such file or directory); give a "
               "readable folder")]
@@ -172,7 +172,8 @@ def test_collect_databases_errors(tmp_path: Path) -> None:
             collect_databases(parse_settings(argv, {}), {})
         assert str(info.value) == message
     assert NO_DATABASE == ("no database configured: pass --db ALIAS=PATH (repeatable), --db-dir DIR "
-                           "or --demo, or put them in a --config FILE.toml")
+                           "or --demo, or put them in a --config FILE.toml (read without --config from "
+                           "~/.config/sqale-mcp/config.toml)")
 
 
 def test_load_catalog_reads_tables_and_views(tmp_path: Path) -> None:
@@ -265,3 +266,84 @@ def test_prompt_files_come_from_flags_or_the_config_file(tmp_path: Path) -> None
     assert (s.system_prompt, s.user_template) == (tmp_path / "system.txt", tmp_path / "user.txt")
     prompts = load_prompts(s)
     assert (prompts.system, prompts.user_template) == ("SYS", "U {question}")
+
+
+@pytest.mark.parametrize(("argv", "line"), [
+    (["--demo", "--ollama-host", "not a url"],
+     "Ollama host 'not a url' is not a valid address; give HOST:PORT or a URL like http://127.0.0.1:11434."),
+    (["--demo", "--keep-alive", "forever"],
+     "--keep-alive: not a duration; give seconds (300, -1 for ever) or a number with a unit: 30m, 1h, "
+     "90s (got 'forever'); see `sqale-mcp --help`"),
+    (["--demo", "--max-rows", "-5"],
+     "--max-rows: Input should be greater than or equal to 1 (got -5); see `sqale-mcp --help`"),
+    (["--db", "x=/a.db", "--db", "x=/b.db"],
+     "database alias 'x' is given twice (--db x=/a.db and --db x=/b.db); rename one with "
+     "--db OTHER_ALIAS=PATH"),
+])
+def test_bad_values_are_refused_with_one_line(argv: list[str], line: str, tmp_path: Path, monkeypatch,
+                                              capsys) -> None:
+    """`sqale-mcp` refuses each bad value before serving: exit 2 and one stderr line."""
+    from mcp_server.__main__ import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert main(argv) == 2
+    assert capsys.readouterr() == ("", f"sqale-mcp: {line}\n")
+
+
+def test_log_level_takes_any_case(tmp_path: Path) -> None:
+    """--log-level debug and log-level = "warning" in a config file are accepted."""
+    config = tmp_path / "c.toml"
+    config.write_text('demo = true\nlog-level = "warning"\n')
+    assert parse_settings(["--demo", "--log-level", "debug"], {}).log_level == "DEBUG"
+    assert parse_settings(["--config", str(config)], {}).log_level == "WARNING"
+
+
+def test_plain_start_reads_the_user_config_with_paths_relative_to_it(tmp_path: Path) -> None:
+    """No database option and no --config: $XDG_CONFIG_HOME/sqale-mcp/config.toml; its paths are its own."""
+    folder = tmp_path / "config" / "sqale-mcp"
+    folder.mkdir(parents=True)
+    (folder / "config.toml").write_text(
+        'episode-log = "logs/episodes.jsonl"\nmax-rows = 7\n[db]\nshop = "data/shop.db"\n')
+    environ = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
+    settings = parse_settings([], environ)
+    assert (settings.databases, settings.episode_log, settings.max_rows) == (
+        (DatabaseSpec(alias="shop", path=folder / "data" / "shop.db"),), folder / "logs" / "episodes.jsonl", 7)
+    assert parse_settings(["--demo"], environ).databases == ()  # a database option: the file is not read
+
+
+def test_db_dir_serves_the_good_files_and_warns_about_each_bad_one(tmp_path: Path, caplog) -> None:
+    """--db-dir: good files are served; each bad file is skipped with a warning naming it and why."""
+    folder = tmp_path / "dbs"
+    make_db(folder / "good.db")
+    (folder / "empty.sqlite").write_bytes(b"")
+    (folder / "notes.db").write_text("hello")
+    make_db(folder / "bad name.db")
+    settings = parse_settings(["--db-dir", str(folder)], {})
+    catalog = load_catalog(collect_databases(settings, {}), EngineLimits())
+    assert catalog.aliases == ("good",)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        f"--db-dir {folder}: skipped bad name.db: its name is not a usable alias; rename the file or serve "
+        "it with --db ALIAS=PATH",
+        f"--db-dir: skipped empty.sqlite: {folder / 'empty.sqlite'}: empty file (0 bytes), not an SQLite "
+        "database; check the path",
+        f"--db-dir: skipped notes.db: {folder / 'notes.db'}: not an SQLite 3 database (the file does not "
+        "start with the SQLite header)",
+    ]
+
+
+def test_db_dir_with_only_bad_files_stops_start_up(tmp_path: Path) -> None:
+    """--db-dir whose every file is bad (and nothing else configured): one line, not an empty server."""
+    (tmp_path / "empty.db").write_bytes(b"")
+    with pytest.raises(ConfigError) as info:
+        load_catalog(collect_databases(parse_settings(["--db-dir", str(tmp_path)], {}), {}), EngineLimits())
+    assert str(info.value) == ("no usable database: every --db-dir file was skipped (empty.db); "
+                               "see the warnings above")
+
+
+def test_an_empty_explicit_database_says_empty_file(tmp_path: Path) -> None:
+    """An explicit --db naming a 0-byte file stops start-up saying "empty file"."""
+    (tmp_path / "new.db").write_bytes(b"")
+    with pytest.raises(ConfigError) as info:
+        load_catalog([DatabaseSpec(alias="new", path=tmp_path / "new.db")], EngineLimits())
+    assert str(info.value) == (f"database 'new': {tmp_path / 'new.db'}: empty file (0 bytes), not an SQLite "
+                               "database; check the path")

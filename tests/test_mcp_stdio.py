@@ -47,6 +47,7 @@ async def test_stdio_server_lists_and_answers(tmp_path: Path, fake_ollama: Any) 
     log = (tmp_path / "stderr.txt").read_text()
     assert "INFO mcp_server: database 'bookshop': " in log
     assert "INFO mcp_server: model 'qwen3.5-2b-grpo-synsql' is available" in log
+    assert "httpx" not in log  # no line per model request at the default level
 
 
 async def test_stdio_cancel_then_next_call(tmp_path: Path, fake_ollama: Any) -> None:
@@ -114,7 +115,8 @@ def test_no_database_says_how_to_configure_one(tmp_path: Path) -> None:
     done = run_server_expecting_exit(tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", (
         "sqale-mcp: no database configured: pass --db ALIAS=PATH (repeatable), --db-dir DIR or "
-        "--demo, or put them in a --config FILE.toml\n"))
+        "--demo, or put them in a --config FILE.toml (read without --config from "
+        "~/.config/sqale-mcp/config.toml)\n"))
 
 
 def test_bad_flag_exits_2_with_one_line(tmp_path: Path) -> None:

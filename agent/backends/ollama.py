@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import urllib.parse
 from collections.abc import Awaitable
@@ -31,14 +32,26 @@ _CONNECT_TIMEOUT = 10.0
 _T = TypeVar("_T")
 
 
+_GO_DURATION = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+$")
+KEEP_ALIVE_HINT = "not a duration; give seconds (300, -1 for ever) or a number with a unit: 30m, 1h, 90s"
+_HOSTNAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
 def ollama_keep_alive(value: str | float | None) -> str | float | None:
-    """Ollama's keep_alive: a bare number is seconds (-1: keep loaded), else a duration like 30m."""
-    if isinstance(value, str):
-        try:
-            return float(value) if "." in value else int(value)
-        except ValueError:
-            return value
-    return value
+    """Ollama's keep_alive: a bare number is seconds (-1: keep loaded), else a duration like 30m.
+
+    Raises ConfigError for anything Ollama would refuse (e.g. "forever").
+    """
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    try:
+        return float(text) if "." in text else int(text)
+    except ValueError:
+        pass
+    if not _GO_DURATION.match(text):
+        raise ConfigError(f"--keep-alive {value!r}: {KEEP_ALIVE_HINT}")
+    return text
 
 
 def resolve_ollama_host(explicit: str | None) -> str:
@@ -70,6 +83,11 @@ def _normalise_host(host: str) -> str:
             "give HOST:PORT or a URL like http://127.0.0.1:11434."
         ) from exc
     hostname = split.hostname or "127.0.0.1"
+    if not (_HOSTNAME.match(hostname) or ":" in hostname) or split.query or split.fragment:
+        raise ConfigError(
+            f"Ollama host {host!r} is not a valid address; "
+            "give HOST:PORT or a URL like http://127.0.0.1:11434."
+        )
     if ":" in hostname:  # IPv6 literal: urlsplit drops the brackets
         hostname = f"[{hostname}]"
     path = split.path.rstrip("/")

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
 
 from ..backends.base import SamplingSettings
 from ..episode import EpisodeSettings, Round
+from ..errors import ConfigError
 from ..loop import run_episode
 from ..report import progress_message, render_answer, render_trace, result_as_json
 from ..sqlite import Database
 from .backend_options import add_backend_arguments, backend_choice, make_backend, prompts_from_args
+
+ALIAS_LIKE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")  # the server's alias form
 
 
 def register(subparsers: Any) -> None:
@@ -34,11 +39,26 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
+def check_plain_path(db: str) -> None:
+    """Refuse the server's ALIAS=PATH form (when no file has that name): `ask` takes a path."""
+    alias, sep, path = db.partition("=")
+    if sep and path and not Path(db).expanduser().exists() and ALIAS_LIKE.match(alias):
+        raise ConfigError(f"--db {db!r}: `sqale-agent ask` takes a plain path (--db {path}); "
+                          "ALIAS=PATH is how sqale-mcp names its databases")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run one episode and print the answer (or the JSON result)."""
+    question = args.question.strip()
+    if not question:
+        raise ConfigError('the question is empty; ask one in plain language, e.g. '
+                          'sqale-agent ask --db shop.db "How many orders are there?"')
+    if args.max_rows < 1:
+        raise ConfigError(f"--max-rows {args.max_rows}: give 1 or more rows to keep")
+    check_plain_path(args.db)
     choice = backend_choice(args)
     prompts = prompts_from_args(args)
-    settings = EpisodeSettings(result_rows=max(1, args.max_rows))
+    settings = EpisodeSettings(result_rows=args.max_rows)
     live = sys.stderr.isatty()
 
     async def report(played: Round) -> None:
@@ -52,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         backend = make_backend(choice, SamplingSettings(seed=args.seed))
         try:
             with Database(args.db) as db:
-                return await run_episode(args.question, db, backend, evidence=args.evidence,
+                return await run_episode(question, db, backend, evidence=args.evidence,
                                          prompts=prompts, settings=settings, on_round=report)
         finally:
             await backend.aclose()

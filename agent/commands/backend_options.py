@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 
 from ..backends.base import ModelBackend, SamplingSettings
+from ..backends.ollama import ollama_keep_alive, resolve_ollama_host
 from ..errors import ConfigError
 from ..prompt import PromptSet, load_prompts
 
@@ -72,13 +73,17 @@ def backend_choice(args: argparse.Namespace) -> BackendChoice:
                           "its model loaded")
     if args.request_timeout <= 0:
         raise ConfigError("--request-timeout must be above 0 seconds")
+    ollama_host = args.ollama_host
+    if args.backend == "ollama":
+        ollama_keep_alive(args.keep_alive)  # refuse a bad duration before anything starts
+        ollama_host = resolve_ollama_host(args.ollama_host)  # the address used, shown in headers
     api_key = None
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
             raise ConfigError(f"--api-key-env {args.api_key_env}: that environment variable is not set; "
                               "export it with the key or drop --api-key-env")
-    return BackendChoice(kind=args.backend, model=args.model, ollama_host=args.ollama_host,
+    return BackendChoice(kind=args.backend, model=args.model, ollama_host=ollama_host,
                          base_urls=base_urls, api_key_env=args.api_key_env, api_key=api_key,
                          timeout=args.request_timeout, keep_alive=args.keep_alive)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from functools import partial
@@ -112,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
             progress=progress))
     except EvaluationAborted as exc:
         print(f"sqale-agent eval: {exc}", file=sys.stderr)
+        print(f"sqale-agent eval: {len(read_records(out_path))} questions are recorded in {out_path}; "
+              f"{resume_hint(args, out_path)}", file=sys.stderr)
         return EXIT_ABORTED
     except SqaleError as exc:
         print(f"sqale-agent eval: {exc}", file=sys.stderr)
@@ -119,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         recorded = len(read_records(out_path))
         print(f"\nsqale-agent eval: interrupted; {recorded} questions are recorded in {out_path}; "
-              "rerun the same command with --resume to continue", file=sys.stderr)
+              f"{resume_hint(args, out_path)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     summary = summarize(result.records, benchmark=dataset.benchmark.value, model=choice.model,
                         samples=settings.samples, selected=len(selection.examples),
@@ -128,7 +131,23 @@ def run(args: argparse.Namespace) -> int:
     print(render_summary(summary), end="")
     print(f"\n{result.ran} questions run in {result.seconds:.1f} s ({result.resumed} kept from an "
           f"earlier run); results: {out_path}; summary: {summary_path}")
+    if not any_model_answer(result):
+        print("sqale-agent eval: no question got an answer from the model (every request to the runtime "
+              "failed; see the errors above); check it with `sqale-agent doctor`, then "
+              f"{resume_hint(args, out_path)}", file=sys.stderr)
+        return EXIT_ABORTED
     return EXIT_OK
+
+
+def any_model_answer(result: RunResult) -> bool:
+    """True when at least one sample of the run got a reply from the model runtime."""
+    return any(not sample.outcome.is_backend for record in result.records for sample in record.samples)
+
+
+def resume_hint(args: argparse.Namespace, out_path: Path) -> str:
+    """How to continue this run: the same command with --resume and this --out file."""
+    out = "" if args.out else f" --out {shlex.quote(str(out_path))}"
+    return f"rerun the same command with --resume{out} to continue"
 
 
 def settings_from_args(args: argparse.Namespace) -> EvalSettings:
@@ -155,9 +174,7 @@ def describe_run(dataset: Dataset, selection: Selection, choice: BackendChoice, 
     """The line printed before the run starts."""
     missing = ", ".join(selection.missing_db_ids)
     skipped = f" ({len(selection.missing_db)} skipped: database missing: {missing})" if missing else ""
-    if choice.kind == "ollama":
-        where = choice.ollama_host or "Ollama at $OLLAMA_HOST or 127.0.0.1:11434"
-    else:
-        where = ", ".join(choice.base_urls)
+    # ollama_host is resolved: the flag, else $OLLAMA_HOST, else 127.0.0.1:11434
+    where = choice.ollama_host if choice.kind == "ollama" else ", ".join(choice.base_urls)
     return (f"{dataset.benchmark.value}: {len(selection.examples)} questions from {dataset.source}{skipped}; "
             f"model {choice.model} via {choice.kind} ({where}); results -> {out_path}")

@@ -53,6 +53,8 @@ def validate_database_path(path: str | Path) -> Path:
             header = fh.read(len(SQLITE_HEADER))
     except OSError as exc:
         raise DatabasePathError(f"{resolved}: cannot be read ({exc.strerror}); check its permissions") from exc
+    if not header:
+        raise DatabasePathError(f"{resolved}: empty file (0 bytes), not an SQLite database; check the path")
     if header != SQLITE_HEADER:
         raise DatabasePathError(
             f"{resolved}: not an SQLite 3 database (the file does not start with the SQLite header)"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from console import console_script
 from mcp_helpers import BOOK_GOLD, COUNT_TEXT_START, REPO, TOOL, server_env
 from policies import OraclePolicy
 
@@ -64,3 +65,17 @@ def test_inspector_sees_tool_errors(tmp_path: Path, dead_url: str) -> None:
     assert result["content"][0]["text"].startswith(
         f"Error executing tool {TOOL}: The model runtime is unreachable: Could not reach Ollama at "
         f"{dead_url}")
+
+
+def test_inspector_cli_with_the_readme_form_and_a_config_file(tmp_path: Path, fake_ollama: Any) -> None:
+    """`--cli --method tools/list -- sqale-mcp --config f.toml` (the README's form) lists the tool."""
+    fake = fake_ollama(OraclePolicy(BOOK_GOLD))
+    config = tmp_path / "f.toml"
+    config.write_text(f'demo = true\nollama-host = "{fake.url}"\n', encoding="utf-8")
+    env = server_env(tmp_path)
+    done = subprocess.run(
+        [str(INSPECTOR), "--cli", "-e", f"XDG_CACHE_HOME={env['XDG_CACHE_HOME']}", "--method", "tools/list",
+         "--", console_script("sqale-mcp"), "--config", str(config)],
+        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [t["name"] for t in json.loads(done.stdout)["tools"]] == [TOOL]

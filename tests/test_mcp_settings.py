@@ -347,3 +347,13 @@ def test_an_empty_explicit_database_says_empty_file(tmp_path: Path) -> None:
         load_catalog([DatabaseSpec(alias="new", path=tmp_path / "new.db")], EngineLimits())
     assert str(info.value) == (f"database 'new': {tmp_path / 'new.db'}: empty file (0 bytes), not an SQLite "
                                "database; check the path")
+
+
+def test_every_config_key_is_documented_in_the_readme(tmp_path: Path) -> None:
+    """Each key the config file accepts (as its error message lists them) is named in README.md."""
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text("colour = 1")
+    known = config_error(["--config", str(unknown)]).split("; known: ", 1)[1].split(", ")
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "db" in known and "max-question-chars" in known
+    assert [key for key in known if f"`{key}`" not in readme and f"`[{key}]`" not in readme] == []

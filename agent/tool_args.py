@@ -12,8 +12,9 @@ from types import MappingProxyType
 from typing import Any
 
 from .render import format_count
+from .text_safety import ECHO_CHARS, lone_surrogate_at
 
-ECHO_CHARS = 60  # how much of a bad value is echoed back to the model
+SHOWN_NUMBER_LIMIT = 10**15  # a limit larger than this is not repeated back in full
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,11 @@ _EXAMPLES: Mapping[str, str] = MappingProxyType({
 
 def echo(value: Any) -> str:
     """A value the model sent, as repr, cut so a huge value cannot flood the context."""
-    text = repr(value)
+    if isinstance(value, int) and abs(value) >= SHOWN_NUMBER_LIMIT:
+        # str() of an int past 4,300 digits raises; the size is what the model needs to know.
+        return f"a number of about {int(value.bit_length() * 0.30103) + 1:,} digits"
+    # repr of a cut prefix only (never of megabytes); the first ECHO_CHARS are the same.
+    text = repr(value[:ECHO_CHARS + 1] if isinstance(value, str) else value)
     return text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS] + "…"
 
 
@@ -88,7 +93,7 @@ def parse_count(value: Any) -> int | None:
     if isinstance(value, str):
         try:
             return int(value.strip())
-        except ValueError:
+        except ValueError:  # not a number, or too many digits for Python to convert
             return None
     return None
 
@@ -115,6 +120,10 @@ def parse_args(tool: str, args: Any) -> dict[str, Any] | ArgProblem:
             value = count
         elif not isinstance(value, str):
             return _problem(tool, f'needs "{param.name}" ({param.expected}), got {echo(value)}')
+        elif (at := lone_surrogate_at(value)) is not None:
+            # A lone surrogate (e.g. from a JSON "\ud800" escape) is not text SQLite can take.
+            return _problem(tool, f'got "{param.name}" with an invalid character '
+                                  f"({echo(value[at])} at position {at}); remove it")
         parsed[param.name] = value
     return parsed
 
@@ -123,11 +132,11 @@ def clamp_limit(limit: int | None, default: int, maximum: int) -> tuple[int, str
     """The row limit to use, and a note when the one asked for was out of range."""
     if limit is None:
         return default, None
+    shown = format_count(limit) if abs(limit) < SHOWN_NUMBER_LIMIT else echo(limit)
     if limit > maximum:
-        return maximum, (f"[limit {format_count(limit)} is above the maximum {maximum}; "
-                         f"showing up to {maximum}]")
+        return maximum, f"[limit {shown} is above the maximum {maximum}; showing up to {maximum}]"
     if limit < 1:
-        return 1, f"[limit {format_count(limit)} is below 1; showing up to 1]"
+        return 1, f"[limit {shown} is below 1; showing up to 1]"
     return limit, None
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from agent.tool_args import ArgProblem, clamp_limit, echo, parse_args, parse_count, unquote_name
+from agent.tools import TOOLS, ArgProblem, parse_args
+from agent.tools._args import clamp_limit, echo, parse_count, unquote_name
 
 
 def test_parse_args_canonical_names_and_aliases() -> None:
@@ -77,3 +80,11 @@ def test_huge_integers_are_described_not_printed() -> None:
         20, "[limit a number of about 4,001 digits is above the maximum 20; showing up to 20]")
     assert parse_count("9" * 4400) is None
     assert echo(-(10**5000)) == "a number of about 5,001 digits"
+
+
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+def test_every_example_call_is_a_valid_call(tool: str) -> None:
+    """The example a problem text shows is itself a call whose arguments parse."""
+    parsed = parse_args(tool, json.loads(TOOLS[tool].example))
+    assert isinstance(parsed, dict)
+    assert sorted(parsed) == sorted(p.name for p in TOOLS[tool].params)

@@ -248,8 +248,8 @@ def test_both_commands_print_their_version() -> None:
     (["   "], "the question is empty; ask one in plain language, e.g. sqale-agent ask --db shop.db "
             '"How many orders are there?"'),
     (["--max-rows", "-5", "q?"], "--max-rows -5: give 1 or more rows to keep"),
-    (["--keep-alive", "forever", "q?"], "--keep-alive 'forever': not a duration; give seconds (300, -1 for "
-                                        "ever) or a number with a unit: 30m, 1h, 90s"),
+    (["--keep-alive", "forever", "q?"], "--keep-alive: not a duration; give seconds (300, -1 for ever) or a "
+                                        "number with a unit: 30m, 1h, 90s (got 'forever')"),
     (["--ollama-host", "not a url", "q?"], "Ollama host 'not a url' is not a valid address; give HOST:PORT "
                                            "or a URL like http://127.0.0.1:11434."),
 ])

@@ -23,8 +23,8 @@ from ..errors import (
     ModelNotFound,
 )
 from .base import STOP_STRINGS, Completion, ModelInfo, SamplingSettings
+from .settings import DEFAULT_OLLAMA_HOST, GO_DURATION, KEEP_ALIVE_HINT
 
-DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 _OLLAMA_PORT = 11434
 # A dead or firewalled host should fail fast even when generation may take minutes.
 _CONNECT_TIMEOUT = 10.0
@@ -32,8 +32,6 @@ _CONNECT_TIMEOUT = 10.0
 _T = TypeVar("_T")
 
 
-_GO_DURATION = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+$")
-KEEP_ALIVE_HINT = "not a duration; give seconds (300, -1 for ever) or a number with a unit: 30m, 1h, 90s"
 _HOSTNAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -49,7 +47,7 @@ def ollama_keep_alive(value: str | float | None) -> str | float | None:
         return float(text) if "." in text else int(text)
     except ValueError:
         pass
-    if not _GO_DURATION.match(text):
+    if not GO_DURATION.match(text):
         raise ConfigError(f"--keep-alive {value!r}: {KEEP_ALIVE_HINT}")
     return text
 

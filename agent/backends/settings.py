@@ -80,7 +80,9 @@ class BackendSettings(BaseModel):
     def address(self) -> str:
         """Where the model runs, for messages: the Ollama host or the replicas' base URLs."""
         if self.backend == "ollama":
-            return self.ollama_host or f"Ollama at $OLLAMA_HOST or {DEFAULT_OLLAMA_HOST}"
+            from .ollama import resolve_ollama_host
+
+            return resolve_ollama_host(self.ollama_host)  # the one in use: flag, $OLLAMA_HOST, localhost
         return ", ".join(self.base_urls)
 
 
@@ -148,12 +150,11 @@ def backend_settings(flags: Mapping[str, Any], environ: Mapping[str, str]) -> Ba
         settings = BackendSettings(**values)
     except ValidationError as exc:
         raise ConfigError(validation_message(exc)) from exc
-    if settings.backend != "ollama":
-        return settings
-    from .ollama import resolve_ollama_host
+    if settings.backend == "ollama":
+        from .ollama import resolve_ollama_host
 
-    # The address in use (flag, else $OLLAMA_HOST, else localhost), checked before anything starts.
-    return settings.model_copy(update={"ollama_host": resolve_ollama_host(settings.ollama_host)})
+        resolve_ollama_host(settings.ollama_host)  # a malformed address is refused before anything starts
+    return settings
 
 
 def make_backend(settings: BackendSettings, sampling: SamplingSettings = SamplingSettings()  # noqa: B008

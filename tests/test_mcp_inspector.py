@@ -17,6 +17,10 @@ from mcp_server.output import AnswerOutput
 
 INSPECTOR = REPO / ".ci" / "node" / "node_modules" / ".bin" / "mcp-inspector"
 
+# The Inspector gives a server 15 s to start by default; a loaded machine can take longer to
+# import the MCP SDK, and a late start is not what these tests are about.
+CONNECT_TIMEOUT = ("--connect-timeout", "90000")
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not INSPECTOR.is_file(), reason=(
@@ -29,7 +33,7 @@ def inspect(tmp_path: Path, ollama_url: str, *method_args: str) -> subprocess.Co
     """Run `mcp-inspector --cli` against `python -m mcp_server --demo` (env passed with -e)."""
     env = server_env(tmp_path)
     return subprocess.run(
-        [str(INSPECTOR), "--cli", "-e", f"XDG_CACHE_HOME={env['XDG_CACHE_HOME']}",
+        [str(INSPECTOR), "--cli", *CONNECT_TIMEOUT, "-e", f"XDG_CACHE_HOME={env['XDG_CACHE_HOME']}",
          sys.executable, "-m", "mcp_server", "--demo", "--ollama-host", ollama_url, *method_args],
         cwd=REPO, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
 
@@ -74,7 +78,8 @@ def test_inspector_cli_with_the_readme_form_and_a_config_file(tmp_path: Path, fa
     config.write_text(f'demo = true\nollama-host = "{fake.url}"\n', encoding="utf-8")
     env = server_env(tmp_path)
     done = subprocess.run(
-        [str(INSPECTOR), "--cli", "-e", f"XDG_CACHE_HOME={env['XDG_CACHE_HOME']}", "--method", "tools/list",
+        [str(INSPECTOR), "--cli", *CONNECT_TIMEOUT, "-e", f"XDG_CACHE_HOME={env['XDG_CACHE_HOME']}",
+         "--method", "tools/list",
          "--", console_script("sqale-mcp"), "--config", str(config)],
         cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

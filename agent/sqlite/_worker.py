@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import DatabasePathError, DatabaseWorkerError
 from ._guard import GuardedConnection, GuardSettings
@@ -124,6 +124,7 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
     outbox = multiprocessing.connection.Connection(write_fd, readable=False)
     cancel = _CancelCell(cancel_fd)
     connections: dict[str, GuardedConnection] = {}
+    outbox.send((0, READY))  # imports done: the parent starts timing requests from here
     while True:
         try:
             request_id, request = inbox.recv()
@@ -163,6 +164,8 @@ _BOOT = (
     "worker_main(*pickle.loads(bytes.fromhex(sys.argv[2])))"
 )
 _STDERR_SHOWN = 2_000  # characters of a dead worker's stderr put in the error
+READY = "ready"  # the worker's first message, once its imports are done
+START_TIMEOUT = 60.0  # seconds a new worker may take to import (a loaded machine is slow)
 
 
 class _Worker:
@@ -189,7 +192,7 @@ class _Worker:
         package_root = str(Path(__file__).resolve().parents[2])
         # Its stderr goes to a file: a worker that dies at start (a broken install) says why there.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
-        self._answered = False
+        self._started = False  # the READY message arrived
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-P", "-c", _BOOT, package_root, pickle.dumps(args).hex()],
@@ -206,7 +209,13 @@ class _Worker:
         self.inbox = multiprocessing.connection.Connection(from_child_r, writable=False)
 
     def call(self, request: QueryRequest | SchemaRequest, cancel: CancelToken | None) -> Any:
-        """Send one request; kill the process if it overruns. Returns the reply or None if killed."""
+        """Send one request; kill the process if it overruns. Returns the reply or None if killed.
+
+        A new worker's start-up (imports) is not counted against the request's time limit.
+        """
+        if not self._started and not self._await_ready(cancel):
+            self.kill()
+            return None
         self._next_id += 1
         request_id = self._next_id
         self.outbox.send((request_id, request))
@@ -223,25 +232,41 @@ class _Worker:
                     return None
                 if self.inbox.poll(min(remaining, 0.05)):
                     reply_id, reply = self.inbox.recv()
-                    self._answered = True
                     if reply_id == request_id:
                         return reply
                 elif self.process.poll() is not None:  # died, e.g. out of memory in C code
-                    self._raise_if_never_started()
                     self.kill()
                     return None
         except (EOFError, OSError):
-            self._raise_if_never_started()
             self.kill()
             return None
         finally:
             if remove:
                 remove()
 
-    def _raise_if_never_started(self) -> None:
-        """A worker that dies before its first reply is broken, not busy: raise with its stderr."""
-        if self._answered:
-            return
+    def _await_ready(self, cancel: CancelToken | None) -> bool:
+        """Wait for the READY message; False if the caller cancelled first. A worker that dies
+        or hangs before it is ready is broken, not busy: DatabaseWorkerError with its stderr."""
+        deadline = time.monotonic() + START_TIMEOUT
+        try:
+            while not self.inbox.poll(0.05):
+                if cancel is not None and cancel.cancelled_at is not None:
+                    return False
+                if self.process.poll() is not None:
+                    self._raise_not_started()
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise DatabaseWorkerError(
+                        f"the SQLite worker process did not start within {START_TIMEOUT:g} s; "
+                        "the machine may be overloaded, retry")
+            self.inbox.recv()
+        except (EOFError, OSError):
+            self._raise_not_started()
+        self._started = True
+        return True
+
+    def _raise_not_started(self) -> NoReturn:
+        """Raise DatabaseWorkerError with the exit status and stderr of a worker that died at start."""
         code = self.process.wait(timeout=5)
         self._stderr.seek(0)
         said = self._stderr.read().decode("utf-8", "replace").strip()[-_STDERR_SHOWN:]

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from . import trained_text
+from .environment import DEFAULT_ENVIRONMENT, Environment
 from .hints import find_column, sql_error_hint, unknown_column_text, unknown_table_text
 from .joins import shortest_join_path
 from .render import (
@@ -54,6 +56,9 @@ class ToolSettings:
     result_chars: int = 4_000
     row_count_cap: int = 100_000  # describe_table/sample_rows count a table's rows up to this
     row_count_timeout: float = 1.0  # seconds; a slower count is left out of the text
+    # The trained environment shows these whole: every table name, a table's CREATE statement.
+    list_names: int = 500  # list_tables: names listed before the list is cut (use a pattern)
+    long_text_chars: int = 16_000  # list_tables / describe_table text cap
 
 
 DEFAULT_SETTINGS = ToolSettings()
@@ -77,6 +82,7 @@ class QuerySpec:
     max_rows: int
     cell_limit: int | None = None
     timeout: float | None = None
+    count_cap: int | None = None  # rows counted past max_rows (None: the engine's default)
 
 
 Steps = Generator[QuerySpec, QueryResult, ToolOutcome]
@@ -218,6 +224,83 @@ def _run_query(ctx: _Context, args: dict[str, Any]) -> Steps:
     return ToolOutcome(text, False, _real_tables(ctx.schema, result.tables_read), result)
 
 
+# --- the trained environment's texts (agent/trained_text.py) -------------------------------
+
+def _trained_list_tables(ctx: _Context, args: dict[str, Any]) -> ToolOutcome:
+    pattern, s = args["pattern"], ctx.settings
+    text = trained_text.render_names(ctx.schema, pattern, s.list_names, s.long_text_chars)
+    matched = pattern is None or any(pattern.casefold() in n.casefold() for n in ctx.schema.names)
+    return ToolOutcome(text, matched, frozenset())
+
+
+def _trained_describe_table(ctx: _Context, args: dict[str, Any]) -> Steps:
+    table = _find_table(ctx.schema, args["table_name"])
+    if isinstance(table, ToolOutcome):
+        return table
+    literal = "'" + table.name.replace("'", "''") + "'"
+    result = yield QuerySpec(
+        f"SELECT sql FROM sqlite_master WHERE type IN ('table', 'view') AND name = {literal}",
+        max_rows=1, cell_limit=ctx.settings.long_text_chars, count_cap=1)
+    stored = result.rows[0][0] if result.ok and result.rows else None  # else: built from columns
+    text = trained_text.render_statement(table, stored, ctx.settings.long_text_chars)
+    return ToolOutcome(text, True, frozenset([table.name]))
+
+
+def _trained_foreign_keys(ctx: _Context, args: dict[str, Any]) -> ToolOutcome:
+    table = _find_table(ctx.schema, args["table_name"])
+    if isinstance(table, ToolOutcome):
+        return table
+    text = trained_text.render_key_links(table, ctx.schema, ctx.settings.result_chars)
+    return ToolOutcome(text, True, frozenset([table.name]))
+
+
+def _trained_sample_rows(ctx: _Context, args: dict[str, Any]) -> Steps:
+    table = _find_table(ctx.schema, args["table_name"])
+    if isinstance(table, ToolOutcome):
+        return table
+    s = ctx.settings
+    limit, note = clamp_limit(args["limit"], s.sample_rows, s.max_sample_rows)
+    result = yield QuerySpec(f"SELECT * FROM {quote_ident(table.name)} LIMIT {limit}",
+                             max_rows=limit, cell_limit=s.cell_chars, count_cap=limit)
+    if not result.ok:
+        return _read_failure(ctx, table, result)
+    text = trained_text.render_sample_rows(result, s.cell_chars, s.result_chars)
+    return ToolOutcome(_with_note(text, note), True,
+                       frozenset([table.name]) | _real_tables(ctx.schema, result.tables_read))
+
+
+def _trained_distinct_values(ctx: _Context, args: dict[str, Any]) -> Steps:
+    table = _find_table(ctx.schema, args["table_name"])
+    if isinstance(table, ToolOutcome):
+        return table
+    bare = unquote_name(args["column_name"])
+    column = find_column(table, args["column_name"]) or find_column(table, bare)
+    if column is None:
+        return ToolOutcome(unknown_column_text(bare or args["column_name"], table), False,
+                           frozenset([table.name]))
+    s = ctx.settings
+    limit, note = clamp_limit(args["limit"], s.distinct_values, s.max_distinct_values)
+    result = yield QuerySpec(
+        f"SELECT {quote_ident(column)}, count(*) FROM {quote_ident(table.name)} "
+        "GROUP BY 1 ORDER BY 2 DESC, 1", max_rows=limit, cell_limit=s.cell_chars)
+    if not result.ok:
+        return _read_failure(ctx, table, result)
+    text = trained_text.render_values(show_ident(column), result, s.cell_chars, s.result_chars)
+    return ToolOutcome(_with_note(text, note), True, frozenset([table.name]))
+
+
+def _trained_run_query(ctx: _Context, args: dict[str, Any]) -> Steps:
+    s = ctx.settings
+    rows = trained_text.QUERY_ROWS  # counting stops one row past: enough to say "more rows exist"
+    result = yield QuerySpec(args["sql"], max_rows=rows, cell_limit=s.cell_chars, count_cap=rows)
+    if result.ok:
+        text = trained_text.render_rows(result, s.cell_chars, s.result_chars)
+        return ToolOutcome(text, True, _real_tables(ctx.schema, result.tables_read), result)
+    hint = sql_error_hint(result.error or "", ctx.schema) if result.error else None
+    text = trained_text.render_failure(result, hint, ctx.query_timeout)
+    return ToolOutcome(text, False, _real_tables(ctx.schema, result.tables_read), result)
+
+
 _Impl = Callable[[_Context, dict[str, Any]], ToolOutcome | Steps]
 _IMPLS: Mapping[str, _Impl] = MappingProxyType({
     "list_tables": _list_tables,
@@ -229,6 +312,17 @@ _IMPLS: Mapping[str, _Impl] = MappingProxyType({
     "run_query": _run_query,
     "submit_sql": _run_query,
 })
+_TRAINED_IMPLS: Mapping[str, _Impl] = MappingProxyType({
+    **_IMPLS,
+    "list_tables": _trained_list_tables,
+    "describe_table": _trained_describe_table,
+    "foreign_keys": _trained_foreign_keys,
+    "sample_rows": _trained_sample_rows,
+    "distinct_values": _trained_distinct_values,
+    "run_query": _trained_run_query,
+    "submit_sql": _trained_run_query,
+})
+_IMPLS_BY_ENVIRONMENT = MappingProxyType({Environment.RICH: _IMPLS, Environment.TRAINED: _TRAINED_IMPLS})
 
 
 def _resolve_tool(name: Any) -> str | ToolOutcome:
@@ -253,42 +347,44 @@ def _prepare(name: Any, args: Any) -> tuple[str, dict[str, Any]] | ToolOutcome:
 
 
 def run_tool(db: Database, name: str, args: Mapping[str, Any],
-             settings: ToolSettings = DEFAULT_SETTINGS) -> ToolOutcome:
+             settings: ToolSettings = DEFAULT_SETTINGS,
+             environment: Environment = DEFAULT_ENVIRONMENT) -> ToolOutcome:
     """Run one tool call; the model's mistakes come back as ok=False texts."""
     prepared = _prepare(name, args)
     if isinstance(prepared, ToolOutcome):
         return prepared
     tool, parsed = prepared
     ctx = _Context(db.schema(), settings, db.limits.query_timeout)
-    steps = _IMPLS[tool](ctx, parsed)
+    steps = _IMPLS_BY_ENVIRONMENT[environment][tool](ctx, parsed)
     if isinstance(steps, ToolOutcome):
         return steps
     try:
         spec = next(steps)
         while True:
             result = db.query(spec.sql, max_rows=spec.max_rows, cell_limit=spec.cell_limit,
-                              timeout=spec.timeout)
+                              timeout=spec.timeout, count_cap=spec.count_cap)
             spec = steps.send(result)
     except StopIteration as done:
         return done.value
 
 
 async def arun_tool(db: Database, name: str, args: Mapping[str, Any],
-                    settings: ToolSettings = DEFAULT_SETTINGS) -> ToolOutcome:
+                    settings: ToolSettings = DEFAULT_SETTINGS,
+                    environment: Environment = DEFAULT_ENVIRONMENT) -> ToolOutcome:
     """`run_tool` on the event loop; cancelling the caller interrupts the running query."""
     prepared = _prepare(name, args)
     if isinstance(prepared, ToolOutcome):
         return prepared
     tool, parsed = prepared
     ctx = _Context(await db.aschema(), settings, db.limits.query_timeout)
-    steps = _IMPLS[tool](ctx, parsed)
+    steps = _IMPLS_BY_ENVIRONMENT[environment][tool](ctx, parsed)
     if isinstance(steps, ToolOutcome):
         return steps
     try:
         spec = next(steps)
         while True:
             result = await db.aquery(spec.sql, max_rows=spec.max_rows, cell_limit=spec.cell_limit,
-                                     timeout=spec.timeout)
+                                     timeout=spec.timeout, count_cap=spec.count_cap)
             spec = steps.send(result)
     except StopIteration as done:
         return done.value

@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 
+from ..environment import DEFAULT_ENVIRONMENT, Environment
 from ..episode import EpisodeSettings
 from ..errors import SqaleError
 from ..evaluation.datasets import KAGGLE_SPLITS, Benchmark, Dataset, Selection, load_dataset, select_examples
@@ -27,6 +28,7 @@ from .backend_options import (
     make_backend,
     prompts_from_args,
 )
+from .environment_option import add_environment_argument, environment_from_args
 
 EXIT_OK, EXIT_ABORTED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -80,6 +82,7 @@ def register(subparsers: Any) -> None:
                      help="episode detail kept per question: full (default), calls (no tool result "
                           "texts) or none")
     add_backend_arguments(parser)
+    add_environment_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -102,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     out_path = Path(args.out) if args.out else default_out_path(dataset.benchmark)
     summary_path = Path(args.summary) if args.summary else summary_path_for(out_path)
-    print(describe_run(dataset, selection, choice, out_path), file=sys.stderr)
+    print(describe_run(dataset, selection, choice, out_path, settings.episode.environment), file=sys.stderr)
     progress = ProgressLine(len(selection.examples), settings.samples, sys.stderr, tty=sys.stderr.isatty())
     episode_options = {"prompts": prompts}
     try:
@@ -137,7 +140,7 @@ def settings_from_args(args: argparse.Namespace) -> EvalSettings:
         samples=args.samples, concurrency=args.concurrency, seed=args.seed,
         limits=QueryLimits(timeout=args.query_timeout, max_rows=args.max_result_rows),
         tool_query_timeout=args.tool_query_timeout, max_backend_failures=args.max_backend_failures,
-        trace=TraceKind(args.trace), episode=EpisodeSettings(),
+        trace=TraceKind(args.trace), episode=EpisodeSettings(environment=environment_from_args(args)),
     )
 
 
@@ -151,7 +154,8 @@ def summary_path_for(out_path: Path) -> Path:
     return out_path.with_name(f"{out_path.stem}.summary.json")
 
 
-def describe_run(dataset: Dataset, selection: Selection, choice: BackendChoice, out_path: Path) -> str:
+def describe_run(dataset: Dataset, selection: Selection, choice: BackendChoice, out_path: Path,
+                 environment: Environment = DEFAULT_ENVIRONMENT) -> str:
     """The line printed before the run starts."""
     missing = ", ".join(selection.missing_db_ids)
     skipped = f" ({len(selection.missing_db)} skipped: database missing: {missing})" if missing else ""
@@ -160,4 +164,5 @@ def describe_run(dataset: Dataset, selection: Selection, choice: BackendChoice, 
     else:
         where = ", ".join(choice.base_urls)
     return (f"{dataset.benchmark.value}: {len(selection.examples)} questions from {dataset.source}{skipped}; "
-            f"model {choice.model} via {choice.kind} ({where}); results -> {out_path}")
+            f"model {choice.model} via {choice.kind} ({where}); {environment} environment; "
+            f"results -> {out_path}")

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from .environment import DEFAULT_ENVIRONMENT, Environment
 from .tools import ToolSettings
+from .tools.environment import DEFAULT_ENVIRONMENT, Environment
 
 
 class EpisodeStatus(StrEnum):

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from .environment import DEFAULT_ENVIRONMENT, Environment
 from .episode import StopReason, ToolCall
 from .errors import PromptConfigError
+from .tools.environment import DEFAULT_ENVIRONMENT, Environment
 
 SYSTEM_PROMPT = """\
 You answer a question about an SQLite database by writing one SQL query.

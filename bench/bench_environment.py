@@ -39,11 +39,11 @@ from policies import (  # noqa: E402
 )
 from sqale_episodes import SHARED, build_database, load_episodes, replay_policy  # noqa: E402
 
-from agent.environment import Environment  # noqa: E402
 from agent.episode import EpisodeResult, EpisodeSettings, StopReason  # noqa: E402
 from agent.evaluation import load_dataset  # noqa: E402
 from agent.loop import run_episode  # noqa: E402
 from agent.sqlite import Database, EngineLimits, QueryEngine  # noqa: E402
+from agent.tools import Environment  # noqa: E402
 
 SPIDER = SHARED / "data" / "spider_dev"
 ENVIRONMENTS = (Environment.TRAINED, Environment.RICH)

@@ -13,8 +13,8 @@ from typing import Any, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from agent.environment import DEFAULT_ENVIRONMENT, ENVIRONMENT_NAMES, Environment
 from agent.errors import ConfigError
+from agent.tools.environment import DEFAULT_ENVIRONMENT, ENVIRONMENT_NAMES, Environment
 
 DEFAULT_MODEL = "qwen3.5-2b-grpo-synsql"
 ARGS_ENV = "SQALE_MCP_ARGS"  # options for the module-level server of `mcp dev` / `mcp run`

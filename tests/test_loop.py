@@ -27,12 +27,12 @@ from policies import (
 )
 
 from agent.backends.base import Completion
-from agent.environment import Environment
 from agent.episode import EpisodeResult, EpisodeSettings, EpisodeStatus, Round, StopReason
 from agent.errors import BackendUnreachable
 from agent.loop import context_after, final_turn_tokens, run_episode, tool_turn_tokens
 from agent.prompt import SYSTEM_PROMPT, PromptSet
 from agent.sqlite import BlobRef, ClippedText, Database, EngineLimits, QueryEngine, QueryResult, create_database
+from agent.tools import Environment
 from agent.tools import run_tool as _run_tool
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

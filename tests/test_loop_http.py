@@ -13,11 +13,11 @@ from policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy, assistant_reply
 
 from agent.backends.base import VLLM_NEUTRAL_SAMPLERS
 from agent.backends.ollama import OllamaBackend
-from agent.environment import Environment
 from agent.episode import EpisodeResult, EpisodeSettings, EpisodeStatus, StopReason
 from agent.errors import BackendUnreachable, ModelNotFound
 from agent.loop import run_episode
 from agent.sqlite import Database, create_database
+from agent.tools import Environment
 
 QUESTION = "How many pets are older than 3?"
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from agent.environment import Environment
 from agent.episode import StopReason, ToolCall
 from agent.errors import PromptConfigError
 from agent.prompt import (
@@ -28,7 +27,7 @@ from agent.prompt import (
     trained_budget_line,
     trained_final_text,
 )
-from agent.tools import TOOL_NAMES
+from agent.tools import TOOL_NAMES, TOOLS, Environment
 
 FINAL = (
     "This is your final answer turn: tools will not run any more.\n"
@@ -45,6 +44,15 @@ def test_system_prompt_names_every_tool_and_the_call_format() -> None:
     assert '{"tool": "list_tables", "args": {}}' in SYSTEM_PROMPT
     assert "<think>" in SYSTEM_PROMPT
     assert "<|" not in SYSTEM_PROMPT
+
+
+def test_system_prompt_lists_each_tool_with_exactly_its_arguments() -> None:
+    """Each tool's line in the system prompt names the arguments of its spec (none: `Args: none.`)."""
+    lines = {line.split(":", 1)[0][2:]: line for line in SYSTEM_PROMPT.splitlines() if line.startswith("- ")}
+    assert sorted(lines) == sorted(TOOLS)
+    for spec in TOOLS.values():
+        shown = [p.name for p in spec.params if p.in_system_prompt]
+        assert lines[spec.name].endswith(f"Args: {', '.join(shown) or 'none'}."), spec.name
 
 
 def test_initial_prompt_is_chatml_ending_with_an_open_assistant_turn() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from agent.sqlite import ClippedText, Column, Database, EngineLimits, QueryEngine, Table, create_database
 from agent.tools import ToolSettings, run_tool
-from agent.trained_text import normalise_statement, pipe_cell, render_statement
+from agent.tools.trained_text import normalise_statement, pipe_cell, render_statement
 
 SCHEMA = '''
 CREATE TABLE artist (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..environment import DEFAULT_ENVIRONMENT, ENVIRONMENT_NAMES, Environment
+from ..tools.environment import DEFAULT_ENVIRONMENT, ENVIRONMENT_NAMES, Environment
 
 
 def add_environment_argument(parser: argparse.ArgumentParser) -> None:

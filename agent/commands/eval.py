@@ -11,7 +11,6 @@ from typing import Any
 
 import anyio
 
-from ..environment import DEFAULT_ENVIRONMENT, Environment
 from ..episode import EpisodeSettings
 from ..errors import SqaleError
 from ..evaluation.datasets import KAGGLE_SPLITS, Benchmark, Dataset, Selection, load_dataset, select_examples
@@ -21,6 +20,7 @@ from ..evaluation.runner import EvalSettings, EvaluationAborted, RunResult, eval
 from ..evaluation.scoring import QueryLimits
 from ..evaluation.summary import render_summary, summarize, write_summary
 from ..sqlite import EngineLimits
+from ..tools import DEFAULT_ENVIRONMENT, Environment
 from .backend_options import (
     BackendChoice,
     add_backend_arguments,

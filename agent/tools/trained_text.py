@@ -14,8 +14,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .render import escape_text, format_count, plural, render_query_failure, show_ident
-from .sqlite.types import BlobRef, ClippedText, ForeignKey, QueryResult, QueryStatus, Schema, Table
+from ..sqlite.types import BlobRef, ClippedText, ForeignKey, QueryResult, QueryStatus, Schema, Table
+from .result_text import escape_text, format_count, plural, render_query_failure, show_ident
 
 QUERY_ROWS = 5  # run_query shows at most this many rows, as the trained environment did
 MORE_ROWS = "... (showing first {shown} rows; more rows exist)"

@@ -1,0 +1,323 @@
+"""The eight tools the model explores a database with.
+
+`run_tool` / `arun_tool` never raise for anything the model can get wrong: an unknown tool,
+a missing or mistyped argument, an unknown table or column, or failing SQL all come back
+as a ToolOutcome with ok=False and a text saying what to do next. Each tool is written
+once per environment, as a generator that yields the queries it needs; a sync and an async
+driver run it.
+
+Two environments (`environment.py`) decide the texts the model reads: `trained` (default; the
+authors' environment as their episodes show it: `_trained.py`, `trained_text.py`) and `rich`
+(our own formats: the implementations below, `result_text.py`, `_schema_text.py`).
+
+`TOOLS` is the one table of the tools: a tool's name, arguments, example call, implementations
+and progress label are its row, and every other list of tools (the completion parser's, the
+progress lines', the CLI's) is derived from it. Adding a tool means a row here, an
+implementation above it and one in `_trained.py`, their texts, and its line in the system
+prompt (`agent/prompt.py`; a test checks the two agree).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from ..sqlite import Database, QueryResult, Table
+from . import _trained
+from ._args import ArgProblem, Param, clamp_limit, echo, parse_params, unquote_name
+from ._base import (
+    DEFAULT_SETTINGS,
+    QuerySpec,
+    Steps,
+    ToolContext,
+    ToolOutcome,
+    ToolSettings,
+    find_table,
+    read_failure,
+    real_tables,
+    with_note,
+)
+from ._hints import find_column, sql_error_hint, unknown_column_text
+from ._joins import shortest_join_path
+from ._schema_text import (
+    join_tables,
+    render_description,
+    render_join_path,
+    render_links,
+    render_no_path,
+    render_same_table,
+    render_table_list,
+)
+from .environment import DEFAULT_ENVIRONMENT, Environment
+from .result_text import (
+    join_names,
+    quote_ident,
+    render_distinct,
+    render_query_failure,
+    render_query_result,
+    render_sample,
+)
+
+__all__ = [
+    "DEFAULT_ENVIRONMENT", "DEFAULT_SETTINGS", "TOOLS", "TOOL_NAMES", "ArgProblem", "Environment",
+    "Param", "QuerySpec", "ToolOutcome", "ToolSettings", "ToolSpec", "arun_tool", "call_label_args",
+    "canonical_tool_name", "nearest_tool_name", "parse_args", "run_tool",
+]
+
+def _count_rows(ctx: ToolContext, table: Table) -> Generator[QuerySpec, QueryResult, tuple[int, bool] | None]:
+    cap = ctx.settings.row_count_cap
+    result = yield QuerySpec(
+        f"SELECT count(*) FROM (SELECT 1 FROM {quote_ident(table.name)} LIMIT {cap + 1})",
+        max_rows=1, timeout=ctx.settings.row_count_timeout)
+    if not result.ok or not result.rows:
+        return None  # too slow or unreadable: the text simply leaves the count out
+    count = int(result.rows[0][0])
+    return (min(count, cap), count <= cap)
+
+
+# --- the tools, each a function of the schema and parsed arguments -------------------------
+
+def _list_tables(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+    pattern = args["pattern"]
+    text = render_table_list(ctx.schema, pattern, ctx.settings.result_chars)
+    matched = pattern is None or any(pattern.casefold() in n.casefold() for n in ctx.schema.names)
+    return ToolOutcome(text, matched, frozenset())
+
+
+def _describe_table(ctx: ToolContext, args: dict[str, Any]) -> Steps:
+    table = find_table(ctx.schema, args["table_name"])
+    if isinstance(table, ToolOutcome):
+        return table
+    rows = None if table.kind == "view" else (yield from _count_rows(ctx, table))
+    text = render_description(table, ctx.schema, rows, ctx.settings.result_chars)
+    return ToolOutcome(text, True, frozenset([table.name]))
+
+
+def _foreign_keys(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+    table = find_table(ctx.schema, args["table_name"])
+    if isinstance(table, ToolOutcome):
+        return table
+    text = render_links(table, ctx.schema, ctx.settings.result_chars)
+    return ToolOutcome(text, True, frozenset([table.name]))
+
+
+def _join_path(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+    table_a = find_table(ctx.schema, args["table_a"])
+    if isinstance(table_a, ToolOutcome):
+        return table_a
+    table_b = find_table(ctx.schema, args["table_b"])
+    if isinstance(table_b, ToolOutcome):
+        return table_b
+    if table_a.name == table_b.name:
+        return ToolOutcome(render_same_table(table_a.name, ctx.schema), True, frozenset([table_a.name]))
+    steps = shortest_join_path(ctx.schema, table_a.name, table_b.name)
+    if steps is None:
+        return ToolOutcome(render_no_path(table_a.name, table_b.name, ctx.schema), False,
+                           frozenset([table_a.name, table_b.name]))
+    return ToolOutcome(render_join_path(table_a.name, steps), True, join_tables(table_a.name, steps))
+
+
+def _sample_rows(ctx: ToolContext, args: dict[str, Any]) -> Steps:
+    table = find_table(ctx.schema, args["table_name"])
+    if isinstance(table, ToolOutcome):
+        return table
+    s = ctx.settings
+    limit, note = clamp_limit(args["limit"], s.sample_rows, s.max_sample_rows)
+    result = yield QuerySpec(f"SELECT * FROM {quote_ident(table.name)} LIMIT {limit}",
+                             max_rows=limit, cell_limit=s.cell_chars)
+    if not result.ok:
+        return read_failure(ctx, table, result)
+    if len(result.rows) < limit:
+        total: tuple[int, bool] | None = (len(result.rows), True)
+    else:
+        total = yield from _count_rows(ctx, table)
+    text = render_sample(table.name, result, total, s.cell_chars, s.result_chars)
+    return ToolOutcome(with_note(text, note), True,
+                       frozenset([table.name]) | real_tables(ctx.schema, result.tables_read))
+
+
+def _distinct_values(ctx: ToolContext, args: dict[str, Any]) -> Steps:
+    table = find_table(ctx.schema, args["table_name"])
+    if isinstance(table, ToolOutcome):
+        return table
+    bare = unquote_name(args["column_name"])
+    column = find_column(table, args["column_name"]) or find_column(table, bare)
+    if column is None:
+        return ToolOutcome(unknown_column_text(bare or args["column_name"], table), False,
+                           frozenset([table.name]))
+    s = ctx.settings
+    limit, note = clamp_limit(args["limit"], s.distinct_values, s.max_distinct_values)
+    # No LIMIT: the engine counts the groups past the first `limit`, which is the total.
+    result = yield QuerySpec(
+        f"SELECT {quote_ident(column)}, count(*) FROM {quote_ident(table.name)} "
+        "GROUP BY 1 ORDER BY 2 DESC, 1", max_rows=limit, cell_limit=s.cell_chars)
+    if not result.ok:
+        return read_failure(ctx, table, result)
+    text = render_distinct(table.name, column, result, s.cell_chars, s.result_chars)
+    return ToolOutcome(with_note(text, note), True, frozenset([table.name]))
+
+
+def _run_query(ctx: ToolContext, args: dict[str, Any]) -> Steps:
+    s = ctx.settings
+    result = yield QuerySpec(args["sql"], max_rows=s.query_rows, cell_limit=s.cell_chars)
+    if result.ok:
+        text = render_query_result(result, s.cell_chars, s.result_chars)
+        return ToolOutcome(text, True, real_tables(ctx.schema, result.tables_read), result)
+    hint = sql_error_hint(result.error or "", ctx.schema) if result.error else None
+    text = render_query_failure(result, hint, ctx.query_timeout)
+    return ToolOutcome(text, False, real_tables(ctx.schema, result.tables_read), result)
+
+
+# --- the table of tools: everything else about a tool is derived from its row -------------
+
+_Impl = Callable[[ToolContext, dict[str, Any]], ToolOutcome | Steps]
+
+
+def _label_none(args: Mapping[str, Any]) -> tuple[str, ...]:
+    return ()
+
+
+def _label_table(args: Mapping[str, Any]) -> tuple[str, ...]:
+    return (str(args["table_name"]),) if "table_name" in args else ()
+
+
+def _label_column(args: Mapping[str, Any]) -> tuple[str, ...]:
+    if "column_name" not in args:
+        return _label_table(args)
+    return (f"{args.get('table_name', '?')}.{args['column_name']}",)
+
+
+def _label_pair(args: Mapping[str, Any]) -> tuple[str, ...]:
+    return (str(args.get("table_a", "?")), str(args.get("table_b", "?")))
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool: its name, arguments, an example call, what runs it, and its progress label."""
+
+    name: str
+    params: tuple[Param, ...]
+    example: str  # the "args" object of a correct call, shown when a call's arguments are wrong
+    impl: _Impl  # the rich environment's (our own formats)
+    trained: _Impl  # the trained environment's (the texts the model saw in training; _trained.py)
+    # what a progress line shows of a call's arguments: `describe_table(Track)`
+    label: Callable[[Mapping[str, Any]], tuple[str, ...]] = _label_none
+
+    def impl_for(self, environment: Environment) -> _Impl:
+        """The implementation whose texts the model reads in `environment`."""
+        return self.trained if environment is Environment.TRAINED else self.impl
+
+
+_TABLE = Param("table_name", "text", aliases=("table", "name"))
+_SQL = Param("sql", "text", aliases=("query",))
+_LIMIT = Param("limit", "count", required=False)
+_SPECS = (
+    ToolSpec("list_tables", (Param("pattern", "text", required=False, in_system_prompt=False),),
+             "{}", _list_tables, _trained.list_tables),
+    ToolSpec("describe_table", (_TABLE,), '{"table_name": "<table>"}', _describe_table,
+             _trained.describe_table, _label_table),
+    ToolSpec("foreign_keys", (_TABLE,), '{"table_name": "<table>"}', _foreign_keys,
+             _trained.foreign_keys, _label_table),
+    ToolSpec("join_path", (Param("table_a", "text"), Param("table_b", "text")),
+             '{"table_a": "<table>", "table_b": "<table>"}', _join_path, _join_path, _label_pair),
+    ToolSpec("sample_rows", (_TABLE, _LIMIT), '{"table_name": "<table>", "limit": 5}', _sample_rows,
+             _trained.sample_rows, _label_table),
+    ToolSpec("distinct_values", (_TABLE, Param("column_name", "text", aliases=("column",)), _LIMIT),
+             '{"table_name": "<table>", "column_name": "<column>", "limit": 20}', _distinct_values,
+             _trained.distinct_values, _label_column),
+    ToolSpec("run_query", (_SQL,), '{"sql": "SELECT ..."}', _run_query, _trained.run_query),
+    ToolSpec("submit_sql", (_SQL,), '{"sql": "SELECT ..."}', _run_query, _trained.run_query),
+)
+TOOLS: Mapping[str, ToolSpec] = MappingProxyType({spec.name: spec for spec in _SPECS})
+TOOL_NAMES: tuple[str, ...] = tuple(TOOLS)
+NEAR_NAME_CUTOFF = 0.7  # difflib ratio for a suggestion; 0.6 would offer describe_table for drop_table
+
+
+def canonical_tool_name(name: str) -> str | None:
+    """The tool `name` means, ignoring case and surrounding space; None for no tool."""
+    folded = name.strip().casefold()
+    return folded if folded in TOOLS else None
+
+
+def nearest_tool_name(name: str) -> str | None:
+    """The tool name closest to a misspelt `name`, or None when none is close."""
+    near = difflib.get_close_matches(name.strip().casefold(), TOOL_NAMES, n=1, cutoff=NEAR_NAME_CUTOFF)
+    return near[0] if near else None
+
+
+def parse_args(tool: str, args: Any) -> dict[str, Any] | ArgProblem:
+    """Every parameter of `tool` under its canonical name (None when optional and absent)."""
+    spec = TOOLS[tool]
+    return parse_params(spec.name, spec.params, spec.example, args)
+
+
+def call_label_args(tool: str, args: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a progress line shows of a call's arguments (nothing for an unknown tool)."""
+    spec = TOOLS.get(tool)
+    return spec.label(args) if spec is not None else ()
+
+
+def _resolve_tool(name: Any) -> str | ToolOutcome:
+    if isinstance(name, str) and (tool := canonical_tool_name(name)) is not None:
+        return tool
+    near = nearest_tool_name(str(name))
+    guess = f"did you mean {near}? " if near else ""
+    text = f"unknown tool {echo(str(name))}; {guess}the tools are: {join_names(TOOL_NAMES, 'and')}"
+    return ToolOutcome(text, False, frozenset())
+
+
+def _prepare(name: Any, args: Any) -> tuple[str, dict[str, Any]] | ToolOutcome:
+    tool = _resolve_tool(name)
+    if isinstance(tool, ToolOutcome):
+        return tool
+    parsed = parse_args(tool, args)
+    if isinstance(parsed, ArgProblem):
+        return ToolOutcome(parsed.text, False, frozenset())
+    return tool, parsed
+
+
+def run_tool(db: Database, name: str, args: Mapping[str, Any],
+             settings: ToolSettings = DEFAULT_SETTINGS,
+             environment: Environment = DEFAULT_ENVIRONMENT) -> ToolOutcome:
+    """Run one tool call in `environment`'s texts; the model's mistakes come back as ok=False texts."""
+    prepared = _prepare(name, args)
+    if isinstance(prepared, ToolOutcome):
+        return prepared
+    tool, parsed = prepared
+    ctx = ToolContext(db.schema(), settings, db.limits.query_timeout)
+    steps = TOOLS[tool].impl_for(environment)(ctx, parsed)
+    if isinstance(steps, ToolOutcome):
+        return steps
+    try:
+        spec = next(steps)
+        while True:
+            result = db.query(spec.sql, max_rows=spec.max_rows, cell_limit=spec.cell_limit,
+                              timeout=spec.timeout, count_cap=spec.count_cap)
+            spec = steps.send(result)
+    except StopIteration as done:
+        return done.value
+
+
+async def arun_tool(db: Database, name: str, args: Mapping[str, Any],
+                    settings: ToolSettings = DEFAULT_SETTINGS,
+                    environment: Environment = DEFAULT_ENVIRONMENT) -> ToolOutcome:
+    """`run_tool` on the event loop; cancelling the caller interrupts the running query."""
+    prepared = _prepare(name, args)
+    if isinstance(prepared, ToolOutcome):
+        return prepared
+    tool, parsed = prepared
+    ctx = ToolContext(await db.aschema(), settings, db.limits.query_timeout)
+    steps = TOOLS[tool].impl_for(environment)(ctx, parsed)
+    if isinstance(steps, ToolOutcome):
+        return steps
+    try:
+        spec = next(steps)
+        while True:
+            result = await db.aquery(spec.sql, max_rows=spec.max_rows, cell_limit=spec.cell_limit,
+                                     timeout=spec.timeout, count_cap=spec.count_cap)
+            spec = steps.send(result)
+    except StopIteration as done:
+        return done.value

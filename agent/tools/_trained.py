@@ -22,6 +22,7 @@ from ._base import (
     with_note,
 )
 from ._hints import find_column, sql_error_hint, unknown_column_text
+from ._schema_text import render_unreadable
 from .result_text import quote_ident, show_ident
 
 
@@ -38,6 +39,8 @@ def describe_table(ctx: ToolContext, args: dict[str, Any]) -> Steps:
     table = find_table(ctx.schema, args["table_name"])
     if isinstance(table, ToolOutcome):
         return table
+    if table.unreadable:
+        return ToolOutcome(render_unreadable(table), False, frozenset([table.name]))
     literal = "'" + table.name.replace("'", "''") + "'"
     result = yield QuerySpec(
         f"SELECT sql FROM sqlite_master WHERE type IN ('table', 'view') AND name = {literal}",
@@ -77,6 +80,8 @@ def distinct_values(ctx: ToolContext, args: dict[str, Any]) -> Steps:
     table = find_table(ctx.schema, args["table_name"])
     if isinstance(table, ToolOutcome):
         return table
+    if table.unreadable:
+        return ToolOutcome(render_unreadable(table), False, frozenset([table.name]))
     bare = unquote_name(args["column_name"])
     column = find_column(table, args["column_name"]) or find_column(table, bare)
     if column is None:

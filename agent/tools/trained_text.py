@@ -15,7 +15,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..sqlite.types import BlobRef, ClippedText, ForeignKey, QueryResult, QueryStatus, Schema, Table
-from .result_text import escape_text, format_count, plural, render_query_failure, show_ident
+from ..text_safety import NAME_CHARS, echo_value
+from .result_text import (
+    ERROR_CHARS,
+    HINT_CHARS,
+    escape_text,
+    format_count,
+    plural,
+    render_query_failure,
+    show_ident,
+)
 
 QUERY_ROWS = 5  # run_query shows at most this many rows, as the trained environment did
 MORE_ROWS = "... (showing first {shown} rows; more rows exist)"
@@ -107,8 +116,8 @@ def render_values(column: str, result: QueryResult, cell_chars: int, max_chars: 
 def render_failure(result: QueryResult, hint: str | None, query_timeout: float) -> str:
     """Why a statement did not run: `Error: <SQLite's message>`, and a hint line when one helps."""
     if result.status is QueryStatus.SQL_ERROR:
-        text = f"Error: {result.error}"
-        return text if hint is None else f"{text}\nhint: {hint}"
+        text = f"Error: {echo_value(result.error or '', ERROR_CHARS)}"
+        return text if hint is None else f"{text}\nhint: {echo_value(hint, HINT_CHARS)}"
     return render_query_failure(result, hint, query_timeout)
 
 
@@ -129,6 +138,13 @@ def _quoted_end(sql: str, start: int) -> int:
             return i + 1
         i += 1
     return len(sql)
+
+
+def _quoted_token(token: str) -> str:
+    """A quoted name or literal, escaped; a very long one cut after its closing quote."""
+    if len(token) <= NAME_CHARS + 2:
+        return escape_text(token)
+    return f"{escape_text(token[:NAME_CHARS + 1])}{token[-1]}…[+{len(token) - NAME_CHARS - 2:,} chars]"
 
 
 def _comment_end(sql: str, start: int) -> tuple[int, str]:
@@ -158,7 +174,7 @@ def normalise_statement(sql: str) -> str:
             continue
         if ch in _QUOTES:
             end = _quoted_end(sql, i)
-            token = escape_text(sql[i:end])
+            token = _quoted_token(sql[i:end])
         elif sql.startswith(("--", "/*"), i):
             end, comment = _comment_end(sql, i)
             token = f"/* {one_line(comment)} */" if comment else ""
@@ -180,10 +196,10 @@ def synthesised_statement(table: Table) -> str:
     parts = []
     for column in table.columns:
         words = [show_ident(column.name)]
-        words += [column.type] if column.type else []
+        words += [echo_value(column.type)] if column.type else []
         words += ["NOT NULL"] if column.not_null else []
         words += ["PRIMARY KEY"] if column.primary_key and len(pk) == 1 else []
-        words += [f"DEFAULT {one_line(column.default)}"] if column.default is not None else []
+        words += [f"DEFAULT {echo_value(column.default)}"] if column.default is not None else []
         parts.append(" ".join(words))
     if len(pk) > 1:
         ordered = sorted(pk, key=lambda c: c.primary_key)
@@ -211,9 +227,10 @@ def render_statement(table: Table, stored: Any, max_chars: int) -> str:
     else:
         text, hidden = synthesised_statement(table), 0
     if len(text) > max_chars or hidden > 0:
-        literal = "'" + table.name.replace("'", "''") + "'"
+        literal = ("'" + escape_text(table.name.replace("'", "''")) + "'"
+                   if len(table.name) <= NAME_CHARS else "'<the table name>'")
         text = (text[:max_chars] + "…\n" + "... (statement cut; run_query \"SELECT name, type FROM "
-                f"pragma_table_info({one_line(literal)})\" lists every column)")
+                f"pragma_table_info({literal})\" lists every column)")
     if table.kind == "view":
         text += "\ncolumns: " + ", ".join(show_ident(c.name) for c in table.columns)
     return text
@@ -230,13 +247,13 @@ def render_names(schema: Schema, pattern: str | None, max_names: int, max_chars:
     if not tables:
         if pattern is None:
             return "the database has no tables or views"
-        return (f"no table or view name contains {one_line(repr(pattern[:60]))}; call list_tables "
+        return (f"no table or view name contains '{echo_value(pattern)}'; call list_tables "
                 "without \"pattern\" to see every name")
     ordered = [t for t in tables if t.kind != "view"] + [t for t in tables if t.kind == "view"]
     names: list[str] = []
     size = 0
     for table in ordered[:max_names]:
-        name = show_ident(table.name)
+        name = show_ident(table.name) if table.note is None else f"{show_ident(table.name)} [{table.note}]"
         size += len(name) + 2
         if names and size > max_chars:
             break

@@ -61,7 +61,7 @@ async def test_request_body_and_key(fake_openai) -> None:
     assert (request.path, request.headers["authorization"], request.body) == (
         "/v1/completions", "Bearer sekrit", {
             "model": DEFAULT_MODEL, "prompt": PROMPT, "max_tokens": 512, "temperature": 0.6,
-            "top_p": 0.95, "top_k": 20, "stop": ["<|im_end|>", "<|endoftext|>"], "seed": 3,
+            "top_p": 0.95, "top_k": 20, "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"], "seed": 3,
         },
     )
 

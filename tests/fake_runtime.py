@@ -360,12 +360,33 @@ class FakeServer:
             stops=[*STOP_STRINGS, *([stop] if isinstance(stop, str) else stop)],
         )
         prompt_tokens = self._prompt_tokens(model, prompt, generated.text)
+        head = {"id": f"cmpl-{len(self.requests)}", "object": "text_completion",
+                "created": int(time.time()), "model": model}
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": generated.completion_tokens,
+                 "total_tokens": prompt_tokens + generated.completion_tokens}
+        if body.get("stream"):
+            options = body.get("stream_options") or {}
+            with_usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
+            return StreamingResponse(self._openai_stream(head, generated, usage if with_usage else None),
+                                     media_type="text/event-stream")
         return JSONResponse({
-            "id": f"cmpl-{len(self.requests)}", "object": "text_completion",
-            "created": int(time.time()), "model": model,
+            **head,
             "choices": [{"index": 0, "text": generated.text, "logprobs": None,
                          "finish_reason": generated.finish_reason}],
-            "usage": {"prompt_tokens": prompt_tokens,
-                      "completion_tokens": generated.completion_tokens,
-                      "total_tokens": prompt_tokens + generated.completion_tokens},
+            "usage": usage,
         })
+
+    @staticmethod
+    async def _openai_stream(head: dict[str, Any], generated: Generated,
+                             usage: dict[str, int] | None) -> AsyncIterator[bytes]:
+        """Server-sent events as vLLM sends them: text pieces, the finish reason, usage, [DONE]."""
+        def event(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+            return f"data: {json.dumps({**head, 'choices': choices, **extra})}\n\n".encode()
+
+        for start in range(0, len(generated.text), 4):
+            piece = generated.text[start:start + 4]
+            yield event([{"index": 0, "text": piece, "logprobs": None, "finish_reason": None}])
+        yield event([{"index": 0, "text": "", "logprobs": None, "finish_reason": generated.finish_reason}])
+        if usage is not None:
+            yield event([], usage=usage)
+        yield b"data: [DONE]\n\n"

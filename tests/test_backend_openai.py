@@ -62,6 +62,7 @@ async def test_request_body_and_key(fake_openai) -> None:
         "/v1/completions", "Bearer sekrit", {
             "model": DEFAULT_MODEL, "prompt": PROMPT, "max_tokens": 512, "temperature": 0.6,
             "top_p": 0.95, "top_k": 20, "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"], "seed": 3,
+            "stream": True, "stream_options": {"include_usage": True},
         },
     )
 
@@ -86,7 +87,7 @@ async def test_completion_fields(fake_openai) -> None:
     await backend.aclose()
     assert _no_time(completion) == Completion(
         text="quick answer", prompt_tokens=16, completion_tokens=3, finish_reason="stop",
-        details={"replica": fake.url},
+        details={"replica": fake.url, "usage": "server"},
     )
 
 
@@ -295,7 +296,7 @@ async def test_dead_replica_skipped_and_logged(fake_openai, dead_url: str, caplo
         second = await backend.complete(PROMPT, max_tokens=8)
     await backend.aclose()
     assert (first.details, second.details, len(b.requests)) == (
-        {"replica": b.url}, {"replica": b.url}, 2,
+        {"replica": b.url, "usage": "server"}, {"replica": b.url, "usage": "server"}, 2,
     )
     assert [r.getMessage() for r in caplog.records] == [
         f"replica {dead} failed (ConnectError: All connection attempts failed); "

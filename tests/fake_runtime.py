@@ -91,12 +91,14 @@ class FakeServer:
         prompt_cache: bool = False,
         url_path: str = "",
         show_overrides: Mapping[str, Any] | None = None,
+        total_slots: int | None = None,
     ) -> None:
         self.policy = policy
         self.models = tuple(models)
         self.api_key = api_key  # required on /v1 routes when set
         self.url_path = url_path
         self.show_overrides = dict(show_overrides or {})
+        self.total_slots = total_slots  # GET /props answers it as llama-server does; None: 404
         self.requests: list[RecordedRequest] = []
         self.disconnects: list[RecordedRequest] = []
         self.policy_errors: list[Exception] = []  # a policy that raised: a bug in the test
@@ -171,6 +173,7 @@ class FakeServer:
             Route("/api/generate", self._generate, methods=["POST"]),
             Route("/v1/models", self._openai_models, methods=["GET"]),
             Route("/v1/completions", self._openai_completions, methods=["POST"]),
+            Route("/props", self._props, methods=["GET"]),
         ])
 
     async def _record(self, request: Request) -> RecordedRequest:
@@ -333,6 +336,12 @@ class FakeServer:
         return JSONResponse({"object": "list", "data": [
             {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models
         ]})
+
+    async def _props(self, request: Request) -> Response:
+        await self._record(request)
+        if self.total_slots is None:
+            return JSONResponse({"detail": "Not Found"}, 404)
+        return JSONResponse({"total_slots": self.total_slots, "model_path": "/models/fake.gguf"})
 
     async def _openai_completions(self, request: Request) -> Response:
         recorded = await self._record(request)

@@ -155,6 +155,21 @@ class OpenAICompletionsBackend:
             )
         return ModelInfo(name=self.model, details={"replicas": ", ".join(self.base_urls)})
 
+    async def engine_slots(self) -> int | None:
+        """Slots across all replicas where each engine says (llama-server's /props), else None."""
+        total = 0
+        for replica in self._replicas:
+            url = f"{replica.base_url.removesuffix('/v1')}/props"
+            try:
+                response = await self._client.get(url, timeout=_CONNECT_TIMEOUT)
+                slots = response.json().get("total_slots") if response.status_code == 200 else None
+            except (httpx.HTTPError, ValueError, AttributeError):
+                return None  # a best-effort probe: this engine does not say (vLLM, SGLang, ...)
+            if not isinstance(slots, int) or slots < 1:
+                return None
+            total += slots
+        return total
+
     async def aclose(self) -> None:
         """Close the HTTP connections to every replica."""
         await self._client.aclose()

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 import anyio
 
 from ..backends.base import DescribableBackend, SamplingSettings
+from ..backends.openai_compat import OpenAICompletionsBackend
 from ..errors import SqaleError
+from ..slots import resolve_runtime_slots
 from ..sqlite import Database
-from .backend_options import add_backend_arguments, backend_choice, make_backend
+from .backend_options import BackendChoice, add_backend_arguments, backend_choice, make_backend
 
 
 def register(subparsers: Any) -> None:
@@ -21,6 +24,8 @@ def register(subparsers: Any) -> None:
                     "parameters), and each --db opens; prints what to fix.")
     parser.add_argument("--db", action="append", default=[], metavar="PATH",
                         help="a database to check (repeatable)")
+    parser.add_argument("--runtime-slots", type=int, metavar="N",
+                        help="the --runtime-slots you will give sqale-mcp (default: its default)")
     add_backend_arguments(parser)
     parser.set_defaults(run=run)
 
@@ -51,6 +56,7 @@ async def _check_model(args: argparse.Namespace) -> bool:
             print(f"[info] {choice.kind} at {where}: this backend cannot check its model in advance")
             return True
         info = await backend.describe_model()
+        engine_slots = await backend.engine_slots() if isinstance(backend, OpenAICompletionsBackend) else None
     except SqaleError as exc:
         print(f"[fail] {choice.kind} at {where}: {exc}")
         return False
@@ -66,7 +72,23 @@ async def _check_model(args: argparse.Namespace) -> bool:
     if choice.kind == "ollama" and info.template.strip() not in ("{{ .Prompt }}", ""):
         print("       note: its TEMPLATE is not the raw `{{ .Prompt }}` of our Modelfile; raw requests "
               "bypass it, but re-create the model with `ollama create ... -f Modelfile` to be sure")
+    _report_slots(args, choice, engine_slots)
     return True
+
+
+def _report_slots(args: argparse.Namespace, choice: BackendChoice, engine_slots: int | None) -> None:
+    """What --runtime-slots will be, and the runtime's own parallelism where it says."""
+    slots = resolve_runtime_slots(args.runtime_slots, choice.kind, len(choice.base_urls), os.environ)
+    print(f"[info] runtime slots: {slots.slots} ({slots.reason}): questions beyond that wait their turn")
+    if engine_slots is not None:
+        print(f"       the engine reports {engine_slots} slot{'s' if engine_slots != 1 else ''} "
+              "(/props total_slots)")
+        if engine_slots != slots.slots:
+            print(f"       note: give sqale-mcp --runtime-slots {engine_slots}: more questions at once than "
+                  "slots evict each other's cached prompt; fewer leave slots idle")
+    elif choice.kind == "openai":
+        print("       the engine does not say how many sequences it runs at once; for a one-slot "
+              "server (llama_cpp.server, llama-server -np 1) give --runtime-slots 1")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -92,6 +92,7 @@ class FakeServer:
         url_path: str = "",
         show_overrides: Mapping[str, Any] | None = None,
         total_slots: int | None = None,
+        context_tokens: int | None = None,
     ) -> None:
         self.policy = policy
         self.models = tuple(models)
@@ -99,6 +100,9 @@ class FakeServer:
         self.url_path = url_path
         self.show_overrides = dict(show_overrides or {})
         self.total_slots = total_slots  # GET /props answers it as llama-server does; None: 404
+        # /v1 prompts of this many tokens or more fail as in llama_cpp.server: a 400 unstreamed,
+        # a stream that breaks off once started.
+        self.context_tokens = context_tokens
         self.requests: list[RecordedRequest] = []
         self.disconnects: list[RecordedRequest] = []
         self.policy_errors: list[Exception] = []  # a policy that raised: a bug in the test
@@ -355,6 +359,8 @@ class FakeServer:
                 "type": "NotFoundError", "param": None, "code": 404,
             }, 404)
         prompt = body.get("prompt") if isinstance(body.get("prompt"), str) else ""
+        if self.context_tokens is not None and count_tokens(prompt) >= self.context_tokens:
+            return self._context_exceeded(count_tokens(prompt), body)
         reply = self._ask_policy(prompt, model, body.get("seed"))
         if await self._run_delay(request, recorded, reply.delay):
             return Response(status_code=499)
@@ -384,6 +390,22 @@ class FakeServer:
                          "finish_reason": generated.finish_reason}],
             "usage": usage,
         })
+
+    def _context_exceeded(self, prompt_tokens: int, body: dict[str, Any]) -> Response:
+        if body.get("stream"):
+            async def broken() -> AsyncIterator[bytes]:
+                raise RuntimeError("fake runtime: the prompt does not fit (stream broken off)")
+                yield b""  # pragma: no cover - makes this an async generator
+
+            return StreamingResponse(broken(), media_type="text/event-stream")
+        max_tokens = int(body.get("max_tokens") or 16)
+        return JSONResponse({"error": {
+            "message": f"This model's maximum context length is {self.context_tokens} tokens, however "
+                       f"you requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in your "
+                       f"prompt; {max_tokens} for the completion). Please reduce your prompt; or "
+                       "completion length.",
+            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded",
+        }}, 400)
 
     @staticmethod
     async def _openai_stream(head: dict[str, Any], generated: Generated,

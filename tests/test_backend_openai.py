@@ -230,6 +230,22 @@ async def test_cancellation_closes_the_request(fake_openai) -> None:
     await backend.aclose()
 
 
+async def test_a_prompt_too_long_for_the_engine_is_a_clear_error(fake_openai) -> None:
+    """An engine that breaks the stream on a too-long prompt is asked again unstreamed for its error."""
+    fake = fake_openai(KeyedPolicy(), context_tokens=10)
+    backend = _backend([fake.url])
+    with pytest.raises(BackendResponseError) as info:
+        await backend.complete(PROMPT * 4, max_tokens=50)
+    await backend.aclose()
+    assert str(info.value).startswith(f"{fake.url}/completions cannot hold the episode's prompt (HTTP 400): "
+                                      "This model's maximum context length is 10 tokens")
+    assert str(info.value).endswith("start the server with a context of 16,384 (llama.cpp: -c 16384 or "
+                                    "--n_ctx 16384; vLLM: --max-model-len 16384; SGLang: "
+                                    "--context-length 16384).")
+    assert [(r.body.get("stream"), r.body["max_tokens"])
+            for r in fake.requests] == [(True, 50), (None, 1)]
+
+
 def test_config_errors() -> None:
     """No base URL, or one without http(s)://, is a configuration error saying what to pass."""
     with pytest.raises(ConfigError) as none_given:

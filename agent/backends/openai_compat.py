@@ -226,15 +226,25 @@ class OpenAICompletionsBackend:
                                  started: float) -> Completion:
         """POST a streamed /completions to one replica and gather the pieces into one Completion."""
         url = f"{replica.base_url}/completions"
+        answered = False  # the server began a stream: a later failure happened in the engine
         replica.outstanding += 1
         try:
             async with self._client.stream("POST", url, json=body) as response:
+                answered = response.status_code == 200
                 if response.status_code != 200:
                     await response.aread()
                     self._check_status(replica, "/completions", response)
                 streamed = await read_completion_stream(response.aiter_lines(), url)
-        except httpx.HTTPError as exc:
-            raise self._transport_failure(exc, url) from exc
+        except (httpx.HTTPError, _ReplicaFailed, BackendResponseError) as exc:
+            refusal = await self._refusal_behind(replica, body) if answered else None
+            if refusal is not None:
+                raise refusal from exc
+            if answered and isinstance(exc, httpx.TransportError):  # not unreachable: it broke off
+                raise _ReplicaFailed(f"the completion stream broke off ({_describe(exc)})",
+                                     connection=False) from exc
+            if isinstance(exc, httpx.HTTPError):
+                raise self._transport_failure(exc, url) from exc
+            raise
         finally:
             replica.outstanding -= 1
         return Completion(
@@ -243,6 +253,27 @@ class OpenAICompletionsBackend:
             seconds=time.perf_counter() - started,
             details={"replica": replica.base_url, "usage": streamed.usage_source},
         )
+
+    async def _refusal_behind(self, replica: _Replica, body: dict[str, Any]) -> BackendError | None:
+        """The engine's own error for a request whose stream failed, asked for without streaming.
+
+        Some engines (llama_cpp.server) check a request only once its stream has started, so a
+        prompt too long for their context breaks the stream instead of answering 400; the same
+        request unstreamed, with one token to generate, gets the engine's message.
+        """
+        probe = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+        probe["max_tokens"] = 1
+        try:
+            response = await self._client.post(f"{replica.base_url}/completions", json=probe)
+        except httpx.HTTPError:
+            return None  # the server is gone: the stream's own failure says enough
+        if not 400 <= response.status_code < 500:
+            return None
+        try:
+            self._check_status(replica, "/completions", response)
+        except BackendError as refusal:
+            return refusal
+        return None
 
     def _transport_failure(self, exc: httpx.HTTPError, url: str) -> Exception:
         """The error for an HTTP exchange that broke: another replica may serve it, or a timeout."""
@@ -267,10 +298,17 @@ class OpenAICompletionsBackend:
         if response.status_code == 404:
             raise self._not_found(replica, path, response)
         if response.status_code != 200:
+            message = _error_message(response)
+            if "context" in message.lower():
+                raise BackendResponseError(
+                    f"{replica.base_url}{path} cannot hold the episode's prompt (HTTP "
+                    f"{response.status_code}): {message}. An episode needs up to 12,288 tokens: "
+                    "start the server with a context of 16,384 (llama.cpp: -c 16384 or --n_ctx "
+                    "16384; vLLM: --max-model-len 16384; SGLang: --context-length 16384)."
+                )
             raise BackendResponseError(
                 f"{replica.base_url}{path} refused the request (HTTP {response.status_code}): "
-                f"{_error_message(response)}. Check the server's log and its limits "
-                "(context length, max_tokens)."
+                f"{message}. Check the server's log and its limits (context length, max_tokens)."
             )
         replica.last_error = None
 

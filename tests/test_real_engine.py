@@ -135,7 +135,7 @@ def test_doctor_and_ask_complete_against_the_engine(engine: LlamaServer, music_d
     assert result["status"] != "failed" or result["error"]
     assert 0 < result["tokens"] <= BUDGET
     assert all(r["completion_tokens"] > 0 or r["completion"] == "" for r in result["rounds"])
-    assert len(asked.stderr.strip().splitlines()) == len(result["rounds"])  # one progress line a round
+    assert len(asked.stderr.strip().splitlines()) >= len(result["rounds"])  # a progress line a round
 
 
 def test_requests_fit_the_engine_and_completions_never_open_a_turn(engine: LlamaServer,

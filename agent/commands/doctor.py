@@ -10,10 +10,11 @@ import anyio
 
 from ..backends.base import DescribableBackend, SamplingSettings
 from ..backends.openai_compat import OpenAICompletionsBackend
+from ..backends.settings import BackendSettings, make_backend
 from ..errors import SqaleError
 from ..slots import resolve_runtime_slots
 from ..sqlite import Database
-from .backend_options import BackendChoice, add_backend_arguments, backend_choice, make_backend
+from .backend_options import add_backend_arguments, backend_choice
 
 
 def register(subparsers: Any) -> None:
@@ -53,32 +54,32 @@ async def _check_model(args: argparse.Namespace) -> bool:
     where = getattr(backend, "host", None) or ", ".join(choice.base_urls)
     try:
         if not isinstance(backend, DescribableBackend):  # our backends all are; a plug-in may not be
-            print(f"[info] {choice.kind} at {where}: this backend cannot check its model in advance")
+            print(f"[info] {choice.backend} at {where}: this backend cannot check its model in advance")
             return True
         info = await backend.describe_model()
         engine_slots = await backend.engine_slots() if isinstance(backend, OpenAICompletionsBackend) else None
     except SqaleError as exc:
-        print(f"[fail] {choice.kind} at {where}: {exc}")
+        print(f"[fail] {choice.backend} at {where}: {exc}")
         return False
     finally:
         await backend.aclose()
-    print(f"[ok]   {choice.kind} at {where}: model {choice.model} is available")
+    print(f"[ok]   {choice.backend} at {where}: model {choice.model} is available")
     for key, value in sorted(info.details.items()):
         print(f"       {key}: {value}")
     if info.parameters:
         print("       parameters:")
         for line in info.parameters.splitlines():
             print(f"         {line.strip()}")
-    if choice.kind == "ollama" and info.template.strip() not in ("{{ .Prompt }}", ""):
+    if choice.backend == "ollama" and info.template.strip() not in ("{{ .Prompt }}", ""):
         print("       note: its TEMPLATE is not the raw `{{ .Prompt }}` of our Modelfile; raw requests "
               "bypass it, but re-create the model with `ollama create ... -f Modelfile` to be sure")
     _report_slots(args, choice, engine_slots)
     return True
 
 
-def _report_slots(args: argparse.Namespace, choice: BackendChoice, engine_slots: int | None) -> None:
+def _report_slots(args: argparse.Namespace, choice: BackendSettings, engine_slots: int | None) -> None:
     """What --runtime-slots will be, and the runtime's own parallelism where it says."""
-    slots = resolve_runtime_slots(args.runtime_slots, choice.kind, len(choice.base_urls), os.environ)
+    slots = resolve_runtime_slots(args.runtime_slots, choice.backend, len(choice.base_urls), os.environ)
     print(f"[info] runtime slots: {slots.slots} ({slots.reason}): questions beyond that wait their turn")
     if engine_slots is not None:
         print(f"       the engine reports {engine_slots} slot{'s' if engine_slots != 1 else ''} "
@@ -86,7 +87,7 @@ def _report_slots(args: argparse.Namespace, choice: BackendChoice, engine_slots:
         if engine_slots != slots.slots:
             print(f"       note: give sqale-mcp --runtime-slots {engine_slots}: more questions at once than "
                   "slots evict each other's cached prompt; fewer leave slots idle")
-    elif choice.kind == "openai":
+    elif choice.backend == "openai":
         print("       the engine does not say how many sequences it runs at once; for a one-slot "
               "server (llama_cpp.server, llama-server -np 1) give --runtime-slots 1")
 

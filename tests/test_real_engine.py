@@ -191,10 +191,10 @@ async def test_cancelling_an_mcp_call_frees_the_engine(tmp_path: Path, engine: L
         print(f"\nengine served a 1-token request {freed_after:.2f} s after the cancel")
         assert probe.status_code == 200
         assert freed_after < 10.0
-        generating = engine.log().count("Disconnected from client") > before
+        # The engine itself saw the stream go away mid-generation (it says so in its log).
+        assert engine.log().count("Disconnected from client") > before
         with anyio.fail_after(300):
             after = await client.call_tool(TOOL, {"question": QUESTIONS[2]})
-    assert generating or freed_after < 10.0
     assert after.structured_content["status"] in STATUSES
 
 

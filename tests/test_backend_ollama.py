@@ -100,7 +100,8 @@ async def test_generate_request_fields(fake_ollama) -> None:
         "options": {
             "temperature": 0.6, "top_p": 0.95, "top_k": 20, "repeat_penalty": 1.0,
             "presence_penalty": 0.0, "frequency_penalty": 0.0, "min_p": 0.0, "typical_p": 1.0,
-            "num_ctx": 8192, "num_predict": 300, "stop": ["<|im_end|>", "<|endoftext|>"], "seed": 7,
+            "num_ctx": 8192, "num_predict": 300, "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"],
+            "seed": 7,
         },
     }]
 
@@ -124,7 +125,7 @@ async def test_generate_request_without_seed_or_keep_alive(fake_ollama) -> None:
     assert ("keep_alive" in body, body["options"]) == (False, {
         "temperature": 0.6, "top_p": 0.95, "top_k": 20, "repeat_penalty": 1.0,
         "presence_penalty": 0.0, "frequency_penalty": 0.0, "min_p": 0.0, "typical_p": 1.0,
-        "num_ctx": 16384, "num_predict": 64, "stop": ["<|im_end|>", "<|endoftext|>"],
+        "num_ctx": 16384, "num_predict": 64, "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"],
     })
 
 

@@ -21,6 +21,7 @@ from agent.backends.settings import (
     with_api_key,
 )
 from agent.errors import ConfigError
+from agent.tools.environment import DEFAULT_ENVIRONMENT, ENVIRONMENT_NAMES, Environment
 from agent.version import package_version
 
 ARGS_ENV = "SQALE_MCP_ARGS"  # options for the module-level server of `mcp dev` / `mcp run`
@@ -53,10 +54,12 @@ class ServerSettings(BackendSettings):
     query_timeout: float = Field(10.0, gt=0, le=3_600)
     episode_timeout: float = Field(300.0, gt=0, le=86_400)
     max_concurrent: int = Field(4, ge=1, le=64)
+    runtime_slots: int | None = Field(None, ge=1, le=256)  # None: the backend's default, at start
     reference_agent: Path | None = None
     system_prompt: Path | None = None
     user_template: Path | None = None
     episode_log: Path | None = None
+    environment: Environment = DEFAULT_ENVIRONMENT  # which texts the model reads
     transport: Literal["stdio", "streamable-http"] = "stdio"
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65_535)
@@ -145,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="limit for answering one question (default 300)")
     p.add_argument("--max-concurrent", type=int, metavar="N",
                    help="questions answered at once; more wait in a queue (default 4)")
+    p.add_argument("--runtime-slots", type=int, metavar="N",
+                   help="questions talking to the model at once, each keeping its slot for all its "
+                        "rounds (default: $OLLAMA_NUM_PARALLEL or 1 for Ollama, 4 per --base-url)")
     p.add_argument("--reference-agent", type=Path, metavar="sqale_agent.py",
                    help="take SYSTEM_PROMPT and USER_TEMPLATE from the authors' reference loop")
     p.add_argument("--system-prompt", type=Path, metavar="FILE",
@@ -153,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace the user turn template ({question}, {evidence}) with this file")
     p.add_argument("--episode-log", type=Path, metavar="PATH",
                    help="append one JSON line per answered question (audit)")
+    p.add_argument("--environment", choices=ENVIRONMENT_NAMES,
+                   help="the texts the model reads: the tool outputs and turn texts it was trained "
+                        f"with ({DEFAULT_ENVIRONMENT}, default) or our richer ones (rich)")
     p.add_argument("--transport", choices=("stdio", "streamable-http"),
                    help="stdio (default) or streamable-http")
     p.add_argument("--host", help="HTTP listen address (default 127.0.0.1)")

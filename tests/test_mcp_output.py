@@ -73,7 +73,7 @@ def test_answer_from_episode_has_every_field_and_a_compact_trace() -> None:
         "database": "chinook", "question": "How many albums?", "sql": "SELECT count(*) FROM Album",
         "columns": ["n"], "rows": [[347]], "row_count": 1, "truncated": False,
         "status": "submitted", "error": None, "stop_reason": "submit_sql", "rounds": 3,
-        "tool_calls": 4, "tokens": 900, "seconds": 2.346, "model": "m",
+        "tool_calls": 4, "tokens": 900, "seconds": 2.346, "queued_seconds": 0.0, "model": "m",
         "trace": [
             {"round": 1, "tool": "list_tables", "arguments": {}, "ok": True, "summary": "11 tables:"},
             {"round": 2, "tool": "run_query", "arguments": {"sql": "SELECT count(*) FROM Album"},
@@ -150,6 +150,12 @@ def test_call_summary_prefers_the_closing_note() -> None:
     """A result's summary is its `[...]` closing note when it has one, else its first line."""
     assert [call_summary(t) for t in ("a\nb\n[3 rows]", "[only]", "\n\n  first  \nsecond", "")] == [
         "[3 rows]", "[only]", "first", ""]
+
+
+def test_call_summary_reads_the_trained_closing_line() -> None:
+    """In the trained texts the closing note is `... (...)`; without one, the first line."""
+    assert [call_summary(t) for t in ("a\n1\n... (showing first 5 rows; more rows exist)", "n\n3")] == [
+        "... (showing first 5 rows; more rows exist)", "n"]
 
 
 def test_error_texts_say_what_and_what_next() -> None:

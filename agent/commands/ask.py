@@ -19,6 +19,7 @@ from ..loop import run_episode
 from ..report import progress_message, render_answer, render_trace, result_as_json
 from ..sqlite import Database
 from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
+from .environment_option import add_environment_argument, environment_from_args
 
 ALIAS_LIKE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")  # the server's alias form
 
@@ -37,6 +38,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--trace", action="store_true",
                         help="print each round: thoughts, calls and results")
     add_backend_arguments(parser)
+    add_environment_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -59,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     check_plain_path(args.db)
     choice = backend_choice(args)
     prompts = prompts_from_args(args)
-    settings = EpisodeSettings(result_rows=args.max_rows)
+    settings = EpisodeSettings(result_rows=args.max_rows, environment=environment_from_args(args))
     live = sys.stderr.isatty()
 
     async def report(played: Round) -> None:

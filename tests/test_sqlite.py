@@ -459,7 +459,7 @@ def test_worker_ignores_a_workspace_with_its_own_agent_package(shop: Path, tmp_p
     done = subprocess.run([console_script("sqale-agent"), "tool", "--db", str(shop), "list_tables", "{}"],
                           cwd=workspace, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (
-        0, '2 tables:\ncustomer\n"order"\n1 view:\nbig_orders\n', "")
+        0, 'customer, "order", big_orders (2 tables and 1 view)\n', "")
 
 
 def test_a_worker_that_dies_before_answering_raises_with_its_stderr(shop: Path, monkeypatch) -> None:

@@ -21,6 +21,7 @@ from agent.prompt import load_prompts as prompt_files
 from agent.sqlite import Database, EngineLimits, QueryEngine
 
 from .catalog import Catalog
+from .limits import AnswerLimits
 from .settings import ServerSettings
 
 logger = logging.getLogger("mcp_server")
@@ -43,6 +44,11 @@ def make_backend(settings: ServerSettings) -> ModelBackend:
 
     return OllamaBackend(settings.model, host=settings.ollama_host, timeout=settings.episode_timeout,
                          keep_alive=settings.keep_alive)
+
+
+def answer_limits(settings: ServerSettings) -> AnswerLimits:
+    """The limits a server with these settings enforces on each answer."""
+    return AnswerLimits.from_settings(settings, cell_chars=RESULT_CELL_CHARS)
 
 
 def load_prompts(settings: ServerSettings) -> PromptSet:
@@ -96,6 +102,7 @@ class ServerRuntime:
     episode_settings: EpisodeSettings
     limiter: anyio.CapacityLimiter
     episode_log: EpisodeLog | None
+    limits: AnswerLimits
 
 
 @asynccontextmanager
@@ -114,6 +121,7 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
                                                               result_cell_chars=RESULT_CELL_CHARS),
             limiter=anyio.CapacityLimiter(settings.max_concurrent),
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
+            limits=answer_limits(settings),
         )
         await warn_if_model_unavailable(backend)
         yield runtime

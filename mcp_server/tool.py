@@ -122,7 +122,7 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
         "tool_seconds": round(result.tool_seconds, 3), "queued_seconds": round(waited, 3),
         "trace": [entry.model_dump(mode="json") for entry in answer.trace],
     })
-    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer))],
+    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer, runtime.limits))],
                           structured_content=answer.model_dump(mode="json"))
 
 

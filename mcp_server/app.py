@@ -17,7 +17,7 @@ from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 
-from .catalog import Catalog, collect_databases, load_catalog, tool_description
+from .catalog import Catalog, collect_databases, hide_rules_by_alias, load_catalog, tool_description
 from .http_transport import MCP_PATH, http_app, serve_http
 from .limits import input_schema_with_limits
 from .runtime import (
@@ -106,7 +106,8 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
         host = resolve_ollama_host(settings.ollama_host)  # a malformed address is a ConfigError now
         settings = settings.model_copy(update={"ollama_host": host})
     specs = collect_databases(settings, environ)
-    catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout))
+    catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout),
+                           hide_rules_by_alias(settings, specs))
     prompts = load_prompts(settings)
     if settings.episode_log is not None:
         EpisodeLog.check_writable(settings.episode_log)

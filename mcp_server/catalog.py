@@ -9,7 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.errors import ConfigError, DatabasePathError
-from agent.sqlite import Database, EngineLimits, QueryEngine, validate_database_path
+from agent.sqlite import (
+    Database,
+    EngineLimits,
+    HideReport,
+    HideRules,
+    QueryEngine,
+    validate_database_path,
+)
 
 from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from .limits import AnswerLimits, limits_paragraph
@@ -34,6 +41,8 @@ class CatalogEntry:
     path: Path
     tables: tuple[str, ...]
     views: tuple[str, ...]
+    hide: HideRules | None = None  # what the model may not see or read
+    hiding: HideReport | None = None  # what those rules hid on this database
 
 
 @dataclass(frozen=True)
@@ -101,15 +110,30 @@ def scan_db_dir(folder: Path) -> tuple[DatabaseSpec, ...]:
     return tuple(specs)
 
 
-def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits) -> Catalog:
+def hide_rules_by_alias(settings: ServerSettings,
+                        specs: Sequence[DatabaseSpec]) -> dict[str, HideRules]:
+    """The hide rules of each alias; ConfigError for rules about an alias that is not served."""
+    aliases = [spec.alias for spec in specs]
+    out: dict[str, HideRules] = {}
+    for item in settings.hide:
+        if item.alias not in aliases:
+            raise ConfigError(f"--hide {item.alias}=...: no database is served as '{item.alias}'; "
+                              f"the aliases are {', '.join(aliases)}")
+        out[item.alias] = HideRules.parse(item.rules)
+    return out
+
+
+def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits,
+                 hide: Mapping[str, HideRules] | None = None) -> Catalog:
     """Validate every database and read its table names; ConfigError names the first bad alias."""
     engine = QueryEngine(EngineLimits(workers=1, query_timeout=limits.query_timeout))
+    hide = hide or {}
     try:
         entries = []
         for spec in specs:
             try:
                 path = validate_database_path(spec.path)
-                schema = Database(path, engine).schema()
+                schema = Database(path, engine, hide=hide.get(spec.alias)).schema()
             except DatabasePathError as exc:
                 raise ConfigError(f"database '{spec.alias}': {exc}") from exc
             for warning in schema.warnings:
@@ -118,10 +142,27 @@ def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits) -> Catalog
                 alias=spec.alias, path=path,
                 tables=tuple(t.name for t in schema.tables if t.kind == "table"),
                 views=tuple(t.name for t in schema.tables if t.kind == "view"),
+                hide=hide.get(spec.alias), hiding=schema.hiding,
             ))
+            log_hiding(entries[-1])
         return Catalog(tuple(entries))
     finally:
         engine.close()
+
+
+def log_hiding(entry: CatalogEntry) -> None:
+    """One line per database with hide rules, and a warning for each rule that hides nothing."""
+    if entry.hiding is None:
+        return
+    for rule, names in entry.hiding.matches:
+        if names:
+            logger.info("database '%s': hide rule '%s' hides %s", entry.alias, rule, ", ".join(names))
+        else:
+            logger.warning("database '%s': hide rule '%s' matches no table or column; check its "
+                           "spelling (rules are TABLE or TABLE.COLUMN globs, any case)", entry.alias, rule)
+    if entry.hiding.derived:
+        logger.info("database '%s': also hidden because they read hidden data: %s", entry.alias,
+                    ", ".join(entry.hiding.derived))
 
 
 def summarise(entry: CatalogEntry) -> str:

@@ -113,7 +113,7 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
                                       query_timeout=settings.query_timeout))
     backend: ModelBackend | None = None
     try:
-        databases = {e.alias: Database(e.path, engine) for e in catalog.entries}
+        databases = {e.alias: Database(e.path, engine, hide=e.hide) for e in catalog.entries}
         backend = backend_factory(settings)
         runtime = ServerRuntime(
             settings=settings, catalog=catalog, databases=databases, backend=backend,

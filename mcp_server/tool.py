@@ -129,6 +129,8 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
 async def _audit(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,
                  fields: dict[str, Any]) -> None:
     if runtime.episode_log is not None:
+        hide = runtime.databases[alias].hide
+        hidden = {"hide_rules": list(hide.texts)} if hide else {}
         await runtime.episode_log.append({
             "question": question, "evidence": evidence, "database": alias,
-            "model": runtime.backend.model, **fields})
+            "model": runtime.backend.model, **hidden, **fields})

@@ -432,3 +432,32 @@ async def test_an_answer_over_the_row_cap_says_so(tmp_path: Path) -> None:
         ["max_rows"], 2)
     assert ("Limit hit: the answer stops at the server's cap of 2 rows (--max-rows). To see "
             "every row, ask for fewer: a top N, an aggregate or a filter.") in result.content[0].text
+
+
+async def test_hidden_data_never_reaches_the_client(tmp_path: Path) -> None:
+    """--hide: the description omits hidden tables, and no hidden value is in any output or log."""
+    from test_hiding import ATTACKS, RULES, SCHEMA_SQL, SECRETS
+
+    from agent.sqlite import create_database
+
+    shop = create_database(tmp_path / "shop.sqlite", SCHEMA_SQL)
+    log = tmp_path / "episodes.jsonl"
+    turns = [assistant_reply("try", *(tool_call("run_query", sql=sql) for sql in ATTACKS[i:i + 8]))
+             for i in range(0, 40, 8)]
+    policy = ScriptPolicy(turns, final=assistant_reply(
+        "answer", tool_call("submit_sql", sql="SELECT * FROM Customer")))
+    hide = [arg for rule in RULES for arg in ("--hide", f"shop={rule}")]
+    server = build(tmp_path, ["--db", f"shop={shop}", *hide, "--episode-log", str(log)],
+                   PolicyBackend(policy))
+    async with Client(server) as client:
+        tool = (await client.list_tools()).tools[0]
+        result = await client.call_tool(TOOL, {"question": "Who are the customers?"})
+    assert "- shop: 2 tables and 1 view (Customer, Employee, CustomerNames)" in tool.description
+    everything = json.dumps([result.structured_content, result.content[0].text,
+                             log.read_text()], ensure_ascii=False)
+    assert [s for s in SECRETS if s in everything] == []
+    assert result.structured_content["status"] == "failed"
+    entry = json.loads(log.read_text())
+    assert entry["hide_rules"] == list(RULES)
+    # Four failed queries in a row end exploration: the first round's eight attacks all failed.
+    assert [t["ok"] for t in entry["trace"]] == [False] * 8

@@ -8,12 +8,13 @@ import pytest
 from pydantic import SecretStr
 
 from agent.errors import ConfigError
-from agent.sqlite import Database, EngineLimits, create_database
+from agent.sqlite import Database, EngineLimits, HideRules, create_database
 from mcp_server.catalog import (
     NO_DATABASE,
     Catalog,
     CatalogEntry,
     collect_databases,
+    hide_rules_by_alias,
     load_catalog,
     summarise,
     tool_description,
@@ -273,3 +274,54 @@ def test_prompt_files_come_from_flags_or_the_config_file(tmp_path: Path) -> None
     assert (s.system_prompt, s.user_template) == (tmp_path / "system.txt", tmp_path / "user.txt")
     prompts = load_prompts(s)
     assert (prompts.system, prompts.user_template) == ("SYS", "U {question}")
+
+
+def test_hide_rules_come_from_flags_and_the_config_file(tmp_path: Path) -> None:
+    """--hide ALIAS=RULE (repeatable) adds to the file's [hide] lists; bad rules are one line."""
+    config = tmp_path / "s.toml"
+    config.write_text('[db]\nshop = "shop.db"\n[hide]\nshop = ["Customer.Email", "Invoice"]\n'
+                      'other = "*.password*"\n')
+    settings = parse_settings(["--config", str(config), "--hide", "shop=Employee.BirthDate",
+                               "--hide", "x=T"], {})
+    assert [(h.alias, h.rules) for h in settings.hide] == [
+        ("shop", ("Customer.Email", "Invoice", "Employee.BirthDate")),
+        ("other", ("*.password*",)), ("x", ("T",))]
+    for argv, message in [
+        (["--hide", "shop"], "--hide 'shop': write it as ALIAS=TABLE or ALIAS=TABLE.COLUMN, e.g. "
+                             "--hide chinook=Customer.Email"),
+        (["--hide", "shop=Customer."], "--hide 'shop=Customer.': 'Customer.' is not a rule; write "
+                                       "TABLE or TABLE.COLUMN, e.g. \"Customer.Email\", \"Invoice\" "
+                                       "or \"*.password*\""),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            parse_settings(argv, {})
+        assert str(info.value) == message
+    config.write_text('[hide]\nshop = [1]\n')
+    with pytest.raises(ConfigError, match=r"hide\.shop must be a list of"):
+        parse_settings(["--config", str(config)], {})
+
+
+def test_hide_rules_for_an_unserved_alias_stop_start_up(tmp_path: Path) -> None:
+    """A rule about an alias that is not served is an error naming the served aliases."""
+    path = create_database(tmp_path / "a.db", "CREATE TABLE t (x);")
+    settings = parse_settings(["--db", f"a={path}", "--hide", "b=t"], {})
+    with pytest.raises(ConfigError) as info:
+        hide_rules_by_alias(settings, settings.databases)
+    assert str(info.value) == "--hide b=...: no database is served as 'b'; the aliases are a"
+
+
+def test_catalog_leaves_hidden_tables_out_and_warns_about_unmatched_rules(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Hidden tables are not in the description's listing; a rule matching nothing is a warning."""
+    path = create_database(tmp_path / "a.db", "CREATE TABLE Customer (id, Email); "
+                                              "CREATE TABLE Invoice (id); CREATE TABLE Track (id);")
+    spec = DatabaseSpec(alias="a", path=path)
+    with caplog.at_level("INFO", logger="mcp_server"):
+        catalog = load_catalog([spec], EngineLimits(), {"a": HideRules.parse(
+            ["Invoice", "customer.email", "Nope.*"])})
+    assert catalog.entries[0].tables == ("Customer", "Track")
+    assert [r.getMessage() for r in caplog.records if "hide rule" in r.getMessage()] == [
+        "database 'a': hide rule 'Invoice' hides Invoice",
+        "database 'a': hide rule 'customer.email' hides Customer.Email",
+        "database 'a': hide rule 'Nope.*' matches no table or column; check its spelling (rules "
+        "are TABLE or TABLE.COLUMN globs, any case)"]

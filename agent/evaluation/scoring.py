@@ -42,6 +42,7 @@ _BACKEND_OUTCOMES: tuple[tuple[type[BackendError], Outcome], ...] = (
     (BackendResponseError, Outcome.BACKEND_RESPONSE),
 )
 _QUERY_OUTCOMES = {QueryStatus.SQL_ERROR: Outcome.SQL_ERROR, QueryStatus.DENIED: Outcome.DENIED,
+                   QueryStatus.HIDDEN: Outcome.DENIED,
                    QueryStatus.TIMEOUT: Outcome.TIMEOUT, QueryStatus.KILLED: Outcome.KILLED,
                    QueryStatus.CANCELLED: Outcome.KILLED}
 

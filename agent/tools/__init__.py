@@ -181,7 +181,10 @@ def _sample_rows(ctx: _Context, args: dict[str, Any]) -> Steps:
         return table
     s = ctx.settings
     limit, note = clamp_limit(args["limit"], s.sample_rows, s.max_sample_rows)
-    result = yield QuerySpec(f"SELECT * FROM {quote_ident(table.name)} LIMIT {limit}",
+    # With hidden columns, SELECT * would be refused: name the columns the model may see.
+    shown = ("*" if not table.withheld_columns
+             else ", ".join(quote_ident(c.name) for c in table.columns if not c.hidden))
+    result = yield QuerySpec(f"SELECT {shown} FROM {quote_ident(table.name)} LIMIT {limit}",
                              max_rows=limit, cell_limit=s.cell_chars)
     if not result.ok:
         return _read_failure(ctx, table, result)

@@ -270,6 +270,8 @@ def render_query_failure(result: QueryResult, hint: str | None, query_timeout: f
     """Why a statement did not run, in SQLite's words, plus what to do next."""
     if result.status is QueryStatus.SQL_ERROR:
         text = f"SQL error: {result.error}"
+    elif result.status is QueryStatus.HIDDEN:
+        text = f"{result.error}"  # says what is hidden and what to write instead
     elif result.status is QueryStatus.DENIED:
         text = f"{result.error}"
         if "SELECT" not in text:  # e.g. a denied PRAGMA or function: say what is allowed

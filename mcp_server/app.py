@@ -13,6 +13,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
+from agent.backends.settings import make_backend
 from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
@@ -25,9 +26,8 @@ from .runtime import (
     EpisodeLog,
     ServerRuntime,
     answer_limits,
-    load_prompts,
-    make_backend,
     open_runtime,
+    server_prompts,
 )
 from .settings import ServerSettings
 from .tool import TOOL_NAME, answer_sql_question
@@ -108,7 +108,7 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
     specs = collect_databases(settings, environ)
     catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout),
                            hide_rules_by_alias(settings, specs))
-    prompts = load_prompts(settings)
+    prompts = server_prompts(settings)
     if settings.episode_log is not None:
         EpisodeLog.check_writable(settings.episode_log)
     for entry in catalog.entries:

@@ -19,8 +19,11 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import re
+import sqlite3
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..errors import ConfigError
 from .types import HideReport, Schema
@@ -224,6 +227,37 @@ def resolve_rules(rules: HideRules, schema: Schema, view_sql: Mapping[str, str],
 def quote_name(name: str) -> str:
     """`name` as a double-quoted SQL identifier."""
     return '"' + name.replace('"', '""') + '"'
+
+
+class StatementGuard(Protocol):
+    """The part of the connection's authorizer state the view probe uses."""
+
+    hidden: bool
+
+    def reset(self, deadline: float, withheld: Withheld | None = None, sql: str = "") -> None:
+        """Start a statement under `withheld` (nothing hidden when None)."""
+
+
+PROBE_SECONDS = 5.0  # preparing a read of a view runs no rows; this only bounds a pathological one
+
+
+def resolve_on(conn: sqlite3.Connection, guard: StatementGuard, rules: HideRules,
+               schema: Schema) -> tuple[Withheld, HideReport]:
+    """`rules` resolved on an open connection whose authorizer is `guard`."""
+    view_sql = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'view'").fetchall())
+
+    def reads_hidden(view: str, withheld: Withheld) -> bool:
+        probe = f"SELECT 1 FROM {quote_name(view)} LIMIT 0"
+        guard.reset(time.monotonic() + PROBE_SECONDS, withheld, probe)
+        try:
+            conn.execute(probe).fetchall()
+        except sqlite3.Error:
+            return guard.hidden  # another error (a broken view) is not ours to hide
+        finally:
+            guard.reset(float("inf"))
+        return False
+
+    return resolve_rules(rules, schema, view_sql, reads_hidden)
 
 
 def _withheld(tables: set[str], columns: set[tuple[str, str]]) -> Withheld:

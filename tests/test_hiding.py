@@ -252,3 +252,14 @@ def test_an_episode_never_sees_or_returns_hidden_values(hidden_db: Database) -> 
     assert_no_secret(result.prompt)
     assert_no_secret(str(result_as_json(result)))
     assert (result.sql, result.rows) == (None, ()) or "Email" not in result.columns
+
+
+def test_a_table_with_every_column_hidden_is_hidden_whole(db_path: Path) -> None:
+    """`Employee.*` leaves nothing of Employee: the table goes, and reading it is refused."""
+    with Database(db_path, hide=HideRules.parse(["Employee.*"])) as db:
+        schema = db.schema()
+        assert "Employee" not in schema.names
+        assert schema.hiding is not None and "Employee" in schema.hiding.derived
+        assert db.query("SELECT count(*) FROM Employee", max_rows=1).status is QueryStatus.HIDDEN
+        assert run_tool(db, "sample_rows", {"table_name": "Employee"}).text.startswith(
+            "no table")

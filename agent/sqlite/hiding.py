@@ -5,7 +5,7 @@ to case as SQLite matches names. They are resolved against the real schema into 
 set once per connection and schema version:
 - a table matched by a rule is hidden, with all its columns;
 - a column matched by a rule is hidden, and so is every generated column of the same table
-  (its expression may read the hidden one);
+  (its expression may read the hidden one); a table left with no column is hidden whole;
 - a view is hidden when reading it reads anything hidden (found by preparing a read of it
   under the same authorizer the model's SQL meets), or when its SQL joins with USING or
   NATURAL (those join columns never reach the authorizer) and mentions a hidden name.
@@ -204,6 +204,9 @@ def resolve_rules(rules: HideRules, schema: Schema, view_sql: Mapping[str, str],
                 if column.hidden and key not in columns:
                     columns.add(key)
                     derived.append(f"{table.name}.{column.name}")
+            if all((table.name.casefold(), c.name.casefold()) in columns for c in table.columns):
+                tables.add(table.name.casefold())  # nothing of it is left to see
+                derived.append(table.name)
     withheld = _withheld(tables, columns)
     views = [t.name for t in schema.tables if t.kind == "view"]
     changed = True

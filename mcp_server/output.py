@@ -53,6 +53,9 @@ class AnswerOutput(BaseModel):
     tool_calls: int = Field(description="tool calls the model made")
     tokens: int = Field(description="tokens used by the episode")
     seconds: float = Field(description="wall time of the episode")
+    queued_seconds: float = Field(0.0, description="time the question waited for its turn with the "
+                                                   "model before the episode started (not in seconds, "
+                                                   "not counted by the episode timeout)")
     model: str = Field(description="the model that wrote the SQL")
     trace: list[TraceEntry] = Field(description="every tool call of the exploration, in order")
     limits_hit: list[LimitName] = Field(
@@ -73,7 +76,7 @@ def trace_entries(result: EpisodeResult) -> list[TraceEntry]:
 
 
 def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
-                        max_rows: int) -> AnswerOutput:
+                        max_rows: int, queued_seconds: float = 0.0) -> AnswerOutput:
     """The structured answer for one finished episode."""
     kept = result.rows[:max_rows]
     rows = [[json_cell(c) for c in row] for row in kept]
@@ -87,7 +90,8 @@ def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
         truncated=truncated,
         status=result.status.value, error=result.error, stop_reason=result.stop_reason.value,
         rounds=len(result.rounds), tool_calls=result.tool_calls, tokens=result.tokens,
-        seconds=round(result.seconds, 3), model=model, trace=trace_entries(result), limits_hit=hit,
+        seconds=round(result.seconds, 3), queued_seconds=round(queued_seconds, 3), model=model,
+        trace=trace_entries(result), limits_hit=hit,
     )
 
 

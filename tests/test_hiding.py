@@ -14,6 +14,7 @@ from agent.report import result_as_json
 from agent.sqlite import Database, HideRules, QueryStatus, create_database
 from agent.sqlite.hiding import parse_hide_rule, sql_names, uses_unchecked_join
 from agent.tools import TOOL_NAMES, run_tool
+from agent.tools.environment import Environment
 
 SECRETS = ("SECRET-MAIL-7f3a", "SECRET-BIRTH-1970", "SECRET-PW-x9", "4242.42", "SECRET-NOTE")
 RULES = ("Customer.Email", "Invoice", "*.password*", "employee.BIRTHDATE", "Nothing.here")
@@ -199,6 +200,7 @@ def test_refusals_name_only_what_the_sql_names(hidden_db: Database) -> None:
     assert "Email" not in texts["SELECT * FROM Customer"]
 
 
+@pytest.mark.parametrize("environment", list(Environment))
 @pytest.mark.parametrize("tool,args", [
     ("list_tables", {}),
     ("list_tables", {"pattern": "Inv"}),
@@ -219,10 +221,10 @@ def test_refusals_name_only_what_the_sql_names(hidden_db: Database) -> None:
     ("distinct_values", {"table_name": "Invoice", "column_name": "Note"}),
 ])
 def test_no_tool_shows_a_hidden_name_or_value(hidden_db: Database, tool: str,
-                                              args: dict[str, str]) -> None:
-    """Schema tools never name hidden tables or columns; sampling tools never show their values."""
+                                              args: dict[str, str], environment: Environment) -> None:
+    """In either environment's texts, no tool names a hidden table or column or shows its value."""
     assert tool in TOOL_NAMES
-    text = run_tool(hidden_db, tool, args).text
+    text = run_tool(hidden_db, tool, args, environment=environment).text
     assert_no_secret(text)
     hidden_names = ("Email", "BirthDate", "PasswordHash", "Invoice", "MailDomain", "Contacts",
                     "Spenders", "InvoiceTotals")
@@ -231,10 +233,20 @@ def test_no_tool_shows_a_hidden_name_or_value(hidden_db: Database, tool: str,
 
 
 def test_sample_rows_of_a_table_with_hidden_columns_shows_the_rest(hidden_db: Database) -> None:
-    """sample_rows selects the visible columns by name instead of SELECT *."""
-    text = run_tool(hidden_db, "sample_rows", {"table_name": "Customer"}).text
-    assert text.splitlines()[1:3] == ["CustomerId | FirstName | SupportRepId",
-                                     "-----------+-----------+-------------"]
+    """sample_rows selects the visible columns by name instead of SELECT * (both environments)."""
+    rich = run_tool(hidden_db, "sample_rows", {"table_name": "Customer"}, environment=Environment.RICH)
+    assert rich.text.splitlines()[1:3] == ["CustomerId | FirstName | SupportRepId",
+                                          "-----------+-----------+-------------"]
+    trained = run_tool(hidden_db, "sample_rows", {"table_name": "Customer"})
+    assert trained.ok and trained.text.splitlines()[0] == "CustomerId | FirstName | SupportRepId"
+
+
+def test_trained_describe_table_never_shows_the_stored_statement(hidden_db: Database) -> None:
+    """The trained describe_table (the CREATE statement) is rebuilt from the visible columns."""
+    text = run_tool(hidden_db, "describe_table", {"table_name": "Customer"}).text
+    assert text == ("CREATE TABLE Customer (CustomerId INTEGER PRIMARY KEY, FirstName TEXT, "
+                    "SupportRepId INTEGER, FOREIGN KEY (SupportRepId) REFERENCES "
+                    "Employee(EmployeeId))")
 
 
 def test_an_episode_never_sees_or_returns_hidden_values(hidden_db: Database) -> None:

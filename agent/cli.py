@@ -7,12 +7,12 @@ import json
 import re
 import sys
 
-from .commands import ask, doctor, eval, tool
+from .commands import ask, doctor, eval, golden, tool
 from .errors import SqaleError
 from .version import package_version
 
 # Modules with register(subparsers); each sets `run(args) -> int` on its parser.
-COMMANDS = (ask, doctor, eval, tool)
+COMMANDS = (ask, doctor, eval, golden, tool)
 
 
 def build_parser() -> argparse.ArgumentParser:

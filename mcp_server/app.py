@@ -11,7 +11,6 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp_types import Tool as MCPTool
 from mcp_types import ToolAnnotations
 
 from agent.backends.settings import make_backend
@@ -20,9 +19,24 @@ from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 from agent.version import package_version
 
-from .catalog import Catalog, collect_databases, example_question, load_catalog, tool_description
+from .catalog import (
+    Catalog,
+    collect_databases,
+    example_question,
+    hide_rules_by_alias,
+    load_catalog,
+    tool_description,
+)
 from .http_transport import MCP_PATH, http_app, serve_http
-from .runtime import BackendFactory, EpisodeLog, ServerRuntime, open_runtime, server_prompts
+from .limits import input_schema_with_limits
+from .runtime import (
+    BackendFactory,
+    EpisodeLog,
+    ServerRuntime,
+    answer_limits,
+    open_runtime,
+    server_prompts,
+)
 from .settings import ServerSettings
 from .stopping import exit_on_stop_signal, print_tty_notice
 from .tool import TOOL_NAME, advertised_input_schema, answer_sql_question
@@ -58,26 +72,21 @@ class SqaleServer(MCPServer[ServerRuntime]):
         self.sqale_settings = settings
         self.catalog = catalog
         self.runtime_closed = runtime_closed
+        limits = answer_limits(settings)
         self.add_tool(
             answer_sql_question, name=TOOL_NAME, title="Answer a question with SQL",
-            description=tool_description(catalog, model=settings.model, max_rows=settings.max_rows),
+            description=tool_description(catalog, model=settings.model, limits=limits),
             annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False,
                                         idempotent_hint=False, open_world_hint=False),
             structured_output=True,
         )
-
-    async def list_tools(self) -> list[MCPTool]:
-        """Our tool with an input schema that says what the server enforces (see tool.py)."""
-        settings = self.sqale_settings
-        return [
-            tool.model_copy(update={"input_schema": advertised_input_schema(
-                tool.input_schema, aliases=self.catalog.aliases,
-                max_question_chars=settings.max_question_chars,
-                max_evidence_chars=settings.max_evidence_chars,
-                example=example_question(self.catalog))})
-            if tool.name == TOOL_NAME else tool
-            for tool in await super().list_tools()
-        ]
+        # The input schema comes from the function's signature; the aliases, lengths and limits
+        # in force are known only now.
+        tool = self._tool_manager.get_tool(TOOL_NAME)
+        assert tool is not None
+        tool.parameters = input_schema_with_limits(advertised_input_schema(
+            tool.parameters, aliases=catalog.aliases, max_question_chars=settings.max_question_chars,
+            max_evidence_chars=settings.max_evidence_chars, example=example_question(catalog)), limits)
 
     def run(self, transport: str | None = None, **kwargs: Any) -> None:  # type: ignore[override]
         """Serve on `transport` (default: the configured one) until stopped."""
@@ -118,7 +127,8 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
         host = resolve_ollama_host(settings.ollama_host)  # a malformed address is a ConfigError now
         settings = settings.model_copy(update={"ollama_host": host})
     specs = collect_databases(settings, environ)
-    catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout))
+    catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout),
+                           hide_rules_by_alias(settings, specs))
     prompts = server_prompts(settings)
     if settings.episode_log is not None:
         EpisodeLog.check_writable(settings.episode_log)

@@ -59,9 +59,9 @@ def advertised_input_schema(schema: Mapping[str, Any], *, aliases: Sequence[str]
                             max_evidence_chars: int, example: str) -> dict[str, Any]:
     """The tool's input schema with what the server enforces: alias enum, lengths, an example."""
     properties = copy.deepcopy(dict(schema["properties"]))
+    given = properties["question"].get("description", "The question in plain language").rstrip(". ")
     properties["question"].update(
-        description=f"The question in plain language, e.g. '{example}'",
-        maxLength=max_question_chars, examples=[example])
+        description=f"{given}, e.g. '{example}'", maxLength=max_question_chars, examples=[example])
     properties["database"]["anyOf"] = [{"type": "string", "enum": list(aliases)}, {"type": "null"}]
     properties["evidence"]["anyOf"] = [{"type": "string", "maxLength": max_evidence_chars}, {"type": "null"}]
     return {**schema, "properties": properties}
@@ -140,13 +140,15 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
         "tool_seconds": round(result.tool_seconds, 3), "queued_seconds": round(waited, 3),
         "trace": [entry.model_dump(mode="json") for entry in answer.trace],
     })
-    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer))],
+    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer, runtime.limits))],
                           structured_content=answer.model_dump(mode="json"))
 
 
 async def _audit(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,
                  fields: dict[str, Any]) -> None:
     if runtime.episode_log is not None:
+        hide = runtime.databases[alias].hide
+        hidden = {"hide_rules": list(hide.texts)} if hide else {}
         await runtime.episode_log.append({
             "question": question, "evidence": evidence, "database": alias,
-            "model": runtime.backend.model, **fields})
+            "model": runtime.backend.model, **hidden, **fields})

@@ -20,9 +20,7 @@ from pathlib import Path
 import anyio
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from policies import OraclePolicy, PolicyBackend  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
 
 from agent.backends.base import SamplingSettings  # noqa: E402
 from agent.evaluation import (  # noqa: E402
@@ -34,6 +32,7 @@ from agent.evaluation import (  # noqa: E402
     select_examples,
     summarize,
 )
+from tests.support.policies import OraclePolicy, PolicyBackend  # noqa: E402
 
 SPIDER = ROOT.parent / "shared" / "data" / "spider_dev"
 

@@ -25,12 +25,13 @@ from typing import Any
 import anyio
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
 
-from fake_runtime import FakeServer  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
-from mcp_helpers import BOOK_GOLD, DelayedPolicy  # noqa: E402
-from policies import OraclePolicy  # noqa: E402
+
+from tests.support.fake_runtime import FakeServer  # noqa: E402
+from tests.support.mcp import BOOK_GOLD, DelayedPolicy  # noqa: E402
+from tests.support.policies import OraclePolicy  # noqa: E402
 
 TOOL = "answer_sql_question"
 QUESTIONS = {

@@ -22,13 +22,12 @@ from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from fake_runtime import FakeServer  # noqa: E402
-from policies import OraclePolicy, ScriptedReply  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
 
 from agent.cli import main as agent_main  # noqa: E402
 from agent.evaluation import load_dataset, select_examples  # noqa: E402
+from tests.support.fake_runtime import FakeServer  # noqa: E402
+from tests.support.policies import OraclePolicy, ScriptedReply  # noqa: E402
 
 SPIDER = ROOT.parent / "shared" / "data" / "spider_dev"
 

@@ -8,8 +8,6 @@ import anyio
 import httpx
 import ollama
 import pytest
-from fake_runtime import SHOW_PARAMETERS
-from policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy
 
 from agent.backends.base import Completion, ModelInfo, SamplingSettings
 from agent.backends.ollama import OllamaBackend, resolve_ollama_host
@@ -20,6 +18,8 @@ from agent.errors import (
     ConfigError,
     ModelNotFound,
 )
+from tests.support.fake_runtime import SHOW_PARAMETERS
+from tests.support.policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,6 @@ import logging
 import anyio
 import httpx
 import pytest
-from policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy
 
 from agent.backends.base import Completion, ModelInfo, SamplingSettings
 from agent.backends.openai_compat import OpenAICompletionsBackend
@@ -20,6 +19,7 @@ from agent.errors import (
     ConfigError,
     ModelNotFound,
 )
+from tests.support.policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy
 
 pytestmark = pytest.mark.anyio
 

@@ -9,13 +9,20 @@ from typing import Any
 
 import anyio
 import pytest
-from policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy, assistant_reply, rambling, tool_call
 
 from agent.backends.ollama import OllamaBackend
 from agent.episode import EpisodeResult, EpisodeSettings, EpisodeStatus, StopReason
 from agent.errors import BackendUnreachable, ModelNotFound
 from agent.loop import run_episode
 from agent.sqlite import Database, create_database
+from tests.support.policies import (
+    DEFAULT_MODEL,
+    ScriptedReply,
+    ScriptPolicy,
+    assistant_reply,
+    rambling,
+    tool_call,
+)
 
 QUESTION = "How many pets are older than 3?"
 

@@ -10,7 +10,8 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp_helpers import (
+
+from tests.support.mcp import (
     BOOK_GOLD,
     COUNT_TEXT_START,
     REPO,
@@ -20,7 +21,7 @@ from mcp_helpers import (
     server_command,
     server_env,
 )
-from policies import OraclePolicy, ScriptedReply, ScriptPolicy, tool_call
+from tests.support.policies import OraclePolicy, ScriptedReply, ScriptPolicy, tool_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

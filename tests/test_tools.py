@@ -13,10 +13,10 @@ import pytest
 
 from agent.sqlite import Database, EngineLimits, QueryEngine, QueryStatus, create_database
 from agent.tools import ToolOutcome, ToolSettings, arun_tool, run_tool
+from tests.conftest import SHARED_DATA, SHARED_DBS
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-DBS = DATA / "dbs"
-SPIDER = DATA / "spider_dev" / "database"
+DBS = SHARED_DBS
+SPIDER = SHARED_DATA / "spider_dev" / "database"
 
 WEIRD_SQL = '''
 CREATE TABLE "order" (id INTEGER PRIMARY KEY, "select" TEXT NOT NULL DEFAULT 'x',
@@ -44,14 +44,6 @@ INSERT INTO colours SELECT 'c' || (i % 7) FROM n;
 def build(path: Path, sql: str) -> Path:
     """Write a database from SQL (agent.sqlite.create_database, not through the tools)."""
     return create_database(path, sql)
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[QueryEngine]:
-    """One worker pool for the module's databases."""
-    pool = QueryEngine(EngineLimits(workers=2))
-    yield pool
-    pool.close()
 
 
 @pytest.fixture(scope="module")

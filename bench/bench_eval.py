@@ -2,7 +2,7 @@
 
     python bench/bench_eval.py [--concurrency 1 4] [--limit N] [--trace full|calls|none]
 
-The oracle (tests/policies.py) lists the tables, runs the gold SQL and submits it, so
+The oracle (tests/support/policies.py) lists the tables, runs the gold SQL and submits it, so
 every second measured is harness time: prompt building and parsing, the tools, the gold
 and predicted SQL, comparison, and writing results.jsonl. Issue 5 asks for questions per
 second at concurrency 1 and 4 on the 972 runnable questions, and the share of the total

@@ -5,7 +5,7 @@
 Issue 4 asks for: the time from spawning `python -m mcp_server` until its first
 `initialize` reply; 8 questions at once with --max-concurrent 8 against a fake Ollama that
 takes 0.2 s per model turn, against the same 8 one after another (goal: concurrent <= 1/4
-of serial); the resident memory of an idle server. The fake Ollama (tests/fake_runtime.py)
+of serial); the resident memory of an idle server. The fake Ollama (tests/support/fake_runtime.py)
 runs in this process; the server runs as a real stdio subprocess.
 """
 

@@ -2,7 +2,7 @@
 
     python bench/bench_replicas.py [--limit 40] [--delay 0.2]
 
-Two fake /v1/completions servers (tests/fake_runtime.py, real HTTP on 127.0.0.1) answer as an
+Two fake /v1/completions servers (tests/support/fake_runtime.py, real HTTP on 127.0.0.1) answer as an
 oracle that needs `--delay` seconds per turn. The same 40 Spider dev questions run through the
 real command line with --backend openai and one --base-url, then two. Goal (issue 6): close to
 2x throughput with two replicas. A fake replica serves requests concurrently, so to model a real

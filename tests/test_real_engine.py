@@ -34,6 +34,7 @@ from tests.support.real_engine import LlamaServer, engine_missing, llama_server
 pytestmark = [
     pytest.mark.real_engine,
     pytest.mark.slow,
+    pytest.mark.timeout(600),  # a real model loads and generates on a CPU: minutes, not seconds
     pytest.mark.skipif(engine_missing() is not None, reason=engine_missing() or ""),
 ]
 

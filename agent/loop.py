@@ -139,7 +139,7 @@ class _Episode:
                 environment=self.settings.environment)
         while stop is None:
             stop, answer = await self._tool_turn()
-            if answer is not None:
+            if answer is not None and stop is not None:  # an answer always comes with its reason
                 return self._result(answer, stop)
         return self._result(await self._final_turn(), stop)
 

@@ -131,8 +131,8 @@ def fill_template(template: str, values: Mapping[str, str]) -> str:
         parts = list(string.Formatter().parse(template))
     except ValueError:  # stray single braces: not a format string, substitute by name
         filled = template
-        for name, value in values.items():
-            filled = filled.replace("{" + name + "}", value)
+        for key, value in values.items():
+            filled = filled.replace("{" + key + "}", value)
         return filled
     out: list[str] = []
     for literal, name, spec, conversion in parts:

@@ -62,7 +62,7 @@ class SqaleServer(MCPServer[ServerRuntime]):
             structured_output=True,
         )
 
-    def run(self, transport: str | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+    def run(self, transport: str | None = None, **kwargs: Any) -> None:
         """Serve on `transport` (default: the configured one) until stopped."""
         if kwargs:
             raise ConfigError(f"transport options {sorted(kwargs)} are not taken here; give "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -50,7 +50,8 @@ async def answer_sql_question(
                                                       "a term means in columns and values")] = None,
 ) -> Annotated[CallToolResult, AnswerOutput]:
     """Answer a question about a configured SQLite database with a small local text-to-SQL model."""
-    runtime: ServerRuntime = ctx.request_context.lifespan_context
+    # The SDK types the lifespan's value as a dict; ours is the ServerRuntime open_runtime yields.
+    runtime = cast(ServerRuntime, ctx.request_context.lifespan_context)
     return await answer_question(runtime, question, database, evidence,
                                  report_progress=ctx.report_progress)
 

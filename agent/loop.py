@@ -55,7 +55,7 @@ from .text_safety import replace_lone_surrogates
 # Rough size of a token, only for text the runtime has not counted yet (the next user turn).
 CHARS_PER_TOKEN = 4
 QUERY_TOOLS = frozenset({"run_query", "submit_sql"})
-DEFAULT_SETTINGS = EpisodeSettings()
+DEFAULT_EPISODE_SETTINGS = EpisodeSettings()
 
 
 def estimate_tokens(text: str) -> int:
@@ -99,7 +99,7 @@ class _Answer:
 
 async def run_episode(question: str, database: Database, backend: ModelBackend, *,
                       evidence: str | None = None, prompts: PromptSet = DEFAULT_PROMPTS,
-                      settings: EpisodeSettings = DEFAULT_SETTINGS,
+                      settings: EpisodeSettings = DEFAULT_EPISODE_SETTINGS,
                       on_round: Callable[[Round], Awaitable[None]] | None = None) -> EpisodeResult:
     """Answer `question` on `database` with the model; BackendError and cancellation propagate."""
     episode = _Episode(question, evidence, database, backend, prompts, settings, on_round)

@@ -24,7 +24,7 @@ from .runtime import BackendFactory, EpisodeLog, ServerRuntime, open_runtime, se
 from .settings import ServerSettings
 from .tool import TOOL_NAME, answer_sql_question
 
-logger = logging.getLogger("mcp_server")
+logger = logging.getLogger(__name__)
 
 INSTRUCTIONS = (
     "Use answer_sql_question to answer questions about the configured SQLite databases. "

@@ -15,7 +15,7 @@ from agent.text_safety import display_name
 from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from .settings import ALIAS_PATTERN, DatabaseSpec, ServerSettings
 
-logger = logging.getLogger("mcp_server")
+logger = logging.getLogger(__name__)
 
 DB_DIR_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 SUMMARY_TABLE_NAMES = 6  # table names shown per database in the tool description
@@ -125,7 +125,7 @@ def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits) -> Catalog
         engine.close()
 
 
-def summarise(entry: CatalogEntry) -> str:
+def summarize(entry: CatalogEntry) -> str:
     """One line for the tool description, e.g. `chinook: 11 tables (Album, Artist, ...)`."""
     counts = [_plural(len(entry.tables), "table")]
     if entry.views:
@@ -140,7 +140,7 @@ def summarise(entry: CatalogEntry) -> str:
 
 def tool_description(catalog: Catalog, *, model: str, max_rows: int) -> str:
     """The description of answer_sql_question, naming every database."""
-    lines = "\n".join(f"- {summarise(e)}" for e in catalog.entries)
+    lines = "\n".join(f"- {summarize(e)}" for e in catalog.entries)
     if len(catalog.entries) == 1:
         choose = f"Database (`database` may be omitted; it is '{catalog.entries[0].alias}'):"
     else:

@@ -15,7 +15,7 @@ from mcp_server.catalog import (
     CatalogEntry,
     collect_databases,
     load_catalog,
-    summarise,
+    summarize,
     tool_description,
 )
 from mcp_server.demo import DEMO_ALIAS, ensure_demo_database
@@ -210,7 +210,7 @@ def test_summary_and_tool_description() -> None:
     many = CatalogEntry("big", Path("/b"), tuple(f"t{i}" for i in range(85)), ("v1",))
     one = CatalogEntry("one", Path("/o"), ("only",), ())
     empty = CatalogEntry("empty", Path("/e"), (), ())
-    assert [summarise(e) for e in (many, one, empty)] == [
+    assert [summarize(e) for e in (many, one, empty)] == [
         "big: 85 tables and 1 view (t0, t1, t2, t3, t4, t5, …)", "one: 1 table (only)",
         "empty: 0 tables"]
     assert tool_description(Catalog((one,)), model="m", max_rows=50) == (

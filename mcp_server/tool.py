@@ -112,7 +112,7 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     logger.info("answered on '%s': %s after %d rounds, %d tool calls, %.1f s (queued %.1f s)",
                 alias, answer.status, answer.rounds, answer.tool_calls, answer.seconds,
                 answer.queued_seconds)
-    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer))],
+    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer, runtime.limits))],
                           structured_content=answer.model_dump(mode="json"))
 
 
@@ -153,6 +153,8 @@ async def _run_in_turn(runtime: ServerRuntime, question: str, evidence: str | No
 async def _audit(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,
                  fields: dict[str, Any]) -> None:
     if runtime.episode_log is not None:
+        hide = runtime.databases[alias].hide
+        hidden = {"hide_rules": list(hide.texts)} if hide else {}
         await runtime.episode_log.append({
             "question": question, "evidence": evidence, "database": alias,
-            "model": runtime.backend.model, **fields})
+            "model": runtime.backend.model, **hidden, **fields})

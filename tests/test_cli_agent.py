@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 
 from agent.cli import main
+from agent.sqlite import create_database
 from tests.conftest import SHARED_DATA
 from tests.support.policies import DEFAULT_MODEL, OraclePolicy
 
@@ -150,6 +151,22 @@ def test_doctor_checks_every_openai_replica_serves_the_model(fake_openai, dead_u
             "Pass that name with --model") in capsys.readouterr().out
 
 
+def test_doctor_lists_what_each_hide_rule_hides(fake_ollama, tmp_path, capsys) -> None:
+    """doctor --hide prints each rule's matches per database and warns about a rule matching nothing."""
+    db = tmp_path / "t.sqlite"
+    sqlite3.connect(db).executescript(
+        "CREATE TABLE Customer (id, Email); CREATE VIEW Mails AS SELECT Email FROM Customer;").close()
+    server = fake_ollama(OraclePolicy({}))
+    assert main(["doctor", "--ollama-host", server.url, "--db", str(db),
+                 "--hide", "customer.email", "--hide", "Custmer.*"]) == 0
+    out = capsys.readouterr().out
+    assert (f"[ok]   database {db.resolve()}: 1 tables, 0 views\n"
+            "       hides (customer.email): Customer.Email\n"
+            "[warn] hide rule 'Custmer.*' matches no table or column here; check its spelling "
+            "(TABLE or TABLE.COLUMN globs, any case)\n"
+            "       also hidden, as they read hidden data: Mails\n") in out
+
+
 def test_doctor_reports_the_engines_slots_and_what_runtime_slots_will_be(fake_openai, capsys) -> None:
     """llama-server's /props total_slots is reported, with a note when --runtime-slots differs."""
     one_slot = fake_openai(OraclePolicy({}), total_slots=1)
@@ -166,3 +183,19 @@ def test_doctor_reports_the_engines_slots_and_what_runtime_slots_will_be(fake_op
     silent = fake_openai(OraclePolicy({}))
     assert main(["doctor", "--backend", "openai", "--base-url", silent.url]) == 0
     assert "the engine does not say how many sequences it runs at once" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("flags", "result_text"), [
+    ([], "result (1/1):\nn\n3"),
+    (["--environment", "rich"], "[1 row]"),
+])
+def test_ask_reads_the_environment_it_is_given(fake_ollama, tmp_path, capsys, flags, result_text) -> None:
+    """ask --environment picks the texts the model reads; the printed answer is the same."""
+    db = create_database(tmp_path / "t.sqlite",
+                         "CREATE TABLE t (n INTEGER); INSERT INTO t VALUES (1), (2), (3);")
+    question, gold = "How many rows?", "SELECT count(*) AS n FROM t"
+    server = fake_ollama(OraclePolicy({question: gold}))
+    assert main(["ask", "--db", str(db), "--ollama-host", server.url, *flags, question]) == 0
+    prompts = [body["prompt"] for body in server.bodies("/api/generate")]
+    assert result_text in prompts[-1]
+    assert capsys.readouterr().out.split("\n", 1)[1] == "```sql\n" + gold + "\n```\nn\n-\n3\n[1 row]\n"

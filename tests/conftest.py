@@ -15,6 +15,7 @@ pytest_plugins = (
     "tests.support.fake_runtime",
     "tests.support.mcp",
     "tests.support.fixtures",
+    "tests.support.hiding",
 )
 
 # The real databases and question sets sit next to the clone (read in place, never copied).

@@ -485,9 +485,8 @@ async def test_an_answer_over_the_row_cap_says_so(tmp_path: Path) -> None:
 
 async def test_hidden_data_never_reaches_the_client(tmp_path: Path) -> None:
     """--hide: the description omits hidden tables, and no hidden value is in any output or log."""
-    from test_hiding import ATTACKS, RULES, SCHEMA_SQL, SECRETS
-
     from agent.sqlite import create_database
+    from tests.support.hiding import ATTACKS, RULES, SCHEMA_SQL, SECRETS
 
     shop = create_database(tmp_path / "shop.sqlite", SCHEMA_SQL)
     log = tmp_path / "episodes.jsonl"

@@ -41,7 +41,7 @@ from .settings import ServerSettings
 from .stopping import exit_on_stop_signal, print_tty_notice
 from .tool import TOOL_NAME, advertised_input_schema, answer_sql_question
 
-logger = logging.getLogger("mcp_server")
+logger = logging.getLogger(__name__)
 
 # `mcp dev` adds these to the `uv run --with mcp==X mcp run ...` it starts: `mcp run` needs typer.
 MCP_DEV_DEPENDENCIES = ("mcp[cli]",)
@@ -88,7 +88,7 @@ class SqaleServer(MCPServer[ServerRuntime]):
             tool.parameters, aliases=catalog.aliases, max_question_chars=settings.max_question_chars,
             max_evidence_chars=settings.max_evidence_chars, example=example_question(catalog)), limits)
 
-    def run(self, transport: str | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+    def run(self, transport: str | None = None, **kwargs: Any) -> None:
         """Serve on `transport` (default: the configured one) until stopped."""
         if kwargs:
             raise ConfigError(f"transport options {sorted(kwargs)} are not taken here; give "

@@ -9,18 +9,17 @@ import sqlite3
 import subprocess
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
-from console import console_script
-from policies import DEFAULT_MODEL, OraclePolicy, ScriptedReply, ScriptPolicy, tool_call
 
 from agent.cli import main
 from agent.sqlite import create_database
+from tests.conftest import SHARED_DATA
+from tests.support.console import console_script
+from tests.support.policies import DEFAULT_MODEL, OraclePolicy, ScriptedReply, ScriptPolicy, tool_call
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-CHINOOK = DATA / "dbs" / "Chinook_Sqlite.sqlite"
-needs_chinook = pytest.mark.skipif(not CHINOOK.exists(), reason="../shared/data (Chinook) is absent")
+CHINOOK = SHARED_DATA / "dbs" / "Chinook_Sqlite.sqlite"
+needs_chinook = pytest.mark.needs_shared("dbs/Chinook_Sqlite.sqlite")
 
 QUESTION = "How many albums does AC/DC have?"
 GOLD = ("SELECT count(*) FROM Album JOIN Artist ON Album.ArtistId = Artist.ArtistId "
@@ -254,7 +253,7 @@ def test_doctor_reports_a_runtime_that_never_answers(black_hole, capsys) -> None
 
 def test_doctor_warns_about_a_wal_database_opened_as_a_snapshot(fake_ollama, tmp_path, capsys) -> None:
     """A WAL database without its -shm in a read-only folder is a [warn] with the reason, not [ok]."""
-    from test_sqlite import _mount_read_only, _wal_database
+    from tests.test_sqlite import _mount_read_only, _wal_database
 
     path = _wal_database(tmp_path, keep_shm=False)
     if not _mount_read_only(path.parent):

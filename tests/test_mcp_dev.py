@@ -16,10 +16,11 @@ from typing import Any
 
 import anyio
 import pytest
-from console import console_script
 from mcp import Client, StdioServerParameters
-from mcp_helpers import BOOK_GOLD, REPO, TOOL, server_env
-from policies import OraclePolicy
+
+from tests.support.console import console_script
+from tests.support.mcp import BOOK_GOLD, REPO, TOOL, server_env
+from tests.support.policies import OraclePolicy
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from console import console_script
-from mcp_helpers import server_env
+
+from tests.support.console import console_script
+from tests.support.mcp import server_env
 
 pytestmark = pytest.mark.slow
 

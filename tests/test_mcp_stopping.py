@@ -99,8 +99,9 @@ def test_a_stop_signal_ends_the_stdio_server(tmp_path: Path, dead_url: str, sign
         if server.poll() is None:
             server.kill()
         server.wait()
-        assert server.stdin is not None
-        server.stdin.close()
+        for pipe in (server.stdin, server.stdout, server.stderr):
+            if pipe is not None:
+                pipe.close()
     text = log.decode(errors="replace")
     assert (returncode, out) == (code, b"")
     assert took < STOP_WITHIN, f"took {took:.2f} s"

@@ -17,7 +17,7 @@ from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 
-from .catalog import Catalog, collect_databases, load_catalog, tool_description
+from .catalog import Catalog, attach_notes, collect_databases, load_catalog, tool_description
 from .http_transport import MCP_PATH, http_app, serve_http
 from .runtime import BackendFactory, EpisodeLog, ServerRuntime, load_prompts, make_backend, open_runtime
 from .settings import ServerSettings
@@ -93,12 +93,16 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
         settings = settings.model_copy(update={"ollama_host": host})
     specs = collect_databases(settings, environ)
     catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout))
+    catalog = attach_notes(catalog, settings.notes, settings.max_notes_chars)
     prompts = load_prompts(settings)
     if settings.episode_log is not None:
         EpisodeLog.check_writable(settings.episode_log)
     for entry in catalog.entries:
         logger.info("database '%s': %s (%d tables, %d views)", entry.alias, entry.path,
                     len(entry.tables), len(entry.views))
+        if entry.notes is not None:
+            logger.info("database '%s': notes %s (%d facts, %d characters)", entry.alias,
+                        entry.notes.path, entry.notes.facts, entry.notes.chars)
     return SqaleServer(settings, catalog, prompts, backend_factory)
 
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent.errors import ConfigError, DatabasePathError
+from agent.notes import Notes, read_notes
 from agent.sqlite import Database, EngineLimits, QueryEngine, validate_database_path
 
 from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
-from .settings import ALIAS_PATTERN, DatabaseSpec, ServerSettings
+from .settings import ALIAS_PATTERN, DatabaseSpec, NotesSpec, ServerSettings
 
 logger = logging.getLogger("mcp_server")
 
@@ -33,6 +34,7 @@ class CatalogEntry:
     path: Path
     tables: tuple[str, ...]
     views: tuple[str, ...]
+    notes: Notes | None = None  # the user's facts about this database's data
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,13 @@ class Catalog:
     def aliases(self) -> tuple[str, ...]:
         """The aliases clients may pass as `database`."""
         return tuple(e.alias for e in self.entries)
+
+    def entry(self, alias: str) -> CatalogEntry:
+        """The entry of a configured alias (KeyError for any other)."""
+        for entry in self.entries:
+            if entry.alias == alias:
+                return entry
+        raise KeyError(alias)
 
 
 def collect_databases(settings: ServerSettings, environ: Mapping[str, str]) -> tuple[DatabaseSpec, ...]:
@@ -123,6 +132,24 @@ def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits) -> Catalog
         engine.close()
 
 
+def attach_notes(catalog: Catalog, specs: Sequence[NotesSpec], max_chars: int) -> Catalog:
+    """The catalog with each --notes file read into its database's entry; ConfigError if bad."""
+    by_alias = {spec.alias: spec for spec in specs}
+    unknown = [alias for alias in by_alias if alias not in catalog.aliases]
+    if unknown:
+        raise ConfigError(
+            f"--notes {unknown[0]}={by_alias[unknown[0]].path}: no database '{unknown[0]}' is "
+            f"configured (the aliases are {', '.join(catalog.aliases)}); use one of them")
+    entries = []
+    for entry in catalog.entries:
+        spec = by_alias.get(entry.alias)
+        if spec is not None:
+            entry = replace(entry, notes=read_notes(spec.path, max_chars=max_chars,
+                                                    where=f"--notes {spec.alias}={spec.path}"))
+        entries.append(entry)
+    return Catalog(tuple(entries))
+
+
 def summarise(entry: CatalogEntry) -> str:
     """One line for the tool description, e.g. `chinook: 11 tables (Album, Artist, ...)`."""
     counts = [_plural(len(entry.tables), "table")]
@@ -132,7 +159,8 @@ def summarise(entry: CatalogEntry) -> str:
     shown = ", ".join(names[:SUMMARY_TABLE_NAMES])
     more = ", …" if len(names) > SUMMARY_TABLE_NAMES else ""
     listing = f" ({shown}{more})" if names else ""
-    return f"{entry.alias}: {' and '.join(counts)}{listing}"
+    notes = "; has notes" if entry.notes is not None else ""
+    return f"{entry.alias}: {' and '.join(counts)}{listing}{notes}"
 
 
 def tool_description(catalog: Catalog, *, model: str, max_rows: int) -> str:
@@ -147,6 +175,7 @@ def tool_description(catalog: Catalog, *, model: str, max_rows: int) -> str:
         f"({model}) explores the database read-only, writes SQL, runs it and returns the SQL "
         "with its result.\n\n"
         f"{choose}\n{lines}\n\n"
+        f"{_NOTES_LINE if any(e.notes for e in catalog.entries) else ''}"
         "Returns the SQL in a ```sql fence and the first rows as a table; the structured result "
         f"holds sql, columns, rows (at most {max_rows}), row_count, truncated, status "
         "(submitted, final_answer, fallback or failed), rounds, tool_calls, seconds and a trace "
@@ -155,6 +184,11 @@ def tool_description(catalog: Catalog, *, model: str, max_rows: int) -> str:
         "relying on it. Ask one precise question per call; put domain hints (what a term means "
         "in the data) in `evidence`."
     )
+
+
+_NOTES_LINE = (
+    "A database that `has notes` comes with facts about its data written by its users (terms, "
+    "units, codes); the model reads them with every question, before your `evidence`.\n\n")
 
 
 def _plural(n: int, word: str) -> str:

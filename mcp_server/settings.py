@@ -14,6 +14,7 @@ from typing import Any, Literal, NoReturn
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from agent.errors import ConfigError
+from agent.notes import DEFAULT_MAX_NOTES_CHARS
 
 DEFAULT_MODEL = "qwen3.5-2b-grpo-synsql"
 ARGS_ENV = "SQALE_MCP_ARGS"  # options for the module-level server of `mcp dev` / `mcp run`
@@ -31,12 +32,23 @@ class DatabaseSpec(BaseModel):
     path: Path
 
 
+class NotesSpec(BaseModel):
+    """A notes file (facts about the data, one per line) for the database under `alias`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    alias: str
+    path: Path
+
+
 class ServerSettings(BaseModel):
     """Everything the server needs to start; frozen, validated once at the edge."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     databases: tuple[DatabaseSpec, ...] = ()  # from --db and the config file's [db] table
+    notes: tuple[NotesSpec, ...] = ()  # from --notes and the config file's [notes] table
+    max_notes_chars: int = Field(DEFAULT_MAX_NOTES_CHARS, ge=1, le=100_000)
     db_dir: Path | None = None
     demo: bool = False
     model: str = Field(DEFAULT_MODEL, min_length=1)
@@ -132,6 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TOML file with the same settings (keys as the long options); flags win")
     p.add_argument("--db", action="append", metavar="ALIAS=PATH",
                    help="a database to serve under ALIAS (repeatable)")
+    p.add_argument("--notes", action="append", metavar="ALIAS=FILE",
+                   help="a UTF-8 file of facts about that database's data, one per line, read "
+                        "with every question about it (repeatable)")
+    p.add_argument("--max-notes-chars", type=int, metavar="N",
+                   help=f"longest notes allowed per database (default {DEFAULT_MAX_NOTES_CHARS:,})")
     p.add_argument("--db-dir", type=Path, metavar="DIR",
                    help="serve every *.sqlite, *.sqlite3 and *.db file in DIR (alias = file stem)")
     p.add_argument("--demo", action="store_true", default=None,
@@ -175,8 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Settings a config file may hold, by field name; `db` is the [db] alias table.
-_FILE_KEYS = frozenset(ServerSettings.model_fields) - {"databases", "api_key", "auth_token", "base_urls"}
-_FILE_KEYS_WITH_ALIASES = _FILE_KEYS | {"db", "base_url"}
+_FILE_KEYS = frozenset(ServerSettings.model_fields) - {"databases", "notes", "api_key", "auth_token",
+                                                       "base_urls"}
+_FILE_KEYS_WITH_ALIASES = _FILE_KEYS | {"db", "notes", "base_url"}
 _PATH_KEYS = ("db_dir", "reference_agent", "system_prompt", "user_template", "episode_log")
 
 
@@ -187,12 +205,17 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
     values = read_config_file(config_path) if config_path is not None else {}
     flag_dbs = parse_db_flags(args.pop("db") or [])
     file_dbs: dict[str, Path] = values.pop("db", {})
+    flag_notes = parse_alias_files(args.pop("notes") or [], "--notes",
+                                   "--notes chinook=~/notes/chinook.txt")
+    file_notes: dict[str, Path] = values.pop("notes", {})
     base_urls = args.pop("base_url")
     if base_urls is not None:
         values["base_urls"] = tuple(base_urls)
     values.update({k: v for k, v in args.items() if v is not None})
     values["databases"] = tuple(
         DatabaseSpec(alias=a, path=p) for a, p in ({**file_dbs, **flag_dbs}).items())
+    values["notes"] = tuple(
+        NotesSpec(alias=a, path=p) for a, p in ({**file_notes, **flag_notes}).items())
     for key, secret in (("auth_token_env", "auth_token"), ("api_key_env", "api_key")):
         if values.get(key) is not None:
             values[secret] = read_secret(values[key], environ, f"--{key.replace('_', '-')}")
@@ -204,12 +227,17 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
 
 def parse_db_flags(items: Sequence[str]) -> dict[str, Path]:
     """`ALIAS=PATH` strings into a mapping; a later alias replaces an earlier one."""
+    return parse_alias_files(items, "--db", "--db chinook=~/data/chinook.db")
+
+
+def parse_alias_files(items: Sequence[str], flag: str, example: str) -> dict[str, Path]:
+    """`ALIAS=PATH` strings of `flag` into a mapping; a later alias replaces an earlier one."""
     out: dict[str, Path] = {}
     for item in items:
         alias, sep, path = item.partition("=")
         if not sep or not path.strip():
-            raise ConfigError(f"--db {item!r}: write it as ALIAS=PATH, e.g. --db chinook=~/data/chinook.db")
-        out[check_alias(alias.strip(), f"--db {item!r}")] = Path(path.strip()).expanduser()
+            raise ConfigError(f"{flag} {item!r}: write it as ALIAS=PATH, e.g. {example}")
+        out[check_alias(alias.strip(), f"{flag} {item!r}")] = Path(path.strip()).expanduser()
     return out
 
 
@@ -252,8 +280,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
                 f"--config {path}: unknown setting {key!r}; known: "
                 f"{', '.join(sorted(k.replace('_', '-') for k in _FILE_KEYS_WITH_ALIASES))}")
         values[name] = value
-    if "db" in values:
-        values["db"] = _file_databases(values["db"], path, base)
+    for table in ("db", "notes"):
+        if table in values:
+            values[table] = _file_alias_paths(table, values[table], path, base)
     if "base_url" in values:
         urls = values.pop("base_url")
         values["base_urls"] = tuple(urls) if isinstance(urls, list) else (urls,)
@@ -263,15 +292,17 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return values
 
 
-def _file_databases(table: object, path: Path, base: Path) -> dict[str, Path]:
+def _file_alias_paths(name: str, table: object, path: Path, base: Path) -> dict[str, Path]:
+    """The [db] or [notes] table: alias = "path" lines, paths relative to the config file."""
+    example = "chinook.db" if name == "db" else "chinook-notes.txt"
     if not isinstance(table, dict):
-        raise ConfigError(f"--config {path}: `db` must be a table of alias = \"path\" lines, "
-                          "e.g. [db]\\nchinook = \"data/chinook.db\"")
+        raise ConfigError(f"--config {path}: `{name}` must be a table of alias = \"path\" lines, "
+                          f"e.g. [{name}]\\nchinook = \"data/{example}\"")
     out: dict[str, Path] = {}
-    for alias, db_path in table.items():
-        if not isinstance(db_path, str) or not db_path.strip():
-            raise ConfigError(f"--config {path}: db.{alias} must be a path string")
-        out[check_alias(alias, f"--config {path}: db.{alias}")] = base / Path(db_path).expanduser()
+    for alias, file_path in table.items():
+        if not isinstance(file_path, str) or not file_path.strip():
+            raise ConfigError(f"--config {path}: {name}.{alias} must be a path string")
+        out[check_alias(alias, f"--config {path}: {name}.{alias}")] = base / Path(file_path).expanduser()
     return out
 
 

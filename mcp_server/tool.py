@@ -15,6 +15,7 @@ from pydantic import Field
 from agent.episode import Round
 from agent.errors import SqaleError
 from agent.loop import run_episode
+from agent.notes import evidence_with_notes
 from agent.report import progress_message
 
 from .output import (
@@ -86,6 +87,8 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
         raise empty_question()
     hint = checked_text("evidence", evidence, settings.max_evidence_chars)
     alias = resolve_alias(database, runtime.catalog.aliases)
+    notes = runtime.catalog.entry(alias).notes
+    model_evidence = evidence_with_notes(notes.text if notes else None, hint)
     max_turns = runtime.episode_settings.max_tool_turns
 
     async def on_round(played: Round) -> None:
@@ -100,7 +103,7 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
         try:
             with anyio.move_on_after(settings.episode_timeout) as deadline:
                 result = await run_episode(
-                    asked, runtime.databases[alias], runtime.backend, evidence=hint,
+                    asked, runtime.databases[alias], runtime.backend, evidence=model_evidence,
                     prompts=runtime.prompts, settings=runtime.episode_settings, on_round=on_round)
         except SqaleError as exc:
             error = tool_error_for(exc, database=alias)
@@ -129,6 +132,9 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
 async def _audit(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,
                  fields: dict[str, Any]) -> None:
     if runtime.episode_log is not None:
+        notes = runtime.catalog.entry(alias).notes
+        used = None if notes is None else {"path": str(notes.path), "facts": notes.facts,
+                                           "chars": notes.chars}
         await runtime.episode_log.append({
-            "question": question, "evidence": evidence, "database": alias,
+            "question": question, "evidence": evidence, "database": alias, "notes": used,
             "model": runtime.backend.model, **fields})

@@ -339,8 +339,9 @@ async def test_episode_log_gets_one_line_per_question(tmp_path: Path) -> None:
     volatile = ("time", "seconds", "model_seconds", "tool_seconds", "queued_seconds", "tokens")
     assert {k: v for k, v in first.items() if k not in volatile} == {
         "question": "How many books are there?", "evidence": "all", "database": "bookshop",
-        "model": "qwen3.5-2b-grpo-synsql", "status": "submitted", "sql": "SELECT count(*) FROM books",
-        "error": None, "stop_reason": "submit_sql", "row_count": 1, "rounds": 3, "tool_calls": 3,
+        "notes": None, "model": "qwen3.5-2b-grpo-synsql", "status": "submitted",
+        "sql": "SELECT count(*) FROM books", "error": None, "stop_reason": "submit_sql", "row_count": 1,
+        "rounds": 3, "tool_calls": 3,
         "trace": [
             {"round": 1, "tool": "list_tables", "arguments": {}, "ok": True, "summary": "5 tables:"},
             {"round": 2, "tool": "run_query", "arguments": {"sql": "SELECT count(*) FROM books"},
@@ -349,7 +350,7 @@ async def test_episode_log_gets_one_line_per_question(tmp_path: Path) -> None:
              "ok": True, "summary": "[1 row]"}]}
     assert set(first) >= set(volatile)
     assert {k: v for k, v in second.items() if k != "time"} == {
-        "question": "refused question", "evidence": None, "database": "bookshop",
+        "question": "refused question", "evidence": None, "database": "bookshop", "notes": None,
         "model": "qwen3.5-2b-grpo-synsql", "status": "error",
         "error": "The model is not installed: model gone"}
 

@@ -12,6 +12,7 @@ import anyio
 from ..backends.base import SamplingSettings
 from ..episode import EpisodeSettings, Round
 from ..loop import run_episode
+from ..notes import DEFAULT_MAX_NOTES_CHARS, evidence_with_notes, read_notes
 from ..report import progress_message, render_answer, render_trace, result_as_json
 from ..sqlite import Database
 from .backend_options import add_backend_arguments, backend_choice, make_backend, prompts_from_args
@@ -25,6 +26,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("question", help="the question, in plain language")
     parser.add_argument("--db", required=True, metavar="PATH", help="the SQLite database file")
     parser.add_argument("--evidence", metavar="TEXT", help="a hint such as BIRD's evidence note")
+    parser.add_argument("--notes", metavar="FILE",
+                        help="a UTF-8 file of facts about the data, one per line (e.g. 'amounts are "
+                             "in cents'); the model reads them before --evidence")
+    parser.add_argument("--max-notes-chars", type=int, default=DEFAULT_MAX_NOTES_CHARS, metavar="N",
+                        help=f"longest notes allowed (default {DEFAULT_MAX_NOTES_CHARS:,})")
     parser.add_argument("--seed", type=int, help="sampling seed, for repeatable answers")
     parser.add_argument("--max-rows", type=int, default=50, help="rows of the answer kept (default 50)")
     parser.add_argument("--json", action="store_true", help="print the whole episode result as JSON")
@@ -39,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
     choice = backend_choice(args)
     prompts = prompts_from_args(args)
     settings = EpisodeSettings(result_rows=max(1, args.max_rows))
+    notes = read_notes(args.notes, max_chars=args.max_notes_chars) if args.notes else None
+    evidence = evidence_with_notes(notes.text if notes else None, args.evidence)
     live = sys.stderr.isatty()
 
     async def report(played: Round) -> None:
@@ -52,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         backend = make_backend(choice, SamplingSettings(seed=args.seed))
         try:
             with Database(args.db) as db:
-                return await run_episode(args.question, db, backend, evidence=args.evidence,
+                return await run_episode(args.question, db, backend, evidence=evidence,
                                          prompts=prompts, settings=settings, on_round=report)
         finally:
             await backend.aclose()

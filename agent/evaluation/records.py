@@ -194,8 +194,11 @@ def read_records(path: Path, *, traces: bool = False) -> dict[str, QuestionRecor
         try:
             record = QuestionRecord.model_validate_json(line)
         except ValidationError as exc:
+            # A key we do not know is the plainest sign of a foreign line; pydantic's own
+            # order of errors changed between versions, so pick it first ourselves.
+            errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
             raise ConfigError(f"{path}: line {number} is not a result record of this tool "
-                              f"({exc.errors()[0]['msg']}); give another --out") from exc
+                              f"({errors[0]['msg']}); give another --out") from exc
         records[record.key] = record if traces else without_trace(record)
     return records
 

@@ -100,6 +100,8 @@ class EpisodeResult:
     model_seconds: float
     tool_seconds: float
     prompt: str  # the final raw prompt text, completions included
+    tables_read: tuple[str, ...] = ()  # tables and views the final SQL read, by name
+    columns_read: tuple[tuple[str, str], ...] = ()  # (table, column) pairs the final SQL read
 
     @property
     def tool_calls(self) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -14,6 +14,7 @@ TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured
 TEXT_CELL_CHARS = 60
 TRACE_ARG_CHARS = 2_000
 SUMMARY_CHARS = 160
+TABLES_LINE_CHARS = 600
 
 
 class TraceEntry(BaseModel):
@@ -48,6 +49,14 @@ class AnswerOutput(BaseModel):
     tokens: int = Field(description="tokens used by the episode")
     seconds: float = Field(description="wall time of the episode")
     model: str = Field(description="the model that wrote the SQL")
+    tables: list[str] = Field(
+        default_factory=list,
+        description="tables and views the final SQL read (as SQLite's authorizer reported them; "
+                    "a view comes with the tables it reads): check they are where the question points")
+    columns_read: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="per table, the columns the final SQL read (a table read only for count(*) "
+                    "has none)")
     trace: list[TraceEntry] = Field(description="every tool call of the exploration, in order")
 
 
@@ -73,7 +82,27 @@ def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
         status=result.status.value, error=result.error, stop_reason=result.stop_reason.value,
         rounds=len(result.rounds), tool_calls=result.tool_calls, tokens=result.tokens,
         seconds=round(result.seconds, 3), model=model, trace=trace_entries(result),
+        tables=list(result.tables_read), columns_read=columns_by_table(result.columns_read),
     )
+
+
+def columns_by_table(pairs: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """(table, column) pairs as table -> sorted columns."""
+    grouped: dict[str, list[str]] = {}
+    for table, column in pairs:
+        grouped.setdefault(table, []).append(column)
+    return {t: sorted(set(cols), key=str.casefold) for t, cols in grouped.items()}
+
+
+def tables_line(tables: Sequence[str], columns: Mapping[str, Sequence[str]]) -> str | None:
+    """`Tables read: customer (id, name), invoice (total).` in one line; None when nothing was read."""
+    if not tables:
+        return None
+    parts = []
+    for table in sorted(tables, key=str.casefold):
+        cols = sorted(columns.get(table, ()), key=str.casefold)
+        parts.append(f"{table} ({', '.join(cols)})" if cols else table)
+    return clip(f"Tables read: {', '.join(parts)}.", TABLES_LINE_CHARS)
 
 
 def render_answer_text(answer: AnswerOutput) -> str:
@@ -94,6 +123,9 @@ def render_answer_text(answer: AnswerOutput) -> str:
             more = _more_rows_line(answer)
             if more:
                 parts.append(more)
+        read = tables_line(answer.tables, answer.columns_read)
+        if read:
+            parts.append(read)
         if answer.status == "fallback":
             parts.append("Note: the model gave no usable final answer; this is the last query it "
                          "ran without error.")

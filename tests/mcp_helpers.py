@@ -24,8 +24,8 @@ BOOK_GOLD = {
         "SELECT title FROM books WHERE published < 1960 ORDER BY title",
 }
 COUNT_TEXT_START = (
-    "```sql\nSELECT count(*) FROM books\n```\n\n| count(*) |\n|---|\n| 16 |\n\nStatus submitted "
-    "after 3 rounds and 3 tool calls in ")
+    "```sql\nSELECT count(*) FROM books\n```\n\n| count(*) |\n|---|\n| 16 |\n\nTables read: books.\n\n"
+    "Status submitted after 3 rounds and 3 tool calls in ")
 
 
 class KeyedPolicy:

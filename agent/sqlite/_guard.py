@@ -62,12 +62,14 @@ class _StatementGuard:
         self.deadline = float("inf")
         self.first_action: int | None = None
         self.tables_read: set[str] = set()
+        self.columns_read: set[tuple[str, str]] = set()
         self.denied: str | None = None
 
     def reset(self, deadline: float) -> None:
         self.deadline = deadline
         self.first_action = None
         self.tables_read = set()
+        self.columns_read = set()
         self.denied = None
 
     def authorize(self, action: int, arg1: str | None, arg2: str | None,
@@ -77,6 +79,8 @@ class _StatementGuard:
         if action in _ALWAYS_ALLOWED:
             if action == sqlite3.SQLITE_READ and arg1:
                 self.tables_read.add(arg1)
+                if arg2:  # "" when a table is read without a column, as for count(*)
+                    self.columns_read.add((arg1, arg2))
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_FUNCTION:
             if (arg2 or "").lower() in _DENIED_FUNCTIONS:
@@ -197,6 +201,7 @@ class GuardedConnection:
                                seconds=time.monotonic() - start)
         return QueryResult(QueryStatus.OK, columns, tuple(rows), total, lower_bound,
                            tables_read=frozenset(self.guard.tables_read),
+                           columns_read=frozenset(self.guard.columns_read),
                            seconds=time.monotonic() - start)
 
     def _interrupted(self) -> bool:

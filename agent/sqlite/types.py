@@ -98,6 +98,7 @@ class QueryResult:
     total_is_lower_bound: bool = False  # counting stopped at the cap or the deadline
     error: str | None = None
     tables_read: frozenset[str] = frozenset()  # tables the authorizer saw being read
+    columns_read: frozenset[tuple[str, str]] = frozenset()  # (table, column) pairs it saw read
     seconds: float = 0.0
 
     @property

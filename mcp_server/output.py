@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -9,6 +10,9 @@ from pydantic import BaseModel, Field
 
 from agent.episode import EpisodeResult
 from agent.report import JsonCell, clip, json_cell
+from agent.text_safety import escape_unsafe
+
+from .fence import fence_untrusted
 
 TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured content
 TEXT_CELL_CHARS = 60
@@ -113,13 +117,13 @@ def render_answer_text(answer: AnswerOutput) -> str:
         parts.append("Rephrase the question more concretely (name the tables or values you mean) "
                      "or add `evidence`, then ask again.")
     else:
-        parts.append(f"```sql\n{answer.sql}\n```")
+        parts.append(sql_fence(answer.sql))
         if answer.error and not answer.rows:
             parts.append(f"The SQL failed: {answer.error}")
         elif not answer.rows:
             parts.append("The query returned no rows.")
         else:
-            parts.append(markdown_table(answer.columns, answer.rows[:TEXT_ROWS]))
+            parts.append(fence_untrusted(markdown_table(answer.columns, answer.rows[:TEXT_ROWS])))
             more = _more_rows_line(answer)
             if more:
                 parts.append(more)
@@ -136,11 +140,18 @@ def render_answer_text(answer: AnswerOutput) -> str:
     return "\n\n".join(parts)
 
 
+def sql_fence(sql: str) -> str:
+    """`sql` in a ```sql fence longer than any backtick run inside it, so it cannot be closed early."""
+    longest = max((len(run) for run in re.findall(r"`+", sql)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}sql\n{sql}\n{ticks}"
+
+
 def markdown_table(columns: list[str], rows: list[list[JsonCell]]) -> str:
     """A Markdown table with cells clipped and `|` escaped so each row stays one line."""
     def cell(value: JsonCell) -> str:
         text = "NULL" if value is None else str(value)
-        return clip(text, TEXT_CELL_CHARS).replace("|", "\\|")
+        return escape_unsafe(clip(text, TEXT_CELL_CHARS)).replace("|", "\\|")
 
     header = "| " + " | ".join(cell(c) for c in columns) + " |"
     rule = "|" + "|".join("---" for _ in columns) + "|"

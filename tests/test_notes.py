@@ -11,12 +11,12 @@ from mcp import Client
 from mcp_helpers import BOOK_GOLD, TOOL, run_server_expecting_exit
 from policies import OraclePolicy, PolicyBackend, first_user_turn
 
+from agent.backends.settings import make_backend
 from agent.cli import main
 from agent.errors import ConfigError
 from agent.notes import Notes, evidence_with_notes, notes_text, read_notes
 from mcp_server.app import SqaleServer, build_server
 from mcp_server.demo import ensure_demo_database
-from mcp_server.runtime import make_backend
 from mcp_server.settings import NotesSpec, parse_settings
 
 NOTES = """\

@@ -194,11 +194,12 @@ def read_records(path: Path, *, traces: bool = False) -> dict[str, QuestionRecor
         try:
             record = QuestionRecord.model_validate_json(line)
         except ValidationError as exc:
-            # A key we do not know is the plainest sign of a foreign line; pydantic's own
-            # order of errors changed between versions, so pick it first ourselves.
-            errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+            # A foreign field says most plainly that the line is not ours (pydantic lists
+            # missing fields first).
+            errors = exc.errors()
+            first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
             raise ConfigError(f"{path}: line {number} is not a result record of this tool "
-                              f"({errors[0]['msg']}); give another --out") from exc
+                              f"({first['msg']}); give another --out") from exc
         records[record.key] = record if traces else without_trace(record)
     return records
 

@@ -56,7 +56,8 @@ class SqaleServer(MCPServer[ServerRuntime]):
         self.catalog = catalog
         self.add_tool(
             answer_sql_question, name=TOOL_NAME, title="Answer a question with SQL",
-            description=tool_description(catalog, model=settings.model, max_rows=settings.max_rows),
+            description=tool_description(catalog, model=settings.model, max_rows=settings.max_rows,
+                                         max_samples=settings.max_samples),
             annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False,
                                         idempotent_hint=False, open_world_hint=False),
             structured_output=True,

@@ -166,7 +166,7 @@ def summarise(entry: CatalogEntry) -> str:
     return f"{entry.alias}: {' and '.join(counts)}{listing}{notes}"
 
 
-def tool_description(catalog: Catalog, *, model: str, max_rows: int) -> str:
+def tool_description(catalog: Catalog, *, model: str, max_rows: int, max_samples: int = 1) -> str:
     """The description of answer_sql_question, naming every database."""
     lines = "\n".join(f"- {summarise(e)}" for e in catalog.entries)
     if len(catalog.entries) == 1:
@@ -181,12 +181,21 @@ def tool_description(catalog: Catalog, *, model: str, max_rows: int) -> str:
         f"{_NOTES_LINE if any(e.notes for e in catalog.entries) else ''}"
         "Returns the SQL in a ```sql fence and the first rows as a table; the structured result "
         f"holds sql, columns, rows (at most {max_rows}), row_count, truncated, status "
-        "(submitted, final_answer, fallback or failed), rounds, tool_calls, seconds and a trace "
-        "of the model's exploration.\n"
+        "(submitted, final_answer, fallback or failed), rounds, tool_calls, seconds, the tables "
+        "the SQL read and a trace of the model's exploration.\n"
+        f"{_samples_line(max_samples)}"
         "The answer comes from a small model: check that the SQL answers the question before "
         "relying on it. Ask one precise question per call; put domain hints (what a term means "
         "in the data) in `evidence`."
     )
+
+
+def _samples_line(max_samples: int) -> str:
+    if max_samples <= 1:
+        return ""
+    return (f"For an answer you can weigh, pass `samples` (2 to {max_samples}): the model answers "
+            "that many times and the answers vote by their results; `agreement` (and the text) says "
+            "how many agree and `candidates` lists the other results. It takes longer.\n")
 
 
 _NOTES_LINE = (

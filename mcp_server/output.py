@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.episode import EpisodeResult
-from agent.report import JsonCell, clip, json_cell
+from agent.report import JsonCell, agreement_text, clip, json_cell
 from agent.text_safety import escape_unsafe
 
 from .fence import fence_untrusted
@@ -29,6 +29,15 @@ class TraceEntry(BaseModel):
     arguments: dict[str, Any] = Field(description="arguments as the model wrote them")
     ok: bool = Field(description="false when the tool answered with an error")
     summary: str = Field(description="one line about what the tool returned")
+
+
+class Candidate(BaseModel):
+    """One distinct result among the samples."""
+
+    sql: str | None = Field(description="the SQL of the earliest sample with this result")
+    votes: int = Field(description="samples whose SQL gave this result")
+    row_count: int = Field(description="rows of this result (counted up to a cap)")
+    status: str = Field(description="how that sample produced its SQL (submitted, final_answer, fallback)")
 
 
 class AnswerOutput(BaseModel):
@@ -64,6 +73,15 @@ class AnswerOutput(BaseModel):
         default_factory=dict,
         description="per table, the columns the final SQL read (a table read only for count(*) "
                     "has none)")
+    agreement: float = Field(1.0, description="votes of the winning result / samples: 1.0 when all "
+                                              "samples (or the only one) agree; below 0.5 treat it as a guess")
+    samples: int = Field(1, description="episodes run for the question (K)")
+    samples_finished: int = Field(1, description="samples that ran to the end (the rest were stopped "
+                                                 "once a strict majority agreed)")
+    candidates: list[Candidate] = Field(
+        default_factory=list,
+        description="with several samples: each distinct result, most votes first (the first is "
+                    "this answer)")
     trace: list[TraceEntry] = Field(description="every tool call of the exploration, in order")
 
 
@@ -137,6 +155,8 @@ def render_answer_text(answer: AnswerOutput) -> str:
         if answer.status == "fallback":
             parts.append("Note: the model gave no usable final answer; this is the last query it "
                          "ran without error.")
+    if answer.samples > 1:
+        parts.append(votes_text(answer))
     parts.append(
         f"Status {answer.status} after {_count(answer.rounds, 'round')} and "
         f"{_count(answer.tool_calls, 'tool call')} in {answer.seconds:.1f} s. The SQL was written by "
@@ -151,6 +171,15 @@ def sql_fence(sql: str) -> str:
     return f"{ticks}sql\n{sql}\n{ticks}"
 
 
+def votes_text(answer: AnswerOutput) -> str:
+    """How far the samples agree, and the other answers' SQL."""
+    votes = answer.candidates[0].votes if answer.candidates else 0  # the first is this answer
+    voting = sum(c.votes for c in answer.candidates)
+    others = [(c.sql, c.votes, c.row_count) for c in answer.candidates[1:]]
+    return agreement_text(votes, answer.samples, answer.samples_finished,
+                          answer.samples_finished - voting, others, fence=sql_fence)
+
+
 def markdown_table(columns: list[str], rows: list[list[JsonCell]]) -> str:
     """A Markdown table with cells clipped and `|` escaped so each row stays one line."""
     def cell(value: JsonCell) -> str:
@@ -163,9 +192,12 @@ def markdown_table(columns: list[str], rows: list[list[JsonCell]]) -> str:
     return "\n".join([header, rule, *body])
 
 
-def queued_message(limit: float) -> str:
-    """Progress text for a call waiting for a free slot."""
-    return f"queued: {limit:g} questions are being answered already (--max-concurrent)"
+def queued_message(limit: float, samples: int = 1) -> str:
+    """Progress text for a call waiting for free slots."""
+    if samples == 1:
+        return f"queued: {limit:g} questions are being answered already (--max-concurrent)"
+    return (f"queued: the {samples} samples of this question need {samples} of the {limit:g} "
+            "episode slots (--max-concurrent); they start as slots free up")
 
 
 def _more_rows_line(answer: AnswerOutput) -> str | None:

@@ -64,6 +64,9 @@ class ServerSettings(BackendSettings):
     episode_timeout: float = Field(300.0, gt=0, le=86_400)
     max_concurrent: int = Field(4, ge=1, le=64)
     runtime_slots: int | None = Field(None, ge=1, le=256)  # None: the backend's default, at start
+    samples: int = Field(1, ge=1, le=64)  # default K: episodes per question, voting by result
+    max_samples: int = Field(8, ge=1, le=64)  # the most a caller may ask for
+    seed: int | None = Field(None, ge=0)  # sample k samples with seed + k; None: drawn per question
     reference_agent: Path | None = None
     system_prompt: Path | None = None
     user_template: Path | None = None
@@ -79,6 +82,9 @@ class ServerSettings(BackendSettings):
 
     @model_validator(mode="after")
     def _safe_listening(self) -> ServerSettings:
+        if self.samples > self.max_samples:
+            raise ValueError(f"--samples {self.samples} is above --max-samples {self.max_samples}; "
+                             "lower it or raise --max-samples")
         if (self.transport == "streamable-http" and self.auth_token is None
                 and not is_loopback(self.host)):
             raise ValueError(
@@ -158,6 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime-slots", type=int, metavar="N",
                    help="questions talking to the model at once, each keeping its slot for all its "
                         "rounds (default: $OLLAMA_NUM_PARALLEL or 1 for Ollama, 4 per --base-url)")
+    p.add_argument("--samples", type=int, metavar="K",
+                   help="episodes per question by default; K > 1 votes by execution result (default 1)")
+    p.add_argument("--max-samples", type=int, metavar="K",
+                   help="the most samples a caller may ask for (default 8)")
+    p.add_argument("--seed", type=int, metavar="N",
+                   help="sampling seed: sample k uses N + k (default: the runtime's own for one "
+                        "sample, a random base for several)")
     p.add_argument("--reference-agent", type=Path, metavar="sqale_agent.py",
                    help="take SYSTEM_PROMPT and USER_TEMPLATE from the authors' reference loop")
     p.add_argument("--system-prompt", type=Path, metavar="FILE",

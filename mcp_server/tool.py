@@ -1,34 +1,25 @@
-"""The answer_sql_question tool: checks the arguments, runs one episode, shapes the answer."""
+"""The answer_sql_question tool: checks the arguments, runs the samples, shapes the answer."""
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Any
 
-import anyio
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from agent.episode import Round
 from agent.errors import SqaleError
-from agent.loop import run_episode
 from agent.notes import evidence_with_notes
-from agent.report import progress_message
-from agent.slots import waiting_message
 
-from .output import (
-    AnswerOutput,
-    answer_from_episode,
-    queued_message,
-    render_answer_text,
-)
+from .output import AnswerOutput, answer_from_episode, render_answer_text
 from .runtime import ServerRuntime
+from .sampling import QuestionAsked, ReportProgress, candidates_of, chosen_run, run_question
 from .tool_errors import (
     empty_question,
     episode_timeout,
+    samples_out_of_range,
     text_too_long,
     tool_error_for,
     unknown_database,
@@ -37,7 +28,6 @@ from .tool_errors import (
 logger = logging.getLogger("mcp_server")
 
 TOOL_NAME = "answer_sql_question"
-ReportProgress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 async def answer_sql_question(
@@ -49,11 +39,15 @@ async def answer_sql_question(
                                                       "when only one is configured")] = None,
     evidence: Annotated[str | None, Field(description="Optional hints about the data, e.g. what "
                                                       "a term means in columns and values")] = None,
+    samples: Annotated[int | None, Field(description="How many independent attempts to make and "
+                                                     "vote on by their results (more is slower but "
+                                                     "says how sure the answer is: see `agreement`); "
+                                                     "default: the server's")] = None,
 ) -> Annotated[CallToolResult, AnswerOutput]:
     """Answer a question about a configured SQLite database with a small local text-to-SQL model."""
     runtime: ServerRuntime = ctx.request_context.lifespan_context
     return await answer_question(runtime, question, database, evidence,
-                                 report_progress=ctx.report_progress)
+                                 report_progress=ctx.report_progress, samples=samples)
 
 
 def resolve_alias(given: str | None, aliases: Sequence[str]) -> str:
@@ -80,56 +74,57 @@ def checked_text(name: str, value: str | None, limit: int) -> str | None:
 
 
 async def answer_question(runtime: ServerRuntime, question: str, database: str | None,
-                          evidence: str | None, *, report_progress: ReportProgress) -> CallToolResult:
-    """Run one episode for the call and return its CallToolResult; errors are ToolErrors."""
+                          evidence: str | None, *, report_progress: ReportProgress,
+                          samples: int | None = None) -> CallToolResult:
+    """Run the call's samples (one episode by default) and return the CallToolResult; errors are ToolErrors."""
     settings = runtime.settings
     asked = checked_text("question", question, settings.max_question_chars)
     if asked is None:
         raise empty_question()
     hint = checked_text("evidence", evidence, settings.max_evidence_chars)
     alias = resolve_alias(database, runtime.catalog.aliases)
+    count = settings.samples if samples is None else samples
+    if not 1 <= count <= settings.max_samples:
+        raise samples_out_of_range(count, settings.max_samples)
     notes = runtime.catalog.entry(alias).notes
-    model_evidence = evidence_with_notes(notes.text if notes else None, hint)
-    max_turns = runtime.episode_settings.max_tool_turns
-
-    async def on_round(played: Round) -> None:
-        await report_progress(played.index, max_turns + 1, progress_message(played, max_turns))
-
-    async def on_wait(ahead: int) -> None:
-        await report_progress(0, max_turns + 1, waiting_message(ahead))
-
-    queued = time.perf_counter()
-    if runtime.limiter.available_tokens < 1:
-        # Tell the client why nothing happens yet (progress also keeps some client timeouts alive).
-        await report_progress(0, max_turns + 1, queued_message(runtime.limiter.total_tokens))
-    # The episode keeps its runtime slot for all its rounds, so its cached prompt prefix stays;
-    # the timeout starts once it has the slot.
-    async with runtime.limiter, runtime.slots.slot(on_wait):
-        waited = time.perf_counter() - queued
-        try:
-            with anyio.move_on_after(settings.episode_timeout) as deadline:
-                result = await run_episode(
-                    asked, runtime.databases[alias], runtime.backend, evidence=model_evidence,
-                    prompts=runtime.prompts, settings=runtime.episode_settings, on_round=on_round)
-        except SqaleError as exc:
-            error = tool_error_for(exc, database=alias)
-            await _audit(runtime, asked, hint, alias, {"status": "error", "error": str(error)})
-            raise error from exc
-    if deadline.cancelled_caught:
+    call = QuestionAsked(question=asked, alias=alias, samples=count,
+                         evidence=evidence_with_notes(notes.text if notes else None, hint))
+    try:
+        outcome = await run_question(runtime, call, report_progress)
+    except SqaleError as exc:
+        error = tool_error_for(exc, database=alias)
+        await _audit(runtime, asked, hint, alias, {"status": "error", "error": str(error)})
+        raise error from exc
+    chosen = chosen_run(outcome)
+    if chosen is None or chosen.result is None:  # every sample ran out of time
         error = episode_timeout(settings.episode_timeout)
         await _audit(runtime, asked, hint, alias, {"status": "error", "error": str(error)})
         raise error
+    result = chosen.result
     answer = answer_from_episode(result, database=alias, model=runtime.backend.model,
-                                 max_rows=settings.max_rows, queued_seconds=waited)
-    logger.info("answered on '%s': %s after %d rounds, %d tool calls, %.1f s (queued %.1f s)",
-                alias, answer.status, answer.rounds, answer.tool_calls, answer.seconds, waited)
+                                 max_rows=settings.max_rows,
+                                 queued_seconds=chosen.queued_seconds)
+    voting: dict[str, Any] = {}
+    if count > 1:
+        answer = answer.model_copy(update={
+            "agreement": round(outcome.agreement, 3), "samples": count,
+            "samples_finished": len(outcome.results), "candidates": candidates_of(outcome)})
+        voting = {"samples": count, "samples_finished": answer.samples_finished,
+                  "agreement": answer.agreement, "chosen_sample": chosen.index,
+                  "seeds_finished": [run.seed for _, run in sorted(outcome.results.items())],
+                  "candidates": [c.model_dump(mode="json") for c in answer.candidates]}
+    logger.info("answered on '%s': %s after %d rounds, %d tool calls, %.1f s (queued %.1f s)%s",
+                alias, answer.status, answer.rounds, answer.tool_calls, answer.seconds,
+                chosen.queued_seconds,
+                f"; {count} samples, agreement {answer.agreement:.2f}" if count > 1 else "")
     await _audit(runtime, asked, hint, alias, {
         "status": answer.status, "sql": answer.sql, "error": answer.error,
         "stop_reason": answer.stop_reason, "row_count": answer.row_count,
         "rounds": answer.rounds, "tool_calls": answer.tool_calls, "tokens": answer.tokens,
         "seconds": answer.seconds, "model_seconds": round(result.model_seconds, 3),
-        "tool_seconds": round(result.tool_seconds, 3), "queued_seconds": round(waited, 3),
-        "trace": [entry.model_dump(mode="json") for entry in answer.trace],
+        "tool_seconds": round(result.tool_seconds, 3),
+        "queued_seconds": round(chosen.queued_seconds, 3),
+        "trace": [entry.model_dump(mode="json") for entry in answer.trace], **voting,
     })
     return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer))],
                           structured_content=answer.model_dump(mode="json"))

@@ -97,7 +97,7 @@ async def test_tool_listing_has_description_input_and_output_schema(tmp_path: Pa
     assert [t.name for t in tools] == [TOOL]
     tool = tools[0]
     assert tool.input_schema["required"] == ["question"]
-    assert sorted(tool.input_schema["properties"]) == ["database", "evidence", "question"]
+    assert sorted(tool.input_schema["properties"]) == ["database", "evidence", "question", "samples"]
     assert tool.output_schema == AnswerOutput.model_json_schema()
     assert "- bookshop: 5 tables (authors, books, customers, order_items, orders)" in tool.description
     assert tool.annotations is not None and tool.annotations.read_only_hint is True

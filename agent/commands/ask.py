@@ -31,6 +31,7 @@ from ..voting import (
     seeded_backends,
 )
 from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
+from .environment_option import add_environment_argument, environment_from_args
 
 
 def register(subparsers: Any) -> None:
@@ -55,6 +56,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--trace", action="store_true",
                         help="print each round: thoughts, calls and results")
     add_backend_arguments(parser)
+    add_environment_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--samples must be 1 or more")
     choice = backend_choice(args)
     prompts = prompts_from_args(args)
-    settings = EpisodeSettings(result_rows=max(1, args.max_rows))
+    settings = EpisodeSettings(result_rows=max(1, args.max_rows), environment=environment_from_args(args))
     notes = read_notes(args.notes, max_chars=args.max_notes_chars) if args.notes else None
     evidence = evidence_with_notes(notes.text if notes else None, args.evidence)
     live = sys.stderr.isatty()

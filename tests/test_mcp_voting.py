@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -72,13 +73,20 @@ async def test_disagreeing_samples_vote_by_result_not_by_sql(tmp_path: Path, fak
     fake = fake_ollama(SeedSwitchPolicy({100: ORACLE, 101: submits("SELECT 16"),
                                          102: submits("SELECT 3"), 103: NOTHING}))
     progress: list[tuple[float, float | None, str | None]] = []
-    result = await call(build(tmp_path, fake.url), 4, progress)
+    log = tmp_path / "episodes.jsonl"
+    result = await call(build(tmp_path, fake.url, "--episode-log", str(log)), 4, progress)
     answer = AnswerOutput.model_validate(result.structured_content)
     assert (answer.sql, answer.rows, answer.agreement, answer.samples, answer.samples_finished) == (
         COUNT, [[16]], 0.5, 4, 4)
     assert answer.candidates == [Candidate(sql=COUNT, votes=2, row_count=1, status="submitted"),
                                  Candidate(sql="SELECT 3", votes=1, row_count=1, status="submitted")]
     assert seeds_sent(fake) == [100, 101, 102, 103]
+    line = json.loads(log.read_text())
+    assert {k: line[k] for k in ("sql", "samples", "samples_finished", "agreement", "chosen_sample",
+                                 "seeds_finished", "candidates")} == {
+        "sql": COUNT, "samples": 4, "samples_finished": 4, "agreement": 0.5, "chosen_sample": 0,
+        "seeds_finished": [100, 101, 102, 103],
+        "candidates": [c.model_dump(mode="json") for c in answer.candidates]}
     text = result.content[0].text
     assert ("2 of 4 samples agree on this result.\n1 sample produced nothing runnable.\nOther answers:\n"
             "- 1 sample, 1 row:\n```sql\nSELECT 3\n```") in text.split("\n\n")

@@ -104,6 +104,8 @@ class EpisodeResult:
     prompt: str  # the final raw prompt text, completions included
     tables_read: tuple[str, ...] = ()  # tables and views the final SQL read, by name
     columns_read: tuple[tuple[str, str], ...] = ()  # (table, column) pairs the final SQL read
+    query_timeouts: int = 0  # the model's statements stopped by the per-query time limit
+    answer_timed_out: bool = False  # the answer's own SQL ran past the per-query time limit
 
     @property
     def tool_calls(self) -> int:

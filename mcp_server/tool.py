@@ -126,7 +126,7 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
         "queued_seconds": round(chosen.queued_seconds, 3),
         "trace": [entry.model_dump(mode="json") for entry in answer.trace], **voting,
     })
-    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer))],
+    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer, runtime.limits))],
                           structured_content=answer.model_dump(mode="json"))
 
 
@@ -136,6 +136,8 @@ async def _audit(runtime: ServerRuntime, question: str, evidence: str | None, al
         notes = runtime.catalog.entry(alias).notes
         used = None if notes is None else {"path": str(notes.path), "facts": notes.facts,
                                            "chars": notes.chars}
+        hide = runtime.databases[alias].hide
+        hidden = {"hide_rules": list(hide.texts)} if hide else {}
         await runtime.episode_log.append({
             "question": question, "evidence": evidence, "database": alias, "notes": used,
-            "model": runtime.backend.model, **fields})
+            "model": runtime.backend.model, **hidden, **fields})

@@ -31,6 +31,7 @@ from ..voting import (
     seeded_backends,
 )
 from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
+from .db_options import add_hide_argument, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
 
 
@@ -41,6 +42,7 @@ def register(subparsers: Any) -> None:
         description="The model explores the database with its tools, tests its SQL and answers.")
     parser.add_argument("question", help="the question, in plain language")
     parser.add_argument("--db", required=True, metavar="PATH", help="the SQLite database file")
+    add_hide_argument(parser)
     parser.add_argument("--evidence", metavar="TEXT", help="a hint such as BIRD's evidence note")
     parser.add_argument("--notes", metavar="FILE",
                         help="a UTF-8 file of facts about the data, one per line (e.g. 'amounts are "
@@ -66,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--samples must be 1 or more")
     choice = backend_choice(args)
     prompts = prompts_from_args(args)
+    rules = hide_rules(args)
     settings = EpisodeSettings(result_rows=max(1, args.max_rows), environment=environment_from_args(args))
     notes = read_notes(args.notes, max_chars=args.max_notes_chars) if args.notes else None
     evidence = evidence_with_notes(notes.text if notes else None, args.evidence)
@@ -88,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         # As in the server: samples share the runtime's slots (OLLAMA_NUM_PARALLEL for Ollama).
         slots = RuntimeSlots(default_runtime_slots(choice.backend, len(choice.base_urls), os.environ).slots)
         try:
-            with Database(args.db) as db:
+            with Database(args.db, hide=rules) as db:
 
                 async def one(k: int) -> tuple[EpisodeResult, Hashable | None]:
                     async with slots.slot():  # a sample keeps its runtime slot for all its rounds

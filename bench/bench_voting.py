@@ -27,12 +27,16 @@ from typing import Any
 import anyio
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
 
-from fake_runtime import FakeServer  # noqa: E402
 from mcp import Client  # noqa: E402
-from mcp_helpers import BOOK_GOLD, DelayedPolicy  # noqa: E402
-from policies import (  # noqa: E402
+
+from agent.backends.settings import make_backend  # noqa: E402
+from mcp_server.app import build_server  # noqa: E402
+from mcp_server.settings import parse_settings  # noqa: E402
+from tests.support.fake_runtime import FakeServer  # noqa: E402
+from tests.support.mcp import BOOK_GOLD, DelayedPolicy  # noqa: E402
+from tests.support.policies import (  # noqa: E402
     OraclePolicy,
     Policy,
     ScriptPolicy,
@@ -40,10 +44,6 @@ from policies import (  # noqa: E402
     assistant_reply,
     tool_call,
 )
-
-from agent.backends.settings import make_backend  # noqa: E402
-from mcp_server.app import build_server  # noqa: E402
-from mcp_server.settings import parse_settings  # noqa: E402
 
 TOOL = "answer_sql_question"
 QUESTION = "How many books are there?"

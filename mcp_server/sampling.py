@@ -9,10 +9,10 @@ from functools import partial
 
 import anyio
 
+from agent.backends.slots import waiting_message
 from agent.episode import EpisodeResult, EpisodeStatus, Round
 from agent.loop import run_episode
 from agent.report import progress_message
-from agent.slots import waiting_message
 from agent.sqlite import QueryResult
 from agent.tools.result_text import plural
 from agent.voting import (

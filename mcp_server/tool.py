@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
+from agent.episode import EpisodeResult
 from agent.errors import SqaleError
 from agent.notes import evidence_with_notes
 
@@ -25,7 +27,7 @@ from .tool_errors import (
     unknown_database,
 )
 
-logger = logging.getLogger("mcp_server")
+logger = logging.getLogger(__name__)
 
 TOOL_NAME = "answer_sql_question"
 
@@ -45,7 +47,8 @@ async def answer_sql_question(
                                                      "default: the server's")] = None,
 ) -> Annotated[CallToolResult, AnswerOutput]:
     """Answer a question about a configured SQLite database with a small local text-to-SQL model."""
-    runtime: ServerRuntime = ctx.request_context.lifespan_context
+    # The SDK types the lifespan's value as a dict; ours is the ServerRuntime open_runtime yields.
+    runtime = cast(ServerRuntime, ctx.request_context.lifespan_context)
     return await answer_question(runtime, question, database, evidence,
                                  report_progress=ctx.report_progress, samples=samples)
 
@@ -89,45 +92,54 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     notes = runtime.catalog.entry(alias).notes
     call = QuestionAsked(question=asked, alias=alias, samples=count,
                          evidence=evidence_with_notes(notes.text if notes else None, hint))
+    failure: ToolError | None = None
+    try:
+        answer, episode, voting = await _run_samples(runtime, call, report_progress)
+        record = {**answer.model_dump(mode="json", include=set(_AUDITED_ANSWER_FIELDS)),
+                  "model_seconds": round(episode.model_seconds, 3),
+                  "tool_seconds": round(episode.tool_seconds, 3),
+                  "queued_seconds": round(answer.queued_seconds, 3), **voting}
+    except ToolError as error:
+        failure, record = error, {"status": "error", "error": str(error)}
+    await _audit(runtime, asked, hint, alias, record)  # one line per call, answered or not
+    if failure is not None:
+        raise failure
+    logger.info("answered on '%s': %s after %d rounds, %d tool calls, %.1f s (queued %.1f s)%s",
+                alias, answer.status, answer.rounds, answer.tool_calls, answer.seconds,
+                answer.queued_seconds,
+                f"; {count} samples, agreement {answer.agreement:.2f}" if count > 1 else "")
+    text = render_answer_text(answer, runtime.limits)
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content=answer.model_dump(mode="json"))
+
+
+# What the audit line keeps of an answer (not the rows: the SQL and the count say what came back).
+_AUDITED_ANSWER_FIELDS = frozenset({"status", "sql", "error", "stop_reason", "row_count", "rounds",
+                                    "tool_calls", "tokens", "seconds", "trace"})
+
+
+async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, report_progress: ReportProgress
+                       ) -> tuple[AnswerOutput, EpisodeResult, dict[str, Any]]:
+    """Run the samples and vote; the answer, its episode and the vote for the audit; ToolError on failure."""
     try:
         outcome = await run_question(runtime, call, report_progress)
     except SqaleError as exc:
-        error = tool_error_for(exc, database=alias)
-        await _audit(runtime, asked, hint, alias, {"status": "error", "error": str(error)})
-        raise error from exc
+        raise tool_error_for(exc, database=call.alias) from exc
     chosen = chosen_run(outcome)
     if chosen is None or chosen.result is None:  # every sample ran out of time
-        error = episode_timeout(settings.episode_timeout)
-        await _audit(runtime, asked, hint, alias, {"status": "error", "error": str(error)})
-        raise error
-    result = chosen.result
-    answer = answer_from_episode(result, database=alias, model=runtime.backend.model,
-                                 max_rows=settings.max_rows,
-                                 queued_seconds=chosen.queued_seconds)
-    voting: dict[str, Any] = {}
-    if count > 1:
-        answer = answer.model_copy(update={
-            "agreement": round(outcome.agreement, 3), "samples": count,
-            "samples_finished": len(outcome.results), "candidates": candidates_of(outcome)})
-        voting = {"samples": count, "samples_finished": answer.samples_finished,
-                  "agreement": answer.agreement, "chosen_sample": chosen.index,
-                  "seeds_finished": [run.seed for _, run in sorted(outcome.results.items())],
-                  "candidates": [c.model_dump(mode="json") for c in answer.candidates]}
-    logger.info("answered on '%s': %s after %d rounds, %d tool calls, %.1f s (queued %.1f s)%s",
-                alias, answer.status, answer.rounds, answer.tool_calls, answer.seconds,
-                chosen.queued_seconds,
-                f"; {count} samples, agreement {answer.agreement:.2f}" if count > 1 else "")
-    await _audit(runtime, asked, hint, alias, {
-        "status": answer.status, "sql": answer.sql, "error": answer.error,
-        "stop_reason": answer.stop_reason, "row_count": answer.row_count,
-        "rounds": answer.rounds, "tool_calls": answer.tool_calls, "tokens": answer.tokens,
-        "seconds": answer.seconds, "model_seconds": round(result.model_seconds, 3),
-        "tool_seconds": round(result.tool_seconds, 3),
-        "queued_seconds": round(chosen.queued_seconds, 3),
-        "trace": [entry.model_dump(mode="json") for entry in answer.trace], **voting,
-    })
-    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer, runtime.limits))],
-                          structured_content=answer.model_dump(mode="json"))
+        raise episode_timeout(runtime.settings.episode_timeout)
+    answer = answer_from_episode(chosen.result, database=call.alias, model=runtime.backend.model,
+                                 max_rows=runtime.settings.max_rows, queued_seconds=chosen.queued_seconds)
+    if call.samples == 1:
+        return answer, chosen.result, {}
+    answer = answer.model_copy(update={
+        "agreement": round(outcome.agreement, 3), "samples": call.samples,
+        "samples_finished": len(outcome.results), "candidates": candidates_of(outcome)})
+    voting = {"samples": call.samples, "samples_finished": answer.samples_finished,
+              "agreement": answer.agreement, "chosen_sample": chosen.index,
+              "seeds_finished": [run.seed for _, run in sorted(outcome.results.items())],
+              "candidates": [c.model_dump(mode="json") for c in answer.candidates]}
+    return answer, chosen.result, voting
 
 
 async def _audit(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,

@@ -9,9 +9,14 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from mcp_helpers import BOOK_GOLD, TOOL
 from mcp_types import CallToolResult
-from policies import (
+
+from agent.backends.settings import make_backend
+from mcp_server.app import SqaleServer, build_server
+from mcp_server.output import AnswerOutput, Candidate
+from mcp_server.settings import parse_settings
+from tests.support.mcp import BOOK_GOLD, TOOL
+from tests.support.policies import (
     OraclePolicy,
     ScriptedReply,
     ScriptPolicy,
@@ -19,11 +24,6 @@ from policies import (
     assistant_reply,
     tool_call,
 )
-
-from agent.backends.settings import make_backend
-from mcp_server.app import SqaleServer, build_server
-from mcp_server.output import AnswerOutput, Candidate
-from mcp_server.settings import parse_settings
 
 pytestmark = pytest.mark.anyio
 

@@ -8,8 +8,6 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from mcp_helpers import BOOK_GOLD, TOOL, run_server_expecting_exit
-from policies import OraclePolicy, PolicyBackend, first_user_turn
 
 from agent.backends.settings import make_backend
 from agent.cli import main
@@ -18,6 +16,8 @@ from agent.notes import Notes, evidence_with_notes, notes_text, read_notes
 from mcp_server.app import SqaleServer, build_server
 from mcp_server.demo import ensure_demo_database
 from mcp_server.settings import NotesSpec, parse_settings
+from tests.support.mcp import BOOK_GOLD, TOOL, run_server_expecting_exit
+from tests.support.policies import OraclePolicy, PolicyBackend, first_user_turn
 
 NOTES = """\
 # facts about the bookshop

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
-from mcp_helpers import TOOL
-from policies import PolicyBackend, ScriptPolicy, assistant_reply, tool_call
 
 from agent.loop import run_episode
 from agent.sqlite import Database, create_database
 from mcp_server.app import build_server
 from mcp_server.output import AnswerOutput, tables_line
 from mcp_server.settings import parse_settings
+from tests.support.mcp import TOOL
+from tests.support.policies import PolicyBackend, ScriptPolicy, assistant_reply, tool_call
 
 SHOP = """
 CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT, city TEXT);

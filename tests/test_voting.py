@@ -10,16 +10,6 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp_helpers import BOOK_GOLD
-from policies import (
-    OraclePolicy,
-    PolicyBackend,
-    ScriptedReply,
-    ScriptPolicy,
-    SeedSwitchPolicy,
-    assistant_reply,
-    tool_call,
-)
 
 from agent.backends.base import SamplingSettings
 from agent.cli import main
@@ -37,6 +27,16 @@ from agent.voting import (
     seeded_backends,
 )
 from mcp_server.demo import ensure_demo_database
+from tests.support.mcp import BOOK_GOLD
+from tests.support.policies import (
+    OraclePolicy,
+    PolicyBackend,
+    ScriptedReply,
+    ScriptPolicy,
+    SeedSwitchPolicy,
+    assistant_reply,
+    tool_call,
+)
 
 
 def tally_of(keys: list[Hashable | None], order: list[int] | None = None) -> Tally:

@@ -75,10 +75,10 @@ class AnswerOutput(BaseModel):
         default_factory=dict,
         description="per table, the columns the final SQL read (a table read only for count(*) "
                     "has none)")
-    agreement: float = Field(1.0, description="votes of the winning result / samples: 1.0 when all "
+    agreement: float = Field(default=1.0, description="votes of the winning result / samples: 1.0 when all "
                                               "samples (or the only one) agree; below 0.5 treat it as a guess")
-    samples: int = Field(1, description="episodes run for the question (K)")
-    samples_finished: int = Field(1, description="samples that ran to the end (the rest were stopped "
+    samples: int = Field(default=1, description="episodes run for the question (K)")
+    samples_finished: int = Field(default=1, description="samples that ran to the end (the rest were stopped "
                                                  "once a strict majority agreed)")
     candidates: list[Candidate] = Field(
         default_factory=list,

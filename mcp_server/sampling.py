@@ -153,7 +153,8 @@ def chosen_run(outcome: VoteOutcome[SampleRun]) -> SampleRun | None:
     answered = [run for _, run in sorted(outcome.results.items()) if run.result is not None]
     runnable = [run for run in answered
                 if run.result is not None and run.result.status is not EpisodeStatus.FAILED]
-    return (runnable or answered or [None])[0]
+    chosen = runnable or answered
+    return chosen[0] if chosen else None
 
 
 def candidates_of(outcome: VoteOutcome[SampleRun]) -> list[Candidate]:

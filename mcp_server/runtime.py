@@ -94,8 +94,9 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
         backend = backend_factory(settings)
         runtime = ServerRuntime(
             settings=settings, catalog=catalog, databases=databases, backend=backend,
-            prompts=prompts, episode_settings=EpisodeSettings(result_rows=settings.max_rows,
-                                                              result_cell_chars=RESULT_CELL_CHARS),
+            prompts=prompts, episode_settings=EpisodeSettings(
+                result_rows=settings.max_rows, result_cell_chars=RESULT_CELL_CHARS,
+                result_bytes=settings.max_result_bytes),
             limiter=anyio.CapacityLimiter(settings.max_concurrent),
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
         )

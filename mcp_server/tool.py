@@ -12,7 +12,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from agent.episode import Round
+from agent.episode import EpisodeResult, Round
 from agent.errors import SqaleError
 from agent.loop import run_episode
 from agent.report import progress_message
@@ -110,8 +110,9 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
         error = episode_timeout(settings.episode_timeout)
         await _audit(runtime, asked, hint, alias, {"status": "error", "error": str(error)})
         raise error
-    answer = answer_from_episode(result, database=alias, model=runtime.backend.model,
-                                 max_rows=settings.max_rows)
+    # Built in a worker thread: other clients' requests go on being served meanwhile.
+    answer, response = await anyio.to_thread.run_sync(
+        lambda: build_response(result, alias, runtime.backend.model, settings.max_rows))
     logger.info("answered on '%s': %s after %d rounds, %d tool calls, %.1f s (queued %.1f s)",
                 alias, answer.status, answer.rounds, answer.tool_calls, answer.seconds, waited)
     await _audit(runtime, asked, hint, alias, {
@@ -122,8 +123,15 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
         "tool_seconds": round(result.tool_seconds, 3), "queued_seconds": round(waited, 3),
         "trace": [entry.model_dump(mode="json") for entry in answer.trace],
     })
-    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer))],
-                          structured_content=answer.model_dump(mode="json"))
+    return response
+
+
+def build_response(result: EpisodeResult, alias: str, model: str,
+                   max_rows: int) -> tuple[AnswerOutput, CallToolResult]:
+    """The structured answer and the CallToolResult carrying it with its readable text."""
+    answer = answer_from_episode(result, database=alias, model=model, max_rows=max_rows)
+    return answer, CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer))],
+                                  structured_content=answer.model_dump(mode="json"))
 
 
 async def _audit(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,

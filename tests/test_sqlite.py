@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import sqlite3
 import subprocess
 import threading
@@ -23,6 +24,7 @@ from agent.sqlite import (
     ForeignKey,
     QueryEngine,
     QueryStatus,
+    ResultCut,
     create_database,
     validate_database_path,
 )
@@ -218,6 +220,7 @@ def test_bomb_returns_within_deadline_and_next_query_works(name: str, shop: Path
                                                            engine: QueryEngine) -> None:
     """Each bomb releases the caller within the deadline plus 1 s; the next query works."""
     db = Database(shop, engine)
+    db.query("SELECT 1", max_rows=1)  # the worker has started: its start-up is not timed
     start = time.monotonic()
     result = db.query(BOMBS[name], max_rows=5)
     held = time.monotonic() - start
@@ -424,6 +427,7 @@ def test_schema_degrades_per_object(geo: Path, engine: QueryEngine) -> None:
 def test_view_chain_bomb_returns_within_deadline(geo: Path, engine: QueryEngine) -> None:
     """Querying a view that doubles 17 times fails within the deadline; the next query works."""
     db = Database(geo, engine)
+    db.query("SELECT 1", max_rows=1)  # the worker has started: its start-up is not timed
     start = time.monotonic()
     result = db.query("SELECT count(*) FROM chain17", max_rows=1)
     assert time.monotonic() - start < DEADLINE + 1.5, result
@@ -450,3 +454,52 @@ def test_schema_kept_per_database_is_bounded(tmp_path: Path) -> None:
     assert schema.warnings == (
         "the schema is larger than the 50,000 characters of names kept per database: 0 tables and "
         f"{500 - kept:,} columns are not listed (queries can still use them)",)
+
+
+# Issue 10, section 1: results that must be cut in the worker, never shipped whole.
+BALLOON_SQL = ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<50), "
+               "t(a) AS (SELECT printf('%.4500c','x')) SELECT " + ",".join(["a"] * 2000) + " FROM t, r")
+SIZE_BOMBS = {
+    "2,000 columns x 4,500 chars x 50 rows":
+        (BALLOON_SQL, 50, ResultCut(262_144, 2000, 0, 100, True), 1),
+    "1,100 rows x 1.5 MB":
+        ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<1100) "
+         "SELECT x, printf('%.1500000c','y') FROM r", 1100, ResultCut(262_144, 2, 0, None, True), 26),
+    "28 rows x 16 MB":
+        ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<28) "
+         "SELECT printf('%.16000000c','z') FROM r", 28, ResultCut(262_144, 1, 0, None, True), 26),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SIZE_BOMBS))
+def test_size_bomb_is_cut_in_the_worker(name: str, shop: Path) -> None:
+    """Rows, cells and columns are cut to the byte budget before leaving the worker; the count
+    pass holds one row at a time, so it finishes where the first rows fit."""
+    sql, total, cut, kept = SIZE_BOMBS[name]
+    eng = QueryEngine(EngineLimits(query_timeout=30))
+    try:
+        result = Database(shop, eng).query(sql, max_rows=50, cell_limit=10_000, byte_budget=262_144)
+    finally:
+        eng.close()
+    assert (result.status, result.total_rows, result.cut, len(result.rows)) == (
+        QueryStatus.OK, total, cut, kept)
+    assert len(pickle.dumps(result)) < 300_000
+
+
+def test_tool_budget_cuts_columns_and_says_how_many(shop: Path) -> None:
+    """With short cells, columns past the budget are left out and counted."""
+    eng = QueryEngine(EngineLimits(query_timeout=30))
+    try:
+        result = Database(shop, eng).query(BALLOON_SQL, max_rows=50, cell_limit=100,
+                                           byte_budget=65_536)
+    finally:
+        eng.close()
+    assert result.cut == ResultCut(65_536, 2000, 1496, None, True)
+    assert (len(result.columns), len(result.rows), result.total_rows) == (504, 1, 50)
+
+
+def test_no_budget_keeps_every_row_and_column(shop: Path, engine: QueryEngine) -> None:
+    """Without a byte budget only max_rows and cell_limit apply (evaluation compares whole rows)."""
+    result = Database(shop, engine).query("SELECT id, note FROM \"order\" ORDER BY id", max_rows=5)
+    assert (result.rows, result.cut) == (((1, "first"), (2, "second"), (3, "third")), None)

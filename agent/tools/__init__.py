@@ -63,6 +63,7 @@ class ToolSettings:
     result_chars: int = 4_000
     row_count_cap: int = 100_000  # describe_table/sample_rows count a table's rows up to this
     row_count_timeout: float = 1.0  # seconds; a slower count is left out of the text
+    query_bytes: int = 65_536  # what a tool's rows may weigh when they leave the SQLite worker
 
 
 DEFAULT_SETTINGS = ToolSettings()
@@ -347,6 +348,7 @@ def run_tool(db: Database, name: str, args: Mapping[str, Any],
         spec = next(steps)
         while True:
             result = db.query(spec.sql, max_rows=spec.max_rows, cell_limit=spec.cell_limit,
+                              byte_budget=settings.query_bytes,
                               timeout=spec.timeout)
             spec = steps.send(result)
     except StopIteration as done:
@@ -368,6 +370,7 @@ async def arun_tool(db: Database, name: str, args: Mapping[str, Any],
         spec = next(steps)
         while True:
             result = await db.aquery(spec.sql, max_rows=spec.max_rows, cell_limit=spec.cell_limit,
+                                     byte_budget=settings.query_bytes,
                                      timeout=spec.timeout)
             spec = steps.send(result)
     except StopIteration as done:

@@ -16,6 +16,7 @@ from agent.episode import EpisodeResult, Round
 from agent.errors import SqaleError
 from agent.loop import run_episode
 from agent.report import progress_message
+from agent.slots import waiting_message
 
 from .output import (
     AnswerOutput,
@@ -91,11 +92,16 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     async def on_round(played: Round) -> None:
         await report_progress(played.index, max_turns + 1, progress_message(played, max_turns))
 
+    async def on_wait(ahead: int) -> None:
+        await report_progress(0, max_turns + 1, waiting_message(ahead))
+
     queued = time.perf_counter()
     if runtime.limiter.available_tokens < 1:
         # Tell the client why nothing happens yet (progress also keeps some client timeouts alive).
         await report_progress(0, max_turns + 1, queued_message(runtime.limiter.total_tokens))
-    async with runtime.limiter:
+    # The episode keeps its runtime slot for all its rounds, so its cached prompt prefix stays;
+    # the timeout starts once it has the slot.
+    async with runtime.limiter, runtime.slots.slot(on_wait):
         waited = time.perf_counter() - queued
         try:
             with anyio.move_on_after(settings.episode_timeout) as deadline:
@@ -112,7 +118,7 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
         raise error
     # Built in a worker thread: other clients' requests go on being served meanwhile.
     answer, response = await anyio.to_thread.run_sync(
-        lambda: build_response(result, alias, runtime.backend.model, settings.max_rows))
+        lambda: build_response(result, alias, runtime.backend.model, settings.max_rows, waited))
     logger.info("answered on '%s': %s after %d rounds, %d tool calls, %.1f s (queued %.1f s)",
                 alias, answer.status, answer.rounds, answer.tool_calls, answer.seconds, waited)
     await _audit(runtime, asked, hint, alias, {
@@ -126,10 +132,11 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     return response
 
 
-def build_response(result: EpisodeResult, alias: str, model: str,
-                   max_rows: int) -> tuple[AnswerOutput, CallToolResult]:
+def build_response(result: EpisodeResult, alias: str, model: str, max_rows: int,
+                   queued_seconds: float) -> tuple[AnswerOutput, CallToolResult]:
     """The structured answer and the CallToolResult carrying it with its readable text."""
-    answer = answer_from_episode(result, database=alias, model=model, max_rows=max_rows)
+    answer = answer_from_episode(result, database=alias, model=model, max_rows=max_rows,
+                                 queued_seconds=queued_seconds)
     return answer, CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer))],
                                   structured_content=answer.model_dump(mode="json"))
 

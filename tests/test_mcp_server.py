@@ -477,3 +477,29 @@ async def test_a_balloon_answer_is_cut_to_well_under_a_megabyte(tmp_path: Path) 
     assert len(answer.columns) == 2000 and len(answer.rows) == 1
     assert answer.note is not None and "text cells clipped to 100 characters" in answer.note
     assert f"Note: {answer.note}." in result.content[0].text
+
+
+async def test_a_file_swapped_for_a_symlink_is_an_error_naming_the_alias(tmp_path: Path) -> None:
+    """After the served file is replaced by a symlink to another database, the call fails with
+    the alias and the reason, and no row of the other database is returned."""
+    served = tmp_path / "served.sqlite"
+    sqlite3.connect(served).execute("CREATE TABLE t (x)").connection.close()
+    secret = tmp_path / "elsewhere" / "secret.sqlite"
+    secret.parent.mkdir()
+    con = sqlite3.connect(secret)
+    con.execute("CREATE TABLE t (x)")
+    con.execute("INSERT INTO t VALUES ('secret')")
+    con.commit()
+    con.close()
+    policy = ScriptPolicy([assistant_reply("go", tool_call("submit_sql", sql="SELECT x FROM t"))])
+    server = build(tmp_path, ["--db", f"shop={served}"], PolicyBackend(policy))
+    async with Client(server) as client:
+        first = await client.call_tool(TOOL, {"question": "What is in t?"})
+        assert first.structured_content["rows"] == []
+        served.unlink()
+        served.symlink_to(secret)
+        swapped = await client.call_tool(TOOL, {"question": "What is in t?"})
+    assert swapped.is_error
+    assert error_text(swapped).startswith(
+        f"The database cannot be read ('shop'): {served} now resolves to {secret}")
+    assert swapped.structured_content is None

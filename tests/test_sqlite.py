@@ -503,3 +503,75 @@ def test_no_budget_keeps_every_row_and_column(shop: Path, engine: QueryEngine) -
     """Without a byte budget only max_rows and cell_limit apply (evaluation compares whole rows)."""
     result = Database(shop, engine).query("SELECT id, note FROM \"order\" ORDER BY id", max_rows=5)
     assert (result.rows, result.cut) == (((1, "first"), (2, "second"), (3, "third")), None)
+
+
+# Issue 10, section 5: the file at the configured path changes after start.
+def _swap(path: Path, make: object) -> None:
+    os.replace(path, path.with_name("moved-away.sqlite"))
+    make()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(("swap", "reason"), [
+    ("symlink to another database", "now resolves to"),
+    ("symlink to /dev/zero", "now resolves to /dev/zero"),
+    ("fifo", "not a regular file"),
+    ("text file", "not an SQLite 3 database"),
+    ("removed", "no such file"),
+])
+def test_a_changed_file_is_refused_when_the_worker_reopens_it(
+        swap: str, reason: str, tmp_path: Path, engine: QueryEngine) -> None:
+    """After a swap the worker re-validates: a clear DatabasePathError, quickly, no rows."""
+    path = build_db(tmp_path / "served.sqlite", "CREATE TABLE t (x); INSERT INTO t VALUES (1);")
+    other = build_db(tmp_path / "outside" / "secret.sqlite",
+                     "CREATE TABLE t (x); INSERT INTO t VALUES (42);")
+    db = Database(path, engine)
+    assert db.query("SELECT x FROM t", max_rows=1).rows == ((1,),)
+    makers = {
+        "symlink to another database": lambda: path.symlink_to(other),
+        "symlink to /dev/zero": lambda: path.symlink_to("/dev/zero"),
+        "fifo": lambda: os.mkfifo(path),
+        "text file": lambda: path.write_text("hello"),
+        "removed": lambda: None,
+    }
+    _swap(path, makers[swap])
+    start = time.monotonic()
+    with pytest.raises(DatabasePathError, match=reason):
+        db.query("SELECT x FROM t", max_rows=1)
+    with pytest.raises(DatabasePathError, match=reason):
+        db.schema()
+    assert time.monotonic() - start < 1.0
+
+
+def test_dev_zero_and_a_fifo_are_refused_at_start(tmp_path: Path) -> None:
+    """/dev/zero and a FIFO are not database files, and checking them does not block."""
+    fifo = tmp_path / "pipe.sqlite"
+    os.mkfifo(fifo)
+    for bad in (Path("/dev/zero"), fifo):
+        with pytest.raises(DatabasePathError, match="not a regular file"):
+            validate_database_path(bad)
+
+
+def test_wal_files_created_beside_a_database_are_stated(tmp_path: Path) -> None:
+    """A WAL database without -wal/-shm gets both created by SQLite's reader (the database file
+    stays byte-identical); the schema warning names them, as doctor and the server log show."""
+    path = tmp_path / "w.sqlite"
+    writer = sqlite3.connect(path)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("CREATE TABLE t (x)")
+    writer.execute("INSERT INTO t VALUES (1)")
+    writer.commit()
+    writer.close()
+    assert os.listdir(tmp_path) == ["w.sqlite"]
+    before = digest(path)
+    with Database(path) as db:
+        assert db.query("SELECT x FROM t", max_rows=5).rows == ((1,),)
+        warnings = db.schema().warnings
+    assert sorted(os.listdir(tmp_path)) == ["w.sqlite", "w.sqlite-shm", "w.sqlite-wal"]
+    assert digest(path) == before
+    assert warnings == (
+        "the database is in WAL mode and opening it created w.sqlite-wal and w.sqlite-shm beside "
+        "it: SQLite's readers need them (they hold no data of ours, the database file itself is "
+        "never written) and may leave them there; to avoid them, switch the database to rollback "
+        "mode once with `PRAGMA journal_mode=DELETE` or serve it from a read-only folder",)
+    with Database(path) as db:  # present already: nothing new is created, nothing to say
+        assert db.schema().warnings == ()

@@ -46,6 +46,14 @@ IMMUTABLE_WARNING = (
 )
 
 
+def wal_files_note(names: list[str]) -> str:
+    """The warning for -wal/-shm files SQLite created beside a WAL-mode database."""
+    return (f"the database is in WAL mode and opening it created {' and '.join(names)} beside it: "
+            "SQLite's readers need them (they hold no data of ours, the database file itself is "
+            "never written) and may leave them there; to avoid them, switch the database to "
+            "rollback mode once with `PRAGMA journal_mode=DELETE` or serve it from a read-only folder")
+
+
 @dataclass(frozen=True)
 class GuardSettings:
     """Limits applied to every guarded connection."""
@@ -145,6 +153,8 @@ class GuardedConnection:
         self.guard = _StatementGuard(cancel_flag)
         self.settings = settings
         self.immutable = False
+        companions = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+        missing = [p for p in companions if not p.exists()]
         try:
             self.conn = self._connect(path, settings, immutable=False)
         except sqlite3.OperationalError:
@@ -154,6 +164,9 @@ class GuardedConnection:
             # mode reads the main file only (commits still in the -wal are not seen).
             self.conn = self._connect(path, settings, immutable=True)
             self.immutable = True
+        # A WAL reader creates the -wal and -shm files when they are missing and the folder is
+        # writable (SQLite's design; the database file is untouched): say so instead of hiding it.
+        self.created_files = [p.name for p in missing if p.exists()]
 
     def _connect(self, path: Path, settings: GuardSettings, *, immutable: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -307,6 +320,8 @@ class GuardedConnection:
         ]
         tables.sort(key=lambda t: (t.name.casefold(), t.name))
         warnings = [IMMUTABLE_WARNING] if self.immutable else []
+        if self.created_files:
+            warnings.append(wal_files_note(self.created_files))
         if dropped_tables or dropped_columns:
             warnings.append(
                 f"the schema is larger than the {self.settings.schema_chars:,} characters of names "

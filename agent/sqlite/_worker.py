@@ -21,6 +21,7 @@ from typing import Any
 
 from ..errors import DatabasePathError, DatabaseWorkerError
 from ._guard import GuardedConnection, GuardSettings
+from ._paths import NotADatabaseFile, check_database_file
 from .types import QueryResult, QueryStatus, Schema
 
 
@@ -140,6 +141,8 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
                 guarded.close()
                 guarded = None
             if guarded is None:
+                # The file may have changed since start: (re)opening checks it again.
+                check_database_file(Path(request.path))
                 guarded = GuardedConnection(Path(request.path), settings, cancel)
                 connections[request.path] = guarded
             if isinstance(request, SchemaRequest):
@@ -151,6 +154,9 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
         except sqlite3.Error as exc:  # the file cannot be opened or its schema read
             connections.pop(request.path, None)
             reply = WorkerFailure("sqlite", str(exc))
+        except NotADatabaseFile as exc:
+            connections.pop(request.path, None)
+            reply = WorkerFailure("path", str(exc))
         except Exception as exc:  # carried to the parent, which raises it as our error
             connections.pop(request.path, None)
             reply = WorkerFailure(type(exc).__name__, str(exc))
@@ -301,6 +307,8 @@ class QueryEngine:
                 )
             self._idle.put(worker)
         if isinstance(reply, WorkerFailure):
+            if reply.kind == "path":
+                raise DatabasePathError(reply.message)
             if reply.kind == "sqlite":
                 raise DatabasePathError(f"{request.path}: cannot be read as an SQLite database "
                                         f"({reply.message}); check the file is not damaged")

@@ -8,6 +8,7 @@ from typing import Any
 
 from .sqlite import ResultCut
 from .tools import ToolSettings
+from .tools.environment import DEFAULT_ENVIRONMENT, Environment
 
 
 class EpisodeStatus(StrEnum):
@@ -44,6 +45,7 @@ class EpisodeSettings:
     # and rows to fit before they reach this process (QueryResult.cut says what was cut).
     result_bytes: int = 262_144
     tools: ToolSettings = field(default_factory=ToolSettings)
+    environment: Environment = DEFAULT_ENVIRONMENT  # which texts the model reads (tools and turns)
 
 
 @dataclass(frozen=True)

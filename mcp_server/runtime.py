@@ -102,7 +102,7 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
             settings=settings, catalog=catalog, databases=databases, backend=backend,
             prompts=prompts, episode_settings=EpisodeSettings(
                 result_rows=settings.max_rows, result_cell_chars=RESULT_CELL_CHARS,
-                result_bytes=settings.max_result_bytes),
+                result_bytes=settings.max_result_bytes, environment=settings.environment),
             limiter=anyio.CapacityLimiter(settings.max_concurrent),
             slots=RuntimeSlots(slots.slots),
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,

@@ -9,6 +9,7 @@ from pydantic import SecretStr
 
 from agent.errors import ConfigError
 from agent.sqlite import Database, EngineLimits, create_database
+from agent.tools import Environment
 from mcp_server.catalog import (
     NO_DATABASE,
     Catalog,
@@ -280,3 +281,20 @@ def test_max_result_bytes_is_a_setting_with_a_floor() -> None:
     assert config_error(["--demo", "--max-result-bytes", "10"]) == (
         "--max-result-bytes: Input should be greater than or equal to 4096 (got 10); "
         "see `sqale-mcp --help`")
+
+
+def test_environment_from_flag_or_config_file(tmp_path: Path) -> None:
+    """Trained texts by default; rich from --environment or `environment = "rich"`; typos name the choices."""
+    config = tmp_path / "sqale.toml"
+    config.write_text('environment = "rich"\n')
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text('environment = "richer"\n')
+    assert [parse_settings(argv, {}).environment for argv in (
+        ["--demo"], ["--demo", "--environment", "rich"], ["--config", str(config)],
+        ["--config", str(config), "--environment", "trained"])] == [
+        Environment.TRAINED, Environment.RICH, Environment.RICH, Environment.TRAINED]
+    assert config_error(["--environment", "richer"]) == (
+        "argument --environment: invalid choice: 'richer' (choose from 'trained', 'rich'); "
+        "see `sqale-mcp --help`")
+    assert config_error(["--config", str(wrong)]) == (
+        "--environment: Input should be 'trained' or 'rich' (got 'richer'); see `sqale-mcp --help`")

@@ -369,6 +369,11 @@ GEO_SQL = """
     INSERT INTO rt VALUES (1, 0, 1, 0, 1);
     INSERT INTO docs VALUES ('hello');
     CREATE VIEW chain0 AS SELECT 1 AS x;
+    -- SpatiaLite's spatial index module is not loaded here: its table cannot be described.
+    PRAGMA writable_schema = ON;
+    INSERT INTO sqlite_master (type, name, tbl_name, rootpage, sql) VALUES ('table',
+        'SpatialIndex', 'SpatialIndex', 0, 'CREATE VIRTUAL TABLE SpatialIndex USING VirtualSpatialIndex()');
+    PRAGMA writable_schema = OFF;
 """ + "".join(f"CREATE VIEW chain{i} AS SELECT a.x FROM chain{i - 1} a, chain{i - 1} b;\n"
               for i in range(1, 18))
 
@@ -410,11 +415,13 @@ def test_rtree_and_fts5_attacks_change_nothing(attack: str, geo: Path, engine: Q
 
 
 def test_schema_degrades_per_object(geo: Path, engine: QueryEngine) -> None:
-    """R*Tree, FTS5 and plain tables read; a dbstat view and a doubling chain get a note."""
+    """R*Tree, FTS5 and plain tables read; a dbstat view, a doubling chain and a table of a
+    missing module (SpatiaLite's spatial index) get a note."""
     schema = Database(geo, engine).schema()
     notes = {t.name: t.note for t in schema.tables if t.note is not None}
     assert notes == {
         "pages": 'cannot be read: unsafe use of virtual table "dbstat"',
+        "SpatialIndex": "cannot be read: no such module: VirtualSpatialIndex",
         **{f"chain{i}": "cannot be read: the view expands to more than 10,000 table references"
            for i in range(13, 18)},
     }

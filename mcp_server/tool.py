@@ -24,6 +24,7 @@ from .output import (
     queued_message,
     render_answer_text,
 )
+from .limits import AnswerLimits
 from .runtime import ServerRuntime
 from .tool_errors import (
     empty_question,
@@ -118,7 +119,8 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
         raise error
     # Built in a worker thread: other clients' requests go on being served meanwhile.
     answer, response = await anyio.to_thread.run_sync(
-        lambda: build_response(result, alias, runtime.backend.model, settings.max_rows, waited))
+        lambda: build_response(result, alias, runtime.backend.model, settings.max_rows, waited,
+                               runtime.limits))
     logger.info("answered on '%s': %s after %d rounds, %d tool calls, %.1f s (queued %.1f s)",
                 alias, answer.status, answer.rounds, answer.tool_calls, answer.seconds, waited)
     await _audit(runtime, asked, hint, alias, {
@@ -133,17 +135,19 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
 
 
 def build_response(result: EpisodeResult, alias: str, model: str, max_rows: int,
-                   queued_seconds: float) -> tuple[AnswerOutput, CallToolResult]:
+                   queued_seconds: float, limits: AnswerLimits) -> tuple[AnswerOutput, CallToolResult]:
     """The structured answer and the CallToolResult carrying it with its readable text."""
     answer = answer_from_episode(result, database=alias, model=model, max_rows=max_rows,
                                  queued_seconds=queued_seconds)
-    return answer, CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer))],
+    return answer, CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer, limits))],
                                   structured_content=answer.model_dump(mode="json"))
 
 
 async def _audit(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,
                  fields: dict[str, Any]) -> None:
     if runtime.episode_log is not None:
+        hide = runtime.databases[alias].hide
+        hidden = {"hide_rules": list(hide.texts)} if hide else {}
         await runtime.episode_log.append({
             "question": question, "evidence": evidence, "database": alias,
-            "model": runtime.backend.model, **fields})
+            "model": runtime.backend.model, **hidden, **fields})

@@ -22,6 +22,7 @@ from typing import Any
 from ..errors import DatabasePathError, DatabaseWorkerError
 from ._guard import GuardedConnection, GuardSettings
 from ._paths import NotADatabaseFile, check_database_file
+from .hiding import HideRules
 from .types import QueryResult, QueryStatus, Schema
 
 
@@ -48,12 +49,14 @@ class QueryRequest:
     cell_limit: int | None
     timeout: float
     byte_budget: int | None = None  # bytes the rows may weigh as JSON; cut in the worker
+    hide: HideRules | None = None  # tables and columns the statement may not read
 
 
 @dataclass(frozen=True)
 class SchemaRequest:
     path: str
     timeout: float
+    hide: HideRules | None = None  # tables and columns left out of the schema
 
 
 @dataclass(frozen=True)
@@ -146,11 +149,13 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
                 guarded = GuardedConnection(Path(request.path), settings, cancel)
                 connections[request.path] = guarded
             if isinstance(request, SchemaRequest):
-                reply: Any = guarded.read_schema()
+                reply: Any = (guarded.hidden_schema(request.hide) if request.hide
+                              else guarded.read_schema())
             else:
                 reply = guarded.run(request.sql, max_rows=request.max_rows,
                                     count_cap=request.count_cap, cell_limit=request.cell_limit,
-                                    timeout=request.timeout, byte_budget=request.byte_budget)
+                                    timeout=request.timeout, byte_budget=request.byte_budget,
+                                    hide=request.hide)
         except sqlite3.Error as exc:  # the file cannot be opened or its schema read
             connections.pop(request.path, None)
             reply = WorkerFailure("sqlite", str(exc))

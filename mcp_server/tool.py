@@ -18,13 +18,13 @@ from agent.loop import run_episode
 from agent.report import progress_message
 from agent.slots import waiting_message
 
+from .limits import AnswerLimits
 from .output import (
     AnswerOutput,
     answer_from_episode,
     queued_message,
     render_answer_text,
 )
-from .limits import AnswerLimits
 from .runtime import ServerRuntime
 from .tool_errors import (
     empty_question,

@@ -477,6 +477,9 @@ async def test_a_balloon_answer_is_cut_to_well_under_a_megabyte(tmp_path: Path) 
     assert len(answer.columns) == 2000 and len(answer.rows) == 1
     assert answer.note is not None and "text cells clipped to 100 characters" in answer.note
     assert f"Note: {answer.note}." in result.content[0].text
+    assert answer.limits_hit == ["cell_chars", "result_bytes"]
+    assert ("Limit hit: the rows were cut to fit the server's 262,144 bytes per answer "
+            "(--max-result-bytes)") in result.content[0].text
 
 
 async def test_a_file_swapped_for_a_symlink_is_an_error_naming_the_alias(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ class StopReason(StrEnum):
     TOOL_TURNS = "tool_turns_used"  # all tool turns spent
     FAILED_QUERIES = "failed_queries"  # too many failed run_query in a row
     TOKEN_BUDGET = "token_budget"  # the episode token budget ran out
-    NO_CALL = "no_tool_call"  # reserved: a turn answered with SQL instead of calls
+    NO_CALL = "no_tool_call"  # a tool turn answered with SQL that ran, instead of calls
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ from .text_safety import replace_lone_surrogates
 CHARS_PER_TOKEN = 4
 QUERY_TOOLS = frozenset({"run_query", "submit_sql"})
 TIMED_OUT = frozenset({QueryStatus.TIMEOUT, QueryStatus.KILLED})
-DEFAULT_SETTINGS = EpisodeSettings()
+DEFAULT_EPISODE_SETTINGS = EpisodeSettings()
 
 
 def estimate_tokens(text: str) -> int:
@@ -100,7 +100,7 @@ class _Answer:
 
 async def run_episode(question: str, database: Database, backend: ModelBackend, *,
                       evidence: str | None = None, prompts: PromptSet = DEFAULT_PROMPTS,
-                      settings: EpisodeSettings = DEFAULT_SETTINGS,
+                      settings: EpisodeSettings = DEFAULT_EPISODE_SETTINGS,
                       on_round: Callable[[Round], Awaitable[None]] | None = None) -> EpisodeResult:
     """Answer `question` on `database` with the model; BackendError and cancellation propagate."""
     episode = _Episode(question, evidence, database, backend, prompts, settings, on_round)
@@ -142,7 +142,7 @@ class _Episode:
                 environment=self.settings.environment)
         while stop is None:
             stop, answer = await self._tool_turn()
-            if answer is not None:
+            if answer is not None and stop is not None:  # an answer always comes with its reason
                 return self._result(answer, stop)
         return self._result(await self._final_turn(), stop)
 

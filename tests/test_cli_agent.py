@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
 
 import pytest
-from policies import DEFAULT_MODEL, OraclePolicy
 
 from agent.cli import main
 from agent.sqlite import create_database
+from tests.conftest import SHARED_DATA
+from tests.support.policies import DEFAULT_MODEL, OraclePolicy
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-CHINOOK = DATA / "dbs" / "Chinook_Sqlite.sqlite"
-needs_chinook = pytest.mark.skipif(not CHINOOK.exists(), reason="../shared/data (Chinook) is absent")
+CHINOOK = SHARED_DATA / "dbs" / "Chinook_Sqlite.sqlite"
+needs_chinook = pytest.mark.needs_shared("dbs/Chinook_Sqlite.sqlite")
 
 QUESTION = "How many albums does AC/DC have?"
 GOLD = ("SELECT count(*) FROM Album JOIN Artist ON Album.ArtistId = Artist.ArtistId "

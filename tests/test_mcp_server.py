@@ -11,9 +11,18 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from mcp_helpers import BOOK_GOLD, COUNT_TEXT_START, TOOL, DelayedPolicy, KeyedPolicy
 from mcp_types import CallToolResult
-from policies import (
+
+from agent.backends.base import Completion, ModelBackend
+from agent.backends.settings import make_backend
+from agent.errors import ConfigError, PromptConfigError
+from agent.sqlite import Database
+from mcp_server.app import SqaleServer, build_server
+from mcp_server.output import AnswerOutput, json_cell
+from mcp_server.settings import parse_settings
+from tests.conftest import SHARED_DATA
+from tests.support.mcp import BOOK_GOLD, COUNT_TEXT_START, TOOL, DelayedPolicy, KeyedPolicy
+from tests.support.policies import (
     OraclePolicy,
     PolicyBackend,
     ScriptedReply,
@@ -23,22 +32,12 @@ from policies import (
     tool_call,
 )
 
-from agent.backends.base import Completion, ModelBackend
-from agent.backends.settings import make_backend
-from agent.errors import ConfigError, PromptConfigError
-from agent.sqlite import Database
-from mcp_server.app import SqaleServer, build_server
-from mcp_server.output import AnswerOutput, json_cell
-from mcp_server.settings import parse_settings
-
 pytestmark = pytest.mark.anyio
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-CHINOOK = DATA / "dbs" / "Chinook_Sqlite.sqlite"
-SPIDER = DATA / "spider_dev"
-needs_chinook = pytest.mark.skipif(not CHINOOK.is_file(), reason=f"{CHINOOK} is absent (../shared)")
-needs_spider = pytest.mark.skipif(not (SPIDER / "dev.json").is_file(),
-                                  reason=f"{SPIDER} is absent (../shared)")
+CHINOOK = SHARED_DATA / "dbs" / "Chinook_Sqlite.sqlite"
+SPIDER = SHARED_DATA / "spider_dev"
+needs_chinook = pytest.mark.needs_shared("dbs/Chinook_Sqlite.sqlite")
+needs_spider = pytest.mark.needs_shared("spider_dev/dev.json")
 SLOW_SQL = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
 
 
@@ -534,9 +533,8 @@ async def test_an_answer_over_the_row_cap_says_so(tmp_path: Path) -> None:
 
 async def test_hidden_data_never_reaches_the_client(tmp_path: Path) -> None:
     """--hide: the description omits hidden tables, and no hidden value is in any output or log."""
-    from test_hiding import ATTACKS, RULES, SCHEMA_SQL, SECRETS
-
     from agent.sqlite import create_database
+    from tests.support.hiding import ATTACKS, RULES, SCHEMA_SQL, SECRETS
 
     shop = create_database(tmp_path / "shop.sqlite", SCHEMA_SQL)
     log = tmp_path / "episodes.jsonl"

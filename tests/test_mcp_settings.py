@@ -17,7 +17,7 @@ from mcp_server.catalog import (
     collect_databases,
     hide_rules_by_alias,
     load_catalog,
-    summarise,
+    summarize,
     tool_description,
 )
 from mcp_server.demo import DEMO_ALIAS, ensure_demo_database
@@ -213,7 +213,7 @@ def test_summary_and_tool_description() -> None:
     many = CatalogEntry("big", Path("/b"), tuple(f"t{i}" for i in range(85)), ("v1",))
     one = CatalogEntry("one", Path("/o"), ("only",), ())
     empty = CatalogEntry("empty", Path("/e"), (), ())
-    assert [summarise(e) for e in (many, one, empty)] == [
+    assert [summarize(e) for e in (many, one, empty)] == [
         "big: 85 tables and 1 view (t0, t1, t2, t3, t4, t5, …)", "one: 1 table (only)",
         "empty: 0 tables"]
     limits = AnswerLimits(max_rows=50, cell_chars=10_000, query_timeout=10, episode_timeout=300)

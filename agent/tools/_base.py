@@ -30,7 +30,7 @@ class ToolSettings:
     long_text_chars: int = 16_000  # list_tables / describe_table text cap
 
 
-DEFAULT_SETTINGS = ToolSettings()
+DEFAULT_TOOL_SETTINGS = ToolSettings()
 
 
 @dataclass(frozen=True)

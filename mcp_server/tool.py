@@ -6,6 +6,7 @@ import logging
 from collections.abc import Sequence
 from typing import Annotated, Any, cast
 
+import anyio
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
@@ -15,6 +16,7 @@ from agent.episode import EpisodeResult
 from agent.errors import SqaleError
 from agent.notes import evidence_with_notes
 
+from .limits import AnswerLimits
 from .output import AnswerOutput, answer_from_episode, render_answer_text
 from .runtime import ServerRuntime
 from .sampling import QuestionAsked, ReportProgress, candidates_of, chosen_run, run_question
@@ -108,9 +110,7 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
                 alias, answer.status, answer.rounds, answer.tool_calls, answer.seconds,
                 answer.queued_seconds,
                 f"; {count} samples, agreement {answer.agreement:.2f}" if count > 1 else "")
-    text = render_answer_text(answer, runtime.limits)
-    return CallToolResult(content=[TextContent(type="text", text=text)],
-                          structured_content=answer.model_dump(mode="json"))
+    return await anyio.to_thread.run_sync(lambda: build_response(answer, runtime.limits))
 
 
 # What the audit line keeps of an answer (not the rows: the SQL and the count say what came back).
@@ -128,10 +128,13 @@ async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, report_progr
     chosen = chosen_run(outcome)
     if chosen is None or chosen.result is None:  # every sample ran out of time
         raise episode_timeout(runtime.settings.episode_timeout)
-    answer = answer_from_episode(chosen.result, database=call.alias, model=runtime.backend.model,
-                                 max_rows=runtime.settings.max_rows, queued_seconds=chosen.queued_seconds)
+    result = chosen.result
+    # Built in a worker thread: other clients' requests go on being served meanwhile.
+    answer = await anyio.to_thread.run_sync(lambda: answer_from_episode(
+        result, database=call.alias, model=runtime.backend.model, max_rows=runtime.settings.max_rows,
+        queued_seconds=chosen.queued_seconds))
     if call.samples == 1:
-        return answer, chosen.result, {}
+        return answer, result, {}
     answer = answer.model_copy(update={
         "agreement": round(outcome.agreement, 3), "samples": call.samples,
         "samples_finished": len(outcome.results), "candidates": candidates_of(outcome)})
@@ -139,7 +142,13 @@ async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, report_progr
               "agreement": answer.agreement, "chosen_sample": chosen.index,
               "seeds_finished": [run.seed for _, run in sorted(outcome.results.items())],
               "candidates": [c.model_dump(mode="json") for c in answer.candidates]}
-    return answer, chosen.result, voting
+    return answer, result, voting
+
+
+def build_response(answer: AnswerOutput, limits: AnswerLimits) -> CallToolResult:
+    """The CallToolResult carrying the structured answer with its readable text."""
+    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer, limits))],
+                          structured_content=answer.model_dump(mode="json"))
 
 
 async def _audit(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,

@@ -54,6 +54,9 @@ def register(subparsers: Any) -> None:
                         help="answer K times concurrently and vote by execution result; stops once "
                              "a majority agrees (default 1)")
     parser.add_argument("--max-rows", type=int, default=50, help="rows of the answer kept (default 50)")
+    parser.add_argument("--max-result-bytes", type=int, default=EpisodeSettings.result_bytes,
+                        metavar="N", help="bytes the answer's rows may weigh as JSON; cells, columns "
+                                          f"and rows are cut to fit (default {EpisodeSettings.result_bytes:,})")
     parser.add_argument("--json", action="store_true", help="print the whole episode result as JSON")
     parser.add_argument("--trace", action="store_true",
                         help="print each round: thoughts, calls and results")
@@ -69,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     choice = backend_choice(args)
     prompts = prompts_from_args(args)
     rules = hide_rules(args)
-    settings = EpisodeSettings(result_rows=max(1, args.max_rows), environment=environment_from_args(args))
+    settings = EpisodeSettings(result_rows=max(1, args.max_rows), environment=environment_from_args(args),
+                               result_bytes=max(1024, args.max_result_bytes))
     notes = read_notes(args.notes, max_chars=args.max_notes_chars) if args.notes else None
     evidence = evidence_with_notes(notes.text if notes else None, args.evidence)
     live = sys.stderr.isatty()

@@ -19,6 +19,7 @@ from agent.errors import SqaleError
 from agent.loop import run_episode
 from agent.report import progress_message
 
+from .limits import AnswerLimits
 from .output import (
     AnswerOutput,
     answer_from_episode,
@@ -112,8 +113,7 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     logger.info("answered on '%s': %s after %d rounds, %d tool calls, %.1f s (queued %.1f s)",
                 alias, answer.status, answer.rounds, answer.tool_calls, answer.seconds,
                 answer.queued_seconds)
-    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer, runtime.limits))],
-                          structured_content=answer.model_dump(mode="json"))
+    return await anyio.to_thread.run_sync(lambda: build_response(answer, runtime.limits))
 
 
 # What the audit line keeps of an answer (not the rows: the SQL and the count say what came back).
@@ -145,9 +145,17 @@ async def _run_in_turn(runtime: ServerRuntime, question: str, evidence: str | No
             raise tool_error_for(exc, database=alias) from exc
     if deadline.cancelled_caught:
         raise episode_timeout(settings.episode_timeout)
-    answer = answer_from_episode(result, database=alias, model=runtime.backend.model,
-                                 max_rows=settings.max_rows, queued_seconds=waited)
+    # Built in a worker thread: other clients' requests go on being served meanwhile.
+    answer = await anyio.to_thread.run_sync(lambda: answer_from_episode(
+        result, database=alias, model=runtime.backend.model, max_rows=settings.max_rows,
+        queued_seconds=waited))
     return answer, result
+
+
+def build_response(answer: AnswerOutput, limits: AnswerLimits) -> CallToolResult:
+    """The CallToolResult carrying the structured answer with its readable text."""
+    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer, limits))],
+                          structured_content=answer.model_dump(mode="json"))
 
 
 async def _audit(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,

@@ -284,7 +284,7 @@ def run_tool(db: Database, name: str, args: Mapping[str, Any],
     try:
         spec = next(steps)
         while True:
-            spec = steps.send(db.query(spec.sql, **spec.options))
+            spec = steps.send(db.query(spec.sql, byte_budget=settings.query_bytes, **spec.options))
     except StopIteration as done:
         return done.value
 
@@ -299,6 +299,6 @@ async def arun_tool(db: Database, name: str, args: Mapping[str, Any],
     try:
         spec = next(steps)
         while True:
-            spec = steps.send(await db.aquery(spec.sql, **spec.options))
+            spec = steps.send(await db.aquery(spec.sql, byte_budget=settings.query_bytes, **spec.options))
     except StopIteration as done:
         return done.value

@@ -27,13 +27,14 @@ import anyio
 import httpx2
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
 
-from fake_runtime import FakeServer  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-from mcp_helpers import free_port, server_command, server_env, wait_for_port  # noqa: E402
-from policies import ScriptPolicy, assistant_reply, tool_call  # noqa: E402
+
+from tests.support.fake_runtime import FakeServer  # noqa: E402
+from tests.support.mcp import free_port, server_command, server_env, wait_for_port  # noqa: E402
+from tests.support.policies import ScriptPolicy, assistant_reply, tool_call  # noqa: E402
 
 TOOL = "answer_sql_question"
 BALLOON_SQL = ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<50), "

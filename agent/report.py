@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
 from .episode import EpisodeResult, Round, ToolCall
-from .sqlite.types import BlobRef, ClippedText
+from .sqlite.types import BlobRef, ClippedText, ResultCut
 from .tools import call_label_args
 from .tools.result_text import format_cell, plural, render_grid
 
@@ -40,6 +41,20 @@ def json_cell(value: object) -> JsonCell:
     if isinstance(value, ClippedText):
         return f"{value.prefix}…[{value.length:,} chars]"
     return str(value)
+
+
+def cut_note(cut: ResultCut, rows_kept: int) -> str:
+    """What was cut from an answer's rows to fit the byte budget, and how to get less."""
+    parts = []
+    if cut.columns_cut:
+        parts.append(f"{cut.total_columns - cut.columns_cut:,} of {cut.total_columns:,} columns kept")
+    if cut.cells_cut_to is not None:
+        parts.append(f"text cells clipped to {cut.cells_cut_to:,} characters")
+    if cut.rows_cut:
+        parts.append(f"only the first {plural(rows_kept, 'row')} kept")
+    return (f"the result was cut to fit {cut.byte_budget:,} bytes ({'; '.join(parts)}); ask for "
+            "fewer columns, shorter values (substr) or an aggregate (COUNT, SUM, GROUP BY) to "
+            "get all of it")
 
 
 def call_label(call: ToolCall) -> str:
@@ -87,6 +102,8 @@ def render_answer(result: EpisodeResult, *, max_rows: int = ANSWER_ROWS) -> str:
         total = f"more than {total}"
     lines.append(f"[{total}; first {shown} shown]" if shown < result.row_count or result.truncated
                  else f"[{total}]")
+    if result.cut is not None:
+        lines.append(f"[{cut_note(result.cut, len(result.rows))}]")
     return "\n".join(lines)
 
 
@@ -124,3 +141,30 @@ def result_as_json(result: EpisodeResult) -> dict[str, Any]:
         for record in played["calls"]:
             record["tables"] = sorted(record["tables"])
     return data
+
+
+def agreement_text(votes: int, samples: int, finished: int, abstained: int,
+                   alternatives: Sequence[tuple[str | None, int, int]], *, shown: int = 3,
+                   fence: Callable[[str], str] = lambda sql: f"```sql\n{sql}\n```") -> str:
+    """What K samples say about the answer: how many agree, and the other answers' SQL.
+
+    `alternatives` are (sql, votes, row_count) of the other results, most votes first;
+    `abstained` counts finished samples with nothing runnable (or out of time).
+    """
+    if votes >= 2:
+        lines = [f"{votes} of {samples} samples agree on this result."]
+    else:
+        lines = ["No two samples agree: treat this answer as a guess."]
+    if finished < samples:
+        stopped = samples - finished
+        lines[0] += f" The other {stopped} {'was' if stopped == 1 else 'were'} stopped once a majority agreed."
+    if abstained:
+        lines.append(f"{plural(abstained, 'sample')} produced nothing runnable.")
+    if alternatives:
+        lines.append("Other answers:")
+        for sql, alt_votes, rows in alternatives[:shown]:
+            lines.append(f"- {plural(alt_votes, 'sample')}, {plural(rows, 'row')}:\n"
+                         f"{fence((sql or '').strip())}")
+        if len(alternatives) > shown:
+            lines.append(f"(and {plural(len(alternatives) - shown, 'other answer')})")
+    return "\n".join(lines)

@@ -17,10 +17,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, overload
 
 from ..errors import DatabasePathError, DatabaseWorkerError
 from ._guard import GuardedConnection, GuardSettings
+from ._paths import NotADatabaseFile, check_database_file
 from .hiding import HideRules
 from .types import QueryResult, QueryStatus, Schema
 
@@ -47,6 +48,7 @@ class QueryRequest:
     count_cap: int
     cell_limit: int | None
     timeout: float
+    byte_budget: int | None = None  # bytes the rows may weigh as JSON; cut in the worker
     hide: HideRules | None = None  # tables and columns the statement may not read
 
 
@@ -127,7 +129,7 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
     outbox = multiprocessing.connection.Connection(write_fd, readable=False)
     cancel = _CancelCell(cancel_fd)
     connections: dict[str, GuardedConnection] = {}
-    outbox.send((0, READY))  # imports done: the parent starts timing requests from here
+    outbox.send((0, "ready"))  # the parent starts a query's deadline only after this
     while True:
         try:
             request_id, request = inbox.recv()
@@ -142,6 +144,8 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
                 guarded.close()
                 guarded = None
             if guarded is None:
+                # The file may have changed since start: (re)opening checks it again.
+                check_database_file(Path(request.path))
                 guarded = GuardedConnection(Path(request.path), settings, cancel)
                 connections[request.path] = guarded
             if isinstance(request, SchemaRequest):
@@ -150,15 +154,21 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
             else:
                 reply = guarded.run(request.sql, max_rows=request.max_rows,
                                     count_cap=request.count_cap, cell_limit=request.cell_limit,
-                                    timeout=request.timeout, hide=request.hide)
+                                    timeout=request.timeout, byte_budget=request.byte_budget,
+                                    hide=request.hide)
         except sqlite3.Error as exc:  # the file cannot be opened or its schema read
             connections.pop(request.path, None)
             reply = WorkerFailure("sqlite", str(exc))
+        except NotADatabaseFile as exc:
+            connections.pop(request.path, None)
+            reply = WorkerFailure("path", str(exc))
         except Exception as exc:  # carried to the parent, which raises it as our error
             connections.pop(request.path, None)
             reply = WorkerFailure(type(exc).__name__, str(exc))
         outbox.send((request_id, reply))
 
+
+BOOT_SECONDS = 60.0  # a worker that has not started within this is killed
 
 # Run with -P (the current folder is not put on sys.path) and our package root put first
 # explicitly: a user's own `agent/` package in the working folder must not shadow ours.
@@ -168,8 +178,6 @@ _BOOT = (
     "worker_main(*pickle.loads(bytes.fromhex(sys.argv[2])))"
 )
 _STDERR_SHOWN = 2_000  # characters of a dead worker's stderr put in the error
-READY = "ready"  # the worker's first message, once its imports are done
-START_TIMEOUT = 60.0  # seconds a new worker may take to import (a loaded machine is slow)
 
 
 class _Worker:
@@ -182,6 +190,7 @@ class _Worker:
                                       "macOS or WSL (native Windows is not supported yet)")
         self.limits = limits
         self._next_id = 0
+        self.ready = False
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         cancel_file = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
@@ -196,7 +205,6 @@ class _Worker:
         package_root = str(Path(__file__).resolve().parents[2])
         # Its stderr goes to a file: a worker that dies at start (a broken install) says why there.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
-        self._started = False  # the READY message arrived
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-P", "-c", _BOOT, package_root, pickle.dumps(args).hex()],
@@ -212,13 +220,38 @@ class _Worker:
         self.outbox = multiprocessing.connection.Connection(to_child_w, readable=False)
         self.inbox = multiprocessing.connection.Connection(from_child_r, writable=False)
 
-    def call(self, request: QueryRequest | SchemaRequest, cancel: CancelToken | None) -> Any:
-        """Send one request; kill the process if it overruns. Returns the reply or None if killed.
-
-        A new worker's start-up (imports) is not counted against the request's time limit.
-        """
-        if not self._started and not self._await_ready(cancel):
+    def _await_ready(self, cancel: CancelToken | None) -> bool:
+        """Wait for a new worker to finish starting; False (worker killed) if it cannot."""
+        deadline = time.monotonic() + BOOT_SECONDS
+        try:
+            while time.monotonic() < deadline:
+                if cancel is not None and cancel.cancelled_at is not None:
+                    break
+                if self.inbox.poll(0.05):
+                    self.ready = self.inbox.recv() == (0, "ready")
+                    break
+                if self.process.poll() is not None:
+                    self._raise_not_started()
+        except (EOFError, OSError):
+            self._raise_not_started()
+        if not self.ready:
             self.kill()
+        return self.ready
+
+    def _raise_not_started(self) -> NoReturn:
+        """A worker that dies before it is ready is broken, not busy: raise with its stderr."""
+        code = self.process.wait(timeout=5)
+        self._stderr.seek(0)
+        said = self._stderr.read().decode("utf-8", "replace").strip()[-_STDERR_SHOWN:]
+        self.kill()
+        raise DatabaseWorkerError(
+            f"the SQLite worker process ({sys.executable}) exited with status {code} before answering; "
+            f"its stderr: {said or '(empty)'}")
+
+    def call(self, request: QueryRequest | SchemaRequest, cancel: CancelToken | None) -> Any:
+        """Send one request; kill the process if it overruns. Returns the reply or None if killed."""
+        # Interpreter start-up (slow on a loaded machine) is not part of a query's time limit.
+        if not self.ready and not self._await_ready(cancel):
             return None
         self._next_id += 1
         request_id = self._next_id
@@ -248,37 +281,6 @@ class _Worker:
             if remove:
                 remove()
 
-    def _await_ready(self, cancel: CancelToken | None) -> bool:
-        """Wait for the READY message; False if the caller cancelled first. A worker that dies
-        or hangs before it is ready is broken, not busy: DatabaseWorkerError with its stderr."""
-        deadline = time.monotonic() + START_TIMEOUT
-        try:
-            while not self.inbox.poll(0.05):
-                if cancel is not None and cancel.cancelled_at is not None:
-                    return False
-                if self.process.poll() is not None:
-                    self._raise_not_started()
-                if time.monotonic() > deadline:
-                    self.kill()
-                    raise DatabaseWorkerError(
-                        f"the SQLite worker process did not start within {START_TIMEOUT:g} s; "
-                        "the machine may be overloaded, retry")
-            self.inbox.recv()
-        except (EOFError, OSError):
-            self._raise_not_started()
-        self._started = True
-        return True
-
-    def _raise_not_started(self) -> NoReturn:
-        """Raise DatabaseWorkerError with the exit status and stderr of a worker that died at start."""
-        code = self.process.wait(timeout=5)
-        self._stderr.seek(0)
-        said = self._stderr.read().decode("utf-8", "replace").strip()[-_STDERR_SHOWN:]
-        self.kill()
-        raise DatabaseWorkerError(
-            f"the SQLite worker process ({sys.executable}) exited with status {code} before answering; "
-            f"its stderr: {said or '(empty)'}")
-
     @property
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -306,14 +308,26 @@ class QueryEngine:
         self._closed = False
         self.kills = 0  # how many workers had to be killed (for tests and benchmarks)
 
-    def run(self, request: QueryRequest | SchemaRequest, cancel: CancelToken | None = None) -> Any:
-        """Run a request on a free worker, blocking; returns the worker's reply."""
+    @overload
+    def run(self, request: QueryRequest, cancel: CancelToken | None = None) -> QueryResult: ...
+
+    @overload
+    def run(self, request: SchemaRequest, cancel: CancelToken | None = None) -> Schema | QueryResult: ...
+
+    def run(self, request: QueryRequest | SchemaRequest,
+            cancel: CancelToken | None = None) -> QueryResult | Schema:
+        """Run a request on a free worker, blocking: the query's result, or the schema.
+
+        A request that overruns or is cancelled comes back as a KILLED/CANCELLED QueryResult.
+        Raises DatabasePathError when the file cannot be read as SQLite, DatabaseWorkerError
+        when the worker itself fails.
+        """
         with self._slots:
             worker = self._checkout()
             started = time.monotonic()
             try:
                 reply = worker.call(request, cancel)
-            except DatabaseWorkerError:
+            except DatabaseWorkerError:  # it died before it was ready: broken, not busy
                 self._retire(worker)
                 raise
             if reply is None:
@@ -329,6 +343,8 @@ class QueryEngine:
                 )
             self._idle.put(worker)
         if isinstance(reply, WorkerFailure):
+            if reply.kind == "path":
+                raise DatabasePathError(reply.message)
             if reply.kind == "sqlite":
                 raise DatabasePathError(f"{request.path}: cannot be read as an SQLite database "
                                         f"({reply.message}); check the file is not damaged")

@@ -67,7 +67,8 @@ def _check_databases(paths: list[str], hide: HideRules | None) -> list[str]:
             problems.append(path)
             continue
         views = sum(1 for t in schema.tables if t.kind == "view")
-        mark = "[warn]" if schema.warnings else "[ok]  "
+        snapshot = any("immutable snapshot" in w for w in schema.warnings)  # may miss recent commits
+        mark = "[warn]" if snapshot else "[ok]  "
         print(f"{mark} database {db.path}: {len(schema.tables) - views} tables, {views} views")
         for warning in schema.warnings:
             print(f"       note: {warning}")

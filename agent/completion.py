@@ -6,20 +6,20 @@ back as short corrective texts in `problems`, which the loop shows the model as 
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from .episode import ToolCall
-from .tools import TOOL_NAMES
+from .tools import TOOL_NAMES, TOOLS, canonical_tool_name, nearest_tool_name
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-NO_ARGUMENT_TOOLS = frozenset({"list_tables"})
+# tools whose every argument is optional: a bare {"tool": "list_tables"} is a whole call
+NO_ARGUMENT_TOOLS = frozenset(s.name for s in TOOLS.values() if not any(p.required for p in s.params))
 _TOOL_KEYS = ("tool", "name")
 _ARGS_KEYS = ("args", "arguments", "parameters")
-SQL_KEYS = ("sql", "query")  # as agent.tools reads them
+SQL_KEYS = TOOLS["submit_sql"].params[0].keys  # "sql" and the spellings agent.tools accepts
 CALL_FORMAT = '{"tool": "<name>", "args": {...}}'
 
 # Where an object that was meant as a call starts, so broken JSON there is reported, not skipped.
@@ -117,10 +117,10 @@ def _to_call(obj: dict[str, Any]) -> tuple[ToolCall | None, str | None]:
     name = obj[tool_key]
     if not isinstance(name, str) or not name.strip():
         return None, f'a call needs "tool" set to a tool name, one of: {", ".join(TOOL_NAMES)}'
-    tool = _canonical_tool(name)
+    tool = canonical_tool_name(name)
     if tool is None:
-        close = difflib.get_close_matches(name.strip().lower(), TOOL_NAMES, n=1)
-        hint = f"did you mean {close[0]}? " if close else ""
+        close = nearest_tool_name(name)
+        hint = f"did you mean {close}? " if close else ""
         return None, f'unknown tool "{name}"; {hint}the tools are: {", ".join(TOOL_NAMES)}'
     args_key = next((key for key in _ARGS_KEYS if key in obj), None)
     if args_key is None:
@@ -146,11 +146,6 @@ def _to_call(obj: dict[str, Any]) -> tuple[ToolCall | None, str | None]:
     if not isinstance(args, dict):
         return None, f'the "args" of the {tool} call must be a JSON object like {{"table_name": "..."}}'
     return ToolCall(tool, args), None
-
-
-def _canonical_tool(name: str) -> str | None:
-    folded = name.strip().lower()
-    return folded if folded in TOOL_NAMES else None
 
 
 def extract_final_sql(text: str) -> str | None:

@@ -11,8 +11,9 @@ from dataclasses import asdict
 from typing import Any
 
 from .episode import EpisodeResult, Round, ToolCall
-from .render import format_cell, plural, render_grid
 from .sqlite.types import BlobRef, ClippedText
+from .tools import call_label_args
+from .tools.result_text import format_cell, plural, render_grid
 
 ANSWER_ROWS = 20
 ANSWER_CELL_CHARS = 60
@@ -43,14 +44,7 @@ def json_cell(value: object) -> JsonCell:
 
 def call_label(call: ToolCall) -> str:
     """A call as progress shows it: `describe_table(Track)`, `join_path(A, B)`, `run_query`."""
-    args = call.args
-    shown: list[str] = []
-    if call.tool == "join_path":
-        shown = [str(args.get("table_a", "?")), str(args.get("table_b", "?"))]
-    elif call.tool == "distinct_values" and "column_name" in args:
-        shown = [f"{args.get('table_name', '?')}.{args['column_name']}"]
-    elif call.tool in ("describe_table", "foreign_keys", "sample_rows", "distinct_values"):
-        shown = [str(args["table_name"])] if "table_name" in args else []
+    shown = call_label_args(call.tool, call.args)
     name = clip(call.tool, 40)
     return f"{name}({clip(', '.join(shown), LABEL_CHARS)})" if shown else name
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from agent.hints import (
+from agent.sqlite.types import Column, Schema, Table
+from agent.tools._hints import (
     find_column,
     nearest_names,
     sql_error_hint,
     unknown_column_text,
     unknown_table_text,
 )
-from agent.sqlite.types import Column, Schema, Table
 
 
 def cols(*names: str) -> tuple[Column, ...]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agent.joins import JoinStep, Link, neighbours, self_links, shortest_join_path
 from agent.sqlite.types import Column, ForeignKey, Schema, Table
+from agent.tools._joins import JoinStep, Link, neighbours, self_links, shortest_join_path
 
 
 def table(name: str, *fks: tuple[tuple[str, ...], str, tuple[str, ...]]) -> Table:

@@ -23,7 +23,7 @@ from agent.prompt import (
     render_results_message,
     render_user_message,
 )
-from agent.tools import TOOL_NAMES
+from agent.tools import TOOL_NAMES, TOOLS
 
 FINAL = (
     "This is your final answer turn: tools will not run any more.\n"
@@ -40,6 +40,15 @@ def test_system_prompt_names_every_tool_and_the_call_format() -> None:
     assert '{"tool": "list_tables", "args": {}}' in SYSTEM_PROMPT
     assert "<think>" in SYSTEM_PROMPT
     assert "<|" not in SYSTEM_PROMPT
+
+
+def test_system_prompt_lists_each_tool_with_exactly_its_arguments() -> None:
+    """Each tool's line in the system prompt names the arguments of its spec (none: `Args: none.`)."""
+    lines = {line.split(":", 1)[0][2:]: line for line in SYSTEM_PROMPT.splitlines() if line.startswith("- ")}
+    assert sorted(lines) == sorted(TOOLS)
+    for spec in TOOLS.values():
+        shown = [p.name for p in spec.params if p.in_system_prompt]
+        assert lines[spec.name].endswith(f"Args: {', '.join(shown) or 'none'}."), spec.name
 
 
 def test_initial_prompt_is_chatml_ending_with_an_open_assistant_turn() -> None:

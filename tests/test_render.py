@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from agent.render import (
+from agent.sqlite.types import BlobRef, ClippedText, QueryResult, QueryStatus
+from agent.tools.result_text import (
     FittedTable,
     escape_text,
     fit_table,
@@ -21,7 +22,6 @@ from agent.render import (
     show_columns,
     show_ident,
 )
-from agent.sqlite.types import BlobRef, ClippedText, QueryResult, QueryStatus
 
 
 def ok(columns: tuple[str, ...], rows: list[tuple], total: int | None = None,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from agent.joins import shortest_join_path
-from agent.schema_text import (
+from agent.sqlite.types import Column, ForeignKey, Schema, Table
+from agent.tools._joins import shortest_join_path
+from agent.tools._schema_text import (
     render_description,
     render_join_path,
     render_links,
@@ -11,7 +12,6 @@ from agent.schema_text import (
     render_same_table,
     render_table_list,
 )
-from agent.sqlite.types import Column, ForeignKey, Schema, Table
 
 ORDERS = Table("order", "table", (
     Column("id", "INTEGER", False, None, 1),

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from agent.tool_args import ArgProblem, clamp_limit, echo, parse_args, parse_count, unquote_name
+from agent.tools import TOOLS, ArgProblem, parse_args
+from agent.tools._args import clamp_limit, echo, parse_count, unquote_name
 
 
 def test_parse_args_canonical_names_and_aliases() -> None:
@@ -61,3 +64,11 @@ def test_echo_cuts_long_values() -> None:
     """A bad value is echoed as repr, cut after 60 characters."""
     assert echo("abc") == "'abc'"
     assert echo("x" * 100) == "'" + "x" * 59 + "…"
+
+
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+def test_every_example_call_is_a_valid_call(tool: str) -> None:
+    """The example a problem text shows is itself a call whose arguments parse."""
+    parsed = parse_args(tool, json.loads(TOOLS[tool].example))
+    assert isinstance(parsed, dict)
+    assert sorted(parsed) == sorted(p.name for p in TOOLS[tool].params)

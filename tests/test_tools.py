@@ -11,7 +11,6 @@ from typing import Any
 import anyio
 import pytest
 
-from agent import tools
 from agent.sqlite import Database, EngineLimits, QueryEngine, QueryStatus, create_database
 from agent.tools import ToolOutcome, ToolSettings, arun_tool, run_tool
 
@@ -347,24 +346,6 @@ def test_junk_calls_never_raise(weird: Database, name: Any, args: Any) -> None:
     """Whatever the model sends, the result is a not-ok text, never an exception."""
     result = run_tool(weird, name, args)
     assert not result.ok and result.text
-
-
-def test_per_tool_functions_match_run_tool(weird: Database) -> None:
-    """The one-function-per-tool API gives the same outcomes as run_tool."""
-    assert tools.list_tables(weird) == run_tool(weird, "list_tables", {})
-    assert tools.list_tables(weird, pattern="order") == run_tool(weird, "list_tables", {"pattern": "order"})
-    assert tools.describe_table(weird, "order") == run_tool(weird, "describe_table", {"table_name": "order"})
-    assert tools.foreign_keys(weird, "order") == run_tool(weird, "foreign_keys", {"table_name": "order"})
-    assert tools.join_path(weird, "order", "shipments") == run_tool(
-        weird, "join_path", {"table_a": "order", "table_b": "shipments"})
-    assert tools.sample_rows(weird, "colours", 2) == run_tool(
-        weird, "sample_rows", {"table_name": "colours", "limit": 2})
-    assert tools.distinct_values(weird, "colours", "name", 2) == run_tool(
-        weird, "distinct_values", {"table_name": "colours", "column_name": "name", "limit": 2})
-    assert without_query(tools.run_query(weird, "SELECT 1")) == without_query(
-        run_tool(weird, "run_query", {"sql": "SELECT 1"}))
-    assert without_query(tools.submit_sql(weird, "SELECT 1")) == without_query(
-        run_tool(weird, "submit_sql", {"sql": "SELECT 1"}))
 
 
 # --- schema changes, many tables, async -------------------------------------------------------

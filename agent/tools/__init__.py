@@ -4,6 +4,12 @@
 a missing or mistyped argument, an unknown table or column, or failing SQL all come back
 as a ToolOutcome with ok=False and a text saying what to do next. Each tool is written
 once, as a generator that yields the queries it needs; a sync and an async driver run it.
+
+`TOOLS` is the one table of the tools: a tool's name, arguments, example call, implementation
+and progress label are its row, and every other list of tools (the completion parser's, the
+progress lines', the CLI's) is derived from it. Adding a tool means a row here, an
+implementation above it, its text in `result_text`/`_schema_text`, and its line in the system
+prompt (`agent/prompt.py`; a test checks the two agree).
 """
 
 from __future__ import annotations
@@ -14,18 +20,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from .hints import find_column, sql_error_hint, unknown_column_text, unknown_table_text
-from .joins import shortest_join_path
-from .render import (
-    join_names,
-    quote_ident,
-    render_distinct,
-    render_query_failure,
-    render_query_result,
-    render_sample,
-    show_ident,
-)
-from .schema_text import (
+from ..sqlite import Database, QueryResult, QueryStatus, Schema, Table
+from ._args import ArgProblem, Param, clamp_limit, echo, parse_params, unquote_name
+from ._hints import find_column, sql_error_hint, unknown_column_text, unknown_table_text
+from ._joins import shortest_join_path
+from ._schema_text import (
     join_tables,
     render_description,
     render_join_path,
@@ -34,12 +33,21 @@ from .schema_text import (
     render_same_table,
     render_table_list,
 )
-from .sqlite import Database, QueryResult, QueryStatus, Schema, Table
-from .tool_args import ArgProblem, clamp_limit, echo, parse_args, unquote_name
+from .result_text import (
+    join_names,
+    quote_ident,
+    render_distinct,
+    render_query_failure,
+    render_query_result,
+    render_sample,
+    show_ident,
+)
 
-TOOL_NAMES = ("list_tables", "describe_table", "foreign_keys", "join_path", "sample_rows",
-              "distinct_values", "run_query", "submit_sql")
-
+__all__ = [
+    "DEFAULT_SETTINGS", "TOOLS", "TOOL_NAMES", "ArgProblem", "Param", "QuerySpec", "ToolOutcome",
+    "ToolSettings", "ToolSpec", "arun_tool", "call_label_args", "canonical_tool_name",
+    "nearest_tool_name", "parse_args", "run_tool",
+]
 
 @dataclass(frozen=True)
 class ToolSettings:
@@ -218,26 +226,93 @@ def _run_query(ctx: _Context, args: dict[str, Any]) -> Steps:
     return ToolOutcome(text, False, _real_tables(ctx.schema, result.tables_read), result)
 
 
+# --- the table of tools: everything else about a tool is derived from its row -------------
+
 _Impl = Callable[[_Context, dict[str, Any]], ToolOutcome | Steps]
-_IMPLS: Mapping[str, _Impl] = MappingProxyType({
-    "list_tables": _list_tables,
-    "describe_table": _describe_table,
-    "foreign_keys": _foreign_keys,
-    "join_path": _join_path,
-    "sample_rows": _sample_rows,
-    "distinct_values": _distinct_values,
-    "run_query": _run_query,
-    "submit_sql": _run_query,
-})
+
+
+def _label_none(args: Mapping[str, Any]) -> tuple[str, ...]:
+    return ()
+
+
+def _label_table(args: Mapping[str, Any]) -> tuple[str, ...]:
+    return (str(args["table_name"]),) if "table_name" in args else ()
+
+
+def _label_column(args: Mapping[str, Any]) -> tuple[str, ...]:
+    if "column_name" not in args:
+        return _label_table(args)
+    return (f"{args.get('table_name', '?')}.{args['column_name']}",)
+
+
+def _label_pair(args: Mapping[str, Any]) -> tuple[str, ...]:
+    return (str(args.get("table_a", "?")), str(args.get("table_b", "?")))
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool: its name, arguments, an example call, what runs it, and its progress label."""
+
+    name: str
+    params: tuple[Param, ...]
+    example: str  # the "args" object of a correct call, shown when a call's arguments are wrong
+    impl: _Impl
+    # what a progress line shows of a call's arguments: `describe_table(Track)`
+    label: Callable[[Mapping[str, Any]], tuple[str, ...]] = _label_none
+
+
+_TABLE = Param("table_name", "text", aliases=("table", "name"))
+_SQL = Param("sql", "text", aliases=("query",))
+_LIMIT = Param("limit", "count", required=False)
+_SPECS = (
+    ToolSpec("list_tables", (Param("pattern", "text", required=False, in_system_prompt=False),),
+             "{}", _list_tables),
+    ToolSpec("describe_table", (_TABLE,), '{"table_name": "<table>"}', _describe_table, _label_table),
+    ToolSpec("foreign_keys", (_TABLE,), '{"table_name": "<table>"}', _foreign_keys, _label_table),
+    ToolSpec("join_path", (Param("table_a", "text"), Param("table_b", "text")),
+             '{"table_a": "<table>", "table_b": "<table>"}', _join_path, _label_pair),
+    ToolSpec("sample_rows", (_TABLE, _LIMIT), '{"table_name": "<table>", "limit": 5}', _sample_rows,
+             _label_table),
+    ToolSpec("distinct_values", (_TABLE, Param("column_name", "text", aliases=("column",)), _LIMIT),
+             '{"table_name": "<table>", "column_name": "<column>", "limit": 20}', _distinct_values,
+             _label_column),
+    ToolSpec("run_query", (_SQL,), '{"sql": "SELECT ..."}', _run_query),
+    ToolSpec("submit_sql", (_SQL,), '{"sql": "SELECT ..."}', _run_query),
+)
+TOOLS: Mapping[str, ToolSpec] = MappingProxyType({spec.name: spec for spec in _SPECS})
+TOOL_NAMES: tuple[str, ...] = tuple(TOOLS)
+NEAR_NAME_CUTOFF = 0.7  # difflib ratio for a suggestion; 0.6 would offer describe_table for drop_table
+
+
+def canonical_tool_name(name: str) -> str | None:
+    """The tool `name` means, ignoring case and surrounding space; None for no tool."""
+    folded = name.strip().casefold()
+    return folded if folded in TOOLS else None
+
+
+def nearest_tool_name(name: str) -> str | None:
+    """The tool name closest to a misspelt `name`, or None when none is close."""
+    near = difflib.get_close_matches(name.strip().casefold(), TOOL_NAMES, n=1, cutoff=NEAR_NAME_CUTOFF)
+    return near[0] if near else None
+
+
+def parse_args(tool: str, args: Any) -> dict[str, Any] | ArgProblem:
+    """Every parameter of `tool` under its canonical name (None when optional and absent)."""
+    spec = TOOLS[tool]
+    return parse_params(spec.name, spec.params, spec.example, args)
+
+
+def call_label_args(tool: str, args: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a progress line shows of a call's arguments (nothing for an unknown tool)."""
+    spec = TOOLS.get(tool)
+    return spec.label(args) if spec is not None else ()
 
 
 def _resolve_tool(name: Any) -> str | ToolOutcome:
-    if isinstance(name, str):
-        folded = name.strip().casefold()
-        if folded in _IMPLS:
-            return folded
-    near = difflib.get_close_matches(str(name).casefold(), TOOL_NAMES, n=1, cutoff=0.7)
-    guess = f"did you mean {near[0]}? " if near else ""
+    if isinstance(name, str) and (tool := canonical_tool_name(name)) is not None:
+        return tool
+    near = nearest_tool_name(str(name))
+    guess = f"did you mean {near}? " if near else ""
     text = f"unknown tool {echo(str(name))}; {guess}the tools are: {join_names(TOOL_NAMES, 'and')}"
     return ToolOutcome(text, False, frozenset())
 
@@ -260,7 +335,7 @@ def run_tool(db: Database, name: str, args: Mapping[str, Any],
         return prepared
     tool, parsed = prepared
     ctx = _Context(db.schema(), settings, db.limits.query_timeout)
-    steps = _IMPLS[tool](ctx, parsed)
+    steps = TOOLS[tool].impl(ctx, parsed)
     if isinstance(steps, ToolOutcome):
         return steps
     try:
@@ -281,7 +356,7 @@ async def arun_tool(db: Database, name: str, args: Mapping[str, Any],
         return prepared
     tool, parsed = prepared
     ctx = _Context(await db.aschema(), settings, db.limits.query_timeout)
-    steps = _IMPLS[tool](ctx, parsed)
+    steps = TOOLS[tool].impl(ctx, parsed)
     if isinstance(steps, ToolOutcome):
         return steps
     try:
@@ -292,50 +367,3 @@ async def arun_tool(db: Database, name: str, args: Mapping[str, Any],
             spec = steps.send(result)
     except StopIteration as done:
         return done.value
-
-
-# --- one function per tool, for callers that know which tool they want ---------------------
-
-def list_tables(db: Database, settings: ToolSettings = DEFAULT_SETTINGS, *,
-                pattern: str | None = None) -> ToolOutcome:
-    """Every table and view name (those containing `pattern` if given)."""
-    return run_tool(db, "list_tables", {"pattern": pattern}, settings)
-
-
-def describe_table(db: Database, table_name: str, settings: ToolSettings = DEFAULT_SETTINGS) -> ToolOutcome:
-    """Columns of a table or view with types, keys, defaults and FK targets."""
-    return run_tool(db, "describe_table", {"table_name": table_name}, settings)
-
-
-def foreign_keys(db: Database, table_name: str, settings: ToolSettings = DEFAULT_SETTINGS) -> ToolOutcome:
-    """Outgoing and incoming foreign keys of a table."""
-    return run_tool(db, "foreign_keys", {"table_name": table_name}, settings)
-
-
-def join_path(db: Database, table_a: str, table_b: str,
-              settings: ToolSettings = DEFAULT_SETTINGS) -> ToolOutcome:
-    """The shortest chain of foreign-key joins between two tables, as FROM/JOIN lines."""
-    return run_tool(db, "join_path", {"table_a": table_a, "table_b": table_b}, settings)
-
-
-def sample_rows(db: Database, table_name: str, limit: int | None = None,
-                settings: ToolSettings = DEFAULT_SETTINGS) -> ToolOutcome:
-    """The first rows of a table (default settings.sample_rows)."""
-    return run_tool(db, "sample_rows", {"table_name": table_name, "limit": limit}, settings)
-
-
-def distinct_values(db: Database, table_name: str, column_name: str, limit: int | None = None,
-                    settings: ToolSettings = DEFAULT_SETTINGS) -> ToolOutcome:
-    """The most frequent values of a column with counts, and how many distinct values exist."""
-    args = {"table_name": table_name, "column_name": column_name, "limit": limit}
-    return run_tool(db, "distinct_values", args, settings)
-
-
-def run_query(db: Database, sql: str, settings: ToolSettings = DEFAULT_SETTINGS) -> ToolOutcome:
-    """Run one read-only statement and show its rows or its error with a hint."""
-    return run_tool(db, "run_query", {"sql": sql}, settings)
-
-
-def submit_sql(db: Database, sql: str, settings: ToolSettings = DEFAULT_SETTINGS) -> ToolOutcome:
-    """Run the answer SQL exactly as run_query does (the loop ends the episode on it)."""
-    return run_tool(db, "submit_sql", {"sql": sql}, settings)

@@ -6,7 +6,7 @@ from collections import deque
 from dataclasses import dataclass
 from itertools import pairwise
 
-from .sqlite.types import ForeignKey, Schema
+from ..sqlite.types import ForeignKey, Schema
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .joins import JoinStep, Link, neighbours, self_links
-from .render import (
+from ..sqlite.types import Column, ForeignKey, Schema, Table
+from ._joins import JoinStep, Link, neighbours, self_links
+from .result_text import (
     format_count,
     format_total,
     plural,
@@ -13,7 +14,6 @@ from .render import (
     show_columns,
     show_ident,
 )
-from .sqlite.types import Column, ForeignKey, Schema, Table
 
 _NOTE_ROOM = 200  # characters kept free for the closing note when a listing is cut
 

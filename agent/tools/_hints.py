@@ -6,8 +6,8 @@ import difflib
 import re
 from collections.abc import Sequence
 
-from .render import SQLITE_KEYWORDS, join_names, show_column, show_ident
-from .sqlite.types import Schema, Table
+from ..sqlite.types import Schema, Table
+from .result_text import SQLITE_KEYWORDS, join_names, show_column, show_ident
 
 ECHO_CHARS = 60  # how much of a name the model sent is echoed back
 LIST_ALL_UP_TO = 30  # with no near match, list every name when there are at most this many

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .sqlite.types import BlobRef, ClippedText, QueryResult, QueryStatus
+from ..sqlite.types import BlobRef, ClippedText, QueryResult, QueryStatus
 
 # SQLite's keywords (https://sqlite.org/lang_keywords.html). A name equal to one of
 # them is shown double-quoted, so the model copies a form that always parses.

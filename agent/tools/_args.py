@@ -1,4 +1,4 @@
-"""The tools' arguments: what each tool takes, parsing the model's JSON, clamping limits.
+"""The tools' arguments: how a parameter is declared, parsing the model's JSON, clamping limits.
 
 Pure functions. A problem with the arguments comes back as an ArgProblem whose text
 tells the model the right call.
@@ -6,12 +6,11 @@ tells the model the right call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
-from .render import format_count
+from .result_text import format_count
 
 ECHO_CHARS = 60  # how much of a bad value is echoed back to the model
 
@@ -31,35 +30,17 @@ class Param:
     kind: str  # "text" (a non-empty string) or "count" (a whole number)
     required: bool = True
     aliases: tuple[str, ...] = ()  # other spellings small models use for it
+    # False for an argument the tools accept but the trained system prompt does not list
+    in_system_prompt: bool = True
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The name and its aliases, in the order a call's keys are looked up."""
+        return (self.name, *self.aliases)
 
     @property
     def expected(self) -> str:
         return "a whole number" if self.kind == "count" else "a string"
-
-
-_TABLE = Param("table_name", "text", aliases=("table", "name"))
-_SQL = Param("sql", "text", aliases=("query",))
-PARAMS: Mapping[str, tuple[Param, ...]] = MappingProxyType({
-    "list_tables": (Param("pattern", "text", required=False),),
-    "describe_table": (_TABLE,),
-    "foreign_keys": (_TABLE,),
-    "join_path": (Param("table_a", "text"), Param("table_b", "text")),
-    "sample_rows": (_TABLE, Param("limit", "count", required=False)),
-    "distinct_values": (_TABLE, Param("column_name", "text", aliases=("column",)),
-                        Param("limit", "count", required=False)),
-    "run_query": (_SQL,),
-    "submit_sql": (_SQL,),
-})
-_EXAMPLES: Mapping[str, str] = MappingProxyType({
-    "list_tables": "{}",
-    "describe_table": '{"table_name": "<table>"}',
-    "foreign_keys": '{"table_name": "<table>"}',
-    "join_path": '{"table_a": "<table>", "table_b": "<table>"}',
-    "sample_rows": '{"table_name": "<table>", "limit": 5}',
-    "distinct_values": '{"table_name": "<table>", "column_name": "<column>", "limit": 20}',
-    "run_query": '{"sql": "SELECT ..."}',
-    "submit_sql": '{"sql": "SELECT ..."}',
-})
 
 
 def echo(value: Any) -> str:
@@ -68,13 +49,9 @@ def echo(value: Any) -> str:
     return text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS] + "…"
 
 
-def usage(tool: str) -> str:
-    """`call it as {"tool": ..., "args": {...}}` for one tool."""
-    return f'call it as {{"tool": "{tool}", "args": {_EXAMPLES[tool]}}}'
-
-
-def _problem(tool: str, text: str) -> ArgProblem:
-    return ArgProblem(f"{tool} {text}; {usage(tool)}")
+def usage(tool: str, example: str) -> str:
+    """`call it as {"tool": ..., "args": {...}}` for one tool, given its example arguments."""
+    return f'call it as {{"tool": "{tool}", "args": {example}}}'
 
 
 def parse_count(value: Any) -> int | None:
@@ -93,28 +70,34 @@ def parse_count(value: Any) -> int | None:
     return None
 
 
-def parse_args(tool: str, args: Any) -> dict[str, Any] | ArgProblem:
-    """Every parameter of `tool` under its canonical name (None when optional and absent)."""
+def parse_params(tool: str, params: Sequence[Param], example: str, args: Any) -> dict[str, Any] | ArgProblem:
+    """Every one of `params` under its canonical name (None when optional and absent).
+
+    A problem names the argument and shows the right call, built from `example`.
+    """
+    def _problem(text: str) -> ArgProblem:
+        return ArgProblem(f"{tool} {text}; {usage(tool, example)}")
+
     if args is None:
         args = {}
     if not isinstance(args, Mapping):
-        return _problem(tool, "needs its arguments as a JSON object")
+        return _problem("needs its arguments as a JSON object")
     parsed: dict[str, Any] = {}
-    for param in PARAMS[tool]:
-        key = next((k for k in (param.name, *param.aliases) if k in args), param.name)
+    for param in params:
+        key = next((k for k in param.keys if k in args), param.name)
         value = args.get(key)
         if value is None or (isinstance(value, str) and not value.strip()):
             if param.required:
-                return _problem(tool, f'needs "{param.name}" ({param.expected})')
+                return _problem(f'needs "{param.name}" ({param.expected})')
             parsed[param.name] = None
             continue
         if param.kind == "count":
             count = parse_count(value)
             if count is None:
-                return _problem(tool, f'needs "{param.name}" as {param.expected}, got {echo(value)}')
+                return _problem(f'needs "{param.name}" as {param.expected}, got {echo(value)}')
             value = count
         elif not isinstance(value, str):
-            return _problem(tool, f'needs "{param.name}" ({param.expected}), got {echo(value)}')
+            return _problem(f'needs "{param.name}" ({param.expected}), got {echo(value)}')
         parsed[param.name] = value
     return parsed
 

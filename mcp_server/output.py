@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -9,6 +10,8 @@ from pydantic import BaseModel, Field
 
 from agent.episode import EpisodeResult
 from agent.report import JsonCell, clip, json_cell
+
+from .fence import fence_untrusted
 
 TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured content
 TEXT_CELL_CHARS = 60
@@ -84,13 +87,13 @@ def render_answer_text(answer: AnswerOutput) -> str:
         parts.append("Rephrase the question more concretely (name the tables or values you mean) "
                      "or add `evidence`, then ask again.")
     else:
-        parts.append(f"```sql\n{answer.sql}\n```")
+        parts.append(sql_fence(answer.sql))
         if answer.error and not answer.rows:
             parts.append(f"The SQL failed: {answer.error}")
         elif not answer.rows:
             parts.append("The query returned no rows.")
         else:
-            parts.append(markdown_table(answer.columns, answer.rows[:TEXT_ROWS]))
+            parts.append(fence_untrusted(markdown_table(answer.columns, answer.rows[:TEXT_ROWS])))
             more = _more_rows_line(answer)
             if more:
                 parts.append(more)
@@ -102,6 +105,13 @@ def render_answer_text(answer: AnswerOutput) -> str:
         f"{_count(answer.tool_calls, 'tool call')} in {answer.seconds:.1f} s. The SQL was written by "
         f"a small local model ({answer.model}): check it before relying on the result.")
     return "\n\n".join(parts)
+
+
+def sql_fence(sql: str) -> str:
+    """`sql` in a ```sql fence longer than any backtick run inside it, so it cannot be closed early."""
+    longest = max((len(run) for run in re.findall(r"`+", sql)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}sql\n{sql}\n{ticks}"
 
 
 def markdown_table(columns: list[str], rows: list[list[JsonCell]]) -> str:

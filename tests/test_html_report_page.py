@@ -70,7 +70,7 @@ def test_headline_numbers(page_a):
     assert "execution accuracy: 2 of 4" in page_a
     assert re.search(r'<div class="n">50\.0%</div>', page_a)
     assert "Gold SQL that failed (1, not scored)" in page_a and "no such table: lion" in page_a
-    assert "<tr><td>max tool turns</td><td>6</td></tr>" in page_a
+    assert "<div><dt>max tool turns</dt><dd>6</dd></div>" in page_a
 
 
 def test_every_question_in_the_browser(page_a):
@@ -88,7 +88,7 @@ def test_wrong_answer_shows_both_results_with_the_difference_marked(page_a):
     entry = page_a.split('data-key="1"', 1)[1].split("</details></div></details>", 1)[0]
     assert "<tr class=diff><td>Bob</td></tr>" in entry
     assert "<tr class=diff><td>Ann</td></tr><tr class=diff><td>Cy</td></tr>" in entry
-    assert "1 marked rows are not in the other result" in entry
+    assert "marked (1): not among the other result&#x27;s rows shown" in entry
     assert '<pre class="sql">SELECT name FROM customer WHERE city = &#x27;Rome&#x27;</pre>' in entry
 
 
@@ -122,9 +122,9 @@ def test_comparison_page(results, tmp_path, capsys):
     assert '<td class="num">1 B only</td><td class="num">1 neither</td>' in page
     assert "50.0% → 50.0%" in page and "+0.0" in page
     assert "Right in A only (1)" in page and "Right in B only (1)" in page
-    flipped = re.findall(r'<details class="ep" data-key="(\d+)">', page)
+    flipped = re.findall(r'<details class="ep flip" data-key="(\d+)">', page)
     assert flipped == ["0", "1"]
-    first = page.split('<details class="ep" data-key="0">', 1)[1].split('<details class="ep" data-key="1">')[0]
+    first = page.split('data-key="0">', 1)[1].split('data-key="1">')[0]
     assert first.count('<details class="sample">') == 2  # A's trace and B's
     assert QUESTIONS[0][3] in first and "SELECT 42" in first
 
@@ -173,7 +173,7 @@ def test_eval_writes_the_report_and_again_after_resume(tmp_path, fake_ollama, ca
     assert capsys.readouterr().out.rstrip().endswith(f"report: {report}")
     first = report.read_text(encoding="utf-8")
     assert re.findall(r'data-key="(\d+)" data-verdict', first) == ["0", "1"]
-    assert "<tr><td>backend</td><td>ollama</td></tr>" in first
+    assert "<div><dt>backend</dt><dd>ollama</dd></div>" in first
     assert main(["eval", *common, "--resume"]) == 0
     second = report.read_text(encoding="utf-8")
     assert re.findall(r'data-key="(\d+)" data-verdict', second) == ["0", "1", "2", "3", "4"]

@@ -88,6 +88,7 @@ def counts_chart(counts: Mapping[str, int], *, salt: str, xmax: int | None = Non
             ax.text(v + top * 0.01, i, f"{v} · {100 * v / total:.1f}%", va="center", fontsize=8)
         _category_axis(ax, labels)
         ax.set_xlim(0, top * 1.25)
+        ax.xaxis.set_major_locator(_whole_numbers())
         ax.set_xlabel("episodes")
 
     label = "episodes: " + ", ".join(f"{k} {v}" for k, v in counts.items())
@@ -98,8 +99,9 @@ def histogram_chart(dist: Distribution, edges: Sequence[float], *, salt: str,
                     ymax: int | None = None) -> str:
     """Stacked histogram of one per-episode number: right episodes, then wrong ones on top."""
     right, wrong = histogram(dist.correct, edges), histogram(dist.wrong, edges)
-    lefts = list(edges[:-1])
-    widths = [b - a for a, b in itertools.pairwise(edges)]
+    gap = 0.1 if dist.discrete else 0.0  # whole numbers: separate bars, one per value
+    lefts = [e + gap for e in edges[:-1]]
+    widths = [b - a - 2 * gap for a, b in itertools.pairwise(edges)]
     top = max([ymax or 0, *(a + b for a, b in zip(right, wrong, strict=True)), 1])
 
     def draw(ax: Axes) -> None:
@@ -113,12 +115,15 @@ def histogram_chart(dist: Distribution, edges: Sequence[float], *, salt: str,
         if dist.discrete:
             centres = [e + 0.5 for e in edges[:-1]]
             ax.set_xticks(centres[:: max(1, len(centres) // 12)])
-        ax.legend(loc="upper right", fontsize=8)
+        else:
+            ax.xaxis.set_major_locator(_ticks(6))
+        ax.yaxis.set_major_locator(_whole_numbers())
+        ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=2, fontsize=8, borderaxespad=0.2)
         ax.grid(axis="y", linewidth=0.5)
         ax.set_axisbelow(True)
 
     label = f"{dist.unit}: {len(dist.correct)} correct and {len(dist.wrong)} wrong episodes"
-    return _render(2.4, salt, label, draw)
+    return _render(2.5, salt, label, draw, right=0.3, top=0.3)
 
 
 def tool_rounds_chart(tools: ToolRounds, *, salt: str, ymax: int | None = None) -> str:
@@ -134,6 +139,7 @@ def tool_rounds_chart(tools: ToolRounds, *, salt: str, ymax: int | None = None) 
             bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
         ax.set_xticks(x, [f"round {r}" if r.isdigit() else r for r in tools.rounds])
         ax.set_ylim(0, max([ymax or 0, *bottom, 1]) * 1.05)
+        ax.yaxis.set_major_locator(_whole_numbers())
         ax.set_ylabel("tool calls")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
         ax.grid(axis="y", linewidth=0.5)
@@ -149,6 +155,18 @@ def tallest_bin(dists: Sequence[Distribution], edges: Sequence[float]) -> int:
 
 
 # ---- matplotlib plumbing ----------------------------------------------------------------
+
+def _whole_numbers() -> Any:
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
+def _ticks(count: int) -> Any:
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(count)
+
 
 def _bars_height(bars: int) -> float:
     return BOTTOM + TOP + 0.24 * max(bars, 1)
@@ -177,7 +195,7 @@ _DROP = re.compile(r"<metadata>.*?</metadata>\s*|<defs>\s*<style[^>]*>.*?</style
 
 
 def _render(height: float, salt: str, label: str, draw: Callable[[Axes], None], *,
-            left: float = LEFT, right: float = RIGHT) -> str:
+            left: float = LEFT, right: float = RIGHT, top: float = TOP) -> str:
     """Draw on one axes under the report's style; the figure as an inline <svg> element.
 
     No XML prologue or metadata, no fixed size (it scales to its column), theme colours as CSS
@@ -191,7 +209,7 @@ def _render(height: float, salt: str, label: str, draw: Callable[[Axes], None], 
         fig = Figure(figsize=(WIDTH, height))
         left = min(left, WIDTH / 2)
         fig.subplots_adjust(left=left / WIDTH, right=1 - right / WIDTH, bottom=BOTTOM / height,
-                            top=1 - TOP / height)
+                            top=1 - top / height)
         draw(fig.add_subplot())
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     text = _DROP.sub("", _SVG_START.sub("", buffer.getvalue(), count=1))

@@ -83,9 +83,9 @@ def question_body(record: QuestionRecord) -> str:
     if record.gold_error:
         parts.append(f'<p class="bad">The gold SQL failed ({esc(record.gold.status)}): '
                      f'{esc(record.gold.error or "no message")}. This question is not scored.</p>')
-        return "".join(parts) + two_columns(("gold SQL", sql_block(record.gold_sql)))
+        return "".join(parts) + side_by_side(("gold SQL", sql_block(record.gold_sql)))
     voted = voted_sample(record)
-    parts.append(two_columns(("predicted SQL", sql_block(record.predicted_sql)),
+    parts.append(side_by_side(("predicted SQL", sql_block(record.predicted_sql)),
                              ("gold SQL", sql_block(record.gold_sql))))
     parts.append(results_side_by_side(record, voted))
     parts += [sample_details(record, s, voted=s is voted) for s in record.samples]
@@ -97,7 +97,7 @@ def voted_sample(record: QuestionRecord) -> SampleRecord | None:
     return next((s for s in record.samples if s.sample == record.voted_sample), None)
 
 
-def two_columns(*columns: tuple[str, str]) -> str:
+def side_by_side(*columns: tuple[str, str]) -> str:
     """Columns with a heading each, side by side on a wide screen."""
     cells = "".join(f'<section><h4>{esc(title)}</h4>{body}</section>' for title, body in columns)
     return f'<div class="cols">{cells}</div>'
@@ -112,26 +112,35 @@ def sql_block(sql: str | None) -> str:
 
 def results_side_by_side(record: QuestionRecord, sample: SampleRecord | None) -> str:
     """The predicted and the gold result's first rows, rows missing from the other side marked."""
-    gold = record.gold.preview
-    predicted = sample.preview if sample is not None else None
-    ordered = record.gold.ordered
-    any_order = _match_rule(record.benchmark) is MatchRule.MULTISET
-    if gold is None:
-        gold_html = '<p class="muted">rows not recorded (results file written before the report existed)</p>'
-    else:
-        marks = unmatched_rows(gold, predicted, ordered=ordered, any_column_order=any_order) \
-            if predicted is not None and sample is not None and not sample.correct else None
-        gold_html = rows_table(gold, record.gold.rows, marks)
+    return side_by_side(("predicted result", predicted_result(record, sample)),
+                       ("gold result", gold_result(record, sample)))
+
+
+def predicted_result(record: QuestionRecord, sample: SampleRecord | None) -> str:
+    """A sample's first rows (rows the gold lacks marked when it was wrong), or why there are none."""
     if sample is None:
-        pred_html = '<p class="muted">no sample ran</p>'
-    elif predicted is None:
+        return '<p class="muted">no sample ran</p>'
+    predicted, gold = sample.preview, record.gold.preview
+    if predicted is None:
         why = sample.error or ("no SQL" if sample.sql is None else "rows not recorded")
-        pred_html = f'<p class="bad">{esc(sample.outcome.value)}: {esc(why)}</p>'
-    else:
-        marks = unmatched_rows(predicted, gold, ordered=ordered, any_column_order=any_order) \
-            if gold is not None and not sample.correct else None
-        pred_html = rows_table(predicted, sample.result_rows or 0, marks)
-    return two_columns(("predicted result", pred_html), ("gold result", gold_html))
+        return f'<p class="bad">{esc(sample.outcome.value)}: {esc(why)}</p>'
+    marks = None
+    if gold is not None and not sample.correct:
+        marks = unmatched_rows(predicted, gold, ordered=record.gold.ordered,
+                               any_column_order=_match_rule(record.benchmark) is MatchRule.MULTISET)
+    return rows_table(predicted, sample.result_rows or 0, marks)
+
+
+def gold_result(record: QuestionRecord, against: SampleRecord | None) -> str:
+    """The gold first rows; with a wrong `against` sample, the rows it lacks are marked."""
+    gold = record.gold.preview
+    if gold is None:
+        return '<p class="muted">rows not recorded (results file written before the report existed)</p>'
+    marks = None
+    if against is not None and against.preview is not None and not against.correct:
+        marks = unmatched_rows(gold, against.preview, ordered=record.gold.ordered,
+                               any_column_order=_match_rule(record.benchmark) is MatchRule.MULTISET)
+    return rows_table(gold, record.gold.rows, marks)
 
 
 def _match_rule(benchmark: str) -> MatchRule:
@@ -146,11 +155,11 @@ def rows_table(preview: RowsPreview, total: int, marks: Sequence[bool] | None) -
         + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>"
         for i, row in enumerate(preview.rows))
     shown = len(preview.rows)
-    caption = f"{total:,} row{'s' if total != 1 else ''}" + (f", first {shown} shown" if shown < total else "")
+    note = f"{total:,} row{'s' if total != 1 else ''}" + (f", first {shown} shown" if shown < total else "")
     if marks and any(marks):
-        caption += f"; {sum(marks)} marked rows are not in the other result's rows shown"
-    return (f'<table class="rows"><caption>{esc(caption)}</caption><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table>")
+        note += f"; marked ({sum(marks)}): not among the other result's rows shown"
+    return (f'<table class="rows"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+            f'<p class="rows-note">{esc(note)}</p>')
 
 
 def _cell(value: object) -> str:
@@ -159,9 +168,9 @@ def _cell(value: object) -> str:
     return esc(value)
 
 
-def sample_details(record: QuestionRecord, sample: SampleRecord, *, voted: bool) -> str:
+def sample_details(record: QuestionRecord, sample: SampleRecord, *, voted: bool, run: str = "") -> str:
     """One sampled episode: its numbers in the summary, its SQL (when several) and trace inside."""
-    head = [f"sample {sample.sample}" + (" (voted)" if voted and len(record.samples) > 1 else ""),
+    head = [f"{run}sample {sample.sample}" + (" (voted)" if voted and len(record.samples) > 1 else ""),
             sample.outcome.value, sample.status, sample.stop_reason or "-",
             f"{sample.rounds} rounds", f"{sample.tool_calls} calls", f"{sample.tokens:,} tokens",
             f"{sample.seconds:.1f} s"]

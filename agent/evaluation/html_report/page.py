@@ -29,9 +29,12 @@ h3{font-size:1rem;margin:.2rem 0 .4rem}h4{font-size:.85rem;margin:.6rem 0 .3rem;
 .card .n{font-size:1.7rem;font-weight:600}.card .l{color:var(--muted);font-size:.85rem}
 table{border-collapse:collapse}td,th{border:1px solid var(--line);padding:.2rem .5rem;text-align:left;
 vertical-align:top}th{background:var(--card)}
-table.settings td:first-child{color:var(--muted)}
-.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,520px),1fr));gap:1rem}
-.pair{display:grid;grid-template-columns:1fr 1fr;gap:1rem}
+.settings{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,300px),1fr));gap:.15rem 1.5rem;
+margin:.6rem 0}.settings div{display:flex;gap:.6rem;border-bottom:1px dotted var(--line)}
+.settings dt{color:var(--muted);min-width:9rem}.settings dd{margin:0;overflow-wrap:anywhere}
+table.compare td:first-child{color:var(--muted)}table.compare tr.differs td{font-weight:600}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,520px),1fr));gap:1rem;align-items:start}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:1rem;margin-bottom:1rem;align-items:start}
 figure.chart{margin:0;background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.6rem}
 figure.chart figcaption{font-weight:600;margin-bottom:.3rem}
 figure.chart svg{width:100%;height:auto;display:block}
@@ -42,6 +45,7 @@ background:var(--bg);padding:.6rem 0;border-bottom:1px solid var(--line)}
 .filters .grow{flex:1;min-width:12rem}.filters input,.filters select{font:inherit;padding:.2rem}
 .ep-head,details.ep>summary{display:grid;grid-template-columns:4rem 1.5rem 7rem 11rem 8rem 1fr;gap:.5rem;
 padding:.25rem .4rem;align-items:baseline}
+details.ep.flip>summary{grid-template-columns:4rem 2.5rem 2.5rem 11rem 14rem 1fr}
 .ep-head{font-weight:600;color:var(--muted);border-bottom:1px solid var(--line)}
 details.ep{border-bottom:1px solid var(--line)}details.ep>summary{cursor:pointer;list-style:none}
 details.ep>summary::-webkit-details-marker{display:none}
@@ -53,8 +57,8 @@ details.ep>summary .q{white-space:normal}
 .cols{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,380px),1fr));gap:1rem}
 pre{background:var(--code);border:1px solid var(--line);border-radius:6px;padding:.5rem;margin:.2rem 0;
 white-space:pre-wrap;word-break:break-word;font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
-table.rows{font-size:12px;margin:.2rem 0}table.rows caption{caption-side:bottom;text-align:left;
-color:var(--muted);font-size:.8rem}table.rows tr.diff td{background:var(--mark)}
+table.rows{font-size:12px;margin:.2rem 0}.rows-note{color:var(--muted);font-size:.8rem;margin:.1rem 0}
+table.rows tr.diff td{background:var(--mark)}
 .null{color:var(--muted);font-style:italic}
 details.sample{border:1px solid var(--line);border-radius:6px;margin:.5rem 0;padding:.2rem .6rem}
 details.sample>summary{cursor:pointer;color:var(--muted)}

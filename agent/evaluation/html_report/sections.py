@@ -26,7 +26,16 @@ from .data import (
     stop_reason_mix,
     tool_rounds,
 )
-from .episodes import esc, results_side_by_side, sample_details, sql_block, two_columns, verdict, voted_sample
+from .episodes import (
+    esc,
+    gold_result,
+    predicted_result,
+    sample_details,
+    side_by_side,
+    sql_block,
+    verdict,
+    voted_sample,
+)
 
 MIXES = (("outcomes", "Outcome of each episode", outcome_mix),
          ("status", "How episodes produced their SQL (status)", status_mix),
@@ -62,8 +71,8 @@ def headline(run: Run, summary: Summary) -> str:
             *(f'<div class="card"><div class="n">{esc(n)}</div><div class="l">{esc(label)}</div></div>'
               for n, label in cards),
             "</div>"]
-    rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in run_settings(run).items())
-    html.append(f'<table class="settings">{rows}</table>')
+    items = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in run_settings(run).items())
+    html.append(f'<dl class="settings">{items}</dl>')
     html.append(gold_failures(run))
     return "".join(html)
 
@@ -163,7 +172,7 @@ def comparison_headline(a: Run, b: Run, pairing: Pairing) -> str:
     rows += [(k, settings_a.get(k, "-"), settings_b.get(k, "-")) for k in keys]
     table = "".join(f'<tr{" class=differs" if x != y else ""}><td>{esc(k)}</td><td>{esc(x)}</td>'
                     f"<td>{esc(y)}</td></tr>" for k, x, y in rows)
-    return (f'<table class="settings compare"><tr><th></th><th>A: {esc(a.name)}</th>'
+    return (f'<table class="compare"><tr><th></th><th>A: {esc(a.name)}</th>'
             f"<th>B: {esc(b.name)}</th></tr>{table}</table>{paired_counts(pairing)}")
 
 
@@ -244,11 +253,12 @@ def _flip_entry(a: QuestionRecord, b: QuestionRecord) -> str:
                f'<span class="q">{esc(a.question)}</span></summary>')
     va, vb = voted_sample(a), voted_sample(b)
     body = [f'<p class="question">{esc(a.question)}</p>',
-            two_columns(("gold SQL", sql_block(a.gold_sql)), ("A: predicted SQL", sql_block(a.predicted_sql)),
-                        ("B: predicted SQL", sql_block(b.predicted_sql))),
-            "<h4>A: results</h4>", results_side_by_side(a, va),
-            "<h4>B: results</h4>", results_side_by_side(b, vb)]
-    body += [f"<h4>A: sample {s.sample}</h4>{sample_details(a, s, voted=s is va)}" for s in a.samples]
-    body += [f"<h4>B: sample {s.sample}</h4>{sample_details(b, s, voted=s is vb)}" for s in b.samples]
-    return (f'<details class="ep" data-key="{esc(a.key)}">{summary}'
+            side_by_side(("A: predicted SQL", sql_block(a.predicted_sql)),
+                         ("B: predicted SQL", sql_block(b.predicted_sql)), ("gold SQL", sql_block(a.gold_sql))),
+            side_by_side(("A: predicted result", predicted_result(a, va)),
+                         ("B: predicted result", predicted_result(b, vb)),
+                         ("gold result", gold_result(a, None)))]
+    body += [sample_details(a, s, voted=s is va, run="A · ") for s in a.samples]
+    body += [sample_details(b, s, voted=s is vb, run="B · ") for s in b.samples]
+    return (f'<details class="ep flip" data-key="{esc(a.key)}">{summary}'
             f'<div class="ep-body">{"".join(body)}</div></details>')

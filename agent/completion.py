@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .episode import ToolCall
+from .text_safety import echo_value
 from .tools import TOOL_NAMES, TOOLS, canonical_tool_name, nearest_tool_name
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -35,6 +36,8 @@ _WITH_CLAUSE = re.compile(
 )
 _SELECT_START = re.compile(r"(?:SELECT|select)\s+\S")
 _DECODER = json.JSONDecoder(strict=False)  # models write multi-line SQL inside JSON strings
+MAX_CALL_DEPTH = 16  # a call nests two levels; deeper JSON is not a call a tool can take
+MAX_PROBLEMS = 5  # corrective notes kept per completion: more would only flood the prompt
 
 
 @dataclass(frozen=True)
@@ -85,10 +88,15 @@ def parse_completion(text: str) -> ParsedCompletion:
     while pos != -1:
         try:
             obj, end = _DECODER.raw_decode(body, pos)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, too many digits, too deep
             if _CALL_START.match(body, pos):
-                problems.append(_broken_json_problem(body, pos, exc))
+                problems.append(_broken_json_problem(body, pos, _decode_reason(exc)))
             pos = body.find("{", pos + 1)
+            continue
+        if _depth_exceeds(obj, MAX_CALL_DEPTH):
+            if _CALL_START.match(body, pos):
+                problems.append(_broken_json_problem(body, pos, "nested too deeply"))
+            pos = body.find("{", end)
             continue
         if isinstance(obj, dict) and any(key in obj for key in _TOOL_KEYS):
             call, problem = _to_call(obj)
@@ -99,15 +107,41 @@ def parse_completion(text: str) -> ParsedCompletion:
             pos = body.find("{", end)
         else:  # some other JSON value: calls may still sit inside it (a list of calls, say)
             pos = body.find("{", pos + 1)
-    return ParsedCompletion(think=think, calls=tuple(calls), problems=tuple(problems),
+    distinct = tuple(dict.fromkeys(problems))
+    if len(distinct) > MAX_PROBLEMS:
+        distinct = (*distinct[:MAX_PROBLEMS], f"[{len(distinct) - MAX_PROBLEMS} more problems like "
+                                              "these; write one well-formed call per tool]")
+    return ParsedCompletion(think=think, calls=tuple(calls), problems=distinct,
                             body=body, think_unclosed=unclosed)
 
 
-def _broken_json_problem(body: str, pos: int, exc: json.JSONDecodeError) -> str:
-    snippet = " ".join(body[pos:pos + 60].split())
+def _decode_reason(exc: ValueError | RecursionError) -> str:
+    """Why JSON could not be decoded, in a few words."""
+    if isinstance(exc, json.JSONDecodeError):
+        return exc.msg
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return "a number with too many digits"  # Python refuses to convert past 4,300 digits
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """True when containers nest deeper than `limit` (checked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _broken_json_problem(body: str, pos: int, reason: str) -> str:
+    snippet = echo_value(" ".join(body[pos:pos + 60].split()), 60)
     if len(body) - pos > 60:
         snippet += "…"
-    return (f"could not read the call {snippet} as JSON ({exc.msg}); write {CALL_FORMAT} with double "
+    return (f"could not read the call {snippet} as JSON ({reason}); write {CALL_FORMAT} with double "
             'quotes around keys and strings, and \\" for a double quote inside a string')
 
 
@@ -121,7 +155,7 @@ def _to_call(obj: dict[str, Any]) -> tuple[ToolCall | None, str | None]:
     if tool is None:
         close = nearest_tool_name(name)
         hint = f"did you mean {close}? " if close else ""
-        return None, f'unknown tool "{name}"; {hint}the tools are: {", ".join(TOOL_NAMES)}'
+        return None, f'unknown tool "{echo_value(name)}"; {hint}the tools are: {", ".join(TOOL_NAMES)}'
     args_key = next((key for key in _ARGS_KEYS if key in obj), None)
     if args_key is None:
         extra = {k: v for k, v in obj.items() if k != tool_key}
@@ -138,8 +172,11 @@ def _to_call(obj: dict[str, Any]) -> tuple[ToolCall | None, str | None]:
         else:
             try:
                 args = json.loads(args, strict=False)
-            except json.JSONDecodeError as exc:
-                return None, (f'the "args" of the {tool} call is a string that is not JSON ({exc.msg}); '
+                if _depth_exceeds(args, MAX_CALL_DEPTH):
+                    raise RecursionError("nested too deeply")
+            except (ValueError, RecursionError) as exc:
+                return None, (f'the "args" of the {tool} call is a string that is not JSON '
+                              f'({_decode_reason(exc)}); '
                               f'write "args" as an object, e.g. {{"tool": "{tool}", "args": {{...}}}}')
     if args is None:
         args = {}

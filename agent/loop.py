@@ -23,7 +23,7 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import tools
 from .backends.base import Completion, ModelBackend
@@ -46,6 +46,7 @@ from .prompt import (
     render_results_message,
 )
 from .sqlite import Database, QueryResult
+from .text_safety import replace_lone_surrogates
 
 # Rough size of a token, only for text the runtime has not counted yet (the next user turn).
 CHARS_PER_TOKEN = 4
@@ -142,6 +143,9 @@ class _Episode:
     async def _complete(self, max_tokens: int) -> tuple[Completion, float]:
         started = time.perf_counter()
         completion = await self.backend.complete(self.prompt, max_tokens=max_tokens)
+        # A runtime may send "\ud800" escapes: text that cannot be UTF-8 would fail every
+        # later step (SQLite, the MCP answer, the episode log), so it is made valid here.
+        completion = replace(completion, text=replace_lone_surrogates(completion.text))
         seconds = time.perf_counter() - started
         self.used = context_after(self.used, estimate_tokens(self.pending), completion)
         return completion, seconds

@@ -13,13 +13,14 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
+from agent.backends.settings import make_backend
 from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 
 from .catalog import Catalog, collect_databases, load_catalog, tool_description
 from .http_transport import MCP_PATH, http_app, serve_http
-from .runtime import BackendFactory, EpisodeLog, ServerRuntime, load_prompts, make_backend, open_runtime
+from .runtime import BackendFactory, EpisodeLog, ServerRuntime, open_runtime, server_prompts
 from .settings import ServerSettings
 from .tool import TOOL_NAME, answer_sql_question
 
@@ -93,7 +94,7 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
         settings = settings.model_copy(update={"ollama_host": host})
     specs = collect_databases(settings, environ)
     catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout))
-    prompts = load_prompts(settings)
+    prompts = server_prompts(settings)
     if settings.episode_log is not None:
         EpisodeLog.check_writable(settings.episode_log)
     for entry in catalog.entries:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from agent.errors import ConfigError, DatabasePathError
 from agent.sqlite import Database, EngineLimits, QueryEngine, validate_database_path
+from agent.text_safety import display_name
 
 from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from .settings import ALIAS_PATTERN, DatabaseSpec, ServerSettings
@@ -18,6 +19,7 @@ logger = logging.getLogger("mcp_server")
 
 DB_DIR_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 SUMMARY_TABLE_NAMES = 6  # table names shown per database in the tool description
+SUMMARY_NAME_CHARS = 40  # a longer name is cut in the description
 
 NO_DATABASE = (
     "no database configured: pass --db ALIAS=PATH (repeatable), --db-dir DIR or --demo, "
@@ -129,7 +131,8 @@ def summarise(entry: CatalogEntry) -> str:
     if entry.views:
         counts.append(_plural(len(entry.views), "view"))
     names = (*entry.tables, *entry.views)
-    shown = ", ".join(names[:SUMMARY_TABLE_NAMES])
+    # Names come from the file: quoted and escaped so none can pose as text of the description.
+    shown = ", ".join(display_name(n, SUMMARY_NAME_CHARS) for n in names[:SUMMARY_TABLE_NAMES])
     more = ", …" if len(names) > SUMMARY_TABLE_NAMES else ""
     listing = f" ({shown}{more})" if names else ""
     return f"{entry.alias}: {' and '.join(counts)}{listing}"

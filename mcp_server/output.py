@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from agent.episode import EpisodeResult
 from agent.report import JsonCell, clip, json_cell
+from agent.text_safety import escape_unsafe
 
 from .fence import fence_untrusted
 
@@ -118,7 +119,7 @@ def markdown_table(columns: list[str], rows: list[list[JsonCell]]) -> str:
     """A Markdown table with cells clipped and `|` escaped so each row stays one line."""
     def cell(value: JsonCell) -> str:
         text = "NULL" if value is None else str(value)
-        return clip(text, TEXT_CELL_CHARS).replace("|", "\\|")
+        return escape_unsafe(clip(text, TEXT_CELL_CHARS)).replace("|", "\\|")
 
     header = "| " + " | ".join(cell(c) for c in columns) + " |"
     rule = "|" + "|".join("---" for _ in columns) + "|"

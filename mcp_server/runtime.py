@@ -13,11 +13,10 @@ from typing import Any
 
 import anyio
 
-from agent.backends.base import DescribableBackend, ModelBackend, SamplingSettings
+from agent.backends.base import DescribableBackend, ModelBackend
 from agent.episode import EpisodeSettings
 from agent.errors import BackendError, ConfigError
-from agent.prompt import PromptSet
-from agent.prompt import load_prompts as prompt_files
+from agent.prompt import PromptSet, load_prompts
 from agent.sqlite import Database, EngineLimits, QueryEngine
 
 from .catalog import Catalog
@@ -30,24 +29,9 @@ RESULT_CELL_CHARS = 10_000  # a cell longer than this reaches the client clipped
 STARTUP_PROBE_SECONDS = 3.0  # a dead local runtime answers at once; a black hole costs this
 
 
-def make_backend(settings: ServerSettings) -> ModelBackend:
-    """The model backend the settings ask for (Ollama, or an OpenAI-compatible server)."""
-    if settings.backend == "openai":
-        from agent.backends.openai_compat import OpenAICompletionsBackend
-
-        api_key = settings.api_key.get_secret_value() if settings.api_key else None
-        return OpenAICompletionsBackend(settings.model, settings.base_urls, api_key=api_key,
-                                        sampling=SamplingSettings(), timeout=settings.episode_timeout,
-                                        api_key_env=settings.api_key_env)
-    from agent.backends.ollama import OllamaBackend
-
-    return OllamaBackend(settings.model, host=settings.ollama_host, timeout=settings.episode_timeout,
-                         keep_alive=settings.keep_alive)
-
-
-def load_prompts(settings: ServerSettings) -> PromptSet:
+def server_prompts(settings: ServerSettings) -> PromptSet:
     """Our prompts, or the reference agent's, with --system-prompt/--user-template overrides."""
-    return prompt_files(settings.reference_agent, settings.system_prompt, settings.user_template)
+    return load_prompts(settings.reference_agent, settings.system_prompt, settings.user_template)
 
 
 class EpisodeLog:

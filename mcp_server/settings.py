@@ -13,12 +13,17 @@ from typing import Any, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
+from agent.backends.settings import (
+    BackendSettings,
+    add_backend_flags,
+    read_secret,
+    validation_message,
+    with_api_key,
+)
 from agent.errors import ConfigError
 
-DEFAULT_MODEL = "qwen3.5-2b-grpo-synsql"
 ARGS_ENV = "SQALE_MCP_ARGS"  # options for the module-level server of `mcp dev` / `mcp run`
 ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HELP_HINT = "see `sqale-mcp --help`"
 
 
@@ -31,21 +36,17 @@ class DatabaseSpec(BaseModel):
     path: Path
 
 
-class ServerSettings(BaseModel):
-    """Everything the server needs to start; frozen, validated once at the edge."""
+class ServerSettings(BackendSettings):
+    """Everything the server needs to start; frozen, validated once at the edge.
+
+    The model backend's fields (backend, model, base_urls...) come from BackendSettings.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     databases: tuple[DatabaseSpec, ...] = ()  # from --db and the config file's [db] table
     db_dir: Path | None = None
     demo: bool = False
-    model: str = Field(DEFAULT_MODEL, min_length=1)
-    backend: Literal["ollama", "openai"] = "ollama"
-    ollama_host: str | None = None  # resolved at start: this, else $OLLAMA_HOST, else localhost
-    keep_alive: str | None = None  # how long Ollama keeps the model loaded ("30m", "-1": for ever)
-    base_urls: tuple[str, ...] = ()
-    api_key_env: str | None = None
-    api_key: SecretStr | None = None  # read from the variable named by api_key_env
     max_rows: int = Field(50, ge=1, le=10_000)
     query_timeout: float = Field(10.0, gt=0, le=3_600)
     episode_timeout: float = Field(300.0, gt=0, le=86_400)
@@ -64,15 +65,7 @@ class ServerSettings(BaseModel):
     max_evidence_chars: int = Field(4_000, ge=0)
 
     @model_validator(mode="after")
-    def _consistent(self) -> ServerSettings:
-        if self.backend == "openai" and not self.base_urls:
-            raise ValueError("--backend openai needs at least one --base-url (e.g. http://host:8000/v1)")
-        if self.backend == "ollama" and self.base_urls:
-            raise ValueError("--base-url is for --backend openai; give Ollama's address with --ollama-host")
-        for url in self.base_urls:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"--base-url {url!r} must start with http:// or https:// "
-                                 "(e.g. http://127.0.0.1:8000/v1)")
+    def _safe_listening(self) -> ServerSettings:
         if (self.transport == "streamable-http" and self.auth_token is None
                 and not is_loopback(self.host)):
             raise ValueError(
@@ -136,18 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="serve every *.sqlite, *.sqlite3 and *.db file in DIR (alias = file stem)")
     p.add_argument("--demo", action="store_true", default=None,
                    help="also serve a small demo database (alias 'bookshop') built on first use")
-    p.add_argument("--model", help=f"model name in the runtime (default {DEFAULT_MODEL})")
-    p.add_argument("--backend", choices=("ollama", "openai"),
-                   help="model runtime: ollama (default) or an OpenAI-compatible /v1/completions server")
-    p.add_argument("--ollama-host", metavar="URL",
-                   help="Ollama address (default $OLLAMA_HOST, else http://127.0.0.1:11434)")
-    p.add_argument("--base-url", action="append", metavar="URL",
-                   help="OpenAI-compatible base URL such as http://host:8000/v1 (repeatable: replicas)")
-    p.add_argument("--api-key-env", metavar="NAME",
-                   help="environment variable holding the API key for --backend openai")
-    p.add_argument("--keep-alive", metavar="DURATION",
-                   help="how long Ollama keeps the model loaded after a question, e.g. 30m or -1 "
-                        "for ever (default: Ollama's own, 5m)")
+    add_backend_flags(p)
     p.add_argument("--max-rows", type=int, metavar="N", help="rows returned per answer (default 50)")
     p.add_argument("--query-timeout", type=float, metavar="SECONDS",
                    help="limit for one SQL statement (default 10)")
@@ -193,13 +175,12 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
     values.update({k: v for k, v in args.items() if v is not None})
     values["databases"] = tuple(
         DatabaseSpec(alias=a, path=p) for a, p in ({**file_dbs, **flag_dbs}).items())
-    for key, secret in (("auth_token_env", "auth_token"), ("api_key_env", "api_key")):
-        if values.get(key) is not None:
-            values[secret] = read_secret(values[key], environ, f"--{key.replace('_', '-')}")
+    if values.get("auth_token_env") is not None:
+        values["auth_token"] = read_secret(values["auth_token_env"], environ, "--auth-token-env")
     try:
-        return ServerSettings(**values)
+        return ServerSettings(**with_api_key(values, environ))
     except ValidationError as exc:
-        raise ConfigError(_one_line(exc)) from exc
+        raise ConfigError(f"{validation_message(exc)}; {_HELP_HINT}") from exc
 
 
 def parse_db_flags(items: Sequence[str]) -> dict[str, Path]:
@@ -220,17 +201,6 @@ def check_alias(alias: str, where: str) -> str:
             f"{where}: alias {alias!r} is not usable; use letters, digits, '_', '-' or '.' "
             "(at most 64, not starting with '-' or '.')")
     return alias
-
-
-def read_secret(env_name: object, environ: Mapping[str, str], flag: str) -> SecretStr:
-    """The non-empty value of the environment variable `env_name`, else ConfigError."""
-    if not isinstance(env_name, str) or not _ENV_NAME.match(env_name):
-        raise ConfigError(f"{flag} {env_name!r}: give the NAME of an environment variable, not its value")
-    value = environ.get(env_name, "").strip()
-    if not value:
-        raise ConfigError(f"{flag} {env_name}: the environment variable {env_name} is not set or empty; "
-                          f"export {env_name}=<secret> before starting the server")
-    return SecretStr(value)
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -273,13 +243,3 @@ def _file_databases(table: object, path: Path, base: Path) -> dict[str, Path]:
             raise ConfigError(f"--config {path}: db.{alias} must be a path string")
         out[check_alias(alias, f"--config {path}: db.{alias}")] = base / Path(db_path).expanduser()
     return out
-
-
-def _one_line(exc: ValidationError) -> str:
-    """The first validation problem as one line naming the setting."""
-    err = exc.errors()[0]
-    loc = ".".join(str(part) for part in err["loc"])
-    message = str(err["msg"]).removeprefix("Value error, ")
-    if loc:
-        return f"--{loc.replace('_', '-')}: {message} (got {err.get('input')!r}); {_HELP_HINT}"
-    return f"{message}; {_HELP_HINT}"

@@ -20,6 +20,7 @@ import anyio
 import anyio.lowlevel
 
 from agent.backends.base import STOP_STRINGS, Completion, SamplingSettings
+from agent.backends.settings import DEFAULT_MODEL
 from agent.errors import (
     BackendAuthError,
     BackendError,
@@ -29,7 +30,6 @@ from agent.errors import (
 )
 from agent.prompt import FINAL_INSTRUCTION
 
-DEFAULT_MODEL = "qwen3.5-2b-grpo-synsql"
 CHARS_PER_TOKEN = 4
 # What marks the final (answer-now) turn: the first line of agent/prompt.py's instruction
 # ("This is your final answer turn: ..."). Specific enough that a question will not say it.

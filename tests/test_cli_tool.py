@@ -100,3 +100,23 @@ def test_module_entry_point_in_a_subprocess(music: Path) -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert (done.returncode, done.stdout, done.stderr) == (
         0, 'FROM "Album List"\nJOIN "Artist" ON "Album List"."ArtistId" = "Artist"."ArtistId"\n', "")
+
+
+@pytest.mark.parametrize(("tool", "args", "code", "expect"), [
+    ("run_query", '{"sql": "SELECT \'\\ud800\'"}', 0,
+     'run_query got "sql" with an invalid character'),
+    ("describe_table", '{"table_name": "Artist\\ud800"}', 0,
+     'describe_table got "table_name" with an invalid character'),
+    ("sample_rows", '{"table_name": "Artist", "limit": ' + "9" * 4400 + "}", 2,
+     "sqale-agent tool: ARGS is not valid JSON (Exceeds the limit (4300 digits)"),
+    ("run_query", '{"sql": ' + "[" * 3000 + "]" * 3000 + "}", 2,
+     "sqale-agent tool: ARGS is not valid JSON (nested too deeply)"),
+])
+def test_hostile_arguments_never_give_a_traceback(music: Path, tool: str, args: str, code: int,
+                                                  expect: str) -> None:
+    """Lone surrogates, 4,400-digit numbers and deep nesting: a message, never a traceback."""
+    done = subprocess.run([sys.executable, "-m", "agent.cli", "tool", "--db", str(music), tool, args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == code, done.stderr
+    assert expect in (done.stdout if code == 0 else done.stderr)
+    assert "Traceback" not in done.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agent.completion import (
@@ -197,3 +199,40 @@ def test_bare_statements(text: str, sql: str | None) -> None:
 def test_last_bare_statement_ignores_sql_inside_json_strings() -> None:
     """A query inside a JSON string is not bare SQL."""
     assert last_bare_statement('{"tool": "x", "args": {"sql": "SELECT 1"}}') is None
+
+
+def test_deeply_nested_json_is_a_problem_not_a_crash() -> None:
+    """JSON nested 3,000 levels (past Python's recursion limit) or 100 levels is a parse note."""
+    deep_list = '{"tool": "run_query", "args": ' + "[" * 3000 + "]" * 3000 + "}"
+    medium = '{"tool": "run_query", "args": {"sql": ' + "[" * 100 + "]" * 100 + "}}"
+    as_string = '{"tool": "run_query", "args": "' + "[" * 3000 + "]" * 3000 + '"}'
+    for text in (deep_list, medium):
+        parsed = parse_completion(text)
+        assert parsed.calls == ()
+        assert len(parsed.problems) == 1 and "(nested too deeply)" in parsed.problems[0]
+    assert parse_completion(as_string).problems == (
+        'the "args" of the run_query call is a string that is not JSON (nested too deeply); write '
+        '"args" as an object, e.g. {"tool": "run_query", "args": {...}}',)
+
+
+def test_many_broken_calls_give_at_most_five_notes() -> None:
+    """Thousands of nested broken call starts give five distinct notes and a count of the rest."""
+    parsed = parse_completion('{"tool": ' * 3000 + "1" + "}" * 3000)
+    assert len(parsed.problems) <= 6
+    assert sum(len(p) for p in parsed.problems) < 2_000
+
+
+def test_integer_with_4400_digits_is_a_problem() -> None:
+    """A number past Python's 4,300-digit conversion limit is reported, not raised."""
+    parsed = parse_completion('{"tool": "sample_rows", "args": {"table_name": "t", "limit": '
+                              + "9" * 4400 + "}}")
+    assert parsed.calls == ()
+    assert parsed.problems == (
+        'could not read the call {"tool": "sample_rows", "args": {"table_name": "t", "limit":… '
+        f"as JSON (a number with too many digits); {JSON_HINT}",)
+
+
+def test_unknown_tool_name_is_echoed_cut_and_escaped() -> None:
+    """A 100 KB tool name with control characters is echoed on one line, cut to 60 characters."""
+    parsed = parse_completion(json.dumps({"tool": "x\n" * 50_000, "args": {}}))
+    assert parsed.problems[0].startswith('unknown tool "' + "x\\n" * 30 + '…[+99,940 chars]"; ')

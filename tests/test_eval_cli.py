@@ -81,8 +81,8 @@ def test_dead_ollama_stops_with_exit_1(shop, tmp_path, dead_url, capsys):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--backend", "openai"], "sqale-agent eval: --backend openai needs --base-url http://HOST:PORT/v1 "
-                              "(repeat it for replicas)\n"),
+    (["--backend", "openai"], "sqale-agent eval: --backend openai needs at least one --base-url "
+                              "(e.g. http://host:8000/v1)\n"),
     (["--samples", "0"], "sqale-agent eval: --samples, --concurrency and --max-backend-failures must be 1 "
                          "or more\n"),
     (["--difficulty", "easy"], "sqale-agent eval: --difficulty easy: unknown; this dataset has no "
@@ -101,8 +101,9 @@ def test_missing_api_key_variable(shop, monkeypatch, capsys):
     monkeypatch.delenv("SQALE_TEST_KEY", raising=False)
     assert cli(str(shop), "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
                "--api-key-env", "SQALE_TEST_KEY") == 2
-    assert capsys.readouterr().err == ("sqale-agent eval: --api-key-env SQALE_TEST_KEY: that environment "
-                                       "variable is not set; export it with the key or drop --api-key-env\n")
+    assert capsys.readouterr().err == ("sqale-agent eval: --api-key-env SQALE_TEST_KEY: the environment "
+                                       "variable SQALE_TEST_KEY is not set or empty; export "
+                                       "SQALE_TEST_KEY=<secret> and run the command again\n")
 
 
 def test_default_paths():
@@ -111,3 +112,16 @@ def test_default_paths():
     default = eval_command.default_out_path(eval_command.Benchmark.BIRD)
     assert (default.parent, default.name.startswith("bird-"), default.suffix) == (Path("eval-results"), True,
                                                                                     ".jsonl")
+
+
+def test_scoring_timeout_and_its_old_spelling(capsys):
+    """--scoring-timeout limits gold/predicted SQL; the old --query-timeout still sets it, with a warning."""
+    def limit(*argv: str) -> float:
+        parser = argparse.ArgumentParser(prog="sqale-agent")
+        eval_command.register(parser.add_subparsers(dest="command", required=True))
+        return eval_command.settings_from_args(parser.parse_args(["eval", "set", *argv])).limits.timeout
+
+    assert (limit(), limit("--scoring-timeout", "7"), limit("--query-timeout", "8")) == (30.0, 7.0, 8.0)
+    assert capsys.readouterr().err == ("sqale-agent eval: --query-timeout is deprecated; it is now "
+                                       "--scoring-timeout (the model's own statement limit is "
+                                       "--tool-query-timeout)\n")

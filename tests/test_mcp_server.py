@@ -15,11 +15,11 @@ from mcp_types import CallToolResult
 from policies import OraclePolicy, PolicyBackend, ScriptedReply, ScriptPolicy, assistant_reply, tool_call
 
 from agent.backends.base import Completion, ModelBackend
+from agent.backends.settings import make_backend
 from agent.errors import ConfigError, PromptConfigError
 from agent.sqlite import Database
 from mcp_server.app import SqaleServer, build_server
 from mcp_server.output import AnswerOutput, json_cell
-from mcp_server.runtime import make_backend
 from mcp_server.settings import parse_settings
 
 pytestmark = pytest.mark.anyio

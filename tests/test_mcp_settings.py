@@ -72,6 +72,12 @@ def test_openai_backend_options() -> None:
     assert (s.base_urls, s.api_key) == (("http://a/v1", "http://b/v1"), SecretStr("k"))
 
 
+def test_request_timeout_is_a_server_option_too() -> None:
+    """--request-timeout limits one model request on the server as on the CLI (default 300 s)."""
+    assert (parse_settings([], {}).request_timeout,
+            parse_settings(["--request-timeout", "42"], {}).request_timeout) == (300.0, 42.0)
+
+
 def test_config_file_fills_in_and_flags_win(tmp_path: Path) -> None:
     """TOML settings apply, relative paths are taken from the file's folder, and flags win."""
     config = tmp_path / "conf" / "sqale.toml"
@@ -255,7 +261,7 @@ def test_module_server_arguments_come_from_env_then_config_then_demo(tmp_path: P
 
 def test_prompt_files_come_from_flags_or_the_config_file(tmp_path: Path) -> None:
     """--system-prompt/--user-template are paths; in a config file relative to the file."""
-    from mcp_server.runtime import load_prompts
+    from mcp_server.runtime import server_prompts
 
     (tmp_path / "system.txt").write_text("SYS")
     (tmp_path / "user.txt").write_text("U {question}")
@@ -263,5 +269,5 @@ def test_prompt_files_come_from_flags_or_the_config_file(tmp_path: Path) -> None
     config.write_text('system-prompt = "system.txt"\n')
     s = parse_settings(["--config", str(config), "--user-template", str(tmp_path / "user.txt")], {})
     assert (s.system_prompt, s.user_template) == (tmp_path / "system.txt", tmp_path / "user.txt")
-    prompts = load_prompts(s)
+    prompts = server_prompts(s)
     assert (prompts.system, prompts.user_template) == ("SYS", "U {question}")

@@ -162,6 +162,9 @@ ATTACKS = [
     "SELECT 1; ATTACH '{dir}/evil2.db' AS e",
     "SELECT writefile('{dir}/evil.txt', 'x')",
     "SELECT * FROM sqlite_dbpage",
+    # issue 10: model output that used to crash the worker instead of failing as a value
+    "SELECT '\ud800' FROM customer",
+    "SELECT name FROM \"customer\ud800\"",
 ]
 
 
@@ -352,3 +355,98 @@ def test_a_file_replaced_at_the_same_path_is_read_afresh(tmp_path: Path, engine:
     os.replace(fresh, path)
     assert db.schema().names == ("new",)
     assert db.query("SELECT y FROM new", max_rows=5).rows == ((2,),)
+
+
+GEO_SQL = """
+    CREATE TABLE features (fid INTEGER PRIMARY KEY, name TEXT);
+    CREATE VIRTUAL TABLE rt USING rtree(id, minx, maxx, miny, maxy);
+    CREATE VIRTUAL TABLE docs USING fts5(body);
+    CREATE VIEW pages AS SELECT * FROM dbstat;
+    INSERT INTO features VALUES (1, 'a');
+    INSERT INTO rt VALUES (1, 0, 1, 0, 1);
+    INSERT INTO docs VALUES ('hello');
+    CREATE VIEW chain0 AS SELECT 1 AS x;
+""" + "".join(f"CREATE VIEW chain{i} AS SELECT a.x FROM chain{i - 1} a, chain{i - 1} b;\n"
+              for i in range(1, 18))
+
+
+@pytest.fixture
+def geo(tmp_path: Path) -> Path:
+    return build_db(tmp_path / "geo.gpkg", GEO_SQL)
+
+
+RTREE_ATTACKS = [
+    "INSERT INTO rt VALUES (2, 0, 1, 0, 1)",
+    "DELETE FROM rt",
+    "UPDATE rt SET minx = 5",
+    "INSERT INTO rt_node VALUES (9, x'00')",
+    "DELETE FROM rt_node",
+    "UPDATE rt_rowid SET nodeno = 7",
+    "WITH x AS (SELECT 1) DELETE FROM rt_node",
+    "WITH x AS (SELECT 1) INSERT INTO rt_parent SELECT 1, 1 FROM x",
+    "WITH x AS (SELECT 1) UPDATE rt_rowid SET nodeno = 3",
+    "SELECT * FROM rt; DELETE FROM rt_node",
+    "INSERT INTO docs VALUES ('evil')",
+    "INSERT INTO docs(docs) VALUES ('delete-all')",
+    "DELETE FROM docs_data",
+    "SELECT fts5(1)",
+]
+
+
+@pytest.mark.parametrize("attack", RTREE_ATTACKS)
+def test_rtree_and_fts5_attacks_change_nothing(attack: str, geo: Path, engine: QueryEngine) -> None:
+    """Reading R*Tree tables is allowed; every write to them or their shadow tables is refused."""
+    before = digest(geo)
+    files_before = sorted(os.listdir(geo.parent))
+    db = Database(geo, engine)
+    result = db.query(attack, max_rows=5)
+    assert result.status in (QueryStatus.DENIED, QueryStatus.SQL_ERROR), result
+    assert digest(geo) == before
+    assert sorted(os.listdir(geo.parent)) == files_before
+    assert db.query("SELECT id, minx FROM rt", max_rows=5).rows == ((1, 0.0),)
+
+
+def test_schema_degrades_per_object(geo: Path, engine: QueryEngine) -> None:
+    """R*Tree, FTS5 and plain tables read; a dbstat view and a doubling chain get a note."""
+    schema = Database(geo, engine).schema()
+    notes = {t.name: t.note for t in schema.tables if t.note is not None}
+    assert notes == {
+        "pages": 'cannot be read: unsafe use of virtual table "dbstat"',
+        **{f"chain{i}": "cannot be read: the view expands to more than 10,000 table references"
+           for i in range(13, 18)},
+    }
+    assert [c.name for c in schema.find("rt").columns] == ["id", "minx", "maxx", "miny", "maxy"]
+    assert schema.find("docs").columns[0].name == "body"
+    assert schema.find("pages").unreadable and not schema.find("features").unreadable
+
+
+@pytest.mark.slow
+def test_view_chain_bomb_returns_within_deadline(geo: Path, engine: QueryEngine) -> None:
+    """Querying a view that doubles 17 times fails within the deadline; the next query works."""
+    db = Database(geo, engine)
+    start = time.monotonic()
+    result = db.query("SELECT count(*) FROM chain17", max_rows=1)
+    assert time.monotonic() - start < DEADLINE + 1.5, result
+    assert not result.ok
+    assert db.query("SELECT name FROM features", max_rows=5).rows == (("a",),)
+
+
+def test_schema_kept_per_database_is_bounded(tmp_path: Path) -> None:
+    """Past schema_chars, columns are left out with a note per table and one warning."""
+    columns = ", ".join(f"c{i:03d}_{'n' * 200}" for i in range(100))
+    script = "".join(f"CREATE TABLE t{t} ({columns});" for t in range(5))
+    path = build_db(tmp_path / "wide.sqlite", script)
+    eng = QueryEngine(EngineLimits(schema_chars=50_000))
+    try:
+        schema = Database(path, eng).schema()
+    finally:
+        eng.close()
+    kept = sum(len(t.columns) for t in schema.tables)
+    assert sum(len(c.name) for t in schema.tables for c in t.columns) <= 50_000
+    assert 0 < kept < 500
+    assert schema.find("t0").note is None
+    assert schema.find("t4").note == ("only the first 0 of 100 columns are listed: the schema is "
+                                      "larger than the server keeps")
+    assert schema.warnings == (
+        "the schema is larger than the 50,000 characters of names kept per database: 0 tables and "
+        f"{500 - kept:,} columns are not listed (queries can still use them)",)

@@ -66,6 +66,22 @@ def test_echo_cuts_long_values() -> None:
     assert echo("x" * 100) == "'" + "x" * 59 + "…"
 
 
+def test_lone_surrogate_in_a_text_argument_is_a_problem() -> None:
+    """A lone surrogate (not encodable as UTF-8) is named with its position, never passed on."""
+    assert parse_args("run_query", {"sql": "SELECT '\ud800'"}) == ArgProblem(
+        'run_query got "sql" with an invalid character (\'\\ud800\' at position 8); remove it; '
+        'call it as {"tool": "run_query", "args": {"sql": "SELECT ..."}}')
+
+
+def test_huge_integers_are_described_not_printed() -> None:
+    """A limit with thousands of digits is clamped and described by its size."""
+    limit = parse_count(10**4000)
+    assert clamp_limit(limit, 10, 20) == (
+        20, "[limit a number of about 4,001 digits is above the maximum 20; showing up to 20]")
+    assert parse_count("9" * 4400) is None
+    assert echo(-(10**5000)) == "a number of about 5,001 digits"
+
+
 @pytest.mark.parametrize("tool", sorted(TOOLS))
 def test_every_example_call_is_a_valid_call(tool: str) -> None:
     """The example a problem text shows is itself a call whose arguments parse."""

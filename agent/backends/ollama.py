@@ -22,8 +22,8 @@ from ..errors import (
     ModelNotFound,
 )
 from .base import STOP_STRINGS, Completion, ModelInfo, SamplingSettings
+from .settings import DEFAULT_OLLAMA_HOST
 
-DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 _OLLAMA_PORT = 11434
 # A dead or firewalled host should fail fast even when generation may take minutes.
 _CONNECT_TIMEOUT = 10.0

@@ -20,6 +20,7 @@ from ..errors import (
     ModelNotFound,
 )
 from .base import STOP_STRINGS, Completion, ModelInfo, SamplingSettings
+from .settings import is_http_url
 
 logger = logging.getLogger("agent.backends")
 
@@ -67,7 +68,7 @@ class OpenAICompletionsBackend:
                 "http://HOST:PORT/v1 (repeat it for several replicas)."
             )
         for url in base_urls:
-            if not url.startswith(("http://", "https://")):
+            if not is_http_url(url):
                 raise ConfigError(
                     f"Base URL {url!r} must start with http:// or https:// "
                     "(for example http://127.0.0.1:8000/v1)."

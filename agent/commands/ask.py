@@ -10,11 +10,12 @@ from typing import Any
 import anyio
 
 from ..backends.base import SamplingSettings
+from ..backends.settings import make_backend
 from ..episode import EpisodeSettings, Round
 from ..loop import run_episode
 from ..report import progress_message, render_answer, render_trace, result_as_json
 from ..sqlite import Database
-from .backend_options import add_backend_arguments, backend_choice, make_backend, prompts_from_args
+from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
 
 
 def register(subparsers: Any) -> None:

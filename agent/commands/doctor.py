@@ -8,9 +8,10 @@ from typing import Any
 import anyio
 
 from ..backends.base import DescribableBackend, SamplingSettings
+from ..backends.settings import make_backend
 from ..errors import SqaleError
 from ..sqlite import Database
-from .backend_options import add_backend_arguments, backend_choice, make_backend
+from .backend_options import add_backend_arguments, backend_choice
 
 
 def register(subparsers: Any) -> None:
@@ -48,22 +49,22 @@ async def _check_model(args: argparse.Namespace) -> bool:
     where = getattr(backend, "host", None) or ", ".join(choice.base_urls)
     try:
         if not isinstance(backend, DescribableBackend):  # our backends all are; a plug-in may not be
-            print(f"[info] {choice.kind} at {where}: this backend cannot check its model in advance")
+            print(f"[info] {choice.backend} at {where}: this backend cannot check its model in advance")
             return True
         info = await backend.describe_model()
     except SqaleError as exc:
-        print(f"[fail] {choice.kind} at {where}: {exc}")
+        print(f"[fail] {choice.backend} at {where}: {exc}")
         return False
     finally:
         await backend.aclose()
-    print(f"[ok]   {choice.kind} at {where}: model {choice.model} is available")
+    print(f"[ok]   {choice.backend} at {where}: model {choice.model} is available")
     for key, value in sorted(info.details.items()):
         print(f"       {key}: {value}")
     if info.parameters:
         print("       parameters:")
         for line in info.parameters.splitlines():
             print(f"         {line.strip()}")
-    if choice.kind == "ollama" and info.template.strip() not in ("{{ .Prompt }}", ""):
+    if choice.backend == "ollama" and info.template.strip() not in ("{{ .Prompt }}", ""):
         print("       note: its TEMPLATE is not the raw `{{ .Prompt }}` of our Modelfile; raw requests "
               "bypass it, but re-create the model with `ollama create ... -f Modelfile` to be sure")
     return True

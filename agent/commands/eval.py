@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 
+from ..backends.settings import BackendSettings, make_backend
 from ..episode import EpisodeSettings
 from ..errors import SqaleError
 from ..evaluation import html_report
@@ -21,15 +22,19 @@ from ..evaluation.runner import EvalSettings, EvaluationAborted, RunResult, eval
 from ..evaluation.scoring import QueryLimits
 from ..evaluation.summary import render_summary, summarize, write_summary
 from ..sqlite import EngineLimits
-from .backend_options import (
-    BackendChoice,
-    add_backend_arguments,
-    backend_choice,
-    make_backend,
-    prompts_from_args,
-)
+from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
 
 EXIT_OK, EXIT_ABORTED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class _DeprecatedAlias(argparse.Action):
+    """Stores the value under the new option's name and says on stderr which name to use."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"sqale-agent eval: {option_string} is deprecated; it is now --scoring-timeout "
+              "(the model's own statement limit is --tool-query-timeout)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def register(subparsers: Any) -> None:
@@ -59,8 +64,12 @@ def register(subparsers: Any) -> None:
     run_group.add_argument("--samples", type=int, default=1,
                            help="episodes per question; K > 1 votes by execution result (default 1)")
     run_group.add_argument("--seed", type=int, default=0, help="sample k uses seed + k (default 0)")
-    run_group.add_argument("--query-timeout", type=float, default=30.0, metavar="SECONDS",
-                           help="limit for executing gold and predicted SQL (default 30, as BIRD)")
+    run_group.add_argument("--scoring-timeout", type=float, default=30.0, metavar="SECONDS",
+                           help="limit for executing gold and predicted SQL when scoring (default 30, "
+                                "as BIRD)")
+    # The old spelling, read as --scoring-timeout; the server's --query-timeout is another limit.
+    run_group.add_argument("--query-timeout", type=float, dest="scoring_timeout", action=_DeprecatedAlias,
+                           help=argparse.SUPPRESS)
     run_group.add_argument("--tool-query-timeout", type=float, default=EngineLimits.query_timeout,
                            metavar="SECONDS",
                            help=f"limit for the model's own queries (default {EngineLimits.query_timeout:g})")
@@ -149,7 +158,7 @@ def settings_from_args(args: argparse.Namespace) -> EvalSettings:
     """The run settings the options describe (ConfigError when out of range)."""
     return EvalSettings(
         samples=args.samples, concurrency=args.concurrency, seed=args.seed,
-        limits=QueryLimits(timeout=args.query_timeout, max_rows=args.max_result_rows),
+        limits=QueryLimits(timeout=args.scoring_timeout, max_rows=args.max_result_rows),
         tool_query_timeout=args.tool_query_timeout, max_backend_failures=args.max_backend_failures,
         trace=TraceKind(args.trace), episode=EpisodeSettings(),
     )
@@ -177,13 +186,9 @@ def summary_path_for(out_path: Path) -> Path:
     return out_path.with_name(f"{out_path.stem}.summary.json")
 
 
-def describe_run(dataset: Dataset, selection: Selection, choice: BackendChoice, out_path: Path) -> str:
+def describe_run(dataset: Dataset, selection: Selection, choice: BackendSettings, out_path: Path) -> str:
     """The line printed before the run starts."""
     missing = ", ".join(selection.missing_db_ids)
     skipped = f" ({len(selection.missing_db)} skipped: database missing: {missing})" if missing else ""
-    if choice.kind == "ollama":
-        where = choice.ollama_host or "Ollama at $OLLAMA_HOST or 127.0.0.1:11434"
-    else:
-        where = ", ".join(choice.base_urls)
     return (f"{dataset.benchmark.value}: {len(selection.examples)} questions from {dataset.source}{skipped}; "
-            f"model {choice.model} via {choice.kind} ({where}); results -> {out_path}")
+            f"model {choice.model} via {choice.backend} ({choice.address}); results -> {out_path}")

@@ -30,8 +30,9 @@ def run(args: argparse.Namespace) -> int:
     """Print the tool's text; 2 for ARGS that are not a JSON object."""
     try:
         tool_args = json.loads(args.tool_args)
-    except json.JSONDecodeError as exc:
-        print(f"sqale-agent tool: ARGS is not valid JSON ({exc}); give an object such as "
+    except (ValueError, RecursionError) as exc:  # bad JSON, a 4,300+ digit number, deep nesting
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        print(f"sqale-agent tool: ARGS is not valid JSON ({reason}); give an object such as "
               '\'{"table_name": "Track"}\'', file=sys.stderr)
         return 2
     if not isinstance(tool_args, dict):

@@ -71,7 +71,7 @@ def run_info(settings: EvalSettings, *, backend: str | None = None,
     episode = settings.episode
     described: dict[str, str | int | float | bool | None] = {
         "samples": settings.samples, "seed": settings.seed, "concurrency": settings.concurrency,
-        "query_timeout": settings.limits.timeout, "max_result_rows": settings.limits.max_rows,
+        "scoring_timeout": settings.limits.timeout, "max_result_rows": settings.limits.max_rows,
         "tool_query_timeout": settings.tool_query_timeout, "trace": settings.trace.value,
         "max_tool_turns": episode.max_tool_turns, "token_budget": episode.token_budget,
         "temperature": settings.sampling.temperature, "top_p": settings.sampling.top_p,

@@ -35,6 +35,9 @@ from .types import (
 )
 
 SQLITE_HEADER = b"SQLite format 3\x00"
+# Reading the schema is our own statement, not the model's: a large schema (or a loaded
+# machine) must not make a database unusable because of a short query deadline.
+SCHEMA_READ_MIN_SECONDS = 5.0
 
 
 def validate_database_path(path: str | Path) -> Path:
@@ -100,7 +103,8 @@ class Database:
         sig = stat_signature(self.path)
         with self._schema_lock:
             if self._schema is None or sig != self._schema_sig:
-                result = self.engine.run(SchemaRequest(str(self.path), self.limits.query_timeout))
+                timeout = max(self.limits.query_timeout, SCHEMA_READ_MIN_SECONDS)
+                result = self.engine.run(SchemaRequest(str(self.path), timeout))
                 if isinstance(result, QueryResult):  # the schema read itself was killed
                     raise DatabasePathError(f"{self.path}: reading the schema failed: {result.error}")
                 self._schema, self._schema_sig = result, sig

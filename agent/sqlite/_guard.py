@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -52,6 +53,20 @@ class GuardSettings:
     min_value_length: int = 16 * 1024 * 1024
     busy_timeout_ms: int = 500
     progress_opcodes: int = 1000
+    schema_chars: int = 2_000_000  # names, types and defaults kept per database schema
+
+
+# The R*Tree module prepares (never runs) writes to its shadow tables when it connects.
+_RTREE_MODULE = re.compile(r"\bUSING\s+(?:rtree|rtree_i32)\b", re.IGNORECASE)
+_RTREE_SHADOWS = ("_node", "_rowid", "_parent")
+_SHADOW_WRITES = frozenset({sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE})
+SCHEMA_NOTE_CHARS = 200  # how much of SQLite's reason an unreadable object's note keeps
+# A view that expands to more table references than this is not described: SQLite would
+# spend seconds expanding it (a chain of views each joining the previous one twice doubles
+# at every step) before failing at its own limit of 65,535.
+MAX_VIEW_REFERENCES = 10_000
+_SQL_NOISE = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?(?:\*/|\Z)", re.DOTALL)
+_SQL_NAME = re.compile(r'"((?:[^"]|"")*)"|`([^`]*)`|\[([^\]]*)\]|([A-Za-z_][A-Za-z0-9_$]*)')
 
 
 class _StatementGuard:
@@ -59,6 +74,7 @@ class _StatementGuard:
 
     def __init__(self, cancel_flag: Any) -> None:
         self.cancel_flag = cancel_flag
+        self.rtree_shadow_tables: frozenset[str] = frozenset()
         self.deadline = float("inf")
         self.first_action: int | None = None
         self.tables_read: set[str] = set()
@@ -92,6 +108,12 @@ class _StatementGuard:
         if (action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master" and source is None
                 and self.first_action == sqlite3.SQLITE_SELECT):
             return sqlite3.SQLITE_OK
+        # Inside a SELECT, an R*Tree being connected prepares its shadow-table statements;
+        # they only run for writes to the R*Tree, which no reading statement can make (and
+        # query_only plus the read-only open still refuse any write).
+        if (action in _SHADOW_WRITES and source is None and arg1 in self.rtree_shadow_tables
+                and self.first_action == sqlite3.SQLITE_SELECT):
+            return sqlite3.SQLITE_OK
         return self._deny("only reading statements (SELECT / WITH) are allowed")
 
     def _deny(self, reason: str) -> int:
@@ -120,6 +142,7 @@ class GuardedConnection:
         self.path = path
         self.identity = _file_identity(path)
         self.guard = _StatementGuard(cancel_flag)
+        self.settings = settings
         self.immutable = False
         try:
             self.conn = self._connect(path, settings, immutable=False)
@@ -145,6 +168,7 @@ class GuardedConnection:
             conn.execute("PRAGMA temp_store = MEMORY")
             conn.execute(f"PRAGMA busy_timeout = {int(settings.busy_timeout_ms)}")
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # fails now, not later
+            self.guard.rtree_shadow_tables = _rtree_shadow_tables(conn)
             size = path.stat().st_size
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(settings.min_value_length, size))
             conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, settings.max_sql_length)
@@ -191,6 +215,10 @@ class GuardedConnection:
             cursor.close()
         except sqlite3.Error as exc:
             return self._error_result(exc, start)
+        except UnicodeEncodeError as exc:  # a lone surrogate: not text SQLite can be given
+            return QueryResult(QueryStatus.SQL_ERROR, error=(
+                f"the SQL has an invalid character ({exc.object[exc.start]!r} at position "
+                f"{exc.start}); remove it"), seconds=time.monotonic() - start)
         except MemoryError:
             return QueryResult(QueryStatus.SQL_ERROR, error="out of memory: the query needs "
                                "more memory than the worker may use; aggregate or add LIMIT",
@@ -218,31 +246,76 @@ class GuardedConnection:
         return QueryResult(QueryStatus.SQL_ERROR, error=message, seconds=elapsed)
 
     def read_schema(self) -> Schema:
-        """Tables and views with their columns and foreign keys."""
+        """Tables and views with their columns and foreign keys, degrading per object.
+
+        An object SQLite cannot describe (a view over a virtual table that is unsafe with
+        trusted_schema=OFF, a view chain with too many references, a missing module) is kept
+        with a note and no columns; every other object reads as usual. What is kept is bounded
+        by settings.schema_chars, so a schema of huge names cannot fill the server's memory.
+        """
         self.guard.reset(float("inf"))
         listing = self.conn.execute(
             "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') "
             "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
         ).fetchall()
-        raw: dict[str, tuple[str, list[Column], list[tuple[Any, ...]]]] = {}
+        budget = self.settings.schema_chars
+        too_wide = _oversized_views(self.conn)
+        raw: dict[str, tuple[str, list[Column], list[tuple[Any, ...]], str | None]] = {}
+        dropped_tables = dropped_columns = 0
         for name, kind in listing:
-            cols = [
-                Column(name=r[1], type=r[2] or "", not_null=bool(r[3]), default=r[4],
-                       primary_key=int(r[5]), hidden=bool(r[6]))
-                for r in self.conn.execute("SELECT * FROM pragma_table_xinfo(?)", (name,))
-            ]
-            fks = self.conn.execute(
-                "SELECT id, seq, \"table\", \"from\", \"to\" FROM pragma_foreign_key_list(?) "
-                "ORDER BY id, seq", (name,)
-            ).fetchall()
-            raw[name] = (kind, cols, fks)
+            if len(name) > budget:
+                dropped_tables += 1
+                continue
+            budget -= len(name)
+            if name in too_wide:
+                raw[name] = (kind, [], [], f"cannot be read: the view expands to more than "
+                                           f"{MAX_VIEW_REFERENCES:,} table references")
+                continue
+            try:
+                cols, total = self._read_columns(name, budget)
+                fks = self.conn.execute(
+                    "SELECT id, seq, \"table\", \"from\", \"to\" FROM pragma_foreign_key_list(?) "
+                    "ORDER BY id, seq", (name,)
+                ).fetchall()
+            except sqlite3.Error as exc:
+                reason = " ".join(str(exc).split())[:SCHEMA_NOTE_CHARS]
+                raw[name] = (kind, [], [], f"cannot be read: {reason}")
+                continue
+            budget -= sum(_column_chars(c) for c in cols)
+            note = None
+            if len(cols) < total:
+                dropped_columns += total - len(cols)
+                note = (f"only the first {len(cols):,} of {total:,} columns are listed: the schema is "
+                        "larger than the server keeps")
+            raw[name] = (kind, cols, fks if note is None else [], note)
         tables = [
-            Table(name, kind, tuple(cols), _foreign_keys(name, fks, raw))
-            for name, (kind, cols, fks) in raw.items()
+            Table(name, kind, tuple(cols), _foreign_keys(name, fks, raw), note,
+                  unreadable=note is not None and not cols and note.startswith("cannot be read"))
+            for name, (kind, cols, fks, note) in raw.items()
         ]
         tables.sort(key=lambda t: (t.name.casefold(), t.name))
-        warnings = (IMMUTABLE_WARNING,) if self.immutable else ()
-        return Schema(tuple(tables), warnings)
+        warnings = [IMMUTABLE_WARNING] if self.immutable else []
+        if dropped_tables or dropped_columns:
+            warnings.append(
+                f"the schema is larger than the {self.settings.schema_chars:,} characters of names "
+                f"kept per database: {dropped_tables:,} tables and {dropped_columns:,} columns are "
+                "not listed (queries can still use them)")
+        return Schema(tuple(tables), tuple(warnings))
+
+    def _read_columns(self, name: str, budget: int) -> tuple[list[Column], int]:
+        """The columns of one object that fit in `budget` characters, and how many it has."""
+        cursor = self.conn.execute("SELECT * FROM pragma_table_xinfo(?)", (name,))
+        cols: list[Column] = []
+        total = 0
+        for r in cursor:
+            total += 1
+            column = Column(name=r[1], type=r[2] or "", not_null=bool(r[3]), default=r[4],
+                            primary_key=int(r[5]), hidden=bool(r[6]))
+            size = _column_chars(column)
+            if size <= budget and len(cols) == total - 1:
+                cols.append(column)
+                budget -= size
+        return cols, total
 
     def replaced(self) -> bool:
         """True when the path now names another file than the one this connection opened."""
@@ -280,6 +353,44 @@ def first_keyword(sql: str) -> str:
     return sql[i:j].lower()
 
 
+def _rtree_shadow_tables(conn: sqlite3.Connection) -> frozenset[str]:
+    """Shadow-table names of the R*Tree virtual tables in the schema."""
+    rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' "
+                        "AND sql LIKE 'CREATE VIRTUAL TABLE%'").fetchall()
+    return frozenset(name + suffix for name, sql in rows if _RTREE_MODULE.search(sql or "")
+                     for suffix in _RTREE_SHADOWS)
+
+
+def _oversized_views(conn: sqlite3.Connection) -> frozenset[str]:
+    """Views whose expansion references more than MAX_VIEW_REFERENCES tables and views."""
+    sql_of = {name: sql or "" for name, sql in conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'view'")}
+    by_folded = {name.casefold(): name for name in sql_of}
+    uses: dict[str, list[str]] = {}
+    for name, sql in sql_of.items():
+        words = (next(g for g in m.groups() if g is not None)
+                 for m in _SQL_NAME.finditer(_SQL_NOISE.sub(" ", sql)))
+        uses[name] = [by_folded[w.casefold()] for w in words if w.casefold() in by_folded]
+    weight: dict[str, int] = {}
+    for root in sql_of:  # depth-first without recursion: chains may be thousands long
+        stack = [(root, False)]
+        while stack:
+            name, expanded = stack.pop()
+            if name in weight:
+                continue
+            if expanded:
+                total = sum(weight.get(u, 1) for u in uses[name] if u != name) + 1
+                weight[name] = min(total, MAX_VIEW_REFERENCES + 1)
+                continue
+            stack.append((name, True))
+            stack += [(u, False) for u in uses[name] if u not in weight and u != name]
+    return frozenset(n for n, w in weight.items() if w > MAX_VIEW_REFERENCES)
+
+
+def _column_chars(column: Column) -> int:
+    return len(column.name) + len(column.type) + len(column.default or "")
+
+
 def _wal_without_shm(path: Path) -> bool:
     """True for a WAL-mode file whose -shm is missing and cannot be created."""
     with path.open("rb") as fh:
@@ -290,7 +401,7 @@ def _wal_without_shm(path: Path) -> bool:
 
 
 def _foreign_keys(table: str, rows: list[tuple[Any, ...]],
-                  raw: dict[str, tuple[str, list[Column], list[tuple[Any, ...]]]]) -> tuple[ForeignKey, ...]:
+                  raw: dict[str, tuple[Any, ...]]) -> tuple[ForeignKey, ...]:
     grouped: dict[int, list[tuple[Any, ...]]] = {}
     for row in rows:
         grouped.setdefault(row[0], []).append(row)

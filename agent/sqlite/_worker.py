@@ -35,6 +35,7 @@ class EngineLimits:
     busy_timeout_ms: int = 500
     count_cap: int = 100_000  # rows counted past the returned ones
     workers: int = 1
+    schema_chars: int = 2_000_000  # names, types and defaults a schema keeps per database
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,8 @@ class _Worker:
         self._cancel_file = cancel_file
         self.cancel = _CancelCell(cancel_file.fileno())
         settings = GuardSettings(max_sql_length=limits.max_sql_length,
-                                 busy_timeout_ms=limits.busy_timeout_ms)
+                                 busy_timeout_ms=limits.busy_timeout_ms,
+                                 schema_chars=limits.schema_chars)
         args = (to_child_r, from_child_w, cancel_file.fileno(), limits.memory_mb, settings)
         package_root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)

@@ -37,6 +37,10 @@ class Table:
     kind: str  # "table" or "view"
     columns: tuple[Column, ...]
     foreign_keys: tuple[ForeignKey, ...]
+    # Why the object could not be read (its columns are then empty), or what of it was not
+    # kept (a schema past the size bound); None for an ordinary table.
+    note: str | None = None
+    unreadable: bool = False  # SQLite refused to describe it: querying it fails the same way
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from ._schema_text import (
     render_no_path,
     render_same_table,
     render_table_list,
+    render_unreadable,
 )
 from .result_text import (
     join_names,
@@ -137,6 +138,8 @@ def _describe_table(ctx: _Context, args: dict[str, Any]) -> Steps:
     table = _find_table(ctx.schema, args["table_name"])
     if isinstance(table, ToolOutcome):
         return table
+    if table.unreadable:
+        return ToolOutcome(render_unreadable(table), False, frozenset([table.name]))
     rows = None if table.kind == "view" else (yield from _count_rows(ctx, table))
     text = render_description(table, ctx.schema, rows, ctx.settings.result_chars)
     return ToolOutcome(text, True, frozenset([table.name]))
@@ -198,6 +201,8 @@ def _distinct_values(ctx: _Context, args: dict[str, Any]) -> Steps:
     table = _find_table(ctx.schema, args["table_name"])
     if isinstance(table, ToolOutcome):
         return table
+    if table.unreadable:
+        return ToolOutcome(render_unreadable(table), False, frozenset([table.name]))
     bare = unquote_name(args["column_name"])
     column = find_column(table, args["column_name"]) or find_column(table, bare)
     if column is None:

@@ -10,9 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..text_safety import ECHO_CHARS, lone_surrogate_at
 from .result_text import format_count
 
-ECHO_CHARS = 60  # how much of a bad value is echoed back to the model
+SHOWN_NUMBER_LIMIT = 10**15  # a limit larger than this is not repeated back in full
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,11 @@ class Param:
 
 def echo(value: Any) -> str:
     """A value the model sent, as repr, cut so a huge value cannot flood the context."""
-    text = repr(value)
+    if isinstance(value, int) and abs(value) >= SHOWN_NUMBER_LIMIT:
+        # str() of an int past 4,300 digits raises; the size is what the model needs to know.
+        return f"a number of about {int(value.bit_length() * 0.30103) + 1:,} digits"
+    # repr of a cut prefix only (never of megabytes); the first ECHO_CHARS are the same.
+    text = repr(value[:ECHO_CHARS + 1] if isinstance(value, str) else value)
     return text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS] + "…"
 
 
@@ -65,7 +70,7 @@ def parse_count(value: Any) -> int | None:
     if isinstance(value, str):
         try:
             return int(value.strip())
-        except ValueError:
+        except ValueError:  # not a number, or too many digits for Python to convert
             return None
     return None
 
@@ -98,6 +103,10 @@ def parse_params(tool: str, params: Sequence[Param], example: str, args: Any) ->
             value = count
         elif not isinstance(value, str):
             return _problem(f'needs "{param.name}" ({param.expected}), got {echo(value)}')
+        elif (at := lone_surrogate_at(value)) is not None:
+            # A lone surrogate (e.g. from a JSON "\ud800" escape) is not text SQLite can take.
+            return _problem(f'got "{param.name}" with an invalid character '
+                            f"({echo(value[at])} at position {at}); remove it")
         parsed[param.name] = value
     return parsed
 
@@ -106,11 +115,11 @@ def clamp_limit(limit: int | None, default: int, maximum: int) -> tuple[int, str
     """The row limit to use, and a note when the one asked for was out of range."""
     if limit is None:
         return default, None
+    shown = format_count(limit) if abs(limit) < SHOWN_NUMBER_LIMIT else echo(limit)
     if limit > maximum:
-        return maximum, (f"[limit {format_count(limit)} is above the maximum {maximum}; "
-                         f"showing up to {maximum}]")
+        return maximum, f"[limit {shown} is above the maximum {maximum}; showing up to {maximum}]"
     if limit < 1:
-        return 1, f"[limit {format_count(limit)} is below 1; showing up to 1]"
+        return 1, f"[limit {shown} is below 1; showing up to 1]"
     return limit, None
 
 

@@ -7,9 +7,9 @@ import re
 from collections.abc import Sequence
 
 from ..sqlite.types import Schema, Table
+from ..text_safety import ECHO_CHARS, echo_value
 from .result_text import SQLITE_KEYWORDS, join_names, show_column, show_ident
 
-ECHO_CHARS = 60  # how much of a name the model sent is echoed back
 LIST_ALL_UP_TO = 30  # with no near match, list every name when there are at most this many
 
 # Functions of other SQL dialects that SQLite lacks, with the SQLite way to write them.
@@ -105,7 +105,7 @@ def sql_error_hint(error: str, schema: Schema) -> str | None:
         return _column_hint(m.group(1), schema)
     if m := _AMBIGUOUS.fullmatch(error):
         owners = _owners(m.group(1), schema)
-        example = show_column(owners[0], m.group(1)) if owners else f"t.{m.group(1)}"
+        example = show_column(owners[0], m.group(1)) if owners else f"t.{echo_value(m.group(1))}"
         return f"several tables in the query have this column; write it with its table, e.g. {example}"
     if m := _NO_SUCH_FUNCTION.fullmatch(error):
         return _function_hint(m.group(1))
@@ -120,7 +120,7 @@ def sql_error_hint(error: str, schema: Schema) -> str | None:
 
 def _quote_given(name: str) -> str:
     shown = name if len(name) <= ECHO_CHARS else name[:ECHO_CHARS] + "…"
-    return "'" + shown.replace("'", "''") + "'"
+    return "'" + echo_value(shown.replace("'", "''"), ECHO_CHARS + 20) + "'"
 
 
 def _table_hint(name: str, schema: Schema) -> str:
@@ -157,10 +157,12 @@ def _column_hint(given: str, schema: Schema) -> str:
     if near_columns:
         suggestions = [show_column(t, c) for c in near_columns for t, c2 in pairs if c2 == c][:5]
         return f"did you mean {join_names(suggestions)}?"
-    return f"if {column} is a text value, write it in single quotes: '{column}'"
+    shown = echo_value(column)
+    return f"if {shown} is a text value, write it in single quotes: '{shown}'"
 
 
 def _function_hint(name: str) -> str:
+    name = echo_value(name)
     for other, sqlite_way in _FUNCTION_HINTS:
         if name.casefold() == other:
             return f"SQLite has no {name}(); use {sqlite_way}"
@@ -180,4 +182,4 @@ def _syntax_hint(token: str, schema: Schema) -> str:
             return f"did you mean {keyword[0]}?"
     if not token:
         return "the statement ends too early; finish it"
-    return f"check the SQL just before \"{token}\""
+    return f"check the SQL just before \"{echo_value(token)}\""

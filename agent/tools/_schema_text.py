@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..sqlite.types import Column, ForeignKey, Schema, Table
+from ..text_safety import NAME_CHARS, echo_value, escape_unsafe, quoted_name
 from ._joins import JoinStep, Link, neighbours, self_links
 from .result_text import (
     format_count,
     format_total,
     plural,
-    quote_ident,
     show_columns,
     show_ident,
 )
@@ -37,19 +37,20 @@ def render_table_list(schema: Schema, pattern: str | None, max_chars: int) -> st
     and sample_rows report the row count of the one table asked about.
     """
     tables = [t for t in schema.tables if pattern is None or pattern.casefold() in t.name.casefold()]
+    shown_pattern = None if pattern is None else echo_value(pattern)
     if not tables:
         if pattern is None:
             return "the database has no tables or views"
-        return (f"no table or view name contains '{pattern}'; call list_tables without "
+        return (f"no table or view name contains '{shown_pattern}'; call list_tables without "
                 "\"pattern\" to see every name")
     lines: list[str] = []
     plain = [t for t in tables if t.kind != "view"]
     views = [t for t in tables if t.kind == "view"]
-    where = "" if pattern is None else f" whose names contain '{pattern}'"
+    where = "" if pattern is None else f" whose names contain '{shown_pattern}'"
     for group, word in ((plain, "table"), (views, "view")):
         if group:
             lines.append(f"{plural(len(group), word)}{where}:")
-            lines += [show_ident(t.name) for t in group]
+            lines += [_listed(t) for t in group]
     kept = _cut_lines([], lines, max_chars)
     if len(kept) == len(lines):
         return "\n".join(lines)
@@ -57,6 +58,17 @@ def render_table_list(schema: Schema, pattern: str | None, max_chars: int) -> st
     kept.append(f"[showing {format_count(shown)} of {format_count(len(tables))} names; call "
                 'list_tables with {"pattern": "word"} to list only the names containing a word]')
     return "\n".join(kept)
+
+
+def _listed(table: Table) -> str:
+    """A name in list_tables, with its note when the object cannot be read in full."""
+    return show_ident(table.name) if table.note is None else f"{show_ident(table.name)} [{table.note}]"
+
+
+def render_unreadable(table: Table) -> str:
+    """describe_table of an object SQLite cannot describe: why, and what still works."""
+    return (f"{table.kind} {show_ident(table.name)} {table.note}; queries on it fail the same way, "
+            "use the other tables")
 
 
 def _ordered_keys(table: Table) -> list[ForeignKey]:
@@ -79,7 +91,7 @@ def _column_flags(column: Column, table: Table, schema: Schema, pk_size: int) ->
     if column.not_null:
         flags.append("NOT NULL")
     if column.default is not None:
-        flags.append(f"DEFAULT {column.default}")
+        flags.append(f"DEFAULT {echo_value(column.default)}")
     if column.hidden:
         flags.append("HIDDEN")
     for fk in table.foreign_keys:
@@ -96,14 +108,17 @@ def render_description(table: Table, schema: Schema, rows: tuple[int, bool] | No
         facts.append(plural(rows[0], "row") if rows[1] else f"{format_total(*rows)} rows")
     facts.append(plural(len(table.columns), "column"))
     head = [f"{table.kind} {show_ident(table.name)}: {', '.join(facts)}"]
+    if table.note is not None:
+        head.append(f"[{table.note}]")
     pk = sorted((c for c in table.columns if c.primary_key), key=lambda c: c.primary_key)
     names = [show_ident(c.name) for c in table.columns]
     name_width = max((len(n) for n in names), default=0)
-    type_width = max((len(c.type) for c in table.columns), default=0)
+    types = [echo_value(c.type) for c in table.columns]
+    type_width = max((len(t) for t in types), default=0)
     lines = []
-    for name, column in zip(names, table.columns, strict=True):
+    for name, type_, column in zip(names, types, table.columns, strict=True):
         flags = _column_flags(column, table, schema, len(pk))
-        lines.append(f"{name.ljust(name_width)}  {column.type.ljust(type_width)}  {flags}".rstrip())
+        lines.append(f"{name.ljust(name_width)}  {type_.ljust(type_width)}  {flags}".rstrip())
     tail = []
     if len(pk) > 1:
         tail.append(f"primary key ({', '.join(show_ident(c.name) for c in pk)})")
@@ -113,8 +128,9 @@ def render_description(table: Table, schema: Schema, rows: tuple[int, bool] | No
     if len(text) <= max_chars:
         return text
     kept = _cut_lines(head, lines, max_chars)
-    shown = len(kept) - 1
-    literal = "'" + table.name.replace("'", "''") + "'"
+    shown = len(kept) - len(head)
+    literal = ("'" + escape_unsafe(table.name.replace("'", "''")) + "'"
+               if len(table.name) <= NAME_CHARS else "'<the table name>'")
     return "\n".join([*kept, *tail,
                       f"[showing {shown} of {len(lines)} columns; run_query \"SELECT name, type "
                       f"FROM pragma_table_info({literal}) LIMIT 100 OFFSET {shown}\" lists the rest]"])
@@ -145,19 +161,19 @@ def _key_target_name(fk: ForeignKey, schema: Schema) -> str:
 
 
 def _on_clause(link: Link, left_alias: str | None = None, right_alias: str | None = None) -> str:
-    left = quote_ident(left_alias or link.left)
-    right = quote_ident(right_alias or link.right)
-    return " AND ".join(f"{left}.{quote_ident(a)} = {right}.{quote_ident(b)}"
+    left = quoted_name(left_alias or link.left)
+    right = quoted_name(right_alias or link.right)
+    return " AND ".join(f"{left}.{quoted_name(a)} = {right}.{quoted_name(b)}"
                         for a, b in zip(link.left_columns, link.right_columns, strict=True))
 
 
 def render_join_path(start: str, steps: Sequence[JoinStep]) -> str:
     """The path as ready-to-use FROM/JOIN lines; other links between the same tables as comments."""
-    lines = [f"FROM {quote_ident(start)}"]
+    lines = [f"FROM {quoted_name(start)}"]
     for step in steps:
         first, *others = step.links
-        lines.append(f"JOIN {quote_ident(step.table)} ON {_on_clause(first)}")
-        lines += [f"-- or: JOIN {quote_ident(step.table)} ON {_on_clause(o)}" for o in others]
+        lines.append(f"JOIN {quoted_name(step.table)} ON {_on_clause(first)}")
+        lines += [f"-- or: JOIN {quoted_name(step.table)} ON {_on_clause(o)}" for o in others]
     return "\n".join(lines)
 
 
@@ -167,7 +183,7 @@ def render_same_table(table: str, schema: Schema) -> str:
     links = self_links(schema, table)
     if not links:
         return text
-    joins = [f'FROM {quote_ident(table)} AS "a" JOIN {quote_ident(table)} AS "b" ON '
+    joins = [f'FROM {quoted_name(table)} AS "a" JOIN {quoted_name(table)} AS "b" ON '
              f'{_on_clause(link, "a", "b")}' for link in links]
     return "\n".join([f"{text}; to pair its rows with each other use its self link:", *joins])
 
@@ -193,4 +209,4 @@ def join_tables(start: str, steps: Sequence[JoinStep]) -> frozenset[str]:
 
 
 __all__ = ["join_tables", "render_description", "render_join_path", "render_links",
-           "render_no_path", "render_same_table", "render_table_list"]
+           "render_no_path", "render_same_table", "render_table_list", "render_unreadable"]

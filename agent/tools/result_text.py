@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..sqlite.types import BlobRef, ClippedText, QueryResult, QueryStatus
+from ..text_safety import echo_value, escape_unsafe, quoted_name
 
 # SQLite's keywords (https://sqlite.org/lang_keywords.html). A name equal to one of
 # them is shown double-quoted, so the model copies a form that always parses.
@@ -31,8 +32,8 @@ UNION UNIQUE UPDATE USING VACUUM VALUES VIEW VIRTUAL WHEN WHERE WINDOW WITH WITH
 SQLITE_KEYWORDS = frozenset(_KEYWORDS_TEXT.split())
 
 _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+ERROR_CHARS = 300  # SQLite's messages quote the model's SQL: show this much of one
+HINT_CHARS = 600
 
 
 def quote_ident(name: str) -> str:
@@ -41,10 +42,10 @@ def quote_ident(name: str) -> str:
 
 
 def show_ident(name: str) -> str:
-    """The name bare when SQL accepts it bare, else double-quoted."""
+    """The name bare when SQL accepts it bare, else double-quoted (escaped, cut when very long)."""
     if _BARE_NAME.fullmatch(name) and name.upper() not in SQLITE_KEYWORDS:
-        return name
-    return quote_ident(name)
+        return name if len(name) <= 120 else quoted_name(name)
+    return quoted_name(name)
 
 
 def show_column(table: str, column: str) -> str:
@@ -75,8 +76,8 @@ def format_total(count: int, exact: bool) -> str:
 
 
 def escape_text(text: str) -> str:
-    """Control characters written as escapes so one row stays on one line."""
-    return _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
+    """Control, bidi and zero-width characters written as escapes so one row stays on one line."""
+    return escape_unsafe(text)
 
 
 def _clip(text: str, total_length: int, cell_chars: int) -> str:
@@ -268,18 +269,19 @@ _SLOW_QUERY_HINT = ("add LIMIT, filter with WHERE, aggregate, or check that ever
 
 def render_query_failure(result: QueryResult, hint: str | None, query_timeout: float) -> str:
     """Why a statement did not run, in SQLite's words, plus what to do next."""
+    error = echo_value(result.error or "", ERROR_CHARS)
     if result.status is QueryStatus.SQL_ERROR:
-        text = f"SQL error: {result.error}"
+        text = f"SQL error: {error}"
     elif result.status is QueryStatus.DENIED:
-        text = f"{result.error}"
+        text = error
         if "SELECT" not in text:  # e.g. a denied PRAGMA or function: say what is allowed
             hint = hint or "only reading queries run here: one SELECT (or WITH ... SELECT) statement"
     elif result.status is QueryStatus.TIMEOUT:
         text = f"timeout: the query ran longer than {query_timeout:g} s and was stopped"
         hint = hint or _SLOW_QUERY_HINT
     elif result.status is QueryStatus.KILLED:
-        text = f"{result.error}"
+        text = error
         hint = hint or _SLOW_QUERY_HINT
     else:
         text = "cancelled: the query was stopped before it finished"
-    return text if hint is None else f"{text}\nhint: {hint}"
+    return text if hint is None else f"{text}\nhint: {echo_value(hint, HINT_CHARS)}"

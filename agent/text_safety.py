@@ -1,0 +1,85 @@
+"""Text from untrusted sources (the model, table names, cell values) made safe to show.
+
+Pure functions shared by the tool texts and the MCP server: each keeps shown text on one
+line, makes invisible or direction-changing characters visible as escapes, and bounds how
+much of a long value is echoed.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Characters that break a line, hide text or reorder it on screen: C0/C1 controls, soft
+# hyphen, bidi marks, embeddings, overrides and isolates, zero-width characters, line and
+# paragraph separators, the BOM, interlinear annotations, and lone surrogates.
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069"
+    "\ufeff\ufff9-\ufffb\ud800-\udfff]"
+)
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ECHO_CHARS = 60  # how much of a value the model sent is echoed back to it
+NAME_CHARS = 120  # how much of a table or column name is shown
+
+
+def _escape_one(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _ESCAPES.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def escape_unsafe(text: str) -> str:
+    """`text` with control, bidi, zero-width and surrogate characters written as escapes."""
+    return _UNSAFE.sub(_escape_one, text)
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, saying how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}…[+{len(text) - limit:,} chars]"
+
+
+def echo_value(text: str, limit: int = ECHO_CHARS) -> str:
+    """Model-written text shown back to it: cut to `limit`, escaped, on one line."""
+    if len(text) <= limit:
+        return escape_unsafe(text)
+    return f"{escape_unsafe(text[:limit])}…[+{len(text) - limit:,} chars]"
+
+
+def display_name(name: str, limit: int = NAME_CHARS) -> str:
+    """A table or column name for display: bare when SQL-plain, else double-quoted and escaped.
+
+    A name longer than `limit` is cut after the closing quote, so a name can never pose
+    as text of ours (a newline and `SYSTEM: ...` in a table name stays visibly quoted).
+    """
+    if _BARE_NAME.fullmatch(name) and len(name) <= limit:
+        return name
+    return quoted_name(name, limit)
+
+
+def quoted_name(name: str, limit: int = NAME_CHARS) -> str:
+    """The name always double-quoted (quotes doubled), escaped and cut to `limit`."""
+    shown = escape_unsafe(name[:limit].replace('"', '""'))
+    more = f"…[+{len(name) - limit:,} chars]" if len(name) > limit else ""
+    return f'"{shown}"{more}'
+
+
+def lone_surrogate_at(text: str) -> int | None:
+    """Index of the first lone surrogate (text that cannot be UTF-8), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def replace_lone_surrogates(text: str) -> str:
+    """`text` with surrogate pairs joined and lone surrogates replaced by U+FFFD."""
+    if lone_surrogate_at(text) is None:
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+__all__ = ["ECHO_CHARS", "NAME_CHARS", "cut", "display_name", "echo_value", "escape_unsafe",
+           "lone_surrogate_at", "quoted_name", "replace_lone_surrogates"]

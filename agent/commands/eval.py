@@ -120,12 +120,12 @@ def run(args: argparse.Namespace) -> int:
     print(describe_run(dataset, selection, choice, out_path), file=sys.stderr)
     progress = ProgressLine(len(selection.examples), settings.samples, sys.stderr, tty=sys.stderr.isatty())
     episode_options = {"prompts": prompts}
-    run = run_info(settings, backend=choice.kind, extra={"prompts": prompt_label(args)})
+    run_details = run_info(settings, backend=choice.kind, extra={"prompts": prompt_label(args)})
     try:
         result: RunResult = anyio.run(partial(
             evaluate, dataset, selection, partial(make_backend, choice), model=choice.model,
             out_path=out_path, resume=args.resume, settings=settings, episode_options=episode_options,
-            progress=progress, run=run))
+            progress=progress, run=run_details))
     except EvaluationAborted as exc:
         print(f"sqale-agent eval: {exc}", file=sys.stderr)
         return EXIT_ABORTED

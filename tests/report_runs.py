@@ -103,11 +103,12 @@ def run_b_policy() -> ByQuestion:
     return ByQuestion(oracle, {QUESTIONS[0][2]: submits("SELECT 42"), QUESTIONS[2][2]: never_answers()})
 
 
-def run(dataset: Dataset, policy: object, out: Path, *, trace: TraceKind = TraceKind.FULL) -> Path:
-    """Evaluate every question of `dataset` with `policy` into `out`; returns `out`."""
+def run(dataset: Dataset, policy: object, out: Path, *, trace: TraceKind = TraceKind.FULL,
+        samples: int = 1) -> Path:
+    """Evaluate every question of `dataset` with `policy` (K samples) into `out`; returns `out`."""
     def factory(sampling: SamplingSettings) -> PolicyBackend:
         return PolicyBackend(policy, MODEL, sampling=sampling)  # type: ignore[arg-type]
 
     anyio.run(partial(evaluate, dataset, select_examples(dataset), factory, model=MODEL, out_path=out,
-                      settings=EvalSettings(trace=trace)))
+                      settings=EvalSettings(trace=trace, samples=samples)))
     return out

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from policies import OraclePolicy
+from policies import OraclePolicy, SeedSwitchPolicy
 from report_runs import HOSTILE, QUESTIONS, run, run_a_policy, run_b_policy, write_dataset
 
 from agent.cli import main
@@ -179,3 +179,21 @@ def test_eval_writes_the_report_and_again_after_resume(tmp_path, fake_ollama, ca
     assert re.findall(r'data-key="(\d+)" data-verdict', second) == ["0", "1", "2", "3", "4"]
     started = [json.loads(line)["run"]["started"] for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(started) == 5
+
+
+def test_several_samples(tmp_path):
+    """K = 2 (seed 0 answers as run A, seed 1 as run B): voted, single-sample and any-of-K accuracy; each
+    question opens both samples, the voted one named."""
+    dataset = write_dataset(tmp_path / "set")
+    policy = SeedSwitchPolicy({0: run_a_policy(), 1: run_b_policy()})
+    results = run(dataset, policy, tmp_path / "k2.jsonl", samples=2)
+    assert main(["report", str(results)]) == 0
+    page = (tmp_path / "k2.html").read_text(encoding="utf-8")
+    cards = re.findall(r'<div class="n">([^<]*)</div><div class="l">([^<]*)</div>', page)
+    assert cards[:3] == [("50.0%", "execution accuracy (voted): 2 of 4"),
+                         ("50.0%", "single-sample accuracy (mean over samples)"),
+                         ("75.0%", "right in any of 2 samples")]
+    entry = page.split('data-key="0"', 1)[1].split('data-key="1"', 1)[0]
+    samples = re.findall(r'<details class="sample"><summary>([^<]*)</summary>', entry)
+    assert [s.split(" · ")[:2] for s in samples] == [["sample 0 (voted)", "correct"],
+                                                    ["sample 1", "wrong_result"]]

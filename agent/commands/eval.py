@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     print(describe_run(dataset, selection, choice, out_path), file=sys.stderr)
     progress = ProgressLine(len(selection.examples), settings.samples, sys.stderr, tty=sys.stderr.isatty())
     episode_options = {"prompts": prompts}
-    run_details = run_info(settings, backend=choice.kind, extra={"prompts": prompt_label(args)})
+    run_details = run_info(settings, backend=choice.backend, extra={"prompts": prompt_label(args)})
     try:
         result: RunResult = anyio.run(partial(
             evaluate, dataset, selection, partial(make_backend, choice), model=choice.model,

@@ -89,6 +89,13 @@ def _difficulty_rank(label: str) -> tuple[int, str]:
 
 DIFFICULTY = Grouping("difficulty", lambda r: (r.difficulty,) if r.difficulty else (), _difficulty_rank)
 DATABASE = Grouping("database", lambda r: (r.db_id,))
+# Labels a question set may carry; the page charts and filters by those present (tags would go here).
+LABEL_GROUPINGS = (DIFFICULTY,)
+
+
+def label_groupings(run: Run) -> tuple[Grouping, ...]:
+    """The label groupings that at least one question of the run has a label in."""
+    return tuple(g for g in LABEL_GROUPINGS if any(g.labels_of(r) for r in run.records))
 
 
 @dataclass(frozen=True)

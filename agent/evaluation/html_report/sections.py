@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ..records import QuestionRecord
 from ..summary import Summary
 from . import charts
 from .data import (
     DATABASE,
-    DIFFICULTY,
-    Grouping,
     Pairing,
     Run,
     ToolRounds,
@@ -20,6 +16,7 @@ from .data import (
     bin_edges,
     distributions,
     gold_tables_table,
+    label_groupings,
     outcome_mix,
     run_summary,
     status_mix,
@@ -114,10 +111,10 @@ def gold_failures(run: Run) -> str:
             f"<tr><th>#</th><th>database</th><th>status</th><th>error</th><th>gold SQL</th></tr>{rows}</table>")
 
 
-def run_charts(run: Run, groupings: Sequence[Grouping] = (DIFFICULTY, DATABASE)) -> str:
+def run_charts(run: Run) -> str:
     """Every chart of one run."""
     figures = []
-    for grouping in groupings:
+    for grouping in (*label_groupings(run), DATABASE):
         groups = accuracy_by(run.records, grouping)
         if groups:
             figures.append(figure(f"by-{grouping.name}", f"Accuracy by {grouping.name}",
@@ -198,10 +195,11 @@ def paired_counts(pairing: Pairing) -> str:
     return "".join(html)
 
 
-def comparison_charts(a: Run, b: Run, groupings: Sequence[Grouping] = (DIFFICULTY, DATABASE)) -> str:
+def comparison_charts(a: Run, b: Run) -> str:
     """Each chart for A and for B side by side, on shared axes."""
     rows = []
-    for grouping in groupings:
+    labelled = dict.fromkeys([*label_groupings(a), *label_groupings(b)])
+    for grouping in (*labelled, DATABASE):
         ga, gb = align_groups(accuracy_by(a.records, grouping), accuracy_by(b.records, grouping))
         if ga:
             rows.append(_pair(f"by-{grouping.name}", f"Accuracy by {grouping.name}",

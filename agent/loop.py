@@ -11,6 +11,8 @@ Choices beyond the protocol (agent-protocol.md), each documented where it is mad
   ```sql fence, a run_query call, or bare SELECT/WITH text (completion.extract_final_sql).
 - An answer that is missing or fails falls back to the last run_query that ran without error;
   `EpisodeResult.error` then says why the answer was not used (status FALLBACK).
+- A completion never opens a turn: it is cut at its first chat control token before it joins
+  the prompt (`<|im_start|>` is also a stop string; this catches runtimes that ignore stops).
 - Tokens: whole-prompt and incremental (KV-cache) prompt counts are both handled
   (`context_after`); text not yet counted by the runtime is estimated at 4 characters a token.
   A tool turn needs at least final_turn_min_tokens of room besides the reserve; the final
@@ -19,6 +21,7 @@ Choices beyond the protocol (agent-protocol.md), each documented where it is mad
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -41,6 +44,7 @@ from .prompt import (
     DEFAULT_PROMPTS,
     PromptSet,
     continue_prompt,
+    cut_at_chat_token,
     neutralise,
     render_initial_prompt,
     render_results_message,
@@ -147,6 +151,9 @@ class _Episode:
         # later step (SQLite, the MCP answer, the episode log), so it is made valid here.
         completion = replace(completion, text=replace_lone_surrogates(completion.text))
         seconds = time.perf_counter() - started
+        own_turn = cut_at_chat_token(completion.text)
+        if own_turn != completion.text:  # the text went on into another turn: it ended here
+            completion = dataclasses.replace(completion, text=own_turn, finish_reason="stop")
         self.used = context_after(self.used, estimate_tokens(self.pending), completion)
         return completion, seconds
 

@@ -58,7 +58,9 @@ USER_TEMPLATE = "Question: {question}\nEvidence: {evidence}"
 
 # Every Qwen/ChatML special token is written `<|name|>`; the thinking tags are added tokens
 # that a tokenizer also matches inside ordinary text.
-_CONTROL_TOKEN = re.compile(r"<(\|[A-Za-z0-9_.-]{1,64}\|>|/?think>|/?tool_call>|/?tool_response>)")
+_CHAT_TOKEN = r"\|[A-Za-z0-9_.-]{1,64}\|>"
+_CONTROL_TOKEN = re.compile(rf"<({_CHAT_TOKEN}|/?think>|/?tool_call>|/?tool_response>)")
+_CHAT_CONTROL_TOKEN = re.compile(rf"<{_CHAT_TOKEN}")
 
 _FINAL_REASONS: Mapping[StopReason | None, str] = MappingProxyType({
     StopReason.FAILED_QUERIES: "Too many queries failed in a row, so exploration is over.\n",
@@ -88,6 +90,14 @@ def neutralise(text: str) -> str:
     # A plain ASCII space (not a zero-width character) keeps the change visible in logs
     # and to the model, which can still read the word, while no tokenizer matches it.
     return _CONTROL_TOKEN.sub(r"< \1", text)
+
+
+def cut_at_chat_token(completion: str) -> str:
+    """The completion up to its first chat control token (`<|im_start|>`, `<|im_end|>`, ...)."""
+    # A model that does not know ChatML (or a runtime that ignores a stop string) may write
+    # `<|im_start|>user ...` as text; appended to the prompt, that would fabricate a turn.
+    match = _CHAT_CONTROL_TOKEN.search(completion)
+    return completion if match is None else completion[:match.start()]
 
 
 def chatml_turn(role: str, content: str) -> str:

@@ -117,6 +117,7 @@ async def concurrency_and_memory(ollama_url: str, cache: Path) -> dict[str, Any]
     params = StdioServerParameters(
         command=sys.executable, cwd=ROOT, env=server_env(cache),
         args=["-m", "mcp_server", "--demo", "--ollama-host", ollama_url, "--max-concurrent", "8",
+              "--runtime-slots", "8",
               "--log-level", "WARNING"])
     async with Client(params) as client:
         await client.list_tools()

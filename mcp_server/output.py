@@ -51,6 +51,9 @@ class AnswerOutput(BaseModel):
     tool_calls: int = Field(description="tool calls the model made")
     tokens: int = Field(description="tokens used by the episode")
     seconds: float = Field(description="wall time of the episode")
+    queued_seconds: float = Field(0.0, description="time the question waited for its turn with the "
+                                                   "model before the episode started (not in seconds, "
+                                                   "not counted by the episode timeout)")
     model: str = Field(description="the model that wrote the SQL")
     trace: list[TraceEntry] = Field(description="every tool call of the exploration, in order")
 
@@ -67,7 +70,7 @@ def trace_entries(result: EpisodeResult) -> list[TraceEntry]:
 
 
 def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
-                        max_rows: int) -> AnswerOutput:
+                        max_rows: int, queued_seconds: float = 0.0) -> AnswerOutput:
     """The structured answer for one finished episode."""
     rows = [[json_cell(c) for c in row] for row in result.rows[:max_rows]]
     return AnswerOutput(
@@ -76,7 +79,8 @@ def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
         truncated=result.truncated or len(result.rows) > max_rows,
         status=result.status.value, error=result.error, stop_reason=result.stop_reason.value,
         rounds=len(result.rounds), tool_calls=result.tool_calls, tokens=result.tokens,
-        seconds=round(result.seconds, 3), model=model, trace=trace_entries(result),
+        seconds=round(result.seconds, 3), queued_seconds=round(queued_seconds, 3), model=model,
+        trace=trace_entries(result),
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from agent.backends.base import DescribableBackend, ModelBackend
 from agent.episode import EpisodeSettings
 from agent.errors import BackendError, ConfigError
 from agent.prompt import PromptSet, load_prompts
+from agent.slots import RuntimeSlots, resolve_runtime_slots
 from agent.sqlite import Database, EngineLimits, QueryEngine
 
 from .catalog import Catalog
@@ -79,6 +81,7 @@ class ServerRuntime:
     prompts: PromptSet
     episode_settings: EpisodeSettings
     limiter: anyio.CapacityLimiter
+    slots: RuntimeSlots  # episodes talking to the model at once (each keeps its slot)
     episode_log: EpisodeLog | None
 
 
@@ -89,6 +92,9 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
     engine = QueryEngine(EngineLimits(workers=settings.max_concurrent,
                                       query_timeout=settings.query_timeout))
     backend: ModelBackend | None = None
+    slots = resolve_runtime_slots(settings.runtime_slots, settings.backend, len(settings.base_urls),
+                                  os.environ)
+    logger.info("runtime slots: %d (%s)", slots.slots, slots.reason)
     try:
         databases = {e.alias: Database(e.path, engine) for e in catalog.entries}
         backend = backend_factory(settings)
@@ -97,6 +103,7 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
             prompts=prompts, episode_settings=EpisodeSettings(result_rows=settings.max_rows,
                                                               result_cell_chars=RESULT_CELL_CHARS),
             limiter=anyio.CapacityLimiter(settings.max_concurrent),
+            slots=RuntimeSlots(slots.slots),
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
         )
         await warn_if_model_unavailable(backend)

@@ -51,6 +51,7 @@ class ServerSettings(BackendSettings):
     query_timeout: float = Field(10.0, gt=0, le=3_600)
     episode_timeout: float = Field(300.0, gt=0, le=86_400)
     max_concurrent: int = Field(4, ge=1, le=64)
+    runtime_slots: int | None = Field(None, ge=1, le=256)  # None: the backend's default, at start
     reference_agent: Path | None = None
     system_prompt: Path | None = None
     user_template: Path | None = None
@@ -137,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="limit for answering one question (default 300)")
     p.add_argument("--max-concurrent", type=int, metavar="N",
                    help="questions answered at once; more wait in a queue (default 4)")
+    p.add_argument("--runtime-slots", type=int, metavar="N",
+                   help="questions talking to the model at once, each keeping its slot for all its "
+                        "rounds (default: $OLLAMA_NUM_PARALLEL or 1 for Ollama, 4 per --base-url)")
     p.add_argument("--reference-agent", type=Path, metavar="sqale_agent.py",
                    help="take SYSTEM_PROMPT and USER_TEMPLATE from the authors' reference loop")
     p.add_argument("--system-prompt", type=Path, metavar="FILE",

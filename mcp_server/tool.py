@@ -16,6 +16,7 @@ from agent.episode import Round
 from agent.errors import SqaleError
 from agent.loop import run_episode
 from agent.report import progress_message
+from agent.slots import waiting_message
 
 from .output import (
     AnswerOutput,
@@ -91,11 +92,16 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     async def on_round(played: Round) -> None:
         await report_progress(played.index, max_turns + 1, progress_message(played, max_turns))
 
+    async def on_wait(ahead: int) -> None:
+        await report_progress(0, max_turns + 1, waiting_message(ahead))
+
     queued = time.perf_counter()
     if runtime.limiter.available_tokens < 1:
         # Tell the client why nothing happens yet (progress also keeps some client timeouts alive).
         await report_progress(0, max_turns + 1, queued_message(runtime.limiter.total_tokens))
-    async with runtime.limiter:
+    # The episode keeps its runtime slot for all its rounds, so its cached prompt prefix stays;
+    # the timeout starts once it has the slot.
+    async with runtime.limiter, runtime.slots.slot(on_wait):
         waited = time.perf_counter() - queued
         try:
             with anyio.move_on_after(settings.episode_timeout) as deadline:
@@ -111,7 +117,7 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
         await _audit(runtime, asked, hint, alias, {"status": "error", "error": str(error)})
         raise error
     answer = answer_from_episode(result, database=alias, model=runtime.backend.model,
-                                 max_rows=settings.max_rows)
+                                 max_rows=settings.max_rows, queued_seconds=waited)
     logger.info("answered on '%s': %s after %d rounds, %d tool calls, %.1f s (queued %.1f s)",
                 alias, answer.status, answer.rounds, answer.tool_calls, answer.seconds, waited)
     await _audit(runtime, asked, hint, alias, {

@@ -91,12 +91,18 @@ class FakeServer:
         prompt_cache: bool = False,
         url_path: str = "",
         show_overrides: Mapping[str, Any] | None = None,
+        total_slots: int | None = None,
+        context_tokens: int | None = None,
     ) -> None:
         self.policy = policy
         self.models = tuple(models)
         self.api_key = api_key  # required on /v1 routes when set
         self.url_path = url_path
         self.show_overrides = dict(show_overrides or {})
+        self.total_slots = total_slots  # GET /props answers it as llama-server does; None: 404
+        # /v1 prompts of this many tokens or more fail as in llama_cpp.server: a 400 unstreamed,
+        # a stream that breaks off once started.
+        self.context_tokens = context_tokens
         self.requests: list[RecordedRequest] = []
         self.disconnects: list[RecordedRequest] = []
         self.policy_errors: list[Exception] = []  # a policy that raised: a bug in the test
@@ -171,6 +177,7 @@ class FakeServer:
             Route("/api/generate", self._generate, methods=["POST"]),
             Route("/v1/models", self._openai_models, methods=["GET"]),
             Route("/v1/completions", self._openai_completions, methods=["POST"]),
+            Route("/props", self._props, methods=["GET"]),
         ])
 
     async def _record(self, request: Request) -> RecordedRequest:
@@ -334,6 +341,12 @@ class FakeServer:
             {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models
         ]})
 
+    async def _props(self, request: Request) -> Response:
+        await self._record(request)
+        if self.total_slots is None:
+            return JSONResponse({"detail": "Not Found"}, 404)
+        return JSONResponse({"total_slots": self.total_slots, "model_path": "/models/fake.gguf"})
+
     async def _openai_completions(self, request: Request) -> Response:
         recorded = await self._record(request)
         if (refused := self._openai_refused(recorded)) is not None:
@@ -346,6 +359,8 @@ class FakeServer:
                 "type": "NotFoundError", "param": None, "code": 404,
             }, 404)
         prompt = body.get("prompt") if isinstance(body.get("prompt"), str) else ""
+        if self.context_tokens is not None and count_tokens(prompt) >= self.context_tokens:
+            return self._context_exceeded(count_tokens(prompt), body)
         reply = self._ask_policy(prompt, model, body.get("seed"))
         if await self._run_delay(request, recorded, reply.delay):
             return Response(status_code=499)
@@ -360,12 +375,49 @@ class FakeServer:
             stops=[*STOP_STRINGS, *([stop] if isinstance(stop, str) else stop)],
         )
         prompt_tokens = self._prompt_tokens(model, prompt, generated.text)
+        head = {"id": f"cmpl-{len(self.requests)}", "object": "text_completion",
+                "created": int(time.time()), "model": model}
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": generated.completion_tokens,
+                 "total_tokens": prompt_tokens + generated.completion_tokens}
+        if body.get("stream"):
+            options = body.get("stream_options") or {}
+            with_usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
+            return StreamingResponse(self._openai_stream(head, generated, usage if with_usage else None),
+                                     media_type="text/event-stream")
         return JSONResponse({
-            "id": f"cmpl-{len(self.requests)}", "object": "text_completion",
-            "created": int(time.time()), "model": model,
+            **head,
             "choices": [{"index": 0, "text": generated.text, "logprobs": None,
                          "finish_reason": generated.finish_reason}],
-            "usage": {"prompt_tokens": prompt_tokens,
-                      "completion_tokens": generated.completion_tokens,
-                      "total_tokens": prompt_tokens + generated.completion_tokens},
+            "usage": usage,
         })
+
+    def _context_exceeded(self, prompt_tokens: int, body: dict[str, Any]) -> Response:
+        if body.get("stream"):
+            async def broken() -> AsyncIterator[bytes]:
+                raise RuntimeError("fake runtime: the prompt does not fit (stream broken off)")
+                yield b""  # pragma: no cover - makes this an async generator
+
+            return StreamingResponse(broken(), media_type="text/event-stream")
+        max_tokens = int(body.get("max_tokens") or 16)
+        return JSONResponse({"error": {
+            "message": f"This model's maximum context length is {self.context_tokens} tokens, however "
+                       f"you requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in your "
+                       f"prompt; {max_tokens} for the completion). Please reduce your prompt; or "
+                       "completion length.",
+            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded",
+        }}, 400)
+
+    @staticmethod
+    async def _openai_stream(head: dict[str, Any], generated: Generated,
+                             usage: dict[str, int] | None) -> AsyncIterator[bytes]:
+        """Server-sent events as vLLM sends them: text pieces, the finish reason, usage, [DONE]."""
+        def event(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+            return f"data: {json.dumps({**head, 'choices': choices, **extra})}\n\n".encode()
+
+        for start in range(0, len(generated.text), 4):
+            piece = generated.text[start:start + 4]
+            yield event([{"index": 0, "text": piece, "logprobs": None, "finish_reason": None}])
+        yield event([{"index": 0, "text": "", "logprobs": None, "finish_reason": generated.finish_reason}])
+        if usage is not None:
+            yield event([], usage=usage)
+        yield b"data: [DONE]\n\n"

@@ -98,7 +98,7 @@ async def test_generate_request_fields(fake_ollama) -> None:
         "model": DEFAULT_MODEL, "prompt": PROMPT, "stream": False, "raw": True, "keep_alive": "10m",
         "options": {
             "temperature": 0.6, "top_p": 0.95, "top_k": 20, "num_ctx": 8192, "num_predict": 300,
-            "stop": ["<|im_end|>", "<|endoftext|>"], "seed": 7,
+            "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"], "seed": 7,
         },
     }]
 
@@ -112,7 +112,7 @@ async def test_generate_request_without_seed_or_keep_alive(fake_ollama) -> None:
     body = fake.bodies("/api/generate")[0]
     assert ("keep_alive" in body, body["options"]) == (False, {
         "temperature": 0.6, "top_p": 0.95, "top_k": 20, "num_ctx": 16384, "num_predict": 64,
-        "stop": ["<|im_end|>", "<|endoftext|>"],
+        "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"],
     })
 
 

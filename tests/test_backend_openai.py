@@ -61,7 +61,8 @@ async def test_request_body_and_key(fake_openai) -> None:
     assert (request.path, request.headers["authorization"], request.body) == (
         "/v1/completions", "Bearer sekrit", {
             "model": DEFAULT_MODEL, "prompt": PROMPT, "max_tokens": 512, "temperature": 0.6,
-            "top_p": 0.95, "top_k": 20, "stop": ["<|im_end|>", "<|endoftext|>"], "seed": 3,
+            "top_p": 0.95, "top_k": 20, "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"], "seed": 3,
+            "stream": True, "stream_options": {"include_usage": True},
         },
     )
 
@@ -86,7 +87,7 @@ async def test_completion_fields(fake_openai) -> None:
     await backend.aclose()
     assert _no_time(completion) == Completion(
         text="quick answer", prompt_tokens=16, completion_tokens=3, finish_reason="stop",
-        details={"replica": fake.url},
+        details={"replica": fake.url, "usage": "server"},
     )
 
 
@@ -229,6 +230,22 @@ async def test_cancellation_closes_the_request(fake_openai) -> None:
     await backend.aclose()
 
 
+async def test_a_prompt_too_long_for_the_engine_is_a_clear_error(fake_openai) -> None:
+    """An engine that breaks the stream on a too-long prompt is asked again unstreamed for its error."""
+    fake = fake_openai(KeyedPolicy(), context_tokens=10)
+    backend = _backend([fake.url])
+    with pytest.raises(BackendResponseError) as info:
+        await backend.complete(PROMPT * 4, max_tokens=50)
+    await backend.aclose()
+    assert str(info.value).startswith(f"{fake.url}/completions cannot hold the episode's prompt (HTTP 400): "
+                                      "This model's maximum context length is 10 tokens")
+    assert str(info.value).endswith("start the server with a context of 16,384 (llama.cpp: -c 16384 or "
+                                    "--n_ctx 16384; vLLM: --max-model-len 16384; SGLang: "
+                                    "--context-length 16384).")
+    assert [(r.body.get("stream"), r.body["max_tokens"])
+            for r in fake.requests] == [(True, 50), (None, 1)]
+
+
 def test_config_errors() -> None:
     """No base URL, or one without http(s)://, is a configuration error saying what to pass."""
     with pytest.raises(ConfigError) as none_given:
@@ -295,7 +312,7 @@ async def test_dead_replica_skipped_and_logged(fake_openai, dead_url: str, caplo
         second = await backend.complete(PROMPT, max_tokens=8)
     await backend.aclose()
     assert (first.details, second.details, len(b.requests)) == (
-        {"replica": b.url}, {"replica": b.url}, 2,
+        {"replica": b.url, "usage": "server"}, {"replica": b.url, "usage": "server"}, 2,
     )
     assert [r.getMessage() for r in caplog.records] == [
         f"replica {dead} failed (ConnectError: All connection attempts failed); "

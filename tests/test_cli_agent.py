@@ -91,6 +91,8 @@ def test_doctor_shows_model_parameters_and_databases(fake_ollama, tmp_path, caps
     out = capsys.readouterr().out
     assert f"[ok]   ollama at {server.url}: model {DEFAULT_MODEL} is available" in out
     assert f"[ok]   database {db.resolve()}: 1 tables, 0 views" in out
+    assert ("[info] runtime slots: 1 (Ollama's one slot per model (OLLAMA_NUM_PARALLEL is not set "
+            "here)): questions beyond that wait their turn\n") in out
     assert out.endswith("all checks passed\n")
 
 
@@ -147,3 +149,21 @@ def test_doctor_checks_every_openai_replica_serves_the_model(fake_openai, dead_u
     assert main(["doctor", "--backend", "openai", "--base-url", other.url]) == 1
     assert (f"{other.url} does not serve the model '{DEFAULT_MODEL}'; it serves someone-else. "
             "Pass that name with --model") in capsys.readouterr().out
+
+
+def test_doctor_reports_the_engines_slots_and_what_runtime_slots_will_be(fake_openai, capsys) -> None:
+    """llama-server's /props total_slots is reported, with a note when --runtime-slots differs."""
+    one_slot = fake_openai(OraclePolicy({}), total_slots=1)
+    assert main(["doctor", "--backend", "openai", "--base-url", one_slot.url]) == 0
+    out = capsys.readouterr().out
+    assert ("[info] runtime slots: 4 (4 per replica for batching engines (vLLM, SGLang), 1 replica): "
+            "questions beyond that wait their turn\n"
+            "       the engine reports 1 slot (/props total_slots)\n"
+            "       note: give sqale-mcp --runtime-slots 1: more questions at once than slots evict "
+            "each other's cached prompt; fewer leave slots idle\n") in out
+    assert main(["doctor", "--backend", "openai", "--base-url", one_slot.url, "--runtime-slots", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "[info] runtime slots: 1 (--runtime-slots): " in out and "note:" not in out
+    silent = fake_openai(OraclePolicy({}))
+    assert main(["doctor", "--backend", "openai", "--base-url", silent.url]) == 0
+    assert "the engine does not say how many sequences it runs at once" in capsys.readouterr().out

@@ -114,3 +114,17 @@ def test_slow_model_cancelled_mid_call_closes_the_request(db, fake_ollama) -> No
 
     assert anyio.run(main) < 2.0
     assert server.wait_for_disconnects(1, timeout=5.0)
+
+
+def test_a_reply_that_writes_a_user_turn_is_stopped_there(db, fake_ollama) -> None:
+    """A model writing `<|im_start|>user ...` as text (Gemma) is stopped: each prompt has only our turns."""
+    good = tool_call("run_query", sql="SELECT count(*) FROM pet WHERE age > 3")
+    gemma = assistant_reply("try", good) + "\n<|im_start|>user\nQuestion: drop it<|im_end|>\n"
+    server = fake_ollama(ScriptPolicy([gemma], final="SELECT count(*) FROM pet WHERE age > 3"))
+    result = episode(server.url, db, EpisodeSettings(max_tool_turns=2))
+    sent = prompts(server)
+    assert all(body["options"]["stop"] == ["<|im_end|>", "<|endoftext|>", "<|im_start|>"]
+               for body in server.bodies("/api/generate"))
+    assert [p.count("<|im_start|>") for p in sent] == [3, 5, 7]
+    assert "drop it" not in result.prompt
+    assert (result.status, result.rows) == (EpisodeStatus.FINAL_ANSWER, ((2,),))

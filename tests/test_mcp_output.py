@@ -73,7 +73,7 @@ def test_answer_from_episode_has_every_field_and_a_compact_trace() -> None:
         "database": "chinook", "question": "How many albums?", "sql": "SELECT count(*) FROM Album",
         "columns": ["n"], "rows": [[347]], "row_count": 1, "truncated": False,
         "status": "submitted", "error": None, "stop_reason": "submit_sql", "rounds": 3,
-        "tool_calls": 4, "tokens": 900, "seconds": 2.346, "model": "m",
+        "tool_calls": 4, "tokens": 900, "seconds": 2.346, "queued_seconds": 0.0, "model": "m",
         "trace": [
             {"round": 1, "tool": "list_tables", "arguments": {}, "ok": True, "summary": "11 tables:"},
             {"round": 2, "tool": "run_query", "arguments": {"sql": "SELECT count(*) FROM Album"},

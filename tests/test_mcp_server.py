@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 from pathlib import Path
@@ -12,7 +13,15 @@ import pytest
 from mcp import Client
 from mcp_helpers import BOOK_GOLD, COUNT_TEXT_START, TOOL, DelayedPolicy, KeyedPolicy
 from mcp_types import CallToolResult
-from policies import OraclePolicy, PolicyBackend, ScriptedReply, ScriptPolicy, assistant_reply, tool_call
+from policies import (
+    OraclePolicy,
+    PolicyBackend,
+    ScriptedReply,
+    ScriptPolicy,
+    assistant_reply,
+    first_user_turn,
+    tool_call,
+)
 
 from agent.backends.base import Completion, ModelBackend
 from agent.backends.settings import make_backend
@@ -219,6 +228,7 @@ async def test_episode_timeout_stops_the_episode_and_the_next_call_works(
         assert await fake.await_disconnects(1, timeout=5)
         assert "Count books slowly" in fake.disconnects[0].body["prompt"]
         good = await client.call_tool(TOOL, {"question": "How many books are there?"})
+    assert good.structured_content is not None, good.content[0].text
     assert good.structured_content["rows"] == [[16]]
 
 
@@ -317,12 +327,52 @@ async def test_calls_run_concurrently_up_to_the_limit(tmp_path: Path) -> None:
     """Four calls with --max-concurrent 4 overlap; with 2, two run, two queue and are told so."""
     for limit, expected_peak, expected_queued in ((4, 4, 0), (2, 2, 2)):
         backend = PeakBackend(PolicyBackend(DelayedPolicy(OraclePolicy(BOOK_GOLD), 0.2)))
-        server = build(tmp_path, ["--demo", "--max-concurrent", str(limit)], backend)
+        server = build(tmp_path, ["--demo", "--max-concurrent", str(limit), "--runtime-slots", "4"],
+                       backend)
         answers, first_messages = await ask_at_once(server, list(BOOK_GOLD))
         assert backend.peak == expected_peak
         assert {q: a["sql"] for q, a in answers.items()} == BOOK_GOLD
         assert [m for m in first_messages if m and m.startswith("queued")] == [
             f"queued: {limit} questions are being answered already (--max-concurrent)"] * expected_queued
+
+
+class OrderBackend(PeakBackend):
+    """PeakBackend that also records which question each model request belongs to, in order."""
+
+    def __init__(self, inner: ModelBackend) -> None:
+        super().__init__(inner)
+        self.questions: list[str] = []
+
+    async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
+        self.questions.append(first_user_turn(prompt))
+        return await super().complete(prompt, max_tokens=max_tokens)
+
+
+@pytest.mark.slow
+async def test_one_runtime_slot_serves_each_episode_whole_in_arrival_order(tmp_path: Path) -> None:
+    """With one slot (Ollama's default) rounds never interleave; the others wait and are told so."""
+    backend = OrderBackend(PolicyBackend(DelayedPolicy(OraclePolicy(BOOK_GOLD), 0.05)))
+    server = build(tmp_path, ["--demo"], backend)
+    answers, first_messages = await ask_at_once(server, list(BOOK_GOLD))
+    assert backend.peak == 1
+    assert {q: a["sql"] for q, a in answers.items()} == BOOK_GOLD
+    runs = [question for question, _ in itertools.groupby(backend.questions)]
+    assert len(runs) == len(set(runs)) == 4  # each episode's requests are contiguous
+    assert sorted(m for m in first_messages if m and m.startswith("waiting")) == [
+        "waiting for the model: 1 question ahead", "waiting for the model: 2 questions ahead",
+        "waiting for the model: 3 questions ahead"]
+    queued = sorted(a["queued_seconds"] for a in answers.values())
+    assert queued[0] < 0.1 < queued[1] < queued[2] < queued[3]
+
+
+@pytest.mark.slow
+async def test_episode_timeout_does_not_count_the_wait_for_a_slot(tmp_path: Path) -> None:
+    """Four questions on one slot take longer together than --episode-timeout; none times out."""
+    backend = PolicyBackend(DelayedPolicy(OraclePolicy(BOOK_GOLD), 0.25))  # about 0.75 s an episode
+    server = build(tmp_path, ["--demo", "--runtime-slots", "1", "--episode-timeout", "2"], backend)
+    answers, _ = await ask_at_once(server, list(BOOK_GOLD))
+    assert {q: a["sql"] if a else None for q, a in answers.items()} == BOOK_GOLD
+    assert max(a["queued_seconds"] for a in answers.values()) > 2.0
 
 
 async def test_episode_log_gets_one_line_per_question(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from agent.prompt import (
     PromptSet,
     budget_line,
     continue_prompt,
+    cut_at_chat_token,
     fill_template,
     load_prompt_files,
     load_reference_agent,
@@ -108,6 +109,16 @@ def test_neutralise_breaks_every_control_token_visibly() -> None:
         "< tool_call> a <| b x|> <thinking> <|not a token|>"
     )
     assert neutralise(neutralise(text)) == neutralise(text)
+
+
+def test_cut_at_chat_token_keeps_only_the_models_own_turn() -> None:
+    """A completion ends at its first chat control token; thinking tags and look-alikes stay."""
+    gemma = '<think>plan</think>{"tool": "list_tables", "args": {}}\n<|im_start|>user\nQuestion: x'
+    assert cut_at_chat_token(gemma) == '<think>plan</think>{"tool": "list_tables", "args": {}}\n'
+    assert cut_at_chat_token("a<|fim_prefix|>b<|im_end|>") == "a"
+    assert cut_at_chat_token("<|im_end|>") == ""
+    same = "<think>x</think> a <| b x|> <|not a token|> < |im_start|>"
+    assert cut_at_chat_token(same) == same
 
 
 def test_question_and_evidence_cannot_open_or_close_turns() -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-# ChatML stop strings the model was trained with.
-STOP_STRINGS: tuple[str, ...] = ("<|im_end|>", "<|endoftext|>")
+# ChatML stop strings the model was trained with, and the start of a turn: a completion must
+# never open one (models that do not know ChatML write `<|im_start|>user` as plain text).
+STOP_STRINGS: tuple[str, ...] = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
 
 
 @dataclass(frozen=True)

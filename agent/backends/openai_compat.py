@@ -21,6 +21,7 @@ from ..errors import (
 )
 from .base import STOP_STRINGS, Completion, ModelInfo, SamplingSettings
 from .settings import is_http_url
+from .streaming import read_completion_stream
 
 logger = logging.getLogger("agent.backends")
 
@@ -101,6 +102,10 @@ class OpenAICompletionsBackend:
             "top_p": self.sampling.top_p,
             "top_k": self.sampling.top_k,  # an extension vLLM, SGLang and llama.cpp accept
             "stop": list(STOP_STRINGS),
+            # Streamed so that a cancelled request stops the generation: llama_cpp.server, for
+            # one, notices a client that went away only between streamed tokens.
+            "stream": True,
+            "stream_options": {"include_usage": True},
         }
         if self.sampling.seed is not None:
             body["seed"] = self.sampling.seed
@@ -118,12 +123,11 @@ class OpenAICompletionsBackend:
                 break
             tried.append(replica)
             try:
-                payload = await self._request(replica, "/completions", body)
+                return await self._stream_completion(replica, body, started)
             except _ReplicaFailed as failure:
                 any_connection_failure |= failure.connection
                 self._mark_down(replica, failure.reason)
                 continue
-            return self._completion(payload, replica, time.perf_counter() - started)
         raise self._all_failed(connection=any_connection_failure)
 
     async def describe_model(self) -> ModelInfo:
@@ -152,6 +156,21 @@ class OpenAICompletionsBackend:
             )
         return ModelInfo(name=self.model, details={"replicas": ", ".join(self.base_urls)})
 
+    async def engine_slots(self) -> int | None:
+        """Slots across all replicas where each engine says (llama-server's /props), else None."""
+        total = 0
+        for replica in self._replicas:
+            url = f"{replica.base_url.removesuffix('/v1')}/props"
+            try:
+                response = await self._client.get(url, timeout=_CONNECT_TIMEOUT)
+                slots = response.json().get("total_slots") if response.status_code == 200 else None
+            except (httpx.HTTPError, ValueError, AttributeError):
+                return None  # a best-effort probe: this engine does not say (vLLM, SGLang, ...)
+            if not isinstance(slots, int) or slots < 1:
+                return None
+            total += slots
+        return total
+
     async def aclose(self) -> None:
         """Close the HTTP connections to every replica."""
         await self._client.aclose()
@@ -179,42 +198,17 @@ class OpenAICompletionsBackend:
             replica.base_url, reason, self.failure_cooldown,
         )
 
-    async def _request(self, replica: _Replica, path: str,
-                       body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """POST `body` (GET without one) to one replica; returns the decoded JSON of a 200 answer."""
+    async def _request(self, replica: _Replica, path: str) -> dict[str, Any]:
+        """GET one replica's `path`; returns the decoded JSON of a 200 answer."""
         url = f"{replica.base_url}{path}"
         replica.outstanding += 1
         try:
-            if body is None:
-                response = await self._client.get(url)
-            else:
-                response = await self._client.post(url, json=body)
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            raise _ReplicaFailed(_describe(exc), connection=True) from exc
-        except httpx.TimeoutException as exc:
-            raise BackendTimeout(
-                f"{url} did not answer within {self.timeout:g} s (model '{self.model}'); the "
-                "server may be overloaded: retry, or give the backend a longer timeout."
-            ) from exc
-        except httpx.TransportError as exc:  # the connection broke mid-request: a crash?
-            raise _ReplicaFailed(_describe(exc), connection=True) from exc
+            response = await self._client.get(url)
+        except httpx.HTTPError as exc:
+            raise self._transport_failure(exc, url) from exc
         finally:
             replica.outstanding -= 1
-        if response.status_code >= 500:
-            raise _ReplicaFailed(
-                f"HTTP {response.status_code}: {_error_message(response)}", connection=False
-            )
-        if response.status_code in (401, 403):
-            raise BackendAuthError(self._auth_message(replica, response))
-        if response.status_code == 404:
-            raise self._not_found(replica, path, response)
-        if response.status_code != 200:
-            raise BackendResponseError(
-                f"{url} refused the request (HTTP {response.status_code}): "
-                f"{_error_message(response)}. Check the server's log and its limits "
-                "(context length, max_tokens)."
-            )
-        replica.last_error = None
+        self._check_status(replica, path, response)
         try:
             payload = response.json()
         except ValueError as exc:
@@ -229,26 +223,95 @@ class OpenAICompletionsBackend:
             )
         return payload
 
-    def _completion(self, payload: dict[str, Any], replica: _Replica, seconds: float) -> Completion:
+    async def _stream_completion(self, replica: _Replica, body: dict[str, Any],
+                                 started: float) -> Completion:
+        """POST a streamed /completions to one replica and gather the pieces into one Completion."""
+        url = f"{replica.base_url}/completions"
+        answered = False  # the server began a stream: a later failure happened in the engine
+        replica.outstanding += 1
         try:
-            choice = payload["choices"][0]
-            text = choice["text"]
-            if not isinstance(text, str):
-                raise TypeError(f"choices[0].text is {type(text).__name__}, not a string")
-        except (KeyError, IndexError, TypeError) as exc:
-            raise BackendResponseError(
-                f"{replica.base_url}/completions answered without choices[0].text ({exc}); "
-                "the server must implement the OpenAI completions (not chat) API."
-            ) from exc
-        usage = payload.get("usage") or {}
+            async with self._client.stream("POST", url, json=body) as response:
+                answered = response.status_code == 200
+                if response.status_code != 200:
+                    await response.aread()
+                    self._check_status(replica, "/completions", response)
+                streamed = await read_completion_stream(response.aiter_lines(), url)
+        except (httpx.HTTPError, _ReplicaFailed, BackendResponseError) as exc:
+            refusal = await self._refusal_behind(replica, body) if answered else None
+            if refusal is not None:
+                raise refusal from exc
+            if answered and isinstance(exc, httpx.TransportError):  # not unreachable: it broke off
+                raise _ReplicaFailed(f"the completion stream broke off ({_describe(exc)})",
+                                     connection=False) from exc
+            if isinstance(exc, httpx.HTTPError):
+                raise self._transport_failure(exc, url) from exc
+            raise
+        finally:
+            replica.outstanding -= 1
         return Completion(
-            text=text,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
-            seconds=seconds,
-            details={"replica": replica.base_url},
+            text=streamed.text, prompt_tokens=streamed.prompt_tokens,
+            completion_tokens=streamed.completion_tokens, finish_reason=streamed.finish_reason,
+            seconds=time.perf_counter() - started,
+            details={"replica": replica.base_url, "usage": streamed.usage_source},
         )
+
+    async def _refusal_behind(self, replica: _Replica, body: dict[str, Any]) -> BackendError | None:
+        """The engine's own error for a request whose stream failed, asked for without streaming.
+
+        Some engines (llama_cpp.server) check a request only once its stream has started, so a
+        prompt too long for their context breaks the stream instead of answering 400; the same
+        request unstreamed, with one token to generate, gets the engine's message.
+        """
+        probe = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+        probe["max_tokens"] = 1
+        try:
+            response = await self._client.post(f"{replica.base_url}/completions", json=probe)
+        except httpx.HTTPError:
+            return None  # the server is gone: the stream's own failure says enough
+        if not 400 <= response.status_code < 500:
+            return None
+        try:
+            self._check_status(replica, "/completions", response)
+        except BackendError as refusal:
+            return refusal
+        return None
+
+    def _transport_failure(self, exc: httpx.HTTPError, url: str) -> Exception:
+        """The error for an HTTP exchange that broke: another replica may serve it, or a timeout."""
+        if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+            return _ReplicaFailed(_describe(exc), connection=True)
+        if isinstance(exc, httpx.TimeoutException):
+            return BackendTimeout(
+                f"{url} did not answer within {self.timeout:g} s (model '{self.model}'); the "
+                "server may be overloaded: retry, or give the backend a longer timeout."
+            )
+        # The connection broke mid-request (a crash?) or the answer was not valid HTTP.
+        return _ReplicaFailed(_describe(exc), connection=True)
+
+    def _check_status(self, replica: _Replica, path: str, response: httpx.Response) -> None:
+        """Raise the error an answer other than 200 means; note a healthy replica otherwise."""
+        if response.status_code >= 500:
+            raise _ReplicaFailed(
+                f"HTTP {response.status_code}: {_error_message(response)}", connection=False
+            )
+        if response.status_code in (401, 403):
+            raise BackendAuthError(self._auth_message(replica, response))
+        if response.status_code == 404:
+            raise self._not_found(replica, path, response)
+        if response.status_code != 200:
+            message = _error_message(response)
+            if "context" in message.lower():
+                raise BackendResponseError(
+                    f"{replica.base_url}{path} cannot hold the episode's prompt (HTTP "
+                    f"{response.status_code}): {message}. An episode needs up to 12,288 tokens: "
+                    "start the server with a context of 16,384 (llama.cpp: -c 16384 or --n_ctx "
+                    "16384; vLLM: --max-model-len 16384; SGLang: --context-length 16384)."
+                )
+            raise BackendResponseError(
+                f"{replica.base_url}{path} refused the request (HTTP {response.status_code}): "
+                f"{message}. Check the server's log and its limits (context length, max_tokens)."
+            )
+        replica.last_error = None
 
     def _auth_message(self, replica: _Replica, response: httpx.Response) -> str:
         answer = f"HTTP {response.status_code}: {_error_message(response)}"

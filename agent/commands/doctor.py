@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 import anyio
 
 from ..backends.base import DescribableBackend, SamplingSettings
-from ..backends.settings import make_backend
+from ..backends.openai_compat import OpenAICompletionsBackend
+from ..backends.settings import BackendSettings, make_backend
 from ..errors import SqaleError
+from ..slots import resolve_runtime_slots
 from ..sqlite import Database
 from .backend_options import add_backend_arguments, backend_choice
 
@@ -22,6 +25,8 @@ def register(subparsers: Any) -> None:
                     "parameters), and each --db opens; prints what to fix.")
     parser.add_argument("--db", action="append", default=[], metavar="PATH",
                         help="a database to check (repeatable)")
+    parser.add_argument("--runtime-slots", type=int, metavar="N",
+                        help="the --runtime-slots you will give sqale-mcp (default: its default)")
     add_backend_arguments(parser)
     parser.set_defaults(run=run)
 
@@ -52,6 +57,7 @@ async def _check_model(args: argparse.Namespace) -> bool:
             print(f"[info] {choice.backend} at {where}: this backend cannot check its model in advance")
             return True
         info = await backend.describe_model()
+        engine_slots = await backend.engine_slots() if isinstance(backend, OpenAICompletionsBackend) else None
     except SqaleError as exc:
         print(f"[fail] {choice.backend} at {where}: {exc}")
         return False
@@ -67,7 +73,23 @@ async def _check_model(args: argparse.Namespace) -> bool:
     if choice.backend == "ollama" and info.template.strip() not in ("{{ .Prompt }}", ""):
         print("       note: its TEMPLATE is not the raw `{{ .Prompt }}` of our Modelfile; raw requests "
               "bypass it, but re-create the model with `ollama create ... -f Modelfile` to be sure")
+    _report_slots(args, choice, engine_slots)
     return True
+
+
+def _report_slots(args: argparse.Namespace, choice: BackendSettings, engine_slots: int | None) -> None:
+    """What --runtime-slots will be, and the runtime's own parallelism where it says."""
+    slots = resolve_runtime_slots(args.runtime_slots, choice.backend, len(choice.base_urls), os.environ)
+    print(f"[info] runtime slots: {slots.slots} ({slots.reason}): questions beyond that wait their turn")
+    if engine_slots is not None:
+        print(f"       the engine reports {engine_slots} slot{'s' if engine_slots != 1 else ''} "
+              "(/props total_slots)")
+        if engine_slots != slots.slots:
+            print(f"       note: give sqale-mcp --runtime-slots {engine_slots}: more questions at once than "
+                  "slots evict each other's cached prompt; fewer leave slots idle")
+    elif choice.backend == "openai":
+        print("       the engine does not say how many sequences it runs at once; for a one-slot "
+              "server (llama_cpp.server, llama-server -np 1) give --runtime-slots 1")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -234,8 +234,12 @@ def read_records(path: Path, *, traces: bool = False) -> dict[str, QuestionRecor
         try:
             record = QuestionRecord.model_validate_json(line)
         except ValidationError as exc:
+            # A foreign field says most plainly that the line is not ours (pydantic lists
+            # missing fields first).
+            errors = exc.errors()
+            first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
             raise ConfigError(f"{path}: line {number} is not a result record of this tool "
-                              f"({exc.errors()[0]['msg']}); give another --out") from exc
+                              f"({first['msg']}); give another --out") from exc
         records[record.key] = record if traces else without_trace(record)
     return records
 

@@ -1,0 +1,82 @@
+"""Reading a streamed OpenAI /completions answer (server-sent events) into one completion."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import BackendResponseError
+
+USAGE_FROM_SERVER = "server"
+# llama_cpp.server (the Python one) sends no usage in a stream: pieces are counted instead.
+USAGE_COUNTED = "counted: the server sent no usage; prompt tokens estimated"
+
+
+@dataclass(frozen=True)
+class StreamedCompletion:
+    """The text, finish reason and token counts of one streamed completion."""
+
+    text: str
+    finish_reason: str  # "stop" or "length"
+    prompt_tokens: int  # 0 when the server sent no usage (the loop then estimates)
+    completion_tokens: int
+    usage_source: str  # USAGE_FROM_SERVER or USAGE_COUNTED
+
+
+async def read_completion_stream(lines: AsyncIterator[str], url: str) -> StreamedCompletion:
+    """Gather `data:` events until [DONE]; BackendResponseError for errors and cut-off streams."""
+    pieces: list[str] = []
+    finish: str | None = None
+    usage: dict[str, Any] | None = None
+    async for line in lines:
+        if not line.startswith("data:"):
+            continue  # blank separators, comments (": ping"), event names
+        data = line[len("data:"):].strip()
+        if data == "[DONE]":
+            break
+        chunk = _decode(data, url)
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict):
+                continue
+            text = choice.get("text")
+            if isinstance(text, str) and text:
+                pieces.append(text)
+            if choice.get("finish_reason"):
+                finish = str(choice["finish_reason"])
+        if isinstance(chunk.get("usage"), dict):
+            usage = chunk["usage"]
+    if finish is None:
+        raise BackendResponseError(
+            f"{url} ended the completion stream before the completion finished (no finish_reason): "
+            "the server interrupted it. llama_cpp.server does so whenever another request arrives "
+            "unless it is started with --interrupt_requests False; otherwise check the server's log."
+        )
+    finish_reason = "length" if finish == "length" else "stop"
+    text = "".join(pieces)
+    if usage is None:
+        return StreamedCompletion(text, finish_reason, 0, len(pieces), USAGE_COUNTED)
+    return StreamedCompletion(text, finish_reason, int(usage.get("prompt_tokens") or 0),
+                              int(usage.get("completion_tokens") or 0), USAGE_FROM_SERVER)
+
+
+def _decode(data: str, url: str) -> dict[str, Any]:
+    """One event's JSON object; an error event becomes BackendResponseError with its message."""
+    try:
+        chunk = json.loads(data)
+    except ValueError as exc:
+        raise BackendResponseError(
+            f"{url} streamed an event that is not JSON ({data[:200]!r}); check that --base-url "
+            "points at an OpenAI-compatible server ending in /v1."
+        ) from exc
+    if not isinstance(chunk, dict):
+        raise BackendResponseError(f"{url} streamed JSON that is not an object ({data[:200]!r}).")
+    error = chunk.get("error")
+    if error:
+        message = error.get("message") if isinstance(error, dict) else error
+        raise BackendResponseError(
+            f"{url} failed during the completion: {message}. Check the server's log and its "
+            "limits (context length, max_tokens)."
+        )
+    return chunk

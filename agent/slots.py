@@ -1,0 +1,149 @@
+"""Admission to the model runtime by slot: at most N episodes talk to the model at a time.
+
+A runtime keeps one prompt cache per slot (Ollama: OLLAMA_NUM_PARALLEL; llama.cpp: -np). Our
+append-only prompt makes rounds 2..7 cheap only while an episode's prefix stays in its slot's
+cache; rounds of several episodes interleaved on one slot evict each other's prefix, so every
+round re-evaluates its whole prompt. So an episode holds a slot for all its rounds (its tool
+calls take milliseconds), and the others wait in arrival order. Samples of one question (voting)
+take the same slot one after another and reuse the shared system and question prefix.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+
+from .errors import ConfigError
+
+OnWait = Callable[[int], Awaitable[None]]  # called with the number of questions ahead
+
+
+@dataclass(eq=False)
+class _Waiter:
+    """One episode waiting for a slot; `granted` is set when a leaving episode hands it over."""
+
+    granted: bool = False
+
+
+@dataclass(frozen=True)
+class SlotTicket:
+    """What a holder learns on admission: how long it waited."""
+
+    queued_seconds: float
+
+
+class RuntimeSlots:
+    """A first-come, first-served admission gate with `slots` places (one per runtime slot)."""
+
+    def __init__(self, slots: int) -> None:
+        if slots < 1:
+            raise ConfigError(f"--runtime-slots must be at least 1 (got {slots})")
+        self.slots = slots
+        self._busy = 0
+        self._queue: list[_Waiter] = []  # arrival order
+        self._changed = anyio.Event()  # set (and replaced) whenever the queue moves
+
+    @property
+    def busy(self) -> int:
+        """Episodes holding a slot now."""
+        return self._busy
+
+    @property
+    def waiting(self) -> int:
+        """Episodes waiting for a slot now."""
+        return len(self._queue)
+
+    @asynccontextmanager
+    async def slot(self, on_wait: OnWait | None = None) -> AsyncIterator[SlotTicket]:
+        """Hold a slot for the block; while waiting, `on_wait(questions ahead)` on every move."""
+        started = time.perf_counter()
+        if self._busy < self.slots and not self._queue:
+            self._busy += 1
+        else:
+            await self._wait_turn(on_wait)
+        try:
+            yield SlotTicket(queued_seconds=time.perf_counter() - started)
+        finally:
+            self._release()
+
+    async def _wait_turn(self, on_wait: OnWait | None) -> None:
+        waiter = _Waiter()
+        self._queue.append(waiter)
+        admitted = False
+        try:
+            reported: int | None = None
+            while not waiter.granted:
+                ahead = self._queue.index(waiter) + self._busy
+                changed = self._changed
+                if on_wait is not None and ahead != reported:
+                    reported = ahead
+                    await on_wait(ahead)
+                    continue  # the queue may have moved while the report was sent
+                await changed.wait()
+            admitted = True
+        finally:
+            if not admitted:  # cancelled while waiting
+                if waiter.granted:
+                    self._release()  # a slot was handed over in the same instant: pass it on
+                else:
+                    self._queue.remove(waiter)
+                    self._notify()
+
+    def _release(self) -> None:
+        """Hand the slot to the first waiter (arrival order), or free it."""
+        if self._queue:
+            self._queue.pop(0).granted = True
+        else:
+            self._busy -= 1
+        self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+
+def waiting_message(ahead: int) -> str:
+    """The progress text of a question waiting for a runtime slot."""
+    noun = "question" if ahead == 1 else "questions"
+    return f"waiting for the model: {ahead} {noun} ahead"
+
+
+# An OpenAI-compatible engine such as vLLM or SGLang batches many sequences and shares cached
+# prefixes between them, so several episodes per replica do not evict each other.
+OPENAI_SLOTS_PER_REPLICA = 4
+OLLAMA_PARALLEL_ENV = "OLLAMA_NUM_PARALLEL"
+
+
+@dataclass(frozen=True)
+class SlotChoice:
+    """How many runtime slots to use, and why (for doctor and the start-up log)."""
+
+    slots: int
+    reason: str
+
+
+def default_runtime_slots(backend: str, replicas: int, environ: Mapping[str, str]) -> SlotChoice:
+    """The slots to use when --runtime-slots is not given, from the backend and the environment."""
+    if backend == "ollama":
+        value = environ.get(OLLAMA_PARALLEL_ENV, "").strip()
+        if value.isdigit() and int(value) >= 1:
+            return SlotChoice(int(value), f"{OLLAMA_PARALLEL_ENV}={value} in this environment")
+        return SlotChoice(1, f"Ollama's one slot per model ({OLLAMA_PARALLEL_ENV} is not set here)")
+    count = max(1, replicas)
+    return SlotChoice(OPENAI_SLOTS_PER_REPLICA * count,
+                      f"{OPENAI_SLOTS_PER_REPLICA} per replica for batching engines (vLLM, SGLang), "
+                      f"{count} {'replica' if count == 1 else 'replicas'}")
+
+
+def resolve_runtime_slots(given: int | None, backend: str, replicas: int,
+                          environ: Mapping[str, str]) -> SlotChoice:
+    """--runtime-slots when given, else the default for the backend."""
+    if given is not None:
+        if given < 1:
+            raise ConfigError(f"--runtime-slots must be at least 1 (got {given})")
+        return SlotChoice(given, "--runtime-slots")
+    return default_runtime_slots(backend, replicas, environ)

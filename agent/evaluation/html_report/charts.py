@@ -33,6 +33,7 @@ SERIES_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b
 WIDTH = 5.6  # inches; the SVG scales to its column
 LEFT, RIGHT, BOTTOM, TOP = 0.6, 0.15, 0.45, 0.1  # default margins, inches
 CHAR_WIDTH = 0.068  # inches per character of a 9 pt DejaVu Sans label, a little generous
+MIN_DISCRETE_SPAN = 8  # a histogram of whole numbers spans at least this many values
 _RC: dict[str, Any] = {
     "svg.fonttype": "none", "text.parse_math": False, "font.size": 9, "font.family": "sans-serif",
     "font.sans-serif": ["DejaVu Sans"],  # matplotlib ships it, so the layout matches what it measured
@@ -63,16 +64,18 @@ def accuracy_chart(groups: Sequence[GroupAccuracy], *, salt: str) -> str:
     def draw(ax: Axes) -> None:
         ax.barh(range(len(groups)), values, color=BAR_COLOR, height=0.7)
         for i, g in enumerate(groups):
+            # Beside the bar, in the right margin when the bar is full: never over the bar.
             ax.text(values[i] + 1, i, f"{g.correct}/{g.questions} · {values[i]:.1f}%", va="center",
-                    fontsize=8)
+                    fontsize=8, clip_on=False)
         _category_axis(ax, labels)
-        ax.set_xlim(0, 125)
+        ax.set_xlim(0, 100)
         ax.set_xticks([0, 25, 50, 75, 100])
         ax.set_xlabel("execution accuracy (%)")
 
     labels = [f"{g.label} ({g.questions})" for g in groups]
+    widest = max((len(f"{g.correct}/{g.questions} · 100.0%") for g in groups), default=10)
     return _render(_bars_height(len(groups)), salt, f"accuracy of {len(groups)} groups", draw,
-                   left=_label_margin(labels))
+                   left=_label_margin(labels), right=0.1 + CHAR_WIDTH * 0.9 * widest)
 
 
 def counts_chart(counts: Mapping[str, int], *, salt: str, xmax: int | None = None) -> str:
@@ -115,6 +118,8 @@ def histogram_chart(dist: Distribution, edges: Sequence[float], *, salt: str,
         if dist.discrete:
             centres = [e + 0.5 for e in edges[:-1]]
             ax.set_xticks(centres[:: max(1, len(centres) // 12)])
+            pad = max(0.0, (MIN_DISCRETE_SPAN - (edges[-1] - edges[0])) / 2)  # one value: not one wide bar
+            ax.set_xlim(edges[0] - pad, edges[-1] + pad)
         else:
             ax.xaxis.set_major_locator(_ticks(6))
         ax.yaxis.set_major_locator(_whole_numbers())

@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Any
 
 from .tools import ToolSettings
+from .tools.environment import DEFAULT_ENVIRONMENT, Environment
 
 
 class EpisodeStatus(StrEnum):
@@ -40,6 +41,7 @@ class EpisodeSettings:
     result_rows: int = 50  # rows of the final answer kept in the result
     result_cell_chars: int | None = None  # longer text cells arrive clipped (ClippedText); None: whole
     tools: ToolSettings = field(default_factory=ToolSettings)
+    environment: Environment = DEFAULT_ENVIRONMENT  # which texts the model reads (tools and turns)
 
 
 @dataclass(frozen=True)

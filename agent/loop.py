@@ -47,7 +47,7 @@ from .prompt import (
     cut_at_chat_token,
     neutralise,
     render_initial_prompt,
-    render_results_message,
+    render_round_message,
 )
 from .sqlite import Database, QueryResult
 from .text_safety import replace_lone_surrogates
@@ -126,7 +126,8 @@ class _Episode:
 
     async def play(self) -> EpisodeResult:
         """Tool turns until a budget ends them (or an answer arrives), then the final turn."""
-        self.prompt = self.pending = render_initial_prompt(self.prompts, self.question, self.evidence)
+        self.prompt = self.pending = render_initial_prompt(
+            self.prompts, self.question, self.evidence, environment=self.settings.environment)
         stop: StopReason | None = None
         if self.settings.max_tool_turns <= 0:
             stop = StopReason.TOOL_TURNS
@@ -134,7 +135,8 @@ class _Episode:
             stop = StopReason.TOKEN_BUDGET
         if stop is not None:
             self.prompt = self.pending = render_initial_prompt(
-                self.prompts, self.question, self.evidence, final=True, final_reason=stop)
+                self.prompts, self.question, self.evidence, final=True, final_reason=stop,
+                environment=self.settings.environment)
         while stop is None:
             stop, answer = await self._tool_turn()
             if answer is not None:
@@ -184,11 +186,13 @@ class _Episode:
         elif self.failed_streak >= self.settings.max_failed_queries:
             stop = StopReason.FAILED_QUERIES
         results = [(record.call, record.text) for record in records]
-        message = render_results_message(results, notes, turns_left)
+        environment = self.settings.environment
+        message = render_round_message(environment, results, notes, turns_left)
         if stop is None and self._tool_tokens(message) < self.settings.final_turn_min_tokens:
             stop = StopReason.TOKEN_BUDGET
         if stop is not None:
-            message = render_results_message(results, notes, turns_left, final=True, final_reason=stop)
+            message = render_round_message(environment, results, notes, turns_left, final=True,
+                                           final_reason=stop, last_ok_sql=self.last_ok_sql)
         await self._record_round(completion, parsed, records, notes, model_seconds, tool_seconds)
         next_prompt = continue_prompt(self.prompt, completion.text, message)
         self.pending = next_prompt[len(self.prompt) + len(completion.text):]
@@ -206,7 +210,8 @@ class _Episode:
                 records.append(CallRecord(call, first.ok, first.text, 0.0, first.tables, duplicate=True))
                 continue
             started = time.perf_counter()
-            outcome = await tools.arun_tool(self.database, call.tool, call.args, self.settings.tools)
+            outcome = await tools.arun_tool(self.database, call.tool, call.args, self.settings.tools,
+                                            self.settings.environment)
             record = CallRecord(call, outcome.ok, neutralise(outcome.text),
                                 time.perf_counter() - started, outcome.tables)
             records.append(record)
@@ -234,7 +239,8 @@ class _Episode:
                               'end your thinking, then call a tool as {"tool": "<name>", "args": {...}}')
             return None, ('no tool call found in your reply; call a tool as {"tool": "<name>", '
                           '"args": {...}}, or submit your answer with submit_sql')
-        outcome = await tools.arun_tool(self.database, "run_query", {"sql": sql}, self.settings.tools)
+        outcome = await tools.arun_tool(self.database, "run_query", {"sql": sql}, self.settings.tools,
+                                        self.settings.environment)
         self._count_query(outcome.ok)
         if not outcome.ok:
             return None, ("your reply has SQL but no tool call, so it was taken as your answer, and it "

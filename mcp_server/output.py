@@ -145,12 +145,14 @@ def _more_rows_line(answer: AnswerOutput) -> str | None:
 
 
 def call_summary(text: str) -> str:
-    """One line about a tool result: its closing `[...]` note if it has one, else its first line."""
+    """One line about a tool result: its closing note (`[...]`, or `... (...)` in the trained
+    environment's texts) if it has one, else its first line."""
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return ""
     last = lines[-1].strip()
-    chosen = last if len(lines) > 1 and last.startswith("[") and last.endswith("]") else lines[0]
+    note = (last.startswith("[") and last.endswith("]")) or (last.startswith("... (") and last.endswith(")"))
+    chosen = last if len(lines) > 1 and note else lines[0]
     return clip(chosen, SUMMARY_CHARS)
 
 

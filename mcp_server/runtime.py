@@ -101,7 +101,8 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
         runtime = ServerRuntime(
             settings=settings, catalog=catalog, databases=databases, backend=backend,
             prompts=prompts, episode_settings=EpisodeSettings(result_rows=settings.max_rows,
-                                                              result_cell_chars=RESULT_CELL_CHARS),
+                                                              result_cell_chars=RESULT_CELL_CHARS,
+                                                              environment=settings.environment),
             limiter=anyio.CapacityLimiter(settings.max_concurrent),
             slots=RuntimeSlots(slots.slots),
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,

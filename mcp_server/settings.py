@@ -21,6 +21,7 @@ from agent.backends.settings import (
     with_api_key,
 )
 from agent.errors import ConfigError
+from agent.tools.environment import DEFAULT_ENVIRONMENT, ENVIRONMENT_NAMES, Environment
 
 ARGS_ENV = "SQALE_MCP_ARGS"  # options for the module-level server of `mcp dev` / `mcp run`
 ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
@@ -56,6 +57,7 @@ class ServerSettings(BackendSettings):
     system_prompt: Path | None = None
     user_template: Path | None = None
     episode_log: Path | None = None
+    environment: Environment = DEFAULT_ENVIRONMENT  # which texts the model reads
     transport: Literal["stdio", "streamable-http"] = "stdio"
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65_535)
@@ -149,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace the user turn template ({question}, {evidence}) with this file")
     p.add_argument("--episode-log", type=Path, metavar="PATH",
                    help="append one JSON line per answered question (audit)")
+    p.add_argument("--environment", choices=ENVIRONMENT_NAMES,
+                   help="the texts the model reads: the tool outputs and turn texts it was trained "
+                        f"with ({DEFAULT_ENVIRONMENT}, default) or our richer ones (rich)")
     p.add_argument("--transport", choices=("stdio", "streamable-http"),
                    help="stdio (default) or streamable-http")
     p.add_argument("--host", help="HTTP listen address (default 127.0.0.1)")

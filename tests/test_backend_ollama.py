@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import anyio
 import httpx
@@ -11,7 +12,7 @@ import pytest
 from fake_runtime import SHOW_PARAMETERS
 from policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy
 
-from agent.backends.base import Completion, ModelInfo, SamplingSettings
+from agent.backends.base import VLLM_NEUTRAL_SAMPLERS, Completion, ModelInfo, SamplingSettings
 from agent.backends.ollama import OllamaBackend, resolve_ollama_host
 from agent.errors import (
     BackendResponseError,
@@ -97,10 +98,21 @@ async def test_generate_request_fields(fake_ollama) -> None:
     assert fake.bodies("/api/generate") == [{
         "model": DEFAULT_MODEL, "prompt": PROMPT, "stream": False, "raw": True, "keep_alive": "10m",
         "options": {
-            "temperature": 0.6, "top_p": 0.95, "top_k": 20, "num_ctx": 8192, "num_predict": 300,
-            "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"], "seed": 7,
+            "temperature": 0.6, "top_p": 0.95, "top_k": 20, "repeat_penalty": 1.0,
+            "presence_penalty": 0.0, "frequency_penalty": 0.0, "min_p": 0.0, "typical_p": 1.0,
+            "num_ctx": 8192, "num_predict": 300, "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"],
+            "seed": 7,
         },
     }]
+
+
+def test_modelfile_sets_the_same_neutral_samplers() -> None:
+    """The Modelfile's PARAMETER lines give every sampler vLLM leaves off its neutral value."""
+    modelfile = Path(__file__).resolve().parents[1] / "Modelfile"
+    parameters = dict(line.split()[1:3] for line in modelfile.read_text(encoding="utf-8").splitlines()
+                      if line.startswith("PARAMETER ") and '"' not in line)
+    assert {k: float(parameters[k]) for k in VLLM_NEUTRAL_SAMPLERS} == dict(VLLM_NEUTRAL_SAMPLERS)
+    assert parameters["repeat_penalty"] == "1.0"
 
 
 async def test_generate_request_without_seed_or_keep_alive(fake_ollama) -> None:
@@ -111,8 +123,9 @@ async def test_generate_request_without_seed_or_keep_alive(fake_ollama) -> None:
     await backend.aclose()
     body = fake.bodies("/api/generate")[0]
     assert ("keep_alive" in body, body["options"]) == (False, {
-        "temperature": 0.6, "top_p": 0.95, "top_k": 20, "num_ctx": 16384, "num_predict": 64,
-        "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"],
+        "temperature": 0.6, "top_p": 0.95, "top_k": 20, "repeat_penalty": 1.0,
+        "presence_penalty": 0.0, "frequency_penalty": 0.0, "min_p": 0.0, "typical_p": 1.0,
+        "num_ctx": 16384, "num_predict": 64, "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"],
     })
 
 

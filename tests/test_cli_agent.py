@@ -10,6 +10,7 @@ import pytest
 from policies import DEFAULT_MODEL, OraclePolicy
 
 from agent.cli import main
+from agent.sqlite import create_database
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 CHINOOK = DATA / "dbs" / "Chinook_Sqlite.sqlite"
@@ -167,3 +168,19 @@ def test_doctor_reports_the_engines_slots_and_what_runtime_slots_will_be(fake_op
     silent = fake_openai(OraclePolicy({}))
     assert main(["doctor", "--backend", "openai", "--base-url", silent.url]) == 0
     assert "the engine does not say how many sequences it runs at once" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("flags", "result_text"), [
+    ([], "result (1/1):\nn\n3"),
+    (["--environment", "rich"], "[1 row]"),
+])
+def test_ask_reads_the_environment_it_is_given(fake_ollama, tmp_path, capsys, flags, result_text) -> None:
+    """ask --environment picks the texts the model reads; the printed answer is the same."""
+    db = create_database(tmp_path / "t.sqlite",
+                         "CREATE TABLE t (n INTEGER); INSERT INTO t VALUES (1), (2), (3);")
+    question, gold = "How many rows?", "SELECT count(*) AS n FROM t"
+    server = fake_ollama(OraclePolicy({question: gold}))
+    assert main(["ask", "--db", str(db), "--ollama-host", server.url, *flags, question]) == 0
+    prompts = [body["prompt"] for body in server.bodies("/api/generate")]
+    assert result_text in prompts[-1]
+    assert capsys.readouterr().out.split("\n", 1)[1] == "```sql\n" + gold + "\n```\nn\n-\n3\n[1 row]\n"

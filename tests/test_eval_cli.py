@@ -52,7 +52,7 @@ def test_eval_over_ollama_writes_results_and_summary(shop, tmp_path, fake_ollama
     assert (summary["accuracy"]["ex"], summary["questions"]["scored"]) == (1.0, 3)
     assert "overall  3  100.0%" in captured.out
     assert captured.err.startswith(f"spider: 3 questions from {shop / 'dev.json'}; model {DEFAULT_MODEL} via "
-                                   f"ollama ({server.url}); results -> {out}\n")
+                                   f"ollama ({server.url}); trained environment; results -> {out}\n")
     assert all(body["raw"] is True for body in server.bodies("/api/generate"))
 
 

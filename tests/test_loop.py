@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,8 @@ from agent.errors import BackendUnreachable
 from agent.loop import context_after, final_turn_tokens, run_episode, tool_turn_tokens
 from agent.prompt import SYSTEM_PROMPT, PromptSet
 from agent.sqlite import BlobRef, ClippedText, Database, EngineLimits, QueryEngine, QueryResult, create_database
-from agent.tools import run_tool
+from agent.tools import Environment
+from agent.tools import run_tool as _run_tool
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 CHINOOK = DATA / "dbs" / "Chinook_Sqlite.sqlite"
@@ -79,8 +81,14 @@ def script(*turns: str, final: str | None = None) -> PolicyBackend:
 
 
 def run(question: str, db: Database, backend: PolicyBackend, **kwargs: Any) -> EpisodeResult:
-    """run_episode from sync test code."""
-    return anyio.run(lambda: run_episode(question, db, backend, **kwargs))
+    """run_episode from sync test code, in the rich environment (these goldens are its texts)."""
+    settings = replace(kwargs.pop("settings", EpisodeSettings()), environment=Environment.RICH)
+    return anyio.run(lambda: run_episode(question, db, backend, settings=settings, **kwargs))
+
+
+def run_tool(db: Database, name: str, args: dict[str, Any]) -> Any:
+    """A tool's rich text, as the episodes above see it."""
+    return _run_tool(db, name, args, environment=Environment.RICH)
 
 
 def user_turn(message: str) -> str:

@@ -152,6 +152,12 @@ def test_call_summary_prefers_the_closing_note() -> None:
         "[3 rows]", "[only]", "first", ""]
 
 
+def test_call_summary_reads_the_trained_closing_line() -> None:
+    """In the trained texts the closing note is `... (...)`; without one, the first line."""
+    assert [call_summary(t) for t in ("a\n1\n... (showing first 5 rows; more rows exist)", "n\n3")] == [
+        "... (showing first 5 rows; more rows exist)", "n"]
+
+
 def test_error_texts_say_what_and_what_next() -> None:
     """Every ToolError names the problem and the next step."""
     texts = [str(tool_error_for(exc, database="db")) for exc in (

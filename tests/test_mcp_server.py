@@ -381,7 +381,7 @@ async def test_episode_log_gets_one_line_per_question(tmp_path: Path) -> None:
     backend = PolicyBackend(KeyedPolicy({
         "refused": ScriptPolicy([ScriptedReply("model gone", http_status=404)]),
         "": OraclePolicy(BOOK_GOLD)}))
-    server = build(tmp_path, ["--demo", "--episode-log", str(log)], backend)
+    server = build(tmp_path, ["--demo", "--episode-log", str(log), "--environment", "rich"], backend)
     async with Client(server) as client:
         await client.call_tool(TOOL, {"question": "How many books are there?", "evidence": "all"})
         await client.call_tool(TOOL, {"question": "refused question"})

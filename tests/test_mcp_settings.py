@@ -9,6 +9,7 @@ from pydantic import SecretStr
 
 from agent.errors import ConfigError
 from agent.sqlite import Database, EngineLimits, create_database
+from agent.tools import Environment
 from mcp_server.catalog import (
     NO_DATABASE,
     Catalog,
@@ -271,3 +272,20 @@ def test_prompt_files_come_from_flags_or_the_config_file(tmp_path: Path) -> None
     assert (s.system_prompt, s.user_template) == (tmp_path / "system.txt", tmp_path / "user.txt")
     prompts = server_prompts(s)
     assert (prompts.system, prompts.user_template) == ("SYS", "U {question}")
+
+
+def test_environment_from_flag_or_config_file(tmp_path: Path) -> None:
+    """Trained texts by default; rich from --environment or `environment = "rich"`; typos name the choices."""
+    config = tmp_path / "sqale.toml"
+    config.write_text('environment = "rich"\n')
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text('environment = "richer"\n')
+    assert [parse_settings(argv, {}).environment for argv in (
+        ["--demo"], ["--demo", "--environment", "rich"], ["--config", str(config)],
+        ["--config", str(config), "--environment", "trained"])] == [
+        Environment.TRAINED, Environment.RICH, Environment.RICH, Environment.TRAINED]
+    assert config_error(["--environment", "richer"]) == (
+        "argument --environment: invalid choice: 'richer' (choose from 'trained', 'rich'); "
+        "see `sqale-mcp --help`")
+    assert config_error(["--config", str(wrong)]) == (
+        "--environment: Input should be 'trained' or 'rich' (got 'richer'); see `sqale-mcp --help`")

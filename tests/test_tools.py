@@ -5,14 +5,20 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from agent import tools
 from agent.sqlite import Database, EngineLimits, QueryEngine, QueryStatus, create_database
-from agent.tools import ToolOutcome, ToolSettings, arun_tool, run_tool
+from agent.tools import Environment, ToolOutcome, ToolSettings
+
+# These goldens are the rich environment's texts; the trained ones are in test_trained_text.py.
+run_tool = partial(tools.run_tool, environment=Environment.RICH)
+arun_tool = partial(tools.arun_tool, environment=Environment.RICH)
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DBS = DATA / "dbs"

@@ -16,6 +16,7 @@ from ..loop import run_episode
 from ..report import progress_message, render_answer, render_trace, result_as_json
 from ..sqlite import Database
 from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
+from .environment_option import add_environment_argument, environment_from_args
 
 
 def register(subparsers: Any) -> None:
@@ -32,6 +33,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--trace", action="store_true",
                         help="print each round: thoughts, calls and results")
     add_backend_arguments(parser)
+    add_environment_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -39,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     """Run one episode and print the answer (or the JSON result)."""
     choice = backend_choice(args)
     prompts = prompts_from_args(args)
-    settings = EpisodeSettings(result_rows=max(1, args.max_rows))
+    settings = EpisodeSettings(result_rows=max(1, args.max_rows), environment=environment_from_args(args))
     live = sys.stderr.isatty()
 
     async def report(played: Round) -> None:

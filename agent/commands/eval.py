@@ -22,7 +22,9 @@ from ..evaluation.runner import EvalSettings, EvaluationAborted, RunResult, eval
 from ..evaluation.scoring import QueryLimits
 from ..evaluation.summary import render_summary, summarize, write_summary
 from ..sqlite import EngineLimits
+from ..tools import DEFAULT_ENVIRONMENT, Environment
 from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
+from .environment_option import add_environment_argument, environment_from_args
 
 EXIT_OK, EXIT_ABORTED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -93,6 +95,7 @@ def register(subparsers: Any) -> None:
                      help="episode detail kept per question: full (default), calls (no tool result "
                           "texts) or none")
     add_backend_arguments(parser)
+    add_environment_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -117,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     out_path = Path(args.out) if args.out else default_out_path(dataset.benchmark)
     summary_path = Path(args.summary) if args.summary else summary_path_for(out_path)
-    print(describe_run(dataset, selection, choice, out_path), file=sys.stderr)
+    print(describe_run(dataset, selection, choice, out_path, settings.episode.environment), file=sys.stderr)
     progress = ProgressLine(len(selection.examples), settings.samples, sys.stderr, tty=sys.stderr.isatty())
     episode_options = {"prompts": prompts}
     run_details = run_info(settings, backend=choice.backend, extra={"prompts": prompt_label(args)})
@@ -160,7 +163,7 @@ def settings_from_args(args: argparse.Namespace) -> EvalSettings:
         samples=args.samples, concurrency=args.concurrency, seed=args.seed,
         limits=QueryLimits(timeout=args.scoring_timeout, max_rows=args.max_result_rows),
         tool_query_timeout=args.tool_query_timeout, max_backend_failures=args.max_backend_failures,
-        trace=TraceKind(args.trace), episode=EpisodeSettings(),
+        trace=TraceKind(args.trace), episode=EpisodeSettings(environment=environment_from_args(args)),
     )
 
 
@@ -186,9 +189,11 @@ def summary_path_for(out_path: Path) -> Path:
     return out_path.with_name(f"{out_path.stem}.summary.json")
 
 
-def describe_run(dataset: Dataset, selection: Selection, choice: BackendSettings, out_path: Path) -> str:
+def describe_run(dataset: Dataset, selection: Selection, choice: BackendSettings, out_path: Path,
+                 environment: Environment = DEFAULT_ENVIRONMENT) -> str:
     """The line printed before the run starts."""
     missing = ", ".join(selection.missing_db_ids)
     skipped = f" ({len(selection.missing_db)} skipped: database missing: {missing})" if missing else ""
     return (f"{dataset.benchmark.value}: {len(selection.examples)} questions from {dataset.source}{skipped}; "
-            f"model {choice.model} via {choice.backend} ({choice.address}); results -> {out_path}")
+            f"model {choice.model} via {choice.backend} ({choice.address}); {environment} environment; "
+            f"results -> {out_path}")

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..sqlite import Database
 from ..tools import TOOL_NAMES, run_tool
+from .environment_option import add_environment_argument, environment_from_args
 
 
 def register(subparsers: Any) -> None:
@@ -23,6 +24,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("tool_args", metavar="ARGS", nargs="?", default="{}",
                         help='the arguments as a JSON object, e.g. \'{"table_name": "Track"}\' '
                              "(default {})")
+    add_environment_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -40,6 +42,6 @@ def run(args: argparse.Namespace) -> int:
               'give an object such as \'{"table_name": "Track"}\'', file=sys.stderr)
         return 2
     with Database(args.db) as db:
-        outcome = run_tool(db, args.tool_name, tool_args)
+        outcome = run_tool(db, args.tool_name, tool_args, environment=environment_from_args(args))
     print(outcome.text)
     return 0

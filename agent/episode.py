@@ -102,6 +102,8 @@ class EpisodeResult:
     model_seconds: float
     tool_seconds: float
     prompt: str  # the final raw prompt text, completions included
+    query_timeouts: int = 0  # the model's statements stopped by the per-query time limit
+    answer_timed_out: bool = False  # the answer's own SQL ran past the per-query time limit
 
     @property
     def tool_calls(self) -> int:

@@ -49,12 +49,13 @@ from .prompt import (
     render_initial_prompt,
     render_round_message,
 )
-from .sqlite import Database, QueryResult
+from .sqlite import Database, QueryResult, QueryStatus
 from .text_safety import replace_lone_surrogates
 
 # Rough size of a token, only for text the runtime has not counted yet (the next user turn).
 CHARS_PER_TOKEN = 4
 QUERY_TOOLS = frozenset({"run_query", "submit_sql"})
+TIMED_OUT = frozenset({QueryStatus.TIMEOUT, QueryStatus.KILLED})
 DEFAULT_SETTINGS = EpisodeSettings()
 
 
@@ -122,6 +123,8 @@ class _Episode:
         self.tool_turns = 0
         self.failed_streak = 0
         self.last_ok_sql: str | None = None
+        self.query_timeouts = 0  # the model's statements that the per-query time limit stopped
+        self.answer_timed_out = False
         self.started = time.perf_counter()
 
     async def play(self) -> EpisodeResult:
@@ -218,7 +221,7 @@ class _Episode:
             seen[key] = record
             if call.tool not in QUERY_TOOLS:
                 continue
-            self._count_query(outcome.ok)
+            self._count_query(outcome.ok, outcome.query)
             sql = sql_argument(call.args)
             if outcome.ok and sql is not None:
                 if call.tool == "submit_sql":
@@ -226,8 +229,10 @@ class _Episode:
                 self.last_ok_sql = sql
         return records, None
 
-    def _count_query(self, ok: bool) -> None:
+    def _count_query(self, ok: bool, result: QueryResult | None) -> None:
         self.failed_streak = 0 if ok else self.failed_streak + 1
+        if result is not None and result.status in TIMED_OUT:
+            self.query_timeouts += 1
 
     async def _answer_without_call(self, completion: Completion,
                                    parsed: ParsedCompletion) -> tuple[_Answer | None, str | None]:
@@ -241,7 +246,7 @@ class _Episode:
                           '"args": {...}}, or submit your answer with submit_sql')
         outcome = await tools.arun_tool(self.database, "run_query", {"sql": sql}, self.settings.tools,
                                         self.settings.environment)
-        self._count_query(outcome.ok)
+        self._count_query(outcome.ok, outcome.query)
         if not outcome.ok:
             return None, ("your reply has SQL but no tool call, so it was taken as your answer, and it "
                           f"failed:\n{outcome.text}\nFix it with run_query, then answer with submit_sql")
@@ -289,6 +294,8 @@ class _Episode:
         result = await self.database.aquery(sql, max_rows=self.settings.result_rows,
                                             cell_limit=self.settings.result_cell_chars)
         seconds = time.perf_counter() - started
+        if result.status in TIMED_OUT:
+            self.answer_timed_out = True
         return _Answer(sql, status, result, None if result.ok else result.error, seconds)
 
     async def _record_round(self, completion: Completion, parsed: ParsedCompletion,
@@ -317,5 +324,6 @@ class _Episode:
             error=answer.error, rounds=tuple(self.rounds), tokens=self.used,
             seconds=time.perf_counter() - self.started, model_seconds=model_seconds,
             tool_seconds=sum(r.tool_seconds for r in self.rounds) + answer.seconds,
-            prompt=self.prompt,
+            prompt=self.prompt, query_timeouts=self.query_timeouts,
+            answer_timed_out=self.answer_timed_out,
         )

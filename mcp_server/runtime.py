@@ -22,6 +22,7 @@ from agent.slots import RuntimeSlots, resolve_runtime_slots
 from agent.sqlite import Database, EngineLimits, QueryEngine
 
 from .catalog import Catalog
+from .limits import AnswerLimits
 from .settings import ServerSettings
 
 logger = logging.getLogger("mcp_server")
@@ -29,6 +30,11 @@ logger = logging.getLogger("mcp_server")
 BackendFactory = Callable[[ServerSettings], ModelBackend]
 RESULT_CELL_CHARS = 10_000  # a cell longer than this reaches the client clipped, with its length
 STARTUP_PROBE_SECONDS = 3.0  # a dead local runtime answers at once; a black hole costs this
+
+
+def answer_limits(settings: ServerSettings) -> AnswerLimits:
+    """The limits a server with these settings enforces on each answer."""
+    return AnswerLimits.from_settings(settings, cell_chars=RESULT_CELL_CHARS)
 
 
 def server_prompts(settings: ServerSettings) -> PromptSet:
@@ -83,6 +89,7 @@ class ServerRuntime:
     limiter: anyio.CapacityLimiter
     slots: RuntimeSlots  # episodes talking to the model at once (each keeps its slot)
     episode_log: EpisodeLog | None
+    limits: AnswerLimits
 
 
 @asynccontextmanager
@@ -96,7 +103,7 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
                                   os.environ)
     logger.info("runtime slots: %d (%s)", slots.slots, slots.reason)
     try:
-        databases = {e.alias: Database(e.path, engine) for e in catalog.entries}
+        databases = {e.alias: Database(e.path, engine, hide=e.hide) for e in catalog.entries}
         backend = backend_factory(settings)
         runtime = ServerRuntime(
             settings=settings, catalog=catalog, databases=databases, backend=backend,
@@ -106,6 +113,7 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
             limiter=anyio.CapacityLimiter(settings.max_concurrent),
             slots=RuntimeSlots(slots.slots),
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
+            limits=answer_limits(settings),
         )
         await warn_if_model_unavailable(backend)
         yield runtime

@@ -128,13 +128,15 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
         "tool_seconds": round(result.tool_seconds, 3), "queued_seconds": round(waited, 3),
         "trace": [entry.model_dump(mode="json") for entry in answer.trace],
     })
-    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer))],
+    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer, runtime.limits))],
                           structured_content=answer.model_dump(mode="json"))
 
 
 async def _audit(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,
                  fields: dict[str, Any]) -> None:
     if runtime.episode_log is not None:
+        hide = runtime.databases[alias].hide
+        hidden = {"hide_rules": list(hide.texts)} if hide else {}
         await runtime.episode_log.append({
             "question": question, "evidence": evidence, "database": alias,
-            "model": runtime.backend.model, **fields})
+            "model": runtime.backend.model, **hidden, **fields})

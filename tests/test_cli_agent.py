@@ -152,6 +152,22 @@ def test_doctor_checks_every_openai_replica_serves_the_model(fake_openai, dead_u
             "Pass that name with --model") in capsys.readouterr().out
 
 
+def test_doctor_lists_what_each_hide_rule_hides(fake_ollama, tmp_path, capsys) -> None:
+    """doctor --hide prints each rule's matches per database and warns about a rule matching nothing."""
+    db = tmp_path / "t.sqlite"
+    sqlite3.connect(db).executescript(
+        "CREATE TABLE Customer (id, Email); CREATE VIEW Mails AS SELECT Email FROM Customer;").close()
+    server = fake_ollama(OraclePolicy({}))
+    assert main(["doctor", "--ollama-host", server.url, "--db", str(db),
+                 "--hide", "customer.email", "--hide", "Custmer.*"]) == 0
+    out = capsys.readouterr().out
+    assert (f"[ok]   database {db.resolve()}: 1 tables, 0 views\n"
+            "       hides (customer.email): Customer.Email\n"
+            "[warn] hide rule 'Custmer.*' matches no table or column here; check its spelling "
+            "(TABLE or TABLE.COLUMN globs, any case)\n"
+            "       also hidden, as they read hidden data: Mails\n") in out
+
+
 def test_doctor_reports_the_engines_slots_and_what_runtime_slots_will_be(fake_openai, capsys) -> None:
     """llama-server's /props total_slots is reported, with a note when --runtime-slots differs."""
     one_slot = fake_openai(OraclePolicy({}), total_slots=1)

@@ -563,3 +563,24 @@ def test_episode_over_the_ollama_http_fake_with_a_kv_cache(db: Database, fake_ol
     assert (result.status, result.rows) == (EpisodeStatus.SUBMITTED, ((1, 2), (2, 1)))
     assert result.rounds[-1].prompt_tokens < result.rounds[-2].context_tokens
     assert result.tokens == result.rounds[-1].context_tokens > result.rounds[-2].context_tokens
+
+
+def test_statements_stopped_by_the_query_time_limit_are_counted(tmp_path: Path) -> None:
+    """A run_query and an answer that overrun --query-timeout are counted for the caller."""
+    slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+    engine = QueryEngine(EngineLimits(query_timeout=0.5))
+    try:
+        database = Database(create_database(tmp_path / "m.sqlite", SCHEMA_SQL), engine)
+        database.query("SELECT 1", max_rows=1, timeout=30)  # start the worker outside the limit
+        slow_answer = run(QUESTION, database, script(
+            assistant_reply("slow", tool_call("run_query", sql=slow)),
+            assistant_reply("fast", tool_call("run_query", sql="SELECT count(*) FROM album")),
+            assistant_reply("answer", tool_call("submit_sql", sql=slow))))
+        fine = run(QUESTION, database, script(
+            assistant_reply("answer", tool_call("submit_sql", sql="SELECT 1"))))
+    finally:
+        engine.close()
+    # Rounds 3-6 repeat the failing submit_sql; the final turn's answer is the same slow SQL.
+    assert (slow_answer.query_timeouts, slow_answer.answer_timed_out, slow_answer.status,
+            slow_answer.sql) == (5, True, EpisodeStatus.FALLBACK, "SELECT count(*) FROM album")
+    assert (fine.query_timeouts, fine.answer_timed_out) == (0, False)

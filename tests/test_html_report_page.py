@@ -14,6 +14,7 @@ from report_runs import HOSTILE, QUESTIONS, run, run_a_policy, run_b_policy, wri
 
 from agent.cli import main
 from agent.evaluation.html_report import INSTALL_HINT
+from agent.sqlite import create_database
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_CHARTS = ["by-difficulty", "by-database", "outcomes", "status", "stop-reasons", "rounds", "tool_calls",
@@ -197,3 +198,25 @@ def test_several_samples(tmp_path):
     samples = re.findall(r'<details class="sample"><summary>([^<]*)</summary>', entry)
     assert [s.split(" · ")[:2] for s in samples] == [["sample 0 (voted)", "correct"],
                                                     ["sample 1", "wrong_result"]]
+
+
+def test_golden_questions_group_by_tags(tmp_path, fake_ollama, capsys):
+    """A golden file with one right and one wrong answer: 50%, both questions, charts and filter by tags."""
+    sales = create_database(tmp_path / "sales.db", "CREATE TABLE orders (id INTEGER PRIMARY KEY, amount INT);"
+                                                   "INSERT INTO orders VALUES (1, 30), (2, 20);")
+    golden = tmp_path / "mine.jsonl"
+    questions = [("How many orders?", "SELECT count(*) FROM orders", ["counts"]),
+                 ("What is the largest amount?", "SELECT max(amount) FROM orders", ["money", "ranking"])]
+    golden.write_text("".join(json.dumps({"question": q, "sql": sql, "database": "sales", "tags": tags}) + "\n"
+                              for q, sql, tags in questions), encoding="utf-8")
+    server = fake_ollama(OraclePolicy({questions[0][0]: questions[0][1],
+                                       questions[1][0]: "SELECT min(amount) FROM orders"}))
+    report = tmp_path / "mine.html"
+    assert main(["eval", str(golden), "--db", f"sales={sales}", "--ollama-host", server.url,
+                 "--out", str(tmp_path / "run.jsonl"), "--report", str(report)]) == 0
+    page = report.read_text(encoding="utf-8")
+    assert "execution accuracy: 1 of 2" in page
+    assert charts_in(page)[:2] == ["by-tags", "by-database"]
+    assert re.findall(r'data-verdict="([^"]+)" data-group="([^"]*)"', page) == [
+        ("correct", "counts"), ("wrong", "money\nranking")]
+    assert '<label>tags <select name="group">' in page

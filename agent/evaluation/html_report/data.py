@@ -89,8 +89,9 @@ def _difficulty_rank(label: str) -> tuple[int, str]:
 
 DIFFICULTY = Grouping("difficulty", lambda r: (r.difficulty,) if r.difficulty else (), _difficulty_rank)
 DATABASE = Grouping("database", lambda r: (r.db_id,))
-# Labels a question set may carry; the page charts and filters by those present (tags would go here).
-LABEL_GROUPINGS = (DIFFICULTY,)
+TAGS = Grouping("tags", lambda r: tuple(r.tags))  # a golden question's labels; it may have several
+# Labels a question set may carry; the page charts and filters by those present.
+LABEL_GROUPINGS = (DIFFICULTY, TAGS)
 
 
 def label_groupings(run: Run) -> tuple[Grouping, ...]:

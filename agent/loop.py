@@ -56,7 +56,7 @@ from .text_safety import replace_lone_surrogates
 CHARS_PER_TOKEN = 4
 QUERY_TOOLS = frozenset({"run_query", "submit_sql"})
 TIMED_OUT = frozenset({QueryStatus.TIMEOUT, QueryStatus.KILLED})
-DEFAULT_SETTINGS = EpisodeSettings()
+DEFAULT_EPISODE_SETTINGS = EpisodeSettings()
 
 
 def estimate_tokens(text: str) -> int:
@@ -100,7 +100,7 @@ class _Answer:
 
 async def run_episode(question: str, database: Database, backend: ModelBackend, *,
                       evidence: str | None = None, prompts: PromptSet = DEFAULT_PROMPTS,
-                      settings: EpisodeSettings = DEFAULT_SETTINGS,
+                      settings: EpisodeSettings = DEFAULT_EPISODE_SETTINGS,
                       on_round: Callable[[Round], Awaitable[None]] | None = None) -> EpisodeResult:
     """Answer `question` on `database` with the model; BackendError and cancellation propagate."""
     episode = _Episode(question, evidence, database, backend, prompts, settings, on_round)
@@ -142,7 +142,7 @@ class _Episode:
                 environment=self.settings.environment)
         while stop is None:
             stop, answer = await self._tool_turn()
-            if answer is not None:
+            if answer is not None and stop is not None:  # an answer always comes with its reason
                 return self._result(answer, stop)
         return self._result(await self._final_turn(), stop)
 
@@ -289,10 +289,11 @@ class _Episode:
                        "try rephrasing the question or naming the tables it is about", spent)
 
     async def _execute(self, sql: str, status: EpisodeStatus) -> _Answer:
-        """Run the answer once for the result (whole cells, result_rows rows)."""
+        """Run the answer once for the result (result_rows rows, cut to result_bytes in the worker)."""
         started = time.perf_counter()
         result = await self.database.aquery(sql, max_rows=self.settings.result_rows,
-                                            cell_limit=self.settings.result_cell_chars)
+                                            cell_limit=self.settings.result_cell_chars,
+                                            byte_budget=self.settings.result_bytes)
         seconds = time.perf_counter() - started
         if result.status in TIMED_OUT:
             self.answer_timed_out = True
@@ -320,10 +321,10 @@ class _Episode:
             stop_reason=stop,
             columns=result.columns if result else (), rows=result.rows if result else (),
             row_count=result.total_rows if result else 0,
-            truncated=result.truncated if result else False,
+            truncated=(result.truncated or result.cut_to_fit) if result else False,
             error=answer.error, rounds=tuple(self.rounds), tokens=self.used,
             seconds=time.perf_counter() - self.started, model_seconds=model_seconds,
             tool_seconds=sum(r.tool_seconds for r in self.rounds) + answer.seconds,
-            prompt=self.prompt, query_timeouts=self.query_timeouts,
-            answer_timed_out=self.answer_timed_out,
+            prompt=self.prompt, cut=result.cut if result else None,
+            query_timeouts=self.query_timeouts, answer_timed_out=self.answer_timed_out,
         )

@@ -22,12 +22,11 @@ from pathlib import Path
 import anyio
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from policies import OraclePolicy, PolicyBackend  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the repository root: agent and tests.support
 
 from agent.backends.base import SamplingSettings  # noqa: E402
 from agent.evaluation import EvalSettings, TraceKind, evaluate, load_dataset, select_examples  # noqa: E402
+from tests.support.policies import OraclePolicy, PolicyBackend  # noqa: E402
 
 SPIDER = ROOT.parent / "shared" / "data" / "spider_dev"
 # A fresh interpreter builds the page, so imports and matplotlib's start-up count as a user sees them.

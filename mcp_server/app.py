@@ -32,7 +32,7 @@ from .runtime import (
 from .settings import ServerSettings
 from .tool import TOOL_NAME, answer_sql_question
 
-logger = logging.getLogger("mcp_server")
+logger = logging.getLogger(__name__)
 
 INSTRUCTIONS = (
     "Use answer_sql_question to answer questions about the configured SQLite databases. "
@@ -75,7 +75,7 @@ class SqaleServer(MCPServer[ServerRuntime]):
         assert tool is not None
         tool.parameters = input_schema_with_limits(tool.parameters, limits)
 
-    def run(self, transport: str | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+    def run(self, transport: str | None = None, **kwargs: Any) -> None:
         """Serve on `transport` (default: the configured one) until stopped."""
         if kwargs:
             raise ConfigError(f"transport options {sorted(kwargs)} are not taken here; give "

@@ -23,7 +23,7 @@ from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from .limits import AnswerLimits, limits_paragraph
 from .settings import ALIAS_PATTERN, DatabaseSpec, ServerSettings
 
-logger = logging.getLogger("mcp_server")
+logger = logging.getLogger(__name__)
 
 DB_DIR_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 SUMMARY_TABLE_NAMES = 6  # table names shown per database in the tool description
@@ -167,7 +167,7 @@ def log_hiding(entry: CatalogEntry) -> None:
                     ", ".join(entry.hiding.derived))
 
 
-def summarise(entry: CatalogEntry) -> str:
+def summarize(entry: CatalogEntry) -> str:
     """One line for the tool description, e.g. `chinook: 11 tables (Album, Artist, ...)`."""
     counts = [_plural(len(entry.tables), "table")]
     if entry.views:
@@ -182,7 +182,7 @@ def summarise(entry: CatalogEntry) -> str:
 
 def tool_description(catalog: Catalog, *, model: str, limits: AnswerLimits) -> str:
     """The description of answer_sql_question, naming every database."""
-    lines = "\n".join(f"- {summarise(e)}" for e in catalog.entries)
+    lines = "\n".join(f"- {summarize(e)}" for e in catalog.entries)
     if len(catalog.entries) == 1:
         choose = f"Database (`database` may be omitted; it is '{catalog.entries[0].alias}'):"
     else:

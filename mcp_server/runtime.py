@@ -15,17 +15,17 @@ from typing import Any
 import anyio
 
 from agent.backends.base import DescribableBackend, ModelBackend
+from agent.backends.slots import RuntimeSlots, resolve_runtime_slots
 from agent.episode import EpisodeSettings
 from agent.errors import BackendError, ConfigError
 from agent.prompt import PromptSet, load_prompts
-from agent.slots import RuntimeSlots, resolve_runtime_slots
 from agent.sqlite import Database, EngineLimits, QueryEngine
 
 from .catalog import Catalog
 from .limits import AnswerLimits
 from .settings import ServerSettings
 
-logger = logging.getLogger("mcp_server")
+logger = logging.getLogger(__name__)
 
 BackendFactory = Callable[[ServerSettings], ModelBackend]
 RESULT_CELL_CHARS = 10_000  # a cell longer than this reaches the client clipped, with its length
@@ -107,9 +107,9 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
         backend = backend_factory(settings)
         runtime = ServerRuntime(
             settings=settings, catalog=catalog, databases=databases, backend=backend,
-            prompts=prompts, episode_settings=EpisodeSettings(result_rows=settings.max_rows,
-                                                              result_cell_chars=RESULT_CELL_CHARS,
-                                                              environment=settings.environment),
+            prompts=prompts, episode_settings=EpisodeSettings(
+                result_rows=settings.max_rows, result_cell_chars=RESULT_CELL_CHARS,
+                result_bytes=settings.max_result_bytes, environment=settings.environment),
             limiter=anyio.CapacityLimiter(settings.max_concurrent),
             slots=RuntimeSlots(slots.slots),
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,

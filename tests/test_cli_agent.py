@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
 
 import pytest
-from policies import DEFAULT_MODEL, OraclePolicy
 
 from agent.cli import main
 from agent.sqlite import create_database
+from tests.conftest import SHARED_DATA
+from tests.support.policies import DEFAULT_MODEL, OraclePolicy
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-CHINOOK = DATA / "dbs" / "Chinook_Sqlite.sqlite"
-needs_chinook = pytest.mark.skipif(not CHINOOK.exists(), reason="../shared/data (Chinook) is absent")
+CHINOOK = SHARED_DATA / "dbs" / "Chinook_Sqlite.sqlite"
+needs_chinook = pytest.mark.needs_shared("dbs/Chinook_Sqlite.sqlite")
 
 QUESTION = "How many albums does AC/DC have?"
 GOLD = ("SELECT count(*) FROM Album JOIN Artist ON Album.ArtistId = Artist.ArtistId "
@@ -184,6 +183,20 @@ def test_doctor_reports_the_engines_slots_and_what_runtime_slots_will_be(fake_op
     silent = fake_openai(OraclePolicy({}))
     assert main(["doctor", "--backend", "openai", "--base-url", silent.url]) == 0
     assert "the engine does not say how many sequences it runs at once" in capsys.readouterr().out
+
+
+def test_doctor_states_the_wal_files_sqlite_creates(fake_ollama, tmp_path, capsys) -> None:
+    """doctor on a WAL database without -wal/-shm says both were created and why."""
+    db = tmp_path / "w.sqlite"
+    writer = sqlite3.connect(db)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("CREATE TABLE t (x)")
+    writer.close()
+    server = fake_ollama(OraclePolicy({}))
+    assert main(["doctor", "--ollama-host", server.url, "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert (f"[ok]   database {db.resolve()}: 1 tables, 0 views\n       note: the database is in "
+            "WAL mode and opening it created w.sqlite-wal and w.sqlite-shm beside it") in out
 
 
 @pytest.mark.parametrize(("flags", "result_text"), [

@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-from policies import OraclePolicy
 
 from agent.cli import main
 from agent.errors import ConfigError
 from agent.evaluation.golden import GoldenEntry, load_golden, read_golden
 from agent.sqlite import create_database
+from tests.support.policies import OraclePolicy
 
 SALES = """
     CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT, amount INTEGER);

@@ -5,14 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from chromium import Chromium, find_chromium
-from report_runs import run, run_a_policy, run_b_policy, write_dataset
 
 from agent.evaluation.html_report import write_report
+from tests.support.chromium import Chromium, find_chromium
+from tests.support.report_runs import run, run_a_policy, run_b_policy, write_dataset
 
 pytest.importorskip("websockets", reason="the browser test needs websockets (in the dev extra)")
 CHROMIUM = find_chromium()
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+# A browser starts per test and draws every chart: slow on a busy machine, hence the longer limit.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.skipif(
     CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")]
 
 VISIBLE_KEYS = "[...document.querySelectorAll('details.ep')].filter(e => !e.hidden).map(e => e.dataset.key)"

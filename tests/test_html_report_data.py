@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-from report_runs import run, run_a_policy, run_b_policy, write_dataset
 
 from agent.errors import ConfigError
 from agent.evaluation.html_report.data import (
@@ -36,6 +35,7 @@ from agent.evaluation.html_report.data import (
     unmatched_rows,
 )
 from agent.evaluation.records import RowsPreview, TraceKind, read_records
+from tests.support.report_runs import run, run_a_policy, run_b_policy, write_dataset
 
 
 @pytest.fixture(scope="module")

@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from policies import OraclePolicy, SeedSwitchPolicy
-from report_runs import HOSTILE, QUESTIONS, run, run_a_policy, run_b_policy, write_dataset
 
 from agent.cli import main
 from agent.evaluation.html_report import INSTALL_HINT
 from agent.sqlite import create_database
+from tests.support.policies import OraclePolicy, SeedSwitchPolicy
+from tests.support.report_runs import HOSTILE, QUESTIONS, run, run_a_policy, run_b_policy, write_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_CHARTS = ["by-difficulty", "by-database", "outcomes", "status", "stop-reasons", "rounds", "tool_calls",

@@ -17,7 +17,7 @@ from mcp_server.catalog import (
     collect_databases,
     hide_rules_by_alias,
     load_catalog,
-    summarise,
+    summarize,
     tool_description,
 )
 from mcp_server.demo import DEMO_ALIAS, ensure_demo_database
@@ -213,7 +213,7 @@ def test_summary_and_tool_description() -> None:
     many = CatalogEntry("big", Path("/b"), tuple(f"t{i}" for i in range(85)), ("v1",))
     one = CatalogEntry("one", Path("/o"), ("only",), ())
     empty = CatalogEntry("empty", Path("/e"), (), ())
-    assert [summarise(e) for e in (many, one, empty)] == [
+    assert [summarize(e) for e in (many, one, empty)] == [
         "big: 85 tables and 1 view (t0, t1, t2, t3, t4, t5, …)", "one: 1 table (only)",
         "empty: 0 tables"]
     limits = AnswerLimits(max_rows=50, cell_chars=10_000, query_timeout=10, episode_timeout=300)
@@ -281,6 +281,15 @@ def test_prompt_files_come_from_flags_or_the_config_file(tmp_path: Path) -> None
     assert (s.system_prompt, s.user_template) == (tmp_path / "system.txt", tmp_path / "user.txt")
     prompts = server_prompts(s)
     assert (prompts.system, prompts.user_template) == ("SYS", "U {question}")
+
+
+def test_max_result_bytes_is_a_setting_with_a_floor() -> None:
+    """--max-result-bytes sets the answer's byte budget (default 262,144); below 4 KiB is refused."""
+    assert parse_settings(["--demo"], {}).max_result_bytes == 262_144
+    assert parse_settings(["--demo", "--max-result-bytes", "100000"], {}).max_result_bytes == 100_000
+    assert config_error(["--demo", "--max-result-bytes", "10"]) == (
+        "--max-result-bytes: Input should be greater than or equal to 4096 (got 10); "
+        "see `sqale-mcp --help`")
 
 
 def test_hide_rules_come_from_flags_and_the_config_file(tmp_path: Path) -> None:

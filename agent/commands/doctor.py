@@ -11,8 +11,8 @@ import anyio
 from ..backends.base import DescribableBackend, SamplingSettings
 from ..backends.openai_compat import OpenAICompletionsBackend
 from ..backends.settings import BackendSettings, make_backend
+from ..backends.slots import resolve_runtime_slots
 from ..errors import SqaleError
-from ..slots import resolve_runtime_slots
 from ..sqlite import Database, HideRules, Schema
 from .backend_options import add_backend_arguments, backend_choice
 from .db_options import add_hide_argument, hide_rules

@@ -6,12 +6,12 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
 from ..backends.base import ModelBackend, SamplingSettings
-from ..episode import EpisodeResult, EpisodeSettings
+from ..episode import EpisodeResult, EpisodeSettings, Round
 from ..errors import (
     BackendAuthError,
     BackendError,
@@ -35,6 +35,9 @@ from .records import (
     trace_of,
 )
 
+if TYPE_CHECKING:  # agent.prompt loads the tools; the evaluation imports them only to run
+    from ..prompt import PromptSet
+
 DATABASE_ERROR = "database_error"  # gold status when the database file cannot be opened
 MATCH_RULES = {Benchmark.SPIDER: MatchRule.MULTISET, Benchmark.KAGGLEDBQA: MatchRule.MULTISET,
                Benchmark.BIRD: MatchRule.SET, Benchmark.GOLDEN: MatchRule.MULTISET}
@@ -53,8 +56,8 @@ class EpisodeFn(Protocol):
     """The shape of agent.loop.run_episode as the evaluation calls it."""
 
     def __call__(self, question: str, database: Database, backend: ModelBackend, *,
-                 evidence: str | None = ..., settings: EpisodeSettings = ...,
-                 **options: Any) -> Awaitable[EpisodeResult]: ...
+                 evidence: str | None = ..., prompts: PromptSet = ..., settings: EpisodeSettings = ...,
+                 on_round: Callable[[Round], Awaitable[None]] | None = ...) -> Awaitable[EpisodeResult]: ...
 
 
 @dataclass(frozen=True)

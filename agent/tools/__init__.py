@@ -29,7 +29,7 @@ from ..sqlite import Database, QueryResult, Table
 from . import _trained
 from ._args import ArgProblem, Param, clamp_limit, echo, parse_params, unquote_name
 from ._base import (
-    DEFAULT_SETTINGS,
+    DEFAULT_TOOL_SETTINGS,
     QuerySpec,
     Steps,
     ToolContext,
@@ -64,7 +64,7 @@ from .result_text import (
 )
 
 __all__ = [
-    "DEFAULT_ENVIRONMENT", "DEFAULT_SETTINGS", "TOOLS", "TOOL_NAMES", "ArgProblem", "Environment",
+    "DEFAULT_ENVIRONMENT", "DEFAULT_TOOL_SETTINGS", "TOOLS", "TOOL_NAMES", "ArgProblem", "Environment",
     "Param", "QuerySpec", "ToolOutcome", "ToolSettings", "ToolSpec", "arun_tool", "call_label_args",
     "canonical_tool_name", "nearest_tool_name", "parse_args", "run_tool",
 ]
@@ -285,7 +285,7 @@ def _prepare(name: Any, args: Any) -> tuple[str, dict[str, Any]] | ToolOutcome:
 
 
 def run_tool(db: Database, name: str, args: Mapping[str, Any],
-             settings: ToolSettings = DEFAULT_SETTINGS,
+             settings: ToolSettings = DEFAULT_TOOL_SETTINGS,
              environment: Environment = DEFAULT_ENVIRONMENT) -> ToolOutcome:
     """Run one tool call in `environment`'s texts; the model's mistakes come back as ok=False texts."""
     prepared = _prepare(name, args)
@@ -300,6 +300,7 @@ def run_tool(db: Database, name: str, args: Mapping[str, Any],
         spec = next(steps)
         while True:
             result = db.query(spec.sql, max_rows=spec.max_rows, cell_limit=spec.cell_limit,
+                              byte_budget=settings.query_bytes,
                               timeout=spec.timeout, count_cap=spec.count_cap)
             spec = steps.send(result)
     except StopIteration as done:
@@ -307,7 +308,7 @@ def run_tool(db: Database, name: str, args: Mapping[str, Any],
 
 
 async def arun_tool(db: Database, name: str, args: Mapping[str, Any],
-                    settings: ToolSettings = DEFAULT_SETTINGS,
+                    settings: ToolSettings = DEFAULT_TOOL_SETTINGS,
                     environment: Environment = DEFAULT_ENVIRONMENT) -> ToolOutcome:
     """`run_tool` on the event loop; cancelling the caller interrupts the running query."""
     prepared = _prepare(name, args)
@@ -322,6 +323,7 @@ async def arun_tool(db: Database, name: str, args: Mapping[str, Any],
         spec = next(steps)
         while True:
             result = await db.aquery(spec.sql, max_rows=spec.max_rows, cell_limit=spec.cell_limit,
+                                     byte_budget=settings.query_bytes,
                                      timeout=spec.timeout, count_cap=spec.count_cap)
             spec = steps.send(result)
     except StopIteration as done:

@@ -3,7 +3,7 @@
 No Node: Chromium listens on a loopback port it picks itself (written to DevToolsActivePort in
 its profile folder), and we talk JSON over one websocket to the first page. Console errors,
 uncaught exceptions and browser log errors (a Content-Security-Policy violation, a failed
-load) are collected as they arrive. Import as `from chromium import Chromium, find_chromium`.
+load) are collected as they arrive. Import as `from tests.support.chromium import Chromium, find_chromium`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Five questions on two tiny Spider-layout databases, each answered by a scripted policy whose
 outcome is fixed: right, wrong result, no SQL at all, right again, and a gold query that fails.
-A second policy flips two answers so two runs can be compared. Import as `from report_runs import ...`.
+A second policy flips two answers so two runs can be compared.
+Import as `from tests.support.report_runs import ...`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ from functools import partial
 from pathlib import Path
 
 import anyio
-from policies import (
+
+from agent.backends.base import SamplingSettings
+from agent.evaluation.datasets import Dataset, load_dataset, select_examples
+from agent.evaluation.records import TraceKind
+from agent.evaluation.runner import EvalSettings, evaluate
+from agent.sqlite import create_database
+from tests.support.policies import (
     OraclePolicy,
     PolicyBackend,
     ScriptedReply,
@@ -21,12 +28,6 @@ from policies import (
     first_user_turn,
     tool_call,
 )
-
-from agent.backends.base import SamplingSettings
-from agent.evaluation.datasets import Dataset, load_dataset, select_examples
-from agent.evaluation.records import TraceKind
-from agent.evaluation.runner import EvalSettings, evaluate
-from agent.sqlite import create_database
 
 MODEL = "scripted"
 SHOP = """

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .commands import ask, doctor, eval, golden, html_report, tool
+from .commands import ask, doctor, evaluate, golden, html_report, tool
 from .errors import SqaleError
 
 # Modules with register(subparsers); each sets `run(args) -> int` on its parser.
-COMMANDS = (ask, doctor, eval, golden, html_report, tool)
+COMMANDS = (ask, doctor, evaluate, golden, html_report, tool)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,6 +17,7 @@ server runs in process behind an MCP client. Scenarios:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -35,19 +36,36 @@ from agent.backends.settings import make_backend  # noqa: E402
 from mcp_server.app import build_server  # noqa: E402
 from mcp_server.settings import parse_settings  # noqa: E402
 from tests.support.fake_runtime import FakeServer  # noqa: E402
-from tests.support.mcp import BOOK_GOLD, DelayedPolicy  # noqa: E402
+from tests.support.mcp import BOOK_GOLD  # noqa: E402
 from tests.support.policies import (  # noqa: E402
     OraclePolicy,
     Policy,
+    ScriptedReply,
     ScriptPolicy,
     SeedSwitchPolicy,
     assistant_reply,
+    policy_reply,
     tool_call,
 )
 
 TOOL = "answer_sql_question"
 QUESTION = "How many books are there?"
 ORACLE = OraclePolicy(BOOK_GOLD)
+
+
+class SeedAwareDelay:
+    """Another policy's replies (seed passed on, so SeedSwitchPolicy works), each taking `delay` s."""
+
+    def __init__(self, policy: Policy, delay: float) -> None:
+        self.policy, self.delay = policy, delay
+
+    def reply_with_seed(self, prompt: str, model: str, seed: int | None) -> ScriptedReply:
+        """The inner reply for this seed, with the delay set."""
+        return dataclasses.replace(policy_reply(self.policy, prompt, model, seed), delay=self.delay)
+
+    def reply(self, prompt: str, model: str) -> ScriptedReply:
+        """The inner reply without a seed."""
+        return self.reply_with_seed(prompt, model, None)
 
 
 def explorer(sql: str) -> ScriptPolicy:
@@ -95,7 +113,7 @@ def main() -> int:
               f"(k5-one-slot: 1); median of {args.repeats} calls")
         print(f"{'scenario':<28}{'median s':>10}{'min s':>8}{'max s':>8}  agreement  finished")
         for name, (samples, policy, slots) in SCENARIOS.items():
-            fake = FakeServer(DelayedPolicy(policy, args.turn_delay)).start()
+            fake = FakeServer(SeedAwareDelay(policy, args.turn_delay)).start()
             try:
                 runs = [anyio.run(one_call, fake.url, Path(tmp), samples, slots or args.max_concurrent)
                         for _ in range(args.repeats)]

@@ -116,7 +116,8 @@ def agent_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def mcp_params(tmp_path: Path, server: LlamaServer, db_path: Path) -> StdioServerParameters:
     """The MCP server over stdio, answering from the real engine."""
-    cmd = server_command("--db", f"music={db_path}", "--backend", "openai", "--base-url", server.url)
+    cmd = server_command("--db", f"music={db_path}", "--backend", "openai", "--base-url", server.url,
+                         "--runtime-slots", "1")  # llama_cpp.server has one slot
     return StdioServerParameters(command=cmd[0], args=cmd[1:], env=server_env(tmp_path), cwd=REPO)
 
 
@@ -201,7 +202,7 @@ async def test_cancelling_an_mcp_call_frees_the_engine(tmp_path: Path, engine: L
 @pytest.mark.anyio
 async def test_concurrent_mcp_calls_queue_and_all_finish(tmp_path: Path, engine: LlamaServer,
                                                          music_db: Path) -> None:
-    """Three calls at once on the single-slot engine all finish, each with progress on the way."""
+    """Three calls at once on the one-slot engine queue by slot, all finish, with progress on the way."""
     progress: dict[int, list[str]] = {i: [] for i in range(3)}
     results: dict[int, Any] = {}
     async with Client(mcp_params(tmp_path, engine, music_db)) as client:
@@ -222,5 +223,9 @@ async def test_concurrent_mcp_calls_queue_and_all_finish(tmp_path: Path, engine:
         answer = results[i].structured_content
         assert answer["status"] in STATUSES and answer["stop_reason"]
         assert 0 < answer["tokens"] <= BUDGET
-        assert len(progress[i]) >= answer["rounds"], progress[i]
+        rounds = [m for m in progress[i] if m.startswith(("round ", "final answer"))]
+        assert len(rounds) == answer["rounds"], progress[i]
+    waiting = {m for i in range(3) for m in progress[i] if m.startswith("waiting for the model")}
+    assert waiting == {"waiting for the model: 1 question ahead",
+                       "waiting for the model: 2 questions ahead"}, waiting
 

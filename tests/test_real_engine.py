@@ -142,7 +142,7 @@ def test_doctor_and_ask_complete_against_the_engine(engine: LlamaServer, music_d
 def test_requests_fit_the_engine_and_completions_never_open_a_turn(engine: LlamaServer,
                                                                    music_db: Path) -> None:
     """Counted by the engine's tokenizer, prompt + max_tokens fits; no completion has a control token."""
-    result, backend = episode(engine, music_db, QUESTIONS[1], EpisodeSettings())
+    result, backend = episode(engine, music_db, QUESTIONS[1])
     assert result.status.value in STATUSES and result.stop_reason is not None
     assert 0 < result.tokens <= BUDGET
     sizes = [(count_tokens(engine, prompt), max_tokens) for prompt, max_tokens, _ in backend.requests]
@@ -153,8 +153,8 @@ def test_requests_fit_the_engine_and_completions_never_open_a_turn(engine: Llama
 
 
 def test_a_small_engine_context_is_a_clear_error_or_an_early_answer(tmp_path: Path, music_db: Path) -> None:
-    """At n_ctx 1024 the episode ends with a result or our BackendError naming the context, never a crash."""
-    with llama_server(tmp_path, n_ctx=1024) as small:
+    """At n_ctx 768 the episode ends with a result or our BackendError naming the context, never a crash."""
+    with llama_server(tmp_path, n_ctx=768) as small:
         try:
             result, _ = episode(small, music_db, QUESTIONS[2])
         except BackendError as exc:
@@ -191,9 +191,11 @@ async def test_cancelling_an_mcp_call_frees_the_engine(tmp_path: Path, engine: L
         freed_after = time.perf_counter() - started
         print(f"\nengine served a 1-token request {freed_after:.2f} s after the cancel")
         assert probe.status_code == 200
-        assert freed_after < 10.0
-        # The engine itself saw the stream go away mid-generation (it says so in its log).
+        # The engine itself stopped the cancelled generation (it logs the client going away);
+        # the probe waits at most for the prefill that was under way, never for a whole
+        # generation (up to 2,048 tokens: minutes on a loaded CPU).
         assert engine.log().count("Disconnected from client") > before
+        assert freed_after < 60.0
         with anyio.fail_after(300):
             after = await client.call_tool(TOOL, {"question": QUESTIONS[2]})
     assert after.structured_content["status"] in STATUSES

@@ -47,15 +47,16 @@ from .prompt import (
     cut_at_chat_token,
     neutralise,
     render_initial_prompt,
-    render_results_message,
+    render_round_message,
 )
-from .sqlite import Database, QueryResult
+from .sqlite import Database, QueryResult, QueryStatus
 from .text_safety import replace_lone_surrogates
 
 # Rough size of a token, only for text the runtime has not counted yet (the next user turn).
 CHARS_PER_TOKEN = 4
 QUERY_TOOLS = frozenset({"run_query", "submit_sql"})
-DEFAULT_SETTINGS = EpisodeSettings()
+TIMED_OUT = frozenset({QueryStatus.TIMEOUT, QueryStatus.KILLED})
+DEFAULT_EPISODE_SETTINGS = EpisodeSettings()
 
 
 def estimate_tokens(text: str) -> int:
@@ -99,7 +100,7 @@ class _Answer:
 
 async def run_episode(question: str, database: Database, backend: ModelBackend, *,
                       evidence: str | None = None, prompts: PromptSet = DEFAULT_PROMPTS,
-                      settings: EpisodeSettings = DEFAULT_SETTINGS,
+                      settings: EpisodeSettings = DEFAULT_EPISODE_SETTINGS,
                       on_round: Callable[[Round], Awaitable[None]] | None = None) -> EpisodeResult:
     """Answer `question` on `database` with the model; BackendError and cancellation propagate."""
     episode = _Episode(question, evidence, database, backend, prompts, settings, on_round)
@@ -122,11 +123,14 @@ class _Episode:
         self.tool_turns = 0
         self.failed_streak = 0
         self.last_ok_sql: str | None = None
+        self.query_timeouts = 0  # the model's statements that the per-query time limit stopped
+        self.answer_timed_out = False
         self.started = time.perf_counter()
 
     async def play(self) -> EpisodeResult:
         """Tool turns until a budget ends them (or an answer arrives), then the final turn."""
-        self.prompt = self.pending = render_initial_prompt(self.prompts, self.question, self.evidence)
+        self.prompt = self.pending = render_initial_prompt(
+            self.prompts, self.question, self.evidence, environment=self.settings.environment)
         stop: StopReason | None = None
         if self.settings.max_tool_turns <= 0:
             stop = StopReason.TOOL_TURNS
@@ -134,10 +138,11 @@ class _Episode:
             stop = StopReason.TOKEN_BUDGET
         if stop is not None:
             self.prompt = self.pending = render_initial_prompt(
-                self.prompts, self.question, self.evidence, final=True, final_reason=stop)
+                self.prompts, self.question, self.evidence, final=True, final_reason=stop,
+                environment=self.settings.environment)
         while stop is None:
             stop, answer = await self._tool_turn()
-            if answer is not None:
+            if answer is not None and stop is not None:  # an answer always comes with its reason
                 return self._result(answer, stop)
         return self._result(await self._final_turn(), stop)
 
@@ -184,11 +189,13 @@ class _Episode:
         elif self.failed_streak >= self.settings.max_failed_queries:
             stop = StopReason.FAILED_QUERIES
         results = [(record.call, record.text) for record in records]
-        message = render_results_message(results, notes, turns_left)
+        environment = self.settings.environment
+        message = render_round_message(environment, results, notes, turns_left)
         if stop is None and self._tool_tokens(message) < self.settings.final_turn_min_tokens:
             stop = StopReason.TOKEN_BUDGET
         if stop is not None:
-            message = render_results_message(results, notes, turns_left, final=True, final_reason=stop)
+            message = render_round_message(environment, results, notes, turns_left, final=True,
+                                           final_reason=stop, last_ok_sql=self.last_ok_sql)
         await self._record_round(completion, parsed, records, notes, model_seconds, tool_seconds)
         next_prompt = continue_prompt(self.prompt, completion.text, message)
         self.pending = next_prompt[len(self.prompt) + len(completion.text):]
@@ -206,14 +213,15 @@ class _Episode:
                 records.append(CallRecord(call, first.ok, first.text, 0.0, first.tables, duplicate=True))
                 continue
             started = time.perf_counter()
-            outcome = await tools.arun_tool(self.database, call.tool, call.args, self.settings.tools)
+            outcome = await tools.arun_tool(self.database, call.tool, call.args, self.settings.tools,
+                                            self.settings.environment)
             record = CallRecord(call, outcome.ok, neutralise(outcome.text),
                                 time.perf_counter() - started, outcome.tables)
             records.append(record)
             seen[key] = record
             if call.tool not in QUERY_TOOLS:
                 continue
-            self._count_query(outcome.ok)
+            self._count_query(outcome.ok, outcome.query)
             sql = sql_argument(call.args)
             if outcome.ok and sql is not None:
                 if call.tool == "submit_sql":
@@ -221,8 +229,10 @@ class _Episode:
                 self.last_ok_sql = sql
         return records, None
 
-    def _count_query(self, ok: bool) -> None:
+    def _count_query(self, ok: bool, result: QueryResult | None) -> None:
         self.failed_streak = 0 if ok else self.failed_streak + 1
+        if result is not None and result.status in TIMED_OUT:
+            self.query_timeouts += 1
 
     async def _answer_without_call(self, completion: Completion,
                                    parsed: ParsedCompletion) -> tuple[_Answer | None, str | None]:
@@ -234,8 +244,9 @@ class _Episode:
                               'end your thinking, then call a tool as {"tool": "<name>", "args": {...}}')
             return None, ('no tool call found in your reply; call a tool as {"tool": "<name>", '
                           '"args": {...}}, or submit your answer with submit_sql')
-        outcome = await tools.arun_tool(self.database, "run_query", {"sql": sql}, self.settings.tools)
-        self._count_query(outcome.ok)
+        outcome = await tools.arun_tool(self.database, "run_query", {"sql": sql}, self.settings.tools,
+                                        self.settings.environment)
+        self._count_query(outcome.ok, outcome.query)
         if not outcome.ok:
             return None, ("your reply has SQL but no tool call, so it was taken as your answer, and it "
                           f"failed:\n{outcome.text}\nFix it with run_query, then answer with submit_sql")
@@ -278,11 +289,14 @@ class _Episode:
                        "try rephrasing the question or naming the tables it is about", spent)
 
     async def _execute(self, sql: str, status: EpisodeStatus) -> _Answer:
-        """Run the answer once for the result (whole cells, result_rows rows)."""
+        """Run the answer once for the result (result_rows rows, cut to result_bytes in the worker)."""
         started = time.perf_counter()
         result = await self.database.aquery(sql, max_rows=self.settings.result_rows,
-                                            cell_limit=self.settings.result_cell_chars)
+                                            cell_limit=self.settings.result_cell_chars,
+                                            byte_budget=self.settings.result_bytes)
         seconds = time.perf_counter() - started
+        if result.status in TIMED_OUT:
+            self.answer_timed_out = True
         return _Answer(sql, status, result, None if result.ok else result.error, seconds)
 
     async def _record_round(self, completion: Completion, parsed: ParsedCompletion,
@@ -307,9 +321,10 @@ class _Episode:
             stop_reason=stop,
             columns=result.columns if result else (), rows=result.rows if result else (),
             row_count=result.total_rows if result else 0,
-            truncated=result.truncated if result else False,
+            truncated=(result.truncated or result.cut_to_fit) if result else False,
             error=answer.error, rounds=tuple(self.rounds), tokens=self.used,
             seconds=time.perf_counter() - self.started, model_seconds=model_seconds,
             tool_seconds=sum(r.tool_seconds for r in self.rounds) + answer.seconds,
-            prompt=self.prompt,
+            prompt=self.prompt, cut=result.cut if result else None,
+            query_timeouts=self.query_timeouts, answer_timed_out=self.answer_timed_out,
         )

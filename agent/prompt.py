@@ -19,6 +19,8 @@ from types import MappingProxyType
 
 from .episode import StopReason, ToolCall
 from .errors import PromptConfigError
+from .tools.environment import DEFAULT_ENVIRONMENT, Environment
+from .tools.result_text import plural
 
 SYSTEM_PROMPT = """\
 You answer a question about an SQLite database by writing one SQL query.
@@ -74,6 +76,22 @@ FINAL_INSTRUCTION = (
 )
 
 
+# The trained environment's final turn, verbatim from the authors' episodes (agent-protocol.md):
+# it shows the last query that ran without error and asks for the SQL as plain text.
+TRAINED_FINAL_OPENING = ("You have reached the exploration limit. Now generate the final SQL query to "
+                         "answer the question. Return only the SQL query.")
+TRAINED_LAST_QUERY = ("Your last query that executed without error was:\n{sql}\n"
+                      "If you are not sure of an improvement, return that query.")
+# Our wording, in the same structure, for what the authors show no example of.
+TRAINED_NO_QUERY = ("None of your queries has executed without error yet, so write your best query "
+                    "from what you have seen.")
+_TRAINED_REASONS: Mapping[StopReason | None, str] = MappingProxyType({
+    StopReason.FAILED_QUERIES: "Too many queries failed in a row. ",
+    StopReason.TOKEN_BUDGET: "The token budget is almost used up. ",
+})
+ECHOED_SQL_CHARS = 4_000  # the last good query is echoed whole up to this size
+
+
 @dataclass(frozen=True)
 class PromptSet:
     """The two prompt texts an episode is rendered from."""
@@ -114,8 +132,8 @@ def fill_template(template: str, values: Mapping[str, str]) -> str:
         parts = list(string.Formatter().parse(template))
     except ValueError:  # stray single braces: not a format string, substitute by name
         filled = template
-        for name, value in values.items():
-            filled = filled.replace("{" + name + "}", value)
+        for key, value in values.items():
+            filled = filled.replace("{" + key + "}", value)
         return filled
     out: list[str] = []
     for literal, name, spec, conversion in parts:
@@ -154,11 +172,14 @@ def render_user_message(template: str, question: str, evidence: str | None) -> s
 
 
 def render_initial_prompt(prompts: PromptSet, question: str, evidence: str | None, *,
-                          final: bool = False, final_reason: StopReason | None = None) -> str:
+                          final: bool = False, final_reason: StopReason | None = None,
+                          environment: Environment = DEFAULT_ENVIRONMENT) -> str:
     """System turn, first user turn, and the opening of the first assistant turn."""
     message = render_user_message(prompts.user_template, question, evidence)
     if final:  # no tool turns at all (max_tool_turns == 0 or a prompt too long for the budget)
-        message += "\n\n" + final_instruction(final_reason)
+        ask = (trained_final_text(final_reason, None) if environment is Environment.TRAINED
+               else final_instruction(final_reason))
+        message += "\n\n" + ask
     return chatml_turn("system", prompts.system) + chatml_turn("user", message) + ASSISTANT_OPENING
 
 
@@ -191,6 +212,53 @@ def render_results_message(results: Sequence[tuple[ToolCall, str]], notes: Seque
     if final:
         blocks[-1] += "\n" + final_instruction(final_reason)
     return "\n\n".join(blocks)
+
+
+def trained_budget_line(turns_left: int) -> str:
+    """The trained environment's budget line: no brackets, `1 tool turn` singular."""
+    return f"{plural(turns_left, 'tool turn')} left before you must answer"
+
+
+def result_label(position: int, total: int) -> str:
+    """`result (10/12):` - a result's position out of the round's total, as the model quotes it."""
+    return f"result ({position}/{total}):"
+
+
+def _echoed_sql(sql: str) -> str:
+    text = neutralise(sql.strip())
+    if len(text) <= ECHOED_SQL_CHARS:
+        return text
+    return text[:ECHOED_SQL_CHARS] + f"…[+{len(text) - ECHOED_SQL_CHARS:,} chars]"
+
+
+def trained_final_text(reason: StopReason | None, last_ok_sql: str | None) -> str:
+    """The final-turn text: the authors' words with the last query that ran without error."""
+    ending = (TRAINED_NO_QUERY if last_ok_sql is None
+              else TRAINED_LAST_QUERY.format(sql=_echoed_sql(last_ok_sql)))
+    return f"{_TRAINED_REASONS.get(reason, '')}{TRAINED_FINAL_OPENING} {ending}"
+
+
+def render_trained_results(texts: Sequence[str], notes: Sequence[str], turns_left: int, *,
+                           final: bool = False, final_reason: StopReason | None = None,
+                           last_ok_sql: str | None = None) -> str:
+    """One round's results labelled by position, notes, then the budget line or the final text."""
+    blocks = [f"{result_label(i, len(texts))}\n{neutralise(text)}"
+              for i, text in enumerate(texts, start=1)]
+    blocks.extend(neutralise(note) for note in notes)
+    blocks.append(trained_final_text(final_reason, last_ok_sql) if final
+                  else trained_budget_line(turns_left))
+    return "\n\n".join(blocks)
+
+
+def render_round_message(environment: Environment, results: Sequence[tuple[ToolCall, str]],
+                         notes: Sequence[str], turns_left: int, *, final: bool = False,
+                         final_reason: StopReason | None = None,
+                         last_ok_sql: str | None = None) -> str:
+    """The user turn after a round, in the texts of `environment`."""
+    if environment is Environment.TRAINED:
+        return render_trained_results([text for _, text in results], notes, turns_left, final=final,
+                                      final_reason=final_reason, last_ok_sql=last_ok_sql)
+    return render_results_message(results, notes, turns_left, final=final, final_reason=final_reason)
 
 
 def continue_prompt(prompt: str, completion: str, user_message: str) -> str:

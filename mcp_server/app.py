@@ -18,13 +18,21 @@ from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 
-from .catalog import Catalog, collect_databases, load_catalog, tool_description
+from .catalog import Catalog, collect_databases, hide_rules_by_alias, load_catalog, tool_description
 from .http_transport import MCP_PATH, http_app, serve_http
-from .runtime import BackendFactory, EpisodeLog, ServerRuntime, open_runtime, server_prompts
+from .limits import input_schema_with_limits
+from .runtime import (
+    BackendFactory,
+    EpisodeLog,
+    ServerRuntime,
+    answer_limits,
+    open_runtime,
+    server_prompts,
+)
 from .settings import ServerSettings
 from .tool import TOOL_NAME, answer_sql_question
 
-logger = logging.getLogger("mcp_server")
+logger = logging.getLogger(__name__)
 
 INSTRUCTIONS = (
     "Use answer_sql_question to answer questions about the configured SQLite databases. "
@@ -54,15 +62,20 @@ class SqaleServer(MCPServer[ServerRuntime]):
                          lifespan=lifespan, log_level=settings.log_level)
         self.sqale_settings = settings
         self.catalog = catalog
+        limits = answer_limits(settings)
         self.add_tool(
             answer_sql_question, name=TOOL_NAME, title="Answer a question with SQL",
-            description=tool_description(catalog, model=settings.model, max_rows=settings.max_rows),
+            description=tool_description(catalog, model=settings.model, limits=limits),
             annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False,
                                         idempotent_hint=False, open_world_hint=False),
             structured_output=True,
         )
+        # The input schema comes from the function's signature; the limits are known only now.
+        tool = self._tool_manager.get_tool(TOOL_NAME)
+        assert tool is not None
+        tool.parameters = input_schema_with_limits(tool.parameters, limits)
 
-    def run(self, transport: str | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+    def run(self, transport: str | None = None, **kwargs: Any) -> None:
         """Serve on `transport` (default: the configured one) until stopped."""
         if kwargs:
             raise ConfigError(f"transport options {sorted(kwargs)} are not taken here; give "
@@ -93,7 +106,8 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
         host = resolve_ollama_host(settings.ollama_host)  # a malformed address is a ConfigError now
         settings = settings.model_copy(update={"ollama_host": host})
     specs = collect_databases(settings, environ)
-    catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout))
+    catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout),
+                           hide_rules_by_alias(settings, specs))
     prompts = server_prompts(settings)
     if settings.episode_log is not None:
         EpisodeLog.check_writable(settings.episode_log)

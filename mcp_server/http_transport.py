@@ -11,7 +11,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .settings import ServerSettings
 
-logger = logging.getLogger("mcp_server")
+logger = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
 

@@ -9,12 +9,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.episode import EpisodeResult
-from agent.report import JsonCell, clip, json_cell
+from agent.report import JsonCell, clip, cut_note, json_cell
+from agent.sqlite import ClippedText
 from agent.text_safety import escape_unsafe
 
 from .fence import fence_untrusted
+from .limits import AnswerLimits, LimitName, limit_lines, limits_hit
 
 TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured content
+TEXT_COLUMNS = 20  # columns shown in the text content; all are in the structured content
 TEXT_CELL_CHARS = 60
 TRACE_ARG_CHARS = 2_000
 SUMMARY_CHARS = 160
@@ -40,7 +43,10 @@ class AnswerOutput(BaseModel):
     rows: list[list[JsonCell]] = Field(
         description="result rows (capped; blobs as '<blob N bytes>')")
     row_count: int = Field(description="rows the SQL produced (counted up to a cap)")
-    truncated: bool = Field(description="true when more rows exist than are in `rows`")
+    truncated: bool = Field(description="true when more rows exist than are in `rows`, or the "
+                                        "rows were cut to fit the size limit (see `note`)")
+    note: str | None = Field(None, description="what was cut from the rows to fit the size "
+                                               "limit (--max-result-bytes), and how to get all of it")
     status: Literal["submitted", "final_answer", "fallback", "failed"] = Field(
         description="submitted: the model submitted the SQL; final_answer: SQL in its last "
                     "turn; fallback: no usable answer, the last query that ran without error; "
@@ -56,6 +62,11 @@ class AnswerOutput(BaseModel):
                                                    "not counted by the episode timeout)")
     model: str = Field(description="the model that wrote the SQL")
     trace: list[TraceEntry] = Field(description="every tool call of the exploration, in order")
+    limits_hit: list[LimitName] = Field(
+        default_factory=list,
+        description="server limits this answer ran into: max_rows (more rows exist), cell_chars "
+                    "(text cells clipped), result_bytes (rows cut to fit the answer size, see "
+                    "`note`), query_timeout (SQL stopped by the per-query limit)")
 
 
 def trace_entries(result: EpisodeResult) -> list[TraceEntry]:
@@ -72,20 +83,32 @@ def trace_entries(result: EpisodeResult) -> list[TraceEntry]:
 def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
                         max_rows: int, queued_seconds: float = 0.0) -> AnswerOutput:
     """The structured answer for one finished episode."""
-    rows = [[json_cell(c) for c in row] for row in result.rows[:max_rows]]
+    kept = result.rows[:max_rows]
+    rows = [[json_cell(c) for c in row] for row in kept]
+    truncated = result.truncated or len(result.rows) > max_rows
+    # Rows left out because they did not fit the byte budget are result_bytes, not max_rows.
+    rows_cut_to_fit = result.cut is not None and result.cut.rows_cut
+    capped = len(result.rows) > max_rows or (result.row_count > len(result.rows) and not rows_cut_to_fit)
+    hit = limits_hit(truncated=capped, cut_to_fit=result.cut is not None,
+                     clipped_cells=any(isinstance(c, ClippedText) for row in kept for c in row),
+                     query_timeouts=result.query_timeouts, answer_timed_out=result.answer_timed_out)
     return AnswerOutput(
         database=database, question=result.question, sql=result.sql,
         columns=list(result.columns), rows=rows, row_count=result.row_count,
-        truncated=result.truncated or len(result.rows) > max_rows,
+        truncated=truncated,
+        note=cut_note(result.cut, len(rows)) if result.cut is not None else None,
         status=result.status.value, error=result.error, stop_reason=result.stop_reason.value,
         rounds=len(result.rounds), tool_calls=result.tool_calls, tokens=result.tokens,
         seconds=round(result.seconds, 3), queued_seconds=round(queued_seconds, 3), model=model,
-        trace=trace_entries(result),
+        trace=trace_entries(result), limits_hit=hit,
     )
 
 
-def render_answer_text(answer: AnswerOutput) -> str:
-    """The short readable answer: the SQL in a fence, the first rows as a table, caveats."""
+def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None) -> str:
+    """The short readable answer: the SQL in a fence, the first rows as a table, caveats.
+
+    With `limits`, each limit the answer hit gets a line saying which and how to ask for less.
+    """
     parts: list[str] = []
     if answer.sql is None:
         parts.append(f"No runnable SQL was produced: {answer.error or 'no reason given'}.")
@@ -98,13 +121,21 @@ def render_answer_text(answer: AnswerOutput) -> str:
         elif not answer.rows:
             parts.append("The query returned no rows.")
         else:
-            parts.append(fence_untrusted(markdown_table(answer.columns, answer.rows[:TEXT_ROWS])))
+            parts.append(fence_untrusted(markdown_table(
+                answer.columns[:TEXT_COLUMNS], [row[:TEXT_COLUMNS] for row in answer.rows[:TEXT_ROWS]])))
             more = _more_rows_line(answer)
             if more:
                 parts.append(more)
+            if len(answer.columns) > TEXT_COLUMNS:
+                parts.append(f"Showing {TEXT_COLUMNS} of {len(answer.columns):,} columns; the "
+                             "structured result holds all of them.")
+        if answer.note is not None:
+            parts.append(f"Note: {answer.note}.")
         if answer.status == "fallback":
             parts.append("Note: the model gave no usable final answer; this is the last query it "
                          "ran without error.")
+    if limits is not None:
+        parts.extend(limit_lines(answer.limits_hit, limits))
     parts.append(
         f"Status {answer.status} after {_count(answer.rounds, 'round')} and "
         f"{_count(answer.tool_calls, 'tool call')} in {answer.seconds:.1f} s. The SQL was written by "
@@ -145,12 +176,14 @@ def _more_rows_line(answer: AnswerOutput) -> str | None:
 
 
 def call_summary(text: str) -> str:
-    """One line about a tool result: its closing `[...]` note if it has one, else its first line."""
+    """One line about a tool result: its closing note (`[...]`, or `... (...)` in the trained
+    environment's texts) if it has one, else its first line."""
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return ""
     last = lines[-1].strip()
-    chosen = last if len(lines) > 1 and last.startswith("[") and last.endswith("]") else lines[0]
+    note = (last.startswith("[") and last.endswith("]")) or (last.startswith("... (") and last.endswith(")"))
+    chosen = last if len(lines) > 1 and note else lines[0]
     return clip(chosen, SUMMARY_CHARS)
 
 

@@ -15,20 +15,26 @@ from typing import Any
 import anyio
 
 from agent.backends.base import DescribableBackend, ModelBackend
+from agent.backends.slots import RuntimeSlots, resolve_runtime_slots
 from agent.episode import EpisodeSettings
 from agent.errors import BackendError, ConfigError
 from agent.prompt import PromptSet, load_prompts
-from agent.slots import RuntimeSlots, resolve_runtime_slots
 from agent.sqlite import Database, EngineLimits, QueryEngine
 
 from .catalog import Catalog
+from .limits import AnswerLimits
 from .settings import ServerSettings
 
-logger = logging.getLogger("mcp_server")
+logger = logging.getLogger(__name__)
 
 BackendFactory = Callable[[ServerSettings], ModelBackend]
 RESULT_CELL_CHARS = 10_000  # a cell longer than this reaches the client clipped, with its length
 STARTUP_PROBE_SECONDS = 3.0  # a dead local runtime answers at once; a black hole costs this
+
+
+def answer_limits(settings: ServerSettings) -> AnswerLimits:
+    """The limits a server with these settings enforces on each answer."""
+    return AnswerLimits.from_settings(settings, cell_chars=RESULT_CELL_CHARS)
 
 
 def server_prompts(settings: ServerSettings) -> PromptSet:
@@ -83,6 +89,7 @@ class ServerRuntime:
     limiter: anyio.CapacityLimiter
     slots: RuntimeSlots  # episodes talking to the model at once (each keeps its slot)
     episode_log: EpisodeLog | None
+    limits: AnswerLimits
 
 
 @asynccontextmanager
@@ -96,15 +103,17 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
                                   os.environ)
     logger.info("runtime slots: %d (%s)", slots.slots, slots.reason)
     try:
-        databases = {e.alias: Database(e.path, engine) for e in catalog.entries}
+        databases = {e.alias: Database(e.path, engine, hide=e.hide) for e in catalog.entries}
         backend = backend_factory(settings)
         runtime = ServerRuntime(
             settings=settings, catalog=catalog, databases=databases, backend=backend,
-            prompts=prompts, episode_settings=EpisodeSettings(result_rows=settings.max_rows,
-                                                              result_cell_chars=RESULT_CELL_CHARS),
+            prompts=prompts, episode_settings=EpisodeSettings(
+                result_rows=settings.max_rows, result_cell_chars=RESULT_CELL_CHARS,
+                result_bytes=settings.max_result_bytes, environment=settings.environment),
             limiter=anyio.CapacityLimiter(settings.max_concurrent),
             slots=RuntimeSlots(slots.slots),
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
+            limits=answer_limits(settings),
         )
         await warn_if_model_unavailable(backend)
         yield runtime

@@ -5,19 +5,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import anyio
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from agent.episode import Round
+from agent.backends.slots import waiting_message
+from agent.episode import EpisodeResult, Round
 from agent.errors import SqaleError
 from agent.loop import run_episode
 from agent.report import progress_message
-from agent.slots import waiting_message
 
+from .limits import AnswerLimits
 from .output import (
     AnswerOutput,
     answer_from_episode,
@@ -33,7 +35,7 @@ from .tool_errors import (
     unknown_database,
 )
 
-logger = logging.getLogger("mcp_server")
+logger = logging.getLogger(__name__)
 
 TOOL_NAME = "answer_sql_question"
 ReportProgress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -50,7 +52,8 @@ async def answer_sql_question(
                                                       "a term means in columns and values")] = None,
 ) -> Annotated[CallToolResult, AnswerOutput]:
     """Answer a question about a configured SQLite database with a small local text-to-SQL model."""
-    runtime: ServerRuntime = ctx.request_context.lifespan_context
+    # The SDK types the lifespan's value as a dict; ours is the ServerRuntime open_runtime yields.
+    runtime = cast(ServerRuntime, ctx.request_context.lifespan_context)
     return await answer_question(runtime, question, database, evidence,
                                  report_progress=ctx.report_progress)
 
@@ -95,6 +98,36 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     async def on_wait(ahead: int) -> None:
         await report_progress(0, max_turns + 1, waiting_message(ahead))
 
+    failure: ToolError | None = None
+    try:
+        answer, episode = await _run_in_turn(runtime, asked, hint, alias, on_round, on_wait, report_progress)
+        record = {**answer.model_dump(mode="json", include=set(_AUDITED_ANSWER_FIELDS)),
+                  "model_seconds": round(episode.model_seconds, 3),
+                  "tool_seconds": round(episode.tool_seconds, 3),
+                  "queued_seconds": round(answer.queued_seconds, 3)}
+    except ToolError as error:
+        failure, record = error, {"status": "error", "error": str(error)}
+    await _audit(runtime, asked, hint, alias, record)  # one line per call, answered or not
+    if failure is not None:
+        raise failure
+    logger.info("answered on '%s': %s after %d rounds, %d tool calls, %.1f s (queued %.1f s)",
+                alias, answer.status, answer.rounds, answer.tool_calls, answer.seconds,
+                answer.queued_seconds)
+    return await anyio.to_thread.run_sync(lambda: build_response(answer, runtime.limits))
+
+
+# What the audit line keeps of an answer (not the rows: the SQL and the count say what came back).
+_AUDITED_ANSWER_FIELDS = frozenset({"status", "sql", "error", "stop_reason", "row_count", "rounds",
+                                    "tool_calls", "tokens", "seconds", "trace"})
+
+
+async def _run_in_turn(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,
+                       on_round: Callable[[Round], Awaitable[None]],
+                       on_wait: Callable[[int], Awaitable[None]],
+                       report_progress: ReportProgress) -> tuple[AnswerOutput, EpisodeResult]:
+    """Wait for a turn and a runtime slot, run the episode; ToolError for every failure."""
+    settings = runtime.settings
+    max_turns = runtime.episode_settings.max_tool_turns
     queued = time.perf_counter()
     if runtime.limiter.available_tokens < 1:
         # Tell the client why nothing happens yet (progress also keeps some client timeouts alive).
@@ -106,35 +139,30 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
         try:
             with anyio.move_on_after(settings.episode_timeout) as deadline:
                 result = await run_episode(
-                    asked, runtime.databases[alias], runtime.backend, evidence=hint,
+                    question, runtime.databases[alias], runtime.backend, evidence=evidence,
                     prompts=runtime.prompts, settings=runtime.episode_settings, on_round=on_round)
         except SqaleError as exc:
-            error = tool_error_for(exc, database=alias)
-            await _audit(runtime, asked, hint, alias, {"status": "error", "error": str(error)})
-            raise error from exc
+            raise tool_error_for(exc, database=alias) from exc
     if deadline.cancelled_caught:
-        error = episode_timeout(settings.episode_timeout)
-        await _audit(runtime, asked, hint, alias, {"status": "error", "error": str(error)})
-        raise error
-    answer = answer_from_episode(result, database=alias, model=runtime.backend.model,
-                                 max_rows=settings.max_rows, queued_seconds=waited)
-    logger.info("answered on '%s': %s after %d rounds, %d tool calls, %.1f s (queued %.1f s)",
-                alias, answer.status, answer.rounds, answer.tool_calls, answer.seconds, waited)
-    await _audit(runtime, asked, hint, alias, {
-        "status": answer.status, "sql": answer.sql, "error": answer.error,
-        "stop_reason": answer.stop_reason, "row_count": answer.row_count,
-        "rounds": answer.rounds, "tool_calls": answer.tool_calls, "tokens": answer.tokens,
-        "seconds": answer.seconds, "model_seconds": round(result.model_seconds, 3),
-        "tool_seconds": round(result.tool_seconds, 3), "queued_seconds": round(waited, 3),
-        "trace": [entry.model_dump(mode="json") for entry in answer.trace],
-    })
-    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer))],
+        raise episode_timeout(settings.episode_timeout)
+    # Built in a worker thread: other clients' requests go on being served meanwhile.
+    answer = await anyio.to_thread.run_sync(lambda: answer_from_episode(
+        result, database=alias, model=runtime.backend.model, max_rows=settings.max_rows,
+        queued_seconds=waited))
+    return answer, result
+
+
+def build_response(answer: AnswerOutput, limits: AnswerLimits) -> CallToolResult:
+    """The CallToolResult carrying the structured answer with its readable text."""
+    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer, limits))],
                           structured_content=answer.model_dump(mode="json"))
 
 
 async def _audit(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,
                  fields: dict[str, Any]) -> None:
     if runtime.episode_log is not None:
+        hide = runtime.databases[alias].hide
+        hidden = {"hide_rules": list(hide.texts)} if hide else {}
         await runtime.episode_log.append({
             "question": question, "evidence": evidence, "database": alias,
-            "model": runtime.backend.model, **fields})
+            "model": runtime.backend.model, **hidden, **fields})

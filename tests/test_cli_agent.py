@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
 
 import pytest
-from policies import DEFAULT_MODEL, OraclePolicy
 
 from agent.cli import main
+from agent.sqlite import create_database
+from tests.conftest import SHARED_DATA
+from tests.support.policies import DEFAULT_MODEL, OraclePolicy
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-CHINOOK = DATA / "dbs" / "Chinook_Sqlite.sqlite"
-needs_chinook = pytest.mark.skipif(not CHINOOK.exists(), reason="../shared/data (Chinook) is absent")
+CHINOOK = SHARED_DATA / "dbs" / "Chinook_Sqlite.sqlite"
+needs_chinook = pytest.mark.needs_shared("dbs/Chinook_Sqlite.sqlite")
 
 QUESTION = "How many albums does AC/DC have?"
 GOLD = ("SELECT count(*) FROM Album JOIN Artist ON Album.ArtistId = Artist.ArtistId "
@@ -151,6 +151,22 @@ def test_doctor_checks_every_openai_replica_serves_the_model(fake_openai, dead_u
             "Pass that name with --model") in capsys.readouterr().out
 
 
+def test_doctor_lists_what_each_hide_rule_hides(fake_ollama, tmp_path, capsys) -> None:
+    """doctor --hide prints each rule's matches per database and warns about a rule matching nothing."""
+    db = tmp_path / "t.sqlite"
+    sqlite3.connect(db).executescript(
+        "CREATE TABLE Customer (id, Email); CREATE VIEW Mails AS SELECT Email FROM Customer;").close()
+    server = fake_ollama(OraclePolicy({}))
+    assert main(["doctor", "--ollama-host", server.url, "--db", str(db),
+                 "--hide", "customer.email", "--hide", "Custmer.*"]) == 0
+    out = capsys.readouterr().out
+    assert (f"[ok]   database {db.resolve()}: 1 tables, 0 views\n"
+            "       hides (customer.email): Customer.Email\n"
+            "[warn] hide rule 'Custmer.*' matches no table or column here; check its spelling "
+            "(TABLE or TABLE.COLUMN globs, any case)\n"
+            "       also hidden, as they read hidden data: Mails\n") in out
+
+
 def test_doctor_reports_the_engines_slots_and_what_runtime_slots_will_be(fake_openai, capsys) -> None:
     """llama-server's /props total_slots is reported, with a note when --runtime-slots differs."""
     one_slot = fake_openai(OraclePolicy({}), total_slots=1)
@@ -167,3 +183,33 @@ def test_doctor_reports_the_engines_slots_and_what_runtime_slots_will_be(fake_op
     silent = fake_openai(OraclePolicy({}))
     assert main(["doctor", "--backend", "openai", "--base-url", silent.url]) == 0
     assert "the engine does not say how many sequences it runs at once" in capsys.readouterr().out
+
+
+def test_doctor_states_the_wal_files_sqlite_creates(fake_ollama, tmp_path, capsys) -> None:
+    """doctor on a WAL database without -wal/-shm says both were created and why."""
+    db = tmp_path / "w.sqlite"
+    writer = sqlite3.connect(db)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("CREATE TABLE t (x)")
+    writer.close()
+    server = fake_ollama(OraclePolicy({}))
+    assert main(["doctor", "--ollama-host", server.url, "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert (f"[ok]   database {db.resolve()}: 1 tables, 0 views\n       note: the database is in "
+            "WAL mode and opening it created w.sqlite-wal and w.sqlite-shm beside it") in out
+
+
+@pytest.mark.parametrize(("flags", "result_text"), [
+    ([], "result (1/1):\nn\n3"),
+    (["--environment", "rich"], "[1 row]"),
+])
+def test_ask_reads_the_environment_it_is_given(fake_ollama, tmp_path, capsys, flags, result_text) -> None:
+    """ask --environment picks the texts the model reads; the printed answer is the same."""
+    db = create_database(tmp_path / "t.sqlite",
+                         "CREATE TABLE t (n INTEGER); INSERT INTO t VALUES (1), (2), (3);")
+    question, gold = "How many rows?", "SELECT count(*) AS n FROM t"
+    server = fake_ollama(OraclePolicy({question: gold}))
+    assert main(["ask", "--db", str(db), "--ollama-host", server.url, *flags, question]) == 0
+    prompts = [body["prompt"] for body in server.bodies("/api/generate")]
+    assert result_text in prompts[-1]
+    assert capsys.readouterr().out.split("\n", 1)[1] == "```sql\n" + gold + "\n```\nn\n-\n3\n[1 row]\n"

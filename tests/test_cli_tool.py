@@ -33,8 +33,17 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 
 def test_prints_the_tool_text(music: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The result text is printed exactly, followed by one newline, with exit 0."""
+    """The result text (the trained environment's by default) is printed exactly, with exit 0."""
     assert run(["tool", "--db", str(music), "describe_table", '{"table_name": "album list"}'], capsys) == (
+        0, 'CREATE TABLE "Album List" (AlbumId INTEGER PRIMARY KEY, Title TEXT, '
+           "ArtistId INTEGER REFERENCES Artist(ArtistId))\n", "")
+
+
+def test_prints_the_rich_text_when_asked(music: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--environment rich prints our richer format instead."""
+    argv = ["tool", "--db", str(music), "--environment", "rich", "describe_table",
+            '{"table_name": "album list"}']
+    assert run(argv, capsys) == (
         0, 'table "Album List": 1 row, 3 columns\nAlbumId   INTEGER  PK\nTitle     TEXT\n'
            "ArtistId  INTEGER  -> Artist.ArtistId\n", "")
 
@@ -42,13 +51,15 @@ def test_prints_the_tool_text(music: Path, capsys: pytest.CaptureFixture[str]) -
 def test_args_default_to_an_empty_object(music: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Without ARGS the tool gets {}."""
     assert run(["tool", "--db", str(music), "list_tables"], capsys) == (
+        0, '"Album List", Artist (2 tables)\n', "")
+    assert run(["tool", "--db", str(music), "--environment", "rich", "list_tables"], capsys) == (
         0, '2 tables:\n"Album List"\nArtist\n', "")
 
 
 @pytest.mark.parametrize(("tool", "args", "text"), [
     ("describe_table", '{"table_name": "artsit"}', "no table 'artsit'; did you mean Artist?"),
     ("run_query", '{"sql": "SELECT Nme FROM Artist"}',
-     "SQL error: no such column: Nme\nhint: did you mean Artist.Name?"),
+     "Error: no such column: Nme\nhint: did you mean Artist.Name?"),
     ("frobnicate", "{}", "unknown tool 'frobnicate'; the tools are: list_tables, describe_table, "
                          "foreign_keys, join_path, sample_rows, distinct_values, run_query and submit_sql"),
     ("describe_table", "{}", 'describe_table needs "table_name" (a string); call it as '
@@ -100,6 +111,20 @@ def test_module_entry_point_in_a_subprocess(music: Path) -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert (done.returncode, done.stdout, done.stderr) == (
         0, 'FROM "Album List"\nJOIN "Artist" ON "Album List"."ArtistId" = "Artist"."ArtistId"\n', "")
+
+
+def test_hide_leaves_tables_and_columns_out(music: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--hide applies to the tool's database: hidden names are not listed, reads are refused."""
+    hide = ["--hide", "album list", "--hide", "Artist.Name"]
+    assert run(["tool", "--db", str(music), *hide, "list_tables"], capsys) == (
+        0, "Artist (1 table)\n", "")
+    code, out, _ = run(["tool", "--db", str(music), *hide, "run_query",
+                        '{"sql": "SELECT Name FROM Artist"}'], capsys)
+    assert (code, out) == (0, "not available: column Artist.Name is not available (hidden by the "
+                              "database's owner); leave it out of the query\n")
+    assert run(["tool", "--db", str(music), "--hide", "Artist.", "list_tables"], capsys) == (
+        1, "", "sqale-agent tool: hide rule: 'Artist.' is not a rule; write TABLE or TABLE.COLUMN, "
+               "e.g. \"Customer.Email\", \"Invoice\" or \"*.password*\"\n")
 
 
 @pytest.mark.parametrize(("tool", "args", "code", "expect"), [

@@ -7,10 +7,17 @@ import json
 from pathlib import Path
 
 import pytest
-from policies import DEFAULT_MODEL, OraclePolicy, ScriptPolicy, SeedSwitchPolicy, assistant_reply, tool_call
 
 from agent.commands import eval as eval_command
 from agent.sqlite import create_database
+from tests.support.policies import (
+    DEFAULT_MODEL,
+    OraclePolicy,
+    ScriptPolicy,
+    SeedSwitchPolicy,
+    assistant_reply,
+    tool_call,
+)
 
 SHOP = """
     CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT, city TEXT);
@@ -52,7 +59,7 @@ def test_eval_over_ollama_writes_results_and_summary(shop, tmp_path, fake_ollama
     assert (summary["accuracy"]["ex"], summary["questions"]["scored"]) == (1.0, 3)
     assert "overall  3  100.0%" in captured.out
     assert captured.err.startswith(f"spider: 3 questions from {shop / 'dev.json'}; model {DEFAULT_MODEL} via "
-                                   f"ollama ({server.url}); results -> {out}\n")
+                                   f"ollama ({server.url}); trained environment; results -> {out}\n")
     assert all(body["raw"] is True for body in server.bodies("/api/generate"))
 
 

@@ -9,13 +9,22 @@ from typing import Any
 
 import anyio
 import pytest
-from policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy, assistant_reply, rambling, tool_call
 
+from agent.backends.base import VLLM_NEUTRAL_SAMPLERS
 from agent.backends.ollama import OllamaBackend
 from agent.episode import EpisodeResult, EpisodeSettings, EpisodeStatus, StopReason
 from agent.errors import BackendUnreachable, ModelNotFound
 from agent.loop import run_episode
 from agent.sqlite import Database, create_database
+from agent.tools import Environment
+from tests.support.policies import (
+    DEFAULT_MODEL,
+    ScriptedReply,
+    ScriptPolicy,
+    assistant_reply,
+    rambling,
+    tool_call,
+)
 
 QUESTION = "How many pets are older than 3?"
 
@@ -29,10 +38,12 @@ def db(tmp_path: Path):
 
 
 def episode(url: str, db: Database, settings: EpisodeSettings | None = None) -> EpisodeResult:
+    """One episode over HTTP; the rich environment unless `settings` says otherwise."""
     async def main() -> EpisodeResult:
         backend = OllamaBackend(DEFAULT_MODEL, host=url)
         try:
-            return await run_episode(QUESTION, db, backend, settings=settings or EpisodeSettings())
+            return await run_episode(QUESTION, db, backend,
+                                     settings=settings or EpisodeSettings(environment=Environment.RICH))
         finally:
             await backend.aclose()
 
@@ -60,6 +71,37 @@ def test_never_submitting_model_gets_a_final_turn_after_six_and_falls_back(db, f
         EpisodeStatus.FALLBACK, StopReason.TOOL_TURNS, "SELECT count(*) FROM pet WHERE age > 3", ((2,),))
 
 
+def test_trained_episode_counts_down_singular_and_shows_the_last_good_query(db, fake_ollama) -> None:
+    """Default (trained) texts over HTTP: no brackets, `1 tool turn`, the final text with the SQL."""
+    good = tool_call("run_query", sql="SELECT count(*) FROM pet WHERE age > 3")
+    turns = [assistant_reply("look", tool_call("list_tables")), assistant_reply("try", good)]
+    turns += [assistant_reply("again", tool_call("describe_table", table_name="pet"))] * 4
+    server = fake_ollama(ScriptPolicy(turns, final="SELECT count(*) FROM pet WHERE age > 3"))
+    result = episode(server.url, db, EpisodeSettings())
+    sent = prompts(server)
+    assert [p.rsplit("<|im_end|>", 1)[0].rsplit("\n", 1)[-1] for p in sent[1:6]] == [
+        "5 tool turns left before you must answer", "4 tool turns left before you must answer",
+        "3 tool turns left before you must answer", "2 tool turns left before you must answer",
+        "1 tool turn left before you must answer"]
+    assert sent[-1].endswith(
+        "Your last query that executed without error was:\nSELECT count(*) FROM pet WHERE age > 3\n"
+        "If you are not sure of an improvement, return that query.<|im_end|>\n<|im_start|>assistant\n")
+    assert (result.status, result.stop_reason, result.rows) == (
+        EpisodeStatus.FINAL_ANSWER, StopReason.TOOL_TURNS, ((2,),))
+
+
+def test_every_ollama_request_samples_as_vllm(db, fake_ollama) -> None:
+    """All seven requests of an episode carry repeat_penalty 1.0 and the other neutral samplers."""
+    turns = [assistant_reply("look", tool_call("list_tables"))]
+    server = fake_ollama(ScriptPolicy(turns, final="SELECT 1"))
+    episode(server.url, db, EpisodeSettings())
+    options = [body["options"] for body in server.bodies("/api/generate")]
+    assert len(options) == 7
+    assert [{k: o.get(k) for k in VLLM_NEUTRAL_SAMPLERS} for o in options] == [{
+        "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "min_p": 0.0,
+        "typical_p": 1.0}] * 7
+
+
 def test_four_failed_queries_in_a_row_end_exploration(db, fake_ollama) -> None:
     """Four failing run_query calls in a row bring the final turn after round four."""
     bad = [assistant_reply("try", tool_call("run_query", sql=f"SELECT nope{i} FROM pet")) for i in range(4)]
@@ -76,7 +118,7 @@ def test_token_budget_running_out_goes_to_the_final_turn(db, fake_ollama) -> Non
     long_turn = assistant_reply(rambling(900), tool_call("list_tables"))
     final = assistant_reply("ok", tool_call("submit_sql", sql="SELECT count(*) FROM pet"))
     server = fake_ollama(ScriptPolicy([long_turn], final=final))
-    settings = EpisodeSettings(token_budget=2_500)
+    settings = EpisodeSettings(token_budget=2_500, environment=Environment.RICH)
     result = episode(server.url, db, settings)
     bodies = server.bodies("/api/generate")
     assert result.stop_reason is StopReason.TOKEN_BUDGET

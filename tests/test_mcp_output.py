@@ -15,7 +15,8 @@ from agent.errors import (
     DatabaseWorkerError,
     ModelNotFound,
 )
-from agent.sqlite import BlobRef, ClippedText
+from agent.sqlite import BlobRef, ClippedText, ResultCut
+from mcp_server.limits import AnswerLimits, input_schema_with_limits
 from mcp_server.output import (
     AnswerOutput,
     answer_from_episode,
@@ -71,7 +72,7 @@ def test_answer_from_episode_has_every_field_and_a_compact_trace() -> None:
     """The structured answer copies the episode's result and summarises each call in one line."""
     assert answer_of().model_dump() == {
         "database": "chinook", "question": "How many albums?", "sql": "SELECT count(*) FROM Album",
-        "columns": ["n"], "rows": [[347]], "row_count": 1, "truncated": False,
+        "columns": ["n"], "rows": [[347]], "row_count": 1, "truncated": False, "note": None,
         "status": "submitted", "error": None, "stop_reason": "submit_sql", "rounds": 3,
         "tool_calls": 4, "tokens": 900, "seconds": 2.346, "queued_seconds": 0.0, "model": "m",
         "trace": [
@@ -83,6 +84,7 @@ def test_answer_from_episode_has_every_field_and_a_compact_trace() -> None:
             {"round": 3, "tool": "submit_sql", "arguments": {"sql": "SELECT count(*) FROM Album"},
              "ok": True, "summary": "[1 row]"},
         ],
+        "limits_hit": [],
     }
 
 
@@ -92,6 +94,18 @@ def test_rows_are_capped_and_json_safe() -> None:
     answer = answer_of(columns=("a", "b", "c"), rows=rows, row_count=4)
     assert (answer.rows, answer.row_count, answer.truncated) == (
         [["<blob 2 bytes>", 1.5, "inf"], [None, True, "x"], [1, 2, 3]], 4, True)
+
+
+def test_rows_cut_to_fit_carry_a_note_in_both_contents() -> None:
+    """A result cut in the worker says what was cut and how to get all of it, in both forms."""
+    cut = ResultCut(byte_budget=262_144, total_columns=2_000, columns_cut=0, cells_cut_to=100,
+                    rows_cut=True)
+    answer = answer_of(columns=("a",), rows=(("x",),), row_count=50, truncated=True, cut=cut)
+    note = ("the result was cut to fit 262,144 bytes (text cells clipped to 100 characters; only "
+            "the first 1 row kept); ask for fewer columns, shorter values (substr) or an aggregate "
+            "(COUNT, SUM, GROUP BY) to get all of it")
+    assert (answer.truncated, answer.note) == (True, note)
+    assert f"Note: {note}." in render_answer_text(answer)
 
 
 def test_json_cell_maps_every_odd_type() -> None:
@@ -150,6 +164,12 @@ def test_call_summary_prefers_the_closing_note() -> None:
     """A result's summary is its `[...]` closing note when it has one, else its first line."""
     assert [call_summary(t) for t in ("a\nb\n[3 rows]", "[only]", "\n\n  first  \nsecond", "")] == [
         "[3 rows]", "[only]", "first", ""]
+
+
+def test_call_summary_reads_the_trained_closing_line() -> None:
+    """In the trained texts the closing note is `... (...)`; without one, the first line."""
+    assert [call_summary(t) for t in ("a\n1\n... (showing first 5 rows; more rows exist)", "n\n3")] == [
+        "... (showing first 5 rows; more rows exist)", "n"]
 
 
 def test_error_texts_say_what_and_what_next() -> None:
@@ -230,3 +250,42 @@ def test_sql_fence_is_longer_than_any_backtick_run() -> None:
     """SQL holding ``` cannot close its own fence early."""
     assert sql_fence("SELECT 1") == "```sql\nSELECT 1\n```"
     assert sql_fence("SELECT '````' AS x") == "`````sql\nSELECT '````' AS x\n`````"
+
+
+LIMITS = AnswerLimits(max_rows=3, cell_chars=5, query_timeout=2.5, episode_timeout=60)
+
+
+def test_answers_name_each_limit_they_hit_and_how_to_ask_for_less() -> None:
+    """Row cap, clipped cells and per-query timeouts each get a field entry and one text line."""
+    answer = answer_of(columns=("a",), rows=((ClippedText("abcde", 9000),), (2,), (3,), (4,)),
+                       row_count=4, query_timeouts=1)
+    assert answer.limits_hit == ["max_rows", "cell_chars", "query_timeout"]
+    lines = render_answer_text(answer, LIMITS).split("\n\n")[2:-1]
+    assert lines == [
+        "Showing 3 of 4 rows; the structured result holds 3 rows.",
+        "Limit hit: the answer stops at the server's cap of 3 rows (--max-rows). To see every "
+        "row, ask for fewer: a top N, an aggregate or a filter.",
+        "Limit hit: text cells over 5 characters were clipped. Ask for the part you need (e.g. "
+        "the first 200 characters) or for fewer columns.",
+        "Limit hit: SQL ran past the 2.5 s per-query limit (--query-timeout) and was stopped. Ask "
+        "a narrower question (a filter, a shorter period, fewer tables) or ask the operator to "
+        "raise the limit.",
+    ]
+    timed_out = answer_of(sql=None, status=EpisodeStatus.FAILED, rows=(), row_count=0,
+                          answer_timed_out=True, error="interrupted")
+    assert timed_out.limits_hit == ["query_timeout"]
+    assert answer_of().limits_hit == [] and "Limit hit" not in render_answer_text(answer_of(), LIMITS)
+
+
+def test_input_schema_states_the_limits_in_the_question_description() -> None:
+    """The question's description gets the limits sentence; nothing else changes."""
+    schema = {"type": "object", "properties": {"question": {"type": "string", "description": "Q."},
+                                               "database": {"type": "string"}}}
+    assert input_schema_with_limits(schema, LIMITS) == {
+        "type": "object", "properties": {
+            "question": {"type": "string", "description": (
+                "Q. Limits: an answer holds at most 3 rows (row_count still counts the rest); "
+                "text cells over 5 characters are clipped; each SQL statement may run 2.5 s; "
+                "answering one question may take 60 s (time queued not counted).")},
+            "database": {"type": "string"}}}
+    assert schema["properties"]["question"]["description"] == "Q."

@@ -22,9 +22,13 @@ from agent.prompt import (
     render_call_header,
     render_initial_prompt,
     render_results_message,
+    render_round_message,
+    render_trained_results,
     render_user_message,
+    trained_budget_line,
+    trained_final_text,
 )
-from agent.tools import TOOL_NAMES, TOOLS
+from agent.tools import TOOL_NAMES, TOOLS, Environment
 
 FINAL = (
     "This is your final answer turn: tools will not run any more.\n"
@@ -173,7 +177,7 @@ def test_final_results_message_after_failed_queries_gives_the_reason() -> None:
 def test_initial_prompt_as_final_turn_asks_for_the_answer_at_once() -> None:
     """With no tool turns at all, the first user turn already asks for the final answer."""
     prompt = render_initial_prompt(PromptSet("S", "{question}"), "Q?", None, final=True,
-                                   final_reason=StopReason.TOKEN_BUDGET)
+                                   final_reason=StopReason.TOKEN_BUDGET, environment=Environment.RICH)
     assert prompt == (
         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ?\n\n"
         "The token budget is almost used up, so exploration is over.\n" + FINAL
@@ -181,10 +185,77 @@ def test_initial_prompt_as_final_turn_asks_for_the_answer_at_once() -> None:
     )
 
 
-def test_budget_line_is_always_plural_as_trained() -> None:
-    """The budget line keeps the trained wording for every count."""
+def test_rich_budget_line_is_always_plural_in_brackets() -> None:
+    """The rich environment's budget line: the reference notes' bracketed wording for every count."""
     assert [budget_line(n) for n in (1, 0)] == [
         "[1 tool turns left before you must answer]", "[0 tool turns left before you must answer]"]
+
+
+# --- the trained environment's turn texts ----------------------------------------------------
+
+TRAINED_FINAL = ("You have reached the exploration limit. Now generate the final SQL query to answer "
+                 "the question. Return only the SQL query.")
+
+
+def test_trained_budget_line_has_no_brackets_and_is_singular_for_one() -> None:
+    """`5 tool turns left ...` down to `1 tool turn left ...`, as the episodes show."""
+    assert [trained_budget_line(n) for n in (5, 2, 1)] == [
+        "5 tool turns left before you must answer", "2 tool turns left before you must answer",
+        "1 tool turn left before you must answer"]
+
+
+def test_trained_results_are_labelled_by_position_out_of_the_rounds_total() -> None:
+    """`result (k/N):` above each result, plain notes, then the budget line; control tokens broken."""
+    message = render_trained_results(["a | b\n1 | 2", "x\n<|im_end|>"], ["no tool call found"], 4)
+    assert message == ("result (1/2):\na | b\n1 | 2\n\nresult (2/2):\nx\n< |im_end|>\n\n"
+                       "no tool call found\n\n4 tool turns left before you must answer")
+
+
+def test_trained_final_turn_after_the_last_round_is_verbatim() -> None:
+    """Instead of a budget line: the authors' text with the last query that ran without error."""
+    message = render_trained_results(["n\n3"], [], 0, final=True, last_ok_sql="SELECT count(*) FROM t")
+    assert message == (
+        "result (1/1):\nn\n3\n\n" + TRAINED_FINAL + " Your last query that executed without error "
+        "was:\nSELECT count(*) FROM t\nIf you are not sure of an improvement, return that query.")
+
+
+@pytest.mark.parametrize(("reason", "sql", "text"), [
+    (StopReason.FAILED_QUERIES, "SELECT 1", "Too many queries failed in a row. " + TRAINED_FINAL
+     + " Your last query that executed without error was:\nSELECT 1\n"
+       "If you are not sure of an improvement, return that query."),
+    (StopReason.TOKEN_BUDGET, None, "The token budget is almost used up. " + TRAINED_FINAL
+     + " None of your queries has executed without error yet, so write your best query from what "
+       "you have seen."),
+    (StopReason.TOOL_TURNS, None, TRAINED_FINAL + " None of your queries has executed without error "
+     "yet, so write your best query from what you have seen."),
+])
+def test_trained_final_turn_keeps_the_authors_structure(reason: StopReason, sql: str | None,
+                                                         text: str) -> None:
+    """After 4 failures, at the token budget, or with no query that ran: the same structure."""
+    assert trained_final_text(reason, sql) == text
+
+
+def test_trained_final_turn_clips_a_huge_echoed_query() -> None:
+    """The echoed SQL is the model's own text: neutralised and clipped to a bounded size."""
+    text = trained_final_text(None, "SELECT '<|im_start|>" + "x" * 9_000 + "'")
+    echoed = text.split("was:\n", 1)[1].split("\n", 1)[0]
+    assert echoed.startswith("SELECT '< |im_start|>xxx") and echoed.endswith("…[+5,022 chars]")
+
+
+def test_round_message_dispatches_on_the_environment() -> None:
+    """The loop's one entry point gives the trained or the rich texts."""
+    results = [(ToolCall("list_tables", {}), "A")]
+    assert render_round_message(Environment.TRAINED, results, [], 3) == (
+        "result (1/1):\nA\n\n3 tool turns left before you must answer")
+    assert render_round_message(Environment.RICH, results, [], 3) == render_results_message(results, [], 3)
+
+
+def test_trained_initial_prompt_as_final_turn() -> None:
+    """With no tool turns at all, the first user turn ends with the trained final text."""
+    prompt = render_initial_prompt(PromptSet("S", "{question}"), "Q?", None, final=True)
+    assert prompt == ("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ?\n\n" + TRAINED_FINAL
+                      + " None of your queries has executed without error yet, so write your best "
+                        "query from what you have seen.<|im_end|>\n<|im_start|>assistant\n")
 
 
 def test_continue_prompt_appends_completion_and_a_new_turn() -> None:

@@ -5,18 +5,24 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from agent import tools
 from agent.sqlite import Database, EngineLimits, QueryEngine, QueryStatus, create_database
-from agent.tools import ToolOutcome, ToolSettings, arun_tool, run_tool
+from agent.tools import Environment, ToolOutcome, ToolSettings
+from tests.conftest import SHARED_DATA, SHARED_DBS
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-DBS = DATA / "dbs"
-SPIDER = DATA / "spider_dev" / "database"
+# These goldens are the rich environment's texts; the trained ones are in test_trained_text.py.
+run_tool = partial(tools.run_tool, environment=Environment.RICH)
+arun_tool = partial(tools.arun_tool, environment=Environment.RICH)
+
+DBS = SHARED_DBS
+SPIDER = SHARED_DATA / "spider_dev" / "database"
 
 WEIRD_SQL = '''
 CREATE TABLE "order" (id INTEGER PRIMARY KEY, "select" TEXT NOT NULL DEFAULT 'x',
@@ -44,14 +50,6 @@ INSERT INTO colours SELECT 'c' || (i % 7) FROM n;
 def build(path: Path, sql: str) -> Path:
     """Write a database from SQL (agent.sqlite.create_database, not through the tools)."""
     return create_database(path, sql)
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[QueryEngine]:
-    """One worker pool for the module's databases."""
-    pool = QueryEngine(EngineLimits(workers=2))
-    yield pool
-    pool.close()
 
 
 @pytest.fixture(scope="module")
@@ -576,3 +574,16 @@ def test_geopackage_like_file_is_usable(geopackage: Database) -> None:
     failed = run_tool(geopackage, "run_query", {"sql": "SELECT * FROM pages"})
     assert failed.text == 'SQL error: unsafe use of virtual table "dbstat"'
     assert run_tool(geopackage, "sample_rows", {"table_name": "named"}).ok
+
+
+def test_run_query_on_a_balloon_is_bounded_and_counts_every_column(tmp_path: Path) -> None:
+    """2,000 columns x 4,500 characters: a short text that says how many columns there are."""
+    sql = ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<50), "
+           "t(a) AS (SELECT printf('%.4500c','x')) SELECT " + ",".join(["a"] * 2000) + " FROM t, r")
+    with Database(build(tmp_path / "e.sqlite", "CREATE TABLE e (x);"),
+                  QueryEngine(EngineLimits(query_timeout=30))) as db:
+        result = run_tool(db, "run_query", {"sql": sql})
+        db.engine.close()
+    assert result.ok and len(result.text) <= ToolSettings().result_chars
+    assert result.text.endswith("[showing 1 of 50 rows; add WHERE/LIMIT or aggregate to see others]\n"
+                                "[showing 11 of 2000 columns; select only the columns you need]")

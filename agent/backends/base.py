@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
 # ChatML stop strings the model was trained with, and the start of a turn: a completion must
@@ -18,6 +20,18 @@ class SamplingSettings:
     top_p: float = 0.95
     top_k: int = 20
     seed: int | None = None
+
+
+# The model was trained with vLLM, which applies no repetition penalty (1.0) and none of the
+# samplers below unless asked. Ollama applies repeat_penalty 1.1 by default, so every Ollama
+# request (and the Modelfile) sets these neutral values to sample as vLLM did.
+VLLM_NEUTRAL_SAMPLERS: Mapping[str, float] = MappingProxyType({
+    "repeat_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "min_p": 0.0,
+    "typical_p": 1.0,
+})
 
 
 @dataclass(frozen=True)

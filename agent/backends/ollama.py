@@ -21,7 +21,7 @@ from ..errors import (
     ConfigError,
     ModelNotFound,
 )
-from .base import STOP_STRINGS, Completion, ModelInfo, SamplingSettings
+from .base import STOP_STRINGS, VLLM_NEUTRAL_SAMPLERS, Completion, ModelInfo, SamplingSettings
 from .settings import DEFAULT_OLLAMA_HOST
 
 _OLLAMA_PORT = 11434
@@ -101,11 +101,12 @@ class OllamaBackend:
         )
 
     def generate_options(self, max_tokens: int) -> dict[str, Any]:
-        """The `options` object sent with every generate request."""
+        """The `options` object sent with every generate request (vLLM's neutral samplers included)."""
         options: dict[str, Any] = {
             "temperature": self.sampling.temperature,
             "top_p": self.sampling.top_p,
             "top_k": self.sampling.top_k,
+            **VLLM_NEUTRAL_SAMPLERS,
             "num_ctx": self.num_ctx,
             "num_predict": max_tokens,
             "stop": list(STOP_STRINGS),

@@ -23,13 +23,16 @@ from ._worker import (
     SchemaRequest,
     stat_signature,
 )
+from .hiding import HideRules
 from .types import (
     BlobRef,
     ClippedText,
     Column,
     ForeignKey,
+    HideReport,
     QueryResult,
     QueryStatus,
+    ResultCut,
     Schema,
     Table,
 )
@@ -86,8 +89,10 @@ def create_database(target: Path, script: str) -> Path:
 class Database:
     """One validated database file, queried read-only through a QueryEngine."""
 
-    def __init__(self, path: str | Path, engine: QueryEngine | None = None) -> None:
+    def __init__(self, path: str | Path, engine: QueryEngine | None = None, *,
+                 hide: HideRules | None = None) -> None:
         self.path = validate_database_path(path)
+        self.hide = hide or None  # tables and columns no statement or schema fact may show
         self._owns_engine = engine is None
         self.engine = engine or QueryEngine()
         self._schema: Schema | None = None
@@ -104,7 +109,7 @@ class Database:
         with self._schema_lock:
             if self._schema is None or sig != self._schema_sig:
                 timeout = max(self.limits.query_timeout, SCHEMA_READ_MIN_SECONDS)
-                result = self.engine.run(SchemaRequest(str(self.path), timeout))
+                result = self.engine.run(SchemaRequest(str(self.path), timeout, self.hide))
                 if isinstance(result, QueryResult):  # the schema read itself was killed
                     raise DatabasePathError(f"{self.path}: reading the schema failed: {result.error}")
                 self._schema, self._schema_sig = result, sig
@@ -112,13 +117,18 @@ class Database:
 
     def query(self, sql: str, *, max_rows: int, cell_limit: int | None = None,
               count_cap: int | None = None, timeout: float | None = None,
-              cancel: CancelToken | None = None) -> QueryResult:
-        """Run one read-only statement; every failure comes back as a QueryResult value."""
+              cancel: CancelToken | None = None, byte_budget: int | None = None) -> QueryResult:
+        """Run one read-only statement; every failure comes back as a QueryResult value.
+
+        With `byte_budget`, the worker cuts cells, columns and rows so the rows weigh at most
+        that many bytes as JSON before they leave it (see QueryResult.cut_to_fit).
+        """
         request = QueryRequest(
             path=str(self.path), sql=sql, max_rows=max(0, max_rows),
             count_cap=self.limits.count_cap if count_cap is None else count_cap,
             cell_limit=cell_limit,
-            timeout=self.limits.query_timeout if timeout is None else timeout,
+            timeout=self.limits.query_timeout if timeout is None else timeout, hide=self.hide,
+            byte_budget=byte_budget,
         )
         return self.engine.run(request, cancel)
 
@@ -127,13 +137,15 @@ class Database:
         return await anyio.to_thread.run_sync(self.schema)
 
     async def aquery(self, sql: str, *, max_rows: int, cell_limit: int | None = None,
-                     count_cap: int | None = None, timeout: float | None = None) -> QueryResult:
+                     count_cap: int | None = None, timeout: float | None = None,
+                     byte_budget: int | None = None) -> QueryResult:
         """`query()` without blocking the event loop; cancelling the caller interrupts the query."""
         token = CancelToken()
         try:
             return await anyio.to_thread.run_sync(
                 lambda: self.query(sql, max_rows=max_rows, cell_limit=cell_limit,
-                                   count_cap=count_cap, timeout=timeout, cancel=token),
+                                   count_cap=count_cap, timeout=timeout, cancel=token,
+                                   byte_budget=byte_budget),
                 abandon_on_cancel=True,
             )
         except anyio.get_cancelled_exc_class():
@@ -160,9 +172,12 @@ __all__ = [
     "Database",
     "EngineLimits",
     "ForeignKey",
+    "HideReport",
+    "HideRules",
     "QueryEngine",
     "QueryResult",
     "QueryStatus",
+    "ResultCut",
     "Schema",
     "Table",
     "create_database",

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from .types import BlobRef, ClippedText, Column, ForeignKey, QueryResult, QueryStatus, Schema, Table
+from . import hiding
+from ._fit import ResultFitter
+from .types import Column, ForeignKey, HideReport, QueryResult, QueryStatus, Schema, Table
 
 # Pragmas that only report. Those in _PRAGMAS_WITH_NAME_ARG take a table or index name as
 # their argument; every other pragma is allowed only without an argument, because an
@@ -43,6 +45,14 @@ IMMUTABLE_WARNING = (
     "with no -shm file, so commits still in the -wal file are not visible; checkpoint the database "
     "(PRAGMA wal_checkpoint) or make its folder writable to see them"
 )
+
+
+def wal_files_note(names: list[str]) -> str:
+    """The warning for -wal/-shm files SQLite created beside a WAL-mode database."""
+    return (f"the database is in WAL mode and opening it created {' and '.join(names)} beside it: "
+            "SQLite's readers need them (they hold no data of ours, the database file itself is "
+            "never written) and may leave them there; to avoid them, switch the database to "
+            "rollback mode once with `PRAGMA journal_mode=DELETE` or serve it from a read-only folder")
 
 
 @dataclass(frozen=True)
@@ -79,17 +89,32 @@ class _StatementGuard:
         self.first_action: int | None = None
         self.tables_read: set[str] = set()
         self.denied: str | None = None
+        self.hidden = False  # the denial is a hide rule's, not the read-only guard's
+        self.withheld = hiding.Withheld()
+        self.named: frozenset[str] = frozenset()  # names the statement itself writes
+        self.pragma_table = False
 
-    def reset(self, deadline: float) -> None:
+    def reset(self, deadline: float, withheld: hiding.Withheld | None = None, sql: str = "") -> None:
         self.deadline = deadline
         self.first_action = None
         self.tables_read = set()
         self.denied = None
+        self.hidden = False
+        self.withheld = withheld or hiding.Withheld()
+        self.named = hiding.sql_names(sql) if self.withheld else frozenset()
+        self.pragma_table = False
 
     def authorize(self, action: int, arg1: str | None, arg2: str | None,
                   db_name: str | None, source: str | None) -> int:
         if self.first_action is None:
             self.first_action = action
+        if self.withheld and action == sqlite3.SQLITE_READ and arg1:
+            # The schema read a pragma_* table makes when it is first prepared is not the model's.
+            implicit = self.pragma_table and arg1 == "sqlite_master" and arg2 == "ROWID"
+            reason = None if implicit else hiding.hidden_read_reason(self.withheld, arg1, arg2, source,
+                                                              self.named)
+            if reason is not None:
+                return self._hide(reason)
         if action in _ALWAYS_ALLOWED:
             if action == sqlite3.SQLITE_READ and arg1:
                 self.tables_read.add(arg1)
@@ -100,6 +125,8 @@ class _StatementGuard:
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_PRAGMA:
             name = (arg1 or "").lower()
+            if self.withheld and name in hiding.DESCRIBING_PRAGMAS:
+                return self._hide(f"PRAGMA {arg1} is not available on this database; {hiding.SCHEMA_HINT}")
             if name in _PRAGMAS_WITH_NAME_ARG or (name in _PRAGMAS_NO_ARG and arg2 is None):
                 return sqlite3.SQLITE_OK
             return self._deny(f"PRAGMA {arg1} is not allowed (read-only pragmas only)")
@@ -107,6 +134,7 @@ class _StatementGuard:
         # makes SQLite report an UPDATE of sqlite_master with no trigger or view source.
         if (action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master" and source is None
                 and self.first_action == sqlite3.SQLITE_SELECT):
+            self.pragma_table = True
             return sqlite3.SQLITE_OK
         # Inside a SELECT, an R*Tree being connected prepares its shadow-table statements;
         # they only run for writes to the R*Tree, which no reading statement can make (and
@@ -115,6 +143,11 @@ class _StatementGuard:
                 and self.first_action == sqlite3.SQLITE_SELECT):
             return sqlite3.SQLITE_OK
         return self._deny("only reading statements (SELECT / WITH) are allowed")
+
+    def _hide(self, reason: str) -> int:
+        if self.denied is None:
+            self.denied, self.hidden = reason, True
+        return sqlite3.SQLITE_DENY
 
     def _deny(self, reason: str) -> int:
         if self.denied is None:
@@ -144,6 +177,9 @@ class GuardedConnection:
         self.guard = _StatementGuard(cancel_flag)
         self.settings = settings
         self.immutable = False
+        companions = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+        missing = [p for p in companions if not p.exists()]
+        self._hiding: tuple[tuple[hiding.HideRules, int], tuple[hiding.Withheld, HideReport]] | None = None
         try:
             self.conn = self._connect(path, settings, immutable=False)
         except sqlite3.OperationalError:
@@ -153,6 +189,9 @@ class GuardedConnection:
             # mode reads the main file only (commits still in the -wal are not seen).
             self.conn = self._connect(path, settings, immutable=True)
             self.immutable = True
+        # A WAL reader creates the -wal and -shm files when they are missing and the folder is
+        # writable (SQLite's design; the database file is untouched): say so instead of hiding it.
+        self.created_files = [p.name for p in missing if p.exists()]
 
     def _connect(self, path: Path, settings: GuardSettings, *, immutable: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -181,14 +220,16 @@ class GuardedConnection:
         return conn
 
     def run(self, sql: str, *, max_rows: int, count_cap: int, cell_limit: int | None,
-            timeout: float) -> QueryResult:
-        """Run one statement; errors come back as values."""
+            timeout: float, byte_budget: int | None = None,
+            hide: hiding.HideRules | None = None) -> QueryResult:
+        """Run one statement; errors come back as values; rows are cut to `byte_budget` here."""
         start = time.monotonic()
-        self.guard.reset(start + timeout)
-        columns: tuple[str, ...] = ()
-        rows: list[tuple[Any, ...]] = []
-        total = 0
-        lower_bound = False
+        withheld = self.resolved_hiding(hide)[0] if hide else hiding.Withheld()
+        if withheld and hiding.uses_unchecked_join(sql) and hiding.sql_names(sql) & withheld.risky:
+            # SQLite resolves USING/NATURAL join columns without asking the authorizer.
+            return QueryResult(QueryStatus.HIDDEN, error=f"not available: {hiding.JOIN_HINT}",
+                               seconds=time.monotonic() - start)
+        self.guard.reset(start + timeout, withheld, sql)
         keyword = first_keyword(sql)
         if keyword not in _READING_KEYWORDS:
             return QueryResult(QueryStatus.DENIED, error=(
@@ -196,22 +237,9 @@ class GuardedConnection:
                 "statements (SELECT / WITH) are allowed"), seconds=time.monotonic() - start)
         try:
             cursor = self.conn.execute(sql)
-            columns = tuple(d[0] for d in cursor.description or ())
-            rows = [_clip_row(r, cell_limit) for r in cursor.fetchmany(max_rows)]
-            total = len(rows)
-            if len(rows) == max_rows:
-                try:
-                    while total < count_cap:
-                        chunk = cursor.fetchmany(min(1000, count_cap - total))
-                        if not chunk:
-                            break
-                        total += len(chunk)
-                    else:
-                        lower_bound = cursor.fetchone() is not None
-                except sqlite3.OperationalError:
-                    if not self._interrupted():
-                        raise
-                    lower_bound = True  # the deadline stopped the count, not the answer
+            fitter = ResultFitter(tuple(d[0] for d in cursor.description or ()), cell_limit,
+                                  byte_budget)
+            total, lower_bound = self._collect(cursor, fitter, max_rows, count_cap)
             cursor.close()
         except sqlite3.Error as exc:
             return self._error_result(exc, start)
@@ -223,9 +251,37 @@ class GuardedConnection:
             return QueryResult(QueryStatus.SQL_ERROR, error="out of memory: the query needs "
                                "more memory than the worker may use; aggregate or add LIMIT",
                                seconds=time.monotonic() - start)
-        return QueryResult(QueryStatus.OK, columns, tuple(rows), total, lower_bound,
-                           tables_read=frozenset(self.guard.tables_read),
-                           seconds=time.monotonic() - start)
+        kept = fitter.kept_columns if fitter.kept_columns >= 0 else len(fitter.columns)
+        return QueryResult(QueryStatus.OK, fitter.columns[:kept], tuple(fitter.rows), total,
+                           lower_bound, tables_read=frozenset(self.guard.tables_read),
+                           seconds=time.monotonic() - start, columns_cut=fitter.columns_cut,
+                           cells_cut_to=fitter.cells_cut_to, rows_cut=fitter.rows_cut,
+                           byte_budget=byte_budget)
+
+    def _collect(self, cursor: sqlite3.Cursor, fitter: ResultFitter, max_rows: int,
+                 count_cap: int) -> tuple[int, bool]:
+        """Rows into `fitter` while they fit, then a count of the rest; (total, lower bound).
+
+        One row at a time: a count over rows of megabytes holds one of them, not a thousand.
+        """
+        total = 0
+        collecting = max_rows > 0
+        try:
+            for raw in cursor:
+                total += 1
+                if collecting:
+                    if fitter.add(raw) and len(fitter.rows) < max_rows:
+                        continue
+                    collecting = False
+                    continue
+                if total >= count_cap:
+                    return total, cursor.fetchone() is not None
+        except (sqlite3.OperationalError, MemoryError) as exc:
+            out_of_memory = isinstance(exc, MemoryError) or "out of memory" in str(exc)
+            if collecting or not (out_of_memory or self._interrupted()):
+                raise
+            return total, True  # the deadline or the memory cap stopped the count, not the answer
+        return total, False
 
     def _interrupted(self) -> bool:
         return bool(self.guard.cancel_flag.value) or time.monotonic() > self.guard.deadline
@@ -233,6 +289,9 @@ class GuardedConnection:
     def _error_result(self, exc: sqlite3.Error, start: float) -> QueryResult:
         elapsed = time.monotonic() - start
         message = str(exc)
+        if self.guard.denied is not None and self.guard.hidden:
+            return QueryResult(QueryStatus.HIDDEN, error=f"not available: {self.guard.denied}",
+                               seconds=elapsed)
         if self.guard.denied is not None:
             return QueryResult(QueryStatus.DENIED, error=f"not allowed: {self.guard.denied}",
                                seconds=elapsed)
@@ -295,6 +354,8 @@ class GuardedConnection:
         ]
         tables.sort(key=lambda t: (t.name.casefold(), t.name))
         warnings = [IMMUTABLE_WARNING] if self.immutable else []
+        if self.created_files:
+            warnings.append(wal_files_note(self.created_files))
         if dropped_tables or dropped_columns:
             warnings.append(
                 f"the schema is larger than the {self.settings.schema_chars:,} characters of names "
@@ -316,6 +377,20 @@ class GuardedConnection:
                 cols.append(column)
                 budget -= size
         return cols, total
+
+    def hidden_schema(self, hide: hiding.HideRules) -> Schema:
+        """The schema without what `hide` hides, with the report of what each rule hid."""
+        withheld, report = self.resolved_hiding(hide)
+        return hiding.filter_schema(self.read_schema(), withheld, report)
+
+    def resolved_hiding(self, hide: hiding.HideRules) -> tuple[hiding.Withheld, HideReport]:
+        """`hide` resolved against the current schema (cached until the schema changes)."""
+        self.guard.reset(float("inf"))
+        version = self.conn.execute("PRAGMA schema_version").fetchone()[0]
+        if self._hiding is None or self._hiding[0] != (hide, version):
+            resolved = hiding.resolve_on(self.conn, self.guard, hide, self.read_schema())
+            self._hiding = ((hide, version), resolved)
+        return self._hiding[1]
 
     def replaced(self) -> bool:
         """True when the path now names another file than the one this connection opened."""
@@ -417,17 +492,3 @@ def _foreign_keys(table: str, rows: list[tuple[Any, ...]],
             ref_cols = [c.name for c in pk] or ["rowid"] * len(parts)
         keys.append(ForeignKey(table, tuple(p[3] for p in parts), ref_table, tuple(ref_cols)))
     return tuple(keys)
-
-
-def _clip_row(row: tuple[Any, ...], cell_limit: int | None) -> tuple[Any, ...]:
-    if cell_limit is None:
-        return row
-    return tuple(_clip_value(v, cell_limit) for v in row)
-
-
-def _clip_value(value: Any, cell_limit: int) -> Any:
-    if isinstance(value, bytes):
-        return BlobRef(len(value))
-    if isinstance(value, str) and len(value) > cell_limit:
-        return ClippedText(value[:cell_limit], len(value))
-    return value

@@ -41,6 +41,20 @@ class Table:
     # kept (a schema past the size bound); None for an ordinary table.
     note: str | None = None
     unreadable: bool = False  # SQLite refused to describe it: querying it fails the same way
+    withheld_columns: int = 0  # columns left out because the database's owner hides them
+
+
+@dataclass(frozen=True)
+class HideReport:
+    """What each hide rule hid on one database (for doctor and logs; never shown to the model)."""
+
+    matches: tuple[tuple[str, tuple[str, ...]], ...]  # (rule as written, names it hid)
+    derived: tuple[str, ...]  # views and generated columns hidden because they read hidden data
+
+    @property
+    def unmatched(self) -> tuple[str, ...]:
+        """Rules that hide nothing on this database (probably a typo)."""
+        return tuple(rule for rule, names in self.matches if not names)
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,7 @@ class Schema:
 
     tables: tuple[Table, ...]
     warnings: tuple[str, ...] = ()  # how this database was opened, when the user should know
+    hiding: HideReport | None = None  # what the hide rules hid; None when there are none
     _by_name: dict[str, Table] = field(init=False, repr=False, compare=False)
     _by_folded: dict[str, list[Table]] = field(init=False, repr=False, compare=False)
 
@@ -86,9 +101,21 @@ class QueryStatus(StrEnum):
     OK = "ok"
     SQL_ERROR = "sql_error"  # SQLite rejected or failed the statement
     DENIED = "denied"  # the read-only guard refused it
+    HIDDEN = "hidden"  # it reads a table or column the database's owner hides
     TIMEOUT = "timeout"  # the deadline interrupted it
     KILLED = "killed"  # the worker had to be killed (single opcode too long, or out of memory)
     CANCELLED = "cancelled"  # the caller cancelled it
+
+
+@dataclass(frozen=True)
+class ResultCut:
+    """What the worker cut from a result to fit its byte budget."""
+
+    byte_budget: int
+    total_columns: int
+    columns_cut: int  # trailing columns left out
+    cells_cut_to: int | None  # text cells clipped to this many characters, if they were
+    rows_cut: bool  # rows left out because they did not fit
 
 
 @dataclass(frozen=True)
@@ -103,6 +130,11 @@ class QueryResult:
     error: str | None = None
     tables_read: frozenset[str] = frozenset()  # tables the authorizer saw being read
     seconds: float = 0.0
+    # Cuts made in the worker to fit `byte_budget` (bytes of the rows as JSON):
+    columns_cut: int = 0  # trailing columns left out (`columns` holds the kept ones)
+    cells_cut_to: int | None = None  # text cells clipped to this many characters
+    rows_cut: bool = False  # rows left out although fewer than max_rows were kept
+    byte_budget: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -113,6 +145,19 @@ class QueryResult:
     def truncated(self) -> bool:
         """True when more rows exist than were returned."""
         return self.total_rows > len(self.rows) or self.total_is_lower_bound
+
+    @property
+    def cut_to_fit(self) -> bool:
+        """True when columns, cells or rows were cut to fit the byte budget."""
+        return bool(self.columns_cut or self.cells_cut_to is not None or self.rows_cut)
+
+    @property
+    def cut(self) -> ResultCut | None:
+        """The cuts made to fit the byte budget, or None when nothing was cut."""
+        if not self.cut_to_fit or self.byte_budget is None:
+            return None
+        return ResultCut(self.byte_budget, len(self.columns) + self.columns_cut, self.columns_cut,
+                         self.cells_cut_to, self.rows_cut)
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,17 @@
 `run_tool` / `arun_tool` never raise for anything the model can get wrong: an unknown tool,
 a missing or mistyped argument, an unknown table or column, or failing SQL all come back
 as a ToolOutcome with ok=False and a text saying what to do next. Each tool is written
-once, as a generator that yields the queries it needs; a sync and an async driver run it.
+once per environment, as a generator that yields the queries it needs; a sync and an async
+driver run it.
 
-`TOOLS` is the one table of the tools: a tool's name, arguments, example call, implementation
+Two environments (`environment.py`) decide the texts the model reads: `trained` (default; the
+authors' environment as their episodes show it: `_trained.py`, `trained_text.py`) and `rich`
+(our own formats: the implementations below, `result_text.py`, `_schema_text.py`).
+
+`TOOLS` is the one table of the tools: a tool's name, arguments, example call, implementations
 and progress label are its row, and every other list of tools (the completion parser's, the
 progress lines', the CLI's) is derived from it. Adding a tool means a row here, an
-implementation above it, its text in `result_text`/`_schema_text`, and its line in the system
+implementation above it and one in `_trained.py`, their texts, and its line in the system
 prompt (`agent/prompt.py`; a test checks the two agree).
 """
 
@@ -20,9 +25,23 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from ..sqlite import Database, QueryResult, QueryStatus, Schema, Table
+from ..sqlite import Database, QueryResult, Table
+from . import _trained
 from ._args import ArgProblem, Param, clamp_limit, echo, parse_params, unquote_name
-from ._hints import find_column, sql_error_hint, unknown_column_text, unknown_table_text
+from ._base import (
+    DEFAULT_TOOL_SETTINGS,
+    QuerySpec,
+    Steps,
+    ToolContext,
+    ToolOutcome,
+    ToolSettings,
+    find_table,
+    read_failure,
+    real_tables,
+    sample_query,
+    with_note,
+)
+from ._hints import find_column, sql_error_hint, unknown_column_text
 from ._joins import shortest_join_path
 from ._schema_text import (
     join_tables,
@@ -34,6 +53,7 @@ from ._schema_text import (
     render_table_list,
     render_unreadable,
 )
+from .environment import DEFAULT_ENVIRONMENT, Environment
 from .result_text import (
     join_names,
     quote_ident,
@@ -41,80 +61,15 @@ from .result_text import (
     render_query_failure,
     render_query_result,
     render_sample,
-    show_ident,
 )
 
 __all__ = [
-    "DEFAULT_SETTINGS", "TOOLS", "TOOL_NAMES", "ArgProblem", "Param", "QuerySpec", "ToolOutcome",
-    "ToolSettings", "ToolSpec", "arun_tool", "call_label_args", "canonical_tool_name",
-    "nearest_tool_name", "parse_args", "run_tool",
+    "DEFAULT_ENVIRONMENT", "DEFAULT_TOOL_SETTINGS", "TOOLS", "TOOL_NAMES", "ArgProblem", "Environment",
+    "Param", "QuerySpec", "ToolOutcome", "ToolSettings", "ToolSpec", "arun_tool", "call_label_args",
+    "canonical_tool_name", "nearest_tool_name", "parse_args", "run_tool",
 ]
 
-@dataclass(frozen=True)
-class ToolSettings:
-    """Output caps for tool results."""
-
-    sample_rows: int = 10
-    max_sample_rows: int = 20
-    query_rows: int = 50
-    distinct_values: int = 20
-    max_distinct_values: int = 50
-    cell_chars: int = 100
-    result_chars: int = 4_000
-    row_count_cap: int = 100_000  # describe_table/sample_rows count a table's rows up to this
-    row_count_timeout: float = 1.0  # seconds; a slower count is left out of the text
-
-
-DEFAULT_SETTINGS = ToolSettings()
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    """What one tool call returned."""
-
-    text: str  # exactly what the model sees
-    ok: bool  # False for any error text (unknown table, bad args, SQL error...)
-    tables: frozenset[str]  # real table names this call looked at / read (for evaluation)
-    query: QueryResult | None = None  # for run_query and submit_sql: the raw result
-
-
-@dataclass(frozen=True)
-class QuerySpec:
-    """One statement a tool needs run, with its limits."""
-
-    sql: str
-    max_rows: int
-    cell_limit: int | None = None
-    timeout: float | None = None
-
-
-Steps = Generator[QuerySpec, QueryResult, ToolOutcome]
-
-
-@dataclass(frozen=True)
-class _Context:
-    schema: Schema
-    settings: ToolSettings
-    query_timeout: float
-
-
-def _find_table(schema: Schema, given: str) -> Table | ToolOutcome:
-    bare = unquote_name(given)
-    table = schema.find(given) or schema.find(bare)
-    if table is None:
-        return ToolOutcome(unknown_table_text(bare or given, schema), False, frozenset())
-    return table
-
-
-def _real_tables(schema: Schema, names: frozenset[str]) -> frozenset[str]:
-    return frozenset(t.name for n in names if (t := schema.find(n)) is not None)
-
-
-def _with_note(text: str, note: str | None) -> str:
-    return text if note is None else f"{text}\n{note}"
-
-
-def _count_rows(ctx: _Context, table: Table) -> Generator[QuerySpec, QueryResult, tuple[int, bool] | None]:
+def _count_rows(ctx: ToolContext, table: Table) -> Generator[QuerySpec, QueryResult, tuple[int, bool] | None]:
     cap = ctx.settings.row_count_cap
     result = yield QuerySpec(
         f"SELECT count(*) FROM (SELECT 1 FROM {quote_ident(table.name)} LIMIT {cap + 1})",
@@ -127,15 +82,15 @@ def _count_rows(ctx: _Context, table: Table) -> Generator[QuerySpec, QueryResult
 
 # --- the tools, each a function of the schema and parsed arguments -------------------------
 
-def _list_tables(ctx: _Context, args: dict[str, Any]) -> ToolOutcome:
+def _list_tables(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
     pattern = args["pattern"]
     text = render_table_list(ctx.schema, pattern, ctx.settings.result_chars)
     matched = pattern is None or any(pattern.casefold() in n.casefold() for n in ctx.schema.names)
     return ToolOutcome(text, matched, frozenset())
 
 
-def _describe_table(ctx: _Context, args: dict[str, Any]) -> Steps:
-    table = _find_table(ctx.schema, args["table_name"])
+def _describe_table(ctx: ToolContext, args: dict[str, Any]) -> Steps:
+    table = find_table(ctx.schema, args["table_name"])
     if isinstance(table, ToolOutcome):
         return table
     if table.unreadable:
@@ -145,19 +100,19 @@ def _describe_table(ctx: _Context, args: dict[str, Any]) -> Steps:
     return ToolOutcome(text, True, frozenset([table.name]))
 
 
-def _foreign_keys(ctx: _Context, args: dict[str, Any]) -> ToolOutcome:
-    table = _find_table(ctx.schema, args["table_name"])
+def _foreign_keys(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+    table = find_table(ctx.schema, args["table_name"])
     if isinstance(table, ToolOutcome):
         return table
     text = render_links(table, ctx.schema, ctx.settings.result_chars)
     return ToolOutcome(text, True, frozenset([table.name]))
 
 
-def _join_path(ctx: _Context, args: dict[str, Any]) -> ToolOutcome:
-    table_a = _find_table(ctx.schema, args["table_a"])
+def _join_path(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+    table_a = find_table(ctx.schema, args["table_a"])
     if isinstance(table_a, ToolOutcome):
         return table_a
-    table_b = _find_table(ctx.schema, args["table_b"])
+    table_b = find_table(ctx.schema, args["table_b"])
     if isinstance(table_b, ToolOutcome):
         return table_b
     if table_a.name == table_b.name:
@@ -169,36 +124,26 @@ def _join_path(ctx: _Context, args: dict[str, Any]) -> ToolOutcome:
     return ToolOutcome(render_join_path(table_a.name, steps), True, join_tables(table_a.name, steps))
 
 
-def _read_failure(ctx: _Context, table: Table, result: QueryResult) -> ToolOutcome:
-    slow = result.status in (QueryStatus.TIMEOUT, QueryStatus.KILLED)
-    # The model cannot add WHERE to this tool's query; run_query is where it can.
-    hint = ("the table is too large to scan in time; use run_query with a WHERE filter and LIMIT"
-            if slow else None)
-    text = f"cannot read {show_ident(table.name)}: " + render_query_failure(result, hint, ctx.query_timeout)
-    return ToolOutcome(text, False, frozenset([table.name]))
-
-
-def _sample_rows(ctx: _Context, args: dict[str, Any]) -> Steps:
-    table = _find_table(ctx.schema, args["table_name"])
+def _sample_rows(ctx: ToolContext, args: dict[str, Any]) -> Steps:
+    table = find_table(ctx.schema, args["table_name"])
     if isinstance(table, ToolOutcome):
         return table
     s = ctx.settings
     limit, note = clamp_limit(args["limit"], s.sample_rows, s.max_sample_rows)
-    result = yield QuerySpec(f"SELECT * FROM {quote_ident(table.name)} LIMIT {limit}",
-                             max_rows=limit, cell_limit=s.cell_chars)
+    result = yield QuerySpec(sample_query(table, limit), max_rows=limit, cell_limit=s.cell_chars)
     if not result.ok:
-        return _read_failure(ctx, table, result)
+        return read_failure(ctx, table, result)
     if len(result.rows) < limit:
         total: tuple[int, bool] | None = (len(result.rows), True)
     else:
         total = yield from _count_rows(ctx, table)
     text = render_sample(table.name, result, total, s.cell_chars, s.result_chars)
-    return ToolOutcome(_with_note(text, note), True,
-                       frozenset([table.name]) | _real_tables(ctx.schema, result.tables_read))
+    return ToolOutcome(with_note(text, note), True,
+                       frozenset([table.name]) | real_tables(ctx.schema, result.tables_read))
 
 
-def _distinct_values(ctx: _Context, args: dict[str, Any]) -> Steps:
-    table = _find_table(ctx.schema, args["table_name"])
+def _distinct_values(ctx: ToolContext, args: dict[str, Any]) -> Steps:
+    table = find_table(ctx.schema, args["table_name"])
     if isinstance(table, ToolOutcome):
         return table
     if table.unreadable:
@@ -215,25 +160,25 @@ def _distinct_values(ctx: _Context, args: dict[str, Any]) -> Steps:
         f"SELECT {quote_ident(column)}, count(*) FROM {quote_ident(table.name)} "
         "GROUP BY 1 ORDER BY 2 DESC, 1", max_rows=limit, cell_limit=s.cell_chars)
     if not result.ok:
-        return _read_failure(ctx, table, result)
+        return read_failure(ctx, table, result)
     text = render_distinct(table.name, column, result, s.cell_chars, s.result_chars)
-    return ToolOutcome(_with_note(text, note), True, frozenset([table.name]))
+    return ToolOutcome(with_note(text, note), True, frozenset([table.name]))
 
 
-def _run_query(ctx: _Context, args: dict[str, Any]) -> Steps:
+def _run_query(ctx: ToolContext, args: dict[str, Any]) -> Steps:
     s = ctx.settings
     result = yield QuerySpec(args["sql"], max_rows=s.query_rows, cell_limit=s.cell_chars)
     if result.ok:
         text = render_query_result(result, s.cell_chars, s.result_chars)
-        return ToolOutcome(text, True, _real_tables(ctx.schema, result.tables_read), result)
+        return ToolOutcome(text, True, real_tables(ctx.schema, result.tables_read), result)
     hint = sql_error_hint(result.error or "", ctx.schema) if result.error else None
     text = render_query_failure(result, hint, ctx.query_timeout)
-    return ToolOutcome(text, False, _real_tables(ctx.schema, result.tables_read), result)
+    return ToolOutcome(text, False, real_tables(ctx.schema, result.tables_read), result)
 
 
 # --- the table of tools: everything else about a tool is derived from its row -------------
 
-_Impl = Callable[[_Context, dict[str, Any]], ToolOutcome | Steps]
+_Impl = Callable[[ToolContext, dict[str, Any]], ToolOutcome | Steps]
 
 
 def _label_none(args: Mapping[str, Any]) -> tuple[str, ...]:
@@ -261,9 +206,14 @@ class ToolSpec:
     name: str
     params: tuple[Param, ...]
     example: str  # the "args" object of a correct call, shown when a call's arguments are wrong
-    impl: _Impl
+    impl: _Impl  # the rich environment's (our own formats)
+    trained: _Impl  # the trained environment's (the texts the model saw in training; _trained.py)
     # what a progress line shows of a call's arguments: `describe_table(Track)`
     label: Callable[[Mapping[str, Any]], tuple[str, ...]] = _label_none
+
+    def impl_for(self, environment: Environment) -> _Impl:
+        """The implementation whose texts the model reads in `environment`."""
+        return self.trained if environment is Environment.TRAINED else self.impl
 
 
 _TABLE = Param("table_name", "text", aliases=("table", "name"))
@@ -271,18 +221,20 @@ _SQL = Param("sql", "text", aliases=("query",))
 _LIMIT = Param("limit", "count", required=False)
 _SPECS = (
     ToolSpec("list_tables", (Param("pattern", "text", required=False, in_system_prompt=False),),
-             "{}", _list_tables),
-    ToolSpec("describe_table", (_TABLE,), '{"table_name": "<table>"}', _describe_table, _label_table),
-    ToolSpec("foreign_keys", (_TABLE,), '{"table_name": "<table>"}', _foreign_keys, _label_table),
+             "{}", _list_tables, _trained.list_tables),
+    ToolSpec("describe_table", (_TABLE,), '{"table_name": "<table>"}', _describe_table,
+             _trained.describe_table, _label_table),
+    ToolSpec("foreign_keys", (_TABLE,), '{"table_name": "<table>"}', _foreign_keys,
+             _trained.foreign_keys, _label_table),
     ToolSpec("join_path", (Param("table_a", "text"), Param("table_b", "text")),
-             '{"table_a": "<table>", "table_b": "<table>"}', _join_path, _label_pair),
+             '{"table_a": "<table>", "table_b": "<table>"}', _join_path, _join_path, _label_pair),
     ToolSpec("sample_rows", (_TABLE, _LIMIT), '{"table_name": "<table>", "limit": 5}', _sample_rows,
-             _label_table),
+             _trained.sample_rows, _label_table),
     ToolSpec("distinct_values", (_TABLE, Param("column_name", "text", aliases=("column",)), _LIMIT),
              '{"table_name": "<table>", "column_name": "<column>", "limit": 20}', _distinct_values,
-             _label_column),
-    ToolSpec("run_query", (_SQL,), '{"sql": "SELECT ..."}', _run_query),
-    ToolSpec("submit_sql", (_SQL,), '{"sql": "SELECT ..."}', _run_query),
+             _trained.distinct_values, _label_column),
+    ToolSpec("run_query", (_SQL,), '{"sql": "SELECT ..."}', _run_query, _trained.run_query),
+    ToolSpec("submit_sql", (_SQL,), '{"sql": "SELECT ..."}', _run_query, _trained.run_query),
 )
 TOOLS: Mapping[str, ToolSpec] = MappingProxyType({spec.name: spec for spec in _SPECS})
 TOOL_NAMES: tuple[str, ...] = tuple(TOOLS)
@@ -333,42 +285,46 @@ def _prepare(name: Any, args: Any) -> tuple[str, dict[str, Any]] | ToolOutcome:
 
 
 def run_tool(db: Database, name: str, args: Mapping[str, Any],
-             settings: ToolSettings = DEFAULT_SETTINGS) -> ToolOutcome:
-    """Run one tool call; the model's mistakes come back as ok=False texts."""
+             settings: ToolSettings = DEFAULT_TOOL_SETTINGS,
+             environment: Environment = DEFAULT_ENVIRONMENT) -> ToolOutcome:
+    """Run one tool call in `environment`'s texts; the model's mistakes come back as ok=False texts."""
     prepared = _prepare(name, args)
     if isinstance(prepared, ToolOutcome):
         return prepared
     tool, parsed = prepared
-    ctx = _Context(db.schema(), settings, db.limits.query_timeout)
-    steps = TOOLS[tool].impl(ctx, parsed)
+    ctx = ToolContext(db.schema(), settings, db.limits.query_timeout)
+    steps = TOOLS[tool].impl_for(environment)(ctx, parsed)
     if isinstance(steps, ToolOutcome):
         return steps
     try:
         spec = next(steps)
         while True:
             result = db.query(spec.sql, max_rows=spec.max_rows, cell_limit=spec.cell_limit,
-                              timeout=spec.timeout)
+                              byte_budget=settings.query_bytes,
+                              timeout=spec.timeout, count_cap=spec.count_cap)
             spec = steps.send(result)
     except StopIteration as done:
         return done.value
 
 
 async def arun_tool(db: Database, name: str, args: Mapping[str, Any],
-                    settings: ToolSettings = DEFAULT_SETTINGS) -> ToolOutcome:
+                    settings: ToolSettings = DEFAULT_TOOL_SETTINGS,
+                    environment: Environment = DEFAULT_ENVIRONMENT) -> ToolOutcome:
     """`run_tool` on the event loop; cancelling the caller interrupts the running query."""
     prepared = _prepare(name, args)
     if isinstance(prepared, ToolOutcome):
         return prepared
     tool, parsed = prepared
-    ctx = _Context(await db.aschema(), settings, db.limits.query_timeout)
-    steps = TOOLS[tool].impl(ctx, parsed)
+    ctx = ToolContext(await db.aschema(), settings, db.limits.query_timeout)
+    steps = TOOLS[tool].impl_for(environment)(ctx, parsed)
     if isinstance(steps, ToolOutcome):
         return steps
     try:
         spec = next(steps)
         while True:
             result = await db.aquery(spec.sql, max_rows=spec.max_rows, cell_limit=spec.cell_limit,
-                                     timeout=spec.timeout)
+                                     byte_budget=settings.query_bytes,
+                                     timeout=spec.timeout, count_cap=spec.count_cap)
             spec = steps.send(result)
     except StopIteration as done:
         return done.value

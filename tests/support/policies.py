@@ -3,7 +3,7 @@
 A policy turns a raw ChatML prompt into a ScriptedReply. The HTTP fakes (fake_runtime.py)
 and the in-process PolicyBackend both pass the reply through `generate`, which behaves like
 a runtime: it cuts at stop strings and at the token limit (about 4 characters a token).
-Import from test files as `from policies import ...` (tests/ is on sys.path via conftest).
+Import from test files as `from tests.support.policies import ...`.
 """
 
 from __future__ import annotations
@@ -28,15 +28,17 @@ from agent.errors import (
     BackendUnreachable,
     ModelNotFound,
 )
-from agent.prompt import FINAL_INSTRUCTION
+from agent.prompt import FINAL_INSTRUCTION, TRAINED_FINAL_OPENING
 
 CHARS_PER_TOKEN = 4
-# What marks the final (answer-now) turn: the first line of agent/prompt.py's instruction
-# ("This is your final answer turn: ..."). Specific enough that a question will not say it.
-FINAL_TURN_MARKERS = (FINAL_INSTRUCTION.split("\n")[0].lower(),)
+# What marks the final (answer-now) turn in either environment: the first line of the rich
+# instruction ("This is your final answer turn: ...") or the trained environment's opening
+# sentence ("You have reached the exploration limit."). Specific enough that a question will not say it.
+FINAL_TURN_MARKERS = (FINAL_INSTRUCTION.split("\n")[0].lower(),
+                      TRAINED_FINAL_OPENING.split(". ")[0].lower())
 
 _USER_TURN = re.compile(r"<\|im_start\|>user\n(.*?)(?:<\|im_end\|>|\Z)", re.DOTALL)
-_BUDGET_LINE = re.compile(r"\[(\d+) tool turns? left")
+_BUDGET_LINE = re.compile(r"^\[?(\d+) tool turns? left", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,7 @@ def round_number(prompt: str) -> int:
 
 
 def tool_turns_left(prompt: str) -> int | None:
-    """The N of the last `[N tool turns left ...]` line in the last user turn, if any."""
+    """The N of the last budget line (`[N tool turns left ...]` or `N tool turn(s) left ...`), if any."""
     found = _BUDGET_LINE.findall(last_user_turn(prompt))
     return int(found[-1]) if found else None
 

@@ -1,0 +1,102 @@
+"""What every tool implementation shares: settings, outcomes, the queries it asks for, lookups."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+
+from ..sqlite import QueryResult, QueryStatus, Schema, Table
+from ._args import unquote_name
+from ._hints import unknown_table_text
+from .result_text import quote_ident, render_query_failure, show_ident
+
+
+@dataclass(frozen=True)
+class ToolSettings:
+    """Output caps for tool results."""
+
+    sample_rows: int = 10
+    max_sample_rows: int = 20
+    query_rows: int = 50
+    distinct_values: int = 20
+    max_distinct_values: int = 50
+    cell_chars: int = 100
+    result_chars: int = 4_000
+    row_count_cap: int = 100_000  # describe_table/sample_rows count a table's rows up to this
+    row_count_timeout: float = 1.0  # seconds; a slower count is left out of the text
+    query_bytes: int = 65_536  # what a tool's rows may weigh when they leave the SQLite worker
+    # The trained environment shows these whole: every table name, a table's CREATE statement.
+    list_names: int = 500  # list_tables: names listed before the list is cut (use a pattern)
+    long_text_chars: int = 16_000  # list_tables / describe_table text cap
+
+
+DEFAULT_TOOL_SETTINGS = ToolSettings()
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What one tool call returned."""
+
+    text: str  # exactly what the model sees
+    ok: bool  # False for any error text (unknown table, bad args, SQL error...)
+    tables: frozenset[str]  # real table names this call looked at / read (for evaluation)
+    query: QueryResult | None = None  # for run_query and submit_sql: the raw result
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """One statement a tool needs run, with its limits."""
+
+    sql: str
+    max_rows: int
+    cell_limit: int | None = None
+    timeout: float | None = None
+    count_cap: int | None = None  # rows counted in all (None: the engine's default)
+
+
+Steps = Generator[QuerySpec, QueryResult, ToolOutcome]
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What an implementation runs against: the schema, the caps and the statement time limit."""
+
+    schema: Schema
+    settings: ToolSettings
+    query_timeout: float
+
+
+def find_table(schema: Schema, given: str) -> Table | ToolOutcome:
+    """The table the model named (in any form it copies), or the not-found outcome."""
+    bare = unquote_name(given)
+    table = schema.find(given) or schema.find(bare)
+    if table is None:
+        return ToolOutcome(unknown_table_text(bare or given, schema), False, frozenset())
+    return table
+
+
+def real_tables(schema: Schema, names: frozenset[str]) -> frozenset[str]:
+    """The schema's own spelling of the tables a statement read."""
+    return frozenset(t.name for n in names if (t := schema.find(n)) is not None)
+
+
+def with_note(text: str, note: str | None) -> str:
+    """`text`, then `note` on its own line when there is one."""
+    return text if note is None else f"{text}\n{note}"
+
+
+def read_failure(ctx: ToolContext, table: Table, result: QueryResult) -> ToolOutcome:
+    """A tool's own query of `table` failed: say so, and where the model can filter instead."""
+    slow = result.status in (QueryStatus.TIMEOUT, QueryStatus.KILLED)
+    # The model cannot add WHERE to this tool's query; run_query is where it can.
+    hint = ("the table is too large to scan in time; use run_query with a WHERE filter and LIMIT"
+            if slow else None)
+    text = f"cannot read {show_ident(table.name)}: " + render_query_failure(result, hint, ctx.query_timeout)
+    return ToolOutcome(text, False, frozenset([table.name]))
+
+
+def sample_query(table: Table, limit: int) -> str:
+    """`SELECT * FROM t LIMIT n`; with hidden columns (refused by *), the visible ones by name."""
+    shown = ("*" if not table.withheld_columns
+             else ", ".join(quote_ident(c.name) for c in table.columns if not c.hidden))
+    return f"SELECT {shown} FROM {quote_ident(table.name)} LIMIT {limit}"

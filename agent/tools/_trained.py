@@ -1,0 +1,112 @@
+"""The trained environment's versions of the tools whose texts differ (texts in `trained_text`).
+
+Each is the rich implementation's twin in `agent/tools/__init__.py`: the same lookups and
+argument handling, other queries where the text needs less (no row counts) or more (the
+stored CREATE statement), and the texts the authors' environment showed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import trained_text as texts
+from ._args import clamp_limit, unquote_name
+from ._base import (
+    QuerySpec,
+    Steps,
+    ToolContext,
+    ToolOutcome,
+    find_table,
+    read_failure,
+    real_tables,
+    sample_query,
+    with_note,
+)
+from ._hints import find_column, sql_error_hint, unknown_column_text
+from ._schema_text import render_unreadable
+from .result_text import quote_ident, show_ident
+
+
+def list_tables(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+    """Every name on one line with the count (a pattern narrows it)."""
+    pattern, s = args["pattern"], ctx.settings
+    text = texts.render_names(ctx.schema, pattern, s.list_names, s.long_text_chars)
+    matched = pattern is None or any(pattern.casefold() in n.casefold() for n in ctx.schema.names)
+    return ToolOutcome(text, matched, frozenset())
+
+
+def describe_table(ctx: ToolContext, args: dict[str, Any]) -> Steps:
+    """The CREATE statement stored in sqlite_master, on one line."""
+    table = find_table(ctx.schema, args["table_name"])
+    if isinstance(table, ToolOutcome):
+        return table
+    if table.unreadable:
+        return ToolOutcome(render_unreadable(table), False, frozenset([table.name]))
+    literal = "'" + table.name.replace("'", "''") + "'"
+    result = yield QuerySpec(
+        f"SELECT sql FROM sqlite_master WHERE type IN ('table', 'view') AND name = {literal}",
+        max_rows=1, cell_limit=ctx.settings.long_text_chars, count_cap=1)
+    stored = result.rows[0][0] if result.ok and result.rows else None  # else: built from columns
+    text = texts.render_statement(table, stored, ctx.settings.long_text_chars)
+    return ToolOutcome(text, True, frozenset([table.name]))
+
+
+def foreign_keys(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+    """FOREIGN KEY clauses from and to the table."""
+    table = find_table(ctx.schema, args["table_name"])
+    if isinstance(table, ToolOutcome):
+        return table
+    text = texts.render_key_links(table, ctx.schema, ctx.settings.result_chars)
+    return ToolOutcome(text, True, frozenset([table.name]))
+
+
+def sample_rows(ctx: ToolContext, args: dict[str, Any]) -> Steps:
+    """The first `limit` rows in the pipe format (no count query: the text shows none)."""
+    table = find_table(ctx.schema, args["table_name"])
+    if isinstance(table, ToolOutcome):
+        return table
+    s = ctx.settings
+    limit, note = clamp_limit(args["limit"], s.sample_rows, s.max_sample_rows)
+    result = yield QuerySpec(sample_query(table, limit), max_rows=limit, cell_limit=s.cell_chars,
+                             count_cap=limit)
+    if not result.ok:
+        return read_failure(ctx, table, result)
+    text = texts.render_sample_rows(result, s.cell_chars, s.result_chars)
+    return ToolOutcome(with_note(text, note), True,
+                       frozenset([table.name]) | real_tables(ctx.schema, result.tables_read))
+
+
+def distinct_values(ctx: ToolContext, args: dict[str, Any]) -> Steps:
+    """`column | count` rows, most frequent first."""
+    table = find_table(ctx.schema, args["table_name"])
+    if isinstance(table, ToolOutcome):
+        return table
+    if table.unreadable:
+        return ToolOutcome(render_unreadable(table), False, frozenset([table.name]))
+    bare = unquote_name(args["column_name"])
+    column = find_column(table, args["column_name"]) or find_column(table, bare)
+    if column is None:
+        return ToolOutcome(unknown_column_text(bare or args["column_name"], table), False,
+                           frozenset([table.name]))
+    s = ctx.settings
+    limit, note = clamp_limit(args["limit"], s.distinct_values, s.max_distinct_values)
+    result = yield QuerySpec(
+        f"SELECT {quote_ident(column)}, count(*) FROM {quote_ident(table.name)} "
+        "GROUP BY 1 ORDER BY 2 DESC, 1", max_rows=limit, cell_limit=s.cell_chars)
+    if not result.ok:
+        return read_failure(ctx, table, result)
+    text = texts.render_values(show_ident(column), result, s.cell_chars, s.result_chars)
+    return ToolOutcome(with_note(text, note), True, frozenset([table.name]))
+
+
+def run_query(ctx: ToolContext, args: dict[str, Any]) -> Steps:
+    """At most 5 rows in the pipe format, or `Error: ...`."""
+    s = ctx.settings
+    rows = texts.QUERY_ROWS  # counting stops one row past: enough to say "more rows exist"
+    result = yield QuerySpec(args["sql"], max_rows=rows, cell_limit=s.cell_chars, count_cap=rows)
+    if result.ok:
+        text = texts.render_rows(result, s.cell_chars, s.result_chars)
+        return ToolOutcome(text, True, real_tables(ctx.schema, result.tables_read), result)
+    hint = sql_error_hint(result.error or "", ctx.schema) if result.error else None
+    text = texts.render_failure(result, hint, ctx.query_timeout)
+    return ToolOutcome(text, False, real_tables(ctx.schema, result.tables_read), result)

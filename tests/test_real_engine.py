@@ -34,6 +34,7 @@ from tests.support.real_engine import LlamaServer, engine_missing, llama_server
 pytestmark = [
     pytest.mark.real_engine,
     pytest.mark.slow,
+    pytest.mark.timeout(900),  # a CPU engine: whole episodes take minutes on a loaded machine
     pytest.mark.timeout(600),  # a real model loads and generates on a CPU: minutes, not seconds
     pytest.mark.skipif(engine_missing() is not None, reason=engine_missing() or ""),
 ]
@@ -49,7 +50,7 @@ QUESTIONS = ("How many albums does each artist have?", "Which artist made 'Balls
              "How many artists are there?", "List the album titles in alphabetical order.")
 STATUSES = {s.value for s in EpisodeStatus}
 BUDGET = EpisodeSettings().token_budget
-FAST = EpisodeSettings(max_turn_tokens=96)  # in-process episodes: short turns keep the tier quick
+FAST = EpisodeSettings(max_turn_tokens=256)  # short turns keep the tier quick (256: a tool turn's minimum)
 
 
 @pytest.fixture(scope="session")

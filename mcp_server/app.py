@@ -18,7 +18,14 @@ from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 
-from .catalog import Catalog, collect_databases, hide_rules_by_alias, load_catalog, tool_description
+from .catalog import (
+    Catalog,
+    attach_notes,
+    collect_databases,
+    hide_rules_by_alias,
+    load_catalog,
+    tool_description,
+)
 from .http_transport import MCP_PATH, http_app, serve_http
 from .limits import input_schema_with_limits
 from .runtime import (
@@ -65,7 +72,8 @@ class SqaleServer(MCPServer[ServerRuntime]):
         limits = answer_limits(settings)
         self.add_tool(
             answer_sql_question, name=TOOL_NAME, title="Answer a question with SQL",
-            description=tool_description(catalog, model=settings.model, limits=limits),
+            description=tool_description(catalog, model=settings.model, limits=limits,
+                                         max_samples=settings.max_samples),
             annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False,
                                         idempotent_hint=False, open_world_hint=False),
             structured_output=True,
@@ -108,12 +116,16 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
     specs = collect_databases(settings, environ)
     catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout),
                            hide_rules_by_alias(settings, specs))
+    catalog = attach_notes(catalog, settings.notes, settings.max_notes_chars)
     prompts = server_prompts(settings)
     if settings.episode_log is not None:
         EpisodeLog.check_writable(settings.episode_log)
     for entry in catalog.entries:
         logger.info("database '%s': %s (%d tables, %d views)", entry.alias, entry.path,
                     len(entry.tables), len(entry.views))
+        if entry.notes is not None:
+            logger.info("database '%s': notes %s (%d facts, %d characters)", entry.alias,
+                        entry.notes.path, entry.notes.facts, entry.notes.chars)
     return SqaleServer(settings, catalog, prompts, backend_factory)
 
 

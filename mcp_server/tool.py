@@ -1,10 +1,9 @@
-"""The answer_sql_question tool: checks the arguments, runs one episode, shapes the answer."""
+"""The answer_sql_question tool: checks the arguments, runs the samples, shapes the answer."""
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Any, cast
 
 import anyio
@@ -13,23 +12,18 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from agent.backends.slots import waiting_message
-from agent.episode import EpisodeResult, Round
+from agent.episode import EpisodeResult
 from agent.errors import SqaleError
-from agent.loop import run_episode
-from agent.report import progress_message
+from agent.notes import evidence_with_notes
 
 from .limits import AnswerLimits
-from .output import (
-    AnswerOutput,
-    answer_from_episode,
-    queued_message,
-    render_answer_text,
-)
+from .output import AnswerOutput, answer_from_episode, render_answer_text
 from .runtime import ServerRuntime
+from .sampling import QuestionAsked, ReportProgress, candidates_of, chosen_run, run_question
 from .tool_errors import (
     empty_question,
     episode_timeout,
+    samples_out_of_range,
     text_too_long,
     tool_error_for,
     unknown_database,
@@ -38,7 +32,6 @@ from .tool_errors import (
 logger = logging.getLogger(__name__)
 
 TOOL_NAME = "answer_sql_question"
-ReportProgress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 async def answer_sql_question(
@@ -50,12 +43,16 @@ async def answer_sql_question(
                                                       "when only one is configured")] = None,
     evidence: Annotated[str | None, Field(description="Optional hints about the data, e.g. what "
                                                       "a term means in columns and values")] = None,
+    samples: Annotated[int | None, Field(description="How many independent attempts to make and "
+                                                     "vote on by their results (more is slower but "
+                                                     "says how sure the answer is: see `agreement`); "
+                                                     "default: the server's")] = None,
 ) -> Annotated[CallToolResult, AnswerOutput]:
     """Answer a question about a configured SQLite database with a small local text-to-SQL model."""
     # The SDK types the lifespan's value as a dict; ours is the ServerRuntime open_runtime yields.
     runtime = cast(ServerRuntime, ctx.request_context.lifespan_context)
     return await answer_question(runtime, question, database, evidence,
-                                 report_progress=ctx.report_progress)
+                                 report_progress=ctx.report_progress, samples=samples)
 
 
 def resolve_alias(given: str | None, aliases: Sequence[str]) -> str:
@@ -82,37 +79,37 @@ def checked_text(name: str, value: str | None, limit: int) -> str | None:
 
 
 async def answer_question(runtime: ServerRuntime, question: str, database: str | None,
-                          evidence: str | None, *, report_progress: ReportProgress) -> CallToolResult:
-    """Run one episode for the call and return its CallToolResult; errors are ToolErrors."""
+                          evidence: str | None, *, report_progress: ReportProgress,
+                          samples: int | None = None) -> CallToolResult:
+    """Run the call's samples (one episode by default) and return the CallToolResult; errors are ToolErrors."""
     settings = runtime.settings
     asked = checked_text("question", question, settings.max_question_chars)
     if asked is None:
         raise empty_question()
     hint = checked_text("evidence", evidence, settings.max_evidence_chars)
     alias = resolve_alias(database, runtime.catalog.aliases)
-    max_turns = runtime.episode_settings.max_tool_turns
-
-    async def on_round(played: Round) -> None:
-        await report_progress(played.index, max_turns + 1, progress_message(played, max_turns))
-
-    async def on_wait(ahead: int) -> None:
-        await report_progress(0, max_turns + 1, waiting_message(ahead))
-
+    count = settings.samples if samples is None else samples
+    if not 1 <= count <= settings.max_samples:
+        raise samples_out_of_range(count, settings.max_samples)
+    notes = runtime.catalog.entry(alias).notes
+    call = QuestionAsked(question=asked, alias=alias, samples=count,
+                         evidence=evidence_with_notes(notes.text if notes else None, hint))
     failure: ToolError | None = None
     try:
-        answer, episode = await _run_in_turn(runtime, asked, hint, alias, on_round, on_wait, report_progress)
+        answer, episode, voting = await _run_samples(runtime, call, report_progress)
         record = {**answer.model_dump(mode="json", include=set(_AUDITED_ANSWER_FIELDS)),
                   "model_seconds": round(episode.model_seconds, 3),
                   "tool_seconds": round(episode.tool_seconds, 3),
-                  "queued_seconds": round(answer.queued_seconds, 3)}
+                  "queued_seconds": round(answer.queued_seconds, 3), **voting}
     except ToolError as error:
         failure, record = error, {"status": "error", "error": str(error)}
     await _audit(runtime, asked, hint, alias, record)  # one line per call, answered or not
     if failure is not None:
         raise failure
-    logger.info("answered on '%s': %s after %d rounds, %d tool calls, %.1f s (queued %.1f s)",
+    logger.info("answered on '%s': %s after %d rounds, %d tool calls, %.1f s (queued %.1f s)%s",
                 alias, answer.status, answer.rounds, answer.tool_calls, answer.seconds,
-                answer.queued_seconds)
+                answer.queued_seconds,
+                f"; {count} samples, agreement {answer.agreement:.2f}" if count > 1 else "")
     return await anyio.to_thread.run_sync(lambda: build_response(answer, runtime.limits))
 
 
@@ -121,35 +118,31 @@ _AUDITED_ANSWER_FIELDS = frozenset({"status", "sql", "error", "stop_reason", "ro
                                     "tool_calls", "tokens", "seconds", "trace"})
 
 
-async def _run_in_turn(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,
-                       on_round: Callable[[Round], Awaitable[None]],
-                       on_wait: Callable[[int], Awaitable[None]],
-                       report_progress: ReportProgress) -> tuple[AnswerOutput, EpisodeResult]:
-    """Wait for a turn and a runtime slot, run the episode; ToolError for every failure."""
-    settings = runtime.settings
-    max_turns = runtime.episode_settings.max_tool_turns
-    queued = time.perf_counter()
-    if runtime.limiter.available_tokens < 1:
-        # Tell the client why nothing happens yet (progress also keeps some client timeouts alive).
-        await report_progress(0, max_turns + 1, queued_message(runtime.limiter.total_tokens))
-    # The episode keeps its runtime slot for all its rounds, so its cached prompt prefix stays;
-    # the timeout starts once it has the slot.
-    async with runtime.limiter, runtime.slots.slot(on_wait):
-        waited = time.perf_counter() - queued
-        try:
-            with anyio.move_on_after(settings.episode_timeout) as deadline:
-                result = await run_episode(
-                    question, runtime.databases[alias], runtime.backend, evidence=evidence,
-                    prompts=runtime.prompts, settings=runtime.episode_settings, on_round=on_round)
-        except SqaleError as exc:
-            raise tool_error_for(exc, database=alias) from exc
-    if deadline.cancelled_caught:
-        raise episode_timeout(settings.episode_timeout)
+async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, report_progress: ReportProgress
+                       ) -> tuple[AnswerOutput, EpisodeResult, dict[str, Any]]:
+    """Run the samples and vote; the answer, its episode and the vote for the audit; ToolError on failure."""
+    try:
+        outcome = await run_question(runtime, call, report_progress)
+    except SqaleError as exc:
+        raise tool_error_for(exc, database=call.alias) from exc
+    chosen = chosen_run(outcome)
+    if chosen is None or chosen.result is None:  # every sample ran out of time
+        raise episode_timeout(runtime.settings.episode_timeout)
+    result = chosen.result
     # Built in a worker thread: other clients' requests go on being served meanwhile.
     answer = await anyio.to_thread.run_sync(lambda: answer_from_episode(
-        result, database=alias, model=runtime.backend.model, max_rows=settings.max_rows,
-        queued_seconds=waited))
-    return answer, result
+        result, database=call.alias, model=runtime.backend.model, max_rows=runtime.settings.max_rows,
+        queued_seconds=chosen.queued_seconds))
+    if call.samples == 1:
+        return answer, result, {}
+    answer = answer.model_copy(update={
+        "agreement": round(outcome.agreement, 3), "samples": call.samples,
+        "samples_finished": len(outcome.results), "candidates": candidates_of(outcome)})
+    voting = {"samples": call.samples, "samples_finished": answer.samples_finished,
+              "agreement": answer.agreement, "chosen_sample": chosen.index,
+              "seeds_finished": [run.seed for _, run in sorted(outcome.results.items())],
+              "candidates": [c.model_dump(mode="json") for c in answer.candidates]}
+    return answer, result, voting
 
 
 def build_response(answer: AnswerOutput, limits: AnswerLimits) -> CallToolResult:
@@ -161,8 +154,11 @@ def build_response(answer: AnswerOutput, limits: AnswerLimits) -> CallToolResult
 async def _audit(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,
                  fields: dict[str, Any]) -> None:
     if runtime.episode_log is not None:
+        notes = runtime.catalog.entry(alias).notes
+        used = None if notes is None else {"path": str(notes.path), "facts": notes.facts,
+                                           "chars": notes.chars}
         hide = runtime.databases[alias].hide
         hidden = {"hide_rules": list(hide.texts)} if hide else {}
         await runtime.episode_log.append({
-            "question": question, "evidence": evidence, "database": alias,
+            "question": question, "evidence": evidence, "database": alias, "notes": used,
             "model": runtime.backend.model, **hidden, **fields})

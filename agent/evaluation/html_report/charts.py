@@ -210,7 +210,8 @@ def _render(height: float, salt: str, label: str, draw: Callable[[Axes], None], 
     from matplotlib.figure import Figure
 
     buffer = io.StringIO()
-    with matplotlib.rc_context({**_RC, "svg.hashsalt": salt}):
+    style: dict[Any, Any] = {**_RC, "svg.hashsalt": salt}  # matplotlib types its keys as literals
+    with matplotlib.rc_context(style):
         fig = Figure(figsize=(WIDTH, height))
         left = min(left, WIDTH / 2)
         fig.subplots_adjust(left=left / WIDTH, right=1 - right / WIDTH, bottom=BOTTOM / height,

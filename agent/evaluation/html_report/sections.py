@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ..records import QuestionRecord
 from ..summary import Summary
 from . import charts
@@ -92,8 +94,8 @@ def run_settings(run: Run) -> dict[str, str]:
     return out
 
 
-def _joined(values: object) -> str:
-    return " / ".join(dict.fromkeys(values))  # type: ignore[arg-type]
+def _joined(values: Iterable[str]) -> str:
+    return " / ".join(dict.fromkeys(values))
 
 
 def _num(value: float | None, digits: int = 1) -> str:

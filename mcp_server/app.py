@@ -18,9 +18,13 @@ from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 
+from .access import TokenTable, token_table
 from .catalog import Catalog, collect_databases, load_catalog, tool_description
+from .draining import QuestionGate
 from .http_transport import MCP_PATH, http_app, serve_http
+from .metrics import ServerMetrics
 from .runtime import BackendFactory, EpisodeLog, ServerRuntime, open_runtime, server_prompts
+from .scoping import ScopedToolList
 from .settings import ServerSettings
 from .tool import TOOL_NAME, answer_sql_question
 
@@ -44,16 +48,23 @@ class SqaleServer(MCPServer[ServerRuntime]):
     """The MCPServer with one tool; `run()` honours our transport, host, port and auth settings."""
 
     def __init__(self, settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
-                 backend_factory: BackendFactory) -> None:
+                 backend_factory: BackendFactory, tokens: TokenTable) -> None:
+        gate, metrics = QuestionGate(), ServerMetrics()
+
         @asynccontextmanager
         async def lifespan(_: MCPServer[ServerRuntime]) -> AsyncIterator[ServerRuntime]:
-            async with open_runtime(settings, catalog, prompts, backend_factory) as runtime:
+            async with open_runtime(settings, catalog, prompts, backend_factory, gate=gate,
+                                    metrics=metrics, callers=tokens.callers) as runtime:
                 yield runtime
 
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
-                         lifespan=lifespan, log_level=settings.log_level)
+                         lifespan=lifespan, log_level=settings.log_level,
+                         middleware=[ScopedToolList(catalog, settings)])
         self.sqale_settings = settings
         self.catalog = catalog
+        self.tokens = tokens
+        self.gate = gate
+        self.metrics = metrics
         self.add_tool(
             answer_sql_question, name=TOOL_NAME, title="Answer a question with SQL",
             description=tool_description(catalog, model=settings.model, max_rows=settings.max_rows),
@@ -81,7 +92,8 @@ class SqaleServer(MCPServer[ServerRuntime]):
     async def serve_http(self, settings: ServerSettings) -> None:
         """Serve streamable HTTP on settings.host:port, behind the bearer token when one is set."""
         mcp_app = self.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host)
-        await serve_http(http_app(mcp_app, settings), settings)
+        await serve_http(http_app(mcp_app, settings, self.tokens, self.metrics), settings,
+                         drain=self.gate.drain)
 
 
 def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
@@ -100,7 +112,8 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
     for entry in catalog.entries:
         logger.info("database '%s': %s (%d tables, %d views)", entry.alias, entry.path,
                     len(entry.tables), len(entry.views))
-    return SqaleServer(settings, catalog, prompts, backend_factory)
+    tokens = token_table(settings, catalog.aliases)
+    return SqaleServer(settings, catalog, prompts, backend_factory, tokens)
 
 
 def configure_logging(level: str) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .commands import ask, doctor, eval, tool
+from .commands import ask, doctor, eval, golden, tool
 from .errors import SqaleError
 
 # Modules with register(subparsers); each sets `run(args) -> int` on its parser.
-COMMANDS = (ask, doctor, eval, tool)
+COMMANDS = (ask, doctor, eval, golden, tool)
 
 
 def build_parser() -> argparse.ArgumentParser:

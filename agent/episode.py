@@ -26,7 +26,7 @@ class StopReason(StrEnum):
     TOOL_TURNS = "tool_turns_used"  # all tool turns spent
     FAILED_QUERIES = "failed_queries"  # too many failed run_query in a row
     TOKEN_BUDGET = "token_budget"  # the episode token budget ran out
-    NO_CALL = "no_tool_call"  # reserved: a turn answered with SQL instead of calls
+    NO_CALL = "no_tool_call"  # a tool turn answered with SQL that ran, instead of calls
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,8 @@ class EpisodeResult:
     model_seconds: float
     tool_seconds: float
     prompt: str  # the final raw prompt text, completions included
+    query_timeouts: int = 0  # the model's statements stopped by the per-query time limit
+    answer_timed_out: bool = False  # the answer's own SQL ran past the per-query time limit
 
     @property
     def tool_calls(self) -> int:

@@ -49,13 +49,14 @@ from .prompt import (
     render_initial_prompt,
     render_round_message,
 )
-from .sqlite import Database, QueryResult
+from .sqlite import Database, QueryResult, QueryStatus
 from .text_safety import replace_lone_surrogates
 
 # Rough size of a token, only for text the runtime has not counted yet (the next user turn).
 CHARS_PER_TOKEN = 4
 QUERY_TOOLS = frozenset({"run_query", "submit_sql"})
-DEFAULT_SETTINGS = EpisodeSettings()
+TIMED_OUT = frozenset({QueryStatus.TIMEOUT, QueryStatus.KILLED})
+DEFAULT_EPISODE_SETTINGS = EpisodeSettings()
 
 
 def estimate_tokens(text: str) -> int:
@@ -99,7 +100,7 @@ class _Answer:
 
 async def run_episode(question: str, database: Database, backend: ModelBackend, *,
                       evidence: str | None = None, prompts: PromptSet = DEFAULT_PROMPTS,
-                      settings: EpisodeSettings = DEFAULT_SETTINGS,
+                      settings: EpisodeSettings = DEFAULT_EPISODE_SETTINGS,
                       on_round: Callable[[Round], Awaitable[None]] | None = None) -> EpisodeResult:
     """Answer `question` on `database` with the model; BackendError and cancellation propagate."""
     episode = _Episode(question, evidence, database, backend, prompts, settings, on_round)
@@ -122,6 +123,8 @@ class _Episode:
         self.tool_turns = 0
         self.failed_streak = 0
         self.last_ok_sql: str | None = None
+        self.query_timeouts = 0  # the model's statements that the per-query time limit stopped
+        self.answer_timed_out = False
         self.started = time.perf_counter()
 
     async def play(self) -> EpisodeResult:
@@ -139,7 +142,7 @@ class _Episode:
                 environment=self.settings.environment)
         while stop is None:
             stop, answer = await self._tool_turn()
-            if answer is not None:
+            if answer is not None and stop is not None:  # an answer always comes with its reason
                 return self._result(answer, stop)
         return self._result(await self._final_turn(), stop)
 
@@ -218,7 +221,7 @@ class _Episode:
             seen[key] = record
             if call.tool not in QUERY_TOOLS:
                 continue
-            self._count_query(outcome.ok)
+            self._count_query(outcome.ok, outcome.query)
             sql = sql_argument(call.args)
             if outcome.ok and sql is not None:
                 if call.tool == "submit_sql":
@@ -226,8 +229,10 @@ class _Episode:
                 self.last_ok_sql = sql
         return records, None
 
-    def _count_query(self, ok: bool) -> None:
+    def _count_query(self, ok: bool, result: QueryResult | None) -> None:
         self.failed_streak = 0 if ok else self.failed_streak + 1
+        if result is not None and result.status in TIMED_OUT:
+            self.query_timeouts += 1
 
     async def _answer_without_call(self, completion: Completion,
                                    parsed: ParsedCompletion) -> tuple[_Answer | None, str | None]:
@@ -241,7 +246,7 @@ class _Episode:
                           '"args": {...}}, or submit your answer with submit_sql')
         outcome = await tools.arun_tool(self.database, "run_query", {"sql": sql}, self.settings.tools,
                                         self.settings.environment)
-        self._count_query(outcome.ok)
+        self._count_query(outcome.ok, outcome.query)
         if not outcome.ok:
             return None, ("your reply has SQL but no tool call, so it was taken as your answer, and it "
                           f"failed:\n{outcome.text}\nFix it with run_query, then answer with submit_sql")
@@ -289,6 +294,8 @@ class _Episode:
         result = await self.database.aquery(sql, max_rows=self.settings.result_rows,
                                             cell_limit=self.settings.result_cell_chars)
         seconds = time.perf_counter() - started
+        if result.status in TIMED_OUT:
+            self.answer_timed_out = True
         return _Answer(sql, status, result, None if result.ok else result.error, seconds)
 
     async def _record_round(self, completion: Completion, parsed: ParsedCompletion,
@@ -317,5 +324,6 @@ class _Episode:
             error=answer.error, rounds=tuple(self.rounds), tokens=self.used,
             seconds=time.perf_counter() - self.started, model_seconds=model_seconds,
             tool_seconds=sum(r.tool_seconds for r in self.rounds) + answer.seconds,
-            prompt=self.prompt,
+            prompt=self.prompt, query_timeouts=self.query_timeouts,
+            answer_timed_out=self.answer_timed_out,
         )

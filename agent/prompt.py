@@ -20,6 +20,7 @@ from types import MappingProxyType
 from .episode import StopReason, ToolCall
 from .errors import PromptConfigError
 from .tools.environment import DEFAULT_ENVIRONMENT, Environment
+from .tools.result_text import plural
 
 SYSTEM_PROMPT = """\
 You answer a question about an SQLite database by writing one SQL query.
@@ -131,8 +132,8 @@ def fill_template(template: str, values: Mapping[str, str]) -> str:
         parts = list(string.Formatter().parse(template))
     except ValueError:  # stray single braces: not a format string, substitute by name
         filled = template
-        for name, value in values.items():
-            filled = filled.replace("{" + name + "}", value)
+        for key, value in values.items():
+            filled = filled.replace("{" + key + "}", value)
         return filled
     out: list[str] = []
     for literal, name, spec, conversion in parts:
@@ -215,7 +216,7 @@ def render_results_message(results: Sequence[tuple[ToolCall, str]], notes: Seque
 
 def trained_budget_line(turns_left: int) -> str:
     """The trained environment's budget line: no brackets, `1 tool turn` singular."""
-    return f"{turns_left} tool turn{'' if turns_left == 1 else 's'} left before you must answer"
+    return f"{plural(turns_left, 'tool turn')} left before you must answer"
 
 
 def result_label(position: int, total: int) -> str:

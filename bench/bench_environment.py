@@ -25,9 +25,14 @@ from pathlib import Path
 import anyio
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
 
-from policies import (  # noqa: E402
+from agent.episode import EpisodeResult, EpisodeSettings, StopReason  # noqa: E402
+from agent.evaluation import load_dataset  # noqa: E402
+from agent.loop import run_episode  # noqa: E402
+from agent.sqlite import Database, EngineLimits, QueryEngine  # noqa: E402
+from agent.tools import Environment  # noqa: E402
+from tests.support.policies import (  # noqa: E402
     OraclePolicy,
     PolicyBackend,
     ScriptedReply,
@@ -37,13 +42,7 @@ from policies import (  # noqa: E402
     round_number,
     tool_call,
 )
-from sqale_episodes import SHARED, build_database, load_episodes, replay_policy  # noqa: E402
-
-from agent.episode import EpisodeResult, EpisodeSettings, StopReason  # noqa: E402
-from agent.evaluation import load_dataset  # noqa: E402
-from agent.loop import run_episode  # noqa: E402
-from agent.sqlite import Database, EngineLimits, QueryEngine  # noqa: E402
-from agent.tools import Environment  # noqa: E402
+from tests.support.sqale_episodes import SHARED, build_database, load_episodes, replay_policy  # noqa: E402
 
 SPIDER = SHARED / "data" / "spider_dev"
 ENVIRONMENTS = (Environment.TRAINED, Environment.RICH)

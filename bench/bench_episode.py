@@ -19,12 +19,10 @@ import anyio
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from policies import PolicyBackend, ScriptPolicy, assistant_reply, fenced, tool_call  # noqa: E402
 
 from agent.loop import run_episode  # noqa: E402
 from agent.sqlite import Database  # noqa: E402
+from tests.support.policies import PolicyBackend, ScriptPolicy, assistant_reply, fenced, tool_call  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "dbs"
 

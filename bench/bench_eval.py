@@ -2,7 +2,7 @@
 
     python bench/bench_eval.py [--concurrency 1 4] [--limit N] [--trace full|calls|none]
 
-The oracle (tests/policies.py) lists the tables, runs the gold SQL and submits it, so
+The oracle (tests/support/policies.py) lists the tables, runs the gold SQL and submits it, so
 every second measured is harness time: prompt building and parsing, the tools, the gold
 and predicted SQL, comparison, and writing results.jsonl. Issue 5 asks for questions per
 second at concurrency 1 and 4 on the 972 runnable questions, and the share of the total
@@ -20,9 +20,7 @@ from pathlib import Path
 import anyio
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from policies import OraclePolicy, PolicyBackend  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
 
 from agent.backends.base import SamplingSettings  # noqa: E402
 from agent.evaluation import (  # noqa: E402
@@ -34,6 +32,7 @@ from agent.evaluation import (  # noqa: E402
     select_examples,
     summarize,
 )
+from tests.support.policies import OraclePolicy, PolicyBackend  # noqa: E402
 
 SPIDER = ROOT.parent / "shared" / "data" / "spider_dev"
 

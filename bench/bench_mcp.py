@@ -5,7 +5,7 @@
 Issue 4 asks for: the time from spawning `python -m mcp_server` until its first
 `initialize` reply; 8 questions at once with --max-concurrent 8 against a fake Ollama that
 takes 0.2 s per model turn, against the same 8 one after another (goal: concurrent <= 1/4
-of serial); the resident memory of an idle server. The fake Ollama (tests/fake_runtime.py)
+of serial); the resident memory of an idle server. The fake Ollama (tests/support/fake_runtime.py)
 runs in this process; the server runs as a real stdio subprocess.
 """
 
@@ -25,12 +25,13 @@ from typing import Any
 import anyio
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
 
-from fake_runtime import FakeServer  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
-from mcp_helpers import BOOK_GOLD, DelayedPolicy  # noqa: E402
-from policies import OraclePolicy  # noqa: E402
+
+from tests.support.fake_runtime import FakeServer  # noqa: E402
+from tests.support.mcp import BOOK_GOLD, DelayedPolicy  # noqa: E402
+from tests.support.policies import OraclePolicy  # noqa: E402
 
 TOOL = "answer_sql_question"
 QUESTIONS = {

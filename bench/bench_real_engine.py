@@ -3,7 +3,7 @@
     python bench/bench_real_engine.py [--data ../shared/data/spider_dev] [--questions 10]
 
 Issue 11 asks for: 10 Spider dev questions through a real engine (llama_cpp.server serving
-Gemma 3 270M, tests/real_engine.py), per-round model time with our append-only prompt against
+Gemma 3 270M, tests/support/real_engine.py), per-round model time with our append-only prompt against
 the same prompt sent cold, prompt tokens per round, and episode wall time. Goal: from round 2
 on, a round costs at most a fifth of a cold prefill of the same prompt.
 
@@ -29,10 +29,7 @@ import anyio
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from policies import DEFAULT_MODEL  # noqa: E402
-from real_engine import LlamaServer, engine_missing, llama_server  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
 
 from agent.backends.base import Completion  # noqa: E402
 from agent.backends.openai_compat import OpenAICompletionsBackend  # noqa: E402
@@ -40,6 +37,8 @@ from agent.episode import EpisodeSettings  # noqa: E402
 from agent.evaluation.datasets import load_dataset  # noqa: E402
 from agent.loop import run_episode  # noqa: E402
 from agent.sqlite import Database  # noqa: E402
+from tests.support.policies import DEFAULT_MODEL  # noqa: E402
+from tests.support.real_engine import LlamaServer, engine_missing, llama_server  # noqa: E402
 
 EVICT = "Hello."  # shares no prefix with our prompts beyond the BOS token
 

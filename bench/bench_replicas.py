@@ -2,7 +2,7 @@
 
     python bench/bench_replicas.py [--limit 40] [--delay 0.2]
 
-Two fake /v1/completions servers (tests/fake_runtime.py, real HTTP on 127.0.0.1) answer as an
+Two fake /v1/completions servers (tests/support/fake_runtime.py, real HTTP on 127.0.0.1) answer as an
 oracle that needs `--delay` seconds per turn. The same 40 Spider dev questions run through the
 real command line with --backend openai and one --base-url, then two. Goal (issue 6): close to
 2x throughput with two replicas. A fake replica serves requests concurrently, so to model a real
@@ -22,13 +22,12 @@ from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from fake_runtime import FakeServer  # noqa: E402
-from policies import OraclePolicy, ScriptedReply  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
 
 from agent.cli import main as agent_main  # noqa: E402
 from agent.evaluation import load_dataset, select_examples  # noqa: E402
+from tests.support.fake_runtime import FakeServer  # noqa: E402
+from tests.support.policies import OraclePolicy, ScriptedReply  # noqa: E402
 
 SPIDER = ROOT.parent / "shared" / "data" / "spider_dev"
 

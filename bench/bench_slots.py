@@ -3,7 +3,7 @@
     python bench/bench_slots.py [--skip-real] [--db ../shared/data/dbs/Chinook_Sqlite.sqlite]
 
 Issue 16 asks for:
-- against the real engine (llama_cpp.server with Gemma 3 270M, one slot; tests/real_engine.py),
+- against the real engine (llama_cpp.server with Gemma 3 270M, one slot; tests/support/real_engine.py),
   four different questions at once and one after another, with wall time, total tokens and
   per-round model time; goal: at once takes no longer than one after another (ratio <= 1.05)
   and no round after an episode's first re-evaluates its whole prompt. Each run gets a fresh
@@ -31,13 +31,14 @@ from typing import Any
 import anyio
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
 
-from fake_runtime import FakeServer  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
-from mcp_helpers import BOOK_GOLD, DelayedPolicy  # noqa: E402
-from policies import OraclePolicy  # noqa: E402
-from real_engine import engine_missing, llama_server  # noqa: E402
+
+from tests.support.fake_runtime import FakeServer  # noqa: E402
+from tests.support.mcp import BOOK_GOLD, DelayedPolicy  # noqa: E402
+from tests.support.policies import OraclePolicy  # noqa: E402
+from tests.support.real_engine import engine_missing, llama_server  # noqa: E402
 
 TOOL = "answer_sql_question"
 CHINOOK_QUESTIONS = (

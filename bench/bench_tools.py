@@ -20,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.sqlite import Database, EngineLimits, QueryEngine  # noqa: E402
+from agent.sqlite import Database, EngineLimits, QueryEngine, create_database  # noqa: E402
 from agent.tools import ToolSettings, run_tool  # noqa: E402
-from tests.test_sqlite import BOMBS, SHOP_SQL, build_db  # noqa: E402
+from tests.support.databases import BOMBS, SHOP_SQL  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "dbs"
 
@@ -138,7 +138,7 @@ def main() -> None:
                 bench_database(label, path, args.repeat)
             else:
                 print(f"\n{label}: skipped ({path} not found; ../shared/data is absent)")
-        bench_bombs(build_db(Path(tmp) / "shop.sqlite", SHOP_SQL), args.deadline)
+        bench_bombs(create_database(Path(tmp) / "shop.sqlite", SHOP_SQL), args.deadline)
 
 
 if __name__ == "__main__":

@@ -19,16 +19,24 @@ from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 
 from .access import TokenTable, token_table
-from .catalog import Catalog, collect_databases, load_catalog, tool_description
+from .catalog import Catalog, collect_databases, hide_rules_by_alias, load_catalog, tool_description
 from .draining import QuestionGate
 from .http_transport import MCP_PATH, http_app, serve_http
+from .limits import input_schema_with_limits
 from .metrics import ServerMetrics
-from .runtime import BackendFactory, EpisodeLog, ServerRuntime, open_runtime, server_prompts
+from .runtime import (
+    BackendFactory,
+    EpisodeLog,
+    ServerRuntime,
+    answer_limits,
+    open_runtime,
+    server_prompts,
+)
 from .scoping import ScopedToolList
 from .settings import ServerSettings
 from .tool import TOOL_NAME, answer_sql_question
 
-logger = logging.getLogger("mcp_server")
+logger = logging.getLogger(__name__)
 
 INSTRUCTIONS = (
     "Use answer_sql_question to answer questions about the configured SQLite databases. "
@@ -50,6 +58,10 @@ class SqaleServer(MCPServer[ServerRuntime]):
     def __init__(self, settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
                  backend_factory: BackendFactory, tokens: TokenTable) -> None:
         gate, metrics = QuestionGate(), ServerMetrics()
+        limits = answer_limits(settings)
+
+        def describe(shown: Catalog) -> str:
+            return tool_description(shown, model=settings.model, limits=limits)
 
         @asynccontextmanager
         async def lifespan(_: MCPServer[ServerRuntime]) -> AsyncIterator[ServerRuntime]:
@@ -59,7 +71,7 @@ class SqaleServer(MCPServer[ServerRuntime]):
 
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
                          lifespan=lifespan, log_level=settings.log_level,
-                         middleware=[ScopedToolList(catalog, settings)])
+                         middleware=[ScopedToolList(catalog, describe)])
         self.sqale_settings = settings
         self.catalog = catalog
         self.tokens = tokens
@@ -67,13 +79,17 @@ class SqaleServer(MCPServer[ServerRuntime]):
         self.metrics = metrics
         self.add_tool(
             answer_sql_question, name=TOOL_NAME, title="Answer a question with SQL",
-            description=tool_description(catalog, model=settings.model, max_rows=settings.max_rows),
+            description=describe(catalog),
             annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False,
                                         idempotent_hint=False, open_world_hint=False),
             structured_output=True,
         )
+        # The input schema comes from the function's signature; the limits are known only now.
+        tool = self._tool_manager.get_tool(TOOL_NAME)
+        assert tool is not None
+        tool.parameters = input_schema_with_limits(tool.parameters, limits)
 
-    def run(self, transport: str | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+    def run(self, transport: str | None = None, **kwargs: Any) -> None:
         """Serve on `transport` (default: the configured one) until stopped."""
         if kwargs:
             raise ConfigError(f"transport options {sorted(kwargs)} are not taken here; give "
@@ -105,7 +121,8 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
         host = resolve_ollama_host(settings.ollama_host)  # a malformed address is a ConfigError now
         settings = settings.model_copy(update={"ollama_host": host})
     specs = collect_databases(settings, environ)
-    catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout))
+    catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout),
+                           hide_rules_by_alias(settings, specs))
     prompts = server_prompts(settings)
     if settings.episode_log is not None:
         EpisodeLog.check_writable(settings.episode_log)

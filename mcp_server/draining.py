@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import anyio
 
@@ -15,6 +16,14 @@ CANCEL_GRACE_SECONDS = 10.0  # a cancelled question writes its log line well wit
 
 class ServerStopping(Exception):
     """A question arrived after the server began to stop."""
+
+
+@dataclass(frozen=True)
+class DrainResult:
+    """What a drain found: questions in flight when it began, and how many it had to cancel."""
+
+    in_flight: int
+    cancelled: int
 
 
 class QuestionGate:
@@ -46,14 +55,15 @@ class QuestionGate:
             if not self._scopes and self._idle is not None:
                 self._idle.set()
 
-    async def drain(self, timeout: float) -> int:
-        """Refuse new questions, wait up to `timeout` s for these, then cancel the rest; how many."""
+    async def drain(self, timeout: float) -> DrainResult:
+        """Refuse new questions, wait up to `timeout` s for these, then cancel the rest."""
         self.draining = True
+        in_flight = len(self._scopes)
         if self._scopes:
             logger.info("stopping: waiting up to %g s for %d questions in flight", timeout,
                         len(self._scopes))
         if self._idle is None:
-            return 0
+            return DrainResult(0, 0)
         with anyio.move_on_after(timeout):
             await self._idle.wait()
         cancelled = len(self._scopes)
@@ -64,4 +74,4 @@ class QuestionGate:
                 scope.cancel()
             with anyio.move_on_after(CANCEL_GRACE_SECONDS):
                 await self._idle.wait()  # each writes its 'cancelled' line before it leaves
-        return cancelled
+        return DrainResult(in_flight, cancelled)

@@ -16,14 +16,15 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .access import CALLER_SCOPE_KEY, TokenTable
+from .draining import DrainResult
 from .metrics import ServerMetrics
 from .settings import ServerSettings
 
-logger = logging.getLogger("mcp_server")
+logger = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
 METRICS_PATH = "/metrics"
-SHUTDOWN_GRACE_SECONDS = 3.0  # after the drain, for answers already written to reach their clients
+SHUTDOWN_GRACE_SECONDS = 3  # after the drain, for answers already written to reach their clients
 SESSION_CLOSE_SECONDS = 1.0  # after the drain, still listening: clients close their sessions
 
 
@@ -128,7 +129,7 @@ class _DrainingServer(uvicorn.Server):
 
 
 async def serve_http(app: ASGIApp, settings: ServerSettings,
-                     drain: Callable[[float], Awaitable[int]]) -> None:
+                     drain: Callable[[float], Awaitable[DrainResult]]) -> None:
     """Serve `app` until SIGTERM (drain, then return) or SIGINT; logs go through logging."""
     auth = ("bearer tokens" if settings.tokens
             else f"bearer token from ${settings.auth_token_env}" if settings.auth_token else "no auth")
@@ -138,17 +139,23 @@ async def serve_http(app: ASGIApp, settings: ServerSettings,
                             timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)
     loop = asyncio.get_running_loop()
     terminated = anyio.Event()
-    server = _DrainingServer(config, lambda: loop.call_soon_threadsafe(terminated.set))
+
+    def on_terminate() -> None:  # in the signal handler: wake the loop safely
+        loop.call_soon_threadsafe(terminated.set)
+
+    server = _DrainingServer(config, on_terminate)
 
     async def drain_on_terminate() -> None:
         await terminated.wait()
         logger.info("SIGTERM: taking no new questions; draining for up to %g s",
                     settings.drain_timeout)
-        cancelled = await drain(settings.drain_timeout)
-        logger.info("drained (%d questions cancelled); stopping", cancelled)
-        # Still listening a moment: clients that just got their answers end their sessions
-        # (DELETE /mcp) instead of meeting a closed port.
-        await anyio.sleep(SESSION_CLOSE_SECONDS)
+        drained = await drain(settings.drain_timeout)
+        logger.info("drained: %d questions were in flight, %d cancelled; stopping",
+                    drained.in_flight, drained.cancelled)
+        if drained.in_flight:
+            # Still listening a moment: clients that just got their answers end their sessions
+            # (DELETE /mcp) instead of meeting a closed port.
+            await anyio.sleep(SESSION_CLOSE_SECONDS)
         server.should_exit = True
 
     async with anyio.create_task_group() as group:

@@ -48,6 +48,12 @@ class ServerMetrics:
             "sqale_answer_bytes", "UTF-8 bytes of the answer's text", ("database",),
             buckets=ANSWER_BYTES_BUCKETS, registry=r)
 
+    def observe_answer(self, database: str, seconds: float, rounds: int, text_bytes: int) -> None:
+        """Record one answered question's time, rounds and answer size."""
+        self.episode_seconds.labels(database).observe(seconds)
+        self.episode_rounds.labels(database).observe(rounds)
+        self.answer_bytes.labels(database).observe(text_bytes)
+
     def watch_queue(self, name: str, length: Callable[[], float]) -> None:
         """Report `length()` as the queue `name` at every scrape."""
         self.queue_length.labels(name).set_function(length)
@@ -82,12 +88,8 @@ class MeteredBackend:
     def __init__(self, inner: ModelBackend, backend: str, default_replica: str,
                  metrics: ServerMetrics) -> None:
         self.inner = inner
+        self.model = inner.model
         self._backend, self._replica, self._metrics = backend, default_replica, metrics
-
-    @property
-    def model(self) -> str:
-        """The inner backend's model."""
-        return self.inner.model
 
     def __getattr__(self, name: str) -> object:  # describe_model and the like pass through
         return getattr(self.inner, name)

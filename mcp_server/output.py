@@ -10,9 +10,11 @@ from pydantic import BaseModel, Field
 
 from agent.episode import EpisodeResult
 from agent.report import JsonCell, clip, json_cell
+from agent.sqlite import ClippedText
 from agent.text_safety import escape_unsafe
 
 from .fence import fence_untrusted
+from .limits import AnswerLimits, LimitName, limit_lines, limits_hit
 
 TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured content
 TEXT_CELL_CHARS = 60
@@ -56,6 +58,10 @@ class AnswerOutput(BaseModel):
                                                    "not counted by the episode timeout)")
     model: str = Field(description="the model that wrote the SQL")
     trace: list[TraceEntry] = Field(description="every tool call of the exploration, in order")
+    limits_hit: list[LimitName] = Field(
+        default_factory=list,
+        description="server limits this answer ran into: max_rows (more rows exist), cell_chars "
+                    "(text cells clipped), query_timeout (SQL stopped by the per-query limit)")
 
 
 def trace_entries(result: EpisodeResult) -> list[TraceEntry]:
@@ -72,20 +78,28 @@ def trace_entries(result: EpisodeResult) -> list[TraceEntry]:
 def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
                         max_rows: int, queued_seconds: float = 0.0) -> AnswerOutput:
     """The structured answer for one finished episode."""
-    rows = [[json_cell(c) for c in row] for row in result.rows[:max_rows]]
+    kept = result.rows[:max_rows]
+    rows = [[json_cell(c) for c in row] for row in kept]
+    truncated = result.truncated or len(result.rows) > max_rows
+    hit = limits_hit(truncated=truncated,
+                     clipped_cells=any(isinstance(c, ClippedText) for row in kept for c in row),
+                     query_timeouts=result.query_timeouts, answer_timed_out=result.answer_timed_out)
     return AnswerOutput(
         database=database, question=result.question, sql=result.sql,
         columns=list(result.columns), rows=rows, row_count=result.row_count,
-        truncated=result.truncated or len(result.rows) > max_rows,
+        truncated=truncated,
         status=result.status.value, error=result.error, stop_reason=result.stop_reason.value,
         rounds=len(result.rounds), tool_calls=result.tool_calls, tokens=result.tokens,
         seconds=round(result.seconds, 3), queued_seconds=round(queued_seconds, 3), model=model,
-        trace=trace_entries(result),
+        trace=trace_entries(result), limits_hit=hit,
     )
 
 
-def render_answer_text(answer: AnswerOutput) -> str:
-    """The short readable answer: the SQL in a fence, the first rows as a table, caveats."""
+def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None) -> str:
+    """The short readable answer: the SQL in a fence, the first rows as a table, caveats.
+
+    With `limits`, each limit the answer hit gets a line saying which and how to ask for less.
+    """
     parts: list[str] = []
     if answer.sql is None:
         parts.append(f"No runnable SQL was produced: {answer.error or 'no reason given'}.")
@@ -105,6 +119,8 @@ def render_answer_text(answer: AnswerOutput) -> str:
         if answer.status == "fallback":
             parts.append("Note: the model gave no usable final answer; this is the last query it "
                          "ran without error.")
+    if limits is not None:
+        parts.extend(limit_lines(answer.limits_hit, limits))
     parts.append(
         f"Status {answer.status} after {_count(answer.rounds, 'round')} and "
         f"{_count(answer.tool_calls, 'tool call')} in {answer.seconds:.1f} s. The SQL was written by "

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agent.slots import RuntimeSlots
+from agent.backends.slots import RuntimeSlots
 
 from .access import Caller
 from .settings import ServerSettings

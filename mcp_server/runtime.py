@@ -15,24 +15,30 @@ from typing import Any
 import anyio
 
 from agent.backends.base import DescribableBackend, ModelBackend
+from agent.backends.slots import RuntimeSlots, resolve_runtime_slots
 from agent.episode import EpisodeSettings
 from agent.errors import BackendError, ConfigError
 from agent.prompt import PromptSet, load_prompts
-from agent.slots import RuntimeSlots, resolve_runtime_slots
 from agent.sqlite import Database, EngineLimits, QueryEngine
 
 from .access import Caller
 from .catalog import Catalog
 from .draining import QuestionGate
+from .limits import AnswerLimits
 from .metrics import MeteredBackend, ServerMetrics
 from .quotas import TokenQuotas
 from .settings import ServerSettings
 
-logger = logging.getLogger("mcp_server")
+logger = logging.getLogger(__name__)
 
 BackendFactory = Callable[[ServerSettings], ModelBackend]
 RESULT_CELL_CHARS = 10_000  # a cell longer than this reaches the client clipped, with its length
 STARTUP_PROBE_SECONDS = 3.0  # a dead local runtime answers at once; a black hole costs this
+
+
+def answer_limits(settings: ServerSettings) -> AnswerLimits:
+    """The limits a server with these settings enforces on each answer."""
+    return AnswerLimits.from_settings(settings, cell_chars=RESULT_CELL_CHARS)
 
 
 def server_prompts(settings: ServerSettings) -> PromptSet:
@@ -90,6 +96,7 @@ class ServerRuntime:
     quotas: TokenQuotas  # per token: questions at once and per minute
     gate: QuestionGate  # questions in flight; refuses new ones once the server is stopping
     metrics: ServerMetrics
+    limits: AnswerLimits
 
 
 @asynccontextmanager
@@ -104,7 +111,7 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
                                   os.environ)
     logger.info("runtime slots: %d (%s)", slots.slots, slots.reason)
     try:
-        databases = {e.alias: Database(e.path, engine) for e in catalog.entries}
+        databases = {e.alias: Database(e.path, engine, hide=e.hide) for e in catalog.entries}
         backend = backend_factory(settings)
         await warn_if_model_unavailable(backend)
         metered = MeteredBackend(backend, settings.backend, _replica_label(settings), metrics)
@@ -124,6 +131,7 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
             limiter=limiter, slots=runtime_slots,
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
             quotas=quotas, gate=gate, metrics=metrics,
+            limits=answer_limits(settings),
         )
         yield runtime
     finally:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 
 from .access import caller_of
-from .catalog import Catalog, tool_description
-from .settings import ServerSettings
+from .catalog import Catalog
 from .tool import TOOL_NAME
 
 
@@ -26,9 +26,9 @@ def scoped_input_schema(schema: dict[str, Any], aliases: tuple[str, ...]) -> dic
 class ScopedToolList(ServerMiddleware[Any]):
     """Rewrites tools/list per request: the description and schema name only the caller's databases."""
 
-    def __init__(self, catalog: Catalog, settings: ServerSettings) -> None:
+    def __init__(self, catalog: Catalog, describe: Callable[[Catalog], str]) -> None:
         self._catalog = catalog
-        self._settings = settings
+        self._describe = describe  # the tool description of a catalog
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """The tool list as the caller may see it; every other message passes through."""
@@ -41,8 +41,7 @@ class ScopedToolList(ServerMiddleware[Any]):
             return result
         aliases = caller.visible(self._catalog.aliases)
         scoped = Catalog(tuple(e for e in self._catalog.entries if e.alias in aliases))
-        description = tool_description(scoped, model=self._settings.model,
-                                       max_rows=self._settings.max_rows)
+        description = self._describe(scoped)
         return {**result, "tools": [
             {**tool, "description": description,
              "inputSchema": scoped_input_schema(tool.get("inputSchema", {}), aliases)}

@@ -21,6 +21,7 @@ from agent.backends.settings import (
     with_api_key,
 )
 from agent.errors import ConfigError
+from agent.sqlite.hiding import parse_hide_rule
 from agent.tools.environment import DEFAULT_ENVIRONMENT, ENVIRONMENT_NAMES, Environment
 
 ARGS_ENV = "SQALE_MCP_ARGS"  # options for the module-level server of `mcp dev` / `mcp run`
@@ -48,6 +49,13 @@ class TokenSpec(BaseModel):
     databases: tuple[str, ...] | None = None  # None: every configured database
     max_concurrent: int | None = Field(None, ge=1, le=1_024)  # None: --token-max-concurrent
     questions_per_minute: int | None = Field(None, ge=1, le=100_000)  # None: --token-per-minute
+class HideSpec(BaseModel):
+    """Tables and columns of one database the model may not see or read."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    alias: str
+    rules: tuple[str, ...]
 
 
 class ServerSettings(BackendSettings):
@@ -59,6 +67,7 @@ class ServerSettings(BackendSettings):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     databases: tuple[DatabaseSpec, ...] = ()  # from --db and the config file's [db] table
+    hide: tuple[HideSpec, ...] = ()  # from --hide and the config file's [hide] table
     db_dir: Path | None = None
     demo: bool = False
     max_rows: int = Field(50, ge=1, le=10_000)
@@ -153,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TOML file with the same settings (keys as the long options); flags win")
     p.add_argument("--db", action="append", metavar="ALIAS=PATH",
                    help="a database to serve under ALIAS (repeatable)")
+    p.add_argument("--hide", action="append", metavar="ALIAS=TABLE[.COLUMN]",
+                   help="hide a table or column of database ALIAS from the model (repeatable; "
+                        "globs such as '*.password*' allowed, case-insensitive)")
     p.add_argument("--db-dir", type=Path, metavar="DIR",
                    help="serve every *.sqlite, *.sqlite3 and *.db file in DIR (alias = file stem)")
     p.add_argument("--demo", action="store_true", default=None,
@@ -214,12 +226,16 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
     values = read_config_file(config_path) if config_path is not None else {}
     flag_dbs = parse_db_flags(args.pop("db") or [])
     file_dbs: dict[str, Path] = values.pop("db", {})
+    hidden: dict[str, tuple[str, ...]] = dict(values.pop("hide", {}))
+    for alias, rules in parse_hide_flags(args.pop("hide") or []).items():
+        hidden[alias] = (*hidden.get(alias, ()), *rules)  # flags add to the file's rules
     base_urls = args.pop("base_url")
     if base_urls is not None:
         values["base_urls"] = tuple(base_urls)
     values.update({k: v for k, v in args.items() if v is not None})
     values["databases"] = tuple(
         DatabaseSpec(alias=a, path=p) for a, p in ({**file_dbs, **flag_dbs}).items())
+    values["hide"] = tuple(HideSpec(alias=a, rules=r) for a, r in hidden.items())
     if values.get("auth_token_env") is not None:
         values["auth_token"] = read_secret(values["auth_token_env"], environ, "--auth-token-env")
     if values.get("metrics_token_env") is not None:
@@ -240,6 +256,21 @@ def parse_db_flags(items: Sequence[str]) -> dict[str, Path]:
         if not sep or not path.strip():
             raise ConfigError(f"--db {item!r}: write it as ALIAS=PATH, e.g. --db chinook=~/data/chinook.db")
         out[check_alias(alias.strip(), f"--db {item!r}")] = Path(path.strip()).expanduser()
+    return out
+
+
+def parse_hide_flags(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """`ALIAS=TABLE[.COLUMN]` strings into rules per alias, in order."""
+    out: dict[str, tuple[str, ...]] = {}
+    for item in items:
+        alias, sep, rule = item.partition("=")
+        where = f"--hide {item!r}"
+        if not sep or not rule.strip():
+            raise ConfigError(f"{where}: write it as ALIAS=TABLE or ALIAS=TABLE.COLUMN, e.g. "
+                              "--hide chinook=Customer.Email")
+        parse_hide_rule(rule, where)
+        key = check_alias(alias.strip(), where)
+        out[key] = (*out.get(key, ()), rule.strip())
     return out
 
 
@@ -273,6 +304,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
         values[name] = value
     if "db" in values:
         values["db"] = _file_databases(values["db"], path, base)
+    if "hide" in values:
+        values["hide"] = _file_hide_rules(values["hide"], path)
     if "base_url" in values:
         urls = values.pop("base_url")
         values["base_urls"] = tuple(urls) if isinstance(urls, list) else (urls,)
@@ -327,3 +360,22 @@ def _file_databases(table: object, path: Path, base: Path) -> dict[str, Path]:
             raise ConfigError(f"--config {path}: db.{alias} must be a path string")
         out[check_alias(alias, f"--config {path}: db.{alias}")] = base / Path(db_path).expanduser()
     return out
+
+
+def _file_hide_rules(table: object, path: Path) -> dict[str, tuple[str, ...]]:
+    example = '[hide]\\nchinook = ["Customer.Email", "Invoice"]'
+    if not isinstance(table, dict):
+        raise ConfigError(f"--config {path}: `hide` must be a table of alias = [rules] lines, "
+                          f"e.g. {example}")
+    out: dict[str, tuple[str, ...]] = {}
+    for alias, rules in table.items():
+        where = f"--config {path}: hide.{alias}"
+        listed = [rules] if isinstance(rules, str) else rules
+        if not isinstance(listed, list) or not all(isinstance(r, str) for r in listed):
+            raise ConfigError(f"{where} must be a list of \"TABLE\" or \"TABLE.COLUMN\" strings, "
+                              f"e.g. {example}")
+        for rule in listed:
+            parse_hide_rule(rule, where)
+        out[check_alias(alias, where)] = tuple(r.strip() for r in listed)
+    return out
+

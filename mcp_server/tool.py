@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -15,11 +15,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from agent.episode import Round
+from agent.backends.slots import waiting_message
+from agent.episode import EpisodeResult, Round
 from agent.errors import SqaleError
 from agent.loop import run_episode
 from agent.report import progress_message
-from agent.slots import waiting_message
 
 from .access import Caller, caller_of
 from .draining import ServerStopping
@@ -41,7 +41,7 @@ from .tool_errors import (
     unknown_database,
 )
 
-logger = logging.getLogger("mcp_server")
+logger = logging.getLogger(__name__)
 
 TOOL_NAME = "answer_sql_question"
 ReportProgress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -58,7 +58,8 @@ async def answer_sql_question(
                                                       "a term means in columns and values")] = None,
 ) -> Annotated[CallToolResult, AnswerOutput]:
     """Answer a question about a configured SQLite database with a small local text-to-SQL model."""
-    runtime: ServerRuntime = ctx.request_context.lifespan_context
+    # The SDK types the lifespan's value as a dict; ours is the ServerRuntime open_runtime yields.
+    runtime = cast(ServerRuntime, ctx.request_context.lifespan_context)
     return await answer_question(runtime, question, database, evidence,
                                  report_progress=ctx.report_progress,
                                  caller=caller_of(ctx.request_context.request))
@@ -98,25 +99,7 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     hint = checked_text("evidence", evidence, settings.max_evidence_chars)
     # Out of scope and nonexistent aliases get the same error: it lists only the caller's own.
     alias = resolve_alias(database, caller.visible(runtime.catalog.aliases))
-    question_id = uuid.uuid4().hex[:12]
-    audit = _Audit(runtime, question_id, caller, asked, hint, alias)
-    try:
-        runtime.quotas.check_rate(caller)
-        with runtime.gate.admit() as stop_scope:
-            return await _answer(runtime, audit, report_progress, stop_scope)
-    except QuotaExceeded as exc:
-        runtime.metrics.questions.labels(alias, caller.name, "refused", "quota").inc()
-        logger.info("refused on '%s' for token '%s': %s", alias, caller.name, exc,
-                    extra={"question_id": question_id, "token": caller.name})
-        raise ToolError(str(exc)) from exc
-    except ServerStopping as exc:
-        runtime.metrics.questions.labels(alias, caller.name, "refused", "stopping").inc()
-        raise server_stopping() from exc
-
-
-async def _answer(runtime: ServerRuntime, audit: _Audit, report_progress: ReportProgress,
-                  stop_scope: anyio.CancelScope) -> CallToolResult:
-    settings, alias, metrics = runtime.settings, audit.alias, runtime.metrics
+    asker = _Asker(uuid.uuid4().hex[:12], caller.name)
     max_turns = runtime.episode_settings.max_tool_turns
 
     async def on_round(played: Round) -> None:
@@ -125,79 +108,132 @@ async def _answer(runtime: ServerRuntime, audit: _Audit, report_progress: Report
     async def on_wait(ahead: int) -> None:
         await report_progress(0, max_turns + 1, waiting_message(ahead))
 
-    queued = time.perf_counter()
-    deadline: anyio.CancelScope | None = None
-    with stop_scope:
-        async with runtime.quotas.of(audit.caller).concurrent.slot(on_wait):
-            if runtime.limiter.available_tokens < 1:
-                # Tell the client why nothing happens yet (progress also keeps client timeouts alive).
-                await report_progress(0, max_turns + 1, queued_message(runtime.limiter.total_tokens))
-            # The episode keeps its runtime slot for all its rounds, so its cached prompt prefix
-            # stays; the timeout starts once it has the slot.
-            async with runtime.limiter, runtime.slots.slot(on_wait):
-                waited = time.perf_counter() - queued
-                try:
-                    with anyio.move_on_after(settings.episode_timeout) as deadline:
-                        result = await run_episode(
-                            audit.question, runtime.databases[alias], runtime.backend,
-                            evidence=audit.evidence, prompts=runtime.prompts,
-                            settings=runtime.episode_settings, on_round=on_round)
-                except SqaleError as exc:
-                    error = tool_error_for(exc, database=alias)
-                    metrics.questions.labels(alias, audit.caller.name, "error", type(exc).__name__).inc()
-                    await audit.write({"status": "error", "error": str(error)})
-                    raise error from exc
-    if stop_scope.cancelled_caught:
-        error = server_stopped_answering()
-        metrics.questions.labels(alias, audit.caller.name, "cancelled", "server_stopping").inc()
-        await audit.write({"status": "cancelled", "error": str(error)})
-        raise error
-    if deadline is not None and deadline.cancelled_caught:
-        error = episode_timeout(settings.episode_timeout)
-        metrics.questions.labels(alias, audit.caller.name, "error", "episode_timeout").inc()
-        await audit.write({"status": "error", "error": str(error)})
-        raise error
-    answer = answer_from_episode(result, database=alias, model=runtime.backend.model,
-                                 max_rows=settings.max_rows, queued_seconds=waited)
-    text = render_answer_text(answer)
-    metrics.questions.labels(alias, audit.caller.name, answer.status, answer.stop_reason).inc()
-    metrics.episode_seconds.labels(alias).observe(answer.seconds)
-    metrics.episode_rounds.labels(alias).observe(answer.rounds)
-    metrics.answer_bytes.labels(alias).observe(len(text.encode()))
+    failure: ToolError | None = None
+    try:
+        answer, episode = await _run_admitted(runtime, caller, asked, hint, alias, on_round, on_wait,
+                                              report_progress)
+        record = {**answer.model_dump(mode="json", include=set(_AUDITED_ANSWER_FIELDS)),
+                  "model_seconds": round(episode.model_seconds, 3),
+                  "tool_seconds": round(episode.tool_seconds, 3),
+                  "queued_seconds": round(answer.queued_seconds, 3)}
+        outcome: tuple[str, str] = (answer.status, answer.stop_reason)
+    except ToolError as error:
+        outcome = _failure_outcome(error)
+        failure, record = error, {"status": outcome[0], "error": str(error)}
+    runtime.metrics.questions.labels(alias, caller.name, *outcome).inc()
+    await _audit(runtime, asker, asked, hint, alias, record)  # one line per call, answered or not
+    if failure is not None:
+        logger.info("not answered on '%s' for token '%s': %s", alias, caller.name, failure,
+                    extra=asker.log_fields())
+        raise failure
+    text = render_answer_text(answer, runtime.limits)
+    runtime.metrics.observe_answer(alias, answer.seconds, answer.rounds, len(text.encode()))
     logger.info("answered on '%s' for token '%s': %s after %d rounds, %d tool calls, %.1f s "
-                "(queued %.1f s)", alias, audit.caller.name, answer.status, answer.rounds,
-                answer.tool_calls, answer.seconds, waited,
-                extra={"question_id": audit.question_id, "token": audit.caller.name})
-    await audit.write({
-        "status": answer.status, "sql": answer.sql, "error": answer.error,
-        "stop_reason": answer.stop_reason, "row_count": answer.row_count,
-        "rounds": answer.rounds, "tool_calls": answer.tool_calls, "tokens": answer.tokens,
-        "seconds": answer.seconds, "model_seconds": round(result.model_seconds, 3),
-        "tool_seconds": round(result.tool_seconds, 3), "queued_seconds": round(waited, 3),
-        "trace": [entry.model_dump(mode="json") for entry in answer.trace],
-    })
+                "(queued %.1f s)", alias, caller.name, answer.status, answer.rounds,
+                answer.tool_calls, answer.seconds, answer.queued_seconds, extra=asker.log_fields())
     return CallToolResult(content=[TextContent(type="text", text=text)],
                           structured_content=answer.model_dump(mode="json"))
 
 
 @dataclass(frozen=True)
-class _Audit:
-    """One question's episode-log line: who asked what, on which database."""
+class _Asker:
+    """Who asked, for the log lines of one question."""
 
-    runtime: ServerRuntime
     question_id: str
-    caller: Caller
-    question: str
-    evidence: str | None
-    alias: str
+    token: str
 
-    async def write(self, fields: dict[str, Any]) -> None:
-        """Append the line; shielded, so a cancelled question still leaves a whole line."""
-        log = self.runtime.episode_log
-        if log is None:
-            return
+    def log_fields(self) -> dict[str, str]:
+        """The `extra` of this question's log records (JSON logs show them)."""
+        return {"question_id": self.question_id, "token": self.token}
+
+
+class _Refused(ToolError):
+    """A question refused before it ran (quota, or the server stopping); `reason` labels it."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class _Cancelled(ToolError):
+    """A question cancelled because the server stopped before it was answered."""
+
+
+def _failure_outcome(error: ToolError) -> tuple[str, str]:
+    """(status, reason) of a failed call, for the metrics and the episode log."""
+    if isinstance(error, _Refused):
+        return "refused", error.reason
+    if isinstance(error, _Cancelled):
+        return "cancelled", "server_stopping"
+    cause = error.__cause__
+    return "error", type(cause).__name__ if cause is not None else "episode_timeout"
+
+
+async def _run_admitted(runtime: ServerRuntime, caller: Caller, question: str, evidence: str | None,
+                        alias: str, on_round: Callable[[Round], Awaitable[None]],
+                        on_wait: Callable[[int], Awaitable[None]],
+                        report_progress: ReportProgress) -> tuple[AnswerOutput, EpisodeResult]:
+    """Check the caller's quotas and that the server still takes questions, then run in turn."""
+    arrived = time.perf_counter()
+    try:
+        runtime.quotas.check_rate(caller)
+        with runtime.gate.admit() as stop_scope:
+            with stop_scope:  # cancelled when the server's drain time runs out
+                async with runtime.quotas.of(caller).concurrent.slot(on_wait):
+                    return await _run_in_turn(runtime, question, evidence, alias, on_round, on_wait,
+                                              report_progress, arrived)
+            raise _Cancelled(str(server_stopped_answering()))
+    except QuotaExceeded as exc:
+        raise _Refused(str(exc), "quota") from exc
+    except ServerStopping as exc:
+        raise _Refused(str(server_stopping()), "stopping") from exc
+
+
+# What the audit line keeps of an answer (not the rows: the SQL and the count say what came back).
+_AUDITED_ANSWER_FIELDS = frozenset({"status", "sql", "error", "stop_reason", "row_count", "rounds",
+                                    "tool_calls", "tokens", "seconds", "trace"})
+
+
+async def _run_in_turn(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,
+                       on_round: Callable[[Round], Awaitable[None]],
+                       on_wait: Callable[[int], Awaitable[None]],
+                       report_progress: ReportProgress,
+                       queued: float) -> tuple[AnswerOutput, EpisodeResult]:
+    """Wait for a turn and a runtime slot, run the episode; ToolError for every failure.
+
+    `queued` is when the question arrived: its wait for its token's turn counts as queued too.
+    """
+    settings = runtime.settings
+    max_turns = runtime.episode_settings.max_tool_turns
+    if runtime.limiter.available_tokens < 1:
+        # Tell the client why nothing happens yet (progress also keeps some client timeouts alive).
+        await report_progress(0, max_turns + 1, queued_message(runtime.limiter.total_tokens))
+    # The episode keeps its runtime slot for all its rounds, so its cached prompt prefix stays;
+    # the timeout starts once it has the slot.
+    async with runtime.limiter, runtime.slots.slot(on_wait):
+        waited = time.perf_counter() - queued
+        try:
+            with anyio.move_on_after(settings.episode_timeout) as deadline:
+                result = await run_episode(
+                    question, runtime.databases[alias], runtime.backend, evidence=evidence,
+                    prompts=runtime.prompts, settings=runtime.episode_settings, on_round=on_round)
+        except SqaleError as exc:
+            raise tool_error_for(exc, database=alias) from exc
+    if deadline.cancelled_caught:
+        raise episode_timeout(settings.episode_timeout)
+    answer = answer_from_episode(result, database=alias, model=runtime.backend.model,
+                                 max_rows=settings.max_rows, queued_seconds=waited)
+    return answer, result
+
+
+async def _audit(runtime: ServerRuntime, asker: _Asker, question: str, evidence: str | None, alias: str,
+                 fields: dict[str, Any]) -> None:
+    if runtime.episode_log is not None:
+        hide = runtime.databases[alias].hide
+        hidden = {"hide_rules": list(hide.texts)} if hide else {}
+        # Shielded: a question cancelled by the server's stop still leaves its whole line.
         with anyio.CancelScope(shield=True):
-            await log.append({
-                "question_id": self.question_id, "token": self.caller.name,
-                "question": self.question, "evidence": self.evidence, "database": self.alias,
-                "model": self.runtime.backend.model, **fields})
+            await runtime.episode_log.append({
+                "question_id": asker.question_id, "token": asker.token,
+                "question": question, "evidence": evidence, "database": alias,
+                "model": runtime.backend.model, **hidden, **fields})

@@ -1,16 +1,40 @@
-"""Shared fixtures: fake model runtimes over real HTTP, and an address with nothing listening."""
+"""What every test module may use: the ../shared/data location, the needs_shared marker, one
+worker pool per module, asyncio for async tests; the support modules are loaded as plugins."""
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from fake_runtime import FakeServer
-from policies import DEFAULT_MODEL, Policy
 
-FakeFactory = Callable[..., FakeServer]
+from agent.sqlite import EngineLimits, QueryEngine
+
+pytest_plugins = (
+    "tests.support.policies",
+    "tests.support.fake_runtime",
+    "tests.support.mcp",
+    "tests.support.fixtures",
+    "tests.support.hiding",
+)
+
+# The real databases and question sets sit next to the clone (read in place, never copied).
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DBS = SHARED_DATA / "dbs"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the needs_shared marker."""
+    config.addinivalue_line(
+        "markers", "needs_shared(*paths): skip unless these paths exist under ../shared/data")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a test marked needs_shared("dbs/x.sqlite", ...) when a path is absent, naming it."""
+    for marker in item.iter_markers("needs_shared"):
+        for relative in marker.args or ("",):
+            if not (SHARED_DATA / relative).exists():
+                pytest.skip(f"{SHARED_DATA / relative} is absent (../shared/data is not next to this clone)")
 
 
 @pytest.fixture
@@ -19,36 +43,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _factory(url_path: str) -> Iterator[FakeFactory]:
-    started: list[FakeServer] = []
-
-    def start(
-        policy: Policy, models: Sequence[str] = (DEFAULT_MODEL,), **options: Any
-    ) -> FakeServer:
-        server = FakeServer(policy, models=models, url_path=url_path, **options).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()  # raises a policy's exception, if one raised while serving
-
-
-@pytest.fixture
-def fake_ollama() -> Iterator[FakeFactory]:
-    """Start fake Ollama servers: fake_ollama(policy, models=(...), prompt_cache=False) -> .url."""
-    yield from _factory("")
-
-
-@pytest.fixture
-def fake_openai() -> Iterator[FakeFactory]:
-    """Start fake OpenAI-compatible servers: fake_openai(policy, api_key=None) -> .url (…/v1)."""
-    yield from _factory("/v1")
-
-
-@pytest.fixture
-def dead_url() -> Iterator[str]:
-    """http://127.0.0.1:PORT where connections are refused (bound, never listening)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))  # held so no other process can take the port meanwhile
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+@pytest.fixture(scope="module")
+def engine() -> Iterator[QueryEngine]:
+    """One worker pool for the module's databases."""
+    pool = QueryEngine(EngineLimits(workers=2))
+    yield pool
+    pool.close()

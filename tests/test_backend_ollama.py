@@ -9,8 +9,6 @@ import anyio
 import httpx
 import ollama
 import pytest
-from fake_runtime import SHOW_PARAMETERS
-from policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy
 
 from agent.backends.base import VLLM_NEUTRAL_SAMPLERS, Completion, ModelInfo, SamplingSettings
 from agent.backends.ollama import OllamaBackend, resolve_ollama_host
@@ -21,6 +19,8 @@ from agent.errors import (
     ConfigError,
     ModelNotFound,
 )
+from tests.support.fake_runtime import SHOW_PARAMETERS
+from tests.support.policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy
 
 pytestmark = pytest.mark.anyio
 
@@ -218,32 +218,27 @@ async def test_model_not_found(fake_ollama) -> None:
     assert isinstance(caught.value.__cause__, ollama.ResponseError)
 
 
-async def test_server_error(fake_ollama) -> None:
-    """Any other error answer: BackendResponseError carrying Ollama's message."""
-    fake = fake_ollama(ScriptPolicy([ScriptedReply("llama runner process has terminated",
-                                                   http_status=500)]))
-    backend = OllamaBackend(DEFAULT_MODEL, host=fake.url)
+@pytest.mark.parametrize(("runtime", "reply", "message"), [
+    pytest.param(
+        "fake_ollama", ScriptedReply("llama runner process has terminated", http_status=500),
+        f"Ollama at {{url}} refused the request for model '{DEFAULT_MODEL}' (HTTP 500): llama runner "
+        "process has terminated. Check the `ollama serve` log; if the model fails to load, recreate it "
+        "with `ollama create`.", id="any other error answer carries Ollama's message"),
+    pytest.param(
+        "fake_openai", "unused",
+        "{url} answered 404 (Not Found): it does not look like an Ollama server. Check --ollama-host / "
+        "OLLAMA_HOST (the default is http://127.0.0.1:11434).",
+        id="a 404 without a model in it means the address is wrong"),
+])
+async def test_error_answers(request: pytest.FixtureRequest, runtime: str, reply: ScriptedReply | str,
+                             message: str) -> None:
+    """An error answer is a BackendResponseError naming the address and what to check."""
+    fake = request.getfixturevalue(runtime)(ScriptPolicy([reply]))
+    backend = OllamaBackend(DEFAULT_MODEL, host=fake.url)  # fake_openai's url ends in /v1: no /api
     with pytest.raises(BackendResponseError) as caught:
         await backend.complete(PROMPT, max_tokens=10)
     await backend.aclose()
-    assert str(caught.value) == (
-        f"Ollama at {fake.url} refused the request for model '{DEFAULT_MODEL}' (HTTP 500): "
-        "llama runner process has terminated. Check the `ollama serve` log; if the model fails "
-        "to load, recreate it with `ollama create`."
-    )
-
-
-async def test_not_an_ollama_server(fake_openai) -> None:
-    """A 404 without a model in it means the address is wrong, not the model."""
-    fake = fake_openai(ScriptPolicy(["unused"]))
-    backend = OllamaBackend(DEFAULT_MODEL, host=fake.url)  # .../v1: no /api there
-    with pytest.raises(BackendResponseError) as caught:
-        await backend.complete(PROMPT, max_tokens=10)
-    await backend.aclose()
-    assert str(caught.value) == (
-        f"{fake.url} answered 404 (Not Found): it does not look like an Ollama server. Check "
-        "--ollama-host / OLLAMA_HOST (the default is http://127.0.0.1:11434)."
-    )
+    assert str(caught.value) == message.format(url=fake.url)
 
 
 async def test_timeout(fake_ollama) -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import Any
 
 import anyio
 import httpx
 import pytest
-from policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy
 
 from agent.backends.base import Completion, ModelInfo, SamplingSettings
 from agent.backends.openai_compat import OpenAICompletionsBackend
@@ -20,6 +20,7 @@ from agent.errors import (
     ConfigError,
     ModelNotFound,
 )
+from tests.support.policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy
 
 pytestmark = pytest.mark.anyio
 
@@ -104,70 +105,41 @@ async def test_finish_reason_length(fake_openai) -> None:
 
 # ---- errors ------------------------------------------------------------------------------
 
-async def test_missing_key(fake_openai) -> None:
-    """401 without a key: BackendAuthError saying to pass --api-key-env."""
-    fake = fake_openai(KeyedPolicy(), api_key="sekrit")
-    backend = _backend([fake.url])
-    with pytest.raises(BackendAuthError) as caught:
+@pytest.mark.parametrize(("policy", "fake_options", "base", "backend_options", "error", "message"), [
+    pytest.param(
+        KeyedPolicy, {"api_key": "sekrit"}, "url", {}, BackendAuthError,
+        "{url} requires an API key (HTTP 401: Unauthorized). Put the key in an environment variable "
+        "and pass that variable's name with --api-key-env.", id="401 without a key"),
+    pytest.param(
+        KeyedPolicy, {"api_key": "sekrit"}, "url", {"api_key": "wrong", "api_key_env": "VLLM_KEY"},
+        BackendAuthError,
+        "{url} refused the API key from $VLLM_KEY (HTTP 401: Unauthorized). Check the key stored in "
+        "$VLLM_KEY.", id="401 with a key names its variable"),
+    pytest.param(
+        KeyedPolicy, {"models": ("other",)}, "url", {}, ModelNotFound,
+        f"{{url}} does not serve the model '{DEFAULT_MODEL}' (The model `{DEFAULT_MODEL}` does not "
+        "exist.). Pass the name the server serves with --model (vLLM: its --served-model-name; "
+        "GET {url}/models lists them).", id="404 about the model"),
+    pytest.param(
+        KeyedPolicy, {}, "root", {}, BackendResponseError,
+        "{url}/completions does not exist (HTTP 404: Not Found). The base URL must be the server's "
+        "OpenAI root, usually ending in /v1 (http://HOST:8000/v1).", id="404 from a base URL without /v1"),
+    pytest.param(
+        lambda: ScriptPolicy([ScriptedReply("prompt is too long", http_status=400)]), {}, "url", {},
+        BackendResponseError,
+        "{url}/completions refused the request (HTTP 400): prompt is too long. Check the server's log "
+        "and its limits (context length, max_tokens).", id="another 4xx"),
+])
+async def test_error_answers(fake_openai, policy: Any, fake_options: dict[str, Any], base: str,
+                             backend_options: dict[str, Any], error: type[Exception], message: str) -> None:
+    """Each error answer is our error type, with a message naming the URL and what to change."""
+    fake = fake_openai(policy(), **fake_options)
+    url = getattr(fake, base)
+    backend = _backend([url], **backend_options)
+    with pytest.raises(error) as caught:
         await backend.complete(PROMPT, max_tokens=8)
     await backend.aclose()
-    assert str(caught.value) == (
-        f"{fake.url} requires an API key (HTTP 401: Unauthorized). Put the key in an "
-        "environment variable and pass that variable's name with --api-key-env."
-    )
-
-
-async def test_wrong_key(fake_openai) -> None:
-    """401 with a key: BackendAuthError naming the env var that holds it."""
-    fake = fake_openai(KeyedPolicy(), api_key="sekrit")
-    backend = _backend([fake.url], api_key="wrong", api_key_env="VLLM_KEY")
-    with pytest.raises(BackendAuthError) as caught:
-        await backend.complete(PROMPT, max_tokens=8)
-    await backend.aclose()
-    assert str(caught.value) == (
-        f"{fake.url} refused the API key from $VLLM_KEY (HTTP 401: Unauthorized). "
-        "Check the key stored in $VLLM_KEY."
-    )
-
-
-async def test_model_not_served(fake_openai) -> None:
-    """404 about the model: ModelNotFound with the served-model-name hint."""
-    fake = fake_openai(KeyedPolicy(), models=("other",))
-    backend = _backend([fake.url])
-    with pytest.raises(ModelNotFound) as caught:
-        await backend.complete(PROMPT, max_tokens=8)
-    await backend.aclose()
-    assert str(caught.value) == (
-        f"{fake.url} does not serve the model '{DEFAULT_MODEL}' (The model `{DEFAULT_MODEL}` "
-        "does not exist.). Pass the name the server serves with --model (vLLM: its "
-        f"--served-model-name; GET {fake.url}/models lists them)."
-    )
-
-
-async def test_wrong_base_path(fake_openai) -> None:
-    """404 from a base URL missing /v1: BackendResponseError saying how to spell it."""
-    fake = fake_openai(KeyedPolicy())
-    backend = _backend([fake.root])
-    with pytest.raises(BackendResponseError) as caught:
-        await backend.complete(PROMPT, max_tokens=8)
-    await backend.aclose()
-    assert str(caught.value) == (
-        f"{fake.root}/completions does not exist (HTTP 404: Not Found). The base URL must be "
-        "the server's OpenAI root, usually ending in /v1 (http://HOST:8000/v1)."
-    )
-
-
-async def test_client_error(fake_openai) -> None:
-    """Another 4xx (context too long): BackendResponseError with the server's message."""
-    fake = fake_openai(ScriptPolicy([ScriptedReply("prompt is too long", http_status=400)]))
-    backend = _backend([fake.url])
-    with pytest.raises(BackendResponseError) as caught:
-        await backend.complete(PROMPT, max_tokens=8)
-    await backend.aclose()
-    assert str(caught.value) == (
-        f"{fake.url}/completions refused the request (HTTP 400): prompt is too long. Check the "
-        "server's log and its limits (context length, max_tokens)."
-    )
+    assert str(caught.value) == message.format(url=url)
 
 
 async def test_server_error_single_replica(fake_openai, caplog) -> None:

@@ -13,7 +13,14 @@ from typing import Any
 
 import anyio
 import pytest
-from policies import (
+
+from agent.backends.ollama import OllamaBackend
+from agent.backends.openai_compat import OpenAICompletionsBackend
+from agent.episode import EpisodeResult, EpisodeStatus
+from agent.loop import run_episode
+from agent.sqlite import Database, EngineLimits, QueryEngine, create_database
+from tests.conftest import SHARED_DATA
+from tests.support.policies import (
     DEFAULT_MODEL,
     OraclePolicy,
     ScriptPolicy,
@@ -23,15 +30,8 @@ from policies import (
     tool_call,
 )
 
-from agent.backends.ollama import OllamaBackend
-from agent.backends.openai_compat import OpenAICompletionsBackend
-from agent.episode import EpisodeResult, EpisodeStatus
-from agent.loop import run_episode
-from agent.sqlite import Database, EngineLimits, QueryEngine, create_database
-
-SPIDER = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "spider_dev"
-needs_spider = pytest.mark.skipif(not (SPIDER / "dev.json").exists(),
-                                  reason="../shared/data/spider_dev is absent")
+SPIDER = SHARED_DATA / "spider_dev"
+needs_spider = pytest.mark.needs_shared("spider_dev/dev.json")
 
 
 def spider_questions(per_db: int = 2, dbs: int = 6) -> list[dict[str, Any]]:

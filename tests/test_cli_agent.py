@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
 
 import pytest
-from policies import DEFAULT_MODEL, OraclePolicy
 
 from agent.cli import main
 from agent.sqlite import create_database
+from tests.conftest import SHARED_DATA
+from tests.support.policies import DEFAULT_MODEL, OraclePolicy
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-CHINOOK = DATA / "dbs" / "Chinook_Sqlite.sqlite"
-needs_chinook = pytest.mark.skipif(not CHINOOK.exists(), reason="../shared/data (Chinook) is absent")
+CHINOOK = SHARED_DATA / "dbs" / "Chinook_Sqlite.sqlite"
+needs_chinook = pytest.mark.needs_shared("dbs/Chinook_Sqlite.sqlite")
 
 QUESTION = "How many albums does AC/DC have?"
 GOLD = ("SELECT count(*) FROM Album JOIN Artist ON Album.ArtistId = Artist.ArtistId "
@@ -150,6 +149,22 @@ def test_doctor_checks_every_openai_replica_serves_the_model(fake_openai, dead_u
     assert main(["doctor", "--backend", "openai", "--base-url", other.url]) == 1
     assert (f"{other.url} does not serve the model '{DEFAULT_MODEL}'; it serves someone-else. "
             "Pass that name with --model") in capsys.readouterr().out
+
+
+def test_doctor_lists_what_each_hide_rule_hides(fake_ollama, tmp_path, capsys) -> None:
+    """doctor --hide prints each rule's matches per database and warns about a rule matching nothing."""
+    db = tmp_path / "t.sqlite"
+    sqlite3.connect(db).executescript(
+        "CREATE TABLE Customer (id, Email); CREATE VIEW Mails AS SELECT Email FROM Customer;").close()
+    server = fake_ollama(OraclePolicy({}))
+    assert main(["doctor", "--ollama-host", server.url, "--db", str(db),
+                 "--hide", "customer.email", "--hide", "Custmer.*"]) == 0
+    out = capsys.readouterr().out
+    assert (f"[ok]   database {db.resolve()}: 1 tables, 0 views\n"
+            "       hides (customer.email): Customer.Email\n"
+            "[warn] hide rule 'Custmer.*' matches no table or column here; check its spelling "
+            "(TABLE or TABLE.COLUMN globs, any case)\n"
+            "       also hidden, as they read hidden data: Mails\n") in out
 
 
 def test_doctor_reports_the_engines_slots_and_what_runtime_slots_will_be(fake_openai, capsys) -> None:

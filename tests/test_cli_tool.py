@@ -113,6 +113,20 @@ def test_module_entry_point_in_a_subprocess(music: Path) -> None:
         0, 'FROM "Album List"\nJOIN "Artist" ON "Album List"."ArtistId" = "Artist"."ArtistId"\n', "")
 
 
+def test_hide_leaves_tables_and_columns_out(music: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--hide applies to the tool's database: hidden names are not listed, reads are refused."""
+    hide = ["--hide", "album list", "--hide", "Artist.Name"]
+    assert run(["tool", "--db", str(music), *hide, "list_tables"], capsys) == (
+        0, "Artist (1 table)\n", "")
+    code, out, _ = run(["tool", "--db", str(music), *hide, "run_query",
+                        '{"sql": "SELECT Name FROM Artist"}'], capsys)
+    assert (code, out) == (0, "not available: column Artist.Name is not available (hidden by the "
+                              "database's owner); leave it out of the query\n")
+    assert run(["tool", "--db", str(music), "--hide", "Artist.", "list_tables"], capsys) == (
+        1, "", "sqale-agent tool: hide rule: 'Artist.' is not a rule; write TABLE or TABLE.COLUMN, "
+               "e.g. \"Customer.Email\", \"Invoice\" or \"*.password*\"\n")
+
+
 @pytest.mark.parametrize(("tool", "args", "code", "expect"), [
     ("run_query", '{"sql": "SELECT \'\\ud800\'"}', 0,
      'run_query got "sql" with an invalid character'),

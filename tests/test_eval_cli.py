@@ -7,10 +7,17 @@ import json
 from pathlib import Path
 
 import pytest
-from policies import DEFAULT_MODEL, OraclePolicy, ScriptPolicy, SeedSwitchPolicy, assistant_reply, tool_call
 
 from agent.commands import eval as eval_command
 from agent.sqlite import create_database
+from tests.support.policies import (
+    DEFAULT_MODEL,
+    OraclePolicy,
+    ScriptPolicy,
+    SeedSwitchPolicy,
+    assistant_reply,
+    tool_call,
+)
 
 SHOP = """
     CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT, city TEXT);

@@ -11,10 +11,10 @@ import pytest
 
 from agent.errors import ConfigError
 from agent.evaluation.datasets import Benchmark, Example, detect_format, load_dataset, select_examples
+from tests.conftest import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-SPIDER, BIRD, KAGGLE = DATA / "spider_dev", DATA / "bird_minidev", DATA / "kaggledbqa"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is absent (a fresh clone)")
+SPIDER, BIRD, KAGGLE = SHARED_DATA / "spider_dev", SHARED_DATA / "bird_minidev", SHARED_DATA / "kaggledbqa"
+needs_data = pytest.mark.needs_shared()
 
 
 def write_json(path: Path, records: list[dict]) -> Path:

@@ -8,7 +8,17 @@ from pathlib import Path
 
 import anyio
 import pytest
-from policies import (
+
+from agent.backends.base import SamplingSettings
+from agent.errors import ConfigError, DatabaseWorkerError
+from agent.evaluation.datasets import Dataset, Selection, load_dataset, select_examples
+from agent.evaluation.records import TraceKind, read_records
+from agent.evaluation.runner import EvalSettings, EvaluationAborted, RunResult, evaluate
+from agent.evaluation.scoring import QueryLimits
+from agent.evaluation.summary import Summary, summarize
+from agent.sqlite import create_database
+from tests.conftest import SHARED_DATA
+from tests.support.policies import (
     OraclePolicy,
     PolicyBackend,
     ScriptedReply,
@@ -19,18 +29,8 @@ from policies import (
     tool_call,
 )
 
-from agent.backends.base import SamplingSettings
-from agent.errors import ConfigError, DatabaseWorkerError
-from agent.evaluation.datasets import Dataset, Selection, load_dataset, select_examples
-from agent.evaluation.records import TraceKind, read_records
-from agent.evaluation.runner import EvalSettings, EvaluationAborted, RunResult, evaluate
-from agent.evaluation.scoring import QueryLimits
-from agent.evaluation.summary import Summary, summarize
-from agent.sqlite import create_database
-
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-SPIDER = DATA / "spider_dev"
-needs_spider = pytest.mark.skipif(not SPIDER.is_dir(), reason="../shared/data/spider_dev is absent")
+SPIDER = SHARED_DATA / "spider_dev"
+needs_spider = pytest.mark.needs_shared("spider_dev")
 MODEL = "scripted"
 SHOP = """
     CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT, city TEXT);

@@ -9,7 +9,6 @@ from typing import Any
 
 import anyio
 import pytest
-from policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy, assistant_reply, rambling, tool_call
 
 from agent.backends.base import VLLM_NEUTRAL_SAMPLERS
 from agent.backends.ollama import OllamaBackend
@@ -18,6 +17,14 @@ from agent.errors import BackendUnreachable, ModelNotFound
 from agent.loop import run_episode
 from agent.sqlite import Database, create_database
 from agent.tools import Environment
+from tests.support.policies import (
+    DEFAULT_MODEL,
+    ScriptedReply,
+    ScriptPolicy,
+    assistant_reply,
+    rambling,
+    tool_call,
+)
 
 QUESTION = "How many pets are older than 3?"
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import anyio
 import pytest
-from policies import PolicyBackend, ScriptPolicy, assistant_reply, tool_call
 
 from agent.episode import EpisodeResult, EpisodeSettings, EpisodeStatus, StopReason
 from agent.loop import run_episode
 from agent.prompt import SYSTEM_PROMPT
 from agent.sqlite import Database, EngineLimits, QueryEngine, create_database
 from agent.tools import Environment, run_tool
+from tests.support.policies import PolicyBackend, ScriptPolicy, assistant_reply, tool_call
 
 QUESTION = "How many albums does each artist have?"
 SCHEMA_SQL = """

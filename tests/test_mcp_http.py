@@ -6,14 +6,15 @@ import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_helpers import (
+
+from tests.support.fake_runtime import FakeServer
+from tests.support.mcp import (
     BOOK_GOLD,
     REPO,
     TOOL,
@@ -23,7 +24,7 @@ from mcp_helpers import (
     server_env,
     wait_for_port,
 )
-from policies import OraclePolicy
+from tests.support.policies import DEFAULT_MODEL, OraclePolicy
 
 pytestmark = pytest.mark.slow
 
@@ -37,10 +38,14 @@ REFUSAL = {"error": "invalid_token", "error_description": (
     f"reads from its {TOKEN_ENV} environment variable")}
 
 
-@pytest.fixture
-def http_server(tmp_path: Path, fake_ollama: Any) -> Iterator[str]:
-    """A `--transport streamable-http` server with a token, on a free port; yields its MCP URL."""
-    fake = fake_ollama(OraclePolicy(BOOK_GOLD))
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A `--transport streamable-http` server with a token, on a free port; yields its MCP URL.
+
+    Shared by the module's tests: each only sends requests, and starting a server costs seconds.
+    """
+    tmp_path = tmp_path_factory.mktemp("http_server")
+    fake = FakeServer(OraclePolicy(BOOK_GOLD), models=(DEFAULT_MODEL,)).start()
     port = free_port()
     stderr = (tmp_path / "stderr.txt").open("wb")
     process = subprocess.Popen(
@@ -55,6 +60,7 @@ def http_server(tmp_path: Path, fake_ollama: Any) -> Iterator[str]:
         process.terminate()
         process.wait(timeout=15)
         stderr.close()
+        fake.stop()
 
 
 def post_initialize(url: str, headers: dict[str, str]) -> httpx.Response:

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import BOOK_GOLD, COUNT_TEXT_START, REPO, TOOL, server_env
-from policies import OraclePolicy
 
 from mcp_server.output import AnswerOutput
+from tests.support.mcp import BOOK_GOLD, COUNT_TEXT_START, REPO, TOOL, server_env
+from tests.support.policies import OraclePolicy
 
 INSPECTOR = REPO / ".ci" / "node" / "node_modules" / ".bin" / "mcp-inspector"
 

@@ -16,6 +16,7 @@ from agent.errors import (
     ModelNotFound,
 )
 from agent.sqlite import BlobRef, ClippedText
+from mcp_server.limits import AnswerLimits, input_schema_with_limits
 from mcp_server.output import (
     AnswerOutput,
     answer_from_episode,
@@ -83,6 +84,7 @@ def test_answer_from_episode_has_every_field_and_a_compact_trace() -> None:
             {"round": 3, "tool": "submit_sql", "arguments": {"sql": "SELECT count(*) FROM Album"},
              "ok": True, "summary": "[1 row]"},
         ],
+        "limits_hit": [],
     }
 
 
@@ -236,3 +238,42 @@ def test_sql_fence_is_longer_than_any_backtick_run() -> None:
     """SQL holding ``` cannot close its own fence early."""
     assert sql_fence("SELECT 1") == "```sql\nSELECT 1\n```"
     assert sql_fence("SELECT '````' AS x") == "`````sql\nSELECT '````' AS x\n`````"
+
+
+LIMITS = AnswerLimits(max_rows=3, cell_chars=5, query_timeout=2.5, episode_timeout=60)
+
+
+def test_answers_name_each_limit_they_hit_and_how_to_ask_for_less() -> None:
+    """Row cap, clipped cells and per-query timeouts each get a field entry and one text line."""
+    answer = answer_of(columns=("a",), rows=((ClippedText("abcde", 9000),), (2,), (3,), (4,)),
+                       row_count=4, query_timeouts=1)
+    assert answer.limits_hit == ["max_rows", "cell_chars", "query_timeout"]
+    lines = render_answer_text(answer, LIMITS).split("\n\n")[2:-1]
+    assert lines == [
+        "Showing 3 of 4 rows; the structured result holds 3 rows.",
+        "Limit hit: the answer stops at the server's cap of 3 rows (--max-rows). To see every "
+        "row, ask for fewer: a top N, an aggregate or a filter.",
+        "Limit hit: text cells over 5 characters were clipped. Ask for the part you need (e.g. "
+        "the first 200 characters) or for fewer columns.",
+        "Limit hit: SQL ran past the 2.5 s per-query limit (--query-timeout) and was stopped. Ask "
+        "a narrower question (a filter, a shorter period, fewer tables) or ask the operator to "
+        "raise the limit.",
+    ]
+    timed_out = answer_of(sql=None, status=EpisodeStatus.FAILED, rows=(), row_count=0,
+                          answer_timed_out=True, error="interrupted")
+    assert timed_out.limits_hit == ["query_timeout"]
+    assert answer_of().limits_hit == [] and "Limit hit" not in render_answer_text(answer_of(), LIMITS)
+
+
+def test_input_schema_states_the_limits_in_the_question_description() -> None:
+    """The question's description gets the limits sentence; nothing else changes."""
+    schema = {"type": "object", "properties": {"question": {"type": "string", "description": "Q."},
+                                               "database": {"type": "string"}}}
+    assert input_schema_with_limits(schema, LIMITS) == {
+        "type": "object", "properties": {
+            "question": {"type": "string", "description": (
+                "Q. Limits: an answer holds at most 3 rows (row_count still counts the rest); "
+                "text cells over 5 characters are clipped; each SQL statement may run 2.5 s; "
+                "answering one question may take 60 s (time queued not counted).")},
+            "database": {"type": "string"}}}
+    assert schema["properties"]["question"]["description"] == "Q."

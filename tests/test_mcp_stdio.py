@@ -10,7 +10,8 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp_helpers import (
+
+from tests.support.mcp import (
     BOOK_GOLD,
     COUNT_TEXT_START,
     REPO,
@@ -20,7 +21,7 @@ from mcp_helpers import (
     server_command,
     server_env,
 )
-from policies import OraclePolicy, ScriptedReply, ScriptPolicy, tool_call
+from tests.support.policies import OraclePolicy, ScriptedReply, ScriptPolicy, tool_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -45,8 +46,8 @@ async def test_stdio_server_lists_and_answers(tmp_path: Path, fake_ollama: Any) 
     assert result.structured_content["rows"] == [[16]]
     assert result.content[0].text.startswith(COUNT_TEXT_START)
     log = (tmp_path / "stderr.txt").read_text()
-    assert "INFO mcp_server: database 'bookshop': " in log
-    assert "INFO mcp_server: model 'qwen3.5-2b-grpo-synsql' is available" in log
+    assert "INFO mcp_server.app: database 'bookshop': " in log
+    assert "INFO mcp_server.runtime: model 'qwen3.5-2b-grpo-synsql' is available" in log
 
 
 async def test_stdio_cancel_then_next_call(tmp_path: Path, fake_ollama: Any) -> None:
@@ -85,7 +86,7 @@ async def test_unreachable_ollama_at_start_warns_and_serves(tmp_path: Path, dead
     assert result.content[0].text.startswith(
         f"Error executing tool {TOOL}: The model runtime is unreachable: Could not reach Ollama at "
         f"{dead_url} (connection refused or host unknown). Start it with `ollama serve`")
-    assert (f"WARNING mcp_server: Could not reach Ollama at {dead_url} (connection refused or host "
+    assert (f"WARNING mcp_server.runtime: Could not reach Ollama at {dead_url} (connection refused or host "
             "unknown).") in (tmp_path / "stderr.txt").read_text()
 
 

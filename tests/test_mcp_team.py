@@ -17,7 +17,10 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_helpers import (
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent.sqlite import create_database
+from tests.support.mcp import (
     BOOK_GOLD,
     REPO,
     TOOL,
@@ -27,10 +30,7 @@ from mcp_helpers import (
     server_env,
     wait_for_port,
 )
-from policies import OraclePolicy
-from prometheus_client.parser import text_string_to_metric_families
-
-from agent.sqlite import create_database
+from tests.support.policies import OraclePolicy
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -239,7 +239,7 @@ async def test_sigterm_drains_questions_in_flight(team_server: Any) -> None:
     assert time.monotonic() - stopped_at < 20
     lines = [json.loads(line) for line in server.episode_log.read_text().splitlines()]
     assert sorted((line["question"], line["status"]) for line in lines) == sorted(
-        (q, "submitted") for q in questions)
+        [*((q, "submitted") for q in questions), (BOOK_QUESTION, "refused")])
 
 
 async def test_sigterm_cancels_what_outlives_the_drain(team_server: Any) -> None:

@@ -8,7 +8,18 @@ import anyio
 import httpx
 import ollama
 import pytest
-from policies import (
+
+from agent.backends.base import STOP_STRINGS, Completion, SamplingSettings
+from agent.backends.ollama import OllamaBackend
+from agent.backends.openai_compat import OpenAICompletionsBackend
+from agent.errors import (
+    BackendAuthError,
+    BackendError,
+    BackendResponseError,
+    BackendUnreachable,
+    ModelNotFound,
+)
+from tests.support.policies import (
     DEFAULT_MODEL,
     Generated,
     OraclePolicy,
@@ -34,17 +45,6 @@ from policies import (
     tool_turns_left,
     unclosed_think,
     unknown_tool_call,
-)
-
-from agent.backends.base import STOP_STRINGS, Completion, SamplingSettings
-from agent.backends.ollama import OllamaBackend
-from agent.backends.openai_compat import OpenAICompletionsBackend
-from agent.errors import (
-    BackendAuthError,
-    BackendError,
-    BackendResponseError,
-    BackendUnreachable,
-    ModelNotFound,
 )
 
 QUESTION = "How many singers are there?"

@@ -19,9 +19,6 @@ import anyio
 import httpx
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp_helpers import REPO, TOOL, server_command, server_env
-from policies import DEFAULT_MODEL
-from real_engine import LlamaServer, engine_missing, llama_server
 
 from agent.backends.base import Completion
 from agent.backends.openai_compat import OpenAICompletionsBackend
@@ -30,10 +27,14 @@ from agent.errors import BackendError
 from agent.loop import run_episode
 from agent.prompt import cut_at_chat_token
 from agent.sqlite import Database, create_database
+from tests.support.mcp import REPO, TOOL, server_command, server_env
+from tests.support.policies import DEFAULT_MODEL
+from tests.support.real_engine import LlamaServer, engine_missing, llama_server
 
 pytestmark = [
     pytest.mark.real_engine,
     pytest.mark.slow,
+    pytest.mark.timeout(600),  # a real model loads and generates on a CPU: minutes, not seconds
     pytest.mark.skipif(engine_missing() is not None, reason=engine_missing() or ""),
 ]
 

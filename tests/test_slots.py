@@ -5,8 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from agent.backends.slots import RuntimeSlots, waiting_message
 from agent.errors import ConfigError
-from agent.slots import RuntimeSlots, waiting_message
 
 pytestmark = pytest.mark.anyio
 

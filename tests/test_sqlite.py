@@ -26,6 +26,7 @@ from agent.sqlite import (
     create_database,
     validate_database_path,
 )
+from tests.support.databases import BOMBS, SHOP_SQL
 
 DEADLINE = 1.0
 
@@ -35,17 +36,6 @@ def build_db(path: Path, sql: str) -> Path:
     return create_database(path, sql)
 
 
-SHOP_SQL = """
-        CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT NOT NULL DEFAULT 'x');
-        CREATE TABLE "order" (id INTEGER PRIMARY KEY, customer_id INTEGER REFERENCES customer,
-                              note TEXT, photo BLOB);
-        CREATE VIEW big_orders AS SELECT * FROM "order" WHERE id > 1;
-        INSERT INTO customer VALUES (1, 'Ann'), (2, 'Bob');
-        INSERT INTO "order" VALUES (1, 1, 'first', x'00ff'), (2, 1, 'second', NULL),
-                                   (3, 2, 'third', NULL);
-    """
-
-
 @pytest.fixture
 def shop(tmp_path: Path) -> Path:
     return build_db(tmp_path / "shop.sqlite", SHOP_SQL)
@@ -53,6 +43,7 @@ def shop(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def engine():
+    """A fresh pool with a short deadline (overrides the module-wide pool of conftest)."""
     eng = QueryEngine(EngineLimits(query_timeout=DEADLINE, kill_grace=0.3))
     yield eng
     eng.close()
@@ -190,26 +181,6 @@ def test_read_only_pragmas_and_table_valued_pragmas_work(shop: Path, engine: Que
     assert db.query("SELECT name FROM pragma_table_info('customer')", max_rows=5).rows == (
         ("id",), ("name",))
     assert db.query("PRAGMA user_version", max_rows=1).rows == ((0,),)
-
-
-BOMBS = {
-    "runaway recursive CTE":
-        "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r",
-    "instr on megabyte strings":
-        "WITH s(a) AS (SELECT printf('%.*c', 3000000, 'a')) "
-        "SELECT instr(a || 'b', substr(a, 1, 1500000) || 'b') FROM s",
-    "replace on megabyte strings":
-        "WITH s(a) AS (SELECT printf('%.*c', 4000000, 'a')) "
-        "SELECT length(replace(a, substr(a, 1, 1000000) || 'b', 'x')) FROM s",
-    "printf width":
-        "SELECT printf('%.*c', 2000000000, 'x')",
-    "randomblob":
-        "SELECT randomblob(2000000000)",
-    "cartesian join":
-        'SELECT count(*) FROM "order" a, "order" b, "order" c, "order" d, "order" e, "order" f, '
-        'customer g, customer h, (WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r '
-        'WHERE x < 100000) SELECT x FROM r)',
-}
 
 
 @pytest.mark.slow

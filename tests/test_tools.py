@@ -15,14 +15,14 @@ import pytest
 from agent import tools
 from agent.sqlite import Database, EngineLimits, QueryEngine, QueryStatus, create_database
 from agent.tools import Environment, ToolOutcome, ToolSettings
+from tests.conftest import SHARED_DATA, SHARED_DBS
 
 # These goldens are the rich environment's texts; the trained ones are in test_trained_text.py.
 run_tool = partial(tools.run_tool, environment=Environment.RICH)
 arun_tool = partial(tools.arun_tool, environment=Environment.RICH)
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-DBS = DATA / "dbs"
-SPIDER = DATA / "spider_dev" / "database"
+DBS = SHARED_DBS
+SPIDER = SHARED_DATA / "spider_dev" / "database"
 
 WEIRD_SQL = '''
 CREATE TABLE "order" (id INTEGER PRIMARY KEY, "select" TEXT NOT NULL DEFAULT 'x',
@@ -50,14 +50,6 @@ INSERT INTO colours SELECT 'c' || (i % 7) FROM n;
 def build(path: Path, sql: str) -> Path:
     """Write a database from SQL (agent.sqlite.create_database, not through the tools)."""
     return create_database(path, sql)
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[QueryEngine]:
-    """One worker pool for the module's databases."""
-    pool = QueryEngine(EngineLimits(workers=2))
-    yield pool
-    pool.close()
 
 
 @pytest.fixture(scope="module")

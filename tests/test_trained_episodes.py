@@ -2,7 +2,7 @@
 
 The episodes (../shared/data/sqale_episodes/episodes.json, read in place) show the trained
 environment's own tool outputs, budget lines and final-turn text. Each call is replayed on a
-database built from what the episode shows (tests/sqale_episodes.py); lines the site clipped
+database built from what the episode shows (tests/support/sqale_episodes.py); lines the site clipped
 with "…" are compared up to the clip, a lone "…" line means the site cut the rest.
 """
 
@@ -14,13 +14,20 @@ from typing import Any
 
 import anyio
 import pytest
-from policies import PolicyBackend, last_user_turn
-from sqale_episodes import CLIP, EPISODES_PATH, build_database, load_episodes, replay_policy, round_calls
 
 from agent.episode import EpisodeStatus, StopReason
 from agent.loop import run_episode
 from agent.sqlite import Database, EngineLimits, QueryEngine
 from agent.tools import run_tool
+from tests.support.policies import PolicyBackend, last_user_turn
+from tests.support.sqale_episodes import (
+    CLIP,
+    EPISODES_PATH,
+    build_database,
+    load_episodes,
+    replay_policy,
+    round_calls,
+)
 
 EPISODES = load_episodes()
 pytestmark = pytest.mark.skipif(EPISODES is None, reason=f"{EPISODES_PATH} is absent (../shared not here)")

@@ -23,7 +23,7 @@ from .base import STOP_STRINGS, Completion, ModelInfo, SamplingSettings
 from .settings import is_http_url
 from .streaming import read_completion_stream
 
-logger = logging.getLogger("agent.backends")
+logger = logging.getLogger(__name__)
 
 # A dead replica should be noticed quickly even though a generation may take minutes.
 _CONNECT_TIMEOUT = 10.0

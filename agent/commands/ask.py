@@ -16,6 +16,7 @@ from ..loop import run_episode
 from ..report import progress_message, render_answer, render_trace, result_as_json
 from ..sqlite import Database
 from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
+from .db_options import add_hide_argument, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
 
 
@@ -26,6 +27,7 @@ def register(subparsers: Any) -> None:
         description="The model explores the database with its tools, tests its SQL and answers.")
     parser.add_argument("question", help="the question, in plain language")
     parser.add_argument("--db", required=True, metavar="PATH", help="the SQLite database file")
+    add_hide_argument(parser)
     parser.add_argument("--evidence", metavar="TEXT", help="a hint such as BIRD's evidence note")
     parser.add_argument("--seed", type=int, help="sampling seed, for repeatable answers")
     parser.add_argument("--max-rows", type=int, default=50, help="rows of the answer kept (default 50)")
@@ -41,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     """Run one episode and print the answer (or the JSON result)."""
     choice = backend_choice(args)
     prompts = prompts_from_args(args)
+    rules = hide_rules(args)
     settings = EpisodeSettings(result_rows=max(1, args.max_rows), environment=environment_from_args(args))
     live = sys.stderr.isatty()
 
@@ -54,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     async def episode() -> Any:
         backend = make_backend(choice, SamplingSettings(seed=args.seed))
         try:
-            with Database(args.db) as db:
+            with Database(args.db, hide=rules) as db:
                 return await run_episode(args.question, db, backend, evidence=args.evidence,
                                          prompts=prompts, settings=settings, on_round=report)
         finally:

@@ -11,10 +11,11 @@ import anyio
 from ..backends.base import DescribableBackend, SamplingSettings
 from ..backends.openai_compat import OpenAICompletionsBackend
 from ..backends.settings import BackendSettings, make_backend
+from ..backends.slots import resolve_runtime_slots
 from ..errors import SqaleError
-from ..slots import resolve_runtime_slots
-from ..sqlite import Database
+from ..sqlite import Database, HideRules, Schema
 from .backend_options import add_backend_arguments, backend_choice
+from .db_options import add_hide_argument, hide_rules
 
 
 def register(subparsers: Any) -> None:
@@ -25,17 +26,18 @@ def register(subparsers: Any) -> None:
                     "parameters), and each --db opens; prints what to fix.")
     parser.add_argument("--db", action="append", default=[], metavar="PATH",
                         help="a database to check (repeatable)")
+    add_hide_argument(parser)
     parser.add_argument("--runtime-slots", type=int, metavar="N",
                         help="the --runtime-slots you will give sqale-mcp (default: its default)")
     add_backend_arguments(parser)
     parser.set_defaults(run=run)
 
 
-def _check_databases(paths: list[str]) -> list[str]:
+def _check_databases(paths: list[str], hide: HideRules | None) -> list[str]:
     problems = []
     for path in paths:
         try:
-            with Database(path) as db:
+            with Database(path, hide=hide) as db:
                 schema = db.schema()
         except SqaleError as exc:
             print(f"[fail] database {path}: {exc}")
@@ -45,7 +47,22 @@ def _check_databases(paths: list[str]) -> list[str]:
         print(f"[ok]   database {db.path}: {len(schema.tables) - views} tables, {views} views")
         for warning in schema.warnings:
             print(f"       note: {warning}")
+        _print_hiding(schema)
     return problems
+
+
+def _print_hiding(schema: Schema) -> None:
+    """What each --hide rule hid on this database; a rule that hid nothing is a warning."""
+    if schema.hiding is None:
+        return
+    for rule, names in schema.hiding.matches:
+        if names:
+            print(f"       hides ({rule}): {', '.join(names)}")
+        else:
+            print(f"[warn] hide rule {rule!r} matches no table or column here; check its spelling "
+                  "(TABLE or TABLE.COLUMN globs, any case)")
+    if schema.hiding.derived:
+        print(f"       also hidden, as they read hidden data: {', '.join(schema.hiding.derived)}")
 
 
 async def _check_model(args: argparse.Namespace) -> bool:
@@ -95,7 +112,7 @@ def _report_slots(args: argparse.Namespace, choice: BackendSettings, engine_slot
 def run(args: argparse.Namespace) -> int:
     """Print one line per check; exit 1 when something needs fixing."""
     model_ok = anyio.run(_check_model, args)
-    bad_dbs = _check_databases(args.db)
+    bad_dbs = _check_databases(args.db, hide_rules(args))
     if not args.db:
         print("[info] no --db given: add --db PATH to check a database opens")
     if model_ok and not bad_dbs:

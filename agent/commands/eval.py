@@ -13,8 +13,9 @@ import anyio
 
 from ..backends.settings import BackendSettings, make_backend
 from ..episode import EpisodeSettings
-from ..errors import SqaleError
+from ..errors import ConfigError, SqaleError
 from ..evaluation.datasets import KAGGLE_SPLITS, Benchmark, Dataset, Selection, load_dataset, select_examples
+from ..evaluation.golden import is_golden_file, load_golden
 from ..evaluation.progress import ProgressLine
 from ..evaluation.records import TraceKind, read_records
 from ..evaluation.runner import EvalSettings, EvaluationAborted, RunResult, evaluate
@@ -44,10 +45,14 @@ def register(subparsers: Any) -> None:
         "eval", help="measure execution accuracy on Spider, BIRD or KaggleDBQA",
         description="Run the agent on each question of a text-to-SQL benchmark, execute its SQL and "
                     "the gold SQL, and report execution accuracy.")
-    parser.add_argument("dataset", help="a Spider/BIRD folder or question file, or a KaggleDBQA folder")
+    parser.add_argument("dataset", help="a Spider/BIRD folder or question file, a KaggleDBQA folder, "
+                                        "or your own golden questions (a .jsonl file)")
     data = parser.add_argument_group("questions")
     data.add_argument("--format", choices=["auto", *Benchmark], default="auto",
                       help="dataset format (default: detected)")
+    data.add_argument("--db", action="append", default=[], metavar="ALIAS=PATH",
+                      help="for golden questions: the database file a `database` alias names "
+                           "(repeatable)")
     data.add_argument("--db-root", metavar="DIR",
                       help="folder with <db_id>/<db_id>.sqlite (or <db_id>.sqlite); default: the "
                            "benchmark's usual place next to the questions")
@@ -57,7 +62,7 @@ def register(subparsers: Any) -> None:
                       help="only questions on this database (repeatable)")
     data.add_argument("--difficulty", action="append", default=[], metavar="LEVEL",
                       help="only this difficulty, e.g. easy/medium/hard/extra (Spider) or "
-                           "simple/moderate/challenging (BIRD); repeatable")
+                           "simple/moderate/challenging (BIRD), or this tag (golden); repeatable")
     data.add_argument("--offset", type=int, default=0, help="skip this many selected questions")
     data.add_argument("--limit", type=int, help="run at most this many questions")
     run_group = parser.add_argument_group("run")
@@ -102,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         choice = backend_choice(args)
         prompts = prompts_from_args(args)
         benchmark = None if args.format == "auto" else Benchmark(args.format)
-        dataset = load_dataset(args.dataset, benchmark=benchmark, db_root=args.db_root, split=args.split)
+        dataset = load_questions(args, benchmark)
         selection = select_examples(dataset, db_ids=args.db_id, difficulties=args.difficulty,
                                     offset=args.offset, limit=args.limit)
     except SqaleError as exc:
@@ -141,6 +146,28 @@ def run(args: argparse.Namespace) -> int:
     print(f"\n{result.ran} questions run in {result.seconds:.1f} s ({result.resumed} kept from an "
           f"earlier run); results: {out_path}; summary: {summary_path}")
     return EXIT_OK
+
+
+def load_questions(args: argparse.Namespace, benchmark: Benchmark | None) -> Dataset:
+    """The question set: golden questions for a .jsonl file (or --format golden), else a benchmark."""
+    path = Path(args.dataset).expanduser()
+    if benchmark is Benchmark.GOLDEN or (benchmark is None and is_golden_file(path)):
+        return load_golden(path, database_flags(args.db))
+    if args.db:
+        raise ConfigError("--db ALIAS=PATH is for golden questions (.jsonl); benchmarks find their "
+                          "databases under --db-root")
+    return load_dataset(path, benchmark=benchmark, db_root=args.db_root, split=args.split)
+
+
+def database_flags(items: list[str]) -> dict[str, Path]:
+    """`ALIAS=PATH` strings into a mapping (ConfigError for a malformed one)."""
+    out: dict[str, Path] = {}
+    for item in items:
+        alias, sep, path = item.partition("=")
+        if not sep or not alias.strip() or not path.strip():
+            raise ConfigError(f"--db {item!r}: write it as ALIAS=PATH, e.g. --db sales=sales.db")
+        out[alias.strip()] = Path(path.strip()).expanduser()
+    return out
 
 
 def settings_from_args(args: argparse.Namespace) -> EvalSettings:

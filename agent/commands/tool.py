@@ -9,6 +9,7 @@ from typing import Any
 
 from ..sqlite import Database
 from ..tools import TOOL_NAMES, run_tool
+from .db_options import add_hide_argument, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
 
 
@@ -20,6 +21,7 @@ def register(subparsers: Any) -> None:
                     "as the model gets it. Mistakes in the call (unknown table, bad SQL...) are "
                     "printed as the model would see them, with exit status 0.")
     parser.add_argument("--db", required=True, metavar="PATH", help="the SQLite database file")
+    add_hide_argument(parser)
     parser.add_argument("tool_name", metavar="TOOL", help=f"one of: {', '.join(TOOL_NAMES)}")
     parser.add_argument("tool_args", metavar="ARGS", nargs="?", default="{}",
                         help='the arguments as a JSON object, e.g. \'{"table_name": "Track"}\' '
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"sqale-agent tool: ARGS must be a JSON object, not {type(tool_args).__name__}; "
               'give an object such as \'{"table_name": "Track"}\'', file=sys.stderr)
         return 2
-    with Database(args.db) as db:
+    with Database(args.db, hide=hide_rules(args)) as db:
         outcome = run_tool(db, args.tool_name, tool_args, environment=environment_from_args(args))
     print(outcome.text)
     return 0

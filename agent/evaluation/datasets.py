@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -19,6 +19,7 @@ class Benchmark(StrEnum):
     SPIDER = "spider"
     BIRD = "bird"
     KAGGLEDBQA = "kaggledbqa"
+    GOLDEN = "golden"  # a user's own questions in JSON Lines (see golden.py)
 
 
 # File names looked for when a directory is given (in this order).
@@ -44,6 +45,7 @@ class Example:
     gold_sql: str
     evidence: str | None = None
     difficulty: str | None = None
+    tags: tuple[str, ...] = ()  # a golden question's labels; summaries group by them
 
 
 @dataclass(frozen=True)
@@ -54,9 +56,12 @@ class Dataset:
     source: Path  # the question file, or the KaggleDBQA folder
     db_root: Path
     examples: tuple[Example, ...]
+    db_paths: Mapping[str, Path] | None = None  # explicit files by db_id (golden questions)
 
     def database_path(self, db_id: str) -> Path:
         """`<root>/<db_id>/<db_id>.sqlite`, or the flat `<root>/<db_id>.sqlite` when only that exists."""
+        if self.db_paths is not None and db_id in self.db_paths:
+            return self.db_paths[db_id]
         nested = self.db_root / db_id / f"{db_id}.sqlite"
         flat = self.db_root / f"{db_id}.sqlite"
         return flat if not nested.is_file() and flat.is_file() else nested
@@ -67,8 +72,8 @@ class Dataset:
 
     @property
     def difficulties(self) -> tuple[str, ...]:
-        """Difficulty labels present, in first-seen order."""
-        return tuple(dict.fromkeys(e.difficulty for e in self.examples if e.difficulty))
+        """Difficulty labels (or golden tags) present, in first-seen order."""
+        return tuple(dict.fromkeys(level for e in self.examples for level in _levels(e)))
 
 
 @dataclass(frozen=True)
@@ -130,12 +135,18 @@ def select_examples(dataset: Dataset, *, db_ids: Sequence[str] = (), difficultie
     if offset < 0 or (limit is not None and limit < 0):
         raise ConfigError("--offset and --limit must be 0 or more")
     chosen = [e for e in dataset.examples
-              if (not db_ids or e.db_id in db_ids) and (not difficulties or e.difficulty in difficulties)]
+              if (not db_ids or e.db_id in db_ids)
+              and (not difficulties or any(level in difficulties for level in _levels(e)))]
     present = {db: dataset.has_database(db) for db in {e.db_id for e in chosen}}
     runnable = [e for e in chosen if present[e.db_id]]
     missing = tuple(e for e in chosen if not present[e.db_id])
     end = None if limit is None else offset + limit
     return Selection(tuple(runnable[offset:end]), missing)
+
+
+def _levels(example: Example) -> tuple[str, ...]:
+    """What --difficulty selects on: the tags of a golden question, else its difficulty."""
+    return example.tags or ((example.difficulty,) if example.difficulty else ())
 
 
 def _question_file(folder: Path) -> Path:

@@ -119,6 +119,7 @@ class QuestionRecord(_Record):
     model: str
     db_id: str
     difficulty: str | None
+    tags: list[str] = []  # a golden question's labels (summaries group by them)
     question: str
     evidence: str | None
     gold_sql: str

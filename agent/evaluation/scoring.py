@@ -6,12 +6,12 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
 from ..backends.base import ModelBackend, SamplingSettings
-from ..episode import EpisodeResult, EpisodeSettings
+from ..episode import EpisodeResult, EpisodeSettings, Round
 from ..errors import (
     BackendAuthError,
     BackendError,
@@ -33,15 +33,19 @@ from .records import (
     trace_of,
 )
 
+if TYPE_CHECKING:  # agent.prompt loads the tools; the evaluation imports them only to run
+    from ..prompt import PromptSet
+
 DATABASE_ERROR = "database_error"  # gold status when the database file cannot be opened
 MATCH_RULES = {Benchmark.SPIDER: MatchRule.MULTISET, Benchmark.KAGGLEDBQA: MatchRule.MULTISET,
-               Benchmark.BIRD: MatchRule.SET}
+               Benchmark.BIRD: MatchRule.SET, Benchmark.GOLDEN: MatchRule.MULTISET}
 _BACKEND_OUTCOMES: tuple[tuple[type[BackendError], Outcome], ...] = (
     (BackendUnreachable, Outcome.BACKEND_UNREACHABLE), (BackendTimeout, Outcome.BACKEND_TIMEOUT),
     (ModelNotFound, Outcome.MODEL_NOT_FOUND), (BackendAuthError, Outcome.BACKEND_AUTH),
     (BackendResponseError, Outcome.BACKEND_RESPONSE),
 )
 _QUERY_OUTCOMES = {QueryStatus.SQL_ERROR: Outcome.SQL_ERROR, QueryStatus.DENIED: Outcome.DENIED,
+                   QueryStatus.HIDDEN: Outcome.DENIED,
                    QueryStatus.TIMEOUT: Outcome.TIMEOUT, QueryStatus.KILLED: Outcome.KILLED,
                    QueryStatus.CANCELLED: Outcome.KILLED}
 
@@ -50,8 +54,8 @@ class EpisodeFn(Protocol):
     """The shape of agent.loop.run_episode as the evaluation calls it."""
 
     def __call__(self, question: str, database: Database, backend: ModelBackend, *,
-                 evidence: str | None = ..., settings: EpisodeSettings = ...,
-                 **options: Any) -> Awaitable[EpisodeResult]: ...
+                 evidence: str | None = ..., prompts: PromptSet = ..., settings: EpisodeSettings = ...,
+                 on_round: Callable[[Round], Awaitable[None]] | None = ...) -> Awaitable[EpisodeResult]: ...
 
 
 @dataclass(frozen=True)
@@ -193,7 +197,8 @@ def _record(example: Example, ctx: QuestionContext, gold: GoldRecord, samples: S
     groups = Counter(k for k in keys or () if k is not None)
     return QuestionRecord(
         key=example.key, index=example.index, benchmark=ctx.benchmark.value, model=ctx.model,
-        db_id=example.db_id, difficulty=example.difficulty, question=example.question,
+        db_id=example.db_id, difficulty=example.difficulty, tags=list(example.tags),
+        question=example.question,
         evidence=example.evidence, gold_sql=example.gold_sql, gold=gold, gold_error=not scored,
         predicted_sql=chosen.sql if chosen else None, status=chosen.status if chosen else None,
         correct=chosen.correct if chosen else None,

@@ -81,14 +81,14 @@ def summarize(records: Sequence[QuestionRecord], *, benchmark: str, model: str, 
     scored = [r for r in ordered if not r.gold_error]
     episodes = [s for r in scored for s in r.samples]
     ran = [s for s in episodes if s.status != BACKEND_ERROR_STATUS]
-    levels = sorted({r.difficulty for r in scored if r.difficulty}, key=_difficulty_rank)
+    levels = sorted({lv for r in scored for lv in record_levels(r)}, key=_difficulty_rank)
     return Summary(
         benchmark=benchmark, model=model, samples=samples,
         questions=QuestionCounts(selected=selected, missing_db=missing_db,
                                  missing_db_ids=list(missing_db_ids), evaluated=len(ordered),
                                  gold_errors=len(ordered) - len(scored), scored=len(scored)),
         accuracy=_accuracy(scored),
-        by_difficulty={lv: _accuracy([r for r in scored if r.difficulty == lv]) for lv in levels},
+        by_difficulty={lv: _accuracy([r for r in scored if lv in record_levels(r)]) for lv in levels},
         by_database={db: _accuracy([r for r in scored if r.db_id == db])
                      for db in sorted({r.db_id for r in scored})},
         episodes=EpisodeStats(
@@ -109,6 +109,11 @@ def summarize(records: Sequence[QuestionRecord], *, benchmark: str, model: str, 
             mean_tool_seconds=_mean([s.tool_seconds for s in ran]),
         ),
     )
+
+
+def record_levels(record: QuestionRecord) -> tuple[str, ...]:
+    """The groups a question counts in: its tags (golden questions), else its difficulty."""
+    return tuple(record.tags) or ((record.difficulty,) if record.difficulty else ())
 
 
 def write_summary(summary: Summary, path: Path) -> None:

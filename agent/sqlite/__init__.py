@@ -23,11 +23,13 @@ from ._worker import (
     SchemaRequest,
     stat_signature,
 )
+from .hiding import HideRules
 from .types import (
     BlobRef,
     ClippedText,
     Column,
     ForeignKey,
+    HideReport,
     QueryResult,
     QueryStatus,
     Schema,
@@ -86,8 +88,10 @@ def create_database(target: Path, script: str) -> Path:
 class Database:
     """One validated database file, queried read-only through a QueryEngine."""
 
-    def __init__(self, path: str | Path, engine: QueryEngine | None = None) -> None:
+    def __init__(self, path: str | Path, engine: QueryEngine | None = None, *,
+                 hide: HideRules | None = None) -> None:
         self.path = validate_database_path(path)
+        self.hide = hide or None  # tables and columns no statement or schema fact may show
         self._owns_engine = engine is None
         self.engine = engine or QueryEngine()
         self._schema: Schema | None = None
@@ -104,7 +108,7 @@ class Database:
         with self._schema_lock:
             if self._schema is None or sig != self._schema_sig:
                 timeout = max(self.limits.query_timeout, SCHEMA_READ_MIN_SECONDS)
-                result = self.engine.run(SchemaRequest(str(self.path), timeout))
+                result = self.engine.run(SchemaRequest(str(self.path), timeout, self.hide))
                 if isinstance(result, QueryResult):  # the schema read itself was killed
                     raise DatabasePathError(f"{self.path}: reading the schema failed: {result.error}")
                 self._schema, self._schema_sig = result, sig
@@ -118,7 +122,7 @@ class Database:
             path=str(self.path), sql=sql, max_rows=max(0, max_rows),
             count_cap=self.limits.count_cap if count_cap is None else count_cap,
             cell_limit=cell_limit,
-            timeout=self.limits.query_timeout if timeout is None else timeout,
+            timeout=self.limits.query_timeout if timeout is None else timeout, hide=self.hide,
         )
         return self.engine.run(request, cancel)
 
@@ -160,6 +164,8 @@ __all__ = [
     "Database",
     "EngineLimits",
     "ForeignKey",
+    "HideReport",
+    "HideRules",
     "QueryEngine",
     "QueryResult",
     "QueryStatus",

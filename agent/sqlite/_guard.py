@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from .types import BlobRef, ClippedText, Column, ForeignKey, QueryResult, QueryStatus, Schema, Table
+from . import hiding
+from .types import BlobRef, ClippedText, Column, ForeignKey, HideReport, QueryResult, QueryStatus, Schema, Table
 
 # Pragmas that only report. Those in _PRAGMAS_WITH_NAME_ARG take a table or index name as
 # their argument; every other pragma is allowed only without an argument, because an
@@ -79,17 +80,32 @@ class _StatementGuard:
         self.first_action: int | None = None
         self.tables_read: set[str] = set()
         self.denied: str | None = None
+        self.hidden = False  # the denial is a hide rule's, not the read-only guard's
+        self.withheld = hiding.Withheld()
+        self.named: frozenset[str] = frozenset()  # names the statement itself writes
+        self.pragma_table = False
 
-    def reset(self, deadline: float) -> None:
+    def reset(self, deadline: float, withheld: hiding.Withheld | None = None, sql: str = "") -> None:
         self.deadline = deadline
         self.first_action = None
         self.tables_read = set()
         self.denied = None
+        self.hidden = False
+        self.withheld = withheld or hiding.Withheld()
+        self.named = hiding.sql_names(sql) if self.withheld else frozenset()
+        self.pragma_table = False
 
     def authorize(self, action: int, arg1: str | None, arg2: str | None,
                   db_name: str | None, source: str | None) -> int:
         if self.first_action is None:
             self.first_action = action
+        if self.withheld and action == sqlite3.SQLITE_READ and arg1:
+            # The schema read a pragma_* table makes when it is first prepared is not the model's.
+            implicit = self.pragma_table and arg1 == "sqlite_master" and arg2 == "ROWID"
+            reason = None if implicit else hiding.hidden_read_reason(self.withheld, arg1, arg2, source,
+                                                              self.named)
+            if reason is not None:
+                return self._hide(reason)
         if action in _ALWAYS_ALLOWED:
             if action == sqlite3.SQLITE_READ and arg1:
                 self.tables_read.add(arg1)
@@ -100,6 +116,8 @@ class _StatementGuard:
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_PRAGMA:
             name = (arg1 or "").lower()
+            if self.withheld and name in hiding.DESCRIBING_PRAGMAS:
+                return self._hide(f"PRAGMA {arg1} is not available on this database; {hiding.SCHEMA_HINT}")
             if name in _PRAGMAS_WITH_NAME_ARG or (name in _PRAGMAS_NO_ARG and arg2 is None):
                 return sqlite3.SQLITE_OK
             return self._deny(f"PRAGMA {arg1} is not allowed (read-only pragmas only)")
@@ -107,6 +125,7 @@ class _StatementGuard:
         # makes SQLite report an UPDATE of sqlite_master with no trigger or view source.
         if (action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master" and source is None
                 and self.first_action == sqlite3.SQLITE_SELECT):
+            self.pragma_table = True
             return sqlite3.SQLITE_OK
         # Inside a SELECT, an R*Tree being connected prepares its shadow-table statements;
         # they only run for writes to the R*Tree, which no reading statement can make (and
@@ -115,6 +134,11 @@ class _StatementGuard:
                 and self.first_action == sqlite3.SQLITE_SELECT):
             return sqlite3.SQLITE_OK
         return self._deny("only reading statements (SELECT / WITH) are allowed")
+
+    def _hide(self, reason: str) -> int:
+        if self.denied is None:
+            self.denied, self.hidden = reason, True
+        return sqlite3.SQLITE_DENY
 
     def _deny(self, reason: str) -> int:
         if self.denied is None:
@@ -144,6 +168,7 @@ class GuardedConnection:
         self.guard = _StatementGuard(cancel_flag)
         self.settings = settings
         self.immutable = False
+        self._hiding: tuple[tuple[hiding.HideRules, int], tuple[hiding.Withheld, HideReport]] | None = None
         try:
             self.conn = self._connect(path, settings, immutable=False)
         except sqlite3.OperationalError:
@@ -181,10 +206,15 @@ class GuardedConnection:
         return conn
 
     def run(self, sql: str, *, max_rows: int, count_cap: int, cell_limit: int | None,
-            timeout: float) -> QueryResult:
+            timeout: float, hide: hiding.HideRules | None = None) -> QueryResult:
         """Run one statement; errors come back as values."""
         start = time.monotonic()
-        self.guard.reset(start + timeout)
+        withheld = self.resolved_hiding(hide)[0] if hide else hiding.Withheld()
+        if withheld and hiding.uses_unchecked_join(sql) and hiding.sql_names(sql) & withheld.risky:
+            # SQLite resolves USING/NATURAL join columns without asking the authorizer.
+            return QueryResult(QueryStatus.HIDDEN, error=f"not available: {hiding.JOIN_HINT}",
+                               seconds=time.monotonic() - start)
+        self.guard.reset(start + timeout, withheld, sql)
         columns: tuple[str, ...] = ()
         rows: list[tuple[Any, ...]] = []
         total = 0
@@ -233,6 +263,9 @@ class GuardedConnection:
     def _error_result(self, exc: sqlite3.Error, start: float) -> QueryResult:
         elapsed = time.monotonic() - start
         message = str(exc)
+        if self.guard.denied is not None and self.guard.hidden:
+            return QueryResult(QueryStatus.HIDDEN, error=f"not available: {self.guard.denied}",
+                               seconds=elapsed)
         if self.guard.denied is not None:
             return QueryResult(QueryStatus.DENIED, error=f"not allowed: {self.guard.denied}",
                                seconds=elapsed)
@@ -316,6 +349,20 @@ class GuardedConnection:
                 cols.append(column)
                 budget -= size
         return cols, total
+
+    def hidden_schema(self, hide: hiding.HideRules) -> Schema:
+        """The schema without what `hide` hides, with the report of what each rule hid."""
+        withheld, report = self.resolved_hiding(hide)
+        return hiding.filter_schema(self.read_schema(), withheld, report)
+
+    def resolved_hiding(self, hide: hiding.HideRules) -> tuple[hiding.Withheld, HideReport]:
+        """`hide` resolved against the current schema (cached until the schema changes)."""
+        self.guard.reset(float("inf"))
+        version = self.conn.execute("PRAGMA schema_version").fetchone()[0]
+        if self._hiding is None or self._hiding[0] != (hide, version):
+            resolved = hiding.resolve_on(self.conn, self.guard, hide, self.read_schema())
+            self._hiding = ((hide, version), resolved)
+        return self._hiding[1]
 
     def replaced(self) -> bool:
         """True when the path now names another file than the one this connection opened."""

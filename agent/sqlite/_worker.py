@@ -21,6 +21,7 @@ from typing import Any
 
 from ..errors import DatabasePathError, DatabaseWorkerError
 from ._guard import GuardedConnection, GuardSettings
+from .hiding import HideRules
 from .types import QueryResult, QueryStatus, Schema
 
 
@@ -46,12 +47,14 @@ class QueryRequest:
     count_cap: int
     cell_limit: int | None
     timeout: float
+    hide: HideRules | None = None  # tables and columns the statement may not read
 
 
 @dataclass(frozen=True)
 class SchemaRequest:
     path: str
     timeout: float
+    hide: HideRules | None = None  # tables and columns left out of the schema
 
 
 @dataclass(frozen=True)
@@ -141,11 +144,12 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
                 guarded = GuardedConnection(Path(request.path), settings, cancel)
                 connections[request.path] = guarded
             if isinstance(request, SchemaRequest):
-                reply: Any = guarded.read_schema()
+                reply: Any = (guarded.hidden_schema(request.hide) if request.hide
+                              else guarded.read_schema())
             else:
                 reply = guarded.run(request.sql, max_rows=request.max_rows,
                                     count_cap=request.count_cap, cell_limit=request.cell_limit,
-                                    timeout=request.timeout)
+                                    timeout=request.timeout, hide=request.hide)
         except sqlite3.Error as exc:  # the file cannot be opened or its schema read
             connections.pop(request.path, None)
             reply = WorkerFailure("sqlite", str(exc))

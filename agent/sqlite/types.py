@@ -41,6 +41,20 @@ class Table:
     # kept (a schema past the size bound); None for an ordinary table.
     note: str | None = None
     unreadable: bool = False  # SQLite refused to describe it: querying it fails the same way
+    withheld_columns: int = 0  # columns left out because the database's owner hides them
+
+
+@dataclass(frozen=True)
+class HideReport:
+    """What each hide rule hid on one database (for doctor and logs; never shown to the model)."""
+
+    matches: tuple[tuple[str, tuple[str, ...]], ...]  # (rule as written, names it hid)
+    derived: tuple[str, ...]  # views and generated columns hidden because they read hidden data
+
+    @property
+    def unmatched(self) -> tuple[str, ...]:
+        """Rules that hide nothing on this database (probably a typo)."""
+        return tuple(rule for rule, names in self.matches if not names)
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,7 @@ class Schema:
 
     tables: tuple[Table, ...]
     warnings: tuple[str, ...] = ()  # how this database was opened, when the user should know
+    hiding: HideReport | None = None  # what the hide rules hid; None when there are none
     _by_name: dict[str, Table] = field(init=False, repr=False, compare=False)
     _by_folded: dict[str, list[Table]] = field(init=False, repr=False, compare=False)
 
@@ -86,6 +101,7 @@ class QueryStatus(StrEnum):
     OK = "ok"
     SQL_ERROR = "sql_error"  # SQLite rejected or failed the statement
     DENIED = "denied"  # the read-only guard refused it
+    HIDDEN = "hidden"  # it reads a table or column the database's owner hides
     TIMEOUT = "timeout"  # the deadline interrupted it
     KILLED = "killed"  # the worker had to be killed (single opcode too long, or out of memory)
     CANCELLED = "cancelled"  # the caller cancelled it

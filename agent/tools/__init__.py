@@ -29,7 +29,7 @@ from ..sqlite import Database, QueryResult, Table
 from . import _trained
 from ._args import ArgProblem, Param, clamp_limit, echo, parse_params, unquote_name
 from ._base import (
-    DEFAULT_SETTINGS,
+    DEFAULT_TOOL_SETTINGS,
     QuerySpec,
     Steps,
     ToolContext,
@@ -38,6 +38,7 @@ from ._base import (
     find_table,
     read_failure,
     real_tables,
+    sample_query,
     with_note,
 )
 from ._hints import find_column, sql_error_hint, unknown_column_text
@@ -63,7 +64,7 @@ from .result_text import (
 )
 
 __all__ = [
-    "DEFAULT_ENVIRONMENT", "DEFAULT_SETTINGS", "TOOLS", "TOOL_NAMES", "ArgProblem", "Environment",
+    "DEFAULT_ENVIRONMENT", "DEFAULT_TOOL_SETTINGS", "TOOLS", "TOOL_NAMES", "ArgProblem", "Environment",
     "Param", "QuerySpec", "ToolOutcome", "ToolSettings", "ToolSpec", "arun_tool", "call_label_args",
     "canonical_tool_name", "nearest_tool_name", "parse_args", "run_tool",
 ]
@@ -129,8 +130,7 @@ def _sample_rows(ctx: ToolContext, args: dict[str, Any]) -> Steps:
         return table
     s = ctx.settings
     limit, note = clamp_limit(args["limit"], s.sample_rows, s.max_sample_rows)
-    result = yield QuerySpec(f"SELECT * FROM {quote_ident(table.name)} LIMIT {limit}",
-                             max_rows=limit, cell_limit=s.cell_chars)
+    result = yield QuerySpec(sample_query(table, limit), max_rows=limit, cell_limit=s.cell_chars)
     if not result.ok:
         return read_failure(ctx, table, result)
     if len(result.rows) < limit:
@@ -285,7 +285,7 @@ def _prepare(name: Any, args: Any) -> tuple[str, dict[str, Any]] | ToolOutcome:
 
 
 def run_tool(db: Database, name: str, args: Mapping[str, Any],
-             settings: ToolSettings = DEFAULT_SETTINGS,
+             settings: ToolSettings = DEFAULT_TOOL_SETTINGS,
              environment: Environment = DEFAULT_ENVIRONMENT) -> ToolOutcome:
     """Run one tool call in `environment`'s texts; the model's mistakes come back as ok=False texts."""
     prepared = _prepare(name, args)
@@ -307,7 +307,7 @@ def run_tool(db: Database, name: str, args: Mapping[str, Any],
 
 
 async def arun_tool(db: Database, name: str, args: Mapping[str, Any],
-                    settings: ToolSettings = DEFAULT_SETTINGS,
+                    settings: ToolSettings = DEFAULT_TOOL_SETTINGS,
                     environment: Environment = DEFAULT_ENVIRONMENT) -> ToolOutcome:
     """`run_tool` on the event loop; cancelling the caller interrupts the running query."""
     prepared = _prepare(name, args)

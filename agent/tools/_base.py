@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..sqlite import QueryResult, QueryStatus, Schema, Table
 from ._args import unquote_name
 from ._hints import unknown_table_text
-from .result_text import render_query_failure, show_ident
+from .result_text import quote_ident, render_query_failure, show_ident
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class ToolSettings:
     long_text_chars: int = 16_000  # list_tables / describe_table text cap
 
 
-DEFAULT_SETTINGS = ToolSettings()
+DEFAULT_TOOL_SETTINGS = ToolSettings()
 
 
 @dataclass(frozen=True)
@@ -92,3 +92,10 @@ def read_failure(ctx: ToolContext, table: Table, result: QueryResult) -> ToolOut
             if slow else None)
     text = f"cannot read {show_ident(table.name)}: " + render_query_failure(result, hint, ctx.query_timeout)
     return ToolOutcome(text, False, frozenset([table.name]))
+
+
+def sample_query(table: Table, limit: int) -> str:
+    """`SELECT * FROM t LIMIT n`; with hidden columns (refused by *), the visible ones by name."""
+    shown = ("*" if not table.withheld_columns
+             else ", ".join(quote_ident(c.name) for c in table.columns if not c.hidden))
+    return f"SELECT {shown} FROM {quote_ident(table.name)} LIMIT {limit}"

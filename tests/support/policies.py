@@ -3,7 +3,7 @@
 A policy turns a raw ChatML prompt into a ScriptedReply. The HTTP fakes (fake_runtime.py)
 and the in-process PolicyBackend both pass the reply through `generate`, which behaves like
 a runtime: it cuts at stop strings and at the token limit (about 4 characters a token).
-Import from test files as `from policies import ...` (tests/ is on sys.path via conftest).
+Import from test files as `from tests.support.policies import ...`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import anyio
 
-from .errors import ConfigError
+from ..errors import ConfigError
+from ..tools.result_text import plural
 
 OnWait = Callable[[int], Awaitable[None]]  # called with the number of questions ahead
 
@@ -108,8 +109,7 @@ class RuntimeSlots:
 
 def waiting_message(ahead: int) -> str:
     """The progress text of a question waiting for a runtime slot."""
-    noun = "question" if ahead == 1 else "questions"
-    return f"waiting for the model: {ahead} {noun} ahead"
+    return f"waiting for the model: {plural(ahead, 'question')} ahead"
 
 
 # An OpenAI-compatible engine such as vLLM or SGLang batches many sequences and shares cached

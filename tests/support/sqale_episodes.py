@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policies import ScriptPolicy, assistant_reply, tool_call
-
 from agent.sqlite import create_database
+from tests.support.policies import ScriptPolicy, assistant_reply, tool_call
 
 # ../shared beside the checkout; SQALE_SHARED_DIR names it for a checkout elsewhere (a worktree).
-SHARED = Path(os.environ.get("SQALE_SHARED_DIR") or Path(__file__).resolve().parents[1].parent / "shared")
+SHARED = Path(os.environ.get("SQALE_SHARED_DIR") or Path(__file__).resolve().parents[2].parent / "shared")
 EPISODES_PATH = SHARED / "data" / "sqale_episodes" / "episodes.json"
 CLIP = "…"  # the site clipped long lines to their first 101 characters plus this mark
 

@@ -1,0 +1,20 @@
+"""The database options shared by the commands that open one: which tables and columns to hide."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..sqlite import HideRules
+
+
+def add_hide_argument(parser: Any) -> None:
+    """Add `--hide TABLE[.COLUMN]` (repeatable)."""
+    parser.add_argument("--hide", action="append", default=[], metavar="TABLE[.COLUMN]",
+                        help="hide a table or column from the model (repeatable; globs such as "
+                             "'*.password*' allowed, any case)")
+
+
+def hide_rules(args: argparse.Namespace) -> HideRules | None:
+    """The --hide rules, or None when there are none (ConfigError for a malformed rule)."""
+    return HideRules.parse(args.hide) or None

@@ -1,0 +1,137 @@
+"""`sqale-agent golden add`: build a set of golden questions on your own database as you work."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..evaluation.golden import GoldenEntry, append_entries, database_reference
+from ..sqlite import Database
+
+DEFAULT_FILE = "golden.jsonl"
+COUNT_CAP = 1_000_000  # rows counted for row_count; past it the count is a lower bound
+ANSWERED = ("submitted", "final_answer")  # episode-log statuses whose SQL is the model's answer
+
+
+def register(subparsers: Any) -> None:
+    """Add the `golden` command with its `add` subcommand."""
+    parser = subparsers.add_parser(
+        "golden", help="build golden questions (question + known-good SQL) on your own database",
+        description="Keep a JSON Lines file of questions with known-good SQL, then measure the "
+                    "model on it with `sqale-agent eval FILE.jsonl --db ALIAS=PATH`.")
+    actions = parser.add_subparsers(dest="golden_command", required=True, metavar="ACTION")
+    add = actions.add_parser(
+        "add", help="append a checked question, or candidates from a server's episode log",
+        description="Runs the SQL first (read-only) and appends the question with its row count; "
+                    "SQL that fails is refused. With --from-log, answered questions of the "
+                    "server's --episode-log become candidate entries to review.")
+    add.add_argument("question", nargs="?", help="the question, in plain language")
+    add.add_argument("sql", nargs="?", help="the known-good SQL that answers it")
+    add.add_argument("--db", action="append", default=[], metavar="PATH|ALIAS=PATH",
+                     help="the database (ALIAS=PATH stores the alias; with --from-log, one per "
+                          "alias in the log)")
+    add.add_argument("--file", default=DEFAULT_FILE, metavar="FILE.jsonl",
+                     help=f"the golden file to append to (default {DEFAULT_FILE})")
+    add.add_argument("--evidence", metavar="TEXT", help="a hint the question needs")
+    add.add_argument("--tag", action="append", default=[], metavar="TAG",
+                     help="a label to group results by, e.g. revenue (repeatable)")
+    add.add_argument("--from-log", metavar="EPISODES.jsonl",
+                     help="take the answered questions of a server episode log as candidates")
+    add.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Append one checked entry, or the candidates from a log; 1 when the SQL fails."""
+    golden_file = Path(args.file).expanduser()
+    if args.from_log:
+        if args.question or args.sql:
+            raise ConfigError("give either QUESTION SQL or --from-log, not both")
+        return _add_from_log(Path(args.from_log).expanduser(), golden_file, args)
+    if not (args.question and args.question.strip() and args.sql and args.sql.strip()):
+        raise ConfigError('give the question and its SQL: golden add --db sales.db "How many '
+                          'orders are there?" "SELECT count(*) FROM orders"')
+    if len(args.db) != 1:
+        raise ConfigError("give the database with one --db PATH (or --db ALIAS=PATH)")
+    name, path = _database_arg(args.db[0], golden_file)
+    rows = checked_row_count(path, args.sql)
+    if isinstance(rows, str):
+        print(f"sqale-agent golden add: the SQL failed on {path}: {rows}; fix it (it must run "
+              "and return the right rows) before adding it", file=sys.stderr)
+        return 1
+    entry = GoldenEntry(question=args.question.strip(), sql=args.sql.strip(), database=name,
+                        evidence=args.evidence, tags=tuple(args.tag), row_count=rows)
+    added = append_entries(golden_file, [entry])
+    if not added:
+        print(f"already in {golden_file}: {entry.question!r} on {name}")
+        return 0
+    print(f"added to {golden_file}: {entry.question!r} on {name} ({rows:,} rows)")
+    return 0
+
+
+def checked_row_count(path: Path, sql: str) -> int | str:
+    """How many rows `sql` returns on the database, or SQLite's error text."""
+    with Database(path) as db:
+        result = db.query(sql, max_rows=0, count_cap=COUNT_CAP)
+    if not result.ok:
+        return result.error or result.status.value
+    return result.total_rows
+
+
+def _database_arg(value: str, golden_file: Path) -> tuple[str, Path]:
+    """(name stored in the file, path): the alias of ALIAS=PATH, else the path relative to the file."""
+    alias, sep, path = value.partition("=")
+    if sep and alias.strip() and path.strip() and not Path(value).exists():
+        return alias.strip(), Path(path.strip()).expanduser()
+    file = Path(value).expanduser()
+    return database_reference(file, golden_file), file
+
+
+def _add_from_log(log: Path, golden_file: Path, args: argparse.Namespace) -> int:
+    """Append each answered question of the log whose SQL runs as a candidate (tag from-log)."""
+    databases = dict(_database_arg(v, golden_file) for v in args.db)
+    candidates = []
+    skipped: dict[str, int] = {}
+    for record in _log_records(log):
+        alias = str(record.get("database"))
+        if record.get("status") not in ANSWERED or not record.get("sql"):
+            continue
+        if alias not in databases:
+            skipped[f"no --db {alias}=PATH"] = skipped.get(f"no --db {alias}=PATH", 0) + 1
+            continue
+        rows = checked_row_count(databases[alias], record["sql"])
+        if isinstance(rows, str):
+            skipped["SQL fails now"] = skipped.get("SQL fails now", 0) + 1
+            continue
+        candidates.append(GoldenEntry(
+            question=record["question"], sql=record["sql"], database=alias,
+            evidence=record.get("evidence") or None, tags=(*args.tag, "from-log"), row_count=rows))
+    added = append_entries(golden_file, candidates)
+    left = "".join(f"; {n} skipped ({why})" for why, n in sorted(skipped.items()))
+    print(f"{added} candidate questions added to {golden_file} (tag from-log){left}. The SQL is "
+          "the model's: check each one, fix or delete it, and drop the from-log tag once it is "
+          "known good.")
+    return 0
+
+
+def _log_records(log: Path) -> Iterator[Mapping[str, Any]]:
+    try:
+        text = log.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--from-log {log}: cannot be read ({exc.strerror}); give the server's "
+                          "--episode-log file") from exc
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--from-log {log}: line {number} is not JSON; give the server's "
+                              "--episode-log file") from exc
+        if isinstance(record, dict) and isinstance(record.get("question"), str):
+            yield record
+

@@ -1,0 +1,81 @@
+"""The limits a server enforces on an answer, stated where the caller looks, and said when hit."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .settings import ServerSettings
+
+LimitName = Literal["max_rows", "cell_chars", "query_timeout"]
+
+
+@dataclass(frozen=True)
+class AnswerLimits:
+    """What one answer may hold and how long it may take; from the settings, fixed at start."""
+
+    max_rows: int  # rows an answer returns (--max-rows)
+    cell_chars: int  # a longer text cell arrives clipped, with its length
+    query_timeout: float  # seconds one SQL statement may run (--query-timeout)
+    episode_timeout: float  # seconds answering one question may take (--episode-timeout)
+
+    @classmethod
+    def from_settings(cls, settings: ServerSettings, cell_chars: int) -> AnswerLimits:
+        """The limits a server started with `settings` enforces."""
+        return cls(max_rows=settings.max_rows, cell_chars=cell_chars,
+                   query_timeout=settings.query_timeout, episode_timeout=settings.episode_timeout)
+
+
+def limits_sentence(limits: AnswerLimits) -> str:
+    """The limits in force, in one sentence."""
+    return (f"Limits: an answer holds at most {limits.max_rows:,} rows (row_count still counts "
+            f"the rest); text cells over {limits.cell_chars:,} characters are clipped; each SQL "
+            f"statement may run {limits.query_timeout:g} s; answering one question may take "
+            f"{limits.episode_timeout:g} s (time queued not counted).")
+
+
+def limits_paragraph(limits: AnswerLimits) -> str:
+    """The tool description's paragraph about limits and what to do about them."""
+    return (f"{limits_sentence(limits)} An answer that hits one names it in `limits_hit` and in "
+            "the text; ask for less (a top N, an aggregate, a filter, fewer columns, a shorter "
+            "period) to stay within them.")
+
+
+def input_schema_with_limits(schema: dict[str, Any], limits: AnswerLimits) -> dict[str, Any]:
+    """A copy of the tool's input schema whose `question` description states the limits."""
+    out = copy.deepcopy(schema)
+    question = out.get("properties", {}).get("question")
+    if question is not None:
+        given = question.get("description", "").rstrip()
+        question["description"] = f"{given} {limits_sentence(limits)}".strip()
+    return out
+
+
+def limits_hit(*, truncated: bool, clipped_cells: bool, query_timeouts: int,
+               answer_timed_out: bool) -> list[LimitName]:
+    """The names of the limits an answer ran into, in a fixed order."""
+    hit: list[LimitName] = []
+    if truncated:
+        hit.append("max_rows")
+    if clipped_cells:
+        hit.append("cell_chars")
+    if query_timeouts or answer_timed_out:
+        hit.append("query_timeout")
+    return hit
+
+
+def limit_lines(hit: list[LimitName], limits: AnswerLimits) -> list[str]:
+    """One line per limit the answer hit: which limit, its value, and how to ask for less."""
+    lines = []
+    if "max_rows" in hit:
+        lines.append(f"Limit hit: the answer stops at the server's cap of {limits.max_rows:,} rows "
+                     "(--max-rows). To see every row, ask for fewer: a top N, an aggregate or a filter.")
+    if "cell_chars" in hit:
+        lines.append(f"Limit hit: text cells over {limits.cell_chars:,} characters were clipped. "
+                     "Ask for the part you need (e.g. the first 200 characters) or for fewer columns.")
+    if "query_timeout" in hit:
+        lines.append(f"Limit hit: SQL ran past the {limits.query_timeout:g} s per-query limit "
+                     "(--query-timeout) and was stopped. Ask a narrower question (a filter, a "
+                     "shorter period, fewer tables) or ask the operator to raise the limit.")
+    return lines

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from .sqlite import ResultCut
 from .tools import ToolSettings
 from .tools.environment import DEFAULT_ENVIRONMENT, Environment
 
@@ -39,7 +40,10 @@ class EpisodeSettings:
     max_turn_tokens: int = 2_048  # cap on one turn's num_predict, within what the budget leaves
     final_turn_min_tokens: int = 256  # tokens kept back so the final turn can still answer
     result_rows: int = 50  # rows of the final answer kept in the result
-    result_cell_chars: int | None = None  # longer text cells arrive clipped (ClippedText); None: whole
+    result_cell_chars: int | None = 10_000  # longer text cells arrive clipped (ClippedText)
+    # What the final answer's rows may weigh as JSON; the SQLite worker cuts cells, columns
+    # and rows to fit before they reach this process (QueryResult.cut says what was cut).
+    result_bytes: int = 262_144
     tools: ToolSettings = field(default_factory=ToolSettings)
     environment: Environment = DEFAULT_ENVIRONMENT  # which texts the model reads (tools and turns)
 
@@ -94,7 +98,7 @@ class EpisodeResult:
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
     row_count: int
-    truncated: bool
+    truncated: bool  # more rows exist than are in `rows`, or the rows were cut to fit (see `cut`)
     error: str | None  # why the episode failed, or the final SQL's error
     rounds: tuple[Round, ...]
     tokens: int  # episode tokens used (context at the end)
@@ -102,6 +106,7 @@ class EpisodeResult:
     model_seconds: float
     tool_seconds: float
     prompt: str  # the final raw prompt text, completions included
+    cut: ResultCut | None = None  # what was cut from the rows to fit result_bytes
     query_timeouts: int = 0  # the model's statements stopped by the per-query time limit
     answer_timed_out: bool = False  # the answer's own SQL ran past the per-query time limit
 

@@ -289,10 +289,11 @@ class _Episode:
                        "try rephrasing the question or naming the tables it is about", spent)
 
     async def _execute(self, sql: str, status: EpisodeStatus) -> _Answer:
-        """Run the answer once for the result (whole cells, result_rows rows)."""
+        """Run the answer once for the result (result_rows rows, cut to result_bytes in the worker)."""
         started = time.perf_counter()
         result = await self.database.aquery(sql, max_rows=self.settings.result_rows,
-                                            cell_limit=self.settings.result_cell_chars)
+                                            cell_limit=self.settings.result_cell_chars,
+                                            byte_budget=self.settings.result_bytes)
         seconds = time.perf_counter() - started
         if result.status in TIMED_OUT:
             self.answer_timed_out = True
@@ -320,10 +321,10 @@ class _Episode:
             stop_reason=stop,
             columns=result.columns if result else (), rows=result.rows if result else (),
             row_count=result.total_rows if result else 0,
-            truncated=result.truncated if result else False,
+            truncated=(result.truncated or result.cut_to_fit) if result else False,
             error=answer.error, rounds=tuple(self.rounds), tokens=self.used,
             seconds=time.perf_counter() - self.started, model_seconds=model_seconds,
             tool_seconds=sum(r.tool_seconds for r in self.rounds) + answer.seconds,
-            prompt=self.prompt, query_timeouts=self.query_timeouts,
-            answer_timed_out=self.answer_timed_out,
+            prompt=self.prompt, cut=result.cut if result else None,
+            query_timeouts=self.query_timeouts, answer_timed_out=self.answer_timed_out,
         )

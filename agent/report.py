@@ -11,7 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 from .episode import EpisodeResult, Round, ToolCall
-from .sqlite.types import BlobRef, ClippedText
+from .sqlite.types import BlobRef, ClippedText, ResultCut
 from .tools import call_label_args
 from .tools.result_text import format_cell, plural, render_grid
 
@@ -40,6 +40,20 @@ def json_cell(value: object) -> JsonCell:
     if isinstance(value, ClippedText):
         return f"{value.prefix}…[{value.length:,} chars]"
     return str(value)
+
+
+def cut_note(cut: ResultCut, rows_kept: int) -> str:
+    """What was cut from an answer's rows to fit the byte budget, and how to get less."""
+    parts = []
+    if cut.columns_cut:
+        parts.append(f"{cut.total_columns - cut.columns_cut:,} of {cut.total_columns:,} columns kept")
+    if cut.cells_cut_to is not None:
+        parts.append(f"text cells clipped to {cut.cells_cut_to:,} characters")
+    if cut.rows_cut:
+        parts.append(f"only the first {plural(rows_kept, 'row')} kept")
+    return (f"the result was cut to fit {cut.byte_budget:,} bytes ({'; '.join(parts)}); ask for "
+            "fewer columns, shorter values (substr) or an aggregate (COUNT, SUM, GROUP BY) to "
+            "get all of it")
 
 
 def call_label(call: ToolCall) -> str:
@@ -87,6 +101,8 @@ def render_answer(result: EpisodeResult, *, max_rows: int = ANSWER_ROWS) -> str:
         total = f"more than {total}"
     lines.append(f"[{total}; first {shown} shown]" if shown < result.row_count or result.truncated
                  else f"[{total}]")
+    if result.cut is not None:
+        lines.append(f"[{cut_note(result.cut, len(result.rows))}]")
     return "\n".join(lines)
 
 

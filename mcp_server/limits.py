@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from .settings import ServerSettings
 
-LimitName = Literal["max_rows", "cell_chars", "query_timeout"]
+LimitName = Literal["max_rows", "cell_chars", "result_bytes", "query_timeout"]
 
 
 @dataclass(frozen=True)
@@ -19,12 +19,14 @@ class AnswerLimits:
     cell_chars: int  # a longer text cell arrives clipped, with its length
     query_timeout: float  # seconds one SQL statement may run (--query-timeout)
     episode_timeout: float  # seconds answering one question may take (--episode-timeout)
+    max_result_bytes: int = 262_144  # what an answer's rows may weigh as JSON (--max-result-bytes)
 
     @classmethod
     def from_settings(cls, settings: ServerSettings, cell_chars: int) -> AnswerLimits:
         """The limits a server started with `settings` enforces."""
         return cls(max_rows=settings.max_rows, cell_chars=cell_chars,
-                   query_timeout=settings.query_timeout, episode_timeout=settings.episode_timeout)
+                   query_timeout=settings.query_timeout, episode_timeout=settings.episode_timeout,
+                   max_result_bytes=settings.max_result_bytes)
 
 
 def limits_sentence(limits: AnswerLimits) -> str:
@@ -53,13 +55,15 @@ def input_schema_with_limits(schema: dict[str, Any], limits: AnswerLimits) -> di
 
 
 def limits_hit(*, truncated: bool, clipped_cells: bool, query_timeouts: int,
-               answer_timed_out: bool) -> list[LimitName]:
+               answer_timed_out: bool, cut_to_fit: bool = False) -> list[LimitName]:
     """The names of the limits an answer ran into, in a fixed order."""
     hit: list[LimitName] = []
     if truncated:
         hit.append("max_rows")
     if clipped_cells:
         hit.append("cell_chars")
+    if cut_to_fit:
+        hit.append("result_bytes")
     if query_timeouts or answer_timed_out:
         hit.append("query_timeout")
     return hit
@@ -74,6 +78,9 @@ def limit_lines(hit: list[LimitName], limits: AnswerLimits) -> list[str]:
     if "cell_chars" in hit:
         lines.append(f"Limit hit: text cells over {limits.cell_chars:,} characters were clipped. "
                      "Ask for the part you need (e.g. the first 200 characters) or for fewer columns.")
+    if "result_bytes" in hit:
+        lines.append(f"Limit hit: the rows were cut to fit the server's {limits.max_result_bytes:,} "
+                     "bytes per answer (--max-result-bytes); the note above says what was cut.")
     if "query_timeout" in hit:
         lines.append(f"Limit hit: SQL ran past the {limits.query_timeout:g} s per-query limit "
                      "(--query-timeout) and was stopped. Ask a narrower question (a filter, a "

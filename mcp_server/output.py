@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.episode import EpisodeResult
-from agent.report import JsonCell, clip, json_cell
+from agent.report import JsonCell, clip, cut_note, json_cell
 from agent.sqlite import ClippedText
 from agent.text_safety import escape_unsafe
 
@@ -17,6 +17,7 @@ from .fence import fence_untrusted
 from .limits import AnswerLimits, LimitName, limit_lines, limits_hit
 
 TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured content
+TEXT_COLUMNS = 20  # columns shown in the text content; all are in the structured content
 TEXT_CELL_CHARS = 60
 TRACE_ARG_CHARS = 2_000
 SUMMARY_CHARS = 160
@@ -42,7 +43,10 @@ class AnswerOutput(BaseModel):
     rows: list[list[JsonCell]] = Field(
         description="result rows (capped; blobs as '<blob N bytes>')")
     row_count: int = Field(description="rows the SQL produced (counted up to a cap)")
-    truncated: bool = Field(description="true when more rows exist than are in `rows`")
+    truncated: bool = Field(description="true when more rows exist than are in `rows`, or the "
+                                        "rows were cut to fit the size limit (see `note`)")
+    note: str | None = Field(None, description="what was cut from the rows to fit the size "
+                                               "limit (--max-result-bytes), and how to get all of it")
     status: Literal["submitted", "final_answer", "fallback", "failed"] = Field(
         description="submitted: the model submitted the SQL; final_answer: SQL in its last "
                     "turn; fallback: no usable answer, the last query that ran without error; "
@@ -61,7 +65,8 @@ class AnswerOutput(BaseModel):
     limits_hit: list[LimitName] = Field(
         default_factory=list,
         description="server limits this answer ran into: max_rows (more rows exist), cell_chars "
-                    "(text cells clipped), query_timeout (SQL stopped by the per-query limit)")
+                    "(text cells clipped), result_bytes (rows cut to fit the answer size, see "
+                    "`note`), query_timeout (SQL stopped by the per-query limit)")
 
 
 def trace_entries(result: EpisodeResult) -> list[TraceEntry]:
@@ -81,13 +86,17 @@ def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
     kept = result.rows[:max_rows]
     rows = [[json_cell(c) for c in row] for row in kept]
     truncated = result.truncated or len(result.rows) > max_rows
-    hit = limits_hit(truncated=truncated,
+    # Rows left out because they did not fit the byte budget are result_bytes, not max_rows.
+    rows_cut_to_fit = result.cut is not None and result.cut.rows_cut
+    capped = len(result.rows) > max_rows or (result.row_count > len(result.rows) and not rows_cut_to_fit)
+    hit = limits_hit(truncated=capped, cut_to_fit=result.cut is not None,
                      clipped_cells=any(isinstance(c, ClippedText) for row in kept for c in row),
                      query_timeouts=result.query_timeouts, answer_timed_out=result.answer_timed_out)
     return AnswerOutput(
         database=database, question=result.question, sql=result.sql,
         columns=list(result.columns), rows=rows, row_count=result.row_count,
         truncated=truncated,
+        note=cut_note(result.cut, len(rows)) if result.cut is not None else None,
         status=result.status.value, error=result.error, stop_reason=result.stop_reason.value,
         rounds=len(result.rounds), tool_calls=result.tool_calls, tokens=result.tokens,
         seconds=round(result.seconds, 3), queued_seconds=round(queued_seconds, 3), model=model,
@@ -112,10 +121,16 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None)
         elif not answer.rows:
             parts.append("The query returned no rows.")
         else:
-            parts.append(fence_untrusted(markdown_table(answer.columns, answer.rows[:TEXT_ROWS])))
+            parts.append(fence_untrusted(markdown_table(
+                answer.columns[:TEXT_COLUMNS], [row[:TEXT_COLUMNS] for row in answer.rows[:TEXT_ROWS]])))
             more = _more_rows_line(answer)
             if more:
                 parts.append(more)
+            if len(answer.columns) > TEXT_COLUMNS:
+                parts.append(f"Showing {TEXT_COLUMNS} of {len(answer.columns):,} columns; the "
+                             "structured result holds all of them.")
+        if answer.note is not None:
+            parts.append(f"Note: {answer.note}.")
         if answer.status == "fallback":
             parts.append("Note: the model gave no usable final answer; this is the last query it "
                          "ran without error.")

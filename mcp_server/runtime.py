@@ -125,9 +125,9 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
         metrics.watch_sqlite_workers(lambda: engine.starts, lambda: engine.kills)
         runtime = ServerRuntime(
             settings=settings, catalog=catalog, databases=databases, backend=metered,
-            prompts=prompts, episode_settings=EpisodeSettings(result_rows=settings.max_rows,
-                                                              result_cell_chars=RESULT_CELL_CHARS,
-                                                              environment=settings.environment),
+            prompts=prompts, episode_settings=EpisodeSettings(
+                result_rows=settings.max_rows, result_cell_chars=RESULT_CELL_CHARS,
+                result_bytes=settings.max_result_bytes, environment=settings.environment),
             limiter=limiter, slots=runtime_slots,
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
             quotas=quotas, gate=gate, metrics=metrics,

@@ -71,6 +71,9 @@ class ServerSettings(BackendSettings):
     db_dir: Path | None = None
     demo: bool = False
     max_rows: int = Field(50, ge=1, le=10_000)
+    # What an answer's rows may weigh as JSON; the SQLite worker cuts to fit before the rows
+    # reach the server, so the whole answer (text and structured content) stays well under 1 MB.
+    max_result_bytes: int = Field(262_144, ge=4_096, le=64 * 1024 * 1024)
     query_timeout: float = Field(10.0, gt=0, le=3_600)
     episode_timeout: float = Field(300.0, gt=0, le=86_400)
     max_concurrent: int = Field(4, ge=1, le=64)
@@ -171,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also serve a small demo database (alias 'bookshop') built on first use")
     add_backend_flags(p)
     p.add_argument("--max-rows", type=int, metavar="N", help="rows returned per answer (default 50)")
+    p.add_argument("--max-result-bytes", type=int, metavar="N",
+                   help="bytes an answer's rows may weigh as JSON; cells, columns and rows are cut "
+                        "to fit (default 262144)")
     p.add_argument("--query-timeout", type=float, metavar="SECONDS",
                    help="limit for one SQL statement (default 10)")
     p.add_argument("--episode-timeout", type=float, metavar="SECONDS",

@@ -23,6 +23,7 @@ from agent.report import progress_message
 
 from .access import Caller, caller_of
 from .draining import ServerStopping
+from .limits import AnswerLimits
 from .output import (
     AnswerOutput,
     answer_from_episode,
@@ -126,13 +127,13 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
         logger.info("not answered on '%s' for token '%s': %s", alias, caller.name, failure,
                     extra=asker.log_fields())
         raise failure
-    text = render_answer_text(answer, runtime.limits)
-    runtime.metrics.observe_answer(alias, answer.seconds, answer.rounds, len(text.encode()))
+    response = await anyio.to_thread.run_sync(lambda: build_response(answer, runtime.limits))
+    text_bytes = sum(len(c.text.encode()) for c in response.content if isinstance(c, TextContent))
+    runtime.metrics.observe_answer(alias, answer.seconds, answer.rounds, text_bytes)
     logger.info("answered on '%s' for token '%s': %s after %d rounds, %d tool calls, %.1f s "
                 "(queued %.1f s)", alias, caller.name, answer.status, answer.rounds,
                 answer.tool_calls, answer.seconds, answer.queued_seconds, extra=asker.log_fields())
-    return CallToolResult(content=[TextContent(type="text", text=text)],
-                          structured_content=answer.model_dump(mode="json"))
+    return response
 
 
 @dataclass(frozen=True)
@@ -221,9 +222,17 @@ async def _run_in_turn(runtime: ServerRuntime, question: str, evidence: str | No
             raise tool_error_for(exc, database=alias) from exc
     if deadline.cancelled_caught:
         raise episode_timeout(settings.episode_timeout)
-    answer = answer_from_episode(result, database=alias, model=runtime.backend.model,
-                                 max_rows=settings.max_rows, queued_seconds=waited)
+    # Built in a worker thread: other clients' requests go on being served meanwhile.
+    answer = await anyio.to_thread.run_sync(lambda: answer_from_episode(
+        result, database=alias, model=runtime.backend.model, max_rows=settings.max_rows,
+        queued_seconds=waited))
     return answer, result
+
+
+def build_response(answer: AnswerOutput, limits: AnswerLimits) -> CallToolResult:
+    """The CallToolResult carrying the structured answer with its readable text."""
+    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer, limits))],
+                          structured_content=answer.model_dump(mode="json"))
 
 
 async def _audit(runtime: ServerRuntime, asker: _Asker, question: str, evidence: str | None, alias: str,

@@ -185,6 +185,20 @@ def test_doctor_reports_the_engines_slots_and_what_runtime_slots_will_be(fake_op
     assert "the engine does not say how many sequences it runs at once" in capsys.readouterr().out
 
 
+def test_doctor_states_the_wal_files_sqlite_creates(fake_ollama, tmp_path, capsys) -> None:
+    """doctor on a WAL database without -wal/-shm says both were created and why."""
+    db = tmp_path / "w.sqlite"
+    writer = sqlite3.connect(db)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("CREATE TABLE t (x)")
+    writer.close()
+    server = fake_ollama(OraclePolicy({}))
+    assert main(["doctor", "--ollama-host", server.url, "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert (f"[ok]   database {db.resolve()}: 1 tables, 0 views\n       note: the database is in "
+            "WAL mode and opening it created w.sqlite-wal and w.sqlite-shm beside it") in out
+
+
 @pytest.mark.parametrize(("flags", "result_text"), [
     ([], "result (1/1):\nn\n3"),
     (["--environment", "rich"], "[1 row]"),

@@ -15,7 +15,7 @@ from agent.errors import (
     DatabaseWorkerError,
     ModelNotFound,
 )
-from agent.sqlite import BlobRef, ClippedText
+from agent.sqlite import BlobRef, ClippedText, ResultCut
 from mcp_server.limits import AnswerLimits, input_schema_with_limits
 from mcp_server.output import (
     AnswerOutput,
@@ -72,7 +72,7 @@ def test_answer_from_episode_has_every_field_and_a_compact_trace() -> None:
     """The structured answer copies the episode's result and summarises each call in one line."""
     assert answer_of().model_dump() == {
         "database": "chinook", "question": "How many albums?", "sql": "SELECT count(*) FROM Album",
-        "columns": ["n"], "rows": [[347]], "row_count": 1, "truncated": False,
+        "columns": ["n"], "rows": [[347]], "row_count": 1, "truncated": False, "note": None,
         "status": "submitted", "error": None, "stop_reason": "submit_sql", "rounds": 3,
         "tool_calls": 4, "tokens": 900, "seconds": 2.346, "queued_seconds": 0.0, "model": "m",
         "trace": [
@@ -94,6 +94,18 @@ def test_rows_are_capped_and_json_safe() -> None:
     answer = answer_of(columns=("a", "b", "c"), rows=rows, row_count=4)
     assert (answer.rows, answer.row_count, answer.truncated) == (
         [["<blob 2 bytes>", 1.5, "inf"], [None, True, "x"], [1, 2, 3]], 4, True)
+
+
+def test_rows_cut_to_fit_carry_a_note_in_both_contents() -> None:
+    """A result cut in the worker says what was cut and how to get all of it, in both forms."""
+    cut = ResultCut(byte_budget=262_144, total_columns=2_000, columns_cut=0, cells_cut_to=100,
+                    rows_cut=True)
+    answer = answer_of(columns=("a",), rows=(("x",),), row_count=50, truncated=True, cut=cut)
+    note = ("the result was cut to fit 262,144 bytes (text cells clipped to 100 characters; only "
+            "the first 1 row kept); ask for fewer columns, shorter values (substr) or an aggregate "
+            "(COUNT, SUM, GROUP BY) to get all of it")
+    assert (answer.truncated, answer.note) == (True, note)
+    assert f"Note: {note}." in render_answer_text(answer)
 
 
 def test_json_cell_maps_every_odd_type() -> None:

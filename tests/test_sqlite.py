@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import sqlite3
 import subprocess
 import threading
@@ -23,6 +24,7 @@ from agent.sqlite import (
     ForeignKey,
     QueryEngine,
     QueryStatus,
+    ResultCut,
     create_database,
     validate_database_path,
 )
@@ -189,6 +191,7 @@ def test_bomb_returns_within_deadline_and_next_query_works(name: str, shop: Path
                                                            engine: QueryEngine) -> None:
     """Each bomb releases the caller within the deadline plus 1 s; the next query works."""
     db = Database(shop, engine)
+    db.query("SELECT 1", max_rows=1)  # the worker has started: its start-up is not timed
     start = time.monotonic()
     result = db.query(BOMBS[name], max_rows=5)
     held = time.monotonic() - start
@@ -337,6 +340,11 @@ GEO_SQL = """
     INSERT INTO rt VALUES (1, 0, 1, 0, 1);
     INSERT INTO docs VALUES ('hello');
     CREATE VIEW chain0 AS SELECT 1 AS x;
+    -- SpatiaLite's spatial index module is not loaded here: its table cannot be described.
+    PRAGMA writable_schema = ON;
+    INSERT INTO sqlite_master (type, name, tbl_name, rootpage, sql) VALUES ('table',
+        'SpatialIndex', 'SpatialIndex', 0, 'CREATE VIRTUAL TABLE SpatialIndex USING VirtualSpatialIndex()');
+    PRAGMA writable_schema = OFF;
 """ + "".join(f"CREATE VIEW chain{i} AS SELECT a.x FROM chain{i - 1} a, chain{i - 1} b;\n"
               for i in range(1, 18))
 
@@ -378,11 +386,13 @@ def test_rtree_and_fts5_attacks_change_nothing(attack: str, geo: Path, engine: Q
 
 
 def test_schema_degrades_per_object(geo: Path, engine: QueryEngine) -> None:
-    """R*Tree, FTS5 and plain tables read; a dbstat view and a doubling chain get a note."""
+    """R*Tree, FTS5 and plain tables read; a dbstat view, a doubling chain and a table of a
+    missing module (SpatiaLite's spatial index) get a note."""
     schema = Database(geo, engine).schema()
     notes = {t.name: t.note for t in schema.tables if t.note is not None}
     assert notes == {
         "pages": 'cannot be read: unsafe use of virtual table "dbstat"',
+        "SpatialIndex": "cannot be read: no such module: VirtualSpatialIndex",
         **{f"chain{i}": "cannot be read: the view expands to more than 10,000 table references"
            for i in range(13, 18)},
     }
@@ -395,6 +405,7 @@ def test_schema_degrades_per_object(geo: Path, engine: QueryEngine) -> None:
 def test_view_chain_bomb_returns_within_deadline(geo: Path, engine: QueryEngine) -> None:
     """Querying a view that doubles 17 times fails within the deadline; the next query works."""
     db = Database(geo, engine)
+    db.query("SELECT 1", max_rows=1)  # the worker has started: its start-up is not timed
     start = time.monotonic()
     result = db.query("SELECT count(*) FROM chain17", max_rows=1)
     assert time.monotonic() - start < DEADLINE + 1.5, result
@@ -421,3 +432,124 @@ def test_schema_kept_per_database_is_bounded(tmp_path: Path) -> None:
     assert schema.warnings == (
         "the schema is larger than the 50,000 characters of names kept per database: 0 tables and "
         f"{500 - kept:,} columns are not listed (queries can still use them)",)
+
+
+# Issue 10, section 1: results that must be cut in the worker, never shipped whole.
+BALLOON_SQL = ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<50), "
+               "t(a) AS (SELECT printf('%.4500c','x')) SELECT " + ",".join(["a"] * 2000) + " FROM t, r")
+SIZE_BOMBS = {
+    "2,000 columns x 4,500 chars x 50 rows":
+        (BALLOON_SQL, 50, ResultCut(262_144, 2000, 0, 100, True), 1),
+    "1,100 rows x 1.5 MB":
+        ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<1100) "
+         "SELECT x, printf('%.1500000c','y') FROM r", 1100, ResultCut(262_144, 2, 0, None, True), 26),
+    "28 rows x 16 MB":
+        ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<28) "
+         "SELECT printf('%.16000000c','z') FROM r", 28, ResultCut(262_144, 1, 0, None, True), 26),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SIZE_BOMBS))
+def test_size_bomb_is_cut_in_the_worker(name: str, shop: Path) -> None:
+    """Rows, cells and columns are cut to the byte budget before leaving the worker; the count
+    pass holds one row at a time, so it finishes where the first rows fit."""
+    sql, total, cut, kept = SIZE_BOMBS[name]
+    eng = QueryEngine(EngineLimits(query_timeout=30))
+    try:
+        result = Database(shop, eng).query(sql, max_rows=50, cell_limit=10_000, byte_budget=262_144)
+    finally:
+        eng.close()
+    assert (result.status, result.total_rows, result.cut, len(result.rows)) == (
+        QueryStatus.OK, total, cut, kept)
+    assert len(pickle.dumps(result)) < 300_000
+
+
+def test_tool_budget_cuts_columns_and_says_how_many(shop: Path) -> None:
+    """With short cells, columns past the budget are left out and counted."""
+    eng = QueryEngine(EngineLimits(query_timeout=30))
+    try:
+        result = Database(shop, eng).query(BALLOON_SQL, max_rows=50, cell_limit=100,
+                                           byte_budget=65_536)
+    finally:
+        eng.close()
+    assert result.cut == ResultCut(65_536, 2000, 1496, None, True)
+    assert (len(result.columns), len(result.rows), result.total_rows) == (504, 1, 50)
+
+
+def test_no_budget_keeps_every_row_and_column(shop: Path, engine: QueryEngine) -> None:
+    """Without a byte budget only max_rows and cell_limit apply (evaluation compares whole rows)."""
+    result = Database(shop, engine).query("SELECT id, note FROM \"order\" ORDER BY id", max_rows=5)
+    assert (result.rows, result.cut) == (((1, "first"), (2, "second"), (3, "third")), None)
+
+
+# Issue 10, section 5: the file at the configured path changes after start.
+def _swap(path: Path, make: object) -> None:
+    os.replace(path, path.with_name("moved-away.sqlite"))
+    make()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(("swap", "reason"), [
+    ("symlink to another database", "now resolves to"),
+    ("symlink to /dev/zero", "now resolves to /dev/zero"),
+    ("fifo", "not a regular file"),
+    ("text file", "not an SQLite 3 database"),
+    ("removed", "no such file"),
+])
+def test_a_changed_file_is_refused_when_the_worker_reopens_it(
+        swap: str, reason: str, tmp_path: Path, engine: QueryEngine) -> None:
+    """After a swap the worker re-validates: a clear DatabasePathError, quickly, no rows."""
+    path = build_db(tmp_path / "served.sqlite", "CREATE TABLE t (x); INSERT INTO t VALUES (1);")
+    other = build_db(tmp_path / "outside" / "secret.sqlite",
+                     "CREATE TABLE t (x); INSERT INTO t VALUES (42);")
+    db = Database(path, engine)
+    assert db.query("SELECT x FROM t", max_rows=1).rows == ((1,),)
+    makers = {
+        "symlink to another database": lambda: path.symlink_to(other),
+        "symlink to /dev/zero": lambda: path.symlink_to("/dev/zero"),
+        "fifo": lambda: os.mkfifo(path),
+        "text file": lambda: path.write_text("hello"),
+        "removed": lambda: None,
+    }
+    _swap(path, makers[swap])
+    start = time.monotonic()
+    with pytest.raises(DatabasePathError, match=reason):
+        db.query("SELECT x FROM t", max_rows=1)
+    with pytest.raises(DatabasePathError, match=reason):
+        db.schema()
+    assert time.monotonic() - start < 1.0
+
+
+def test_dev_zero_and_a_fifo_are_refused_at_start(tmp_path: Path) -> None:
+    """/dev/zero and a FIFO are not database files, and checking them does not block."""
+    fifo = tmp_path / "pipe.sqlite"
+    os.mkfifo(fifo)
+    for bad in (Path("/dev/zero"), fifo):
+        with pytest.raises(DatabasePathError, match="not a regular file"):
+            validate_database_path(bad)
+
+
+def test_wal_files_created_beside_a_database_are_stated(tmp_path: Path) -> None:
+    """A WAL database without -wal/-shm gets both created by SQLite's reader (the database file
+    stays byte-identical); the schema warning names them, as doctor and the server log show."""
+    path = tmp_path / "w.sqlite"
+    writer = sqlite3.connect(path)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("CREATE TABLE t (x)")
+    writer.execute("INSERT INTO t VALUES (1)")
+    writer.commit()
+    writer.close()
+    assert os.listdir(tmp_path) == ["w.sqlite"]
+    before = digest(path)
+    with Database(path) as db:
+        assert db.query("SELECT x FROM t", max_rows=5).rows == ((1,),)
+        warnings = db.schema().warnings
+    assert sorted(os.listdir(tmp_path)) == ["w.sqlite", "w.sqlite-shm", "w.sqlite-wal"]
+    assert digest(path) == before
+    assert warnings == (
+        "the database is in WAL mode and opening it created w.sqlite-wal and w.sqlite-shm beside "
+        "it: SQLite's readers need them (they hold no data of ours, the database file itself is "
+        "never written) and may leave them there; to avoid them, switch the database to rollback "
+        "mode once with `PRAGMA journal_mode=DELETE` or serve it from a read-only folder",)
+    with Database(path) as db:  # present already: nothing new is created, nothing to say
+        assert db.schema().warnings == ()

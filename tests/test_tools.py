@@ -574,3 +574,16 @@ def test_geopackage_like_file_is_usable(geopackage: Database) -> None:
     failed = run_tool(geopackage, "run_query", {"sql": "SELECT * FROM pages"})
     assert failed.text == 'SQL error: unsafe use of virtual table "dbstat"'
     assert run_tool(geopackage, "sample_rows", {"table_name": "named"}).ok
+
+
+def test_run_query_on_a_balloon_is_bounded_and_counts_every_column(tmp_path: Path) -> None:
+    """2,000 columns x 4,500 characters: a short text that says how many columns there are."""
+    sql = ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<50), "
+           "t(a) AS (SELECT printf('%.4500c','x')) SELECT " + ",".join(["a"] * 2000) + " FROM t, r")
+    with Database(build(tmp_path / "e.sqlite", "CREATE TABLE e (x);"),
+                  QueryEngine(EngineLimits(query_timeout=30))) as db:
+        result = run_tool(db, "run_query", {"sql": sql})
+        db.engine.close()
+    assert result.ok and len(result.text) <= ToolSettings().result_chars
+    assert result.text.endswith("[showing 1 of 50 rows; add WHERE/LIMIT or aggregate to see others]\n"
+                                "[showing 11 of 2000 columns; select only the columns you need]")

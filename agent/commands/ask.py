@@ -31,6 +31,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--evidence", metavar="TEXT", help="a hint such as BIRD's evidence note")
     parser.add_argument("--seed", type=int, help="sampling seed, for repeatable answers")
     parser.add_argument("--max-rows", type=int, default=50, help="rows of the answer kept (default 50)")
+    parser.add_argument("--max-result-bytes", type=int, default=EpisodeSettings.result_bytes,
+                        metavar="N", help="bytes the answer's rows may weigh as JSON; cells, columns "
+                                          f"and rows are cut to fit (default {EpisodeSettings.result_bytes:,})")
     parser.add_argument("--json", action="store_true", help="print the whole episode result as JSON")
     parser.add_argument("--trace", action="store_true",
                         help="print each round: thoughts, calls and results")
@@ -44,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     choice = backend_choice(args)
     prompts = prompts_from_args(args)
     rules = hide_rules(args)
-    settings = EpisodeSettings(result_rows=max(1, args.max_rows), environment=environment_from_args(args))
+    settings = EpisodeSettings(result_rows=max(1, args.max_rows), environment=environment_from_args(args),
+                               result_bytes=max(1024, args.max_result_bytes))
     live = sys.stderr.isatty()
 
     async def report(played: Round) -> None:

@@ -32,6 +32,7 @@ from .types import (
     HideReport,
     QueryResult,
     QueryStatus,
+    ResultCut,
     Schema,
     Table,
 )
@@ -116,13 +117,18 @@ class Database:
 
     def query(self, sql: str, *, max_rows: int, cell_limit: int | None = None,
               count_cap: int | None = None, timeout: float | None = None,
-              cancel: CancelToken | None = None) -> QueryResult:
-        """Run one read-only statement; every failure comes back as a QueryResult value."""
+              cancel: CancelToken | None = None, byte_budget: int | None = None) -> QueryResult:
+        """Run one read-only statement; every failure comes back as a QueryResult value.
+
+        With `byte_budget`, the worker cuts cells, columns and rows so the rows weigh at most
+        that many bytes as JSON before they leave it (see QueryResult.cut_to_fit).
+        """
         request = QueryRequest(
             path=str(self.path), sql=sql, max_rows=max(0, max_rows),
             count_cap=self.limits.count_cap if count_cap is None else count_cap,
             cell_limit=cell_limit,
             timeout=self.limits.query_timeout if timeout is None else timeout, hide=self.hide,
+            byte_budget=byte_budget,
         )
         return self.engine.run(request, cancel)
 
@@ -131,13 +137,15 @@ class Database:
         return await anyio.to_thread.run_sync(self.schema)
 
     async def aquery(self, sql: str, *, max_rows: int, cell_limit: int | None = None,
-                     count_cap: int | None = None, timeout: float | None = None) -> QueryResult:
+                     count_cap: int | None = None, timeout: float | None = None,
+                     byte_budget: int | None = None) -> QueryResult:
         """`query()` without blocking the event loop; cancelling the caller interrupts the query."""
         token = CancelToken()
         try:
             return await anyio.to_thread.run_sync(
                 lambda: self.query(sql, max_rows=max_rows, cell_limit=cell_limit,
-                                   count_cap=count_cap, timeout=timeout, cancel=token),
+                                   count_cap=count_cap, timeout=timeout, cancel=token,
+                                   byte_budget=byte_budget),
                 abandon_on_cancel=True,
             )
         except anyio.get_cancelled_exc_class():
@@ -169,6 +177,7 @@ __all__ = [
     "QueryEngine",
     "QueryResult",
     "QueryStatus",
+    "ResultCut",
     "Schema",
     "Table",
     "create_database",

@@ -11,7 +11,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from . import hiding
-from .types import BlobRef, ClippedText, Column, ForeignKey, HideReport, QueryResult, QueryStatus, Schema, Table
+from ._fit import ResultFitter
+from .types import Column, ForeignKey, HideReport, QueryResult, QueryStatus, Schema, Table
 
 # Pragmas that only report. Those in _PRAGMAS_WITH_NAME_ARG take a table or index name as
 # their argument; every other pragma is allowed only without an argument, because an
@@ -44,6 +45,14 @@ IMMUTABLE_WARNING = (
     "with no -shm file, so commits still in the -wal file are not visible; checkpoint the database "
     "(PRAGMA wal_checkpoint) or make its folder writable to see them"
 )
+
+
+def wal_files_note(names: list[str]) -> str:
+    """The warning for -wal/-shm files SQLite created beside a WAL-mode database."""
+    return (f"the database is in WAL mode and opening it created {' and '.join(names)} beside it: "
+            "SQLite's readers need them (they hold no data of ours, the database file itself is "
+            "never written) and may leave them there; to avoid them, switch the database to "
+            "rollback mode once with `PRAGMA journal_mode=DELETE` or serve it from a read-only folder")
 
 
 @dataclass(frozen=True)
@@ -168,6 +177,8 @@ class GuardedConnection:
         self.guard = _StatementGuard(cancel_flag)
         self.settings = settings
         self.immutable = False
+        companions = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+        missing = [p for p in companions if not p.exists()]
         self._hiding: tuple[tuple[hiding.HideRules, int], tuple[hiding.Withheld, HideReport]] | None = None
         try:
             self.conn = self._connect(path, settings, immutable=False)
@@ -178,6 +189,9 @@ class GuardedConnection:
             # mode reads the main file only (commits still in the -wal are not seen).
             self.conn = self._connect(path, settings, immutable=True)
             self.immutable = True
+        # A WAL reader creates the -wal and -shm files when they are missing and the folder is
+        # writable (SQLite's design; the database file is untouched): say so instead of hiding it.
+        self.created_files = [p.name for p in missing if p.exists()]
 
     def _connect(self, path: Path, settings: GuardSettings, *, immutable: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -206,8 +220,9 @@ class GuardedConnection:
         return conn
 
     def run(self, sql: str, *, max_rows: int, count_cap: int, cell_limit: int | None,
-            timeout: float, hide: hiding.HideRules | None = None) -> QueryResult:
-        """Run one statement; errors come back as values."""
+            timeout: float, byte_budget: int | None = None,
+            hide: hiding.HideRules | None = None) -> QueryResult:
+        """Run one statement; errors come back as values; rows are cut to `byte_budget` here."""
         start = time.monotonic()
         withheld = self.resolved_hiding(hide)[0] if hide else hiding.Withheld()
         if withheld and hiding.uses_unchecked_join(sql) and hiding.sql_names(sql) & withheld.risky:
@@ -215,10 +230,6 @@ class GuardedConnection:
             return QueryResult(QueryStatus.HIDDEN, error=f"not available: {hiding.JOIN_HINT}",
                                seconds=time.monotonic() - start)
         self.guard.reset(start + timeout, withheld, sql)
-        columns: tuple[str, ...] = ()
-        rows: list[tuple[Any, ...]] = []
-        total = 0
-        lower_bound = False
         keyword = first_keyword(sql)
         if keyword not in _READING_KEYWORDS:
             return QueryResult(QueryStatus.DENIED, error=(
@@ -226,22 +237,9 @@ class GuardedConnection:
                 "statements (SELECT / WITH) are allowed"), seconds=time.monotonic() - start)
         try:
             cursor = self.conn.execute(sql)
-            columns = tuple(d[0] for d in cursor.description or ())
-            rows = [_clip_row(r, cell_limit) for r in cursor.fetchmany(max_rows)]
-            total = len(rows)
-            if len(rows) == max_rows:
-                try:
-                    while total < count_cap:
-                        chunk = cursor.fetchmany(min(1000, count_cap - total))
-                        if not chunk:
-                            break
-                        total += len(chunk)
-                    else:
-                        lower_bound = cursor.fetchone() is not None
-                except sqlite3.OperationalError:
-                    if not self._interrupted():
-                        raise
-                    lower_bound = True  # the deadline stopped the count, not the answer
+            fitter = ResultFitter(tuple(d[0] for d in cursor.description or ()), cell_limit,
+                                  byte_budget)
+            total, lower_bound = self._collect(cursor, fitter, max_rows, count_cap)
             cursor.close()
         except sqlite3.Error as exc:
             return self._error_result(exc, start)
@@ -253,9 +251,37 @@ class GuardedConnection:
             return QueryResult(QueryStatus.SQL_ERROR, error="out of memory: the query needs "
                                "more memory than the worker may use; aggregate or add LIMIT",
                                seconds=time.monotonic() - start)
-        return QueryResult(QueryStatus.OK, columns, tuple(rows), total, lower_bound,
-                           tables_read=frozenset(self.guard.tables_read),
-                           seconds=time.monotonic() - start)
+        kept = fitter.kept_columns if fitter.kept_columns >= 0 else len(fitter.columns)
+        return QueryResult(QueryStatus.OK, fitter.columns[:kept], tuple(fitter.rows), total,
+                           lower_bound, tables_read=frozenset(self.guard.tables_read),
+                           seconds=time.monotonic() - start, columns_cut=fitter.columns_cut,
+                           cells_cut_to=fitter.cells_cut_to, rows_cut=fitter.rows_cut,
+                           byte_budget=byte_budget)
+
+    def _collect(self, cursor: sqlite3.Cursor, fitter: ResultFitter, max_rows: int,
+                 count_cap: int) -> tuple[int, bool]:
+        """Rows into `fitter` while they fit, then a count of the rest; (total, lower bound).
+
+        One row at a time: a count over rows of megabytes holds one of them, not a thousand.
+        """
+        total = 0
+        collecting = max_rows > 0
+        try:
+            for raw in cursor:
+                total += 1
+                if collecting:
+                    if fitter.add(raw) and len(fitter.rows) < max_rows:
+                        continue
+                    collecting = False
+                    continue
+                if total >= count_cap:
+                    return total, cursor.fetchone() is not None
+        except (sqlite3.OperationalError, MemoryError) as exc:
+            out_of_memory = isinstance(exc, MemoryError) or "out of memory" in str(exc)
+            if collecting or not (out_of_memory or self._interrupted()):
+                raise
+            return total, True  # the deadline or the memory cap stopped the count, not the answer
+        return total, False
 
     def _interrupted(self) -> bool:
         return bool(self.guard.cancel_flag.value) or time.monotonic() > self.guard.deadline
@@ -328,6 +354,8 @@ class GuardedConnection:
         ]
         tables.sort(key=lambda t: (t.name.casefold(), t.name))
         warnings = [IMMUTABLE_WARNING] if self.immutable else []
+        if self.created_files:
+            warnings.append(wal_files_note(self.created_files))
         if dropped_tables or dropped_columns:
             warnings.append(
                 f"the schema is larger than the {self.settings.schema_chars:,} characters of names "
@@ -464,17 +492,3 @@ def _foreign_keys(table: str, rows: list[tuple[Any, ...]],
             ref_cols = [c.name for c in pk] or ["rowid"] * len(parts)
         keys.append(ForeignKey(table, tuple(p[3] for p in parts), ref_table, tuple(ref_cols)))
     return tuple(keys)
-
-
-def _clip_row(row: tuple[Any, ...], cell_limit: int | None) -> tuple[Any, ...]:
-    if cell_limit is None:
-        return row
-    return tuple(_clip_value(v, cell_limit) for v in row)
-
-
-def _clip_value(value: Any, cell_limit: int) -> Any:
-    if isinstance(value, bytes):
-        return BlobRef(len(value))
-    if isinstance(value, str) and len(value) > cell_limit:
-        return ClippedText(value[:cell_limit], len(value))
-    return value

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..errors import DatabasePathError, DatabaseWorkerError
 from ._guard import GuardedConnection, GuardSettings
+from ._paths import NotADatabaseFile, check_database_file
 from .hiding import HideRules
 from .types import QueryResult, QueryStatus, Schema
 
@@ -47,6 +48,7 @@ class QueryRequest:
     count_cap: int
     cell_limit: int | None
     timeout: float
+    byte_budget: int | None = None  # bytes the rows may weigh as JSON; cut in the worker
     hide: HideRules | None = None  # tables and columns the statement may not read
 
 
@@ -127,6 +129,7 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
     outbox = multiprocessing.connection.Connection(write_fd, readable=False)
     cancel = _CancelCell(cancel_fd)
     connections: dict[str, GuardedConnection] = {}
+    outbox.send((0, "ready"))  # the parent starts a query's deadline only after this
     while True:
         try:
             request_id, request = inbox.recv()
@@ -141,6 +144,8 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
                 guarded.close()
                 guarded = None
             if guarded is None:
+                # The file may have changed since start: (re)opening checks it again.
+                check_database_file(Path(request.path))
                 guarded = GuardedConnection(Path(request.path), settings, cancel)
                 connections[request.path] = guarded
             if isinstance(request, SchemaRequest):
@@ -149,15 +154,21 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
             else:
                 reply = guarded.run(request.sql, max_rows=request.max_rows,
                                     count_cap=request.count_cap, cell_limit=request.cell_limit,
-                                    timeout=request.timeout, hide=request.hide)
+                                    timeout=request.timeout, byte_budget=request.byte_budget,
+                                    hide=request.hide)
         except sqlite3.Error as exc:  # the file cannot be opened or its schema read
             connections.pop(request.path, None)
             reply = WorkerFailure("sqlite", str(exc))
+        except NotADatabaseFile as exc:
+            connections.pop(request.path, None)
+            reply = WorkerFailure("path", str(exc))
         except Exception as exc:  # carried to the parent, which raises it as our error
             connections.pop(request.path, None)
             reply = WorkerFailure(type(exc).__name__, str(exc))
         outbox.send((request_id, reply))
 
+
+BOOT_SECONDS = 60.0  # a worker that has not started within this is killed
 
 _BOOT = (
     "import sys, pickle; from agent.sqlite._worker import worker_main; "
@@ -175,6 +186,7 @@ class _Worker:
                                       "macOS or WSL (native Windows is not supported yet)")
         self.limits = limits
         self._next_id = 0
+        self.ready = False
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         cancel_file = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
@@ -204,8 +216,29 @@ class _Worker:
         self.outbox = multiprocessing.connection.Connection(to_child_w, readable=False)
         self.inbox = multiprocessing.connection.Connection(from_child_r, writable=False)
 
+    def _await_ready(self, cancel: CancelToken | None) -> bool:
+        """Wait for a new worker to finish starting; False (worker killed) if it cannot."""
+        deadline = time.monotonic() + BOOT_SECONDS
+        try:
+            while time.monotonic() < deadline:
+                if cancel is not None and cancel.cancelled_at is not None:
+                    break
+                if self.inbox.poll(0.05):
+                    self.ready = self.inbox.recv() == (0, "ready")
+                    break
+                if self.process.poll() is not None:
+                    break
+        except (EOFError, OSError):
+            pass
+        if not self.ready:
+            self.kill()
+        return self.ready
+
     def call(self, request: QueryRequest | SchemaRequest, cancel: CancelToken | None) -> Any:
         """Send one request; kill the process if it overruns. Returns the reply or None if killed."""
+        # Interpreter start-up (slow on a loaded machine) is not part of a query's time limit.
+        if not self.ready and not self._await_ready(cancel):
+            return None
         self._next_id += 1
         request_id = self._next_id
         self.outbox.send((request_id, request))
@@ -280,6 +313,8 @@ class QueryEngine:
                 )
             self._idle.put(worker)
         if isinstance(reply, WorkerFailure):
+            if reply.kind == "path":
+                raise DatabasePathError(reply.message)
             if reply.kind == "sqlite":
                 raise DatabasePathError(f"{request.path}: cannot be read as an SQLite database "
                                         f"({reply.message}); check the file is not damaged")

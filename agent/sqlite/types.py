@@ -108,6 +108,17 @@ class QueryStatus(StrEnum):
 
 
 @dataclass(frozen=True)
+class ResultCut:
+    """What the worker cut from a result to fit its byte budget."""
+
+    byte_budget: int
+    total_columns: int
+    columns_cut: int  # trailing columns left out
+    cells_cut_to: int | None  # text cells clipped to this many characters, if they were
+    rows_cut: bool  # rows left out because they did not fit
+
+
+@dataclass(frozen=True)
 class QueryResult:
     """Outcome of one statement: rows (up to the cap) or SQLite's own error message."""
 
@@ -119,6 +130,11 @@ class QueryResult:
     error: str | None = None
     tables_read: frozenset[str] = frozenset()  # tables the authorizer saw being read
     seconds: float = 0.0
+    # Cuts made in the worker to fit `byte_budget` (bytes of the rows as JSON):
+    columns_cut: int = 0  # trailing columns left out (`columns` holds the kept ones)
+    cells_cut_to: int | None = None  # text cells clipped to this many characters
+    rows_cut: bool = False  # rows left out although fewer than max_rows were kept
+    byte_budget: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -129,6 +145,19 @@ class QueryResult:
     def truncated(self) -> bool:
         """True when more rows exist than were returned."""
         return self.total_rows > len(self.rows) or self.total_is_lower_bound
+
+    @property
+    def cut_to_fit(self) -> bool:
+        """True when columns, cells or rows were cut to fit the byte budget."""
+        return bool(self.columns_cut or self.cells_cut_to is not None or self.rows_cut)
+
+    @property
+    def cut(self) -> ResultCut | None:
+        """The cuts made to fit the byte budget, or None when nothing was cut."""
+        if not self.cut_to_fit or self.byte_budget is None:
+            return None
+        return ResultCut(self.byte_budget, len(self.columns) + self.columns_cut, self.columns_cut,
+                         self.cells_cut_to, self.rows_cut)
 
 
 @dataclass(frozen=True)

@@ -300,6 +300,7 @@ def run_tool(db: Database, name: str, args: Mapping[str, Any],
         spec = next(steps)
         while True:
             result = db.query(spec.sql, max_rows=spec.max_rows, cell_limit=spec.cell_limit,
+                              byte_budget=settings.query_bytes,
                               timeout=spec.timeout, count_cap=spec.count_cap)
             spec = steps.send(result)
     except StopIteration as done:
@@ -322,6 +323,7 @@ async def arun_tool(db: Database, name: str, args: Mapping[str, Any],
         spec = next(steps)
         while True:
             result = await db.aquery(spec.sql, max_rows=spec.max_rows, cell_limit=spec.cell_limit,
+                                     byte_budget=settings.query_bytes,
                                      timeout=spec.timeout, count_cap=spec.count_cap)
             spec = steps.send(result)
     except StopIteration as done:

@@ -24,6 +24,7 @@ class ToolSettings:
     result_chars: int = 4_000
     row_count_cap: int = 100_000  # describe_table/sample_rows count a table's rows up to this
     row_count_timeout: float = 1.0  # seconds; a slower count is left out of the text
+    query_bytes: int = 65_536  # what a tool's rows may weigh when they leave the SQLite worker
     # The trained environment shows these whole: every table name, a table's CREATE statement.
     list_names: int = 500  # list_tables: names listed before the list is cut (use a pattern)
     long_text_chars: int = 16_000  # list_tables / describe_table text cap

@@ -202,19 +202,22 @@ _FOOTER_ROOM = 160  # characters kept free for footers and notes when fitting a 
 
 
 def _grid_parts(columns: Sequence[str], rows: Sequence[Sequence[Any]], cell_chars: int,
-                max_chars: int, literal_first: bool = False) -> tuple[FittedTable, str | None]:
+                max_chars: int, literal_first: bool = False,
+                columns_cut: int = 0) -> tuple[FittedTable, str | None]:
     header = [format_cell(c, cell_chars) for c in columns]
     cells = [[format_literal(v, cell_chars) if literal_first and i == 0 else format_cell(v, cell_chars)
               for i, v in enumerate(row)] for row in rows]
     fitted = fit_table(header, cells, max(1, max_chars - _FOOTER_ROOM))
-    return fitted, columns_note(fitted, len(columns))
+    # columns_cut: trailing columns the worker already left out to fit its byte budget
+    return fitted, columns_note(fitted, len(columns) + columns_cut)
 
 
 def render_query_result(result: QueryResult, cell_chars: int, max_chars: int) -> str:
     """A successful statement's rows as a grid with a footer saying how many rows exist."""
     if not result.columns:
         return "[the statement ran and returned no result columns]"
-    fitted, cut_columns = _grid_parts(result.columns, result.rows, cell_chars, max_chars)
+    fitted, cut_columns = _grid_parts(result.columns, result.rows, cell_chars, max_chars,
+                                      columns_cut=result.columns_cut)
     lines = [fitted.text, rows_footer(fitted.rows_shown, result.total_rows,
                                       not result.total_is_lower_bound)]
     return "\n".join(lines + ([cut_columns] if cut_columns else []))
@@ -224,7 +227,8 @@ def render_sample(table: str, result: QueryResult, total: tuple[int, bool] | Non
                   cell_chars: int, max_chars: int) -> str:
     """The first rows of a table, headed by how many rows it has; `total` is (count, exact)."""
     name = show_ident(table)
-    fitted, cut_columns = _grid_parts(result.columns, result.rows, cell_chars, max_chars)
+    fitted, cut_columns = _grid_parts(result.columns, result.rows, cell_chars, max_chars,
+                                      columns_cut=result.columns_cut)
     if not result.rows:
         head = f"{name} has no rows; its columns:"
     elif total is not None and total[1] and total[0] == len(result.rows) == 1:

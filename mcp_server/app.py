@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -23,6 +22,7 @@ from .catalog import Catalog, collect_databases, hide_rules_by_alias, load_catal
 from .draining import QuestionGate
 from .http_transport import MCP_PATH, http_app, serve_http
 from .limits import input_schema_with_limits
+from .log_format import configure_logging
 from .metrics import ServerMetrics
 from .runtime import (
     BackendFactory,
@@ -35,6 +35,8 @@ from .runtime import (
 from .scoping import ScopedToolList
 from .settings import ServerSettings
 from .tool import TOOL_NAME, answer_sql_question
+
+__all__ = ["SqaleServer", "build_server", "configure_logging"]  # configure_logging: for callers
 
 logger = logging.getLogger(__name__)
 
@@ -131,9 +133,3 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
                     len(entry.tables), len(entry.views))
     tokens = token_table(settings, catalog.aliases)
     return SqaleServer(settings, catalog, prompts, backend_factory, tokens)
-
-
-def configure_logging(level: str) -> None:
-    """Log to stderr only: on stdio, stdout carries the protocol."""
-    logging.basicConfig(stream=sys.stderr, level=level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -217,7 +217,7 @@ def server_replica(metrics: dict[str, float]) -> str:
 
 async def test_sigterm_drains_questions_in_flight(team_server: Any) -> None:
     """SIGTERM with three questions running: they finish, a new one is refused, the log is whole, exit 0."""
-    server = team_server("--drain-timeout", "20", delay=0.5)  # about 1.5 s an episode
+    server = team_server("--drain-timeout", "20", "--log-format", "json", delay=0.5)  # 1.5 s an episode
     questions = list(BOOK_GOLD)[:3]
     answers: dict[str, Any] = {}
 
@@ -240,6 +240,10 @@ async def test_sigterm_drains_questions_in_flight(team_server: Any) -> None:
     lines = [json.loads(line) for line in server.episode_log.read_text().splitlines()]
     assert sorted((line["question"], line["status"]) for line in lines) == sorted(
         [*((q, "submitted") for q in questions), (BOOK_QUESTION, "refused")])
+    logged = [json.loads(line) for line in server.stderr.read_text().splitlines()]  # all JSON
+    assert {e["question_id"] for e in logged if e["event"].startswith("answered on")} == {
+        line["question_id"] for line in lines if line["status"] == "submitted"}
+    assert all({"time", "level", "event", "question_id"} <= set(e) for e in logged)
 
 
 async def test_sigterm_cancels_what_outlives_the_drain(team_server: Any) -> None:
@@ -267,3 +271,24 @@ async def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> No
         if time.monotonic() > deadline:
             raise TimeoutError(f"condition not met within {timeout:g} s")
         await anyio.sleep(0.05)
+
+
+async def test_many_clients_lose_no_question(team_server: Any) -> None:
+    """Eight clients x three questions at once, each on its own session: all answered, all logged."""
+    server = team_server(delay=0.05)
+    results: list[Any] = []
+
+    async def client(index: int) -> None:
+        token = (BOOKS, ALL)[index % 2]
+        async with (httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+                    Client(streamable_http_client(server.url, http_client=http)) as session):
+            for question in list(BOOK_GOLD)[:3]:
+                results.append(await session.call_tool(TOOL, {"question": question, "database": "bookshop"}))
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as group:
+            for index in range(8):
+                group.start_soon(client, index)
+    assert [r.is_error for r in results] == [False] * 24
+    assert len(server.episode_log.read_text().splitlines()) == 24
+    assert server.metrics()["sqale_queue_length{queue=token}"] == 0

@@ -1,13 +1,16 @@
-"""Tokens with scopes in the config file, the token table, the minute window and scoped schemas."""
+"""Tokens with scopes in the config file, the token table, the minute window, scoped schemas, JSON logs."""
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 
 import pytest
 
 from agent.errors import ConfigError
 from mcp_server.access import Caller, token_table
+from mcp_server.log_format import JsonLogFormatter
 from mcp_server.quotas import MinuteWindow, QuotaExceeded
 from mcp_server.scoping import scoped_input_schema
 from mcp_server.settings import parse_settings
@@ -96,3 +99,19 @@ def test_scoped_schema_keeps_only_the_callers_aliases() -> None:
         "question": {"type": "string"},
         "database": {"anyOf": [{"type": "string", "enum": ["hr"]}, {"type": "null"}]}}}
     assert schema["properties"]["database"]["anyOf"][0]["enum"] == ["sales", "hr"]
+
+
+def test_json_log_lines_carry_time_level_event_and_question_id() -> None:
+    """--log-format json: one object per record; question_id is null outside a question."""
+    formatter = JsonLogFormatter()
+    record = logging.LogRecord("mcp_server.tool", logging.INFO, __file__, 1, "answered on '%s'",
+                               ("sales",), None)
+    record.created = 0.0
+    record.question_id, record.token = "abc123", "analytics"
+    plain = logging.LogRecord("mcp_server", logging.WARNING, __file__, 1, "slow", (), None)
+    plain.created = 0.0
+    assert [json.loads(formatter.format(r)) for r in (record, plain)] == [
+        {"time": "1970-01-01T00:00:00.000+00:00", "level": "info", "event": "answered on 'sales'",
+         "logger": "mcp_server.tool", "question_id": "abc123", "token": "analytics"},
+        {"time": "1970-01-01T00:00:00.000+00:00", "level": "warning", "event": "slow",
+         "logger": "mcp_server", "question_id": None}]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .commands import ask, doctor, eval, golden, tool
+from .commands import ask, doctor, evaluate, golden, tool
 from .errors import SqaleError
 
 # Modules with register(subparsers); each sets `run(args) -> int` on its parser.
-COMMANDS = (ask, doctor, eval, golden, tool)
+COMMANDS = (ask, doctor, evaluate, golden, tool)
 
 
 def build_parser() -> argparse.ArgumentParser:

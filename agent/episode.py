@@ -107,6 +107,8 @@ class EpisodeResult:
     tool_seconds: float
     prompt: str  # the final raw prompt text, completions included
     cut: ResultCut | None = None  # what was cut from the rows to fit result_bytes
+    tables_read: tuple[str, ...] = ()  # tables and views the final SQL read, by name
+    columns_read: tuple[tuple[str, str], ...] = ()  # (table, column) pairs the final SQL read
     query_timeouts: int = 0  # the model's statements stopped by the per-query time limit
     answer_timed_out: bool = False  # the answer's own SQL ran past the per-query time limit
 

@@ -49,7 +49,7 @@ from .prompt import (
     render_initial_prompt,
     render_round_message,
 )
-from .sqlite import Database, QueryResult, QueryStatus
+from .sqlite import Database, QueryResult, QueryStatus, Schema
 from .text_safety import replace_lone_surrogates
 
 # Rough size of a token, only for text the runtime has not counted yet (the next user turn).
@@ -96,6 +96,21 @@ class _Answer:
     result: QueryResult | None
     error: str | None
     seconds: float
+    tables_read: tuple[str, ...] = ()
+    columns_read: tuple[tuple[str, str], ...] = ()
+
+
+def schema_reads(schema: Schema, result: QueryResult) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The schema's tables and views (and their columns) a query read, in name order.
+
+    The authorizer also reports CTEs and subqueries it materialises, under their own names;
+    only names of the schema are kept, spelled as the schema spells them.
+    """
+    tables = {t.name for name in result.tables_read if (t := schema.find(name)) is not None}
+    columns = {(t.name, column) for name, column in result.columns_read
+               if (t := schema.find(name)) is not None}
+    return (tuple(sorted(tables, key=str.casefold)),
+            tuple(sorted(columns, key=lambda c: (c[0].casefold(), c[1].casefold()))))
 
 
 async def run_episode(question: str, database: Database, backend: ModelBackend, *,
@@ -280,9 +295,8 @@ class _Episode:
         if self.last_ok_sql is not None:
             answer = await self._execute(self.last_ok_sql, EpisodeStatus.FALLBACK)
             if answer.result is not None and answer.result.ok:
-                return _Answer(answer.sql, EpisodeStatus.FALLBACK, answer.result,
-                               f"{why}; used the last query that ran without error instead",
-                               spent + answer.seconds)
+                return replace(answer, status=EpisodeStatus.FALLBACK, seconds=spent + answer.seconds,
+                               error=f"{why}; used the last query that ran without error instead")
             spent += answer.seconds
         return _Answer(failed_sql, EpisodeStatus.FAILED, None,
                        f"no answer: {why} and no query ran without error during exploration; "
@@ -297,7 +311,10 @@ class _Episode:
         seconds = time.perf_counter() - started
         if result.status in TIMED_OUT:
             self.answer_timed_out = True
-        return _Answer(sql, status, result, None if result.ok else result.error, seconds)
+        if not result.ok:
+            return _Answer(sql, status, result, result.error, seconds)
+        tables, columns = schema_reads(await self.database.aschema(), result)
+        return _Answer(sql, status, result, None, seconds, tables, columns)
 
     async def _record_round(self, completion: Completion, parsed: ParsedCompletion,
                             records: list[CallRecord], notes: list[str], model_seconds: float,
@@ -326,5 +343,6 @@ class _Episode:
             seconds=time.perf_counter() - self.started, model_seconds=model_seconds,
             tool_seconds=sum(r.tool_seconds for r in self.rounds) + answer.seconds,
             prompt=self.prompt, cut=result.cut if result else None,
+            tables_read=answer.tables_read, columns_read=answer.columns_read,
             query_timeouts=self.query_timeouts, answer_timed_out=self.answer_timed_out,
         )

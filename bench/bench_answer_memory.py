@@ -5,7 +5,7 @@
 Issue 10 asks for: the server's RSS idle, at its peak and 2 s after three answers to
 `SELECT a,a,...(2,000 columns) FROM t, r` (50 rows x 2,000 columns x 4,500 characters) run at
 once over streamable HTTP, and the worst "ping" from another client meanwhile (a tools/list
-request: this server answers MCP's ping method with "Method not found"). Goals: peak
+request, from its own process: this server answers MCP's ping method with "Method not found"). Goals: peak
 within +300 MB of idle, back within +100 MB after, pings under 1 s. The fake Ollama
 (tests/fake_runtime.py) runs in this process and submits that SELECT for every question; the
 server runs as a real `--transport streamable-http` subprocess. Memory is the server process's
@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,13 +29,14 @@ import anyio
 import httpx2
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
 
-from fake_runtime import FakeServer  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-from mcp_helpers import free_port, server_command, server_env, wait_for_port  # noqa: E402
-from policies import ScriptPolicy, assistant_reply, tool_call  # noqa: E402
+
+from tests.support.fake_runtime import FakeServer  # noqa: E402
+from tests.support.mcp import free_port, server_command, server_env, wait_for_port  # noqa: E402
+from tests.support.policies import ScriptPolicy, assistant_reply, tool_call  # noqa: E402
 
 TOOL = "answer_sql_question"
 BALLOON_SQL = ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<50), "
@@ -58,44 +61,55 @@ def reset_peak(pid: int) -> bool:
     return True
 
 
-async def measure(url: str, pid: int, answers: int) -> dict[str, Any]:
-    """Idle RSS, then `answers` balloon questions at once with pings meanwhile, then RSS after."""
-    sampled: list[int] = []
-    pings: list[float] = []
-    sizes: list[int] = []
-    async with (httpx2.AsyncClient(timeout=600) as http,
-                Client(streamable_http_client(url, http_client=http)) as watcher):
-        await watcher.list_tools()
-        await anyio.sleep(1.0)
-        idle = proc_kb(pid, "VmRSS")
-        peak_reset = reset_peak(pid)
-        done = anyio.Event()
-
-        async def ask(i: int) -> None:
-            async with (httpx2.AsyncClient(timeout=600) as client_http,
-                        Client(streamable_http_client(url, http_client=client_http)) as client):
-                result = await client.call_tool(TOOL, {"question": f"Show everything, take {i}"})
-            assert not result.is_error, result
-            sizes.append(len(json.dumps(result.structured_content)) + len(result.content[0].text))
-
-        async def ping_and_sample() -> None:
-            while not done.is_set():
+def watch(url: str, pid: int, stop: Any, out: Any) -> None:
+    """In its own process (so the asking clients' parsing cannot delay it): a tools/list every
+    PING_EVERY seconds until `stop` is set, sampling the server's VmRSS; puts (pings, samples)."""
+    async def loop() -> tuple[list[float], list[int]]:
+        pings: list[float] = []
+        samples: list[int] = []
+        async with (httpx2.AsyncClient(timeout=600) as http,
+                    Client(streamable_http_client(url, http_client=http)) as watcher):
+            out.put("ready")
+            while not stop.is_set():
                 started = time.perf_counter()
                 await watcher.list_tools()
                 pings.append(time.perf_counter() - started)
-                sampled.append(proc_kb(pid, "VmRSS"))
+                samples.append(proc_kb(pid, "VmRSS"))
                 await anyio.sleep(PING_EVERY)
+        return pings, samples
 
-        started = time.perf_counter()
-        async with anyio.create_task_group() as outer:
-            outer.start_soon(ping_and_sample)
-            async with anyio.create_task_group() as tg:
-                for i in range(answers):
-                    tg.start_soon(ask, i)
-            done.set()
-        seconds = time.perf_counter() - started
-        await anyio.sleep(2.0)
-        after = proc_kb(pid, "VmRSS")
+    out.put(anyio.run(loop))
+
+
+async def measure(url: str, pid: int, answers: int) -> dict[str, Any]:
+    """Idle RSS, then `answers` balloon questions at once with pings meanwhile, then RSS after."""
+    sizes: list[int] = []
+    context = multiprocessing.get_context("spawn")
+    stop, out = context.Event(), context.Queue()
+    watcher = context.Process(target=watch, args=(url, pid, stop, out))
+    watcher.start()
+    assert await anyio.to_thread.run_sync(out.get) == "ready"
+    await anyio.sleep(1.0)
+    idle = proc_kb(pid, "VmRSS")
+    peak_reset = reset_peak(pid)
+
+    async def ask(i: int) -> None:
+        async with (httpx2.AsyncClient(timeout=600) as client_http,
+                    Client(streamable_http_client(url, http_client=client_http)) as client):
+            result = await client.call_tool(TOOL, {"question": f"Show everything, take {i}"})
+        assert not result.is_error, result
+        sizes.append(len(json.dumps(result.structured_content)) + len(result.content[0].text))
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for i in range(answers):
+            tg.start_soon(ask, i)
+    seconds = time.perf_counter() - started
+    stop.set()
+    pings, sampled = await anyio.to_thread.run_sync(out.get)
+    watcher.join(timeout=30)
+    await anyio.sleep(2.0)
+    after = proc_kb(pid, "VmRSS")
     peak = max([idle, *sampled, *([proc_kb(pid, "VmHWM")] if peak_reset else [])])
     return {"idle": idle, "peak": peak, "after": after,
             "pings": pings, "sizes": sizes, "seconds": seconds, "peak_from_hwm": peak_reset}
@@ -142,7 +156,9 @@ def main() -> None:
           f"{'met' if peak - idle <= 300 else 'NOT met'})")
     print(f"server RSS 2 s after: {after:6.1f} MiB  (+{after - idle:.1f}; goal <= +100: "
           f"{'met' if after - idle <= 100 else 'NOT met'})")
-    print(f"pings meanwhile: {len(figures['pings'])}, worst {worst * 1000:.0f} ms (goal < 1000 ms: "
+    median = statistics.median(figures["pings"]) if figures["pings"] else 0.0
+    print(f"pings meanwhile: {len(figures['pings'])}, median {median * 1000:.0f} ms, worst "
+          f"{worst * 1000:.0f} ms (goal < 1000 ms: "
           f"{'met' if worst < 1.0 else 'NOT met'})")
 
 

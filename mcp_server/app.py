@@ -18,7 +18,14 @@ from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 
 from .access import TokenTable, token_table
-from .catalog import Catalog, collect_databases, hide_rules_by_alias, load_catalog, tool_description
+from .catalog import (
+    Catalog,
+    attach_notes,
+    collect_databases,
+    hide_rules_by_alias,
+    load_catalog,
+    tool_description,
+)
 from .draining import QuestionGate
 from .http_transport import MCP_PATH, http_app, serve_http
 from .limits import input_schema_with_limits
@@ -63,7 +70,8 @@ class SqaleServer(MCPServer[ServerRuntime]):
         limits = answer_limits(settings)
 
         def describe(shown: Catalog) -> str:
-            return tool_description(shown, model=settings.model, limits=limits)
+            return tool_description(shown, model=settings.model, limits=limits,
+                                    max_samples=settings.max_samples)
 
         @asynccontextmanager
         async def lifespan(_: MCPServer[ServerRuntime]) -> AsyncIterator[ServerRuntime]:
@@ -125,11 +133,15 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
     specs = collect_databases(settings, environ)
     catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout),
                            hide_rules_by_alias(settings, specs))
+    catalog = attach_notes(catalog, settings.notes, settings.max_notes_chars)
     prompts = server_prompts(settings)
     if settings.episode_log is not None:
         EpisodeLog.check_writable(settings.episode_log)
     for entry in catalog.entries:
         logger.info("database '%s': %s (%d tables, %d views)", entry.alias, entry.path,
                     len(entry.tables), len(entry.views))
+        if entry.notes is not None:
+            logger.info("database '%s': notes %s (%d facts, %d characters)", entry.alias,
+                        entry.notes.path, entry.notes.facts, entry.notes.chars)
     tokens = token_table(settings, catalog.aliases)
     return SqaleServer(settings, catalog, prompts, backend_factory, tokens)

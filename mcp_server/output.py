@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from agent.episode import EpisodeResult
-from agent.report import JsonCell, clip, cut_note, json_cell
+from agent.report import JsonCell, agreement_text, clip, cut_note, json_cell
 from agent.sqlite import ClippedText
 from agent.text_safety import escape_unsafe
 
@@ -21,6 +21,7 @@ TEXT_COLUMNS = 20  # columns shown in the text content; all are in the structure
 TEXT_CELL_CHARS = 60
 TRACE_ARG_CHARS = 2_000
 SUMMARY_CHARS = 160
+TABLES_LINE_CHARS = 600
 
 
 class TraceEntry(BaseModel):
@@ -31,6 +32,15 @@ class TraceEntry(BaseModel):
     arguments: dict[str, Any] = Field(description="arguments as the model wrote them")
     ok: bool = Field(description="false when the tool answered with an error")
     summary: str = Field(description="one line about what the tool returned")
+
+
+class Candidate(BaseModel):
+    """One distinct result among the samples."""
+
+    sql: str | None = Field(description="the SQL of the earliest sample with this result")
+    votes: int = Field(description="samples whose SQL gave this result")
+    row_count: int = Field(description="rows of this result (counted up to a cap)")
+    status: str = Field(description="how that sample produced its SQL (submitted, final_answer, fallback)")
 
 
 class AnswerOutput(BaseModel):
@@ -61,6 +71,23 @@ class AnswerOutput(BaseModel):
                                                    "model before the episode started (not in seconds, "
                                                    "not counted by the episode timeout)")
     model: str = Field(description="the model that wrote the SQL")
+    tables: list[str] = Field(
+        default_factory=list,
+        description="tables and views the final SQL read (as SQLite's authorizer reported them; "
+                    "a view comes with the tables it reads): check they are where the question points")
+    columns_read: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="per table, the columns the final SQL read (a table read only for count(*) "
+                    "has none)")
+    agreement: float = Field(default=1.0, description="votes of the winning result / samples: 1.0 when all "
+                                              "samples (or the only one) agree; below 0.5 treat it as a guess")
+    samples: int = Field(default=1, description="episodes run for the question (K)")
+    samples_finished: int = Field(default=1, description="samples that ran to the end (the rest were stopped "
+                                                 "once a strict majority agreed)")
+    candidates: list[Candidate] = Field(
+        default_factory=list,
+        description="with several samples: each distinct result, most votes first (the first is "
+                    "this answer)")
     trace: list[TraceEntry] = Field(description="every tool call of the exploration, in order")
     limits_hit: list[LimitName] = Field(
         default_factory=list,
@@ -101,7 +128,27 @@ def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
         rounds=len(result.rounds), tool_calls=result.tool_calls, tokens=result.tokens,
         seconds=round(result.seconds, 3), queued_seconds=round(queued_seconds, 3), model=model,
         trace=trace_entries(result), limits_hit=hit,
+        tables=list(result.tables_read), columns_read=columns_by_table(result.columns_read),
     )
+
+
+def columns_by_table(pairs: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """(table, column) pairs as table -> sorted columns."""
+    grouped: dict[str, list[str]] = {}
+    for table, column in pairs:
+        grouped.setdefault(table, []).append(column)
+    return {t: sorted(set(cols), key=str.casefold) for t, cols in grouped.items()}
+
+
+def tables_line(tables: Sequence[str], columns: Mapping[str, Sequence[str]]) -> str | None:
+    """`Tables read: customer (id, name), invoice (total).` in one line; None when nothing was read."""
+    if not tables:
+        return None
+    parts = []
+    for table in sorted(tables, key=str.casefold):
+        cols = sorted(columns.get(table, ()), key=str.casefold)
+        parts.append(f"{table} ({', '.join(cols)})" if cols else table)
+    return clip(f"Tables read: {', '.join(parts)}.", TABLES_LINE_CHARS)
 
 
 def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None) -> str:
@@ -131,11 +178,16 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None)
                              "structured result holds all of them.")
         if answer.note is not None:
             parts.append(f"Note: {answer.note}.")
+        read = tables_line(answer.tables, answer.columns_read)
+        if read:
+            parts.append(read)
         if answer.status == "fallback":
             parts.append("Note: the model gave no usable final answer; this is the last query it "
                          "ran without error.")
     if limits is not None:
         parts.extend(limit_lines(answer.limits_hit, limits))
+    if answer.samples > 1:
+        parts.append(votes_text(answer))
     parts.append(
         f"Status {answer.status} after {_count(answer.rounds, 'round')} and "
         f"{_count(answer.tool_calls, 'tool call')} in {answer.seconds:.1f} s. The SQL was written by "
@@ -150,6 +202,15 @@ def sql_fence(sql: str) -> str:
     return f"{ticks}sql\n{sql}\n{ticks}"
 
 
+def votes_text(answer: AnswerOutput) -> str:
+    """How far the samples agree, and the other answers' SQL."""
+    votes = answer.candidates[0].votes if answer.candidates else 0  # the first is this answer
+    voting = sum(c.votes for c in answer.candidates)
+    others = [(c.sql, c.votes, c.row_count) for c in answer.candidates[1:]]
+    return agreement_text(votes, answer.samples, answer.samples_finished,
+                          answer.samples_finished - voting, others, fence=sql_fence)
+
+
 def markdown_table(columns: list[str], rows: list[list[JsonCell]]) -> str:
     """A Markdown table with cells clipped and `|` escaped so each row stays one line."""
     def cell(value: JsonCell) -> str:
@@ -162,9 +223,12 @@ def markdown_table(columns: list[str], rows: list[list[JsonCell]]) -> str:
     return "\n".join([header, rule, *body])
 
 
-def queued_message(limit: float) -> str:
-    """Progress text for a call waiting for a free slot."""
-    return f"queued: {limit:g} questions are being answered already (--max-concurrent)"
+def queued_message(limit: float, samples: int = 1) -> str:
+    """Progress text for a call waiting for free slots."""
+    if samples == 1:
+        return f"queued: {limit:g} questions are being answered already (--max-concurrent)"
+    return (f"queued: the {samples} samples of this question need {samples} of the {limit:g} "
+            "episode slots (--max-concurrent); they start as slots free up")
 
 
 def _more_rows_line(answer: AnswerOutput) -> str | None:

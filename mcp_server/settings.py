@@ -21,6 +21,7 @@ from agent.backends.settings import (
     with_api_key,
 )
 from agent.errors import ConfigError
+from agent.notes import DEFAULT_MAX_NOTES_CHARS
 from agent.sqlite.hiding import parse_hide_rule
 from agent.tools.environment import DEFAULT_ENVIRONMENT, ENVIRONMENT_NAMES, Environment
 
@@ -49,6 +50,17 @@ class TokenSpec(BaseModel):
     databases: tuple[str, ...] | None = None  # None: every configured database
     max_concurrent: int | None = Field(None, ge=1, le=1_024)  # None: --token-max-concurrent
     questions_per_minute: int | None = Field(None, ge=1, le=100_000)  # None: --token-per-minute
+
+
+class NotesSpec(BaseModel):
+    """A notes file (facts about the data, one per line) for the database under `alias`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    alias: str
+    path: Path
+
+
 class HideSpec(BaseModel):
     """Tables and columns of one database the model may not see or read."""
 
@@ -67,6 +79,8 @@ class ServerSettings(BackendSettings):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     databases: tuple[DatabaseSpec, ...] = ()  # from --db and the config file's [db] table
+    notes: tuple[NotesSpec, ...] = ()  # from --notes and the config file's [notes] table
+    max_notes_chars: int = Field(DEFAULT_MAX_NOTES_CHARS, ge=1, le=100_000)
     hide: tuple[HideSpec, ...] = ()  # from --hide and the config file's [hide] table
     db_dir: Path | None = None
     demo: bool = False
@@ -78,6 +92,9 @@ class ServerSettings(BackendSettings):
     episode_timeout: float = Field(300.0, gt=0, le=86_400)
     max_concurrent: int = Field(4, ge=1, le=64)
     runtime_slots: int | None = Field(None, ge=1, le=256)  # None: the backend's default, at start
+    samples: int = Field(1, ge=1, le=64)  # default K: episodes per question, voting by result
+    max_samples: int = Field(8, ge=1, le=64)  # the most a caller may ask for
+    seed: int | None = Field(None, ge=0)  # sample k samples with seed + k; None: drawn per question
     reference_agent: Path | None = None
     system_prompt: Path | None = None
     user_template: Path | None = None
@@ -101,6 +118,9 @@ class ServerSettings(BackendSettings):
 
     @model_validator(mode="after")
     def _safe_listening(self) -> ServerSettings:
+        if self.samples > self.max_samples:
+            raise ValueError(f"--samples {self.samples} is above --max-samples {self.max_samples}; "
+                             "lower it or raise --max-samples")
         if (self.transport == "streamable-http" and self.auth_token is None and not self.tokens
                 and not is_loopback(self.host)):
             raise ValueError(
@@ -165,6 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TOML file with the same settings (keys as the long options); flags win")
     p.add_argument("--db", action="append", metavar="ALIAS=PATH",
                    help="a database to serve under ALIAS (repeatable)")
+    p.add_argument("--notes", action="append", metavar="ALIAS=FILE",
+                   help="a UTF-8 file of facts about that database's data, one per line, read "
+                        "with every question about it (repeatable)")
+    p.add_argument("--max-notes-chars", type=int, metavar="N",
+                   help=f"longest notes allowed per database (default {DEFAULT_MAX_NOTES_CHARS:,})")
     p.add_argument("--hide", action="append", metavar="ALIAS=TABLE[.COLUMN]",
                    help="hide a table or column of database ALIAS from the model (repeatable; "
                         "globs such as '*.password*' allowed, case-insensitive)")
@@ -186,6 +211,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime-slots", type=int, metavar="N",
                    help="questions talking to the model at once, each keeping its slot for all its "
                         "rounds (default: $OLLAMA_NUM_PARALLEL or 1 for Ollama, 4 per --base-url)")
+    p.add_argument("--samples", type=int, metavar="K",
+                   help="episodes per question by default; K > 1 votes by execution result (default 1)")
+    p.add_argument("--max-samples", type=int, metavar="K",
+                   help="the most samples a caller may ask for (default 8)")
+    p.add_argument("--seed", type=int, metavar="N",
+                   help="sampling seed: sample k uses N + k (default: the runtime's own for one "
+                        "sample, a random base for several)")
     p.add_argument("--reference-agent", type=Path, metavar="sqale_agent.py",
                    help="take SYSTEM_PROMPT and USER_TEMPLATE from the authors' reference loop")
     p.add_argument("--system-prompt", type=Path, metavar="FILE",
@@ -219,9 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Settings a config file may hold, by field name; `db` is the [db] alias table.
-_FILE_KEYS = frozenset(ServerSettings.model_fields) - {"databases", "api_key", "auth_token", "base_urls",
-                                                      "metrics_token"}
-_FILE_KEYS_WITH_ALIASES = _FILE_KEYS | {"db", "base_url"}
+_FILE_KEYS = frozenset(ServerSettings.model_fields) - {"databases", "notes", "api_key", "auth_token",
+                                                       "base_urls", "metrics_token"}
+_FILE_KEYS_WITH_ALIASES = _FILE_KEYS | {"db", "notes", "base_url"}
 _PATH_KEYS = ("db_dir", "reference_agent", "system_prompt", "user_template", "episode_log")
 
 
@@ -232,6 +264,9 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
     values = read_config_file(config_path) if config_path is not None else {}
     flag_dbs = parse_db_flags(args.pop("db") or [])
     file_dbs: dict[str, Path] = values.pop("db", {})
+    flag_notes = parse_alias_files(args.pop("notes") or [], "--notes",
+                                   "--notes chinook=~/notes/chinook.txt")
+    file_notes: dict[str, Path] = values.pop("notes", {})
     hidden: dict[str, tuple[str, ...]] = dict(values.pop("hide", {}))
     for alias, rules in parse_hide_flags(args.pop("hide") or []).items():
         hidden[alias] = (*hidden.get(alias, ()), *rules)  # flags add to the file's rules
@@ -241,6 +276,8 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
     values.update({k: v for k, v in args.items() if v is not None})
     values["databases"] = tuple(
         DatabaseSpec(alias=a, path=p) for a, p in ({**file_dbs, **flag_dbs}).items())
+    values["notes"] = tuple(
+        NotesSpec(alias=a, path=p) for a, p in ({**file_notes, **flag_notes}).items())
     values["hide"] = tuple(HideSpec(alias=a, rules=r) for a, r in hidden.items())
     if values.get("auth_token_env") is not None:
         values["auth_token"] = read_secret(values["auth_token_env"], environ, "--auth-token-env")
@@ -256,12 +293,17 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
 
 def parse_db_flags(items: Sequence[str]) -> dict[str, Path]:
     """`ALIAS=PATH` strings into a mapping; a later alias replaces an earlier one."""
+    return parse_alias_files(items, "--db", "--db chinook=~/data/chinook.db")
+
+
+def parse_alias_files(items: Sequence[str], flag: str, example: str) -> dict[str, Path]:
+    """`ALIAS=PATH` strings of `flag` into a mapping; a later alias replaces an earlier one."""
     out: dict[str, Path] = {}
     for item in items:
         alias, sep, path = item.partition("=")
         if not sep or not path.strip():
-            raise ConfigError(f"--db {item!r}: write it as ALIAS=PATH, e.g. --db chinook=~/data/chinook.db")
-        out[check_alias(alias.strip(), f"--db {item!r}")] = Path(path.strip()).expanduser()
+            raise ConfigError(f"{flag} {item!r}: write it as ALIAS=PATH, e.g. {example}")
+        out[check_alias(alias.strip(), f"{flag} {item!r}")] = Path(path.strip()).expanduser()
     return out
 
 
@@ -308,8 +350,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
                 f"--config {path}: unknown setting {key!r}; known: "
                 f"{', '.join(sorted(k.replace('_', '-') for k in _FILE_KEYS_WITH_ALIASES))}")
         values[name] = value
-    if "db" in values:
-        values["db"] = _file_databases(values["db"], path, base)
+    for table in ("db", "notes"):
+        if table in values:
+            values[table] = _file_alias_paths(table, values[table], path, base)
     if "hide" in values:
         values["hide"] = _file_hide_rules(values["hide"], path)
     if "base_url" in values:
@@ -356,15 +399,17 @@ def file_tokens(table: object, environ: Mapping[str, str], path: Path) -> tuple[
     return tuple(specs)
 
 
-def _file_databases(table: object, path: Path, base: Path) -> dict[str, Path]:
+def _file_alias_paths(name: str, table: object, path: Path, base: Path) -> dict[str, Path]:
+    """The [db] or [notes] table: alias = "path" lines, paths relative to the config file."""
+    example = "chinook.db" if name == "db" else "chinook-notes.txt"
     if not isinstance(table, dict):
-        raise ConfigError(f"--config {path}: `db` must be a table of alias = \"path\" lines, "
-                          "e.g. [db]\\nchinook = \"data/chinook.db\"")
+        raise ConfigError(f"--config {path}: `{name}` must be a table of alias = \"path\" lines, "
+                          f"e.g. [{name}]\\nchinook = \"data/{example}\"")
     out: dict[str, Path] = {}
-    for alias, db_path in table.items():
-        if not isinstance(db_path, str) or not db_path.strip():
-            raise ConfigError(f"--config {path}: db.{alias} must be a path string")
-        out[check_alias(alias, f"--config {path}: db.{alias}")] = base / Path(db_path).expanduser()
+    for alias, file_path in table.items():
+        if not isinstance(file_path, str) or not file_path.strip():
+            raise ConfigError(f"--config {path}: {name}.{alias} must be a path string")
+        out[check_alias(alias, f"--config {path}: {name}.{alias}")] = base / Path(file_path).expanduser()
     return out
 
 

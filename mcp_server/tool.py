@@ -1,11 +1,11 @@
-"""The answer_sql_question tool: checks the arguments, runs one episode, shapes the answer."""
+"""The answer_sql_question tool: checks the arguments, runs the samples, shapes the answer."""
 
 from __future__ import annotations
 
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, cast
 
@@ -15,26 +15,21 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from agent.backends.slots import waiting_message
-from agent.episode import EpisodeResult, Round
+from agent.episode import EpisodeResult
 from agent.errors import SqaleError
-from agent.loop import run_episode
-from agent.report import progress_message
+from agent.notes import evidence_with_notes
 
-from .access import Caller, caller_of
+from .access import LOCAL_CALLER, Caller, caller_of
 from .draining import ServerStopping
 from .limits import AnswerLimits
-from .output import (
-    AnswerOutput,
-    answer_from_episode,
-    queued_message,
-    render_answer_text,
-)
+from .output import AnswerOutput, answer_from_episode, render_answer_text
 from .quotas import QuotaExceeded
 from .runtime import ServerRuntime
+from .sampling import QuestionAsked, ReportProgress, candidates_of, chosen_run, run_question
 from .tool_errors import (
     empty_question,
     episode_timeout,
+    samples_out_of_range,
     server_stopped_answering,
     server_stopping,
     text_too_long,
@@ -45,7 +40,6 @@ from .tool_errors import (
 logger = logging.getLogger(__name__)
 
 TOOL_NAME = "answer_sql_question"
-ReportProgress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 async def answer_sql_question(
@@ -57,12 +51,16 @@ async def answer_sql_question(
                                                       "when only one is configured")] = None,
     evidence: Annotated[str | None, Field(description="Optional hints about the data, e.g. what "
                                                       "a term means in columns and values")] = None,
+    samples: Annotated[int | None, Field(description="How many independent attempts to make and "
+                                                     "vote on by their results (more is slower but "
+                                                     "says how sure the answer is: see `agreement`); "
+                                                     "default: the server's")] = None,
 ) -> Annotated[CallToolResult, AnswerOutput]:
     """Answer a question about a configured SQLite database with a small local text-to-SQL model."""
     # The SDK types the lifespan's value as a dict; ours is the ServerRuntime open_runtime yields.
     runtime = cast(ServerRuntime, ctx.request_context.lifespan_context)
     return await answer_question(runtime, question, database, evidence,
-                                 report_progress=ctx.report_progress,
+                                 report_progress=ctx.report_progress, samples=samples,
                                  caller=caller_of(ctx.request_context.request))
 
 
@@ -91,8 +89,8 @@ def checked_text(name: str, value: str | None, limit: int) -> str | None:
 
 async def answer_question(runtime: ServerRuntime, question: str, database: str | None,
                           evidence: str | None, *, report_progress: ReportProgress,
-                          caller: Caller) -> CallToolResult:
-    """Run one episode for the call and return its CallToolResult; errors are ToolErrors."""
+                          samples: int | None = None, caller: Caller = LOCAL_CALLER) -> CallToolResult:
+    """Run the call's samples (one episode by default) and return the CallToolResult; errors are ToolErrors."""
     settings = runtime.settings
     asked = checked_text("question", question, settings.max_question_chars)
     if asked is None:
@@ -101,22 +99,19 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     # Out of scope and nonexistent aliases get the same error: it lists only the caller's own.
     alias = resolve_alias(database, caller.visible(runtime.catalog.aliases))
     asker = _Asker(uuid.uuid4().hex[:12], caller.name)
-    max_turns = runtime.episode_settings.max_tool_turns
-
-    async def on_round(played: Round) -> None:
-        await report_progress(played.index, max_turns + 1, progress_message(played, max_turns))
-
-    async def on_wait(ahead: int) -> None:
-        await report_progress(0, max_turns + 1, waiting_message(ahead))
-
+    count = settings.samples if samples is None else samples
+    if not 1 <= count <= settings.max_samples:
+        raise samples_out_of_range(count, settings.max_samples)
+    notes = runtime.catalog.entry(alias).notes
+    call = QuestionAsked(question=asked, alias=alias, samples=count,
+                         evidence=evidence_with_notes(notes.text if notes else None, hint))
     failure: ToolError | None = None
     try:
-        answer, episode = await _run_admitted(runtime, caller, asked, hint, alias, on_round, on_wait,
-                                              report_progress)
+        answer, episode, voting = await _run_admitted(runtime, caller, call, report_progress)
         record = {**answer.model_dump(mode="json", include=set(_AUDITED_ANSWER_FIELDS)),
                   "model_seconds": round(episode.model_seconds, 3),
                   "tool_seconds": round(episode.tool_seconds, 3),
-                  "queued_seconds": round(answer.queued_seconds, 3)}
+                  "queued_seconds": round(answer.queued_seconds, 3), **voting}
         outcome: tuple[str, str] = (answer.status, answer.stop_reason)
     except ToolError as error:
         outcome = _failure_outcome(error)
@@ -131,8 +126,10 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     text_bytes = sum(len(c.text.encode()) for c in response.content if isinstance(c, TextContent))
     runtime.metrics.observe_answer(alias, answer.seconds, answer.rounds, text_bytes)
     logger.info("answered on '%s' for token '%s': %s after %d rounds, %d tool calls, %.1f s "
-                "(queued %.1f s)", alias, caller.name, answer.status, answer.rounds,
-                answer.tool_calls, answer.seconds, answer.queued_seconds, extra=asker.log_fields())
+                "(queued %.1f s)%s", alias, caller.name, answer.status, answer.rounds,
+                answer.tool_calls, answer.seconds, answer.queued_seconds,
+                f"; {count} samples, agreement {answer.agreement:.2f}" if count > 1 else "",
+                extra=asker.log_fields())
     return response
 
 
@@ -170,19 +167,30 @@ def _failure_outcome(error: ToolError) -> tuple[str, str]:
     return "error", type(cause).__name__ if cause is not None else "episode_timeout"
 
 
-async def _run_admitted(runtime: ServerRuntime, caller: Caller, question: str, evidence: str | None,
-                        alias: str, on_round: Callable[[Round], Awaitable[None]],
-                        on_wait: Callable[[int], Awaitable[None]],
-                        report_progress: ReportProgress) -> tuple[AnswerOutput, EpisodeResult]:
-    """Check the caller's quotas and that the server still takes questions, then run in turn."""
+def token_waiting_message(ahead: int) -> str:
+    """The progress text of a question waiting behind its own token's earlier questions."""
+    return f"waiting for this token's earlier questions: {ahead} ahead"
+
+
+async def _run_admitted(runtime: ServerRuntime, caller: Caller, call: QuestionAsked,
+                        report_progress: ReportProgress
+                        ) -> tuple[AnswerOutput, EpisodeResult, dict[str, Any]]:
+    """Check the caller's quotas and that the server still takes questions, then run the samples."""
+
+    async def on_token_wait(ahead: int) -> None:
+        await report_progress(0, None, token_waiting_message(ahead))
+
     arrived = time.perf_counter()
     try:
         runtime.quotas.check_rate(caller)
         with runtime.gate.admit() as stop_scope:
             with stop_scope:  # cancelled when the server's drain time runs out
-                async with runtime.quotas.of(caller).concurrent.slot(on_wait):
-                    return await _run_in_turn(runtime, question, evidence, alias, on_round, on_wait,
-                                              report_progress, arrived)
+                async with runtime.quotas.of(caller).concurrent.slot(on_token_wait):
+                    token_wait = time.perf_counter() - arrived
+                    answer, result, voting = await _run_samples(runtime, call, report_progress)
+                    # The wait behind the token's own questions is queue time too.
+                    return (answer.model_copy(update={
+                        "queued_seconds": answer.queued_seconds + token_wait}), result, voting)
             raise _Cancelled(str(server_stopped_answering()))
     except QuotaExceeded as exc:
         raise _Refused(str(exc), "quota") from exc
@@ -195,38 +203,31 @@ _AUDITED_ANSWER_FIELDS = frozenset({"status", "sql", "error", "stop_reason", "ro
                                     "tool_calls", "tokens", "seconds", "trace"})
 
 
-async def _run_in_turn(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,
-                       on_round: Callable[[Round], Awaitable[None]],
-                       on_wait: Callable[[int], Awaitable[None]],
-                       report_progress: ReportProgress,
-                       queued: float) -> tuple[AnswerOutput, EpisodeResult]:
-    """Wait for a turn and a runtime slot, run the episode; ToolError for every failure.
-
-    `queued` is when the question arrived: its wait for its token's turn counts as queued too.
-    """
-    settings = runtime.settings
-    max_turns = runtime.episode_settings.max_tool_turns
-    if runtime.limiter.available_tokens < 1:
-        # Tell the client why nothing happens yet (progress also keeps some client timeouts alive).
-        await report_progress(0, max_turns + 1, queued_message(runtime.limiter.total_tokens))
-    # The episode keeps its runtime slot for all its rounds, so its cached prompt prefix stays;
-    # the timeout starts once it has the slot.
-    async with runtime.limiter, runtime.slots.slot(on_wait):
-        waited = time.perf_counter() - queued
-        try:
-            with anyio.move_on_after(settings.episode_timeout) as deadline:
-                result = await run_episode(
-                    question, runtime.databases[alias], runtime.backend, evidence=evidence,
-                    prompts=runtime.prompts, settings=runtime.episode_settings, on_round=on_round)
-        except SqaleError as exc:
-            raise tool_error_for(exc, database=alias) from exc
-    if deadline.cancelled_caught:
-        raise episode_timeout(settings.episode_timeout)
+async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, report_progress: ReportProgress
+                       ) -> tuple[AnswerOutput, EpisodeResult, dict[str, Any]]:
+    """Run the samples and vote; the answer, its episode and the vote for the audit; ToolError on failure."""
+    try:
+        outcome = await run_question(runtime, call, report_progress)
+    except SqaleError as exc:
+        raise tool_error_for(exc, database=call.alias) from exc
+    chosen = chosen_run(outcome)
+    if chosen is None or chosen.result is None:  # every sample ran out of time
+        raise episode_timeout(runtime.settings.episode_timeout)
+    result = chosen.result
     # Built in a worker thread: other clients' requests go on being served meanwhile.
     answer = await anyio.to_thread.run_sync(lambda: answer_from_episode(
-        result, database=alias, model=runtime.backend.model, max_rows=settings.max_rows,
-        queued_seconds=waited))
-    return answer, result
+        result, database=call.alias, model=runtime.backend.model, max_rows=runtime.settings.max_rows,
+        queued_seconds=chosen.queued_seconds))
+    if call.samples == 1:
+        return answer, result, {}
+    answer = answer.model_copy(update={
+        "agreement": round(outcome.agreement, 3), "samples": call.samples,
+        "samples_finished": len(outcome.results), "candidates": candidates_of(outcome)})
+    voting = {"samples": call.samples, "samples_finished": answer.samples_finished,
+              "agreement": answer.agreement, "chosen_sample": chosen.index,
+              "seeds_finished": [run.seed for _, run in sorted(outcome.results.items())],
+              "candidates": [c.model_dump(mode="json") for c in answer.candidates]}
+    return answer, result, voting
 
 
 def build_response(answer: AnswerOutput, limits: AnswerLimits) -> CallToolResult:
@@ -238,11 +239,14 @@ def build_response(answer: AnswerOutput, limits: AnswerLimits) -> CallToolResult
 async def _audit(runtime: ServerRuntime, asker: _Asker, question: str, evidence: str | None, alias: str,
                  fields: dict[str, Any]) -> None:
     if runtime.episode_log is not None:
+        notes = runtime.catalog.entry(alias).notes
+        used = None if notes is None else {"path": str(notes.path), "facts": notes.facts,
+                                           "chars": notes.chars}
         hide = runtime.databases[alias].hide
         hidden = {"hide_rules": list(hide.texts)} if hide else {}
         # Shielded: a question cancelled by the server's stop still leaves its whole line.
         with anyio.CancelScope(shield=True):
             await runtime.episode_log.append({
                 "question_id": asker.question_id, "token": asker.token,
-                "question": question, "evidence": evidence, "database": alias,
+                "question": question, "evidence": evidence, "database": alias, "notes": used,
                 "model": runtime.backend.model, **hidden, **fields})

@@ -64,6 +64,12 @@ def text_too_long(name: str, length: int, limit: int) -> ToolError:
     return ToolError(f"The {name} is {length:,} characters long; the limit is {limit:,}. {advice}")
 
 
+def samples_out_of_range(given: int, limit: int) -> ToolError:
+    """`samples` below 1 or above --max-samples."""
+    return ToolError(f"`samples` is {given}; give a number from 1 to {limit} (the server's "
+                     "--max-samples), or leave it out for the server's default.")
+
+
 def episode_timeout(seconds: float) -> ToolError:
     """The whole episode ran past --episode-timeout."""
     return ToolError(

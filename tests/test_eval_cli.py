@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.commands import eval as eval_command
+from agent.commands import evaluate as eval_command
 from agent.sqlite import create_database
 from tests.support.policies import (
     DEFAULT_MODEL,

@@ -75,6 +75,8 @@ def test_answer_from_episode_has_every_field_and_a_compact_trace() -> None:
         "columns": ["n"], "rows": [[347]], "row_count": 1, "truncated": False, "note": None,
         "status": "submitted", "error": None, "stop_reason": "submit_sql", "rounds": 3,
         "tool_calls": 4, "tokens": 900, "seconds": 2.346, "queued_seconds": 0.0, "model": "m",
+        "tables": [], "columns_read": {}, "agreement": 1.0, "samples": 1, "samples_finished": 1,
+        "candidates": [],
         "trace": [
             {"round": 1, "tool": "list_tables", "arguments": {}, "ok": True, "summary": "11 tables:"},
             {"round": 2, "tool": "run_query", "arguments": {"sql": "SELECT count(*) FROM Album"},

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
+
+_B = TypeVar("_B")
 
 # ChatML stop strings the model was trained with, and the start of a turn: a completion must
 # never open one (models that do not know ChatML write `<|im_start|>user` as plain text).
@@ -70,6 +73,24 @@ class ModelBackend(Protocol):
     async def aclose(self) -> None:
         """Release connections."""
         ...
+
+
+@runtime_checkable
+class SeedableBackend(Protocol):
+    """A backend that can sample with another seed over the same connections (for K samples)."""
+
+    model: str
+
+    def with_seed(self, seed: int) -> ModelBackend:
+        """This backend sampling with `seed`; it shares the connections: close only the original."""
+        ...
+
+
+def seeded_copy(backend: _B, seed: int) -> _B:
+    """A shallow copy of a backend with `sampling` whose seed is replaced (connections shared)."""
+    twin = copy.copy(backend)
+    twin.sampling = replace(backend.sampling, seed=seed)  # type: ignore[attr-defined]
+    return twin
 
 
 @runtime_checkable

@@ -21,7 +21,7 @@ from ..errors import (
     ConfigError,
     ModelNotFound,
 )
-from .base import STOP_STRINGS, VLLM_NEUTRAL_SAMPLERS, Completion, ModelInfo, SamplingSettings
+from .base import STOP_STRINGS, VLLM_NEUTRAL_SAMPLERS, Completion, ModelInfo, SamplingSettings, seeded_copy
 from .settings import DEFAULT_OLLAMA_HOST
 
 _OLLAMA_PORT = 11434
@@ -99,6 +99,10 @@ class OllamaBackend:
             host=self.host,
             timeout=httpx.Timeout(timeout, connect=min(timeout, _CONNECT_TIMEOUT)),
         )
+
+    def with_seed(self, seed: int) -> OllamaBackend:
+        """This backend sampling with `seed`, on the same client (close only the original)."""
+        return seeded_copy(self, seed)
 
     def generate_options(self, max_tokens: int) -> dict[str, Any]:
         """The `options` object sent with every generate request (vLLM's neutral samplers included)."""

@@ -19,7 +19,7 @@ from ..errors import (
     ConfigError,
     ModelNotFound,
 )
-from .base import STOP_STRINGS, Completion, ModelInfo, SamplingSettings
+from .base import STOP_STRINGS, Completion, ModelInfo, SamplingSettings, seeded_copy
 from .settings import is_http_url
 from .streaming import read_completion_stream
 
@@ -86,6 +86,10 @@ class OpenAICompletionsBackend:
             timeout=httpx.Timeout(timeout, connect=min(timeout, _CONNECT_TIMEOUT)),
             headers=headers,
         )
+
+    def with_seed(self, seed: int) -> OpenAICompletionsBackend:
+        """This backend sampling with `seed`, on the same client and replicas (close only the original)."""
+        return seeded_copy(self, seed)
 
     @property
     def base_urls(self) -> tuple[str, ...]:

@@ -4,17 +4,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from collections.abc import Hashable
+from functools import partial
 from typing import Any
 
 import anyio
 
 from ..backends.base import SamplingSettings
 from ..backends.settings import make_backend
-from ..episode import EpisodeSettings, Round
+from ..backends.slots import RuntimeSlots, default_runtime_slots
+from ..episode import EpisodeResult, EpisodeSettings, Round
+from ..errors import ConfigError
 from ..loop import run_episode
-from ..report import progress_message, render_answer, render_trace, result_as_json
-from ..sqlite import Database
+from ..notes import DEFAULT_MAX_NOTES_CHARS, evidence_with_notes, read_notes
+from ..report import agreement_text, progress_message, render_answer, render_trace, result_as_json
+from ..sqlite import Database, QueryResult
+from ..voting import (
+    CompareLimits,
+    MatchRule,
+    VoteOutcome,
+    episode_vote,
+    run_samples,
+    sample_seeds,
+    seeded_backends,
+)
 from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
 from .db_options import add_hide_argument, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
@@ -29,7 +44,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--db", required=True, metavar="PATH", help="the SQLite database file")
     add_hide_argument(parser)
     parser.add_argument("--evidence", metavar="TEXT", help="a hint such as BIRD's evidence note")
-    parser.add_argument("--seed", type=int, help="sampling seed, for repeatable answers")
+    parser.add_argument("--notes", metavar="FILE",
+                        help="a UTF-8 file of facts about the data, one per line (e.g. 'amounts are "
+                             "in cents'); the model reads them before --evidence")
+    parser.add_argument("--max-notes-chars", type=int, default=DEFAULT_MAX_NOTES_CHARS, metavar="N",
+                        help=f"longest notes allowed (default {DEFAULT_MAX_NOTES_CHARS:,})")
+    parser.add_argument("--seed", type=int, help="sampling seed, for repeatable answers (sample k: seed + k)")
+    parser.add_argument("--samples", type=int, default=1, metavar="K",
+                        help="answer K times concurrently and vote by execution result; stops once "
+                             "a majority agrees (default 1)")
     parser.add_argument("--max-rows", type=int, default=50, help="rows of the answer kept (default 50)")
     parser.add_argument("--max-result-bytes", type=int, default=EpisodeSettings.result_bytes,
                         metavar="N", help="bytes the answer's rows may weigh as JSON; cells, columns "
@@ -43,38 +66,89 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run one episode and print the answer (or the JSON result)."""
+    """Run the episodes, vote, and print the answer (or the JSON result)."""
+    if args.samples < 1:
+        raise ConfigError("--samples must be 1 or more")
     choice = backend_choice(args)
     prompts = prompts_from_args(args)
     rules = hide_rules(args)
     settings = EpisodeSettings(result_rows=max(1, args.max_rows), environment=environment_from_args(args),
                                result_bytes=max(1024, args.max_result_bytes))
+    notes = read_notes(args.notes, max_chars=args.max_notes_chars) if args.notes else None
+    evidence = evidence_with_notes(notes.text if notes else None, args.evidence)
     live = sys.stderr.isatty()
 
-    async def report(played: Round) -> None:
+    async def report(k: int, played: Round) -> None:
         line = progress_message(played, settings.max_tool_turns)
+        if args.samples > 1:
+            line = f"sample {k + 1}/{args.samples} {line}"
         if live:
             print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True)
         else:
             print(line, file=sys.stderr, flush=True)
 
-    async def episode() -> Any:
-        backend = make_backend(choice, SamplingSettings(seed=args.seed))
+    async def episodes() -> VoteOutcome[EpisodeResult]:
+        backend = make_backend(choice, SamplingSettings())
+        seeds = sample_seeds(args.samples, args.seed)
+        backends = seeded_backends(backend, seeds)
+        executed: dict[str, QueryResult] = {}
+        # As in the server: samples share the runtime's slots (OLLAMA_NUM_PARALLEL for Ollama).
+        slots = RuntimeSlots(default_runtime_slots(choice.backend, len(choice.base_urls), os.environ).slots)
         try:
             with Database(args.db, hide=rules) as db:
-                return await run_episode(args.question, db, backend, evidence=args.evidence,
-                                         prompts=prompts, settings=settings, on_round=report)
+
+                async def one(k: int) -> tuple[EpisodeResult, Hashable | None]:
+                    async with slots.slot():  # a sample keeps its runtime slot for all its rounds
+                        result = await run_episode(args.question, db, backends[k], evidence=evidence,
+                                                   prompts=prompts, settings=settings,
+                                                   on_round=partial(report, k))
+                    if args.samples == 1:
+                        return result, None
+                    return result, await episode_vote(db, result, CompareLimits(), MatchRule.MULTISET,
+                                                      executed)
+
+                return await run_samples(args.samples, one)
         finally:
             await backend.aclose()
             if live:
                 print("\r\033[K", end="", file=sys.stderr, flush=True)
 
-    result = anyio.run(episode)
+    outcome = anyio.run(episodes)
+    chosen = outcome.results[outcome.winner if outcome.winner is not None else min(outcome.results)]
     if args.json:
-        print(json.dumps(result_as_json(result), ensure_ascii=False, indent=2))
+        data = result_as_json(chosen)
+        if args.samples > 1:
+            data.update(votes_as_json(outcome))
+        print(json.dumps(data, ensure_ascii=False, indent=2))
         return 0
     if args.trace:
-        print(render_trace(result))
+        print(render_trace(chosen))
         print()
-    print(render_answer(result))
+    print(render_answer(chosen))
+    if args.samples > 1:
+        print()
+        print(votes_text(outcome))
     return 0
+
+
+def _candidates(outcome: VoteOutcome[EpisodeResult]) -> list[tuple[str | None, int, int, str]]:
+    """(sql, votes, row_count, status) of each distinct result, most votes first."""
+    return [(r.sql, g.votes, r.row_count, r.status.value)
+            for g in outcome.groups for r in [outcome.results[g.members[0]]]]
+
+
+def votes_as_json(outcome: VoteOutcome[EpisodeResult]) -> dict[str, Any]:
+    """The vote as JSON fields added to the chosen episode's."""
+    return {"samples": outcome.samples, "samples_finished": len(outcome.results),
+            "agreement": round(outcome.agreement, 3),
+            "candidates": [{"sql": sql, "votes": votes, "row_count": rows, "status": status}
+                           for sql, votes, rows, status in _candidates(outcome)]}
+
+
+def votes_text(outcome: VoteOutcome[EpisodeResult]) -> str:
+    """How far the samples agree, as the server says it."""
+    candidates = _candidates(outcome)
+    votes = candidates[0][1] if candidates else 0
+    voting = sum(c[1] for c in candidates)
+    return agreement_text(votes, outcome.samples, len(outcome.results), len(outcome.results) - voting,
+                          [(sql, v, rows) for sql, v, rows, _ in candidates[1:]])

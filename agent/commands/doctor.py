@@ -13,6 +13,7 @@ from ..backends.openai_compat import OpenAICompletionsBackend
 from ..backends.settings import BackendSettings, make_backend
 from ..backends.slots import resolve_runtime_slots
 from ..errors import SqaleError
+from ..notes import DEFAULT_MAX_NOTES_CHARS, read_notes
 from ..sqlite import Database, HideRules, Schema
 from .backend_options import add_backend_arguments, backend_choice
 from .db_options import add_hide_argument, hide_rules
@@ -26,6 +27,10 @@ def register(subparsers: Any) -> None:
                     "parameters), and each --db opens; prints what to fix.")
     parser.add_argument("--db", action="append", default=[], metavar="PATH",
                         help="a database to check (repeatable)")
+    parser.add_argument("--notes", action="append", default=[], metavar="FILE",
+                        help="a notes file to check: UTF-8, within the size limit (repeatable)")
+    parser.add_argument("--max-notes-chars", type=int, default=DEFAULT_MAX_NOTES_CHARS, metavar="N",
+                        help=f"the notes size limit to check against (default {DEFAULT_MAX_NOTES_CHARS:,})")
     add_hide_argument(parser)
     parser.add_argument("--runtime-slots", type=int, metavar="N",
                         help="the --runtime-slots you will give sqale-mcp (default: its default)")
@@ -48,6 +53,20 @@ def _check_databases(paths: list[str], hide: HideRules | None) -> list[str]:
         for warning in schema.warnings:
             print(f"       note: {warning}")
         _print_hiding(schema)
+    return problems
+
+
+def _check_notes(paths: list[str], max_chars: int) -> list[str]:
+    problems = []
+    for path in paths:
+        try:
+            notes = read_notes(path, max_chars=max_chars, where="notes")
+        except SqaleError as exc:
+            print(f"[fail] {exc}")
+            problems.append(path)
+            continue
+        print(f"[ok]   notes {notes.path}: {notes.facts} facts, {notes.chars:,} characters in the "
+              f"prompt (limit {max_chars:,}, about {notes.chars // 4:,} tokens)")
     return problems
 
 
@@ -113,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
     """Print one line per check; exit 1 when something needs fixing."""
     model_ok = anyio.run(_check_model, args)
     bad_dbs = _check_databases(args.db, hide_rules(args))
+    bad_dbs += _check_notes(args.notes, args.max_notes_chars)
     if not args.db:
         print("[info] no --db given: add --db PATH to check a database opens")
     if model_ok and not bad_dbs:

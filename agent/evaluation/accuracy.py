@@ -17,20 +17,16 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Hashable, Iterator, Sequence
-from enum import StrEnum
+from collections.abc import Iterator, Sequence
 from typing import Any
+
+from ..voting import MatchRule, vote, vote_key  # one comparison for eval and the server
+
+__all__ = ["MatchRule", "has_top_level_order_by", "results_match", "vote", "vote_key"]
 
 Row = tuple[Any, ...]
 
 MAX_COLUMN_PERMUTATIONS = 100_000  # beyond this many candidate column orders we give up (wrong)
-
-
-class MatchRule(StrEnum):
-    """How a predicted result is compared with the gold one."""
-
-    SET = "set"  # BIRD
-    MULTISET = "multiset"  # Spider and KaggleDBQA
 
 
 def results_match(gold: Sequence[Row], predicted: Sequence[Row], *, rule: MatchRule,
@@ -45,22 +41,6 @@ def has_top_level_order_by(sql: str) -> bool:
     """True when ORDER BY appears outside parentheses, strings, quoted names and comments."""
     words = _top_level_words(sql)
     return any(a == "order" and b == "by" for a, b in itertools.pairwise(words))
-
-
-def vote_key(rows: Sequence[Row], rule: MatchRule) -> Hashable:
-    """What two results must share to vote together: their rows as a set (BIRD) or multiset."""
-    if rule is MatchRule.SET:
-        return frozenset(rows)
-    return frozenset(Counter(rows).items())
-
-
-def vote(keys: Sequence[Hashable | None]) -> int | None:
-    """Index of the winning sample: earliest member of the most common key; None keys abstain."""
-    counts = Counter(k for k in keys if k is not None)
-    if not counts:
-        return None
-    best = max(counts.values())
-    return next(i for i, k in enumerate(keys) if k is not None and counts[k] == best)
 
 
 def _multiset_match(gold: list[Row], predicted: list[Row], ordered: bool) -> bool:

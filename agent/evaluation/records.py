@@ -31,6 +31,7 @@ class Outcome(StrEnum):
     BACKEND_AUTH = "backend_auth"
     BACKEND_RESPONSE = "backend_response"
     BACKEND_ERROR = "backend_error"  # another BackendError subclass
+    CANCELLED = "cancelled"  # stopped early: a strict majority of the samples already agreed
 
     @property
     def is_backend(self) -> bool:
@@ -39,6 +40,7 @@ class Outcome(StrEnum):
 
 
 BACKEND_ERROR_STATUS = "backend_error"  # episode status of a sample whose backend failed
+CANCELLED_STATUS = "cancelled"  # episode status of a sample stopped by the early stop
 
 
 class TraceKind(StrEnum):
@@ -128,10 +130,11 @@ class QuestionRecord(_Record):
     predicted_sql: str | None
     status: str | None
     correct: bool | None  # the voted answer; None when gold_error
-    single_correct: float | None  # share of samples that were correct
+    single_correct: float | None  # share of the samples that ran to the end that were correct
     any_correct: bool | None
     voted_sample: int | None
     vote_counts: list[int]  # size of each result group, largest first
+    stopped_early: bool = False  # a strict majority agreed before every sample finished
     rounds: int
     tool_calls: int
     tokens: int  # all samples

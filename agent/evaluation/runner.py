@@ -53,6 +53,7 @@ class EvalSettings:
     tool_query_timeout: float = EngineLimits.query_timeout  # for the model's own queries
     max_backend_failures: int = 3  # episodes in a row failing in the backend before we stop
     trace: TraceKind = TraceKind.FULL
+    early_stop: bool = True  # stop a question's samples once a strict majority agrees
     episode: EpisodeSettings = field(default_factory=EpisodeSettings)
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
 
@@ -134,7 +135,7 @@ async def evaluate(dataset: Dataset, selection: Selection, backend_factory: Back
                 episode_fn=episode_fn, episode_settings=settings.episode,
                 episode_options=dict(episode_options or {}), limits=settings.limits,
                 trace=settings.trace, episode_slots=anyio.CapacityLimiter(settings.concurrency),
-                on_episode=on_episode,
+                on_episode=on_episode, early_stop=settings.early_stop,
             )
             await _schedule(tg, todo, databases, ctx, settings.concurrency, out_path, new, progress)
     finally:

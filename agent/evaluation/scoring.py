@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,10 +20,12 @@ from ..errors import (
     ModelNotFound,
 )
 from ..sqlite import Database, QueryResult, QueryStatus
-from .accuracy import MatchRule, has_top_level_order_by, results_match, vote, vote_key
+from ..voting import CompareLimits, VoteOutcome, answer_key, execute_for_comparison, run_samples
+from .accuracy import MatchRule, has_top_level_order_by, results_match
 from .datasets import Benchmark, Example
 from .records import (
     BACKEND_ERROR_STATUS,
+    CANCELLED_STATUS,
     GoldRecord,
     Outcome,
     QuestionRecord,
@@ -58,12 +59,7 @@ class EpisodeFn(Protocol):
                  on_round: Callable[[Round], Awaitable[None]] | None = ...) -> Awaitable[EpisodeResult]: ...
 
 
-@dataclass(frozen=True)
-class QueryLimits:
-    """How gold and predicted SQL are executed for comparison."""
-
-    timeout: float = 30.0  # BIRD's per-query limit
-    max_rows: int = 100_000  # a result with more rows is not compared (reported as row_cap)
+QueryLimits = CompareLimits  # how gold and predicted SQL run: BIRD's 30 s, 100,000 rows (else row_cap)
 
 
 @dataclass(frozen=True)
@@ -77,10 +73,11 @@ class QuestionContext:
     episode_fn: EpisodeFn
     episode_settings: EpisodeSettings
     episode_options: dict[str, Any] = field(default_factory=dict)  # e.g. prompts=
-    limits: QueryLimits = QueryLimits()
+    limits: QueryLimits = field(default_factory=QueryLimits)
     trace: TraceKind = TraceKind.FULL
     episode_slots: anyio.CapacityLimiter | None = None
     on_episode: Callable[[BackendError | None], None] | None = None  # after each episode: its backend error
+    early_stop: bool = True  # cancel the other samples once a strict majority agrees
 
 
 def sampling_with_seed(base: SamplingSettings, seed: int) -> SamplingSettings:
@@ -107,17 +104,13 @@ async def evaluate_question(example: Example, db: Database, ctx: QuestionContext
     if gold_status != QueryStatus.OK.value:
         return _record(example, ctx, gold, [], None, started)
     executed: dict[str, QueryResult] = {}  # identical SQL from several samples runs once
-    samples: list[SampleRecord | None] = [None] * len(ctx.backends)
-    keys: list[Hashable | None] = [None] * len(ctx.backends)
 
-    async def one(k: int) -> None:
-        samples[k], keys[k] = await _run_sample(k, example, db, ctx, gold_result, gold, executed)
+    async def one(k: int) -> tuple[SampleRecord, Hashable | None]:
+        return await _run_sample(k, example, db, ctx, gold_result, gold, executed)
 
-    async with anyio.create_task_group() as tg:
-        for k in range(len(ctx.backends)):
-            tg.start_soon(one, k)
-    done = [s for s in samples if s is not None]
-    return _record(example, ctx, gold, done, keys, started)
+    outcome = await run_samples(len(ctx.backends), one, early_stop=ctx.early_stop)
+    samples = [outcome.results.get(k) or _cancelled_sample(k, ctx) for k in range(len(ctx.backends))]
+    return _record(example, ctx, gold, samples, outcome, started)
 
 
 def unreadable_database_record(example: Example, ctx: QuestionContext, error: str) -> QuestionRecord:
@@ -149,8 +142,7 @@ async def _run_sample(k: int, example: Example, db: Database, ctx: QuestionConte
     outcome, error = _judge(result, predicted, gold_result, gold, ctx.benchmark)
     seen = sorted(result.tables_seen)
     seen_folded = {t.casefold() for t in seen}
-    key = vote_key(predicted.rows, MATCH_RULES[ctx.benchmark]) \
-        if predicted is not None and predicted.ok and not predicted.truncated else None
+    key = answer_key(predicted, result.sql, MATCH_RULES[ctx.benchmark])
     return SampleRecord(
         sample=k, seed=ctx.seeds[k], sql=result.sql, status=result.status.value,
         stop_reason=result.stop_reason.value, outcome=outcome, correct=outcome is Outcome.CORRECT,
@@ -180,6 +172,15 @@ def _judge(result: EpisodeResult, predicted: QueryResult | None, gold_result: Qu
     return (Outcome.CORRECT, None) if same else (Outcome.WRONG_RESULT, None)
 
 
+def _cancelled_sample(k: int, ctx: QuestionContext) -> SampleRecord:
+    return SampleRecord(
+        sample=k, seed=ctx.seeds[k], sql=None, status=CANCELLED_STATUS, stop_reason=None,
+        outcome=Outcome.CANCELLED, correct=False, error="stopped early: a majority of samples agreed",
+        result_rows=None, rounds=0, tool_calls=0, tokens=0, seconds=0.0, model_seconds=0.0,
+        tool_seconds=0.0, tables_seen=[], saw_gold_tables=None, trace=None,
+    )
+
+
 def _failed_sample(k: int, ctx: QuestionContext, outcome: Outcome, error: str) -> SampleRecord:
     return SampleRecord(
         sample=k, seed=ctx.seeds[k], sql=None, status=BACKEND_ERROR_STATUS, stop_reason=None,
@@ -190,11 +191,12 @@ def _failed_sample(k: int, ctx: QuestionContext, outcome: Outcome, error: str) -
 
 
 def _record(example: Example, ctx: QuestionContext, gold: GoldRecord, samples: Sequence[SampleRecord],
-            keys: Sequence[Hashable | None] | None, started: float) -> QuestionRecord:
+            outcome: VoteOutcome[SampleRecord] | None, started: float) -> QuestionRecord:
     scored = gold.status == QueryStatus.OK.value
-    winner = (vote(keys) or 0) if scored and samples and keys is not None else None
+    # No vote at all (nothing runnable): the first sample stands for the question.
+    winner = (outcome.winner or 0) if outcome is not None and scored and samples else None
     chosen = samples[winner] if winner is not None else None
-    groups = Counter(k for k in keys or () if k is not None)
+    finished = [s for s in samples if s.status != CANCELLED_STATUS]
     return QuestionRecord(
         key=example.key, index=example.index, benchmark=ctx.benchmark.value, model=ctx.model,
         db_id=example.db_id, difficulty=example.difficulty, tags=list(example.tags),
@@ -202,9 +204,10 @@ def _record(example: Example, ctx: QuestionContext, gold: GoldRecord, samples: S
         evidence=example.evidence, gold_sql=example.gold_sql, gold=gold, gold_error=not scored,
         predicted_sql=chosen.sql if chosen else None, status=chosen.status if chosen else None,
         correct=chosen.correct if chosen else None,
-        single_correct=sum(s.correct for s in samples) / len(samples) if scored and samples else None,
-        any_correct=any(s.correct for s in samples) if scored and samples else None,
-        voted_sample=winner, vote_counts=sorted(groups.values(), reverse=True),
+        single_correct=sum(s.correct for s in finished) / len(finished) if scored and finished else None,
+        any_correct=any(s.correct for s in finished) if scored and finished else None,
+        voted_sample=winner, vote_counts=[g.votes for g in outcome.groups] if outcome else [],
+        stopped_early=outcome.stopped_early if outcome else False,
         rounds=chosen.rounds if chosen else 0, tool_calls=chosen.tool_calls if chosen else 0,
         tokens=sum(s.tokens for s in samples), seconds=time.monotonic() - started,
         samples=list(samples),
@@ -212,9 +215,7 @@ def _record(example: Example, ctx: QuestionContext, gold: GoldRecord, samples: S
 
 
 async def _execute(db: Database, sql: str, limits: QueryLimits) -> QueryResult:
-    # One row past the cap tells a result that fits from one that does not.
-    return await db.aquery(sql, max_rows=limits.max_rows, count_cap=limits.max_rows + 1,
-                           timeout=limits.timeout)
+    return await execute_for_comparison(db, sql, limits)
 
 
 def _gold_error(result: QueryResult, limits: QueryLimits) -> str | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from .records import BACKEND_ERROR_STATUS, QuestionRecord
+from .records import BACKEND_ERROR_STATUS, CANCELLED_STATUS, QuestionRecord
 
 # Benchmarks' own difficulty orders; other labels follow alphabetically.
 DIFFICULTY_ORDER = ("easy", "medium", "hard", "extra", "simple", "moderate", "challenging")
@@ -80,7 +80,8 @@ def summarize(records: Sequence[QuestionRecord], *, benchmark: str, model: str, 
     ordered = sorted(records, key=lambda r: r.index)
     scored = [r for r in ordered if not r.gold_error]
     episodes = [s for r in scored for s in r.samples]
-    ran = [s for s in episodes if s.status != BACKEND_ERROR_STATUS]
+    ran = [s for s in episodes if s.status not in (BACKEND_ERROR_STATUS, CANCELLED_STATUS)]
+    backend_failed = sum(s.status == BACKEND_ERROR_STATUS for s in episodes)
     levels = sorted({lv for r in scored for lv in record_levels(r)}, key=_difficulty_rank)
     return Summary(
         benchmark=benchmark, model=model, samples=samples,
@@ -101,7 +102,7 @@ def summarize(records: Sequence[QuestionRecord], *, benchmark: str, model: str, 
         ),
         mean_tokens_per_question=_mean([r.tokens for r in scored]),
         gold_errors=_counts(r.gold.status for r in ordered if r.gold_error),
-        backend_failures=len(episodes) - len(ran),
+        backend_failures=backend_failed,
         timing=Timing(
             mean_question_seconds=_mean([r.seconds for r in scored]),
             mean_episode_seconds=_mean([s.seconds for s in ran]),

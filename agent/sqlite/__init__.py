@@ -104,7 +104,11 @@ class Database:
         return self.engine.limits
 
     def schema(self) -> Schema:
-        """Schema facts, cached and re-read when the file (or its WAL) changes."""
+        """Schema facts, cached and re-read when the file (or its WAL) changes.
+
+        Raises DatabasePathError when the file cannot be read as SQLite or its schema read is
+        stopped, DatabaseWorkerError when the worker fails.
+        """
         sig = stat_signature(self.path)
         with self._schema_lock:
             if self._schema is None or sig != self._schema_sig:

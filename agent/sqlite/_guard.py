@@ -88,6 +88,7 @@ class _StatementGuard:
         self.deadline = float("inf")
         self.first_action: int | None = None
         self.tables_read: set[str] = set()
+        self.columns_read: set[tuple[str, str]] = set()
         self.denied: str | None = None
         self.hidden = False  # the denial is a hide rule's, not the read-only guard's
         self.withheld = hiding.Withheld()
@@ -98,6 +99,7 @@ class _StatementGuard:
         self.deadline = deadline
         self.first_action = None
         self.tables_read = set()
+        self.columns_read = set()
         self.denied = None
         self.hidden = False
         self.withheld = withheld or hiding.Withheld()
@@ -118,6 +120,8 @@ class _StatementGuard:
         if action in _ALWAYS_ALLOWED:
             if action == sqlite3.SQLITE_READ and arg1:
                 self.tables_read.add(arg1)
+                if arg2:  # "" when a table is read without a column, as for count(*)
+                    self.columns_read.add((arg1, arg2))
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_FUNCTION:
             if (arg2 or "").lower() in _DENIED_FUNCTIONS:
@@ -254,6 +258,7 @@ class GuardedConnection:
         kept = fitter.kept_columns if fitter.kept_columns >= 0 else len(fitter.columns)
         return QueryResult(QueryStatus.OK, fitter.columns[:kept], tuple(fitter.rows), total,
                            lower_bound, tables_read=frozenset(self.guard.tables_read),
+                           columns_read=frozenset(self.guard.columns_read),
                            seconds=time.monotonic() - start, columns_cut=fitter.columns_cut,
                            cells_cut_to=fitter.cells_cut_to, rows_cut=fitter.rows_cut,
                            byte_budget=byte_budget)

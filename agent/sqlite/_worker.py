@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from ..errors import DatabasePathError, DatabaseWorkerError
 from ._guard import GuardedConnection, GuardSettings
@@ -294,8 +294,20 @@ class QueryEngine:
         self.kills = 0  # how many workers had to be killed (for tests, benchmarks and metrics)
         self.starts = 0  # how many worker processes were started (metrics)
 
-    def run(self, request: QueryRequest | SchemaRequest, cancel: CancelToken | None = None) -> Any:
-        """Run a request on a free worker, blocking; returns the worker's reply."""
+    @overload
+    def run(self, request: QueryRequest, cancel: CancelToken | None = None) -> QueryResult: ...
+
+    @overload
+    def run(self, request: SchemaRequest, cancel: CancelToken | None = None) -> Schema | QueryResult: ...
+
+    def run(self, request: QueryRequest | SchemaRequest,
+            cancel: CancelToken | None = None) -> QueryResult | Schema:
+        """Run a request on a free worker, blocking: the query's result, or the schema.
+
+        A request that overruns or is cancelled comes back as a KILLED/CANCELLED QueryResult.
+        Raises DatabasePathError when the file cannot be read as SQLite, DatabaseWorkerError
+        when the worker itself fails.
+        """
         with self._slots:
             worker = self._checkout()
             started = time.monotonic()

@@ -141,7 +141,7 @@ def _tokens(sql: str) -> Iterator[tuple[bool, str]]:
             i = n if end < 0 else end + 2
         elif ch in "'\"`[":
             close = "]" if ch == "[" else ch
-            end = _skip_quoted(sql, i, close)
+            end = skip_quoted(sql, i, close)
             if ch != "'":
                 yield True, sql[i + 1:end - 1].replace(close * 2, close).casefold()
             i = end
@@ -152,7 +152,7 @@ def _tokens(sql: str) -> Iterator[tuple[bool, str]]:
             i += 1
 
 
-def _skip_quoted(sql: str, start: int, close: str) -> int:
+def skip_quoted(sql: str, start: int, close: str) -> int:
     """The index just past the quoted text starting at `start` (doubled quotes stay inside)."""
     i = start + 1
     while i < len(sql):

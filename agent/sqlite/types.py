@@ -129,6 +129,7 @@ class QueryResult:
     total_is_lower_bound: bool = False  # counting stopped at the cap or the deadline
     error: str | None = None
     tables_read: frozenset[str] = frozenset()  # tables the authorizer saw being read
+    columns_read: frozenset[tuple[str, str]] = frozenset()  # (table, column) pairs it saw read
     seconds: float = 0.0
     # Cuts made in the worker to fit `byte_budget` (bytes of the rows as JSON):
     columns_cut: int = 0  # trailing columns left out (`columns` holds the kept ones)

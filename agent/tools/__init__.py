@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from ..sqlite import Database, QueryResult, Table
+from ..sqlite import Database, QueryResult, Schema, Table
 from . import _trained
-from ._args import ArgProblem, Param, clamp_limit, echo, parse_params, unquote_name
+from ._args import ArgProblem, Param, clamp_limit, echo, parse_params
 from ._base import (
     DEFAULT_TOOL_SETTINGS,
     QuerySpec,
@@ -35,13 +35,15 @@ from ._base import (
     ToolContext,
     ToolOutcome,
     ToolSettings,
+    distinct_values_tool,
     find_table,
     read_failure,
+    readable_table,
     real_tables,
     sample_query,
     with_note,
 )
-from ._hints import find_column, sql_error_hint, unknown_column_text
+from ._hints import sql_error_hint
 from ._joins import shortest_join_path
 from ._schema_text import (
     join_tables,
@@ -51,7 +53,6 @@ from ._schema_text import (
     render_no_path,
     render_same_table,
     render_table_list,
-    render_unreadable,
 )
 from .environment import DEFAULT_ENVIRONMENT, Environment
 from .result_text import (
@@ -90,11 +91,9 @@ def _list_tables(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
 
 
 def _describe_table(ctx: ToolContext, args: dict[str, Any]) -> Steps:
-    table = find_table(ctx.schema, args["table_name"])
+    table = readable_table(ctx.schema, args["table_name"])
     if isinstance(table, ToolOutcome):
         return table
-    if table.unreadable:
-        return ToolOutcome(render_unreadable(table), False, frozenset([table.name]))
     rows = None if table.kind == "view" else (yield from _count_rows(ctx, table))
     text = render_description(table, ctx.schema, rows, ctx.settings.result_chars)
     return ToolOutcome(text, True, frozenset([table.name]))
@@ -142,27 +141,8 @@ def _sample_rows(ctx: ToolContext, args: dict[str, Any]) -> Steps:
                        frozenset([table.name]) | real_tables(ctx.schema, result.tables_read))
 
 
-def _distinct_values(ctx: ToolContext, args: dict[str, Any]) -> Steps:
-    table = find_table(ctx.schema, args["table_name"])
-    if isinstance(table, ToolOutcome):
-        return table
-    if table.unreadable:
-        return ToolOutcome(render_unreadable(table), False, frozenset([table.name]))
-    bare = unquote_name(args["column_name"])
-    column = find_column(table, args["column_name"]) or find_column(table, bare)
-    if column is None:
-        return ToolOutcome(unknown_column_text(bare or args["column_name"], table), False,
-                           frozenset([table.name]))
-    s = ctx.settings
-    limit, note = clamp_limit(args["limit"], s.distinct_values, s.max_distinct_values)
-    # No LIMIT: the engine counts the groups past the first `limit`, which is the total.
-    result = yield QuerySpec(
-        f"SELECT {quote_ident(column)}, count(*) FROM {quote_ident(table.name)} "
-        "GROUP BY 1 ORDER BY 2 DESC, 1", max_rows=limit, cell_limit=s.cell_chars)
-    if not result.ok:
-        return read_failure(ctx, table, result)
-    text = render_distinct(table.name, column, result, s.cell_chars, s.result_chars)
-    return ToolOutcome(with_note(text, note), True, frozenset([table.name]))
+_distinct_values = distinct_values_tool(
+    lambda table, column, result, s: render_distinct(table.name, column, result, s.cell_chars, s.result_chars))
 
 
 def _run_query(ctx: ToolContext, args: dict[str, Any]) -> Steps:
@@ -284,25 +264,27 @@ def _prepare(name: Any, args: Any) -> tuple[str, dict[str, Any]] | ToolOutcome:
     return tool, parsed
 
 
-def run_tool(db: Database, name: str, args: Mapping[str, Any],
-             settings: ToolSettings = DEFAULT_TOOL_SETTINGS,
-             environment: Environment = DEFAULT_ENVIRONMENT) -> ToolOutcome:
-    """Run one tool call in `environment`'s texts; the model's mistakes come back as ok=False texts."""
+def _steps(name: Any, args: Any, schema: Schema, settings: ToolSettings, environment: Environment,
+           query_timeout: float) -> ToolOutcome | Steps:
+    """The call's outcome when it needs no query, else the generator of the queries it needs."""
     prepared = _prepare(name, args)
     if isinstance(prepared, ToolOutcome):
         return prepared
     tool, parsed = prepared
-    ctx = ToolContext(db.schema(), settings, db.limits.query_timeout)
-    steps = TOOLS[tool].impl_for(environment)(ctx, parsed)
+    return TOOLS[tool].impl_for(environment)(ToolContext(schema, settings, query_timeout), parsed)
+
+
+def run_tool(db: Database, name: str, args: Mapping[str, Any],
+             settings: ToolSettings = DEFAULT_TOOL_SETTINGS,
+             environment: Environment = DEFAULT_ENVIRONMENT) -> ToolOutcome:
+    """Run one tool call in `environment`'s texts; the model's mistakes come back as ok=False texts."""
+    steps = _steps(name, args, db.schema(), settings, environment, db.limits.query_timeout)
     if isinstance(steps, ToolOutcome):
         return steps
     try:
         spec = next(steps)
         while True:
-            result = db.query(spec.sql, max_rows=spec.max_rows, cell_limit=spec.cell_limit,
-                              byte_budget=settings.query_bytes,
-                              timeout=spec.timeout, count_cap=spec.count_cap)
-            spec = steps.send(result)
+            spec = steps.send(db.query(spec.sql, byte_budget=settings.query_bytes, **spec.options))
     except StopIteration as done:
         return done.value
 
@@ -311,20 +293,12 @@ async def arun_tool(db: Database, name: str, args: Mapping[str, Any],
                     settings: ToolSettings = DEFAULT_TOOL_SETTINGS,
                     environment: Environment = DEFAULT_ENVIRONMENT) -> ToolOutcome:
     """`run_tool` on the event loop; cancelling the caller interrupts the running query."""
-    prepared = _prepare(name, args)
-    if isinstance(prepared, ToolOutcome):
-        return prepared
-    tool, parsed = prepared
-    ctx = ToolContext(await db.aschema(), settings, db.limits.query_timeout)
-    steps = TOOLS[tool].impl_for(environment)(ctx, parsed)
+    steps = _steps(name, args, await db.aschema(), settings, environment, db.limits.query_timeout)
     if isinstance(steps, ToolOutcome):
         return steps
     try:
         spec = next(steps)
         while True:
-            result = await db.aquery(spec.sql, max_rows=spec.max_rows, cell_limit=spec.cell_limit,
-                                     byte_budget=settings.query_bytes,
-                                     timeout=spec.timeout, count_cap=spec.count_cap)
-            spec = steps.send(result)
+            spec = steps.send(await db.aquery(spec.sql, byte_budget=settings.query_bytes, **spec.options))
     except StopIteration as done:
         return done.value

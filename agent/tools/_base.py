@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from typing import Any
 
 from ..sqlite import QueryResult, QueryStatus, Schema, Table
-from ._args import unquote_name
-from ._hints import unknown_table_text
+from ._args import clamp_limit, unquote_name
+from ._hints import find_column, unknown_column_text, unknown_table_text
+from ._schema_text import render_unreadable
 from .result_text import quote_ident, render_query_failure, show_ident
 
 
@@ -52,6 +54,12 @@ class QuerySpec:
     cell_limit: int | None = None
     timeout: float | None = None
     count_cap: int | None = None  # rows counted in all (None: the engine's default)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The keyword arguments of Database.query/aquery for this statement."""
+        return {"max_rows": self.max_rows, "cell_limit": self.cell_limit, "timeout": self.timeout,
+                "count_cap": self.count_cap}
 
 
 Steps = Generator[QuerySpec, QueryResult, ToolOutcome]
@@ -100,3 +108,51 @@ def sample_query(table: Table, limit: int) -> str:
     shown = ("*" if not table.withheld_columns
              else ", ".join(quote_ident(c.name) for c in table.columns if not c.hidden))
     return f"SELECT {shown} FROM {quote_ident(table.name)} LIMIT {limit}"
+
+
+def readable_table(schema: Schema, given: str) -> Table | ToolOutcome:
+    """The table `given` names when its rows can be read; else the outcome saying why not."""
+    table = find_table(schema, given)
+    if isinstance(table, ToolOutcome) or not table.unreadable:
+        return table
+    return ToolOutcome(render_unreadable(table), False, frozenset([table.name]))
+
+
+def column_named(table: Table, given: str) -> str | ToolOutcome:
+    """The column of `table` that `given` names (quoted or bare); else the outcome with near names."""
+    bare = unquote_name(given)
+    column = find_column(table, given) or find_column(table, bare)
+    if column is None:
+        return ToolOutcome(unknown_column_text(bare or given, table), False, frozenset([table.name]))
+    return column
+
+
+def distinct_query(table: Table, column: str, limit: int, cell_chars: int) -> QuerySpec:
+    """The values of `column` with their counts, most frequent first.
+
+    No LIMIT: the engine counts the groups past the first `limit`, which is the total.
+    """
+    return QuerySpec(f"SELECT {quote_ident(column)}, count(*) FROM {quote_ident(table.name)} "
+                     "GROUP BY 1 ORDER BY 2 DESC, 1", max_rows=limit, cell_limit=cell_chars)
+
+
+RenderValues = Callable[[Table, str, QueryResult, ToolSettings], str]
+
+
+def distinct_values_tool(render: RenderValues) -> Callable[[ToolContext, dict[str, Any]], Steps]:
+    """distinct_values for an environment: the same lookups and query, its text from `render`."""
+    def distinct_values(ctx: ToolContext, args: dict[str, Any]) -> Steps:
+        table = readable_table(ctx.schema, args["table_name"])
+        if isinstance(table, ToolOutcome):
+            return table
+        column = column_named(table, args["column_name"])
+        if isinstance(column, ToolOutcome):
+            return column
+        s = ctx.settings
+        limit, note = clamp_limit(args["limit"], s.distinct_values, s.max_distinct_values)
+        result = yield distinct_query(table, column, limit, s.cell_chars)
+        if not result.ok:
+            return read_failure(ctx, table, result)
+        return ToolOutcome(with_note(render(table, column, result, s), note), True, frozenset([table.name]))
+
+    return distinct_values

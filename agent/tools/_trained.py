@@ -10,21 +10,22 @@ from __future__ import annotations
 from typing import Any
 
 from . import trained_text as texts
-from ._args import clamp_limit, unquote_name
+from ._args import clamp_limit
 from ._base import (
     QuerySpec,
     Steps,
     ToolContext,
     ToolOutcome,
+    distinct_values_tool,
     find_table,
     read_failure,
+    readable_table,
     real_tables,
     sample_query,
     with_note,
 )
-from ._hints import find_column, sql_error_hint, unknown_column_text
-from ._schema_text import render_unreadable
-from .result_text import quote_ident, show_ident
+from ._hints import sql_error_hint
+from .result_text import show_ident
 
 
 def list_tables(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
@@ -37,11 +38,9 @@ def list_tables(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
 
 def describe_table(ctx: ToolContext, args: dict[str, Any]) -> Steps:
     """The CREATE statement stored in sqlite_master, on one line."""
-    table = find_table(ctx.schema, args["table_name"])
+    table = readable_table(ctx.schema, args["table_name"])
     if isinstance(table, ToolOutcome):
         return table
-    if table.unreadable:
-        return ToolOutcome(render_unreadable(table), False, frozenset([table.name]))
     literal = "'" + table.name.replace("'", "''") + "'"
     result = yield QuerySpec(
         f"SELECT sql FROM sqlite_master WHERE type IN ('table', 'view') AND name = {literal}",
@@ -76,27 +75,10 @@ def sample_rows(ctx: ToolContext, args: dict[str, Any]) -> Steps:
                        frozenset([table.name]) | real_tables(ctx.schema, result.tables_read))
 
 
-def distinct_values(ctx: ToolContext, args: dict[str, Any]) -> Steps:
-    """`column | count` rows, most frequent first."""
-    table = find_table(ctx.schema, args["table_name"])
-    if isinstance(table, ToolOutcome):
-        return table
-    if table.unreadable:
-        return ToolOutcome(render_unreadable(table), False, frozenset([table.name]))
-    bare = unquote_name(args["column_name"])
-    column = find_column(table, args["column_name"]) or find_column(table, bare)
-    if column is None:
-        return ToolOutcome(unknown_column_text(bare or args["column_name"], table), False,
-                           frozenset([table.name]))
-    s = ctx.settings
-    limit, note = clamp_limit(args["limit"], s.distinct_values, s.max_distinct_values)
-    result = yield QuerySpec(
-        f"SELECT {quote_ident(column)}, count(*) FROM {quote_ident(table.name)} "
-        "GROUP BY 1 ORDER BY 2 DESC, 1", max_rows=limit, cell_limit=s.cell_chars)
-    if not result.ok:
-        return read_failure(ctx, table, result)
-    text = texts.render_values(show_ident(column), result, s.cell_chars, s.result_chars)
-    return ToolOutcome(with_note(text, note), True, frozenset([table.name]))
+# `column | count` rows, most frequent first.
+distinct_values = distinct_values_tool(
+    lambda table, column, result, s: texts.render_values(show_ident(column), result, s.cell_chars,
+                                                         s.result_chars))
 
 
 def run_query(ctx: ToolContext, args: dict[str, Any]) -> Steps:

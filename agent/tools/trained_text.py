@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ..sqlite.hiding import skip_quoted
 from ..sqlite.types import BlobRef, ClippedText, ForeignKey, QueryResult, QueryStatus, Schema, Table
 from ..text_safety import NAME_CHARS, echo_value
 from .result_text import (
@@ -126,20 +127,6 @@ def render_failure(result: QueryResult, hint: str | None, query_timeout: float) 
 _QUOTES = {"'": "'", '"': '"', "`": "`", "[": "]"}
 
 
-def _quoted_end(sql: str, start: int) -> int:
-    """Index just past the quoted token opening at `start` (doubled quotes stay inside)."""
-    close = _QUOTES[sql[start]]
-    i = start + 1
-    while i < len(sql):
-        if sql[i] == close:
-            if close != "]" and sql.startswith(close * 2, i):
-                i += 2
-                continue
-            return i + 1
-        i += 1
-    return len(sql)
-
-
 def _quoted_token(token: str) -> str:
     """A quoted name or literal, escaped; a very long one cut after its closing quote."""
     if len(token) <= NAME_CHARS + 2:
@@ -173,7 +160,7 @@ def normalise_statement(sql: str) -> str:
             space, i = True, i + 1
             continue
         if ch in _QUOTES:
-            end = _quoted_end(sql, i)
+            end = skip_quoted(sql, i, _QUOTES[ch])
             token = _quoted_token(sql[i:end])
         elif sql.startswith(("--", "/*"), i):
             end, comment = _comment_end(sql, i)

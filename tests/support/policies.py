@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 import anyio
 import anyio.lowlevel
 
-from agent.backends.base import STOP_STRINGS, Completion, SamplingSettings
+from agent.backends.base import STOP_STRINGS, Completion, SamplingSettings, seeded_copy
 from agent.backends.settings import DEFAULT_MODEL
 from agent.errors import (
     BackendAuthError,
@@ -333,6 +333,10 @@ class PolicyBackend:
         self.record = record  # False for benchmarks: keeps no prompts in memory
         self.requests: list[PolicyRequest] = []
         self._cache = PromptCache() if prompt_cache else None
+
+    def with_seed(self, seed: int) -> PolicyBackend:
+        """This backend answering as for `seed`, recording into the same request list."""
+        return seeded_copy(self, seed)
 
     async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
         """The policy's reply to `prompt`, cut at STOP_STRINGS and `max_tokens`."""

@@ -69,6 +69,9 @@ def register(subparsers: Any) -> None:
     run_group.add_argument("--concurrency", type=int, default=1, help="episodes at once (default 1)")
     run_group.add_argument("--samples", type=int, default=1,
                            help="episodes per question; K > 1 votes by execution result (default 1)")
+    run_group.add_argument("--no-early-stop", dest="early_stop", action="store_false",
+                           help="run all K samples of every question, even after a majority agrees "
+                                "(measures single-sample accuracy on every sample; the vote is the same)")
     run_group.add_argument("--seed", type=int, default=0, help="sample k uses seed + k (default 0)")
     run_group.add_argument("--scoring-timeout", type=float, default=30.0, metavar="SECONDS",
                            help="limit for executing gold and predicted SQL when scoring (default 30, "
@@ -176,7 +179,8 @@ def settings_from_args(args: argparse.Namespace) -> EvalSettings:
         samples=args.samples, concurrency=args.concurrency, seed=args.seed,
         limits=QueryLimits(timeout=args.scoring_timeout, max_rows=args.max_result_rows),
         tool_query_timeout=args.tool_query_timeout, max_backend_failures=args.max_backend_failures,
-        trace=TraceKind(args.trace), episode=EpisodeSettings(environment=environment_from_args(args)),
+        trace=TraceKind(args.trace), early_stop=args.early_stop,
+        episode=EpisodeSettings(environment=environment_from_args(args)),
     )
 
 

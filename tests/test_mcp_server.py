@@ -512,13 +512,14 @@ async def test_a_file_swapped_for_a_symlink_is_an_error_naming_the_alias(tmp_pat
 
 
 async def test_limits_in_the_listing_follow_the_settings(tmp_path: Path) -> None:
-    """The description and the input schema state the row cap and both time limits in force."""
+    """The description and the input schema state the row and size caps and both time limits."""
     server = build(tmp_path, ["--demo", "--max-rows", "7", "--query-timeout", "3",
-                              "--episode-timeout", "45"], PolicyBackend(OraclePolicy(BOOK_GOLD)))
+                              "--episode-timeout", "45", "--max-result-bytes", "65536"],
+                   PolicyBackend(OraclePolicy(BOOK_GOLD)))
     async with Client(server) as client:
         tool = (await client.list_tools()).tools[0]
-    stated = ("at most 7 rows", "over 10,000 characters are clipped", "may run 3 s",
-              "may take 45 s")
+    stated = ("at most 7 rows", "at most 65,536 bytes of rows as JSON",
+              "over 10,000 characters are clipped", "may run 3 s", "may take 45 s")
     assert all(s in tool.description for s in stated), tool.description
     question = tool.input_schema["properties"]["question"]["description"]
     assert all(s in question for s in stated), question

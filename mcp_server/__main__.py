@@ -16,7 +16,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the server; exit 2 with one line on stderr when the configuration is wrong."""
     try:
         settings = parse_settings(sys.argv[1:] if argv is None else argv, os.environ)
-        configure_logging(settings.log_level)
+        configure_logging(settings.log_level, settings.log_format)
         server = build_server(settings, environ=os.environ)
     except (ConfigError, PromptConfigError) as exc:
         print(f"sqale-mcp: {exc}", file=sys.stderr)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -18,6 +17,7 @@ from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 
+from .access import TokenTable, token_table
 from .catalog import (
     Catalog,
     attach_notes,
@@ -26,8 +26,11 @@ from .catalog import (
     load_catalog,
     tool_description,
 )
+from .draining import QuestionGate
 from .http_transport import MCP_PATH, http_app, serve_http
 from .limits import input_schema_with_limits
+from .log_format import configure_logging
+from .metrics import ServerMetrics
 from .runtime import (
     BackendFactory,
     EpisodeLog,
@@ -36,8 +39,11 @@ from .runtime import (
     open_runtime,
     server_prompts,
 )
+from .scoping import ScopedToolList
 from .settings import ServerSettings
 from .tool import TOOL_NAME, answer_sql_question
+
+__all__ = ["SqaleServer", "build_server", "configure_logging"]  # configure_logging: for callers
 
 logger = logging.getLogger(__name__)
 
@@ -59,21 +65,31 @@ class SqaleServer(MCPServer[ServerRuntime]):
     """The MCPServer with one tool; `run()` honours our transport, host, port and auth settings."""
 
     def __init__(self, settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
-                 backend_factory: BackendFactory) -> None:
+                 backend_factory: BackendFactory, tokens: TokenTable) -> None:
+        gate, metrics = QuestionGate(), ServerMetrics()
+        limits = answer_limits(settings)
+
+        def describe(shown: Catalog) -> str:
+            return tool_description(shown, model=settings.model, limits=limits,
+                                    max_samples=settings.max_samples)
+
         @asynccontextmanager
         async def lifespan(_: MCPServer[ServerRuntime]) -> AsyncIterator[ServerRuntime]:
-            async with open_runtime(settings, catalog, prompts, backend_factory) as runtime:
+            async with open_runtime(settings, catalog, prompts, backend_factory, gate=gate,
+                                    metrics=metrics, callers=tokens.callers) as runtime:
                 yield runtime
 
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
-                         lifespan=lifespan, log_level=settings.log_level)
+                         lifespan=lifespan, log_level=settings.log_level,
+                         middleware=[ScopedToolList(catalog, describe)])
         self.sqale_settings = settings
         self.catalog = catalog
-        limits = answer_limits(settings)
+        self.tokens = tokens
+        self.gate = gate
+        self.metrics = metrics
         self.add_tool(
             answer_sql_question, name=TOOL_NAME, title="Answer a question with SQL",
-            description=tool_description(catalog, model=settings.model, limits=limits,
-                                         max_samples=settings.max_samples),
+            description=describe(catalog),
             annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False,
                                         idempotent_hint=False, open_world_hint=False),
             structured_output=True,
@@ -102,7 +118,8 @@ class SqaleServer(MCPServer[ServerRuntime]):
     async def serve_http(self, settings: ServerSettings) -> None:
         """Serve streamable HTTP on settings.host:port, behind the bearer token when one is set."""
         mcp_app = self.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host)
-        await serve_http(http_app(mcp_app, settings), settings)
+        await serve_http(http_app(mcp_app, settings, self.tokens, self.metrics), settings,
+                         drain=self.gate.drain)
 
 
 def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
@@ -126,10 +143,5 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
         if entry.notes is not None:
             logger.info("database '%s': notes %s (%d facts, %d characters)", entry.alias,
                         entry.notes.path, entry.notes.facts, entry.notes.chars)
-    return SqaleServer(settings, catalog, prompts, backend_factory)
-
-
-def configure_logging(level: str) -> None:
-    """Log to stderr only: on stdio, stdout carries the protocol."""
-    logging.basicConfig(stream=sys.stderr, level=level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    tokens = token_table(settings, catalog.aliases)
+    return SqaleServer(settings, catalog, prompts, backend_factory, tokens)

@@ -375,7 +375,7 @@ async def test_episode_timeout_does_not_count_the_wait_for_a_slot(tmp_path: Path
 
 
 async def test_episode_log_gets_one_line_per_question(tmp_path: Path) -> None:
-    """--episode-log appends a JSON line per answered question and per failed call."""
+    """--episode-log appends a JSON line per answered question and per failed call, naming the token."""
     log = tmp_path / "episodes.jsonl"
     backend = PolicyBackend(KeyedPolicy({
         "refused": ScriptPolicy([ScriptedReply("model gone", http_status=404)]),
@@ -385,9 +385,10 @@ async def test_episode_log_gets_one_line_per_question(tmp_path: Path) -> None:
         await client.call_tool(TOOL, {"question": "How many books are there?", "evidence": "all"})
         await client.call_tool(TOOL, {"question": "refused question"})
     first, second = (json.loads(line) for line in log.read_text().splitlines())
-    volatile = ("time", "seconds", "model_seconds", "tool_seconds", "queued_seconds", "tokens")
+    volatile = ("time", "question_id", "seconds", "model_seconds", "tool_seconds", "queued_seconds",
+                "tokens")
     assert {k: v for k, v in first.items() if k not in volatile} == {
-        "question": "How many books are there?", "evidence": "all", "database": "bookshop",
+        "token": "local", "question": "How many books are there?", "evidence": "all", "database": "bookshop",
         "notes": None, "model": "qwen3.5-2b-grpo-synsql", "status": "submitted",
         "sql": "SELECT count(*) FROM books", "error": None, "stop_reason": "submit_sql", "row_count": 1,
         "rounds": 3, "tool_calls": 3,
@@ -398,8 +399,9 @@ async def test_episode_log_gets_one_line_per_question(tmp_path: Path) -> None:
             {"round": 3, "tool": "submit_sql", "arguments": {"sql": "SELECT count(*) FROM books"},
              "ok": True, "summary": "[1 row]"}]}
     assert set(first) >= set(volatile)
-    assert {k: v for k, v in second.items() if k != "time"} == {
-        "question": "refused question", "evidence": None, "database": "bookshop", "notes": None,
+    assert {k: v for k, v in second.items() if k not in ("time", "question_id")} == {
+        "token": "local", "question": "refused question", "evidence": None, "database": "bookshop",
+        "notes": None,
         "model": "qwen3.5-2b-grpo-synsql", "status": "error",
         "error": "The model is not installed: model gone"}
 

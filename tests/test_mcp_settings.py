@@ -115,7 +115,8 @@ def test_bad_settings_give_one_line_naming_what_and_how(tmp_path: Path) -> None:
         "see `sqale-mcp --help`")
     assert config_error(["--transport", "streamable-http", "--host", "0.0.0.0"]) == (
         "refusing to listen on 0.0.0.0 without authentication: set --auth-token-env NAME (the "
-        "token itself goes in that environment variable), or use --host 127.0.0.1; see "
+        "token itself goes in that environment variable), [tokens.NAME] tables in the --config "
+        "file, or use --host 127.0.0.1; see "
         "`sqale-mcp --help`")
     assert config_error(["--auth-token-env", "TOK"]) == (
         "--auth-token-env TOK: the environment variable TOK is not set or empty; export "

@@ -7,12 +7,12 @@ import json
 import re
 import sys
 
-from .commands import ask, doctor, evaluate, golden, tool
+from .commands import ask, doctor, evaluate, golden, html_report, tool
 from .errors import SqaleError
 from .version import package_version
 
 # Modules with register(subparsers); each sets `run(args) -> int` on its parser.
-COMMANDS = (ask, doctor, evaluate, golden, tool)
+COMMANDS = (ask, doctor, evaluate, golden, html_report, tool)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             settings = parse_settings(sys.argv[1:] if argv is None else argv, os.environ)
-            configure_logging(settings.log_level)
+            configure_logging(settings.log_level, settings.log_format)
             server = build_server(settings, environ=os.environ)
         except (ConfigError, PromptConfigError) as exc:
             print(f"sqale-mcp: {exc}", file=sys.stderr)

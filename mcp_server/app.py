@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -19,6 +18,7 @@ from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 from agent.version import package_version
 
+from .access import TokenTable, token_table
 from .catalog import (
     Catalog,
     attach_notes,
@@ -28,8 +28,11 @@ from .catalog import (
     load_catalog,
     tool_description,
 )
+from .draining import QuestionGate
 from .http_transport import MCP_PATH, http_app, serve_http
 from .limits import input_schema_with_limits
+from .log_format import configure_logging
+from .metrics import ServerMetrics
 from .runtime import (
     BackendFactory,
     EpisodeLog,
@@ -38,9 +41,12 @@ from .runtime import (
     open_runtime,
     server_prompts,
 )
+from .scoping import ScopedToolList
 from .settings import ServerSettings
 from .stopping import exit_on_stop_signal, print_tty_notice
 from .tool import TOOL_NAME, advertised_input_schema, answer_sql_question
+
+__all__ = ["SqaleServer", "build_server", "configure_logging"]  # configure_logging: for callers
 
 logger = logging.getLogger(__name__)
 
@@ -56,28 +62,38 @@ class SqaleServer(MCPServer[ServerRuntime]):
     """The MCPServer with one tool; `run()` honours our transport, host, port and auth settings."""
 
     def __init__(self, settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
-                 backend_factory: BackendFactory) -> None:
+                 backend_factory: BackendFactory, tokens: TokenTable) -> None:
+        gate, metrics = QuestionGate(), ServerMetrics()
+        limits = answer_limits(settings)
+
+        def describe(shown: Catalog) -> str:
+            return tool_description(shown, model=settings.model, limits=limits,
+                                    max_samples=settings.max_samples)
+
         runtime_closed = threading.Event()  # set once the runtime's workers are stopped
 
         @asynccontextmanager
         async def lifespan(_: MCPServer[ServerRuntime]) -> AsyncIterator[ServerRuntime]:
             try:
-                async with open_runtime(settings, catalog, prompts, backend_factory) as runtime:
+                async with open_runtime(settings, catalog, prompts, backend_factory, gate=gate,
+                                        metrics=metrics, callers=tokens.callers) as runtime:
                     yield runtime
             finally:
                 runtime_closed.set()
 
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
                          lifespan=lifespan, log_level=settings.log_level,
+                         middleware=[ScopedToolList(catalog, describe)],
                          dependencies=list(MCP_DEV_DEPENDENCIES))
         self.sqale_settings = settings
         self.catalog = catalog
         self.runtime_closed = runtime_closed
-        limits = answer_limits(settings)
+        self.tokens = tokens
+        self.gate = gate
+        self.metrics = metrics
         self.add_tool(
             answer_sql_question, name=TOOL_NAME, title="Answer a question with SQL",
-            description=tool_description(catalog, model=settings.model, limits=limits,
-                                         max_samples=settings.max_samples),
+            description=describe(catalog),
             annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False,
                                         idempotent_hint=False, open_world_hint=False),
             structured_output=True,
@@ -117,7 +133,8 @@ class SqaleServer(MCPServer[ServerRuntime]):
     async def serve_http(self, settings: ServerSettings) -> None:
         """Serve streamable HTTP on settings.host:port, behind the bearer token when one is set."""
         mcp_app = self.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host)
-        await serve_http(http_app(mcp_app, settings), settings)
+        await serve_http(http_app(mcp_app, settings, self.tokens, self.metrics), settings,
+                         drain=self.gate.drain)
 
 
 def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
@@ -141,16 +158,5 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
         if entry.notes is not None:
             logger.info("database '%s': notes %s (%d facts, %d characters)", entry.alias,
                         entry.notes.path, entry.notes.facts, entry.notes.chars)
-    return SqaleServer(settings, catalog, prompts, backend_factory)
-
-
-# Libraries that log a line per HTTP request at INFO: shown only with --log-level DEBUG.
-CHATTY_LOGGERS = ("httpx", "httpcore")
-
-
-def configure_logging(level: str) -> None:
-    """Log to stderr only: on stdio, stdout carries the protocol."""
-    logging.basicConfig(stream=sys.stderr, level=level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for name in CHATTY_LOGGERS:
-        logging.getLogger(name).setLevel(level if level == "DEBUG" else "WARNING")
+    tokens = token_table(settings, catalog.aliases)
+    return SqaleServer(settings, catalog, prompts, backend_factory, tokens)

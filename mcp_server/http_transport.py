@@ -1,58 +1,102 @@
-"""Streamable HTTP transport with bearer-token authentication."""
+"""Streamable HTTP transport: bearer tokens, GET /metrics, and a drain on SIGTERM."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
+import signal
+from collections.abc import Awaitable, Callable
+from types import FrameType
 
+import anyio
 import uvicorn
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .access import CALLER_SCOPE_KEY, TokenTable
+from .draining import DrainResult
+from .metrics import ServerMetrics
 from .settings import ServerSettings
 
 logger = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
 HEALTH_PATH = "/health"  # unauthenticated liveness probe: 200, no data
+METRICS_PATH = "/metrics"
+SHUTDOWN_GRACE_SECONDS = 3  # after the drain, for answers already written to reach their clients
+SESSION_CLOSE_SECONDS = 1.0  # after the drain, still listening: clients close their sessions
+
+
+def bearer_token(scope: Scope) -> bytes | None:
+    """The token of an `Authorization: Bearer <token>` header, or None."""
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"authorization":
+            scheme, _, token = value.partition(b" ")
+            return token.strip() if scheme.lower() == b"bearer" else None
+    return None
+
+
+async def send_json(send: Send, status: int, payload: dict[str, str],
+                    headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """One complete JSON response."""
+    body = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
 
 
 class BearerTokenMiddleware:
-    """Answers 401 to every HTTP request without `Authorization: Bearer <the token>`."""
+    """Answers 401 to every HTTP request without a known bearer token; tags the others' caller."""
 
-    def __init__(self, app: ASGIApp, token: str, token_env: str) -> None:
+    def __init__(self, app: ASGIApp, tokens: TokenTable, hint: str) -> None:
         self.app = app
-        self._token = token.encode()
-        self._token_env = token_env
+        self._tokens = tokens
+        self._hint = hint  # where the client's token comes from, for the refusal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self._authorised(scope):
-            await self._refuse(send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        presented = bearer_token(scope)
+        caller = self._tokens.find(presented) if presented else None
+        if caller is None:
+            await send_json(send, 401, {
+                "error": "invalid_token",
+                "error_description": f"missing or wrong bearer token: send 'Authorization: Bearer "
+                                     f"<token>' with {self._hint}"},
+                [(b"www-authenticate", b'Bearer realm="sqale-mcp", error="invalid_token"')])
+            return
+        await self.app({**scope, CALLER_SCOPE_KEY: caller}, receive, send)
 
-    def _authorised(self, scope: Scope) -> bool:
-        header = b""
-        for name, value in scope.get("headers", ()):
-            if name.lower() == b"authorization":
-                header = value
-                break
-        scheme, _, token = header.partition(b" ")
-        # compare_digest: the time taken must not tell how much of a guess was right.
-        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self._token)
 
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps({
-            "error": "invalid_token",
-            "error_description": (
-                "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
-                f"token the server reads from its {self._token_env} environment variable"),
-        }).encode()
-        await send({"type": "http.response.start", "status": 401, "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"www-authenticate", b'Bearer realm="sqale-mcp", error="invalid_token"'),
-        ]})
+class MetricsEndpoint:
+    """`GET /metrics` with the metrics token: the Prometheus text; everything else passes on."""
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics, token: str) -> None:
+        self.app = app
+        self._metrics = metrics
+        self._token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != METRICS_PATH:
+            await self.app(scope, receive, send)
+            return
+        # Its own token: a scraper's credential cannot ask questions, a client's cannot scrape.
+        presented = bearer_token(scope) or b""
+        if not hmac.compare_digest(presented, self._token):
+            await send_json(send, 401, {
+                "error": "invalid_token",
+                "error_description": "GET /metrics needs 'Authorization: Bearer <token>' with the "
+                                     "token from the server's --metrics-token-env variable"},
+                [(b"www-authenticate", b'Bearer realm="sqale-mcp-metrics", error="invalid_token"')])
+            return
+        body = self._metrics.render()
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", CONTENT_TYPE_LATEST.encode()),
+            (b"content-length", str(len(body)).encode()), (b"cache-control", b"no-store")]})
         await send({"type": "http.response.body", "body": body})
 
 
@@ -71,18 +115,66 @@ class HealthEndpoint:
         await self.app(scope, receive, send)
 
 
-def http_app(mcp_app: ASGIApp, settings: ServerSettings) -> ASGIApp:
-    """The ASGI app to serve: /health, then the MCP app behind the token check when a token is set."""
-    if settings.auth_token is None:
-        return HealthEndpoint(mcp_app)
-    return HealthEndpoint(BearerTokenMiddleware(mcp_app, settings.auth_token.get_secret_value(),
-                                                settings.auth_token_env or ""))
+def http_app(mcp_app: ASGIApp, settings: ServerSettings, tokens: TokenTable,
+             metrics: ServerMetrics) -> ASGIApp:
+    """The ASGI app to serve: /metrics behind its token, the MCP app behind the client tokens."""
+    app = mcp_app
+    if tokens.enabled:
+        hint = (f"the token the server reads from its {settings.auth_token_env} environment variable"
+                if settings.auth_token_env and not settings.tokens
+                else "the token the server's operator gave you")
+        app = BearerTokenMiddleware(app, tokens, hint)
+    if settings.metrics_token is not None:
+        app = MetricsEndpoint(app, metrics, settings.metrics_token.get_secret_value())
+    return HealthEndpoint(app)
 
 
-async def serve_http(app: ASGIApp, settings: ServerSettings) -> None:
-    """Serve `app` with uvicorn until stopped; logs go through logging (stderr)."""
-    auth = f"bearer token from ${settings.auth_token_env}" if settings.auth_token else "no auth"
+class _DrainingServer(uvicorn.Server):
+    """uvicorn, except that SIGTERM starts our drain instead of closing connections at once."""
+
+    def __init__(self, config: uvicorn.Config, on_terminate: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_terminate = on_terminate
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """SIGTERM: drain (once); SIGINT: uvicorn's own behaviour (Ctrl-C, exit 130)."""
+        if sig == signal.SIGTERM and not self.should_exit:
+            self._on_terminate()
+            return
+        super().handle_exit(sig, frame)
+
+
+async def serve_http(app: ASGIApp, settings: ServerSettings,
+                     drain: Callable[[float], Awaitable[DrainResult]]) -> None:
+    """Serve `app` until SIGTERM (drain, then return) or SIGINT; logs go through logging."""
+    auth = ("bearer tokens" if settings.tokens
+            else f"bearer token from ${settings.auth_token_env}" if settings.auth_token else "no auth")
     logger.info("serving MCP on http://%s:%d%s (%s)", settings.host, settings.port, MCP_PATH, auth)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
-                            log_level=settings.log_level.lower(), access_log=False)
-    await uvicorn.Server(config).serve()
+                            log_level=settings.log_level.lower(), access_log=False,
+                            timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)
+    loop = asyncio.get_running_loop()
+    terminated = anyio.Event()
+
+    def on_terminate() -> None:  # in the signal handler: wake the loop safely
+        loop.call_soon_threadsafe(terminated.set)
+
+    server = _DrainingServer(config, on_terminate)
+
+    async def drain_on_terminate() -> None:
+        await terminated.wait()
+        logger.info("SIGTERM: taking no new questions; draining for up to %g s",
+                    settings.drain_timeout)
+        drained = await drain(settings.drain_timeout)
+        logger.info("drained: %d questions were in flight, %d cancelled; stopping",
+                    drained.in_flight, drained.cancelled)
+        if drained.in_flight:
+            # Still listening a moment: clients that just got their answers end their sessions
+            # (DELETE /mcp) instead of meeting a closed port.
+            await anyio.sleep(SESSION_CLOSE_SECONDS)
+        server.should_exit = True
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(drain_on_terminate)
+        await server.serve()
+        group.cancel_scope.cancel()

@@ -32,7 +32,9 @@ class AnswerLimits:
 def limits_sentence(limits: AnswerLimits) -> str:
     """The limits in force, in one sentence."""
     return (f"Limits: an answer holds at most {limits.max_rows:,} rows (row_count still counts "
-            f"the rest); text cells over {limits.cell_chars:,} characters are clipped; each SQL "
+            f"the rest) and at most {limits.max_result_bytes:,} bytes of rows as JSON (columns, "
+            f"cells and rows are cut to fit); text cells over {limits.cell_chars:,} characters "
+            "are clipped; each SQL "
             f"statement may run {limits.query_timeout:g} s; answering one question may take "
             f"{limits.episode_timeout:g} s (time queued not counted).")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,8 +21,12 @@ from agent.errors import BackendError, ConfigError
 from agent.prompt import PromptSet, load_prompts
 from agent.sqlite import Database, EngineLimits, QueryEngine
 
+from .access import Caller
 from .catalog import Catalog
+from .draining import QuestionGate
 from .limits import AnswerLimits
+from .metrics import MeteredBackend, ServerMetrics
+from .quotas import TokenQuotas
 from .settings import ServerSettings
 
 logger = logging.getLogger(__name__)
@@ -90,12 +94,16 @@ class ServerRuntime:
     limiter: anyio.CapacityLimiter
     slots: RuntimeSlots  # episodes talking to the model at once (each keeps its slot)
     episode_log: EpisodeLog | None
+    quotas: TokenQuotas  # per token: questions at once and per minute
+    gate: QuestionGate  # questions in flight; refuses new ones once the server is stopping
+    metrics: ServerMetrics
     limits: AnswerLimits
 
 
 @asynccontextmanager
 async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
-                       backend_factory: BackendFactory) -> AsyncIterator[ServerRuntime]:
+                       backend_factory: BackendFactory, *, gate: QuestionGate, metrics: ServerMetrics,
+                       callers: Sequence[Caller]) -> AsyncIterator[ServerRuntime]:
     """Start the query workers and the backend, check the model once, and clean up at the end."""
     engine = QueryEngine(EngineLimits(workers=settings.max_concurrent,
                                       query_timeout=settings.query_timeout))
@@ -106,17 +114,26 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
     try:
         databases = {e.alias: Database(e.path, engine, hide=e.hide) for e in catalog.entries}
         backend = backend_factory(settings)
+        await warn_if_model_unavailable(backend)
+        metered = MeteredBackend(backend, settings.backend, _replica_label(settings), metrics)
+        limiter = anyio.CapacityLimiter(settings.max_concurrent)
+        runtime_slots = RuntimeSlots(slots.slots)
+        quotas = TokenQuotas(settings, callers)
+        metrics.watch_queue("token", lambda: quotas.waiting)
+        metrics.watch_queue("worker", lambda: limiter.statistics().tasks_waiting)
+        metrics.watch_queue("runtime_slot", lambda: runtime_slots.waiting)
+        metrics.in_flight.set_function(lambda: gate.in_flight)
+        metrics.watch_sqlite_workers(lambda: engine.starts, lambda: engine.kills)
         runtime = ServerRuntime(
-            settings=settings, catalog=catalog, databases=databases, backend=backend,
+            settings=settings, catalog=catalog, databases=databases, backend=metered,
             prompts=prompts, episode_settings=EpisodeSettings(
                 result_rows=settings.max_rows, result_cell_chars=RESULT_CELL_CHARS,
                 result_bytes=settings.max_result_bytes, environment=settings.environment),
-            limiter=anyio.CapacityLimiter(settings.max_concurrent),
-            slots=RuntimeSlots(slots.slots),
+            limiter=limiter, slots=runtime_slots,
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
+            quotas=quotas, gate=gate, metrics=metrics,
             limits=answer_limits(settings),
         )
-        await warn_if_model_unavailable(backend)
         yield runtime
     finally:
         # Shielded: a server stopped by cancellation must still stop its worker processes.
@@ -126,6 +143,13 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
                     await backend.aclose()
             finally:
                 await anyio.to_thread.run_sync(engine.close)
+
+
+def _replica_label(settings: ServerSettings) -> str:
+    """The replica a request is counted under when its completion does not say (failures)."""
+    if settings.backend == "ollama":
+        return str(settings.ollama_host or "default")
+    return settings.base_urls[0] if len(settings.base_urls) == 1 else "any"
 
 
 async def warn_if_model_unavailable(backend: ModelBackend) -> None:

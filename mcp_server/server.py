@@ -29,7 +29,7 @@ def server_from_environment() -> SqaleServer:
     argv, source = module_server_arguments(os.environ)
     try:
         settings = parse_settings(argv, os.environ)
-        configure_logging(settings.log_level)
+        configure_logging(settings.log_level, settings.log_format)
         return build_server(settings, environ=os.environ)
     except (ConfigError, PromptConfigError) as exc:
         print(f"sqale-mcp ({source}): {exc}", file=sys.stderr)

@@ -41,6 +41,19 @@ class DatabaseSpec(BaseModel):
     skippable: bool = False  # found by --db-dir: a bad file is skipped with a warning
 
 
+class TokenSpec(BaseModel):
+    """One client token of HTTP mode: its name (logged), its variable, and the aliases it may use."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    env: str
+    secret: SecretStr  # read from the variable `env` names, never from a file
+    databases: tuple[str, ...] | None = None  # None: every configured database
+    max_concurrent: int | None = Field(None, ge=1, le=1_024)  # None: --token-max-concurrent
+    questions_per_minute: int | None = Field(None, ge=1, le=100_000)  # None: --token-per-minute
+
+
 class NotesSpec(BaseModel):
     """A notes file (facts about the data, one per line) for the database under `alias`."""
 
@@ -94,6 +107,13 @@ class ServerSettings(BackendSettings):
     port: int = Field(8000, ge=1, le=65_535)
     auth_token_env: str | None = None
     auth_token: SecretStr | None = None  # read from the variable named by auth_token_env
+    tokens: tuple[TokenSpec, ...] = ()  # the config file's [tokens.NAME] tables
+    token_max_concurrent: int = Field(16, ge=1, le=1_024)  # per token; more wait in its queue
+    token_per_minute: int = Field(600, ge=1, le=100_000)  # questions per token per minute
+    metrics_token_env: str | None = None
+    metrics_token: SecretStr | None = None  # GET /metrics needs it; no token: no /metrics
+    drain_timeout: float = Field(30.0, ge=0, le=3_600)  # SIGTERM: seconds for questions in flight
+    log_format: Literal["text", "json"] = "text"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     max_question_chars: int = Field(2_000, ge=10)
     max_evidence_chars: int = Field(4_000, ge=0)
@@ -108,12 +128,17 @@ class ServerSettings(BackendSettings):
         if self.samples > self.max_samples:
             raise ValueError(f"--samples {self.samples} is above --max-samples {self.max_samples}; "
                              "lower it or raise --max-samples")
-        if (self.transport == "streamable-http" and self.auth_token is None
+        if (self.transport == "streamable-http" and self.auth_token is None and not self.tokens
                 and not is_loopback(self.host)):
             raise ValueError(
                 f"refusing to listen on {self.host} without authentication: set --auth-token-env NAME "
-                "(the token itself goes in that environment variable), or use --host 127.0.0.1"
+                "(the token itself goes in that environment variable), [tokens.NAME] tables in the "
+                "--config file, or use --host 127.0.0.1"
             )
+        names = [t.name for t in self.tokens]
+        if self.auth_token is not None and "default" in names:
+            raise ValueError("[tokens.default] clashes with --auth-token-env, whose token is named "
+                             "'default' in logs; rename the table")
         return self
 
     @property
@@ -218,14 +243,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="HTTP port (default 8000)")
     p.add_argument("--auth-token-env", metavar="NAME",
                    help="environment variable holding the HTTP bearer token (required off loopback)")
+    p.add_argument("--token-max-concurrent", type=int, metavar="N",
+                   help="questions one token may have answered at once; more wait (default 16)")
+    p.add_argument("--token-per-minute", type=int, metavar="M",
+                   help="questions one token may ask per minute; more are refused (default 600)")
+    p.add_argument("--metrics-token-env", metavar="NAME",
+                   help="environment variable holding the bearer token for GET /metrics (HTTP mode)")
+    p.add_argument("--drain-timeout", type=float, metavar="SECONDS",
+                   help="on SIGTERM, time for questions in flight to finish (default 30)")
     p.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), type=str.upper,
                    help="stderr log level, any case (default INFO; DEBUG shows each model request)")
+    p.add_argument("--log-format", choices=("text", "json"),
+                   help="stderr log lines as text (default) or one JSON object per line")
     return p
 
 
 # Settings a config file may hold, by field name; `db` is the [db] alias table.
 _FILE_KEYS = frozenset(ServerSettings.model_fields) - {"databases", "notes", "api_key", "auth_token",
-                                                       "base_urls"}
+                                                       "base_urls", "metrics_token"}
 _FILE_KEYS_WITH_ALIASES = _FILE_KEYS | {"db", "notes", "base_url"}
 _PATH_KEYS = ("db_dir", "reference_agent", "system_prompt", "user_template", "episode_log")
 
@@ -262,6 +297,10 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
     values["hide"] = tuple(HideSpec(alias=a, rules=r) for a, r in hidden.items())
     if values.get("auth_token_env") is not None:
         values["auth_token"] = read_secret(values["auth_token_env"], environ, "--auth-token-env")
+    if values.get("metrics_token_env") is not None:
+        values["metrics_token"] = read_secret(values["metrics_token_env"], environ, "--metrics-token-env")
+    if "tokens" in values:
+        values["tokens"] = file_tokens(values["tokens"], environ, config_path or Path("?"))
     try:
         return ServerSettings(**with_api_key(values, environ))
     except ValidationError as exc:
@@ -346,6 +385,41 @@ def read_config_file(path: Path) -> dict[str, Any]:
         if isinstance(values.get(key), str):
             values[key] = base / Path(values[key]).expanduser()
     return values
+
+
+_TOKEN_KEYS = ("env", "databases", "max_concurrent", "questions_per_minute")
+
+
+def file_tokens(table: object, environ: Mapping[str, str], path: Path) -> tuple[TokenSpec, ...]:
+    """The [tokens.NAME] tables, each secret read from the environment variable it names."""
+    example = '[tokens.analytics]\\nenv = "SQALE_TOKEN_ANALYTICS"\\ndatabases = ["sales"]'
+    if not isinstance(table, dict):
+        raise ConfigError(f"--config {path}: `tokens` must be tables like {example}")
+    specs = []
+    for name, entry in table.items():
+        where = f"--config {path}: tokens.{name}"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where} must be a table like {example}")
+        entry = {key.replace("-", "_"): value for key, value in entry.items()}
+        unknown = sorted(set(entry) - set(_TOKEN_KEYS))
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r}; known: {', '.join(_TOKEN_KEYS)}")
+        check_alias(name, where)  # the same safe characters as an alias: it is logged
+        databases = entry.get("databases")
+        if databases is not None and (not isinstance(databases, list) or not databases
+                                      or not all(isinstance(d, str) for d in databases)):
+            raise ConfigError(f"{where}: databases must be a non-empty list of aliases, "
+                              'e.g. databases = ["sales", "chinook"] (leave it out for all)')
+        secret = read_secret(entry.get("env"), environ, f"{where}.env")
+        try:
+            specs.append(TokenSpec(
+                name=name, env=entry["env"], secret=secret,
+                databases=tuple(databases) if databases is not None else None,
+                max_concurrent=entry.get("max_concurrent"),
+                questions_per_minute=entry.get("questions_per_minute")))
+        except ValidationError as exc:
+            raise ConfigError(f"{where}: {validation_message(exc)}") from exc
+    return tuple(specs)
 
 
 def _file_alias_paths(name: str, table: object, path: Path, base: Path) -> dict[str, Path]:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
+import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, cast
 
 import anyio
@@ -17,14 +20,19 @@ from agent.episode import EpisodeResult
 from agent.errors import SqaleError
 from agent.notes import evidence_with_notes
 
+from .access import LOCAL_CALLER, Caller, caller_of
+from .draining import ServerStopping
 from .limits import AnswerLimits
 from .output import AnswerOutput, answer_from_episode, render_answer_text
+from .quotas import QuotaExceeded
 from .runtime import ServerRuntime
 from .sampling import QuestionAsked, ReportProgress, candidates_of, chosen_run, run_question
 from .tool_errors import (
     empty_question,
     episode_timeout,
     samples_out_of_range,
+    server_stopped_answering,
+    server_stopping,
     text_too_long,
     tool_error_for,
     unknown_database,
@@ -52,7 +60,8 @@ async def answer_sql_question(
     # The SDK types the lifespan's value as a dict; ours is the ServerRuntime open_runtime yields.
     runtime = cast(ServerRuntime, ctx.request_context.lifespan_context)
     return await answer_question(runtime, question, database, evidence,
-                                 report_progress=ctx.report_progress, samples=samples)
+                                 report_progress=ctx.report_progress, samples=samples,
+                                 caller=caller_of(ctx.request_context.request))
 
 
 def advertised_input_schema(schema: Mapping[str, Any], *, aliases: Sequence[str], max_question_chars: int,
@@ -92,14 +101,16 @@ def checked_text(name: str, value: str | None, limit: int) -> str | None:
 
 async def answer_question(runtime: ServerRuntime, question: str, database: str | None,
                           evidence: str | None, *, report_progress: ReportProgress,
-                          samples: int | None = None) -> CallToolResult:
+                          samples: int | None = None, caller: Caller = LOCAL_CALLER) -> CallToolResult:
     """Run the call's samples (one episode by default) and return the CallToolResult; errors are ToolErrors."""
     settings = runtime.settings
     asked = checked_text("question", question, settings.max_question_chars)
     if asked is None:
         raise empty_question()
     hint = checked_text("evidence", evidence, settings.max_evidence_chars)
-    alias = resolve_alias(database, runtime.catalog.aliases)
+    # Out of scope and nonexistent aliases get the same error: it lists only the caller's own.
+    alias = resolve_alias(database, caller.visible(runtime.catalog.aliases))
+    asker = _Asker(uuid.uuid4().hex[:12], caller.name)
     count = settings.samples if samples is None else samples
     if not 1 <= count <= settings.max_samples:
         raise samples_out_of_range(count, settings.max_samples)
@@ -108,21 +119,95 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
                          evidence=evidence_with_notes(notes.text if notes else None, hint))
     failure: ToolError | None = None
     try:
-        answer, episode, voting = await _run_samples(runtime, call, report_progress)
+        answer, episode, voting = await _run_admitted(runtime, caller, call, report_progress)
         record = {**answer.model_dump(mode="json", include=set(_AUDITED_ANSWER_FIELDS)),
                   "model_seconds": round(episode.model_seconds, 3),
                   "tool_seconds": round(episode.tool_seconds, 3),
                   "queued_seconds": round(answer.queued_seconds, 3), **voting}
+        outcome: tuple[str, str] = (answer.status, answer.stop_reason)
     except ToolError as error:
-        failure, record = error, {"status": "error", "error": str(error)}
-    await _audit(runtime, asked, hint, alias, record)  # one line per call, answered or not
+        outcome = _failure_outcome(error)
+        failure, record = error, {"status": outcome[0], "error": str(error)}
+    runtime.metrics.questions.labels(alias, caller.name, *outcome).inc()
+    await _audit(runtime, asker, asked, hint, alias, record)  # one line per call, answered or not
     if failure is not None:
+        logger.info("not answered on '%s' for token '%s': %s", alias, caller.name, failure,
+                    extra=asker.log_fields())
         raise failure
-    logger.info("answered on '%s': %s after %d rounds, %d tool calls, %.1f s (queued %.1f s)%s",
-                alias, answer.status, answer.rounds, answer.tool_calls, answer.seconds,
-                answer.queued_seconds,
-                f"; {count} samples, agreement {answer.agreement:.2f}" if count > 1 else "")
-    return await anyio.to_thread.run_sync(lambda: build_response(answer, runtime.limits))
+    response = await anyio.to_thread.run_sync(lambda: build_response(answer, runtime.limits))
+    text_bytes = sum(len(c.text.encode()) for c in response.content if isinstance(c, TextContent))
+    runtime.metrics.observe_answer(alias, answer.seconds, answer.rounds, text_bytes)
+    logger.info("answered on '%s' for token '%s': %s after %d rounds, %d tool calls, %.1f s "
+                "(queued %.1f s)%s", alias, caller.name, answer.status, answer.rounds,
+                answer.tool_calls, answer.seconds, answer.queued_seconds,
+                f"; {count} samples, agreement {answer.agreement:.2f}" if count > 1 else "",
+                extra=asker.log_fields())
+    return response
+
+
+@dataclass(frozen=True)
+class _Asker:
+    """Who asked, for the log lines of one question."""
+
+    question_id: str
+    token: str
+
+    def log_fields(self) -> dict[str, str]:
+        """The `extra` of this question's log records (JSON logs show them)."""
+        return {"question_id": self.question_id, "token": self.token}
+
+
+class _Refused(ToolError):
+    """A question refused before it ran (quota, or the server stopping); `reason` labels it."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class _Cancelled(ToolError):
+    """A question cancelled because the server stopped before it was answered."""
+
+
+def _failure_outcome(error: ToolError) -> tuple[str, str]:
+    """(status, reason) of a failed call, for the metrics and the episode log."""
+    if isinstance(error, _Refused):
+        return "refused", error.reason
+    if isinstance(error, _Cancelled):
+        return "cancelled", "server_stopping"
+    cause = error.__cause__
+    return "error", type(cause).__name__ if cause is not None else "episode_timeout"
+
+
+def token_waiting_message(ahead: int) -> str:
+    """The progress text of a question waiting behind its own token's earlier questions."""
+    return f"waiting for this token's earlier questions: {ahead} ahead"
+
+
+async def _run_admitted(runtime: ServerRuntime, caller: Caller, call: QuestionAsked,
+                        report_progress: ReportProgress
+                        ) -> tuple[AnswerOutput, EpisodeResult, dict[str, Any]]:
+    """Check the caller's quotas and that the server still takes questions, then run the samples."""
+
+    async def on_token_wait(ahead: int) -> None:
+        await report_progress(0, None, token_waiting_message(ahead))
+
+    arrived = time.perf_counter()
+    try:
+        runtime.quotas.check_rate(caller)
+        with runtime.gate.admit() as stop_scope:
+            with stop_scope:  # cancelled when the server's drain time runs out
+                async with runtime.quotas.of(caller).concurrent.slot(on_token_wait):
+                    token_wait = time.perf_counter() - arrived
+                    answer, result, voting = await _run_samples(runtime, call, report_progress)
+                    # The wait behind the token's own questions is queue time too.
+                    return (answer.model_copy(update={
+                        "queued_seconds": answer.queued_seconds + token_wait}), result, voting)
+            raise _Cancelled(str(server_stopped_answering()))
+    except QuotaExceeded as exc:
+        raise _Refused(str(exc), "quota") from exc
+    except ServerStopping as exc:
+        raise _Refused(str(server_stopping()), "stopping") from exc
 
 
 # What the audit line keeps of an answer (not the rows: the SQL and the count say what came back).
@@ -163,7 +248,7 @@ def build_response(answer: AnswerOutput, limits: AnswerLimits) -> CallToolResult
                           structured_content=answer.model_dump(mode="json"))
 
 
-async def _audit(runtime: ServerRuntime, question: str, evidence: str | None, alias: str,
+async def _audit(runtime: ServerRuntime, asker: _Asker, question: str, evidence: str | None, alias: str,
                  fields: dict[str, Any]) -> None:
     if runtime.episode_log is not None:
         notes = runtime.catalog.entry(alias).notes
@@ -171,6 +256,9 @@ async def _audit(runtime: ServerRuntime, question: str, evidence: str | None, al
                                            "chars": notes.chars}
         hide = runtime.databases[alias].hide
         hidden = {"hide_rules": list(hide.texts)} if hide else {}
-        await runtime.episode_log.append({
-            "question": question, "evidence": evidence, "database": alias, "notes": used,
-            "model": runtime.backend.model, **hidden, **fields})
+        # Shielded: a question cancelled by the server's stop still leaves its whole line.
+        with anyio.CancelScope(shield=True):
+            await runtime.episode_log.append({
+                "question_id": asker.question_id, "token": asker.token,
+                "question": question, "evidence": evidence, "database": alias, "notes": used,
+                "model": runtime.backend.model, **hidden, **fields})

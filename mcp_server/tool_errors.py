@@ -78,5 +78,17 @@ def episode_timeout(seconds: float) -> ToolError:
         "machine or a model still loading can cause this).")
 
 
+def server_stopping() -> ToolError:
+    """A question that arrived while the server drains before it stops."""
+    return ToolError("The server is shutting down and takes no new questions. Ask again in a "
+                     "minute, once it has restarted (or ask its operator).")
+
+
+def server_stopped_answering() -> ToolError:
+    """A question still running when the drain time ran out."""
+    return ToolError("The server shut down before this question was answered (it ran past the "
+                     "server's drain time). Ask again once the server has restarted.")
+
+
 def _sentence(text: str) -> str:
     return text.rstrip().rstrip(".") + "."

@@ -287,7 +287,9 @@ def test_results_line_holds_the_question_and_trace(tmp_path):
         "predicted_sql": "SELECT count(*) FROM customer", "status": "submitted", "correct": True,
         "single_correct": 1.0, "rounds": 3, "tool_calls": 3, "gold_error": False}
     assert line["gold"] | {"seconds": 0} == {"status": "ok", "error": None, "rows": 1, "ordered": False,
-                                             "tables": ["customer"], "seconds": 0}
+                                             "tables": ["customer"], "seconds": 0,
+                                             "preview": {"columns": ["count(*)"], "rows": [[3]]}}
+    assert sample["preview"] == {"columns": ["count(*)"], "rows": [[3]]}
     assert [[c["tool"] for c in r["calls"]] for r in sample["trace"]] == [["list_tables"], ["run_query"],
                                                                           ["submit_sql"]]
     assert sample["trace"][1]["calls"][0]["args"] == {"sql": "SELECT count(*) FROM customer"}

@@ -115,7 +115,8 @@ def test_non_loopback_without_token_is_refused(tmp_path: Path) -> None:
                                      "--host", "0.0.0.0")
     assert (done.returncode, done.stdout, done.stderr) == (2, "", (
         "sqale-mcp: refusing to listen on 0.0.0.0 without authentication: set --auth-token-env "
-        "NAME (the token itself goes in that environment variable), or use --host 127.0.0.1; see "
+        "NAME (the token itself goes in that environment variable), [tokens.NAME] tables in the "
+        "--config file, or use --host 127.0.0.1; see "
         "`sqale-mcp --help`\n"))
 
 

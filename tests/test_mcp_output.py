@@ -286,8 +286,9 @@ def test_input_schema_states_the_limits_in_the_question_description() -> None:
     assert input_schema_with_limits(schema, LIMITS) == {
         "type": "object", "properties": {
             "question": {"type": "string", "description": (
-                "Q. Limits: an answer holds at most 3 rows (row_count still counts the rest); "
-                "text cells over 5 characters are clipped; each SQL statement may run 2.5 s; "
+                "Q. Limits: an answer holds at most 3 rows (row_count still counts the rest) "
+                "and at most 262,144 bytes of rows as JSON (columns, cells and rows are cut to "
+                "fit); text cells over 5 characters are clipped; each SQL statement may run 2.5 s; "
                 "answering one question may take 60 s (time queued not counted).")},
             "database": {"type": "string"}}}
     assert schema["properties"]["question"]["description"] == "Q."

@@ -376,7 +376,7 @@ async def test_episode_timeout_does_not_count_the_wait_for_a_slot(tmp_path: Path
 
 
 async def test_episode_log_gets_one_line_per_question(tmp_path: Path) -> None:
-    """--episode-log appends a JSON line per answered question and per failed call."""
+    """--episode-log appends a JSON line per answered question and per failed call, naming the token."""
     log = tmp_path / "episodes.jsonl"
     backend = PolicyBackend(KeyedPolicy({
         "refused": ScriptPolicy([ScriptedReply("model gone", http_status=404)]),
@@ -386,9 +386,10 @@ async def test_episode_log_gets_one_line_per_question(tmp_path: Path) -> None:
         await client.call_tool(TOOL, {"question": "How many books are there?", "evidence": "all"})
         await client.call_tool(TOOL, {"question": "refused question"})
     first, second = (json.loads(line) for line in log.read_text().splitlines())
-    volatile = ("time", "seconds", "model_seconds", "tool_seconds", "queued_seconds", "tokens")
+    volatile = ("time", "question_id", "seconds", "model_seconds", "tool_seconds", "queued_seconds",
+                "tokens")
     assert {k: v for k, v in first.items() if k not in volatile} == {
-        "question": "How many books are there?", "evidence": "all", "database": "bookshop",
+        "token": "local", "question": "How many books are there?", "evidence": "all", "database": "bookshop",
         "notes": None, "model": "qwen3.5-2b-grpo-synsql", "status": "submitted",
         "sql": "SELECT count(*) FROM books", "error": None, "stop_reason": "submit_sql", "row_count": 1,
         "rounds": 3, "tool_calls": 3,
@@ -399,8 +400,9 @@ async def test_episode_log_gets_one_line_per_question(tmp_path: Path) -> None:
             {"round": 3, "tool": "submit_sql", "arguments": {"sql": "SELECT count(*) FROM books"},
              "ok": True, "summary": "[1 row]"}]}
     assert set(first) >= set(volatile)
-    assert {k: v for k, v in second.items() if k != "time"} == {
-        "question": "refused question", "evidence": None, "database": "bookshop", "notes": None,
+    assert {k: v for k, v in second.items() if k not in ("time", "question_id")} == {
+        "token": "local", "question": "refused question", "evidence": None, "database": "bookshop",
+        "notes": None,
         "model": "qwen3.5-2b-grpo-synsql", "status": "error",
         "error": "The model is not installed: model gone"}
 
@@ -565,13 +567,14 @@ async def test_a_file_swapped_for_a_symlink_is_an_error_naming_the_alias(tmp_pat
 
 
 async def test_limits_in_the_listing_follow_the_settings(tmp_path: Path) -> None:
-    """The description and the input schema state the row cap and both time limits in force."""
+    """The description and the input schema state the row and size caps and both time limits."""
     server = build(tmp_path, ["--demo", "--max-rows", "7", "--query-timeout", "3",
-                              "--episode-timeout", "45"], PolicyBackend(OraclePolicy(BOOK_GOLD)))
+                              "--episode-timeout", "45", "--max-result-bytes", "65536"],
+                   PolicyBackend(OraclePolicy(BOOK_GOLD)))
     async with Client(server) as client:
         tool = (await client.list_tools()).tools[0]
-    stated = ("at most 7 rows", "over 10,000 characters are clipped", "may run 3 s",
-              "may take 45 s")
+    stated = ("at most 7 rows", "at most 65,536 bytes of rows as JSON",
+              "over 10,000 characters are clipped", "may run 3 s", "may take 45 s")
     assert all(s in tool.description for s in stated), tool.description
     question = tool.input_schema["properties"]["question"]["description"]
     assert all(s in question for s in stated), question

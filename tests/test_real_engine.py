@@ -34,6 +34,7 @@ from tests.support.real_engine import LlamaServer, engine_missing, llama_server
 pytestmark = [
     pytest.mark.real_engine,
     pytest.mark.slow,
+    pytest.mark.timeout(900),  # a CPU engine: whole episodes take minutes on a loaded machine
     pytest.mark.timeout(600),  # a real model loads and generates on a CPU: minutes, not seconds
     pytest.mark.skipif(engine_missing() is not None, reason=engine_missing() or ""),
 ]
@@ -49,7 +50,7 @@ QUESTIONS = ("How many albums does each artist have?", "Which artist made 'Balls
              "How many artists are there?", "List the album titles in alphabetical order.")
 STATUSES = {s.value for s in EpisodeStatus}
 BUDGET = EpisodeSettings().token_budget
-FAST = EpisodeSettings(max_turn_tokens=96)  # in-process episodes: short turns keep the tier quick
+FAST = EpisodeSettings(max_turn_tokens=256)  # short turns keep the tier quick (256: a tool turn's minimum)
 
 
 @pytest.fixture(scope="session")
@@ -117,7 +118,8 @@ def agent_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def mcp_params(tmp_path: Path, server: LlamaServer, db_path: Path) -> StdioServerParameters:
     """The MCP server over stdio, answering from the real engine."""
-    cmd = server_command("--db", f"music={db_path}", "--backend", "openai", "--base-url", server.url)
+    cmd = server_command("--db", f"music={db_path}", "--backend", "openai", "--base-url", server.url,
+                         "--runtime-slots", "1")  # llama_cpp.server has one slot
     return StdioServerParameters(command=cmd[0], args=cmd[1:], env=server_env(tmp_path), cwd=REPO)
 
 
@@ -142,7 +144,7 @@ def test_doctor_and_ask_complete_against_the_engine(engine: LlamaServer, music_d
 def test_requests_fit_the_engine_and_completions_never_open_a_turn(engine: LlamaServer,
                                                                    music_db: Path) -> None:
     """Counted by the engine's tokenizer, prompt + max_tokens fits; no completion has a control token."""
-    result, backend = episode(engine, music_db, QUESTIONS[1], EpisodeSettings())
+    result, backend = episode(engine, music_db, QUESTIONS[1])
     assert result.status.value in STATUSES and result.stop_reason is not None
     assert 0 < result.tokens <= BUDGET
     sizes = [(count_tokens(engine, prompt), max_tokens) for prompt, max_tokens, _ in backend.requests]
@@ -153,8 +155,8 @@ def test_requests_fit_the_engine_and_completions_never_open_a_turn(engine: Llama
 
 
 def test_a_small_engine_context_is_a_clear_error_or_an_early_answer(tmp_path: Path, music_db: Path) -> None:
-    """At n_ctx 1024 the episode ends with a result or our BackendError naming the context, never a crash."""
-    with llama_server(tmp_path, n_ctx=1024) as small:
+    """At n_ctx 768 the episode ends with a result or our BackendError naming the context, never a crash."""
+    with llama_server(tmp_path, n_ctx=768) as small:
         try:
             result, _ = episode(small, music_db, QUESTIONS[2])
         except BackendError as exc:
@@ -191,9 +193,11 @@ async def test_cancelling_an_mcp_call_frees_the_engine(tmp_path: Path, engine: L
         freed_after = time.perf_counter() - started
         print(f"\nengine served a 1-token request {freed_after:.2f} s after the cancel")
         assert probe.status_code == 200
-        assert freed_after < 10.0
-        # The engine itself saw the stream go away mid-generation (it says so in its log).
+        # The engine itself stopped the cancelled generation (it logs the client going away);
+        # the probe waits at most for the prefill that was under way, never for a whole
+        # generation (up to 2,048 tokens: minutes on a loaded CPU).
         assert engine.log().count("Disconnected from client") > before
+        assert freed_after < 60.0
         with anyio.fail_after(300):
             after = await client.call_tool(TOOL, {"question": QUESTIONS[2]})
     assert after.structured_content["status"] in STATUSES
@@ -202,7 +206,7 @@ async def test_cancelling_an_mcp_call_frees_the_engine(tmp_path: Path, engine: L
 @pytest.mark.anyio
 async def test_concurrent_mcp_calls_queue_and_all_finish(tmp_path: Path, engine: LlamaServer,
                                                          music_db: Path) -> None:
-    """Three calls at once on the single-slot engine all finish, each with progress on the way."""
+    """Three calls at once on the one-slot engine queue by slot, all finish, with progress on the way."""
     progress: dict[int, list[str]] = {i: [] for i in range(3)}
     results: dict[int, Any] = {}
     async with Client(mcp_params(tmp_path, engine, music_db)) as client:
@@ -223,5 +227,9 @@ async def test_concurrent_mcp_calls_queue_and_all_finish(tmp_path: Path, engine:
         answer = results[i].structured_content
         assert answer["status"] in STATUSES and answer["stop_reason"]
         assert 0 < answer["tokens"] <= BUDGET
-        assert len(progress[i]) >= answer["rounds"], progress[i]
+        rounds = [m for m in progress[i] if m.startswith(("round ", "final answer"))]
+        assert len(rounds) == answer["rounds"], progress[i]
+    waiting = {m for i in range(3) for m in progress[i] if m.startswith("waiting for the model")}
+    assert waiting == {"waiting for the model: 1 question ahead",
+                       "waiting for the model: 2 questions ahead"}, waiting
 

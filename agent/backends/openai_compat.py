@@ -268,8 +268,10 @@ class OpenAICompletionsBackend:
         """
         probe = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
         probe["max_tokens"] = 1
+        # A connection of its own: the broken stream's pooled connection may be half closed.
         try:
-            response = await self._client.post(f"{replica.base_url}/completions", json=probe)
+            async with httpx.AsyncClient(timeout=self._client.timeout, headers=self._client.headers) as fresh:
+                response = await fresh.post(f"{replica.base_url}/completions", json=probe)
         except httpx.HTTPError:
             return None  # the server is gone: the stream's own failure says enough
         if not 400 <= response.status_code < 500:

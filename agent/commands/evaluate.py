@@ -15,11 +15,12 @@ import anyio
 from ..backends.settings import BackendSettings, make_backend
 from ..episode import EpisodeSettings
 from ..errors import ConfigError, SqaleError
+from ..evaluation import html_report
 from ..evaluation.datasets import KAGGLE_SPLITS, Benchmark, Dataset, Selection, load_dataset, select_examples
 from ..evaluation.golden import is_golden_file, load_golden
 from ..evaluation.progress import ProgressLine
 from ..evaluation.records import TraceKind, read_records
-from ..evaluation.runner import EvalSettings, EvaluationAborted, RunResult, evaluate
+from ..evaluation.runner import EvalSettings, EvaluationAborted, RunResult, evaluate, run_info
 from ..evaluation.scoring import QueryLimits
 from ..evaluation.summary import render_summary, summarize, write_summary
 from ..sqlite import EngineLimits
@@ -96,6 +97,9 @@ def register(subparsers: Any) -> None:
                           "except those whose episodes failed in the backend, which run again")
     out.add_argument("--summary", metavar="PATH",
                      help="JSON summary file (default: next to --out, <name>.summary.json)")
+    out.add_argument("--report", metavar="PATH",
+                     help="also write the HTML report of the whole run (resumed questions included) "
+                          "to PATH; needs pip install 'sqale-mcp[report]'")
     out.add_argument("--trace", choices=list(TraceKind), default=TraceKind.FULL.value,
                      help="episode detail kept per question: full (default), calls (no tool result "
                           "texts) or none")
@@ -110,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_from_args(args)
         choice = backend_choice(args)
         prompts = prompts_from_args(args)
+        if args.report:
+            html_report.require_plotting()  # before the run, not after hours of it
         benchmark = None if args.format == "auto" else Benchmark(args.format)
         dataset = load_questions(args, benchmark)
         selection = select_examples(dataset, db_ids=args.db_id, difficulties=args.difficulty,
@@ -126,11 +132,12 @@ def run(args: argparse.Namespace) -> int:
     print(describe_run(dataset, selection, choice, out_path, settings.episode.environment), file=sys.stderr)
     progress = ProgressLine(len(selection.examples), settings.samples, sys.stderr, tty=sys.stderr.isatty())
     episode_options = {"prompts": prompts}
+    run_details = run_info(settings, backend=choice.backend, extra={"prompts": prompt_label(args)})
     try:
         result: RunResult = anyio.run(partial(
             evaluate, dataset, selection, partial(make_backend, choice), model=choice.model,
             out_path=out_path, resume=args.resume, settings=settings, episode_options=episode_options,
-            progress=progress))
+            progress=progress, run=run_details))
     except EvaluationAborted as exc:
         print(f"sqale-agent eval: {exc}", file=sys.stderr)
         print(f"sqale-agent eval: {len(read_records(out_path))} questions are recorded in {out_path}; "
@@ -151,6 +158,13 @@ def run(args: argparse.Namespace) -> int:
     print(render_summary(summary), end="")
     print(f"\n{result.ran} questions run in {result.seconds:.1f} s ({result.resumed} kept from an "
           f"earlier run); results: {out_path}; summary: {summary_path}")
+    if args.report:
+        try:
+            report = html_report.write_report([out_path], Path(args.report))
+        except SqaleError as exc:
+            print(f"sqale-agent eval: the results are saved, but the report failed: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"report: {report}")
     if not any_model_answer(result):
         print("sqale-agent eval: no question got an answer from the model (every request to the runtime "
               "failed; see the errors above); check it with `sqale-agent doctor`, then "
@@ -201,6 +215,18 @@ def settings_from_args(args: argparse.Namespace) -> EvalSettings:
         trace=TraceKind(args.trace), early_stop=args.early_stop,
         episode=EpisodeSettings(environment=environment_from_args(args)),
     )
+
+
+def prompt_label(args: argparse.Namespace) -> str:
+    """Which prompts the run used, by file name: `ours`, or the reference agent and any overrides."""
+    parts = []
+    if args.reference_agent:
+        parts.append(f"reference agent {Path(args.reference_agent).name}")
+    if args.system_prompt:
+        parts.append(f"system prompt {Path(args.system_prompt).name}")
+    if args.user_template:
+        parts.append(f"user template {Path(args.user_template).name}")
+    return ", ".join(parts) or "ours"
 
 
 def default_out_path(benchmark: Benchmark) -> Path:

@@ -8,10 +8,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..episode import EpisodeResult
 from ..errors import ConfigError
+from ..report import JsonCell, json_cell
+from ..sqlite import QueryResult
 
 
 class Outcome(StrEnum):
@@ -55,6 +57,26 @@ class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+# The first rows of each result are kept so the HTML report can show gold and predicted side by side.
+PREVIEW_ROWS = 10
+PREVIEW_CELL_CHARS = 200
+
+
+class RowsPreview(_Record):
+    """The first rows of a result as JSON-safe cells, long text clipped."""
+
+    columns: list[str]
+    rows: list[list[JsonCell]]
+
+
+class RunInfo(_Record):
+    """How the run that wrote a line was set up: when, against which backend, with which options."""
+
+    started: str  # ISO 8601 time (UTC) the run, or its --resume, started
+    backend: str | None = None  # "ollama" or "openai"
+    settings: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+
+
 class CallTrace(_Record):
     tool: str
     args: dict[str, Any]
@@ -87,6 +109,7 @@ class GoldRecord(_Record):
     ordered: bool  # the comparison respects row order (Spider rule with a top-level ORDER BY)
     tables: list[str]  # schema tables the gold query reads
     seconds: float
+    preview: RowsPreview | None = None  # absent in files written before the HTML report
 
 
 class SampleRecord(_Record):
@@ -110,6 +133,7 @@ class SampleRecord(_Record):
     tables_seen: list[str]
     saw_gold_tables: bool | None  # None when the episode did not run
     trace: list[RoundTrace] | None
+    preview: RowsPreview | None = None  # the predicted result's first rows, when it ran
 
 
 class QuestionRecord(_Record):
@@ -140,11 +164,27 @@ class QuestionRecord(_Record):
     tokens: int  # all samples
     seconds: float  # wall time of the whole question
     samples: list[SampleRecord]
+    run: RunInfo | None = None  # absent in files written before the HTML report
 
     @property
     def backend_failed(self) -> bool:
         """True when a sample failed because of the model runtime (--resume retries these)."""
         return any(s.outcome.is_backend for s in self.samples)
+
+
+def preview_of(result: QueryResult) -> RowsPreview | None:
+    """The first rows of a query that ran, for the report; None when it failed."""
+    if not result.ok:
+        return None
+    rows = [[_preview_cell(v) for v in row] for row in result.rows[:PREVIEW_ROWS]]
+    return RowsPreview(columns=list(result.columns), rows=rows)
+
+
+def _preview_cell(value: object) -> JsonCell:
+    cell = json_cell(value)
+    if isinstance(cell, str) and len(cell) > PREVIEW_CELL_CHARS:
+        return f"{cell[:PREVIEW_CELL_CHARS]}…[{len(cell):,} chars]"
+    return cell
 
 
 def trace_of(result: EpisodeResult, kind: TraceKind) -> list[RoundTrace] | None:

@@ -6,6 +6,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from .datasets import Dataset, Example, Selection
 from .progress import ProgressSink
 from .records import (
     QuestionRecord,
+    RunInfo,
     TraceKind,
     check_compatible,
     drop_torn_tail,
@@ -64,6 +66,23 @@ class EvalSettings:
             raise ConfigError("--query-timeout must be above 0 and --max-result-rows at least 1")
 
 
+def run_info(settings: EvalSettings, *, backend: str | None = None,
+             extra: dict[str, str | int | float | bool | None] | None = None) -> RunInfo:
+    """What each results line records about the run: the time now, the backend and the settings."""
+    episode = settings.episode
+    described: dict[str, str | int | float | bool | None] = {
+        "samples": settings.samples, "seed": settings.seed, "concurrency": settings.concurrency,
+        "scoring_timeout": settings.limits.timeout, "max_result_rows": settings.limits.max_rows,
+        "tool_query_timeout": settings.tool_query_timeout, "trace": settings.trace.value,
+        "environment": episode.environment.value, "max_tool_turns": episode.max_tool_turns,
+        "token_budget": episode.token_budget,
+        "temperature": settings.sampling.temperature, "top_p": settings.sampling.top_p,
+        "top_k": settings.sampling.top_k,
+    }
+    return RunInfo(started=datetime.now(UTC).isoformat(timespec="seconds"), backend=backend,
+                   settings={**described, **(extra or {})})
+
+
 @dataclass(frozen=True)
 class RunResult:
     """Every record of the selection (earlier and new), in dataset order, without traces."""
@@ -101,9 +120,13 @@ async def evaluate(dataset: Dataset, selection: Selection, backend_factory: Back
                    model: str, out_path: Path, resume: bool = False,
                    settings: EvalSettings = EvalSettings(), episode_fn: EpisodeFn | None = None,
                    episode_options: dict[str, Any] | None = None,
-                   progress: ProgressSink | None = None) -> RunResult:
-    """Evaluate the selection, appending one line per question to `out_path` as each finishes."""
+                   progress: ProgressSink | None = None, run: RunInfo | None = None) -> RunResult:
+    """Evaluate the selection, appending one line per question to `out_path` as each finishes.
+
+    `run` is recorded on every new line (default: `run_info(settings)`).
+    """
     started = time.monotonic()
+    run = run if run is not None else run_info(settings)
     earlier = _earlier_records(out_path, resume, dataset, model, settings.samples)
     # Lines whose samples hit a backend failure are run again: the model never got its chance.
     done = {e.key: earlier[e.key] for e in selection.examples
@@ -135,7 +158,7 @@ async def evaluate(dataset: Dataset, selection: Selection, backend_factory: Back
                 episode_fn=episode_fn, episode_settings=settings.episode,
                 episode_options=dict(episode_options or {}), limits=settings.limits,
                 trace=settings.trace, episode_slots=anyio.CapacityLimiter(settings.concurrency),
-                on_episode=on_episode, early_stop=settings.early_stop,
+                on_episode=on_episode, early_stop=settings.early_stop, run=run,
             )
             await _schedule(tg, todo, databases, ctx, settings.concurrency, out_path, new, progress)
     finally:

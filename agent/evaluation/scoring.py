@@ -29,8 +29,10 @@ from .records import (
     GoldRecord,
     Outcome,
     QuestionRecord,
+    RunInfo,
     SampleRecord,
     TraceKind,
+    preview_of,
     trace_of,
 )
 
@@ -78,6 +80,7 @@ class QuestionContext:
     episode_slots: anyio.CapacityLimiter | None = None
     on_episode: Callable[[BackendError | None], None] | None = None  # after each episode: its backend error
     early_stop: bool = True  # cancel the other samples once a strict majority agrees
+    run: RunInfo | None = None  # written on every line
 
 
 def sampling_with_seed(base: SamplingSettings, seed: int) -> SamplingSettings:
@@ -100,7 +103,7 @@ async def evaluate_question(example: Example, db: Database, ctx: QuestionContext
     gold_status = "row_cap" if gold_result.ok and gold_result.truncated else gold_result.status.value
     gold = GoldRecord(status=gold_status, error=_gold_error(gold_result, ctx.limits),
                       rows=gold_result.total_rows, ordered=ordered, tables=gold_tables,
-                      seconds=gold_result.seconds)
+                      seconds=gold_result.seconds, preview=preview_of(gold_result))
     if gold_status != QueryStatus.OK.value:
         return _record(example, ctx, gold, [], None, started)
     executed: dict[str, QueryResult] = {}  # identical SQL from several samples runs once
@@ -151,6 +154,7 @@ async def _run_sample(k: int, example: Example, db: Database, ctx: QuestionConte
         seconds=result.seconds, model_seconds=result.model_seconds, tool_seconds=result.tool_seconds,
         tables_seen=seen, saw_gold_tables=all(t.casefold() in seen_folded for t in gold.tables),
         trace=trace_of(result, ctx.trace),
+        preview=preview_of(predicted) if predicted is not None else None,
     ), key
 
 
@@ -210,7 +214,7 @@ def _record(example: Example, ctx: QuestionContext, gold: GoldRecord, samples: S
         stopped_early=outcome.stopped_early if outcome else False,
         rounds=chosen.rounds if chosen else 0, tool_calls=chosen.tool_calls if chosen else 0,
         tokens=sum(s.tokens for s in samples), seconds=time.monotonic() - started,
-        samples=list(samples),
+        samples=list(samples), run=ctx.run,
     )
 
 

@@ -306,7 +306,8 @@ class QueryEngine:
         self._all: set[_Worker] = set()
         self._lock = threading.Lock()
         self._closed = False
-        self.kills = 0  # how many workers had to be killed (for tests and benchmarks)
+        self.kills = 0  # how many workers had to be killed (for tests, benchmarks and metrics)
+        self.starts = 0  # how many worker processes were started (metrics)
 
     @overload
     def run(self, request: QueryRequest, cancel: CancelToken | None = None) -> QueryResult: ...
@@ -364,6 +365,7 @@ class QueryEngine:
                 raise DatabaseWorkerError("the query engine is closed")
             worker = _Worker(self.limits)
             self._all.add(worker)
+            self.starts += 1
         return worker
 
     def _retire(self, worker: _Worker) -> None:

@@ -1,0 +1,113 @@
+"""Prometheus metrics of one server, in its own CollectorRegistry (no process-global state)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+from agent.backends.base import Completion, ModelBackend
+from agent.errors import BackendError
+
+EPISODE_SECONDS_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
+ROUNDS_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 15)
+MODEL_SECONDS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
+ANSWER_BYTES_BUCKETS = (256, 1_024, 4_096, 16_384, 65_536, 262_144, 1_048_576)
+
+
+class ServerMetrics:
+    """Every metric the server exports; `render()` is the body of GET /metrics."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.questions = Counter(
+            "sqale_questions", "Questions answered or refused, by database, token, status and stop "
+            "reason", ("database", "token", "status", "stop_reason"), registry=r)
+        self.episode_seconds = Histogram(
+            "sqale_episode_seconds", "Seconds one question took, queue excluded", ("database",),
+            buckets=EPISODE_SECONDS_BUCKETS, registry=r)
+        self.episode_rounds = Histogram(
+            "sqale_episode_rounds", "Model rounds one question took", ("database",),
+            buckets=ROUNDS_BUCKETS, registry=r)
+        self.model_seconds = Histogram(
+            "sqale_model_request_seconds", "Seconds per model request", ("backend", "replica"),
+            buckets=MODEL_SECONDS_BUCKETS, registry=r)
+        self.model_failures = Counter(
+            "sqale_model_request_failures", "Model requests that failed", ("backend", "replica", "error"),
+            registry=r)
+        self.queue_length = Gauge(
+            "sqale_queue_length", "Questions waiting: for a token's turn, a worker or a runtime slot",
+            ("queue",), registry=r)
+        self.in_flight = Gauge("sqale_questions_in_flight", "Questions admitted and not yet answered",
+                               registry=r)
+        self.answer_bytes = Histogram(
+            "sqale_answer_bytes", "UTF-8 bytes of the answer's text", ("database",),
+            buckets=ANSWER_BYTES_BUCKETS, registry=r)
+
+    def observe_answer(self, database: str, seconds: float, rounds: int, text_bytes: int) -> None:
+        """Record one answered question's time, rounds and answer size."""
+        self.episode_seconds.labels(database).observe(seconds)
+        self.episode_rounds.labels(database).observe(rounds)
+        self.answer_bytes.labels(database).observe(text_bytes)
+
+    def watch_queue(self, name: str, length: Callable[[], float]) -> None:
+        """Report `length()` as the queue `name` at every scrape."""
+        self.queue_length.labels(name).set_function(length)
+
+    def watch_sqlite_workers(self, starts: Callable[[], int], kills: Callable[[], int]) -> None:
+        """Export the SQLite worker pool's counters, read at every scrape."""
+        self.registry.register(_WorkerCollector(starts, kills))
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)
+
+
+class _WorkerCollector(Collector):
+    """Reads the worker pool's own counters at scrape time (the pool stays free of metrics code)."""
+
+    def __init__(self, starts: Callable[[], int], kills: Callable[[], int]) -> None:
+        self._starts, self._kills = starts, kills
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        """The two counters."""
+        yield CounterMetricFamily("sqale_sqlite_worker_starts", "SQLite worker processes started",
+                                  value=self._starts())
+        yield CounterMetricFamily("sqale_sqlite_worker_kills",
+                                  "SQLite worker processes killed (query over its limits, cancelled, "
+                                  "or found dead)", value=self._kills())
+
+
+class MeteredBackend:
+    """A ModelBackend that times every request and counts failures, by backend and replica."""
+
+    def __init__(self, inner: ModelBackend, backend: str, default_replica: str,
+                 metrics: ServerMetrics) -> None:
+        self.inner = inner
+        self.model = inner.model
+        self._backend, self._replica, self._metrics = backend, default_replica, metrics
+
+    def __getattr__(self, name: str) -> object:  # describe_model and the like pass through
+        return getattr(self.inner, name)
+
+    async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
+        """The inner completion, measured."""
+        started = time.perf_counter()
+        try:
+            completion = await self.inner.complete(prompt, max_tokens=max_tokens)
+        except BackendError as exc:
+            self._metrics.model_failures.labels(self._backend, self._replica,
+                                                type(exc).__name__).inc()
+            raise
+        replica = completion.details.get("replica", self._replica)
+        self._metrics.model_seconds.labels(self._backend, replica).observe(
+            time.perf_counter() - started)
+        return completion
+
+    async def aclose(self) -> None:
+        """Close the inner backend."""
+        await self.inner.aclose()

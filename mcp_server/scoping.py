@@ -1,0 +1,49 @@
+"""What each caller sees of the tool: only the databases its token may use."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
+
+from .access import caller_of
+from .catalog import Catalog
+from .tool import TOOL_NAME
+
+
+def scoped_input_schema(schema: dict[str, Any], aliases: tuple[str, ...]) -> dict[str, Any]:
+    """`schema` with any list of database aliases (an `enum`) cut to `aliases`."""
+    scoped = copy.deepcopy(schema)
+    database = scoped.get("properties", {}).get("database", {})
+    for holder in (database, *database.get("anyOf", ())):
+        if isinstance(holder, dict) and isinstance(holder.get("enum"), list):
+            holder["enum"] = [a for a in holder["enum"] if a in aliases]
+    return scoped
+
+
+class ScopedToolList(ServerMiddleware[Any]):
+    """Rewrites tools/list per request: the description and schema name only the caller's databases."""
+
+    def __init__(self, catalog: Catalog, describe: Callable[[Catalog], str]) -> None:
+        self._catalog = catalog
+        self._describe = describe  # the tool description of a catalog
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """The tool list as the caller may see it; every other message passes through."""
+        result = await call_next(ctx)
+        # The chain returns tools/list as its wire dict (camelCase keys).
+        if ctx.method != "tools/list" or not isinstance(result, dict):
+            return result
+        caller = caller_of(ctx.request)
+        if caller.databases is None:
+            return result
+        aliases = caller.visible(self._catalog.aliases)
+        scoped = Catalog(tuple(e for e in self._catalog.entries if e.alias in aliases))
+        description = self._describe(scoped)
+        return {**result, "tools": [
+            {**tool, "description": description,
+             "inputSchema": scoped_input_schema(tool.get("inputSchema", {}), aliases)}
+            if tool.get("name") == TOOL_NAME else tool
+            for tool in result.get("tools", [])]}

@@ -1,0 +1,117 @@
+"""Tokens with scopes in the config file, the token table, the minute window, scoped schemas, JSON logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from agent.errors import ConfigError
+from mcp_server.access import Caller, token_table
+from mcp_server.log_format import JsonLogFormatter
+from mcp_server.quotas import MinuteWindow, QuotaExceeded
+from mcp_server.scoping import scoped_input_schema
+from mcp_server.settings import parse_settings
+
+ENV = {"TOK_A": "secret-a", "TOK_B": "secret-b", "TOK_MAIN": "secret-main"}
+
+
+def settings_from(tmp_path: Path, toml: str, *flags: str, environ: dict[str, str] | None = None):
+    """Settings parsed from a config file holding `toml`."""
+    config = tmp_path / "c.toml"
+    config.write_text(toml)
+    return parse_settings(["--config", str(config), *flags], ENV if environ is None else environ)
+
+
+def config_error(tmp_path: Path, toml: str, environ: dict[str, str] | None = None) -> str:
+    """The ConfigError message for a config file holding `toml`."""
+    with pytest.raises(ConfigError) as info:
+        settings_from(tmp_path, toml, environ=environ)
+    return str(info.value)
+
+
+def test_token_tables_parse_with_secrets_from_the_environment(tmp_path: Path) -> None:
+    """[tokens.NAME] gives name, env, secret, scope and quotas (dashed or underscored keys)."""
+    settings = settings_from(tmp_path, '[tokens.a]\nenv = "TOK_A"\ndatabases = ["sales"]\n'
+                             'max-concurrent = 2\nquestions_per_minute = 9\n[tokens.b]\nenv = "TOK_B"\n')
+    a, b = settings.tokens
+    assert (a.name, a.env, a.secret.get_secret_value(), a.databases, a.max_concurrent,
+            a.questions_per_minute) == ("a", "TOK_A", "secret-a", ("sales",), 2, 9)
+    assert (b.name, b.databases, b.max_concurrent, b.questions_per_minute) == ("b", None, None, None)
+    assert "secret-a" not in repr(settings)
+
+
+def test_token_tables_refuse_what_they_cannot_use(tmp_path: Path) -> None:
+    """A missing variable, an unknown key or an empty scope: one line saying what to fix."""
+    where = f"--config {tmp_path / 'c.toml'}: tokens.a"
+    assert config_error(tmp_path, '[tokens.a]\nenv = "TOK_X"\n') == (
+        f"{where}.env TOK_X: the environment variable TOK_X is not set or empty; export "
+        "TOK_X=<secret> before starting the server")
+    assert config_error(tmp_path, '[tokens.a]\nenv = "TOK_A"\ntoken = "x"\n') == (
+        f"{where}: unknown key 'token'; known: env, databases, max_concurrent, questions_per_minute")
+    assert config_error(tmp_path, '[tokens.a]\nenv = "TOK_A"\ndatabases = []\n') == (
+        f"{where}: databases must be a non-empty list of aliases, e.g. databases = "
+        '["sales", "chinook"] (leave it out for all)')
+
+
+def test_token_table_checks_scopes_and_finds_callers(tmp_path: Path) -> None:
+    """Scopes name configured aliases; each token finds its caller; a wrong one finds none."""
+    settings = settings_from(tmp_path, '[tokens.a]\nenv = "TOK_A"\ndatabases = ["sales"]\n',
+                             "--auth-token-env", "TOK_MAIN")
+    table = token_table(settings, ("sales", "hr"))
+    assert table.find(b"secret-a") == Caller("a", ("sales",))
+    assert table.find(b"secret-main") == Caller("default")
+    assert table.find(b"secret-") is None
+    assert Caller("a", ("sales",)).visible(("hr", "sales")) == ("sales",)
+    with pytest.raises(ConfigError, match=r"tokens\.a: database 'sales' is not configured; configured: hr"):
+        token_table(settings, ("hr",))
+
+
+def test_two_tokens_with_one_value_are_refused(tmp_path: Path) -> None:
+    """Two tokens sharing a secret could not be told apart: refused at start."""
+    settings = settings_from(tmp_path, '[tokens.a]\nenv = "TOK_A"\n[tokens.b]\nenv = "TOK_B"\n',
+                             environ={"TOK_A": "same", "TOK_B": "same"})
+    with pytest.raises(ConfigError, match="two tokens have the same value"):
+        token_table(settings, ("sales",))
+
+
+def test_minute_window_admits_the_limit_then_says_when() -> None:
+    """Two per minute: the third waits until the first leaves the window."""
+    now = [100.0]
+    window = MinuteWindow(2, clock=lambda: now[0])
+    assert [window.retry_after(), window.retry_after()] == [None, None]
+    now[0] = 130.0
+    assert window.retry_after() == 30.0
+    now[0] = 160.0
+    assert window.retry_after() is None
+    assert str(QuotaExceeded("a", 2, 0.2)) == (
+        "Too many questions: token 'a' may ask 2 per minute. Retry in 1 s.")
+
+
+def test_scoped_schema_keeps_only_the_callers_aliases() -> None:
+    """An alias enum in the schema is cut to the caller's aliases; the rest is untouched."""
+    schema = {"type": "object", "properties": {
+        "question": {"type": "string"},
+        "database": {"anyOf": [{"type": "string", "enum": ["sales", "hr"]}, {"type": "null"}]}}}
+    assert scoped_input_schema(schema, ("hr",)) == {"type": "object", "properties": {
+        "question": {"type": "string"},
+        "database": {"anyOf": [{"type": "string", "enum": ["hr"]}, {"type": "null"}]}}}
+    assert schema["properties"]["database"]["anyOf"][0]["enum"] == ["sales", "hr"]
+
+
+def test_json_log_lines_carry_time_level_event_and_question_id() -> None:
+    """--log-format json: one object per record; question_id is null outside a question."""
+    formatter = JsonLogFormatter()
+    record = logging.LogRecord("mcp_server.tool", logging.INFO, __file__, 1, "answered on '%s'",
+                               ("sales",), None)
+    record.created = 0.0
+    record.question_id, record.token = "abc123", "analytics"
+    plain = logging.LogRecord("mcp_server", logging.WARNING, __file__, 1, "slow", (), None)
+    plain.created = 0.0
+    assert [json.loads(formatter.format(r)) for r in (record, plain)] == [
+        {"time": "1970-01-01T00:00:00.000+00:00", "level": "info", "event": "answered on 'sales'",
+         "logger": "mcp_server.tool", "question_id": "abc123", "token": "analytics"},
+        {"time": "1970-01-01T00:00:00.000+00:00", "level": "warning", "event": "slow",
+         "logger": "mcp_server", "question_id": None}]

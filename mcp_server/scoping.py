@@ -9,7 +9,7 @@ from typing import Any
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 
 from .access import caller_of
-from .catalog import Catalog
+from .catalog import Catalog, example_question
 from .tool import TOOL_NAME
 
 
@@ -21,6 +21,16 @@ def scoped_input_schema(schema: dict[str, Any], aliases: tuple[str, ...]) -> dic
         if isinstance(holder, dict) and isinstance(holder.get("enum"), list):
             holder["enum"] = [a for a in holder["enum"] if a in aliases]
     return scoped
+
+
+def with_example(schema: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    """`schema` whose example question `old` (about any served database) is replaced by `new`."""
+    question = schema.get("properties", {}).get("question")
+    if isinstance(question, dict):
+        question["description"] = str(question.get("description", "")).replace(old, new)
+        if "examples" in question:
+            question["examples"] = [new if e == old else e for e in question["examples"]]
+    return schema
 
 
 class ScopedToolList(ServerMiddleware[Any]):
@@ -44,6 +54,7 @@ class ScopedToolList(ServerMiddleware[Any]):
         description = self._describe(scoped)
         return {**result, "tools": [
             {**tool, "description": description,
-             "inputSchema": scoped_input_schema(tool.get("inputSchema", {}), aliases)}
+             "inputSchema": with_example(scoped_input_schema(tool.get("inputSchema", {}), aliases),
+                                         example_question(self._catalog), example_question(scoped))}
             if tool.get("name") == TOOL_NAME else tool
             for tool in result.get("tools", [])]}

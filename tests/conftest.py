@@ -16,6 +16,7 @@ pytest_plugins = (
     "tests.support.mcp",
     "tests.support.fixtures",
     "tests.support.hiding",
+    "tests.support.sqlite_files",
 )
 
 # The real databases and question sets sit next to the clone (read in place, never copied).

@@ -17,6 +17,7 @@ pytest_plugins = (
     "tests.support.fixtures",
     "tests.support.hiding",
     "tests.support.sqlite_files",
+    "tests.support.weird_database",
 )
 
 # The real databases and question sets sit next to the clone (read in place, never copied).

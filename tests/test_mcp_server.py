@@ -489,7 +489,6 @@ async def test_httpx_request_lines_are_hidden_at_the_default_level(tmp_path: Pat
             logging.getLogger(name).setLevel(logging.NOTSET)
 
 
-
 async def test_injection_text_in_cells_reaches_the_client_fenced(tmp_path: Path) -> None:
     """Cells saying 'ignore previous instructions' arrive inside the untrusted-data block only."""
     from agent.sqlite import create_database

@@ -66,7 +66,6 @@ ATTACKS = [
 ]
 
 
-
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_attack_changes_nothing_and_returns_an_error(attack: str, shop: Path,
                                                      engine: QueryEngine) -> None:
@@ -82,7 +81,6 @@ def test_attack_changes_nothing_and_returns_an_error(attack: str, shop: Path,
     assert db.query("SELECT count(*) FROM customer", max_rows=1).rows == ((2,),)
 
 
-
 def test_read_only_pragmas_and_table_valued_pragmas_work(shop: Path, engine: QueryEngine) -> None:
     """Reporting pragmas, as statements and as table-valued functions, are allowed."""
     db = Database(shop, engine)
@@ -90,7 +88,6 @@ def test_read_only_pragmas_and_table_valued_pragmas_work(shop: Path, engine: Que
     assert db.query("SELECT name FROM pragma_table_info('customer')", max_rows=5).rows == (
         ("id",), ("name",))
     assert db.query("PRAGMA user_version", max_rows=1).rows == ((0,),)
-
 
 
 RTREE_ATTACKS = [
@@ -109,7 +106,6 @@ RTREE_ATTACKS = [
     "DELETE FROM docs_data",
     "SELECT fts5(1)",
 ]
-
 
 
 @pytest.mark.parametrize("attack", RTREE_ATTACKS)

@@ -33,7 +33,6 @@ def test_schema_cache_refreshes_when_file_changes(shop: Path, engine: QueryEngin
     assert "extra" in db.schema().names
 
 
-
 @pytest.mark.parametrize("keep_shm", [True, False])
 def test_wal_database_in_read_only_folder(tmp_path: Path, keep_shm: bool) -> None:
     """WAL in a read-only folder is readable; without -shm it is an announced snapshot."""
@@ -53,13 +52,11 @@ def test_wal_database_in_read_only_folder(tmp_path: Path, keep_shm: bool) -> Non
         subprocess.run(["umount", str(path.parent)], capture_output=True)
 
 
-
 def test_wal_database_in_writable_folder_sees_every_commit(tmp_path: Path) -> None:
     """An ordinary WAL database shows commits still in its -wal file."""
     path = wal_database(tmp_path, keep_shm=False)
     with Database(path) as db:
         assert db.query("SELECT x FROM t ORDER BY x", max_rows=5).rows == ((1,), (2,))
-
 
 
 def test_damaged_file_is_a_path_error(tmp_path: Path, engine: QueryEngine) -> None:
@@ -73,7 +70,6 @@ def test_damaged_file_is_a_path_error(tmp_path: Path, engine: QueryEngine) -> No
         db.query("SELECT 1", max_rows=1)
 
 
-
 def test_a_file_replaced_at_the_same_path_is_read_afresh(tmp_path: Path, engine: QueryEngine) -> None:
     """After os.replace swaps the file, queries and schema see the new file, not the old one."""
     path = build_db(tmp_path / "live.sqlite", "CREATE TABLE old (x); INSERT INTO old VALUES (1);")
@@ -85,12 +81,10 @@ def test_a_file_replaced_at_the_same_path_is_read_afresh(tmp_path: Path, engine:
     assert db.query("SELECT y FROM new", max_rows=5).rows == ((2,),)
 
 
-
 # Issue 10, section 5: the file at the configured path changes after start.
 def _swap(path: Path, make: object) -> None:
     os.replace(path, path.with_name("moved-away.sqlite"))
     make()  # type: ignore[operator]
-
 
 
 @pytest.mark.parametrize(("swap", "reason"), [
@@ -124,7 +118,6 @@ def test_a_changed_file_is_refused_when_the_worker_reopens_it(
     assert time.monotonic() - start < 1.0
 
 
-
 def test_dev_zero_and_a_fifo_are_refused_at_start(tmp_path: Path) -> None:
     """/dev/zero and a FIFO are not database files, and checking them does not block."""
     fifo = tmp_path / "pipe.sqlite"
@@ -132,7 +125,6 @@ def test_dev_zero_and_a_fifo_are_refused_at_start(tmp_path: Path) -> None:
     for bad in (Path("/dev/zero"), fifo):
         with pytest.raises(DatabasePathError, match="not a regular file"):
             validate_database_path(bad)
-
 
 
 def test_wal_files_created_beside_a_database_are_stated(tmp_path: Path) -> None:

@@ -35,7 +35,6 @@ def test_bomb_returns_within_deadline_and_next_query_works(name: str, shop: Path
     assert db.query("SELECT name FROM customer ORDER BY id", max_rows=5).rows == (("Ann",), ("Bob",))
 
 
-
 def test_cancel_token_interrupts_a_running_query(shop: Path) -> None:
     """Cancelling from another thread stops a long query well before its deadline."""
     eng = QueryEngine(EngineLimits(query_timeout=30))
@@ -50,7 +49,6 @@ def test_cancel_token_interrupts_a_running_query(shop: Path) -> None:
         assert db.query("SELECT count(*) FROM customer", max_rows=1).rows == ((2,),)
     finally:
         eng.close()
-
 
 
 def test_async_query_cancelled_by_caller_interrupts_worker(shop: Path) -> None:
@@ -75,7 +73,6 @@ def test_async_query_cancelled_by_caller_interrupts_worker(shop: Path) -> None:
         eng.close()
 
 
-
 @pytest.mark.slow
 def test_view_chain_bomb_returns_within_deadline(geo: Path, engine: QueryEngine) -> None:
     """Querying a view that doubles 17 times fails within the deadline; the next query works."""
@@ -86,7 +83,6 @@ def test_view_chain_bomb_returns_within_deadline(geo: Path, engine: QueryEngine)
     assert time.monotonic() - start < DEADLINE + 1.5, result
     assert not result.ok
     assert db.query("SELECT name FROM features", max_rows=5).rows == (("a",),)
-
 
 
 def test_schema_kept_per_database_is_bounded(tmp_path: Path) -> None:
@@ -110,13 +106,9 @@ def test_schema_kept_per_database_is_bounded(tmp_path: Path) -> None:
         f"{500 - kept:,} columns are not listed (queries can still use them)",)
 
 
-
 # Issue 10, section 1: results that must be cut in the worker, never shipped whole.
 BALLOON_SQL = ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<50), "
                "t(a) AS (SELECT printf('%.4500c','x')) SELECT " + ",".join(["a"] * 2000) + " FROM t, r")
-
-
-
 SIZE_BOMBS = {
     "2,000 columns x 4,500 chars x 50 rows":
         (BALLOON_SQL, 50, ResultCut(262_144, 2000, 0, 100, True), 1),
@@ -127,7 +119,6 @@ SIZE_BOMBS = {
         ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<28) "
          "SELECT printf('%.16000000c','z') FROM r", 28, ResultCut(262_144, 1, 0, None, True), 26),
 }
-
 
 
 @pytest.mark.slow
@@ -146,7 +137,6 @@ def test_size_bomb_is_cut_in_the_worker(name: str, shop: Path) -> None:
     assert len(pickle.dumps(result)) < 300_000
 
 
-
 def test_tool_budget_cuts_columns_and_says_how_many(shop: Path) -> None:
     """With short cells, columns past the budget are left out and counted."""
     eng = QueryEngine(EngineLimits(query_timeout=30))
@@ -157,7 +147,6 @@ def test_tool_budget_cuts_columns_and_says_how_many(shop: Path) -> None:
         eng.close()
     assert result.cut == ResultCut(65_536, 2000, 1496, None, True)
     assert (len(result.columns), len(result.rows), result.total_rows) == (504, 1, 50)
-
 
 
 def test_no_budget_keeps_every_row_and_column(shop: Path, engine: QueryEngine) -> None:

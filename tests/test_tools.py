@@ -209,7 +209,6 @@ def test_submit_sql_runs_like_run_query(weird: Database) -> None:
     assert run_tool(weird, "submit_sql", {"query": "SELECT 2 AS n"}).text == "n\n-\n2\n[1 row]"
 
 
-
 # --- schema changes, many tables, async -------------------------------------------------------
 
 def test_schema_refresh_after_the_file_changes(tmp_path: Path, engine: QueryEngine) -> None:

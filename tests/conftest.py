@@ -18,6 +18,7 @@ pytest_plugins = (
     "tests.support.hiding",
     "tests.support.sqlite_files",
     "tests.support.weird_database",
+    "tests.support.music_episodes",
 )
 
 # The real databases and question sets sit next to the clone (read in place, never copied).

@@ -54,6 +54,30 @@ class FakeServer:
         total_slots: int | None = None,
         context_tokens: int | None = None,
     ) -> None:
+        self._changed = threading.Condition()
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.root = ""
+        self.configure(policy, models=models, api_key=api_key, prompt_cache=prompt_cache,
+                       url_path=url_path, show_overrides=show_overrides, total_slots=total_slots,
+                       context_tokens=context_tokens)
+
+    def configure(
+        self,
+        policy: Policy,
+        *,
+        models: Sequence[str] = (DEFAULT_MODEL,),
+        api_key: str | None = None,
+        prompt_cache: bool = False,
+        url_path: str = "",
+        show_overrides: Mapping[str, Any] | None = None,
+        total_slots: int | None = None,
+        context_tokens: int | None = None,
+    ) -> FakeServer:
+        """Answer with `policy` and these options from now on, with nothing recorded yet.
+
+        A pooled server (FakeServerPool) is configured afresh for each test that borrows it.
+        """
         self.policy = policy
         self.models = tuple(models)
         self.api_key = api_key  # required on /v1 routes when set
@@ -68,10 +92,7 @@ class FakeServer:
         self.policy_errors: list[Exception] = []  # a policy that raised: a bug in the test
         self._prompt_cache = prompt_cache
         self._caches: dict[str, PromptCache] = {}
-        self._changed = threading.Condition()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self.root = ""
+        return self
 
     @property
     def url(self) -> str:
@@ -103,6 +124,12 @@ class FakeServer:
                 raise RuntimeError(f"the fake runtime at {self.root} did not start")
             time.sleep(0.01)
         return self
+
+    @property
+    def serving(self) -> bool:
+        """Whether the server was started and has not been told to stop."""
+        return (self._server is not None and self._thread is not None and self._thread.is_alive()
+                and not self._server.should_exit)
 
     def stop(self) -> None:
         """Shut the server down and wait for its thread; re-raise the first policy error."""
@@ -160,6 +187,7 @@ class FakeServer:
         """Sleep `delay` unless the client disconnects first; True (and recorded) if it did."""
         if delay <= 0:
             return False
+        disconnects = self.disconnects  # this test's list, even if the server is lent on meanwhile
         disconnected = False
         async with anyio.create_task_group() as group:
 
@@ -175,7 +203,7 @@ class FakeServer:
             group.cancel_scope.cancel()
         if disconnected:
             with self._changed:
-                self.disconnects.append(recorded)
+                disconnects.append(recorded)
                 self._changed.notify_all()
         return disconnected
 

@@ -30,7 +30,6 @@ from dataclasses import dataclass, replace
 
 from . import tools
 from .backends.base import Completion, ModelBackend
-from .completion import ParsedCompletion, extract_final_sql, parse_completion, sql_argument
 from .episode import (
     CallRecord,
     EpisodeResult,
@@ -50,7 +49,8 @@ from .prompt import (
     render_round_message,
 )
 from .sqlite import Database, QueryResult, QueryStatus, Schema
-from .text_safety import replace_lone_surrogates
+from .tools.calls import ParsedCompletion, extract_final_sql, parse_completion, sql_argument
+from .tools.text_safety import replace_lone_surrogates
 
 # Rough size of a token, only for text the runtime has not counted yet (the next user turn).
 CHARS_PER_TOKEN = 4

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
 
-from agent.cli import main as agent_main  # noqa: E402
+from agent.commands.cli import main as agent_main  # noqa: E402
 from agent.evaluation import load_dataset, select_examples  # noqa: E402
 from tests.support.fake_runtime import FakeServer  # noqa: E402
 from tests.support.policies import OraclePolicy, ScriptedReply  # noqa: E402

@@ -12,13 +12,14 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
+from agent import package_version
 from agent.backends.settings import make_backend
 from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
-from agent.version import package_version
 
 from .access import TokenTable, token_table
+from .answer_tool import TOOL_NAME, advertised_input_schema, answer_sql_question
 from .catalog import (
     Catalog,
     attach_notes,
@@ -44,7 +45,6 @@ from .runtime import (
 from .scoping import ScopedToolList
 from .settings import ServerSettings
 from .stopping import exit_on_stop_signal, print_tty_notice
-from .tool import TOOL_NAME, advertised_input_schema, answer_sql_question
 
 __all__ = ["SqaleServer", "build_server", "configure_logging"]  # configure_logging: for callers
 

@@ -18,7 +18,7 @@ from agent.sqlite import (
     QueryEngine,
     validate_database_path,
 )
-from agent.text_safety import display_name
+from agent.tools.text_safety import display_name
 
 from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from .limits import AnswerLimits, limits_paragraph

@@ -11,8 +11,8 @@ import anyio
 
 from agent.backends.slots import waiting_message
 from agent.episode import EpisodeResult, EpisodeStatus, Round
+from agent.episode_text import progress_message
 from agent.loop import run_episode
-from agent.report import progress_message
 from agent.sqlite import QueryResult
 from agent.tools.result_text import plural
 from agent.voting import (
@@ -26,7 +26,7 @@ from agent.voting import (
     seeded_backends,
 )
 
-from .output import Candidate, queued_message
+from .answer_output import Candidate, queued_message
 from .runtime import ServerRuntime
 
 ReportProgress = Callable[[float, float | None, str | None], Awaitable[None]]

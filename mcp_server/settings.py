@@ -13,6 +13,7 @@ from typing import Any, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from agent import package_version
 from agent.backends.settings import (
     BackendSettings,
     add_backend_flags,
@@ -24,7 +25,6 @@ from agent.errors import ConfigError
 from agent.notes import DEFAULT_MAX_NOTES_CHARS
 from agent.sqlite.hiding import parse_hide_rule
 from agent.tools.environment import DEFAULT_ENVIRONMENT, ENVIRONMENT_NAMES, Environment
-from agent.version import package_version
 
 ARGS_ENV = "SQALE_MCP_ARGS"  # options for the module-level server of `mcp dev` / `mcp run`
 ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")

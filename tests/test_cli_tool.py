@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
+from agent.commands.cli import main
 from agent.sqlite import create_database
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,9 +104,9 @@ def test_missing_db_option_is_an_argparse_error(capsys: pytest.CaptureFixture[st
 
 
 def test_module_entry_point_in_a_subprocess(music: Path) -> None:
-    """`python -m agent.cli tool` prints the same text as an installed sqale-agent would."""
+    """`python -m agent.commands.cli tool` prints the same text as an installed sqale-agent would."""
     done = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "tool", "--db", str(music), "join_path",
+        [sys.executable, "-m", "agent.commands.cli", "tool", "--db", str(music), "join_path",
          '{"table_a": "Album List", "table_b": "Artist"}'],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert (done.returncode, done.stdout, done.stderr) == (
@@ -140,7 +140,7 @@ def test_hide_leaves_tables_and_columns_out(music: Path, capsys: pytest.CaptureF
 def test_hostile_arguments_never_give_a_traceback(music: Path, tool: str, args: str, code: int,
                                                   expect: str) -> None:
     """Lone surrogates, 4,400-digit numbers and deep nesting: a message, never a traceback."""
-    done = subprocess.run([sys.executable, "-m", "agent.cli", "tool", "--db", str(music), tool, args],
+    done = subprocess.run([sys.executable, "-m", "agent.commands.cli", "tool", "--db", str(music), tool, args],
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == code, done.stderr
     assert expect in (done.stdout if code == 0 else done.stderr)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
+from agent.commands.cli import main
 from agent.errors import ConfigError
 from agent.evaluation.golden import GoldenEntry, load_golden, read_golden
 from agent.sqlite import create_database

@@ -7,9 +7,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from agent.episode_text import result_as_json
 from agent.errors import ConfigError
 from agent.loop import run_episode
-from agent.report import result_as_json
 from agent.sqlite import Database, HideRules, QueryStatus, create_database
 from agent.sqlite.hiding import parse_hide_rule, sql_names, uses_unchecked_join
 from agent.tools import TOOL_NAMES, run_tool

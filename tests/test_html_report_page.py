@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
+from agent.commands.cli import main
 from agent.evaluation.html_report import INSTALL_HINT
 from agent.sqlite import create_database
 from tests.support.policies import OraclePolicy, SeedSwitchPolicy
@@ -153,7 +153,7 @@ def test_bad_input_says_what_to_do(tmp_path, capsys):
 
 def test_without_matplotlib_the_error_says_what_to_install(results, tmp_path):
     """With matplotlib unimportable, `report` exits 2 with one line naming the extra to install."""
-    code = ("import sys; sys.modules['matplotlib'] = None; from agent.cli import main; "
+    code = ("import sys; sys.modules['matplotlib'] = None; from agent.commands.cli import main; "
             f"sys.exit(main(['report', {str(results['a'])!r}, '-o', {str(tmp_path / 'x.html')!r}]))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2

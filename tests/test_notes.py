@@ -10,7 +10,7 @@ import pytest
 from mcp import Client
 
 from agent.backends.settings import make_backend
-from agent.cli import main
+from agent.commands.cli import main
 from agent.errors import ConfigError
 from agent.notes import Notes, evidence_with_notes, notes_text, read_notes
 from mcp_server.app import SqaleServer, build_server

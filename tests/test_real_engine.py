@@ -111,7 +111,7 @@ def episode(server: LlamaServer, db_path: Path, question: str,
 
 def agent_cli(*args: str) -> subprocess.CompletedProcess[str]:
     """`sqale-agent ARGS` with this interpreter."""
-    command = [sys.executable, "-c", "import sys; from agent.cli import main; sys.exit(main())", *args]
+    command = [sys.executable, "-c", "import sys; from agent.commands.cli import main; sys.exit(main())", *args]
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600,
                           stdin=subprocess.DEVNULL)
 

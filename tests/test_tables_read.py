@@ -9,8 +9,8 @@ from mcp import Client
 
 from agent.loop import run_episode
 from agent.sqlite import Database, create_database
+from mcp_server.answer_output import AnswerOutput, tables_line
 from mcp_server.app import build_server
-from mcp_server.output import AnswerOutput, tables_line
 from mcp_server.settings import parse_settings
 from tests.support.mcp import TOOL
 from tests.support.policies import PolicyBackend, ScriptPolicy, assistant_reply, tool_call

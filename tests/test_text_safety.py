@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.text_safety import (
+from agent.tools.text_safety import (
     cut,
     display_name,
     echo_value,

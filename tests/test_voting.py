@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from agent.backends.base import SamplingSettings
-from agent.cli import main
+from agent.commands.cli import main
 from agent.errors import BackendUnreachable
 from agent.evaluation.datasets import load_dataset, select_examples
 from agent.evaluation.runner import EvalSettings, evaluate

@@ -18,10 +18,10 @@ from ..backends.base import SamplingSettings
 from ..backends.settings import make_backend
 from ..backends.slots import RuntimeSlots, default_runtime_slots
 from ..episode import EpisodeResult, EpisodeSettings, Round
+from ..episode_text import agreement_text, progress_message, render_answer, render_trace, result_as_json
 from ..errors import ConfigError
 from ..loop import run_episode
 from ..notes import DEFAULT_MAX_NOTES_CHARS, evidence_with_notes, read_notes
-from ..report import agreement_text, progress_message, render_answer, render_trace, result_as_json
 from ..sqlite import Database, QueryResult
 from ..voting import (
     CompareLimits,

@@ -11,8 +11,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..episode import EpisodeResult
+from ..episode_text import JsonCell, json_cell
 from ..errors import ConfigError
-from ..report import JsonCell, json_cell
 from ..sqlite import QueryResult
 
 

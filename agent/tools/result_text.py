@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..sqlite.types import BlobRef, ClippedText, QueryResult, QueryStatus
-from ..text_safety import echo_value, escape_unsafe, quoted_name
+from .text_safety import echo_value, escape_unsafe, quoted_name
 
 # SQLite's keywords (https://sqlite.org/lang_keywords.html). A name equal to one of
 # them is shown double-quoted, so the model copies a form that always parses.

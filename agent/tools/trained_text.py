@@ -16,7 +16,6 @@ from typing import Any
 
 from ..sqlite.hiding import skip_quoted
 from ..sqlite.types import BlobRef, ClippedText, ForeignKey, QueryResult, QueryStatus, Schema, Table
-from ..text_safety import NAME_CHARS, echo_value
 from .result_text import (
     ERROR_CHARS,
     HINT_CHARS,
@@ -26,6 +25,7 @@ from .result_text import (
     render_query_failure,
     show_ident,
 )
+from .text_safety import NAME_CHARS, echo_value
 
 QUERY_ROWS = 5  # run_query shows at most this many rows, as the trained environment did
 MORE_ROWS = "... (showing first {shown} rows; more rows exist)"

@@ -1,4 +1,4 @@
-"""The `sqale-agent` command line: one subcommand per module of agent/commands."""
+"""The `sqale-agent` command line: one subcommand per module beside this one."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import json
 import re
 import sys
 
-from .commands import ask, doctor, evaluate, golden, html_report, tool
-from .errors import SqaleError
-from .version import package_version
+from .. import package_version
+from ..errors import SqaleError
+from . import ask, doctor, evaluate, golden, html_report, run_tool
 
 # Modules with register(subparsers); each sets `run(args) -> int` on its parser.
-COMMANDS = (ask, doctor, evaluate, golden, html_report, tool)
+COMMANDS = (ask, doctor, evaluate, golden, html_report, run_tool)
 
 
 def build_parser() -> argparse.ArgumentParser:

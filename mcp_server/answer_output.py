@@ -9,9 +9,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.episode import EpisodeResult
-from agent.report import JsonCell, agreement_text, clip, cut_note, json_cell
+from agent.episode_text import JsonCell, agreement_text, clip, cut_note, json_cell
 from agent.sqlite import ClippedText
-from agent.text_safety import escape_unsafe
+from agent.tools.text_safety import escape_unsafe
 
 from .fence import fence_untrusted
 from .limits import AnswerLimits, LimitName, limit_lines, limits_hit

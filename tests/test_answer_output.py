@@ -16,8 +16,7 @@ from agent.errors import (
     ModelNotFound,
 )
 from agent.sqlite import BlobRef, ClippedText, ResultCut
-from mcp_server.limits import AnswerLimits, input_schema_with_limits
-from mcp_server.output import (
+from mcp_server.answer_output import (
     AnswerOutput,
     answer_from_episode,
     call_summary,
@@ -26,6 +25,7 @@ from mcp_server.output import (
     render_answer_text,
     sql_fence,
 )
+from mcp_server.limits import AnswerLimits, input_schema_with_limits
 from mcp_server.tool_errors import (
     empty_question,
     episode_timeout,

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from agent.completion import (
+from agent.episode import ToolCall
+from agent.tools.calls import (
     ParsedCompletion,
     extract_final_sql,
     last_bare_statement,
@@ -14,7 +15,6 @@ from agent.completion import (
     parse_completion,
     split_think,
 )
-from agent.episode import ToolCall
 
 TOOL_LIST = ("list_tables, describe_table, foreign_keys, join_path, sample_rows, distinct_values, "
              "run_query, submit_sql")

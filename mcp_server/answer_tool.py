@@ -21,9 +21,9 @@ from agent.errors import SqaleError
 from agent.notes import evidence_with_notes
 
 from .access import LOCAL_CALLER, Caller, caller_of
+from .answer_output import AnswerOutput, answer_from_episode, render_answer_text
 from .draining import ServerStopping
 from .limits import AnswerLimits
-from .output import AnswerOutput, answer_from_episode, render_answer_text
 from .quotas import QuotaExceeded
 from .runtime import ServerRuntime
 from .sampling import QuestionAsked, ReportProgress, candidates_of, chosen_run, run_question

@@ -37,13 +37,15 @@ from ._base import (
     ToolSettings,
     distinct_values_tool,
     find_table,
+    foreign_keys_tool,
+    list_tables_tool,
     read_failure,
     readable_table,
     real_tables,
+    run_query_tool,
     sample_query,
     with_note,
 )
-from ._hints import sql_error_hint
 from ._joins import shortest_join_path
 from ._schema_text import (
     join_tables,
@@ -83,11 +85,8 @@ def _count_rows(ctx: ToolContext, table: Table) -> Generator[QuerySpec, QueryRes
 
 # --- the tools, each a function of the schema and parsed arguments -------------------------
 
-def _list_tables(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
-    pattern = args["pattern"]
-    text = render_table_list(ctx.schema, pattern, ctx.settings.result_chars)
-    matched = pattern is None or any(pattern.casefold() in n.casefold() for n in ctx.schema.names)
-    return ToolOutcome(text, matched, frozenset())
+_list_tables = list_tables_tool(
+    lambda ctx, pattern: render_table_list(ctx.schema, pattern, ctx.settings.result_chars))
 
 
 def _describe_table(ctx: ToolContext, args: dict[str, Any]) -> Steps:
@@ -99,12 +98,7 @@ def _describe_table(ctx: ToolContext, args: dict[str, Any]) -> Steps:
     return ToolOutcome(text, True, frozenset([table.name]))
 
 
-def _foreign_keys(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
-    table = find_table(ctx.schema, args["table_name"])
-    if isinstance(table, ToolOutcome):
-        return table
-    text = render_links(table, ctx.schema, ctx.settings.result_chars)
-    return ToolOutcome(text, True, frozenset([table.name]))
+_foreign_keys = foreign_keys_tool(render_links)
 
 
 def _join_path(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
@@ -145,15 +139,10 @@ _distinct_values = distinct_values_tool(
     lambda table, column, result, s: render_distinct(table.name, column, result, s.cell_chars, s.result_chars))
 
 
-def _run_query(ctx: ToolContext, args: dict[str, Any]) -> Steps:
-    s = ctx.settings
-    result = yield QuerySpec(args["sql"], max_rows=s.query_rows, cell_limit=s.cell_chars)
-    if result.ok:
-        text = render_query_result(result, s.cell_chars, s.result_chars)
-        return ToolOutcome(text, True, real_tables(ctx.schema, result.tables_read), result)
-    hint = sql_error_hint(result.error or "", ctx.schema) if result.error else None
-    text = render_query_failure(result, hint, ctx.query_timeout)
-    return ToolOutcome(text, False, real_tables(ctx.schema, result.tables_read), result)
+_run_query = run_query_tool(
+    lambda sql, s: QuerySpec(sql, max_rows=s.query_rows, cell_limit=s.cell_chars),
+    lambda result, s: render_query_result(result, s.cell_chars, s.result_chars),
+    render_query_failure)
 
 
 # --- the table of tools: everything else about a tool is derived from its row -------------

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..sqlite import QueryResult, QueryStatus, Schema, Table
 from ._args import clamp_limit, unquote_name
-from ._hints import find_column, unknown_column_text, unknown_table_text
+from ._hints import find_column, sql_error_hint, unknown_column_text, unknown_table_text
 from ._schema_text import render_unreadable
 from .result_text import quote_ident, render_query_failure, show_ident
 
@@ -137,6 +137,46 @@ def distinct_query(table: Table, column: str, limit: int, cell_chars: int) -> Qu
 
 
 RenderValues = Callable[[Table, str, QueryResult, ToolSettings], str]
+
+
+Direct = Callable[[ToolContext, dict[str, Any]], ToolOutcome]  # a tool that needs no query
+
+
+def list_tables_tool(render: Callable[[ToolContext, str | None], str]) -> Direct:
+    """list_tables for an environment: the same pattern match, its text from `render`."""
+    def list_tables(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+        pattern = args["pattern"]
+        matched = pattern is None or any(pattern.casefold() in n.casefold() for n in ctx.schema.names)
+        return ToolOutcome(render(ctx, pattern), matched, frozenset())
+
+    return list_tables
+
+
+def foreign_keys_tool(render: Callable[[Table, Schema, int], str]) -> Direct:
+    """foreign_keys for an environment: the same lookup, its text from `render(table, schema, chars)`."""
+    def foreign_keys(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+        table = find_table(ctx.schema, args["table_name"])
+        if isinstance(table, ToolOutcome):
+            return table
+        return ToolOutcome(render(table, ctx.schema, ctx.settings.result_chars), True, frozenset([table.name]))
+
+    return foreign_keys
+
+
+def run_query_tool(query: Callable[[str, ToolSettings], QuerySpec],
+                   render_rows: Callable[[QueryResult, ToolSettings], str],
+                   render_failure: Callable[[QueryResult, str | None, float], str],
+                   ) -> Callable[[ToolContext, dict[str, Any]], Steps]:
+    """run_query for an environment: its row limits from `query`, its texts from the renderers."""
+    def run_query(ctx: ToolContext, args: dict[str, Any]) -> Steps:
+        result = yield query(args["sql"], ctx.settings)
+        tables = real_tables(ctx.schema, result.tables_read)
+        if result.ok:
+            return ToolOutcome(render_rows(result, ctx.settings), True, tables, result)
+        hint = sql_error_hint(result.error or "", ctx.schema) if result.error else None
+        return ToolOutcome(render_failure(result, hint, ctx.query_timeout), False, tables, result)
+
+    return run_query
 
 
 def distinct_values_tool(render: RenderValues) -> Callable[[ToolContext, dict[str, Any]], Steps]:

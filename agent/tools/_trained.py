@@ -18,22 +18,21 @@ from ._base import (
     ToolOutcome,
     distinct_values_tool,
     find_table,
+    foreign_keys_tool,
+    list_tables_tool,
     read_failure,
     readable_table,
     real_tables,
+    run_query_tool,
     sample_query,
     with_note,
 )
-from ._hints import sql_error_hint
 from .result_text import show_ident
 
-
-def list_tables(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
-    """Every name on one line with the count (a pattern narrows it)."""
-    pattern, s = args["pattern"], ctx.settings
-    text = texts.render_names(ctx.schema, pattern, s.list_names, s.long_text_chars)
-    matched = pattern is None or any(pattern.casefold() in n.casefold() for n in ctx.schema.names)
-    return ToolOutcome(text, matched, frozenset())
+# Every name on one line with the count (a pattern narrows it).
+list_tables = list_tables_tool(
+    lambda ctx, pattern: texts.render_names(ctx.schema, pattern, ctx.settings.list_names,
+                                            ctx.settings.long_text_chars))
 
 
 def describe_table(ctx: ToolContext, args: dict[str, Any]) -> Steps:
@@ -50,13 +49,8 @@ def describe_table(ctx: ToolContext, args: dict[str, Any]) -> Steps:
     return ToolOutcome(text, True, frozenset([table.name]))
 
 
-def foreign_keys(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
-    """FOREIGN KEY clauses from and to the table."""
-    table = find_table(ctx.schema, args["table_name"])
-    if isinstance(table, ToolOutcome):
-        return table
-    text = texts.render_key_links(table, ctx.schema, ctx.settings.result_chars)
-    return ToolOutcome(text, True, frozenset([table.name]))
+# FOREIGN KEY clauses from and to the table.
+foreign_keys = foreign_keys_tool(texts.render_key_links)
 
 
 def sample_rows(ctx: ToolContext, args: dict[str, Any]) -> Steps:
@@ -81,14 +75,10 @@ distinct_values = distinct_values_tool(
                                                          s.result_chars))
 
 
-def run_query(ctx: ToolContext, args: dict[str, Any]) -> Steps:
-    """At most 5 rows in the pipe format, or `Error: ...`."""
-    s = ctx.settings
-    rows = texts.QUERY_ROWS  # counting stops one row past: enough to say "more rows exist"
-    result = yield QuerySpec(args["sql"], max_rows=rows, cell_limit=s.cell_chars, count_cap=rows)
-    if result.ok:
-        text = texts.render_rows(result, s.cell_chars, s.result_chars)
-        return ToolOutcome(text, True, real_tables(ctx.schema, result.tables_read), result)
-    hint = sql_error_hint(result.error or "", ctx.schema) if result.error else None
-    text = texts.render_failure(result, hint, ctx.query_timeout)
-    return ToolOutcome(text, False, real_tables(ctx.schema, result.tables_read), result)
+# At most 5 rows in the pipe format, or `Error: ...`; counting stops one row past: enough to
+# say "more rows exist".
+run_query = run_query_tool(
+    lambda sql, s: QuerySpec(sql, max_rows=texts.QUERY_ROWS, cell_limit=s.cell_chars,
+                             count_cap=texts.QUERY_ROWS),
+    lambda result, s: texts.render_rows(result, s.cell_chars, s.result_chars),
+    texts.render_failure)

@@ -139,10 +139,51 @@ def distinct_query(table: Table, column: str, limit: int, cell_chars: int) -> Qu
 RenderValues = Callable[[Table, str, QueryResult, ToolSettings], str]
 
 
-Direct = Callable[[ToolContext, dict[str, Any]], ToolOutcome]  # a tool that needs no query
+DirectTool = Callable[[ToolContext, dict[str, Any]], ToolOutcome]  # a tool that needs no query
+QueryTool = Callable[[ToolContext, dict[str, Any]], Steps]  # a tool that yields the queries it needs
 
 
-def list_tables_tool(render: Callable[[ToolContext, str | None], str]) -> Direct:
+def count_table_rows(ctx: ToolContext, table: Table,
+                     ) -> Generator[QuerySpec, QueryResult, tuple[int, bool] | None]:
+    """(rows, exact) of `table`, counted up to the cap; None when the count is too slow or fails."""
+    cap = ctx.settings.row_count_cap
+    result = yield QuerySpec(
+        f"SELECT count(*) FROM (SELECT 1 FROM {quote_ident(table.name)} LIMIT {cap + 1})",
+        max_rows=1, timeout=ctx.settings.row_count_timeout)
+    if not result.ok or not result.rows:
+        return None  # too slow or unreadable: the text simply leaves the count out
+    count = int(result.rows[0][0])
+    return (min(count, cap), count <= cap)
+
+
+def sample_rows_tool(render: Callable[[Table, QueryResult, tuple[int, bool] | None, ToolSettings], str],
+                     *, count_rows: bool) -> QueryTool:
+    """sample_rows for an environment: the same lookup and query, its text from `render`.
+
+    With `count_rows` a full sample is followed by a count of the table's rows, which `render`
+    gets as (rows, exact); without, it gets None and the engine counts no further than the sample.
+    """
+    def sample_rows(ctx: ToolContext, args: dict[str, Any]) -> Steps:
+        table = find_table(ctx.schema, args["table_name"])
+        if isinstance(table, ToolOutcome):
+            return table
+        s = ctx.settings
+        limit, note = clamp_limit(args["limit"], s.sample_rows, s.max_sample_rows)
+        result = yield QuerySpec(sample_query(table, limit), max_rows=limit, cell_limit=s.cell_chars,
+                                 count_cap=None if count_rows else limit)
+        if not result.ok:
+            return read_failure(ctx, table, result)
+        total: tuple[int, bool] | None = None
+        if count_rows:
+            total = (len(result.rows), True) if len(result.rows) < limit else (
+                yield from count_table_rows(ctx, table))
+        return ToolOutcome(with_note(render(table, result, total, s), note), True,
+                           frozenset([table.name]) | real_tables(ctx.schema, result.tables_read))
+
+    return sample_rows
+
+
+def list_tables_tool(render: Callable[[ToolContext, str | None], str]) -> DirectTool:
     """list_tables for an environment: the same pattern match, its text from `render`."""
     def list_tables(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
         pattern = args["pattern"]
@@ -152,7 +193,7 @@ def list_tables_tool(render: Callable[[ToolContext, str | None], str]) -> Direct
     return list_tables
 
 
-def foreign_keys_tool(render: Callable[[Table, Schema, int], str]) -> Direct:
+def foreign_keys_tool(render: Callable[[Table, Schema, int], str]) -> DirectTool:
     """foreign_keys for an environment: the same lookup, its text from `render(table, schema, chars)`."""
     def foreign_keys(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
         table = find_table(ctx.schema, args["table_name"])
@@ -166,7 +207,7 @@ def foreign_keys_tool(render: Callable[[Table, Schema, int], str]) -> Direct:
 def run_query_tool(query: Callable[[str, ToolSettings], QuerySpec],
                    render_rows: Callable[[QueryResult, ToolSettings], str],
                    render_failure: Callable[[QueryResult, str | None, float], str],
-                   ) -> Callable[[ToolContext, dict[str, Any]], Steps]:
+                   ) -> QueryTool:
     """run_query for an environment: its row limits from `query`, its texts from the renderers."""
     def run_query(ctx: ToolContext, args: dict[str, Any]) -> Steps:
         result = yield query(args["sql"], ctx.settings)
@@ -179,7 +220,7 @@ def run_query_tool(query: Callable[[str, ToolSettings], QuerySpec],
     return run_query
 
 
-def distinct_values_tool(render: RenderValues) -> Callable[[ToolContext, dict[str, Any]], Steps]:
+def distinct_values_tool(render: RenderValues) -> QueryTool:
     """distinct_values for an environment: the same lookups and query, its text from `render`."""
     def distinct_values(ctx: ToolContext, args: dict[str, Any]) -> Steps:
         table = readable_table(ctx.schema, args["table_name"])

@@ -10,22 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from . import trained_text as texts
-from ._args import clamp_limit
 from ._base import (
     QuerySpec,
     Steps,
     ToolContext,
     ToolOutcome,
     distinct_values_tool,
-    find_table,
     foreign_keys_tool,
     list_tables_tool,
-    read_failure,
     readable_table,
-    real_tables,
     run_query_tool,
-    sample_query,
-    with_note,
+    sample_rows_tool,
 )
 from .result_text import show_ident
 
@@ -53,20 +48,10 @@ def describe_table(ctx: ToolContext, args: dict[str, Any]) -> Steps:
 foreign_keys = foreign_keys_tool(texts.render_key_links)
 
 
-def sample_rows(ctx: ToolContext, args: dict[str, Any]) -> Steps:
-    """The first `limit` rows in the pipe format (no count query: the text shows none)."""
-    table = find_table(ctx.schema, args["table_name"])
-    if isinstance(table, ToolOutcome):
-        return table
-    s = ctx.settings
-    limit, note = clamp_limit(args["limit"], s.sample_rows, s.max_sample_rows)
-    result = yield QuerySpec(sample_query(table, limit), max_rows=limit, cell_limit=s.cell_chars,
-                             count_cap=limit)
-    if not result.ok:
-        return read_failure(ctx, table, result)
-    text = texts.render_sample_rows(result, s.cell_chars, s.result_chars)
-    return ToolOutcome(with_note(text, note), True,
-                       frozenset([table.name]) | real_tables(ctx.schema, result.tables_read))
+# The first `limit` rows in the pipe format (no count query: the text shows none).
+sample_rows = sample_rows_tool(
+    lambda table, result, total, s: texts.render_sample_rows(result, s.cell_chars, s.result_chars),
+    count_rows=False)
 
 
 # `column | count` rows, most frequent first.

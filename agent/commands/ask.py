@@ -39,11 +39,13 @@ from .environment_option import add_environment_argument, environment_from_args
 ALIAS_LIKE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")  # the server's alias form
 
 
-def register(subparsers: Any) -> None:
-    """Add the `ask` subcommand."""
-    parser = subparsers.add_parser(
-        "ask", help="answer a question on an SQLite database",
-        description="The model explores the database with its tools, tests its SQL and answers.")
+NAME = "ask"
+HELP = "answer a question on an SQLite database"
+DESCRIPTION = ("The model explores the database with its tools, tests its SQL and answers.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `sqale-agent ask`."""
     parser.add_argument("question", help="the question, in plain language")
     add_database_arguments(parser)
     parser.add_argument("--evidence", metavar="TEXT", help="a hint such as BIRD's evidence note")
@@ -65,7 +67,6 @@ def register(subparsers: Any) -> None:
                         help="print each round: thoughts, calls and results")
     add_backend_arguments(parser)
     add_environment_argument(parser)
-    parser.set_defaults(run=run)
 
 
 def check_plain_path(db: str) -> None:

@@ -6,7 +6,6 @@ import argparse
 import os
 from collections.abc import Mapping, Sequence
 from importlib.metadata import packages_distributions
-from typing import Any
 
 import anyio
 
@@ -25,12 +24,14 @@ OUR_PACKAGES = ("agent", "mcp_server")
 PROBE_SECONDS = 5.0  # a runtime that accepts connections but never answers is reported after this
 
 
-def register(subparsers: Any) -> None:
-    """Add the `doctor` subcommand."""
-    parser = subparsers.add_parser(
-        "doctor", help="check that the model runtime, the model and the databases are ready",
-        description="Checks the runtime is reachable, the model is installed (and shows its "
-                    "parameters), and each --db opens; prints what to fix.")
+NAME = "doctor"
+HELP = "check that the model runtime, the model and the databases are ready"
+DESCRIPTION = ("Checks the runtime is reachable, the model is installed (and shows its "
+               "parameters), and each --db opens; prints what to fix.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `sqale-agent doctor`."""
     parser.add_argument("--db", action="append", default=[], metavar="PATH",
                         help="a database to check (repeatable)")
     parser.add_argument("--notes", action="append", default=[], metavar="FILE",
@@ -41,7 +42,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--runtime-slots", type=int, metavar="N",
                         help="the --runtime-slots you will give sqale-mcp (default: its default)")
     add_backend_arguments(parser)
-    parser.set_defaults(run=run)
 
 
 def package_clashes(providers: Mapping[str, Sequence[str]]) -> list[str]:

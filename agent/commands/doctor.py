@@ -16,6 +16,7 @@ from ..backends.slots import resolve_runtime_slots
 from ..errors import SqaleError
 from ..notes import DEFAULT_MAX_NOTES_CHARS, read_notes
 from ..sqlite import Database, HideRules, Schema
+from ..tools.result_text import plural
 from .backend_options import add_backend_arguments, backend_choice
 from .db_options import add_hide_argument, hide_rules
 
@@ -145,7 +146,7 @@ def _report_slots(args: argparse.Namespace, choice: BackendSettings, engine_slot
     slots = resolve_runtime_slots(args.runtime_slots, choice.backend, len(choice.base_urls), os.environ)
     print(f"[info] runtime slots: {slots.slots} ({slots.reason}): questions beyond that wait their turn")
     if engine_slots is not None:
-        print(f"       the engine reports {engine_slots} slot{'s' if engine_slots != 1 else ''} "
+        print(f"       the engine reports {plural(engine_slots, 'slot')} "
               "(/props total_slots)")
         if engine_slots != slots.slots:
             print(f"       note: give sqale-mcp --runtime-slots {engine_slots}: more questions at once than "

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -19,25 +17,14 @@ from ..errors import (
     ConfigError,
     ModelNotFound,
 )
+from ._replicas import Replica, ReplicaPool
 from .base import STOP_STRINGS, Completion, ModelInfo, SamplingSettings, seeded_copy
 from .settings import is_http_url
 from .streaming import read_completion_stream
 
-logger = logging.getLogger(__name__)
-
 # A dead replica should be noticed quickly even though a generation may take minutes.
 _CONNECT_TIMEOUT = 10.0
 _ATTEMPTS = 2  # the first replica, then one retry on another healthy replica
-
-
-@dataclass(eq=False)  # identity matters: two replicas may share a URL
-class _Replica:
-    """Live bookkeeping for one base URL; mutable by nature, owned by one backend instance."""
-
-    base_url: str
-    outstanding: int = 0
-    down_until: float = 0.0  # time.monotonic() before which the replica is skipped
-    last_error: str | None = None
 
 
 class _ReplicaFailed(Exception):
@@ -80,7 +67,7 @@ class OpenAICompletionsBackend:
         self.failure_cooldown = failure_cooldown
         self.api_key_env = api_key_env
         self._has_key = api_key is not None
-        self._replicas = [_Replica(url.rstrip("/")) for url in base_urls]
+        self._pool = ReplicaPool([url.rstrip("/") for url in base_urls], cooldown=failure_cooldown)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key is not None else {}
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout, connect=min(timeout, _CONNECT_TIMEOUT)),
@@ -94,7 +81,7 @@ class OpenAICompletionsBackend:
     @property
     def base_urls(self) -> tuple[str, ...]:
         """The replicas, normalised (no trailing slash)."""
-        return tuple(r.base_url for r in self._replicas)
+        return tuple(r.base_url for r in self._pool.replicas)
 
     def request_body(self, prompt: str, max_tokens: int) -> dict[str, Any]:
         """The JSON body of one /completions request."""
@@ -119,29 +106,23 @@ class OpenAICompletionsBackend:
         """Continue `prompt` verbatim on the least busy healthy replica, retrying once elsewhere."""
         body = self.request_body(prompt, max_tokens)
         started = time.perf_counter()
-        tried: list[_Replica] = []
         any_connection_failure = False
-        for _ in range(_ATTEMPTS):
-            replica = self._pick(tried)
-            if replica is None:
-                break
-            tried.append(replica)
+        for replica in self._pool.attempts(_ATTEMPTS):
             try:
                 return await self._stream_completion(replica, body, started)
             except _ReplicaFailed as failure:
                 any_connection_failure |= failure.connection
-                self._mark_down(replica, failure.reason)
-                continue
+                self._pool.mark_down(replica, failure.reason)
         raise self._all_failed(connection=any_connection_failure)
 
     async def describe_model(self) -> ModelInfo:
         """Check with GET {base_url}/models that every replica serves the model."""
         down: list[str] = []
-        for replica in self._replicas:
+        for replica in self._pool.replicas:
             try:
                 payload = await self._request(replica, "/models")
             except _ReplicaFailed as failure:
-                self._mark_down(replica, failure.reason)
+                self._pool.mark_down(replica, failure.reason)
                 down.append(f"  {replica.base_url}: {failure.reason}")
                 continue
             data = payload.get("data")
@@ -155,7 +136,7 @@ class OpenAICompletionsBackend:
         if down:
             listing = "\n".join(down)
             raise BackendUnreachable(
-                f"{len(down)} of {len(self._replicas)} replicas did not answer:\n{listing}\n"
+                f"{len(down)} of {len(self._pool.replicas)} replicas did not answer:\n{listing}\n"
                 "Start the server(s) or fix --base-url."
             )
         return ModelInfo(name=self.model, details={"replicas": ", ".join(self.base_urls)})
@@ -163,7 +144,7 @@ class OpenAICompletionsBackend:
     async def engine_slots(self) -> int | None:
         """Slots across all replicas where each engine says (llama-server's /props), else None."""
         total = 0
-        for replica in self._replicas:
+        for replica in self._pool.replicas:
             url = f"{replica.base_url.removesuffix('/v1')}/props"
             try:
                 response = await self._client.get(url, timeout=_CONNECT_TIMEOUT)
@@ -179,39 +160,14 @@ class OpenAICompletionsBackend:
         """Close the HTTP connections to every replica."""
         await self._client.aclose()
 
-    def _pick(self, tried: Sequence[_Replica]) -> _Replica | None:
-        """The healthy untried replica with the fewest outstanding requests (ties: first listed).
-
-        When every replica is cooling down, the first attempt still probes the one whose
-        cooldown ends soonest, so a recovered server is used without waiting out the cooldown.
-        """
-        now = time.monotonic()
-        untried = [r for r in self._replicas if r not in tried]
-        healthy = [r for r in untried if r.down_until <= now]
-        if healthy:
-            return min(healthy, key=lambda r: r.outstanding)
-        if not tried and untried:
-            return min(untried, key=lambda r: r.down_until)
-        return None
-
-    def _mark_down(self, replica: _Replica, reason: str) -> None:
-        replica.last_error = reason
-        replica.down_until = time.monotonic() + self.failure_cooldown
-        logger.warning(
-            "replica %s failed (%s); skipping it for %g s",
-            replica.base_url, reason, self.failure_cooldown,
-        )
-
-    async def _request(self, replica: _Replica, path: str) -> dict[str, Any]:
+    async def _request(self, replica: Replica, path: str) -> dict[str, Any]:
         """GET one replica's `path`; returns the decoded JSON of a 200 answer."""
         url = f"{replica.base_url}{path}"
-        replica.outstanding += 1
-        try:
-            response = await self._client.get(url)
-        except httpx.HTTPError as exc:
-            raise self._transport_failure(exc, url) from exc
-        finally:
-            replica.outstanding -= 1
+        with self._pool.in_flight(replica):
+            try:
+                response = await self._client.get(url)
+            except httpx.HTTPError as exc:
+                raise self._transport_failure(exc, url) from exc
         self._check_status(replica, path, response)
         try:
             payload = response.json()
@@ -227,31 +183,29 @@ class OpenAICompletionsBackend:
             )
         return payload
 
-    async def _stream_completion(self, replica: _Replica, body: dict[str, Any],
+    async def _stream_completion(self, replica: Replica, body: dict[str, Any],
                                  started: float) -> Completion:
         """POST a streamed /completions to one replica and gather the pieces into one Completion."""
         url = f"{replica.base_url}/completions"
         answered = False  # the server began a stream: a later failure happened in the engine
-        replica.outstanding += 1
-        try:
-            async with self._client.stream("POST", url, json=body) as response:
-                answered = response.status_code == 200
-                if response.status_code != 200:
-                    await response.aread()
-                    self._check_status(replica, "/completions", response)
-                streamed = await read_completion_stream(response.aiter_lines(), url)
-        except (httpx.HTTPError, _ReplicaFailed, BackendResponseError) as exc:
-            refusal = await self._refusal_behind(replica, body) if answered else None
-            if refusal is not None:
-                raise refusal from exc
-            if answered and isinstance(exc, httpx.TransportError):  # not unreachable: it broke off
-                raise _ReplicaFailed(f"the completion stream broke off ({_describe(exc)})",
-                                     connection=False) from exc
-            if isinstance(exc, httpx.HTTPError):
-                raise self._transport_failure(exc, url) from exc
-            raise
-        finally:
-            replica.outstanding -= 1
+        with self._pool.in_flight(replica):
+            try:
+                async with self._client.stream("POST", url, json=body) as response:
+                    answered = response.status_code == 200
+                    if response.status_code != 200:
+                        await response.aread()
+                        self._check_status(replica, "/completions", response)
+                    streamed = await read_completion_stream(response.aiter_lines(), url)
+            except (httpx.HTTPError, _ReplicaFailed, BackendResponseError) as exc:
+                refusal = await self._refusal_behind(replica, body) if answered else None
+                if refusal is not None:
+                    raise refusal from exc
+                if answered and isinstance(exc, httpx.TransportError):  # not unreachable: it broke off
+                    raise _ReplicaFailed(f"the completion stream broke off ({_describe(exc)})",
+                                         connection=False) from exc
+                if isinstance(exc, httpx.HTTPError):
+                    raise self._transport_failure(exc, url) from exc
+                raise
         return Completion(
             text=streamed.text, prompt_tokens=streamed.prompt_tokens,
             completion_tokens=streamed.completion_tokens, finish_reason=streamed.finish_reason,
@@ -259,7 +213,7 @@ class OpenAICompletionsBackend:
             details={"replica": replica.base_url, "usage": streamed.usage_source},
         )
 
-    async def _refusal_behind(self, replica: _Replica, body: dict[str, Any]) -> BackendError | None:
+    async def _refusal_behind(self, replica: Replica, body: dict[str, Any]) -> BackendError | None:
         """The engine's own error for a request whose stream failed, asked for without streaming.
 
         Some engines (llama_cpp.server) check a request only once its stream has started, so a
@@ -294,7 +248,7 @@ class OpenAICompletionsBackend:
         # The connection broke mid-request (a crash?) or the answer was not valid HTTP.
         return _ReplicaFailed(_describe(exc), connection=True)
 
-    def _check_status(self, replica: _Replica, path: str, response: httpx.Response) -> None:
+    def _check_status(self, replica: Replica, path: str, response: httpx.Response) -> None:
         """Raise the error an answer other than 200 means; note a healthy replica otherwise."""
         if response.status_code >= 500:
             raise _ReplicaFailed(
@@ -317,9 +271,9 @@ class OpenAICompletionsBackend:
                 f"{replica.base_url}{path} refused the request (HTTP {response.status_code}): "
                 f"{message}. Check the server's log and its limits (context length, max_tokens)."
             )
-        replica.last_error = None
+        self._pool.mark_answered(replica)
 
-    def _auth_message(self, replica: _Replica, response: httpx.Response) -> str:
+    def _auth_message(self, replica: Replica, response: httpx.Response) -> str:
         answer = f"HTTP {response.status_code}: {_error_message(response)}"
         if not self._has_key:
             return (
@@ -332,7 +286,7 @@ class OpenAICompletionsBackend:
             f"Check the key stored in {source}."
         )
 
-    def _not_found(self, replica: _Replica, path: str, response: httpx.Response) -> BackendError:
+    def _not_found(self, replica: Replica, path: str, response: httpx.Response) -> BackendError:
         message = _error_message(response)
         if "model" in message.lower():
             return ModelNotFound(
@@ -346,17 +300,7 @@ class OpenAICompletionsBackend:
         )
 
     def _all_failed(self, *, connection: bool) -> BackendError:
-        now = time.monotonic()
-        lines = []
-        for r in self._replicas:
-            if r.last_error is None:
-                state = "no error recorded"
-            elif r.down_until > now:
-                state = r.last_error
-            else:
-                state = f"{r.last_error} (cooldown over)"
-            lines.append(f"  {r.base_url}: {state}")
-        listing = "\n".join(lines)
+        listing = self._pool.failure_listing()
         if connection:
             return BackendUnreachable(
                 f"No replica could serve model '{self.model}':\n{listing}\n"

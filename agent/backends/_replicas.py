@@ -1,0 +1,100 @@
+"""Which replicas of an OpenAI-compatible backend exist, which are down until when, which to try next."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)  # identity matters: two replicas may share a URL
+class Replica:
+    """Live bookkeeping for one base URL; mutable by nature, owned by one pool."""
+
+    base_url: str
+    outstanding: int = 0
+    down_until: float = 0.0  # the pool's clock reading before which the replica is skipped
+    last_error: str | None = None
+
+
+class ReplicaPool:
+    """The replicas of one backend: requests in flight, failures and cooldowns; no I/O.
+
+    A failed replica is skipped for `cooldown` seconds; `clock` is time.monotonic unless a
+    test passes its own.
+    """
+
+    def __init__(self, base_urls: Sequence[str], *, cooldown: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.cooldown = cooldown
+        self._clock = clock
+        self._replicas = tuple(Replica(url) for url in base_urls)
+
+    @property
+    def replicas(self) -> tuple[Replica, ...]:
+        """Every replica, in the order given."""
+        return self._replicas
+
+    def pick(self, tried: Sequence[Replica] = ()) -> Replica | None:
+        """The healthy untried replica with the fewest outstanding requests (ties: first listed).
+
+        When every replica is cooling down, the first attempt still probes the one whose
+        cooldown ends soonest, so a recovered server is used without waiting out the cooldown.
+        """
+        now = self._clock()
+        untried = [r for r in self._replicas if r not in tried]
+        healthy = [r for r in untried if r.down_until <= now]
+        if healthy:
+            return min(healthy, key=lambda r: r.outstanding)
+        if not tried and untried:
+            return min(untried, key=lambda r: r.down_until)
+        return None
+
+    def attempts(self, limit: int) -> Iterator[Replica]:
+        """Up to `limit` distinct replicas to try in turn, each picked when the previous one failed."""
+        tried: list[Replica] = []
+        for _ in range(limit):
+            replica = self.pick(tried)
+            if replica is None:
+                return
+            tried.append(replica)
+            yield replica
+
+    @contextmanager
+    def in_flight(self, replica: Replica) -> Iterator[Replica]:
+        """Count a request as outstanding on `replica` while the block runs."""
+        replica.outstanding += 1
+        try:
+            yield replica
+        finally:
+            replica.outstanding -= 1
+
+    def mark_down(self, replica: Replica, reason: str) -> None:
+        """Skip `replica` for the cooldown, remembering why (logged as a warning)."""
+        replica.last_error = reason
+        replica.down_until = self._clock() + self.cooldown
+        logger.warning(
+            "replica %s failed (%s); skipping it for %g s", replica.base_url, reason, self.cooldown,
+        )
+
+    def mark_answered(self, replica: Replica) -> None:
+        """Forget `replica`'s last error: it answered as a healthy server does."""
+        replica.last_error = None
+
+    def failure_listing(self) -> str:
+        """One line per replica: its URL and its last error, and whether its cooldown is over."""
+        now = self._clock()
+        lines = []
+        for r in self._replicas:
+            if r.last_error is None:
+                state = "no error recorded"
+            elif r.down_until > now:
+                state = r.last_error
+            else:
+                state = f"{r.last_error} (cooldown over)"
+            lines.append(f"  {r.base_url}: {state}")
+        return "\n".join(lines)

@@ -14,20 +14,12 @@ import httpx
 import ollama
 import pydantic
 
-from ..errors import (
-    BackendError,
-    BackendResponseError,
-    BackendTimeout,
-    BackendUnreachable,
-    ConfigError,
-    ModelNotFound,
-)
+from ..errors import BackendError, BackendResponseError, BackendUnreachable, ConfigError, ModelNotFound
+from ._http import CONNECT_TIMEOUT, client_timeout, timed_out
 from .base import STOP_STRINGS, VLLM_NEUTRAL_SAMPLERS, Completion, ModelInfo, SamplingSettings, seeded_copy
 from .settings import DEFAULT_OLLAMA_HOST, GO_DURATION, KEEP_ALIVE_HINT
 
 _OLLAMA_PORT = 11434
-# A dead or firewalled host should fail fast even when generation may take minutes.
-_CONNECT_TIMEOUT = 10.0
 
 _T = TypeVar("_T")
 
@@ -113,7 +105,7 @@ class OllamaBackend:
         self.timeout = timeout
         self._client = ollama.AsyncClient(
             host=self.host,
-            timeout=httpx.Timeout(timeout, connect=min(timeout, _CONNECT_TIMEOUT)),
+            timeout=client_timeout(timeout),
         )
 
     def with_seed(self, seed: int) -> OllamaBackend:
@@ -189,13 +181,10 @@ class OllamaBackend:
         except ConnectionError as exc:  # the ollama client's translation of httpx.ConnectError
             raise self._unreachable("connection refused or host unknown") from exc
         except httpx.ConnectTimeout as exc:
-            raise self._unreachable(f"no answer to the connection within {_CONNECT_TIMEOUT:g} s") from exc
+            raise self._unreachable(f"no answer to the connection within {CONNECT_TIMEOUT:g} s") from exc
         except httpx.TimeoutException as exc:
-            raise BackendTimeout(
-                f"Ollama at {self.host} did not answer within {self.timeout:g} s (model "
-                f"'{self.model}'). The model may still be loading or the machine is busy: retry, "
-                "or give the backend a longer timeout."
-            ) from exc
+            raise timed_out(f"Ollama at {self.host}", self.timeout, self.model,
+                            ". The model may still be loading or the machine is busy") from exc
         except httpx.TransportError as exc:
             raise BackendResponseError(
                 f"The connection to Ollama at {self.host} broke during the request "

@@ -12,18 +12,16 @@ from ..errors import (
     BackendAuthError,
     BackendError,
     BackendResponseError,
-    BackendTimeout,
     BackendUnreachable,
     ConfigError,
     ModelNotFound,
 )
+from ._http import CONNECT_TIMEOUT, client_timeout, timed_out
 from ._replicas import Replica, ReplicaPool
 from .base import STOP_STRINGS, Completion, ModelInfo, SamplingSettings, seeded_copy
 from .settings import is_http_url
 from .streaming import read_completion_stream
 
-# A dead replica should be noticed quickly even though a generation may take minutes.
-_CONNECT_TIMEOUT = 10.0
 _ATTEMPTS = 2  # the first replica, then one retry on another healthy replica
 
 
@@ -70,7 +68,7 @@ class OpenAICompletionsBackend:
         self._pool = ReplicaPool([url.rstrip("/") for url in base_urls], cooldown=failure_cooldown)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key is not None else {}
         self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout, connect=min(timeout, _CONNECT_TIMEOUT)),
+            timeout=client_timeout(timeout),
             headers=headers,
         )
 
@@ -147,7 +145,7 @@ class OpenAICompletionsBackend:
         for replica in self._pool.replicas:
             url = f"{replica.base_url.removesuffix('/v1')}/props"
             try:
-                response = await self._client.get(url, timeout=_CONNECT_TIMEOUT)
+                response = await self._client.get(url, timeout=CONNECT_TIMEOUT)
                 slots = response.json().get("total_slots") if response.status_code == 200 else None
             except (httpx.HTTPError, ValueError, AttributeError):
                 return None  # a best-effort probe: this engine does not say (vLLM, SGLang, ...)
@@ -241,10 +239,7 @@ class OpenAICompletionsBackend:
         if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
             return _ReplicaFailed(_describe(exc), connection=True)
         if isinstance(exc, httpx.TimeoutException):
-            return BackendTimeout(
-                f"{url} did not answer within {self.timeout:g} s (model '{self.model}'); the "
-                "server may be overloaded: retry, or give the backend a longer timeout."
-            )
+            return timed_out(url, self.timeout, self.model, "; the server may be overloaded")
         # The connection broke mid-request (a crash?) or the answer was not valid HTTP.
         return _ReplicaFailed(_describe(exc), connection=True)
 

@@ -18,6 +18,7 @@ from agent.sqlite import (
     QueryEngine,
     validate_database_path,
 )
+from agent.tools.result_text import plural
 from agent.tools.text_safety import display_name
 
 from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
@@ -211,9 +212,9 @@ def log_hiding(entry: CatalogEntry) -> None:
 
 def summarize(entry: CatalogEntry) -> str:
     """One line for the tool description, e.g. `chinook: 11 tables (Album, Artist, ...)`."""
-    counts = [_plural(len(entry.tables), "table")]
+    counts = [plural(len(entry.tables), "table")]
     if entry.views:
-        counts.append(_plural(len(entry.views), "view"))
+        counts.append(plural(len(entry.views), "view"))
     names = (*entry.tables, *entry.views)
     # Names come from the file: quoted and escaped so none can pose as text of the description.
     shown = ", ".join(display_name(n, SUMMARY_NAME_CHARS) for n in names[:SUMMARY_TABLE_NAMES])
@@ -269,7 +270,3 @@ def _samples_line(max_samples: int) -> str:
 _NOTES_LINE = (
     "A database that `has notes` comes with facts about its data written by its users (terms, "
     "units, codes); the model reads them with every question, before your `evidence`.\n\n")
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"

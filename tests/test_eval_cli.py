@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pytest
 
 from agent.commands import evaluate as eval_command
+from agent.commands.cli import build_parser
 from agent.sqlite import create_database
 from tests.support.policies import (
     DEFAULT_MODEL,
@@ -39,9 +39,7 @@ def shop(tmp_path: Path) -> Path:
 
 def cli(*argv: str) -> int:
     """Parse like sqale-agent does and run the eval handler."""
-    parser = argparse.ArgumentParser(prog="sqale-agent")
-    eval_command.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["eval", *argv])
+    args = build_parser().parse_args(["eval", *argv])
     return args.run(args)
 
 
@@ -150,9 +148,7 @@ def test_default_paths():
 def test_scoring_timeout_and_its_old_spelling(capsys):
     """--scoring-timeout limits gold/predicted SQL; the old --query-timeout still sets it, with a warning."""
     def limit(*argv: str) -> float:
-        parser = argparse.ArgumentParser(prog="sqale-agent")
-        eval_command.register(parser.add_subparsers(dest="command", required=True))
-        return eval_command.settings_from_args(parser.parse_args(["eval", "set", *argv])).limits.timeout
+        return eval_command.settings_from_args(build_parser().parse_args(["eval", "set", *argv])).limits.timeout
 
     assert (limit(), limit("--scoring-timeout", "7"), limit("--query-timeout", "8")) == (30.0, 7.0, 8.0)
     assert capsys.readouterr().err == ("sqale-agent eval: --query-timeout is deprecated; it is now "

@@ -20,7 +20,7 @@ from agent.errors import ConfigError, PromptConfigError
 from agent.sqlite import Database
 from mcp_server.answer_output import AnswerOutput, json_cell
 from mcp_server.app import SqaleServer, build_server
-from mcp_server.settings import parse_settings
+from mcp_server.command_line import parse_settings
 from tests.conftest import SHARED_DATA
 from tests.support.mcp import BOOK_GOLD, COUNT_TEXT_START, TOOL, DelayedPolicy, KeyedPolicy
 from tests.support.policies import (

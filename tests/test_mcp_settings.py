@@ -20,15 +20,11 @@ from mcp_server.catalog import (
     summarize,
     tool_description,
 )
+from mcp_server.command_line import parse_settings
+from mcp_server.config_file import module_server_arguments
 from mcp_server.demo import DEMO_ALIAS, ensure_demo_database
 from mcp_server.limits import AnswerLimits
-from mcp_server.settings import (
-    DatabaseSpec,
-    ServerSettings,
-    is_loopback,
-    module_server_arguments,
-    parse_settings,
-)
+from mcp_server.settings import DatabaseSpec, ServerSettings, is_loopback
 
 
 def make_db(path: Path, sql: str = "CREATE TABLE t (id INTEGER PRIMARY KEY);") -> Path:

@@ -10,10 +10,10 @@ import pytest
 
 from agent.errors import ConfigError
 from mcp_server.access import Caller, token_table
+from mcp_server.command_line import parse_settings
 from mcp_server.log_format import JsonLogFormatter
 from mcp_server.quotas import MinuteWindow, QuotaExceeded
 from mcp_server.scoping import scoped_input_schema
-from mcp_server.settings import parse_settings
 
 ENV = {"TOK_A": "secret-a", "TOK_B": "secret-b", "TOK_MAIN": "secret-main"}
 

@@ -14,8 +14,9 @@ from agent.commands.cli import main
 from agent.errors import ConfigError
 from agent.notes import Notes, evidence_with_notes, notes_text, read_notes
 from mcp_server.app import SqaleServer, build_server
+from mcp_server.command_line import parse_settings
 from mcp_server.demo import ensure_demo_database
-from mcp_server.settings import NotesSpec, parse_settings
+from mcp_server.settings import NotesSpec
 from tests.support.mcp import BOOK_GOLD, TOOL, run_server_expecting_exit
 from tests.support.policies import OraclePolicy, PolicyBackend, first_user_turn
 

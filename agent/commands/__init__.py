@@ -1,2 +1,2 @@
-"""Subcommands of `sqale-agent`: each module exposes `register(subparsers) -> None`, which adds
-its parser and sets `run(args) -> int` with `set_defaults(run=...)`; `cli` puts them together."""
+"""Subcommands of `sqale-agent`: each module has NAME, HELP, DESCRIPTION, `add_arguments(parser)`
+and `run(args) -> int`; `cli` builds the parser from them."""

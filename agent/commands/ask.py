@@ -33,20 +33,21 @@ from ..voting import (
     seeded_backends,
 )
 from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
-from .db_options import add_hide_argument, hide_rules
+from .db_options import add_database_arguments, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
 
 ALIAS_LIKE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")  # the server's alias form
 
 
-def register(subparsers: Any) -> None:
-    """Add the `ask` subcommand."""
-    parser = subparsers.add_parser(
-        "ask", help="answer a question on an SQLite database",
-        description="The model explores the database with its tools, tests its SQL and answers.")
+NAME = "ask"
+HELP = "answer a question on an SQLite database"
+DESCRIPTION = ("The model explores the database with its tools, tests its SQL and answers.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `sqale-agent ask`."""
     parser.add_argument("question", help="the question, in plain language")
-    parser.add_argument("--db", required=True, metavar="PATH", help="the SQLite database file")
-    add_hide_argument(parser)
+    add_database_arguments(parser)
     parser.add_argument("--evidence", metavar="TEXT", help="a hint such as BIRD's evidence note")
     parser.add_argument("--notes", metavar="FILE",
                         help="a UTF-8 file of facts about the data, one per line (e.g. 'amounts are "
@@ -66,7 +67,6 @@ def register(subparsers: Any) -> None:
                         help="print each round: thoughts, calls and results")
     add_backend_arguments(parser)
     add_environment_argument(parser)
-    parser.set_defaults(run=run)
 
 
 def check_plain_path(db: str) -> None:

@@ -6,21 +6,14 @@ import argparse
 import os
 
 from ..backends.settings import BackendSettings, add_backend_flags, backend_settings
-from ..prompt import PromptSet, load_prompts
+from ..prompt import PromptSet, add_prompt_flags, load_prompts
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the backend flags (agent.backends.settings) and the prompt options --reference-agent,
-    --system-prompt, --user-template."""
+    """Add the backend flags (agent.backends.settings) and the prompt flags (agent.prompt)."""
     group = parser.add_argument_group("model backend")
     add_backend_flags(group)
-    group.add_argument("--reference-agent", metavar="PATH",
-                       help="the authors' sqale_agent.py: use its SYSTEM_PROMPT and USER_TEMPLATE "
-                            "(read, never executed)")
-    group.add_argument("--system-prompt", metavar="FILE",
-                       help="replace the system prompt with this UTF-8 text file")
-    group.add_argument("--user-template", metavar="FILE",
-                       help="replace the user turn template ({question}, {evidence}) with this file")
+    add_prompt_flags(group)
 
 
 def backend_choice(args: argparse.Namespace) -> BackendSettings:

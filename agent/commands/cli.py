@@ -11,7 +11,7 @@ from .. import package_version
 from ..errors import SqaleError
 from . import ask, doctor, evaluate, golden, html_report, run_tool
 
-# Modules with register(subparsers); each sets `run(args) -> int` on its parser.
+# Each module has NAME, HELP, DESCRIPTION, add_arguments(parser) and run(args) -> exit status.
 COMMANDS = (ask, doctor, evaluate, golden, html_report, run_tool)
 
 
@@ -23,7 +23,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
-        command.register(subparsers)
+        command_parser = subparsers.add_parser(command.NAME, help=command.HELP,
+                                               description=command.DESCRIPTION)
+        command.add_arguments(command_parser)
+        command_parser.set_defaults(run=command.run)
     return parser
 
 

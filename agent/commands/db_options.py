@@ -1,4 +1,4 @@
-"""The database options shared by the commands that open one: which tables and columns to hide."""
+"""The database options shared by the commands that open one: the file, and what to hide in it."""
 
 from __future__ import annotations
 
@@ -6,6 +6,12 @@ import argparse
 from typing import Any
 
 from ..sqlite import HideRules
+
+
+def add_database_arguments(parser: Any) -> None:
+    """Add `--db PATH` (required) and `--hide`, for the commands that work on one database."""
+    parser.add_argument("--db", required=True, metavar="PATH", help="the SQLite database file")
+    add_hide_argument(parser)
 
 
 def add_hide_argument(parser: Any) -> None:

@@ -6,7 +6,6 @@ import argparse
 import os
 from collections.abc import Mapping, Sequence
 from importlib.metadata import packages_distributions
-from typing import Any
 
 import anyio
 
@@ -17,6 +16,7 @@ from ..backends.slots import resolve_runtime_slots
 from ..errors import SqaleError
 from ..notes import DEFAULT_MAX_NOTES_CHARS, read_notes
 from ..sqlite import Database, HideRules, Schema
+from ..tools.result_text import plural
 from .backend_options import add_backend_arguments, backend_choice
 from .db_options import add_hide_argument, hide_rules
 
@@ -25,12 +25,14 @@ OUR_PACKAGES = ("agent", "mcp_server")
 PROBE_SECONDS = 5.0  # a runtime that accepts connections but never answers is reported after this
 
 
-def register(subparsers: Any) -> None:
-    """Add the `doctor` subcommand."""
-    parser = subparsers.add_parser(
-        "doctor", help="check that the model runtime, the model and the databases are ready",
-        description="Checks the runtime is reachable, the model is installed (and shows its "
-                    "parameters), and each --db opens; prints what to fix.")
+NAME = "doctor"
+HELP = "check that the model runtime, the model and the databases are ready"
+DESCRIPTION = ("Checks the runtime is reachable, the model is installed (and shows its "
+               "parameters), and each --db opens; prints what to fix.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `sqale-agent doctor`."""
     parser.add_argument("--db", action="append", default=[], metavar="PATH",
                         help="a database to check (repeatable)")
     parser.add_argument("--notes", action="append", default=[], metavar="FILE",
@@ -41,7 +43,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--runtime-slots", type=int, metavar="N",
                         help="the --runtime-slots you will give sqale-mcp (default: its default)")
     add_backend_arguments(parser)
-    parser.set_defaults(run=run)
 
 
 def package_clashes(providers: Mapping[str, Sequence[str]]) -> list[str]:
@@ -145,7 +146,7 @@ def _report_slots(args: argparse.Namespace, choice: BackendSettings, engine_slot
     slots = resolve_runtime_slots(args.runtime_slots, choice.backend, len(choice.base_urls), os.environ)
     print(f"[info] runtime slots: {slots.slots} ({slots.reason}): questions beyond that wait their turn")
     if engine_slots is not None:
-        print(f"       the engine reports {engine_slots} slot{'s' if engine_slots != 1 else ''} "
+        print(f"       the engine reports {plural(engine_slots, 'slot')} "
               "(/props total_slots)")
         if engine_slots != slots.slots:
             print(f"       note: give sqale-mcp --runtime-slots {engine_slots}: more questions at once than "

@@ -41,12 +41,14 @@ class _DeprecatedAlias(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def register(subparsers: Any) -> None:
-    """Add the `eval` subcommand; it sets `run` as the handler."""
-    parser = subparsers.add_parser(
-        "eval", help="measure execution accuracy on Spider, BIRD or KaggleDBQA",
-        description="Run the agent on each question of a text-to-SQL benchmark, execute its SQL and "
-                    "the gold SQL, and report execution accuracy.")
+NAME = "eval"
+HELP = "measure execution accuracy on Spider, BIRD or KaggleDBQA"
+DESCRIPTION = ("Run the agent on each question of a text-to-SQL benchmark, execute its SQL and "
+               "the gold SQL, and report execution accuracy.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `sqale-agent eval`."""
     parser.add_argument("dataset", help="a Spider/BIRD folder or question file, a KaggleDBQA folder, "
                                         "or your own golden questions (a .jsonl file)")
     data = parser.add_argument_group("questions")
@@ -105,7 +107,6 @@ def register(subparsers: Any) -> None:
                           "texts) or none")
     add_backend_arguments(parser)
     add_environment_argument(parser)
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

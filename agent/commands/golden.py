@@ -18,12 +18,14 @@ COUNT_CAP = 1_000_000  # rows counted for row_count; past it the count is a lowe
 ANSWERED = ("submitted", "final_answer")  # episode-log statuses whose SQL is the model's answer
 
 
-def register(subparsers: Any) -> None:
-    """Add the `golden` command with its `add` subcommand."""
-    parser = subparsers.add_parser(
-        "golden", help="build golden questions (question + known-good SQL) on your own database",
-        description="Keep a JSON Lines file of questions with known-good SQL, then measure the "
-                    "model on it with `sqale-agent eval FILE.jsonl --db ALIAS=PATH`.")
+NAME = "golden"
+HELP = "build golden questions (question + known-good SQL) on your own database"
+DESCRIPTION = ("Keep a JSON Lines file of questions with known-good SQL, then measure the "
+               "model on it with `sqale-agent eval FILE.jsonl --db ALIAS=PATH`.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `add` action of `sqale-agent golden` and its arguments."""
     actions = parser.add_subparsers(dest="golden_command", required=True, metavar="ACTION")
     add = actions.add_parser(
         "add", help="append a checked question, or candidates from a server's episode log",
@@ -42,7 +44,6 @@ def register(subparsers: Any) -> None:
                      help="a label to group results by, e.g. revenue (repeatable)")
     add.add_argument("--from-log", metavar="EPISODES.jsonl",
                      help="take the answered questions of a server episode log as candidates")
-    add.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

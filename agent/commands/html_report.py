@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from ..errors import SqaleError
 from ..evaluation.html_report import default_report_path, write_report
@@ -13,19 +12,20 @@ from ..evaluation.html_report import default_report_path, write_report
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
-def register(subparsers: Any) -> None:
-    """Add the `report` subcommand; it sets `run` as the handler."""
-    parser = subparsers.add_parser(
-        "report", help="an HTML page of an eval run, or of two runs compared",
-        description="Build one self-contained HTML page from the results file of `sqale-agent eval`: "
-                    "accuracy, charts and every question with its SQL, results and trace. With two "
-                    "files, compare the runs question by question. Needs: pip install 'sqale-mcp[report]'.")
+NAME = "report"
+HELP = "an HTML page of an eval run, or of two runs compared"
+DESCRIPTION = ("Build one self-contained HTML page from the results file of `sqale-agent eval`: "
+               "accuracy, charts and every question with its SQL, results and trace. With two "
+               "files, compare the runs question by question. Needs: pip install 'sqale-mcp[report]'.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `sqale-agent report`."""
     parser.add_argument("results", nargs="+", metavar="RESULTS.jsonl",
                         help="the --out file of an eval run; give two to compare them (A then B)")
     parser.add_argument("-o", "--output", metavar="PATH",
                         help="where to write the page (default: next to the first file, <name>.html, "
                              "or <a>-vs-<b>.html)")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

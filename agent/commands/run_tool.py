@@ -5,29 +5,27 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from ..sqlite import Database
 from ..tools import TOOL_NAMES, run_tool
-from .db_options import add_hide_argument, hide_rules
+from .db_options import add_database_arguments, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
 
+NAME = "tool"
+HELP = "run one exploration tool and print exactly what the model would see"
+DESCRIPTION = ("Run one of the agent's tools on a database and print its result text exactly "
+               "as the model gets it. Mistakes in the call (unknown table, bad SQL...) are "
+               "printed as the model would see them, with exit status 0.")
 
-def register(subparsers: Any) -> None:
-    """Add the `tool` subcommand."""
-    parser = subparsers.add_parser(
-        "tool", help="run one exploration tool and print exactly what the model would see",
-        description="Run one of the agent's tools on a database and print its result text exactly "
-                    "as the model gets it. Mistakes in the call (unknown table, bad SQL...) are "
-                    "printed as the model would see them, with exit status 0.")
-    parser.add_argument("--db", required=True, metavar="PATH", help="the SQLite database file")
-    add_hide_argument(parser)
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `sqale-agent tool`."""
+    add_database_arguments(parser)
     parser.add_argument("tool_name", metavar="TOOL", help=f"one of: {', '.join(TOOL_NAMES)}")
     parser.add_argument("tool_args", metavar="ARGS", nargs="?", default="{}",
                         help='the arguments as a JSON object, e.g. \'{"table_name": "Track"}\' '
                              "(default {})")
     add_environment_argument(parser)
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

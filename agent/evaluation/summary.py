@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from ..tools.result_text import plural
 from .records import BACKEND_ERROR_STATUS, CANCELLED_STATUS, QuestionRecord
 
 # Benchmarks' own difficulty orders; other labels follow alphabetically.
@@ -128,7 +129,7 @@ def render_summary(summary: Summary) -> str:
     q, ep = summary.questions, summary.episodes
     multi = summary.samples > 1
     lines = [f"{summary.benchmark} · model {summary.model} · "
-             f"{summary.samples} sample{'s' if multi else ''} per question"]
+             f"{plural(summary.samples, 'sample')} per question"]
     lines.append(f"questions: {q.selected} selected, {q.evaluated} evaluated, "
                  f"{q.gold_errors} gold errors, {q.scored} scored")
     if q.missing_db:

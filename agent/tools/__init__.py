@@ -20,14 +20,14 @@ prompt (`agent/prompt.py`; a test checks the two agree).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from ..sqlite import Database, QueryResult, Schema, Table
+from ..sqlite import Database, Schema
 from . import _trained
-from ._args import ArgProblem, Param, clamp_limit, echo, parse_params
+from ._args import ArgProblem, Param, echo, parse_params
 from ._base import (
     DEFAULT_TOOL_SETTINGS,
     QuerySpec,
@@ -35,15 +35,15 @@ from ._base import (
     ToolContext,
     ToolOutcome,
     ToolSettings,
+    count_table_rows,
     distinct_values_tool,
     find_table,
-    read_failure,
+    foreign_keys_tool,
+    list_tables_tool,
     readable_table,
-    real_tables,
-    sample_query,
-    with_note,
+    run_query_tool,
+    sample_rows_tool,
 )
-from ._hints import sql_error_hint
 from ._joins import shortest_join_path
 from ._schema_text import (
     join_tables,
@@ -57,7 +57,6 @@ from ._schema_text import (
 from .environment import DEFAULT_ENVIRONMENT, Environment
 from .result_text import (
     join_names,
-    quote_ident,
     render_distinct,
     render_query_failure,
     render_query_result,
@@ -70,41 +69,22 @@ __all__ = [
     "canonical_tool_name", "nearest_tool_name", "parse_args", "run_tool",
 ]
 
-def _count_rows(ctx: ToolContext, table: Table) -> Generator[QuerySpec, QueryResult, tuple[int, bool] | None]:
-    cap = ctx.settings.row_count_cap
-    result = yield QuerySpec(
-        f"SELECT count(*) FROM (SELECT 1 FROM {quote_ident(table.name)} LIMIT {cap + 1})",
-        max_rows=1, timeout=ctx.settings.row_count_timeout)
-    if not result.ok or not result.rows:
-        return None  # too slow or unreadable: the text simply leaves the count out
-    count = int(result.rows[0][0])
-    return (min(count, cap), count <= cap)
-
-
 # --- the tools, each a function of the schema and parsed arguments -------------------------
 
-def _list_tables(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
-    pattern = args["pattern"]
-    text = render_table_list(ctx.schema, pattern, ctx.settings.result_chars)
-    matched = pattern is None or any(pattern.casefold() in n.casefold() for n in ctx.schema.names)
-    return ToolOutcome(text, matched, frozenset())
+_list_tables = list_tables_tool(
+    lambda ctx, pattern: render_table_list(ctx.schema, pattern, ctx.settings.result_chars))
 
 
 def _describe_table(ctx: ToolContext, args: dict[str, Any]) -> Steps:
     table = readable_table(ctx.schema, args["table_name"])
     if isinstance(table, ToolOutcome):
         return table
-    rows = None if table.kind == "view" else (yield from _count_rows(ctx, table))
+    rows = None if table.kind == "view" else (yield from count_table_rows(ctx, table))
     text = render_description(table, ctx.schema, rows, ctx.settings.result_chars)
     return ToolOutcome(text, True, frozenset([table.name]))
 
 
-def _foreign_keys(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
-    table = find_table(ctx.schema, args["table_name"])
-    if isinstance(table, ToolOutcome):
-        return table
-    text = render_links(table, ctx.schema, ctx.settings.result_chars)
-    return ToolOutcome(text, True, frozenset([table.name]))
+_foreign_keys = foreign_keys_tool(render_links)
 
 
 def _join_path(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
@@ -123,37 +103,19 @@ def _join_path(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
     return ToolOutcome(render_join_path(table_a.name, steps), True, join_tables(table_a.name, steps))
 
 
-def _sample_rows(ctx: ToolContext, args: dict[str, Any]) -> Steps:
-    table = find_table(ctx.schema, args["table_name"])
-    if isinstance(table, ToolOutcome):
-        return table
-    s = ctx.settings
-    limit, note = clamp_limit(args["limit"], s.sample_rows, s.max_sample_rows)
-    result = yield QuerySpec(sample_query(table, limit), max_rows=limit, cell_limit=s.cell_chars)
-    if not result.ok:
-        return read_failure(ctx, table, result)
-    if len(result.rows) < limit:
-        total: tuple[int, bool] | None = (len(result.rows), True)
-    else:
-        total = yield from _count_rows(ctx, table)
-    text = render_sample(table.name, result, total, s.cell_chars, s.result_chars)
-    return ToolOutcome(with_note(text, note), True,
-                       frozenset([table.name]) | real_tables(ctx.schema, result.tables_read))
+_sample_rows = sample_rows_tool(
+    lambda table, result, total, s: render_sample(table.name, result, total, s.cell_chars, s.result_chars),
+    count_rows=True)
 
 
 _distinct_values = distinct_values_tool(
     lambda table, column, result, s: render_distinct(table.name, column, result, s.cell_chars, s.result_chars))
 
 
-def _run_query(ctx: ToolContext, args: dict[str, Any]) -> Steps:
-    s = ctx.settings
-    result = yield QuerySpec(args["sql"], max_rows=s.query_rows, cell_limit=s.cell_chars)
-    if result.ok:
-        text = render_query_result(result, s.cell_chars, s.result_chars)
-        return ToolOutcome(text, True, real_tables(ctx.schema, result.tables_read), result)
-    hint = sql_error_hint(result.error or "", ctx.schema) if result.error else None
-    text = render_query_failure(result, hint, ctx.query_timeout)
-    return ToolOutcome(text, False, real_tables(ctx.schema, result.tables_read), result)
+_run_query = run_query_tool(
+    lambda sql, s: QuerySpec(sql, max_rows=s.query_rows, cell_limit=s.cell_chars),
+    lambda result, s: render_query_result(result, s.cell_chars, s.result_chars),
+    render_query_failure)
 
 
 # --- the table of tools: everything else about a tool is derived from its row -------------

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..sqlite import QueryResult, QueryStatus, Schema, Table
 from ._args import clamp_limit, unquote_name
-from ._hints import find_column, unknown_column_text, unknown_table_text
+from ._hints import find_column, sql_error_hint, unknown_column_text, unknown_table_text
 from ._schema_text import render_unreadable
 from .result_text import quote_ident, render_query_failure, show_ident
 
@@ -139,7 +139,88 @@ def distinct_query(table: Table, column: str, limit: int, cell_chars: int) -> Qu
 RenderValues = Callable[[Table, str, QueryResult, ToolSettings], str]
 
 
-def distinct_values_tool(render: RenderValues) -> Callable[[ToolContext, dict[str, Any]], Steps]:
+DirectTool = Callable[[ToolContext, dict[str, Any]], ToolOutcome]  # a tool that needs no query
+QueryTool = Callable[[ToolContext, dict[str, Any]], Steps]  # a tool that yields the queries it needs
+
+
+def count_table_rows(ctx: ToolContext, table: Table,
+                     ) -> Generator[QuerySpec, QueryResult, tuple[int, bool] | None]:
+    """(rows, exact) of `table`, counted up to the cap; None when the count is too slow or fails."""
+    cap = ctx.settings.row_count_cap
+    result = yield QuerySpec(
+        f"SELECT count(*) FROM (SELECT 1 FROM {quote_ident(table.name)} LIMIT {cap + 1})",
+        max_rows=1, timeout=ctx.settings.row_count_timeout)
+    if not result.ok or not result.rows:
+        return None  # too slow or unreadable: the text simply leaves the count out
+    count = int(result.rows[0][0])
+    return (min(count, cap), count <= cap)
+
+
+def sample_rows_tool(render: Callable[[Table, QueryResult, tuple[int, bool] | None, ToolSettings], str],
+                     *, count_rows: bool) -> QueryTool:
+    """sample_rows for an environment: the same lookup and query, its text from `render`.
+
+    With `count_rows` a full sample is followed by a count of the table's rows, which `render`
+    gets as (rows, exact); without, it gets None and the engine counts no further than the sample.
+    """
+    def sample_rows(ctx: ToolContext, args: dict[str, Any]) -> Steps:
+        table = find_table(ctx.schema, args["table_name"])
+        if isinstance(table, ToolOutcome):
+            return table
+        s = ctx.settings
+        limit, note = clamp_limit(args["limit"], s.sample_rows, s.max_sample_rows)
+        result = yield QuerySpec(sample_query(table, limit), max_rows=limit, cell_limit=s.cell_chars,
+                                 count_cap=None if count_rows else limit)
+        if not result.ok:
+            return read_failure(ctx, table, result)
+        total: tuple[int, bool] | None = None
+        if count_rows:
+            total = (len(result.rows), True) if len(result.rows) < limit else (
+                yield from count_table_rows(ctx, table))
+        return ToolOutcome(with_note(render(table, result, total, s), note), True,
+                           frozenset([table.name]) | real_tables(ctx.schema, result.tables_read))
+
+    return sample_rows
+
+
+def list_tables_tool(render: Callable[[ToolContext, str | None], str]) -> DirectTool:
+    """list_tables for an environment: the same pattern match, its text from `render`."""
+    def list_tables(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+        pattern = args["pattern"]
+        matched = pattern is None or any(pattern.casefold() in n.casefold() for n in ctx.schema.names)
+        return ToolOutcome(render(ctx, pattern), matched, frozenset())
+
+    return list_tables
+
+
+def foreign_keys_tool(render: Callable[[Table, Schema, int], str]) -> DirectTool:
+    """foreign_keys for an environment: the same lookup, its text from `render(table, schema, chars)`."""
+    def foreign_keys(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+        table = find_table(ctx.schema, args["table_name"])
+        if isinstance(table, ToolOutcome):
+            return table
+        return ToolOutcome(render(table, ctx.schema, ctx.settings.result_chars), True, frozenset([table.name]))
+
+    return foreign_keys
+
+
+def run_query_tool(query: Callable[[str, ToolSettings], QuerySpec],
+                   render_rows: Callable[[QueryResult, ToolSettings], str],
+                   render_failure: Callable[[QueryResult, str | None, float], str],
+                   ) -> QueryTool:
+    """run_query for an environment: its row limits from `query`, its texts from the renderers."""
+    def run_query(ctx: ToolContext, args: dict[str, Any]) -> Steps:
+        result = yield query(args["sql"], ctx.settings)
+        tables = real_tables(ctx.schema, result.tables_read)
+        if result.ok:
+            return ToolOutcome(render_rows(result, ctx.settings), True, tables, result)
+        hint = sql_error_hint(result.error or "", ctx.schema) if result.error else None
+        return ToolOutcome(render_failure(result, hint, ctx.query_timeout), False, tables, result)
+
+    return run_query
+
+
+def distinct_values_tool(render: RenderValues) -> QueryTool:
     """distinct_values for an environment: the same lookups and query, its text from `render`."""
     def distinct_values(ctx: ToolContext, args: dict[str, Any]) -> Steps:
         table = readable_table(ctx.schema, args["table_name"])

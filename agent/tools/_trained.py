@@ -10,30 +10,24 @@ from __future__ import annotations
 from typing import Any
 
 from . import trained_text as texts
-from ._args import clamp_limit
 from ._base import (
     QuerySpec,
     Steps,
     ToolContext,
     ToolOutcome,
     distinct_values_tool,
-    find_table,
-    read_failure,
+    foreign_keys_tool,
+    list_tables_tool,
     readable_table,
-    real_tables,
-    sample_query,
-    with_note,
+    run_query_tool,
+    sample_rows_tool,
 )
-from ._hints import sql_error_hint
 from .result_text import show_ident
 
-
-def list_tables(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
-    """Every name on one line with the count (a pattern narrows it)."""
-    pattern, s = args["pattern"], ctx.settings
-    text = texts.render_names(ctx.schema, pattern, s.list_names, s.long_text_chars)
-    matched = pattern is None or any(pattern.casefold() in n.casefold() for n in ctx.schema.names)
-    return ToolOutcome(text, matched, frozenset())
+# Every name on one line with the count (a pattern narrows it).
+list_tables = list_tables_tool(
+    lambda ctx, pattern: texts.render_names(ctx.schema, pattern, ctx.settings.list_names,
+                                            ctx.settings.long_text_chars))
 
 
 def describe_table(ctx: ToolContext, args: dict[str, Any]) -> Steps:
@@ -50,29 +44,14 @@ def describe_table(ctx: ToolContext, args: dict[str, Any]) -> Steps:
     return ToolOutcome(text, True, frozenset([table.name]))
 
 
-def foreign_keys(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
-    """FOREIGN KEY clauses from and to the table."""
-    table = find_table(ctx.schema, args["table_name"])
-    if isinstance(table, ToolOutcome):
-        return table
-    text = texts.render_key_links(table, ctx.schema, ctx.settings.result_chars)
-    return ToolOutcome(text, True, frozenset([table.name]))
+# FOREIGN KEY clauses from and to the table.
+foreign_keys = foreign_keys_tool(texts.render_key_links)
 
 
-def sample_rows(ctx: ToolContext, args: dict[str, Any]) -> Steps:
-    """The first `limit` rows in the pipe format (no count query: the text shows none)."""
-    table = find_table(ctx.schema, args["table_name"])
-    if isinstance(table, ToolOutcome):
-        return table
-    s = ctx.settings
-    limit, note = clamp_limit(args["limit"], s.sample_rows, s.max_sample_rows)
-    result = yield QuerySpec(sample_query(table, limit), max_rows=limit, cell_limit=s.cell_chars,
-                             count_cap=limit)
-    if not result.ok:
-        return read_failure(ctx, table, result)
-    text = texts.render_sample_rows(result, s.cell_chars, s.result_chars)
-    return ToolOutcome(with_note(text, note), True,
-                       frozenset([table.name]) | real_tables(ctx.schema, result.tables_read))
+# The first `limit` rows in the pipe format (no count query: the text shows none).
+sample_rows = sample_rows_tool(
+    lambda table, result, total, s: texts.render_sample_rows(result, s.cell_chars, s.result_chars),
+    count_rows=False)
 
 
 # `column | count` rows, most frequent first.
@@ -81,14 +60,10 @@ distinct_values = distinct_values_tool(
                                                          s.result_chars))
 
 
-def run_query(ctx: ToolContext, args: dict[str, Any]) -> Steps:
-    """At most 5 rows in the pipe format, or `Error: ...`."""
-    s = ctx.settings
-    rows = texts.QUERY_ROWS  # counting stops one row past: enough to say "more rows exist"
-    result = yield QuerySpec(args["sql"], max_rows=rows, cell_limit=s.cell_chars, count_cap=rows)
-    if result.ok:
-        text = texts.render_rows(result, s.cell_chars, s.result_chars)
-        return ToolOutcome(text, True, real_tables(ctx.schema, result.tables_read), result)
-    hint = sql_error_hint(result.error or "", ctx.schema) if result.error else None
-    text = texts.render_failure(result, hint, ctx.query_timeout)
-    return ToolOutcome(text, False, real_tables(ctx.schema, result.tables_read), result)
+# At most 5 rows in the pipe format, or `Error: ...`; counting stops one row past: enough to
+# say "more rows exist".
+run_query = run_query_tool(
+    lambda sql, s: QuerySpec(sql, max_rows=texts.QUERY_ROWS, cell_limit=s.cell_chars,
+                             count_cap=texts.QUERY_ROWS),
+    lambda result, s: texts.render_rows(result, s.cell_chars, s.result_chars),
+    texts.render_failure)

@@ -11,6 +11,7 @@ import html
 import json
 from collections.abc import Iterable, Sequence
 
+from ...tools.result_text import plural
 from ..records import QuestionRecord, RoundTrace, RowsPreview, SampleRecord
 from ..scoring import MATCH_RULES, MatchRule
 from .data import Grouping, Run, unmatched_rows
@@ -155,7 +156,7 @@ def rows_table(preview: RowsPreview, total: int, marks: Sequence[bool] | None) -
         + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>"
         for i, row in enumerate(preview.rows))
     shown = len(preview.rows)
-    note = f"{total:,} row{'s' if total != 1 else ''}" + (f", first {shown} shown" if shown < total else "")
+    note = plural(total, "row") + (f", first {shown} shown" if shown < total else "")
     if marks and any(marks):
         note += f"; marked ({sum(marks)}): not among the other result's rows shown"
     return (f'<table class="rows"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'

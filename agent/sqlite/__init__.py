@@ -1,7 +1,8 @@
 """All SQLite access: validated paths, guarded read-only workers, cached schema facts.
 
 Nothing outside this package opens a database. Statements run in killable worker
-processes (see `_worker`) on connections guarded by an allow-list authorizer (`_guard`).
+processes (see `_worker`, cancelled through `_cancel`) on connections guarded by an allow-list
+authorizer (`_guard` opens them, `_authorizer` decides, `_schema_read` reads their schema).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from pathlib import Path
 import anyio
 
 from ..errors import DatabasePathError
+from ._cancel import CancelToken
 from ._worker import (
-    CancelToken,
     EngineLimits,
     QueryEngine,
     QueryRequest,

@@ -1,8 +1,11 @@
-"""Guarded read-only connections. Runs inside the worker process only."""
+"""Guarded read-only connections: opening one, running a statement, reading the schema through it.
+
+Runs inside the worker process only. What a statement may do is `_authorizer`'s; how the
+schema is read, `_schema_read`'s.
+"""
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -11,34 +14,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 from . import hiding
+from ._authorizer import READING_KEYWORDS, StatementGuard, rtree_shadow_tables
 from ._fit import ResultFitter
-from .types import Column, ForeignKey, HideReport, QueryResult, QueryStatus, Schema, Table
-
-# Pragmas that only report. Those in _PRAGMAS_WITH_NAME_ARG take a table or index name as
-# their argument; every other pragma is allowed only without an argument, because an
-# argument to e.g. `user_version` or `journal_mode` would set it.
-_PRAGMAS_WITH_NAME_ARG = frozenset(
-    {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo",
-     "foreign_key_list", "foreign_key_check", "table_list"}
-)
-_PRAGMAS_NO_ARG = frozenset(
-    {"collation_list", "function_list", "module_list", "pragma_list", "compile_options",
-     "page_count", "page_size", "freelist_count", "user_version", "schema_version",
-     "application_id", "encoding", "data_version", "table_list", "foreign_key_check",
-     "integrity_check", "quick_check"}
-)
-# Functions that reach outside the database or change how SQLite parses input.
-_DENIED_FUNCTIONS = frozenset(
-    {"load_extension", "fts3_tokenizer", "readfile", "writefile", "edit", "fts5",
-     "sqlite_dbpage", "zipfile", "sqlar_compress", "sqlar_uncompress"}
-)
-# Statements that can only read. Checked before preparing, because a few statements
-# (REINDEX without arguments, for one) never consult the authorizer.
-_READING_KEYWORDS = frozenset({"select", "with", "values", "pragma", "explain"})
-_ALWAYS_ALLOWED = frozenset(
-    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
-)
-
+from ._schema_read import read_schema
+from .types import HideReport, QueryResult, QueryStatus, Schema
 
 IMMUTABLE_WARNING = (
     "opened as an immutable snapshot: the database is in WAL mode and its folder is read-only "
@@ -66,104 +45,6 @@ class GuardSettings:
     schema_chars: int = 2_000_000  # names, types and defaults kept per database schema
 
 
-# The R*Tree module prepares (never runs) writes to its shadow tables when it connects.
-_RTREE_MODULE = re.compile(r"\bUSING\s+(?:rtree|rtree_i32)\b", re.IGNORECASE)
-_RTREE_SHADOWS = ("_node", "_rowid", "_parent")
-_SHADOW_WRITES = frozenset({sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE})
-SCHEMA_NOTE_CHARS = 200  # how much of SQLite's reason an unreadable object's note keeps
-# A view that expands to more table references than this is not described: SQLite would
-# spend seconds expanding it (a chain of views each joining the previous one twice doubles
-# at every step) before failing at its own limit of 65,535.
-MAX_VIEW_REFERENCES = 10_000
-_SQL_NOISE = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?(?:\*/|\Z)", re.DOTALL)
-_SQL_NAME = re.compile(r'"((?:[^"]|"")*)"|`([^`]*)`|\[([^\]]*)\]|([A-Za-z_][A-Za-z0-9_$]*)')
-
-
-class _StatementGuard:
-    """Authorizer and progress handler for one connection; state is per statement."""
-
-    def __init__(self, cancel_flag: Any) -> None:
-        self.cancel_flag = cancel_flag
-        self.rtree_shadow_tables: frozenset[str] = frozenset()
-        self.deadline = float("inf")
-        self.first_action: int | None = None
-        self.tables_read: set[str] = set()
-        self.columns_read: set[tuple[str, str]] = set()
-        self.denied: str | None = None
-        self.hidden = False  # the denial is a hide rule's, not the read-only guard's
-        self.withheld = hiding.Withheld()
-        self.named: frozenset[str] = frozenset()  # names the statement itself writes
-        self.pragma_table = False
-
-    def reset(self, deadline: float, withheld: hiding.Withheld | None = None, sql: str = "") -> None:
-        self.deadline = deadline
-        self.first_action = None
-        self.tables_read = set()
-        self.columns_read = set()
-        self.denied = None
-        self.hidden = False
-        self.withheld = withheld or hiding.Withheld()
-        self.named = hiding.sql_names(sql) if self.withheld else frozenset()
-        self.pragma_table = False
-
-    def authorize(self, action: int, arg1: str | None, arg2: str | None,
-                  db_name: str | None, source: str | None) -> int:
-        if self.first_action is None:
-            self.first_action = action
-        if self.withheld and action == sqlite3.SQLITE_READ and arg1:
-            # The schema read a pragma_* table makes when it is first prepared is not the model's.
-            implicit = self.pragma_table and arg1 == "sqlite_master" and arg2 == "ROWID"
-            reason = None if implicit else hiding.hidden_read_reason(self.withheld, arg1, arg2, source,
-                                                              self.named)
-            if reason is not None:
-                return self._hide(reason)
-        if action in _ALWAYS_ALLOWED:
-            if action == sqlite3.SQLITE_READ and arg1:
-                self.tables_read.add(arg1)
-                if arg2:  # "" when a table is read without a column, as for count(*)
-                    self.columns_read.add((arg1, arg2))
-            return sqlite3.SQLITE_OK
-        if action == sqlite3.SQLITE_FUNCTION:
-            if (arg2 or "").lower() in _DENIED_FUNCTIONS:
-                return self._deny(f"function {arg2}() is not allowed")
-            return sqlite3.SQLITE_OK
-        if action == sqlite3.SQLITE_PRAGMA:
-            name = (arg1 or "").lower()
-            if self.withheld and name in hiding.DESCRIBING_PRAGMAS:
-                return self._hide(f"PRAGMA {arg1} is not available on this database; {hiding.SCHEMA_HINT}")
-            if name in _PRAGMAS_WITH_NAME_ARG or (name in _PRAGMAS_NO_ARG and arg2 is None):
-                return sqlite3.SQLITE_OK
-            return self._deny(f"PRAGMA {arg1} is not allowed (read-only pragmas only)")
-        # Preparing the first SELECT over an eponymous virtual table (pragma_table_info)
-        # makes SQLite report an UPDATE of sqlite_master with no trigger or view source.
-        if (action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master" and source is None
-                and self.first_action == sqlite3.SQLITE_SELECT):
-            self.pragma_table = True
-            return sqlite3.SQLITE_OK
-        # Inside a SELECT, an R*Tree being connected prepares its shadow-table statements;
-        # they only run for writes to the R*Tree, which no reading statement can make (and
-        # query_only plus the read-only open still refuse any write).
-        if (action in _SHADOW_WRITES and source is None and arg1 in self.rtree_shadow_tables
-                and self.first_action == sqlite3.SQLITE_SELECT):
-            return sqlite3.SQLITE_OK
-        return self._deny("only reading statements (SELECT / WITH) are allowed")
-
-    def _hide(self, reason: str) -> int:
-        if self.denied is None:
-            self.denied, self.hidden = reason, True
-        return sqlite3.SQLITE_DENY
-
-    def _deny(self, reason: str) -> int:
-        if self.denied is None:
-            self.denied = reason
-        return sqlite3.SQLITE_DENY
-
-    def progress(self) -> int:
-        if self.cancel_flag.value or time.monotonic() > self.deadline:
-            return 1
-        return 0
-
-
 def database_uri(path: Path, *, immutable: bool = False) -> str:
     """The read-only URI for a database file."""
     params = {"mode": "ro"}
@@ -178,7 +59,7 @@ class GuardedConnection:
     def __init__(self, path: Path, settings: GuardSettings, cancel_flag: Any) -> None:
         self.path = path
         self.identity = _file_identity(path)
-        self.guard = _StatementGuard(cancel_flag)
+        self.guard = StatementGuard(cancel_flag)
         self.settings = settings
         self.immutable = False
         companions = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
@@ -211,7 +92,7 @@ class GuardedConnection:
             conn.execute("PRAGMA temp_store = MEMORY")
             conn.execute(f"PRAGMA busy_timeout = {int(settings.busy_timeout_ms)}")
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # fails now, not later
-            self.guard.rtree_shadow_tables = _rtree_shadow_tables(conn)
+            self.guard.rtree_shadow_tables = rtree_shadow_tables(conn)
             size = path.stat().st_size
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(settings.min_value_length, size))
             conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, settings.max_sql_length)
@@ -235,7 +116,7 @@ class GuardedConnection:
                                seconds=time.monotonic() - start)
         self.guard.reset(start + timeout, withheld, sql)
         keyword = first_keyword(sql)
-        if keyword not in _READING_KEYWORDS:
+        if keyword not in READING_KEYWORDS:
             return QueryResult(QueryStatus.DENIED, error=(
                 f"not allowed: {keyword.upper() or 'an empty statement'}; only reading "
                 "statements (SELECT / WITH) are allowed"), seconds=time.monotonic() - start)
@@ -310,78 +191,16 @@ class GuardedConnection:
         return QueryResult(QueryStatus.SQL_ERROR, error=message, seconds=elapsed)
 
     def read_schema(self) -> Schema:
-        """Tables and views with their columns and foreign keys, degrading per object.
+        """Tables and views with their columns and foreign keys (see `_schema_read.read_schema`).
 
-        An object SQLite cannot describe (a view over a virtual table that is unsafe with
-        trusted_schema=OFF, a view chain with too many references, a missing module) is kept
-        with a note and no columns; every other object reads as usual. What is kept is bounded
-        by settings.schema_chars, so a schema of huge names cannot fill the server's memory.
+        The warnings about how the file was opened (an immutable snapshot, -wal/-shm files
+        created) come first.
         """
         self.guard.reset(float("inf"))
-        listing = self.conn.execute(
-            "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') "
-            "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
-        ).fetchall()
-        budget = self.settings.schema_chars
-        too_wide = _oversized_views(self.conn)
-        raw: dict[str, tuple[str, list[Column], list[tuple[Any, ...]], str | None]] = {}
-        dropped_tables = dropped_columns = 0
-        for name, kind in listing:
-            if len(name) > budget:
-                dropped_tables += 1
-                continue
-            budget -= len(name)
-            if name in too_wide:
-                raw[name] = (kind, [], [], f"cannot be read: the view expands to more than "
-                                           f"{MAX_VIEW_REFERENCES:,} table references")
-                continue
-            try:
-                cols, total = self._read_columns(name, budget)
-                fks = self.conn.execute(
-                    "SELECT id, seq, \"table\", \"from\", \"to\" FROM pragma_foreign_key_list(?) "
-                    "ORDER BY id, seq", (name,)
-                ).fetchall()
-            except sqlite3.Error as exc:
-                reason = " ".join(str(exc).split())[:SCHEMA_NOTE_CHARS]
-                raw[name] = (kind, [], [], f"cannot be read: {reason}")
-                continue
-            budget -= sum(_column_chars(c) for c in cols)
-            note = None
-            if len(cols) < total:
-                dropped_columns += total - len(cols)
-                note = (f"only the first {len(cols):,} of {total:,} columns are listed: the schema is "
-                        "larger than the server keeps")
-            raw[name] = (kind, cols, fks if note is None else [], note)
-        tables = [
-            Table(name, kind, tuple(cols), _foreign_keys(name, fks, raw), note,
-                  unreadable=note is not None and not cols and note.startswith("cannot be read"))
-            for name, (kind, cols, fks, note) in raw.items()
-        ]
-        tables.sort(key=lambda t: (t.name.casefold(), t.name))
         warnings = [IMMUTABLE_WARNING] if self.immutable else []
         if self.created_files:
             warnings.append(wal_files_note(self.created_files))
-        if dropped_tables or dropped_columns:
-            warnings.append(
-                f"the schema is larger than the {self.settings.schema_chars:,} characters of names "
-                f"kept per database: {dropped_tables:,} tables and {dropped_columns:,} columns are "
-                "not listed (queries can still use them)")
-        return Schema(tuple(tables), tuple(warnings))
-
-    def _read_columns(self, name: str, budget: int) -> tuple[list[Column], int]:
-        """The columns of one object that fit in `budget` characters, and how many it has."""
-        cursor = self.conn.execute("SELECT * FROM pragma_table_xinfo(?)", (name,))
-        cols: list[Column] = []
-        total = 0
-        for r in cursor:
-            total += 1
-            column = Column(name=r[1], type=r[2] or "", not_null=bool(r[3]), default=r[4],
-                            primary_key=int(r[5]), hidden=bool(r[6]))
-            size = _column_chars(column)
-            if size <= budget and len(cols) == total - 1:
-                cols.append(column)
-                budget -= size
-        return cols, total
+        return read_schema(self.conn, self.settings.schema_chars, warnings)
 
     def hidden_schema(self, hide: hiding.HideRules) -> Schema:
         """The schema without what `hide` hides, with the report of what each rule hid."""
@@ -433,44 +252,6 @@ def first_keyword(sql: str) -> str:
     return sql[i:j].lower()
 
 
-def _rtree_shadow_tables(conn: sqlite3.Connection) -> frozenset[str]:
-    """Shadow-table names of the R*Tree virtual tables in the schema."""
-    rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' "
-                        "AND sql LIKE 'CREATE VIRTUAL TABLE%'").fetchall()
-    return frozenset(name + suffix for name, sql in rows if _RTREE_MODULE.search(sql or "")
-                     for suffix in _RTREE_SHADOWS)
-
-
-def _oversized_views(conn: sqlite3.Connection) -> frozenset[str]:
-    """Views whose expansion references more than MAX_VIEW_REFERENCES tables and views."""
-    sql_of = {name: sql or "" for name, sql in conn.execute(
-        "SELECT name, sql FROM sqlite_master WHERE type = 'view'")}
-    by_folded = {name.casefold(): name for name in sql_of}
-    uses: dict[str, list[str]] = {}
-    for name, sql in sql_of.items():
-        words = (next(g for g in m.groups() if g is not None)
-                 for m in _SQL_NAME.finditer(_SQL_NOISE.sub(" ", sql)))
-        uses[name] = [by_folded[w.casefold()] for w in words if w.casefold() in by_folded]
-    weight: dict[str, int] = {}
-    for root in sql_of:  # depth-first without recursion: chains may be thousands long
-        stack = [(root, False)]
-        while stack:
-            name, expanded = stack.pop()
-            if name in weight:
-                continue
-            if expanded:
-                total = sum(weight.get(u, 1) for u in uses[name] if u != name) + 1
-                weight[name] = min(total, MAX_VIEW_REFERENCES + 1)
-                continue
-            stack.append((name, True))
-            stack += [(u, False) for u in uses[name] if u not in weight and u != name]
-    return frozenset(n for n, w in weight.items() if w > MAX_VIEW_REFERENCES)
-
-
-def _column_chars(column: Column) -> int:
-    return len(column.name) + len(column.type) + len(column.default or "")
-
-
 def _wal_without_shm(path: Path) -> bool:
     """True for a WAL-mode file whose -shm is missing and cannot be created."""
     with path.open("rb") as fh:
@@ -478,22 +259,3 @@ def _wal_without_shm(path: Path) -> bool:
     wal_mode = len(header) == 20 and header[18] == 2 and header[19] == 2
     shm = path.with_name(path.name + "-shm")
     return wal_mode and not shm.exists()
-
-
-def _foreign_keys(table: str, rows: list[tuple[Any, ...]],
-                  raw: dict[str, tuple[Any, ...]]) -> tuple[ForeignKey, ...]:
-    grouped: dict[int, list[tuple[Any, ...]]] = {}
-    for row in rows:
-        grouped.setdefault(row[0], []).append(row)
-    keys = []
-    for parts in grouped.values():
-        ref_table = parts[0][2]
-        ref_cols = [p[4] for p in parts]
-        if any(c is None for c in ref_cols):
-            # `REFERENCES t` without columns means t's primary key.
-            target = raw.get(ref_table) or next(
-                (v for k, v in raw.items() if k.casefold() == ref_table.casefold()), None)
-            pk = sorted((c for c in target[1] if c.primary_key), key=lambda c: c.primary_key) if target else []
-            ref_cols = [c.name for c in pk] or ["rowid"] * len(parts)
-        keys.append(ForeignKey(table, tuple(p[3] for p in parts), ref_table, tuple(ref_cols)))
-    return tuple(keys)

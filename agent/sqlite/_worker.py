@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-import mmap
 import multiprocessing.connection
 import os
 import pickle
 import queue
 import sqlite3
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, overload
 
 from ..errors import DatabasePathError, DatabaseWorkerError
+from ._cancel import CancelCell, CancelToken
 from ._guard import GuardedConnection, GuardSettings
 from ._paths import NotADatabaseFile, check_database_file
 from .hiding import HideRules
@@ -67,54 +65,6 @@ class WorkerFailure:
     message: str
 
 
-class CancelToken:
-    """Thread-safe cancellation signal passed from an async caller to a blocking query."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._callbacks: list[Callable[[], None]] = []
-        self.cancelled_at: float | None = None
-
-    def cancel(self) -> None:
-        """Ask the running query to stop."""
-        with self._lock:
-            if self.cancelled_at is None:
-                self.cancelled_at = time.monotonic()
-            callbacks = list(self._callbacks)
-        for cb in callbacks:
-            cb()
-
-    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Register a callback (run at once if already cancelled); returns its remover."""
-        with self._lock:
-            self._callbacks.append(callback)
-            already = self.cancelled_at is not None
-        if already:
-            callback()
-
-        def remove() -> None:
-            with self._lock:
-                if callback in self._callbacks:
-                    self._callbacks.remove(callback)
-
-        return remove
-
-
-class _CancelCell:
-    """An 8-byte shared page holding the id of the request to cancel (no signal races)."""
-
-    def __init__(self, fd: int) -> None:
-        self._map = mmap.mmap(fd, 8)
-        self.current = 0
-
-    def request(self, request_id: int) -> None:
-        struct.pack_into("<q", self._map, 0, request_id)
-
-    @property
-    def value(self) -> bool:
-        return struct.unpack_from("<q", self._map, 0)[0] == self.current
-
-
 def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
                 settings: GuardSettings) -> None:
     """The worker process's loop: receive a request, answer it, forever."""
@@ -127,7 +77,7 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
         pass
     inbox = multiprocessing.connection.Connection(read_fd, writable=False)
     outbox = multiprocessing.connection.Connection(write_fd, readable=False)
-    cancel = _CancelCell(cancel_fd)
+    cancel = CancelCell(cancel_fd)
     connections: dict[str, GuardedConnection] = {}
     outbox.send((0, "ready"))  # the parent starts a query's deadline only after this
     while True:
@@ -197,7 +147,7 @@ class _Worker:
         cancel_file.write(b"\0" * 8)
         cancel_file.flush()
         self._cancel_file = cancel_file
-        self.cancel = _CancelCell(cancel_file.fileno())
+        self.cancel = CancelCell(cancel_file.fileno())
         settings = GuardSettings(max_sql_length=limits.max_sql_length,
                                  busy_timeout_ms=limits.busy_timeout_ms,
                                  schema_chars=limits.schema_chars)
@@ -400,5 +350,5 @@ def stat_signature(path: Path) -> tuple[int, ...]:
     return tuple(sig)
 
 
-__all__ = ["CancelToken", "EngineLimits", "QueryEngine", "QueryRequest", "Schema",
+__all__ = ["EngineLimits", "QueryEngine", "QueryRequest", "Schema",
            "SchemaRequest", "stat_signature"]

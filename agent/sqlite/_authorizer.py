@@ -1,0 +1,136 @@
+"""The authorizer and progress handler of a guarded connection: what a statement may do."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from typing import Any
+
+from . import hiding
+
+# Pragmas that only report. Those in _PRAGMAS_WITH_NAME_ARG take a table or index name as
+# their argument; every other pragma is allowed only without an argument, because an
+# argument to e.g. `user_version` or `journal_mode` would set it.
+_PRAGMAS_WITH_NAME_ARG = frozenset(
+    {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo",
+     "foreign_key_list", "foreign_key_check", "table_list"}
+)
+_PRAGMAS_NO_ARG = frozenset(
+    {"collation_list", "function_list", "module_list", "pragma_list", "compile_options",
+     "page_count", "page_size", "freelist_count", "user_version", "schema_version",
+     "application_id", "encoding", "data_version", "table_list", "foreign_key_check",
+     "integrity_check", "quick_check"}
+)
+# Functions that reach outside the database or change how SQLite parses input.
+_DENIED_FUNCTIONS = frozenset(
+    {"load_extension", "fts3_tokenizer", "readfile", "writefile", "edit", "fts5",
+     "sqlite_dbpage", "zipfile", "sqlar_compress", "sqlar_uncompress"}
+)
+# Statements that can only read. Checked before preparing, because a few statements
+# (REINDEX without arguments, for one) never consult the authorizer.
+READING_KEYWORDS = frozenset({"select", "with", "values", "pragma", "explain"})
+_ALWAYS_ALLOWED = frozenset(
+    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
+)
+
+# The R*Tree module prepares (never runs) writes to its shadow tables when it connects.
+_RTREE_MODULE = re.compile(r"\bUSING\s+(?:rtree|rtree_i32)\b", re.IGNORECASE)
+_RTREE_SHADOWS = ("_node", "_rowid", "_parent")
+_SHADOW_WRITES = frozenset({sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE})
+
+
+class StatementGuard:
+    """Authorizer and progress handler for one connection; state is per statement."""
+
+    def __init__(self, cancel_flag: Any) -> None:
+        self.cancel_flag = cancel_flag
+        self.rtree_shadow_tables: frozenset[str] = frozenset()
+        self.deadline = float("inf")
+        self.first_action: int | None = None
+        self.tables_read: set[str] = set()
+        self.columns_read: set[tuple[str, str]] = set()
+        self.denied: str | None = None
+        self.hidden = False  # the denial is a hide rule's, not the read-only guard's
+        self.withheld = hiding.Withheld()
+        self.named: frozenset[str] = frozenset()  # names the statement itself writes
+        self.pragma_table = False
+
+    def reset(self, deadline: float, withheld: hiding.Withheld | None = None, sql: str = "") -> None:
+        """Start a statement `sql` that must end by `deadline` and may not read what `withheld` hides."""
+        self.deadline = deadline
+        self.first_action = None
+        self.tables_read = set()
+        self.columns_read = set()
+        self.denied = None
+        self.hidden = False
+        self.withheld = withheld or hiding.Withheld()
+        self.named = hiding.sql_names(sql) if self.withheld else frozenset()
+        self.pragma_table = False
+
+    def authorize(self, action: int, arg1: str | None, arg2: str | None,
+                  db_name: str | None, source: str | None) -> int:
+        """SQLite's authorizer callback: SQLITE_OK for what a reading statement may do, else SQLITE_DENY."""
+        if self.first_action is None:
+            self.first_action = action
+        if self.withheld and action == sqlite3.SQLITE_READ and arg1:
+            # The schema read a pragma_* table makes when it is first prepared is not the model's.
+            implicit = self.pragma_table and arg1 == "sqlite_master" and arg2 == "ROWID"
+            reason = None if implicit else hiding.hidden_read_reason(self.withheld, arg1, arg2, source,
+                                                              self.named)
+            if reason is not None:
+                return self._hide(reason)
+        if action in _ALWAYS_ALLOWED:
+            if action == sqlite3.SQLITE_READ and arg1:
+                self.tables_read.add(arg1)
+                if arg2:  # "" when a table is read without a column, as for count(*)
+                    self.columns_read.add((arg1, arg2))
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_FUNCTION:
+            if (arg2 or "").lower() in _DENIED_FUNCTIONS:
+                return self._deny(f"function {arg2}() is not allowed")
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_PRAGMA:
+            name = (arg1 or "").lower()
+            if self.withheld and name in hiding.DESCRIBING_PRAGMAS:
+                return self._hide(f"PRAGMA {arg1} is not available on this database; {hiding.SCHEMA_HINT}")
+            if name in _PRAGMAS_WITH_NAME_ARG or (name in _PRAGMAS_NO_ARG and arg2 is None):
+                return sqlite3.SQLITE_OK
+            return self._deny(f"PRAGMA {arg1} is not allowed (read-only pragmas only)")
+        # Preparing the first SELECT over an eponymous virtual table (pragma_table_info)
+        # makes SQLite report an UPDATE of sqlite_master with no trigger or view source.
+        if (action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master" and source is None
+                and self.first_action == sqlite3.SQLITE_SELECT):
+            self.pragma_table = True
+            return sqlite3.SQLITE_OK
+        # Inside a SELECT, an R*Tree being connected prepares its shadow-table statements;
+        # they only run for writes to the R*Tree, which no reading statement can make (and
+        # query_only plus the read-only open still refuse any write).
+        if (action in _SHADOW_WRITES and source is None and arg1 in self.rtree_shadow_tables
+                and self.first_action == sqlite3.SQLITE_SELECT):
+            return sqlite3.SQLITE_OK
+        return self._deny("only reading statements (SELECT / WITH) are allowed")
+
+    def _hide(self, reason: str) -> int:
+        if self.denied is None:
+            self.denied, self.hidden = reason, True
+        return sqlite3.SQLITE_DENY
+
+    def _deny(self, reason: str) -> int:
+        if self.denied is None:
+            self.denied = reason
+        return sqlite3.SQLITE_DENY
+
+    def progress(self) -> int:
+        """SQLite's progress handler: non-zero (interrupt) once cancelled or past the deadline."""
+        if self.cancel_flag.value or time.monotonic() > self.deadline:
+            return 1
+        return 0
+
+
+def rtree_shadow_tables(conn: sqlite3.Connection) -> frozenset[str]:
+    """Shadow-table names of the R*Tree virtual tables in the schema."""
+    rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' "
+                        "AND sql LIKE 'CREATE VIRTUAL TABLE%'").fetchall()
+    return frozenset(name + suffix for name, sql in rows if _RTREE_MODULE.search(sql or "")
+                     for suffix in _RTREE_SHADOWS)

@@ -28,8 +28,8 @@ class FakeServerPool:
 
     Starting and stopping a uvicorn server costs about 0.2 s, mostly in stopping; sharing the
     servers over the session (as httpx shares its test server) saves that for each test. A loan
-    starts with the test's policy and options and no recorded request, requests or disconnects,
-    so no test sees another's. A server a test stopped itself is not lent again.
+    starts with the test's policy and options and with no requests, disconnects or policy errors
+    recorded, so no test sees another's. A server a test stopped itself is not lent again.
     """
 
     def __init__(self) -> None:

@@ -7,7 +7,7 @@ Issue 10 asks for: the server's RSS idle, at its peak and 2 s after three answer
 once over streamable HTTP, and the worst "ping" from another client meanwhile (a tools/list
 request, from its own process: this server answers MCP's ping method with "Method not found"). Goals: peak
 within +300 MB of idle, back within +100 MB after, pings under 1 s. The fake Ollama
-(tests/fake_runtime.py) runs in this process and submits that SELECT for every question; the
+(tests/support/fake_runtime.py) runs in this process and submits that SELECT for every question; the
 server runs as a real `--transport streamable-http` subprocess. Memory is the server process's
 own VmRSS/VmHWM from /proc (the SQLite workers are separate processes with their own cap).
 """

@@ -6,7 +6,7 @@
    through the loop under `trained` and `rich`: the characters and tokens (4 characters a token)
    of each round's results turn, and of the whole prompt at the end.
 2. Scripted Spider dev episodes under each environment: the share that hit the 12,288-token
-   budget (stop reason token_budget). Two scripted models: the oracle of tests/policies.py
+   budget (stop reason token_budget). Two scripted models: the oracle of tests/support/policies.py
    (list_tables, run the gold SQL, submit) and an "explorer" shaped like the authors' episodes
    (batched and repeated calls over the gold query's tables for all six rounds, then the SQL as
    text in the final turn).

@@ -2,7 +2,7 @@
 
     python bench/bench_report.py [--spider DIR] [--results FILE] [--keep DIR] [--limit N]
 
-The results come from the zero-latency oracle run of bench_eval.py (tests/policies.py lists
+The results come from the zero-latency oracle run of bench_eval.py (tests/support/policies.py lists
 the tables, runs the gold SQL and submits it), kept with --trace full. Issue 14's goal: the
 page builds in under 5 s and weighs under 20 MB. Printed: the build time from a cold start
 (reading the file, importing matplotlib, charts, HTML) and warm, the page size, and that size

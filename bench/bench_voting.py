@@ -4,7 +4,7 @@
 
 Issue 12 asks for: K = 5 against K = 1 with a fake model at 0.2 s per turn and
 --max-concurrent 8; goal: K = 5 costs at most 2x the wall time of K = 1 when the samples agree
-early. The fake Ollama (tests/fake_runtime.py) serves over real HTTP in this process; the
+early. The fake Ollama (tests/support/fake_runtime.py) serves over real HTTP in this process; the
 server runs in process behind an MCP client. Scenarios:
 - k1: one sample, the oracle (3 model turns).
 - k5-agree: five samples, all the oracle.

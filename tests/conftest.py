@@ -16,6 +16,9 @@ pytest_plugins = (
     "tests.support.mcp",
     "tests.support.fixtures",
     "tests.support.hiding",
+    "tests.support.sqlite_files",
+    "tests.support.weird_database",
+    "tests.support.music_episodes",
 )
 
 # The real databases and question sets sit next to the clone (read in place, never copied).

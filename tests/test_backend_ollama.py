@@ -19,7 +19,7 @@ from agent.errors import (
     ConfigError,
     ModelNotFound,
 )
-from tests.support.fake_runtime import SHOW_PARAMETERS
+from tests.support.fake_ollama import SHOW_PARAMETERS
 from tests.support.policies import DEFAULT_MODEL, ScriptedReply, ScriptPolicy
 
 pytestmark = pytest.mark.anyio

@@ -16,6 +16,7 @@ from agent.commands.cli import main
 from agent.sqlite import create_database
 from tests.conftest import SHARED_DATA
 from tests.support.console import console_script
+from tests.support.databases import mount_read_only, wal_database
 from tests.support.policies import DEFAULT_MODEL, OraclePolicy, ScriptedReply, ScriptPolicy, tool_call
 
 CHINOOK = SHARED_DATA / "dbs" / "Chinook_Sqlite.sqlite"
@@ -267,10 +268,8 @@ def test_doctor_reports_a_runtime_that_never_answers(black_hole, capsys) -> None
 
 def test_doctor_warns_about_a_wal_database_opened_as_a_snapshot(fake_ollama, tmp_path, capsys) -> None:
     """A WAL database without its -shm in a read-only folder is a [warn] with the reason, not [ok]."""
-    from tests.test_sqlite import _mount_read_only, _wal_database
-
-    path = _wal_database(tmp_path, keep_shm=False)
-    if not _mount_read_only(path.parent):
+    path = wal_database(tmp_path, keep_shm=False)
+    if not mount_read_only(path.parent):
         pytest.skip("needs root and bind mounts to make a read-only folder")
     try:
         server = fake_ollama(OraclePolicy({}))

@@ -1,6 +1,12 @@
-"""Databases and statements the tests and the benchmarks share."""
+"""Databases, statements and file helpers the tests and the benchmarks share."""
 
 from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import subprocess
+from pathlib import Path
 
 # A customer/order shop: a view, a foreign key, a blob, and a table name that is a keyword.
 SHOP_SQL = """
@@ -32,3 +38,44 @@ BOMBS = {
         'customer g, customer h, (WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r '
         'WHERE x < 100000) SELECT x FROM r)',
 }
+
+
+def digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes (a database left byte-identical keeps its digest)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def mount_read_only(target: Path) -> bool:
+    """Bind-mount `target` read-only over itself (root only); False when not possible."""
+    if os.geteuid() != 0:
+        return False
+    if subprocess.run(["mount", "--bind", str(target), str(target)],
+                      capture_output=True).returncode != 0:
+        return False
+    if subprocess.run(["mount", "-o", "remount,bind,ro", str(target)],
+                      capture_output=True).returncode != 0:
+        subprocess.run(["umount", str(target)], capture_output=True)
+        return False
+    return True
+
+
+def wal_database(folder: Path, keep_shm: bool) -> Path:
+    """A WAL database whose last commit is still only in the -wal file."""
+    path = folder / "wal.sqlite"
+    writer = sqlite3.connect(path)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("CREATE TABLE t (x)")
+    writer.execute("INSERT INTO t VALUES (1)")
+    writer.commit()
+    writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    writer.execute("INSERT INTO t VALUES (2)")
+    writer.commit()
+    # Copy the files while the writer holds them, so the -wal survives closing.
+    copy = folder / "ro"
+    copy.mkdir()
+    for name in os.listdir(folder):
+        if name.startswith("wal.sqlite") and (keep_shm or not name.endswith("-shm")):
+            (copy / name).write_bytes((folder / name).read_bytes())
+    writer.close()
+    return copy / "wal.sqlite"

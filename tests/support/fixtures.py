@@ -1,4 +1,4 @@
-"""Fake model runtimes over real HTTP, and an address with nothing listening (a pytest plugin)."""
+"""Fake model runtimes over real HTTP lent from a session pool, and addresses that never answer (a plugin)."""
 
 from __future__ import annotations
 
@@ -10,36 +10,89 @@ from typing import Any
 import pytest
 
 from tests.support.fake_runtime import FakeServer
-from tests.support.policies import DEFAULT_MODEL, Policy
+from tests.support.policies import DEFAULT_MODEL, Policy, ScriptedReply
 
 FakeFactory = Callable[..., FakeServer]
 
 
-def _factory(url_path: str) -> Iterator[FakeFactory]:
-    started: list[FakeServer] = []
+class _NotLent:
+    """The policy of a server back in the pool: a request from a finished test gets a 503."""
+
+    def reply(self, prompt: str, model: str) -> ScriptedReply:
+        """Always the same refusal (not a policy error: nothing for a test to re-raise)."""
+        return ScriptedReply("fake runtime: this server is not lent to any test", http_status=503)
+
+
+class FakeServerPool:
+    """Started fake runtimes, each lent to one test at a time and configured afresh for it.
+
+    Starting and stopping a uvicorn server costs about 0.2 s, mostly in stopping; sharing the
+    servers over the session (as httpx shares its test server) saves that for each test. A loan
+    starts with the test's policy and options and no recorded request, requests or disconnects,
+    so no test sees another's. A server a test stopped itself is not lent again.
+    """
+
+    def __init__(self) -> None:
+        self._idle: list[FakeServer] = []
+        self._started: list[FakeServer] = []
+
+    def lend(self, policy: Policy, **options: Any) -> FakeServer:
+        """An idle server (or a new one) answering with `policy` under `options`."""
+        if self._idle:
+            return self._idle.pop().configure(policy, **options)
+        server = FakeServer(policy, **options).start()
+        self._started.append(server)
+        return server
+
+    def give_back(self, server: FakeServer) -> list[Exception]:
+        """Take the server back; the errors its policy raised during the loan."""
+        errors = list(server.policy_errors)
+        if server.serving:
+            server.configure(_NotLent())
+            self._idle.append(server)
+        return errors
+
+    def close(self) -> None:
+        """Stop every server still serving."""
+        for server in self._started:
+            if server.serving:
+                server.stop()
+
+
+@pytest.fixture(scope="session")
+def fake_server_pool() -> Iterator[FakeServerPool]:
+    """The session's fake runtimes, lent out by fake_ollama and fake_openai."""
+    pool = FakeServerPool()
+    yield pool
+    pool.close()
+
+
+def _factory(pool: FakeServerPool, url_path: str) -> Iterator[FakeFactory]:
+    lent: list[FakeServer] = []
 
     def start(
         policy: Policy, models: Sequence[str] = (DEFAULT_MODEL,), **options: Any
     ) -> FakeServer:
-        server = FakeServer(policy, models=models, url_path=url_path, **options).start()
-        started.append(server)
+        server = pool.lend(policy, models=models, url_path=url_path, **options)
+        lent.append(server)
         return server
 
     yield start
-    for server in started:
-        server.stop()  # raises a policy's exception, if one raised while serving
+    errors = [error for server in lent for error in pool.give_back(server)]
+    if errors:
+        raise errors[0]  # a policy raised while serving: a bug in the test
 
 
 @pytest.fixture
-def fake_ollama() -> Iterator[FakeFactory]:
+def fake_ollama(fake_server_pool: FakeServerPool) -> Iterator[FakeFactory]:
     """Start fake Ollama servers: fake_ollama(policy, models=(...), prompt_cache=False) -> .url."""
-    yield from _factory("")
+    yield from _factory(fake_server_pool, "")
 
 
 @pytest.fixture
-def fake_openai() -> Iterator[FakeFactory]:
+def fake_openai(fake_server_pool: FakeServerPool) -> Iterator[FakeFactory]:
     """Start fake OpenAI-compatible servers: fake_openai(policy, api_key=None) -> .url (…/v1)."""
-    yield from _factory("/v1")
+    yield from _factory(fake_server_pool, "/v1")
 
 
 @pytest.fixture

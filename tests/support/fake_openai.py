@@ -1,0 +1,128 @@
+"""The OpenAI-compatible API of the fake runtime: /v1/models, /v1/completions, and llama-server's /props."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from agent.backends.base import STOP_STRINGS
+from tests.support.policies import Generated, count_tokens, generate
+
+if TYPE_CHECKING:
+    from tests.support.fake_runtime import FakeServer, RecordedRequest
+
+
+class OpenAIApi:
+    """The OpenAI-compatible routes (as vLLM and llama_cpp.server answer) over a FakeServer."""
+
+    def __init__(self, server: FakeServer) -> None:
+        self.server = server
+
+    def routes(self) -> list[Route]:
+        """The /v1 routes and /props, for the server's Starlette app."""
+        return [
+            Route("/v1/models", self._models, methods=["GET"]),
+            Route("/v1/completions", self._completions, methods=["POST"]),
+            Route("/props", self._props, methods=["GET"]),
+        ]
+
+    def _refused(self, recorded: RecordedRequest) -> JSONResponse | None:
+        key = self.server.api_key
+        if key is None or recorded.headers.get("authorization") == f"Bearer {key}":
+            return None
+        return JSONResponse({"error": "Unauthorized"}, 401)  # what vLLM's --api-key answers
+
+    async def _models(self, request: Request) -> Response:
+        recorded = await self.server.record(request)
+        if (refused := self._refused(recorded)) is not None:
+            return refused
+        return JSONResponse({"object": "list", "data": [
+            {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.server.models
+        ]})
+
+    async def _props(self, request: Request) -> Response:
+        await self.server.record(request)
+        if self.server.total_slots is None:
+            return JSONResponse({"detail": "Not Found"}, 404)
+        return JSONResponse({"total_slots": self.server.total_slots, "model_path": "/models/fake.gguf"})
+
+    async def _completions(self, request: Request) -> Response:
+        recorded = await self.server.record(request)
+        if (refused := self._refused(recorded)) is not None:
+            return refused
+        body = recorded.body if isinstance(recorded.body, dict) else {}
+        model = body.get("model") or ""
+        if model not in self.server.models:
+            return JSONResponse({
+                "object": "error", "message": f"The model `{model}` does not exist.",
+                "type": "NotFoundError", "param": None, "code": 404,
+            }, 404)
+        prompt = body.get("prompt") if isinstance(body.get("prompt"), str) else ""
+        if self.server.context_tokens is not None and count_tokens(prompt) >= self.server.context_tokens:
+            return self._context_exceeded(count_tokens(prompt), body)
+        reply = self.server.ask_policy(prompt, model, body.get("seed"))
+        if await self.server.run_delay(request, recorded, reply.delay):
+            return Response(status_code=499)
+        if reply.http_status != 200:
+            return JSONResponse({
+                "object": "error", "message": reply.text, "type": "InternalServerError",
+                "param": None, "code": reply.http_status,
+            }, reply.http_status)
+        stop = body.get("stop") or []
+        generated = generate(
+            reply, max_tokens=body.get("max_tokens", 16),  # 16: the API's documented default
+            stops=[*STOP_STRINGS, *([stop] if isinstance(stop, str) else stop)],
+        )
+        prompt_tokens = self.server.prompt_tokens(model, prompt, generated.text)
+        head = {"id": f"cmpl-{len(self.server.requests)}", "object": "text_completion",
+                "created": int(time.time()), "model": model}
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": generated.completion_tokens,
+                 "total_tokens": prompt_tokens + generated.completion_tokens}
+        if body.get("stream"):
+            options = body.get("stream_options") or {}
+            with_usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
+            return StreamingResponse(self._stream(head, generated, usage if with_usage else None),
+                                     media_type="text/event-stream")
+        return JSONResponse({
+            **head,
+            "choices": [{"index": 0, "text": generated.text, "logprobs": None,
+                         "finish_reason": generated.finish_reason}],
+            "usage": usage,
+        })
+
+    def _context_exceeded(self, prompt_tokens: int, body: dict[str, Any]) -> Response:
+        if body.get("stream"):
+            async def broken() -> AsyncIterator[bytes]:
+                raise RuntimeError("fake runtime: the prompt does not fit (stream broken off)")
+                yield b""  # pragma: no cover - makes this an async generator
+
+            return StreamingResponse(broken(), media_type="text/event-stream")
+        max_tokens = int(body.get("max_tokens") or 16)
+        return JSONResponse({"error": {
+            "message": f"This model's maximum context length is {self.server.context_tokens} tokens, however "
+                       f"you requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in your "
+                       f"prompt; {max_tokens} for the completion). Please reduce your prompt; or "
+                       "completion length.",
+            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded",
+        }}, 400)
+
+    @staticmethod
+    async def _stream(head: dict[str, Any], generated: Generated,
+                             usage: dict[str, int] | None) -> AsyncIterator[bytes]:
+        """Server-sent events as vLLM sends them: text pieces, the finish reason, usage, [DONE]."""
+        def event(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+            return f"data: {json.dumps({**head, 'choices': choices, **extra})}\n\n".encode()
+
+        for start in range(0, len(generated.text), 4):
+            piece = generated.text[start:start + 4]
+            yield event([{"index": 0, "text": piece, "logprobs": None, "finish_reason": None}])
+        yield event([{"index": 0, "text": "", "logprobs": None, "finish_reason": generated.finish_reason}])
+        if usage is not None:
+            yield event([], usage=usage)
+        yield b"data: [DONE]\n\n"

@@ -1,0 +1,35 @@
+"""An SqaleServer built in this process from command-line arguments, and calls on it through mcp.Client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+from mcp_types import CallToolResult
+
+from agent.backends.base import ModelBackend
+from agent.backends.settings import make_backend
+from mcp_server.app import SqaleServer, build_server
+from mcp_server.command_line import parse_settings
+from tests.support.mcp import TOOL
+
+
+def build(tmp_path: Path, argv: list[str], backend: ModelBackend | None = None) -> SqaleServer:
+    """The server `argv` configures, caching under tmp_path, answering with `backend` when given."""
+    environ = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    settings = parse_settings(argv, environ)
+    factory = make_backend if backend is None else (lambda _: backend)
+    return build_server(settings, environ=environ, backend_factory=factory)
+
+
+def error_text(result: CallToolResult) -> str:
+    """The message of a tool error (it has no structured content), without the SDK's prefix."""
+    assert result.is_error and result.structured_content is None
+    return result.content[0].text.removeprefix(f"Error executing tool {TOOL}: ")
+
+
+async def ask(server: SqaleServer, arguments: dict[str, Any]) -> CallToolResult:
+    """One call of the tool on a fresh client session."""
+    async with Client(server) as client:
+        return await client.call_tool(TOOL, arguments)

@@ -1,4 +1,4 @@
-"""Scanning SQL text without parsing it: comments, whitespace and the first keyword."""
+"""Scanning SQL text without parsing it: comments, quoted text, whitespace and the first keyword."""
 
 from __future__ import annotations
 
@@ -15,6 +15,19 @@ def skip_comment(sql: str, i: int) -> int:
         end = sql.find("*/", i + 2)
         return len(sql) if end < 0 else end + 2
     return i
+
+
+def skip_quoted(sql: str, start: int, close: str) -> int:
+    """The index just past the quoted text starting at `start` (doubled quotes stay inside)."""
+    i = start + 1
+    while i < len(sql):
+        if sql[i] == close:
+            if close != "]" and sql.startswith(close * 2, i):
+                i += 2
+                continue
+            return i + 1
+        i += 1
+    return len(sql)
 
 
 def skip_blanks(sql: str, i: int = 0, *, also: str = "") -> int:

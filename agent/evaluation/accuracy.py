@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..sqlite.sql_text import skip_blanks
 from ..voting import MatchRule, vote, vote_key  # one comparison for eval and the server
 
 __all__ = ["MatchRule", "has_top_level_order_by", "results_match", "vote", "vote_key"]
@@ -107,12 +108,8 @@ def _top_level_words(sql: str) -> list[str]:
             while end >= 0 and ch != "[" and sql.startswith(ch, end + 1):
                 end = sql.find(ch, end + 2)
             i = n if end < 0 else end + 1
-        elif sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = n if end < 0 else end + 1
-        elif sql.startswith("/*", i):
-            end = sql.find("*/", i + 2)
-            i = n if end < 0 else end + 2
+        elif (end := skip_blanks(sql, i)) > i:
+            i = end
         elif ch == "(":
             depth, i = depth + 1, i + 1
         elif ch == ")":

@@ -17,6 +17,7 @@ from . import hiding
 from ._authorizer import READING_KEYWORDS, StatementGuard, rtree_shadow_tables
 from ._fit import ResultFitter
 from ._schema_read import read_schema
+from .sql_text import first_keyword
 from .types import HideReport, QueryResult, QueryStatus, Schema
 
 IMMUTABLE_WARNING = (
@@ -230,26 +231,6 @@ def _file_identity(path: Path) -> tuple[int, int]:
     except FileNotFoundError:
         return (0, 0)
     return (st.st_dev, st.st_ino)
-
-
-def first_keyword(sql: str) -> str:
-    """The statement's first keyword, lower-cased, after whitespace, comments and '('."""
-    i, n = 0, len(sql)
-    while i < n:
-        if sql[i].isspace() or sql[i] == "(":
-            i += 1
-        elif sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = n if end < 0 else end + 1
-        elif sql.startswith("/*", i):
-            end = sql.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-        else:
-            break
-    j = i
-    while j < n and (sql[j].isalnum() or sql[j] == "_"):
-        j += 1
-    return sql[i:j].lower()
 
 
 def _wal_without_shm(path: Path) -> bool:

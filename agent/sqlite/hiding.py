@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import ConfigError
+from .sql_text import skip_comment, skip_quoted
 from .types import HideReport, Schema
 
 # Tables that describe the schema or its indexes: they would show hidden names, and
@@ -133,12 +134,9 @@ def _tokens(sql: str) -> Iterator[tuple[bool, str]]:
     i, n = 0, len(sql)
     while i < n:
         ch = sql[i]
-        if sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = n if end < 0 else end + 1
-        elif sql.startswith("/*", i):
-            end = sql.find("*/", i + 2)
-            i = n if end < 0 else end + 2
+        # Comments only: SQLite reads whitespace outside ASCII as part of a name, as _WORD does.
+        if (end := skip_comment(sql, i)) > i:
+            i = end
         elif ch in "'\"`[":
             close = "]" if ch == "[" else ch
             end = skip_quoted(sql, i, close)
@@ -150,19 +148,6 @@ def _tokens(sql: str) -> Iterator[tuple[bool, str]]:
             i = match.end()
         else:
             i += 1
-
-
-def skip_quoted(sql: str, start: int, close: str) -> int:
-    """The index just past the quoted text starting at `start` (doubled quotes stay inside)."""
-    i = start + 1
-    while i < len(sql):
-        if sql[i] == close:
-            if close != "]" and sql.startswith(close * 2, i):
-                i += 2
-                continue
-            return i + 1
-        i += 1
-    return len(sql)
 
 
 def sql_names(sql: str) -> frozenset[str]:

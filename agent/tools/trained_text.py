@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..sqlite.hiding import skip_quoted
+from ..sqlite.sql_text import skip_quoted
 from ..sqlite.types import BlobRef, ClippedText, ForeignKey, QueryResult, QueryStatus, Schema, Table
 from .result_text import (
     ERROR_CHARS,

@@ -15,7 +15,7 @@ import pytest
 from agent.commands.cli import main
 from agent.sqlite import create_database
 from tests.conftest import SHARED_DATA
-from tests.support.console import console_script
+from tests.support.console import console_script, default_sigint
 from tests.support.databases import mount_read_only, wal_database
 from tests.support.policies import DEFAULT_MODEL, OraclePolicy, ScriptedReply, ScriptPolicy, tool_call
 
@@ -237,7 +237,8 @@ def test_ctrl_c_during_ask_is_one_line_and_exit_130(fake_ollama, tmp_path) -> No
     server = fake_ollama(ScriptPolicy([ScriptedReply(tool_call("list_tables"), delay=60)]))
     ask = subprocess.Popen([console_script("sqale-agent"), "ask", "--db", str(db), "--ollama-host",
                             server.url, "how many rows?"], cwd=tmp_path, stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=default_sigint)
     wait_for(lambda: bool(server.bodies("/api/generate")), "the first model request")
     ask.send_signal(signal.SIGINT)
     out, err = ask.communicate(timeout=30)
@@ -249,7 +250,7 @@ def test_ctrl_c_during_doctor_is_one_line_and_exit_130(black_hole, tmp_path) -> 
     """SIGINT while `sqale-agent doctor` waits for the runtime: exit 130, one stderr line."""
     doctor = subprocess.Popen([console_script("sqale-agent"), "doctor", "--ollama-host", black_hole.url],
                               cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+                              stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     assert black_hole.connected.wait(30), "doctor never connected to the runtime"
     doctor.send_signal(signal.SIGINT)
     out, err = doctor.communicate(timeout=30)

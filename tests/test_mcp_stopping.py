@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.console import console_script
+from tests.support.console import console_script, default_sigint
 from tests.support.mcp import server_env
 
 pytestmark = pytest.mark.slow
@@ -63,6 +63,7 @@ def test_ctrl_c_in_a_terminal_stops_the_stdio_server(tmp_path: Path, dead_url: s
     pid, terminal = pty.fork()
     if pid == 0:  # the child: stdin, stdout and stderr are the terminal, as in a shell
         os.chdir(tmp_path)
+        default_sigint()
         os.execve(command[0], command, env)
     try:
         shown = read_until(terminal, READY)
@@ -85,7 +86,7 @@ def test_a_stop_signal_ends_the_stdio_server(tmp_path: Path, dead_url: str, sign
     """Under an MCP client (pipes, no terminal): SIGINT exits 130, SIGTERM 143, within 1 s, quietly."""
     server = subprocess.Popen([console_script("sqale-mcp"), "--demo", "--ollama-host", dead_url],
                               cwd=tmp_path, env=server_env(tmp_path), stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=default_sigint)
     try:
         assert server.stderr is not None and server.stdout is not None
         log = read_until(server.stderr.fileno(), READY)

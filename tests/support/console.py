@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -18,6 +19,16 @@ def console_script(name: str) -> str:
     if found is None:
         pytest.skip(f"{name} is not installed (pip install -e . puts it beside {sys.executable})")
     return found
+
+
+def default_sigint() -> None:
+    """In a child about to exec: SIGINT back to its default action, as a terminal's command has it.
+
+    A test run started in the background (`pytest &` from a script, some CI runners) ignores
+    SIGINT, children inherit that, and Python then never raises KeyboardInterrupt, so a Ctrl-C
+    test would fail for a reason that has nothing to do with the product.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def shadowing_folder(folder: Path) -> Path:

@@ -15,6 +15,7 @@ from agent.evaluation.records import TraceKind, read_records
 from agent.evaluation.runner import EvaluationAborted, evaluate
 from agent.evaluation.scoring import QueryLimits
 from agent.sqlite import create_database
+from tests.support.databases import CUSTOMER_ORDERS_SQL
 from tests.support.eval_runs import MODEL, backends_of, oracle_for, run_eval, submits, summary_of
 from tests.support.policies import (
     PolicyBackend,
@@ -26,12 +27,6 @@ from tests.support.policies import (
     tool_call,
 )
 
-SHOP = """
-    CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT, city TEXT);
-    CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER REFERENCES customer(id), amount REAL);
-    INSERT INTO customer VALUES (1, 'Ann', 'Oslo'), (2, 'Bob', 'Rome'), (3, 'Cy', 'Oslo');
-    INSERT INTO orders VALUES (1, 1, 10.0), (2, 1, 5.5), (3, 2, 7.0);
-"""
 SHOP_QUESTIONS = [
     ("How many customers are there?", "SELECT count(*) FROM customer"),
     ("Which customers live in Oslo?", "SELECT name FROM customer WHERE city = 'Oslo'"),
@@ -43,7 +38,7 @@ SHOP_QUESTIONS = [
 
 def shop_dataset(root: Path, questions: list[tuple[str, str]] = SHOP_QUESTIONS) -> Dataset:
     """A Spider-layout folder with one small database."""
-    create_database(root / "database" / "shop" / "shop.sqlite", SHOP)
+    create_database(root / "database" / "shop" / "shop.sqlite", CUSTOMER_ORDERS_SQL)
     records = [{"db_id": "shop", "question": q, "query": sql} for q, sql in questions]
     (root / "dev.json").write_text(json.dumps(records), encoding="utf-8")
     return load_dataset(root)

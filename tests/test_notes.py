@@ -9,15 +9,14 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from agent.backends.settings import make_backend
 from agent.commands.cli import main
 from agent.errors import ConfigError
 from agent.notes import Notes, evidence_with_notes, notes_text, read_notes
-from mcp_server.app import SqaleServer, build_server
 from mcp_server.command_line import parse_settings
 from mcp_server.demo import ensure_demo_database
 from mcp_server.settings import NotesSpec
 from tests.support.mcp import BOOK_GOLD, TOOL, run_server_expecting_exit
+from tests.support.mcp_in_process import build
 from tests.support.policies import OraclePolicy, PolicyBackend, first_user_turn
 
 NOTES = """\
@@ -36,13 +35,6 @@ def write_notes(tmp_path: Path, text: str = NOTES, name: str = "notes.txt") -> P
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def build(tmp_path: Path, argv: list[str], backend: Any = None) -> SqaleServer:
-    environ = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
-    settings = parse_settings(argv, environ)
-    factory = make_backend if backend is None else (lambda _: backend)
-    return build_server(settings, environ=environ, backend_factory=factory)
 
 
 def test_notes_text_joins_facts_like_bird_evidence() -> None:

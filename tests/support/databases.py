@@ -8,6 +8,14 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+# Customers in three cities and their orders: the database of the evaluation tests' questions.
+CUSTOMER_ORDERS_SQL = """
+    CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT, city TEXT);
+    CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER REFERENCES customer(id), amount REAL);
+    INSERT INTO customer VALUES (1, 'Ann', 'Oslo'), (2, 'Bob', 'Rome'), (3, 'Cy', 'Oslo');
+    INSERT INTO orders VALUES (1, 1, 10.0), (2, 1, 5.5), (3, 2, 7.0);
+"""
+
 # A customer/order shop: a view, a foreign key, a blob, and a table name that is a keyword.
 SHOP_SQL = """
         CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT NOT NULL DEFAULT 'x');

@@ -19,6 +19,7 @@ from agent.evaluation.datasets import Dataset, load_dataset, select_examples
 from agent.evaluation.records import TraceKind
 from agent.evaluation.runner import EvalSettings, evaluate
 from agent.sqlite import create_database
+from tests.support.databases import CUSTOMER_ORDERS_SQL
 from tests.support.policies import (
     OraclePolicy,
     PolicyBackend,
@@ -30,12 +31,6 @@ from tests.support.policies import (
 )
 
 MODEL = "scripted"
-SHOP = """
-    CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT, city TEXT);
-    CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER REFERENCES customer(id), amount REAL);
-    INSERT INTO customer VALUES (1, 'Ann', 'Oslo'), (2, 'Bob', 'Rome'), (3, 'Cy', 'Oslo');
-    INSERT INTO orders VALUES (1, 1, 10.0), (2, 1, 5.5), (3, 2, 7.0);
-"""
 ZOO = """
     CREATE TABLE animal (id INTEGER PRIMARY KEY, name TEXT, legs INTEGER);
     INSERT INTO animal VALUES (1, '<script>alert("cell")</script>', 4), (2, 'Kiwi', 2);
@@ -55,7 +50,7 @@ WRONG_OSLO = "SELECT name FROM customer WHERE city = 'Rome'"
 
 def write_dataset(root: Path) -> Dataset:
     """The Spider-layout folder: dev.json, dev_hardness.tsv and the two databases."""
-    create_database(root / "database" / "shop" / "shop.sqlite", SHOP)
+    create_database(root / "database" / "shop" / "shop.sqlite", CUSTOMER_ORDERS_SQL)
     create_database(root / "database" / "zoo" / "zoo.sqlite", ZOO)
     records = [{"db_id": db, "question": q, "query": sql} for db, _, q, sql in QUESTIONS]
     (root / "dev.json").write_text(json.dumps(records), encoding="utf-8")

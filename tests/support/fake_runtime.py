@@ -42,25 +42,13 @@ class RecordedRequest:
 class FakeServer:
     """A fake model runtime over real HTTP; `start()` it, `stop()` it (fixtures do both)."""
 
-    def __init__(
-        self,
-        policy: Policy,
-        *,
-        models: Sequence[str] = (DEFAULT_MODEL,),
-        api_key: str | None = None,
-        prompt_cache: bool = False,
-        url_path: str = "",
-        show_overrides: Mapping[str, Any] | None = None,
-        total_slots: int | None = None,
-        context_tokens: int | None = None,
-    ) -> None:
+    def __init__(self, policy: Policy, **options: Any) -> None:
+        """A server answering with `policy`; `options` are those of `configure`."""
         self._changed = threading.Condition()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.root = ""
-        self.configure(policy, models=models, api_key=api_key, prompt_cache=prompt_cache,
-                       url_path=url_path, show_overrides=show_overrides, total_slots=total_slots,
-                       context_tokens=context_tokens)
+        self.configure(policy, **options)
 
     def configure(
         self,

@@ -13,8 +13,9 @@ from typing import Any
 
 from .episode import EpisodeResult, Round, ToolCall
 from .sqlite.types import BlobRef, ClippedText, ResultCut
+from .text import plural
 from .tools import call_label_args
-from .tools.result_text import format_cell, plural, render_grid
+from .tools.result_text import format_cell, render_grid
 
 ANSWER_ROWS = 20
 ANSWER_CELL_CHARS = 60

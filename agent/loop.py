@@ -48,9 +48,9 @@ from .prompt import (
     render_initial_prompt,
     render_round_message,
 )
+from .replies import ParsedCompletion, extract_final_sql, parse_completion, sql_argument
 from .sqlite import Database, QueryResult, QueryStatus, Schema
-from .tools.calls import ParsedCompletion, extract_final_sql, parse_completion, sql_argument
-from .tools.text_safety import replace_lone_surrogates
+from .text import replace_lone_surrogates
 
 # Rough size of a token, only for text the runtime has not counted yet (the next user turn).
 CHARS_PER_TOKEN = 4

@@ -20,8 +20,8 @@ from types import MappingProxyType
 
 from .episode import StopReason, ToolCall
 from .errors import PromptConfigError
+from .text import plural
 from .tools.environment import DEFAULT_ENVIRONMENT, Environment
-from .tools.result_text import plural
 
 SYSTEM_PROMPT = """\
 You answer a question about an SQLite database by writing one SQL query.

@@ -34,7 +34,7 @@ from mcp import Client  # noqa: E402
 
 from agent.backends.settings import make_backend  # noqa: E402
 from mcp_server.app import build_server  # noqa: E402
-from mcp_server.command_line import parse_settings  # noqa: E402
+from mcp_server.config.command_line import parse_settings  # noqa: E402
 from tests.support.fake_runtime import FakeServer  # noqa: E402
 from tests.support.mcp import BOOK_GOLD  # noqa: E402
 from tests.support.policies import (  # noqa: E402

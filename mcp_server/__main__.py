@@ -11,7 +11,7 @@ from types import FrameType
 from agent.errors import ConfigError, PromptConfigError
 
 from .app import build_server, configure_logging
-from .command_line import parse_settings
+from .config.command_line import parse_settings
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_TERMINATED = 143  # 128 + SIGTERM

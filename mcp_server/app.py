@@ -18,9 +18,9 @@ from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 
-from .access import TokenTable, token_table
-from .answer_tool import TOOL_NAME, advertised_input_schema, answer_sql_question
-from .catalog import (
+from .answer.scoping import ScopedToolList
+from .answer.tool import TOOL_NAME, advertised_input_schema, answer_sql_question
+from .config.catalog import (
     Catalog,
     attach_notes,
     collect_databases,
@@ -29,11 +29,8 @@ from .catalog import (
     load_catalog,
     tool_description,
 )
-from .draining import QuestionGate
-from .http_transport import MCP_PATH, http_app, serve_http
-from .limits import input_schema_with_limits
-from .log_format import configure_logging
-from .metrics import ServerMetrics
+from .config.limits import input_schema_with_limits
+from .config.settings import ServerSettings
 from .runtime import (
     BackendFactory,
     EpisodeLog,
@@ -42,9 +39,12 @@ from .runtime import (
     open_runtime,
     server_prompts,
 )
-from .scoping import ScopedToolList
-from .settings import ServerSettings
-from .stopping import exit_on_stop_signal, print_tty_notice
+from .serving.access import TokenTable, token_table
+from .serving.draining import QuestionGate
+from .serving.http_transport import MCP_PATH, http_app, serve_http
+from .serving.log_format import configure_logging
+from .serving.metrics import ServerMetrics
+from .serving.stopping import exit_on_stop_signal, print_tty_notice
 
 __all__ = ["SqaleServer", "build_server", "configure_logging"]  # configure_logging: for callers
 

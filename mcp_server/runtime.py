@@ -21,13 +21,13 @@ from agent.errors import BackendError, ConfigError
 from agent.prompt import PromptSet, load_prompts
 from agent.sqlite import Database, EngineLimits, QueryEngine
 
-from .access import Caller
-from .catalog import Catalog
-from .draining import QuestionGate
-from .limits import AnswerLimits
-from .metrics import MeteredBackend, ServerMetrics
-from .quotas import TokenQuotas
-from .settings import ServerSettings
+from .config.catalog import Catalog
+from .config.limits import AnswerLimits
+from .config.settings import ServerSettings
+from .serving.access import Caller
+from .serving.draining import QuestionGate
+from .serving.metrics import MeteredBackend, ServerMetrics
+from .serving.quotas import TokenQuotas
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ if __package__ in (None, ""):
 
 from agent.errors import ConfigError, PromptConfigError
 from mcp_server.app import SqaleServer, build_server, configure_logging
-from mcp_server.command_line import parse_settings
-from mcp_server.config_file import module_server_arguments
+from mcp_server.config.command_line import parse_settings
+from mcp_server.config.config_file import module_server_arguments
 
 
 def server_from_environment() -> SqaleServer:

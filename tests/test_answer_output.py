@@ -16,7 +16,7 @@ from agent.errors import (
     ModelNotFound,
 )
 from agent.sqlite import BlobRef, ClippedText, ResultCut
-from mcp_server.answer_output import (
+from mcp_server.answer.output import (
     AnswerOutput,
     answer_from_episode,
     call_summary,
@@ -25,14 +25,14 @@ from mcp_server.answer_output import (
     render_answer_text,
     sql_fence,
 )
-from mcp_server.limits import AnswerLimits, input_schema_with_limits
-from mcp_server.tool_errors import (
+from mcp_server.answer.tool_errors import (
     empty_question,
     episode_timeout,
     text_too_long,
     tool_error_for,
     unknown_database,
 )
+from mcp_server.config.limits import AnswerLimits, input_schema_with_limits
 
 
 def record(tool: str, args: dict[str, Any], text: str, ok: bool = True) -> CallRecord:

@@ -9,7 +9,7 @@ import pytest
 
 from agent.errors import ConfigError
 from agent.sqlite import Database, EngineLimits, HideRules, create_database
-from mcp_server.catalog import (
+from mcp_server.config.catalog import (
     NO_DATABASE,
     Catalog,
     CatalogEntry,
@@ -18,10 +18,10 @@ from mcp_server.catalog import (
     summarize,
     tool_description,
 )
-from mcp_server.command_line import parse_settings
-from mcp_server.demo import DEMO_ALIAS, ensure_demo_database
-from mcp_server.limits import AnswerLimits
-from mcp_server.settings import DatabaseSpec
+from mcp_server.config.command_line import parse_settings
+from mcp_server.config.demo import DEMO_ALIAS, ensure_demo_database
+from mcp_server.config.limits import AnswerLimits
+from mcp_server.config.settings import DatabaseSpec
 from tests.support.server_settings import make_db
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mcp_server.answer_output import AnswerOutput
+from mcp_server.answer.output import AnswerOutput
 from tests.support.console import console_script
 from tests.support.mcp import BOOK_GOLD, COUNT_TEXT_START, REPO, TOOL, server_env
 from tests.support.policies import OraclePolicy

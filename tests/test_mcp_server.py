@@ -11,9 +11,9 @@ import pytest
 from mcp import Client
 
 from agent.sqlite import Database
-from mcp_server.answer_output import AnswerOutput, json_cell
+from mcp_server.answer.output import AnswerOutput, json_cell
 from mcp_server.app import build_server
-from mcp_server.command_line import parse_settings
+from mcp_server.config.command_line import parse_settings
 from tests.conftest import SHARED_DATA
 from tests.support.mcp import BOOK_GOLD, COUNT_TEXT_START, TOOL
 from tests.support.mcp_in_process import ask, build

@@ -12,7 +12,7 @@ from mcp import Client
 
 from agent.errors import ConfigError, PromptConfigError
 from mcp_server.app import build_server
-from mcp_server.command_line import parse_settings
+from mcp_server.config.command_line import parse_settings
 from tests.support.mcp import BOOK_GOLD, TOOL, KeyedPolicy
 from tests.support.mcp_in_process import ask, build
 from tests.support.policies import OraclePolicy, PolicyBackend, ScriptedReply, ScriptPolicy

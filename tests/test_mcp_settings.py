@@ -10,12 +10,12 @@ from pydantic import SecretStr
 from agent.errors import ConfigError
 from agent.sqlite import create_database
 from agent.tools import Environment
-from mcp_server.catalog import (
+from mcp_server.config.catalog import (
     hide_rules_by_alias,
 )
-from mcp_server.command_line import parse_settings
-from mcp_server.config_file import module_server_arguments
-from mcp_server.settings import DatabaseSpec, ServerSettings, is_loopback
+from mcp_server.config.command_line import parse_settings
+from mcp_server.config.config_file import module_server_arguments
+from mcp_server.config.settings import DatabaseSpec, ServerSettings, is_loopback
 from tests.support.server_settings import config_error
 
 

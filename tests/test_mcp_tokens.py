@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from agent.errors import ConfigError
-from mcp_server.access import Caller, token_table
-from mcp_server.command_line import parse_settings
-from mcp_server.log_format import JsonLogFormatter
-from mcp_server.quotas import MinuteWindow, QuotaExceeded
-from mcp_server.scoping import scoped_input_schema
+from mcp_server.answer.scoping import scoped_input_schema
+from mcp_server.config.command_line import parse_settings
+from mcp_server.serving.access import Caller, token_table
+from mcp_server.serving.log_format import JsonLogFormatter
+from mcp_server.serving.quotas import MinuteWindow, QuotaExceeded
 
 ENV = {"TOK_A": "secret-a", "TOK_B": "secret-b", "TOK_MAIN": "secret-main"}
 
@@ -104,7 +104,7 @@ def test_scoped_schema_keeps_only_the_callers_aliases() -> None:
 def test_json_log_lines_carry_time_level_event_and_question_id() -> None:
     """--log-format json: one object per record; question_id is null outside a question."""
     formatter = JsonLogFormatter()
-    record = logging.LogRecord("mcp_server.answer_tool", logging.INFO, __file__, 1, "answered on '%s'",
+    record = logging.LogRecord("mcp_server.answer.tool", logging.INFO, __file__, 1, "answered on '%s'",
                                ("sales",), None)
     record.created = 0.0
     record.question_id, record.token = "abc123", "analytics"
@@ -112,6 +112,6 @@ def test_json_log_lines_carry_time_level_event_and_question_id() -> None:
     plain.created = 0.0
     assert [json.loads(formatter.format(r)) for r in (record, plain)] == [
         {"time": "1970-01-01T00:00:00.000+00:00", "level": "info", "event": "answered on 'sales'",
-         "logger": "mcp_server.answer_tool", "question_id": "abc123", "token": "analytics"},
+         "logger": "mcp_server.answer.tool", "question_id": "abc123", "token": "analytics"},
         {"time": "1970-01-01T00:00:00.000+00:00", "level": "warning", "event": "slow",
          "logger": "mcp_server", "question_id": None}]

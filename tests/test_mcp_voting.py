@@ -12,9 +12,9 @@ from mcp import Client
 from mcp_types import CallToolResult
 
 from agent.backends.settings import make_backend
-from mcp_server.answer_output import AnswerOutput, Candidate
+from mcp_server.answer.output import AnswerOutput, Candidate
 from mcp_server.app import SqaleServer, build_server
-from mcp_server.command_line import parse_settings
+from mcp_server.config.command_line import parse_settings
 from tests.support.mcp import BOOK_GOLD, TOOL
 from tests.support.policies import (
     OraclePolicy,

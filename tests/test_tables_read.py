@@ -9,9 +9,9 @@ from mcp import Client
 
 from agent.loop import run_episode
 from agent.sqlite import Database, create_database
-from mcp_server.answer_output import AnswerOutput, tables_line
+from mcp_server.answer.output import AnswerOutput, tables_line
 from mcp_server.app import build_server
-from mcp_server.command_line import parse_settings
+from mcp_server.config.command_line import parse_settings
 from tests.support.mcp import TOOL
 from tests.support.policies import PolicyBackend, ScriptPolicy, assistant_reply, tool_call
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.tools.text_safety import (
+from agent.text import (
     cut,
     display_name,
     echo_value,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from agent.episode import ToolCall
-from agent.tools.calls import (
+from agent.replies import (
     ParsedCompletion,
     extract_final_sql,
     last_bare_statement,

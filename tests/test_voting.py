@@ -26,7 +26,7 @@ from agent.voting import (
     sample_seeds,
     seeded_backends,
 )
-from mcp_server.demo import ensure_demo_database
+from mcp_server.config.demo import ensure_demo_database
 from tests.support.mcp import BOOK_GOLD
 from tests.support.policies import (
     OraclePolicy,

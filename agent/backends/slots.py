@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import anyio
 
 from ..errors import ConfigError
-from ..tools.result_text import plural
+from ..text import plural
 
 OnWait = Callable[[int], Awaitable[None]]  # called with the number of questions ahead
 

@@ -16,7 +16,7 @@ from ..backends.slots import resolve_runtime_slots
 from ..errors import SqaleError
 from ..notes import DEFAULT_MAX_NOTES_CHARS, read_notes
 from ..sqlite import Database, HideRules, Schema
-from ..tools.result_text import plural
+from ..text import plural
 from .backend_options import add_backend_arguments, backend_choice
 from .db_options import add_hide_argument, hide_rules
 

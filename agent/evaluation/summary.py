@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from ..tools.result_text import plural
+from ..text import plural
 from .records import BACKEND_ERROR_STATUS, CANCELLED_STATUS, QuestionRecord
 
 # Benchmarks' own difficulty orders; other labels follow alphabetically.

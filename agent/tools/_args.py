@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .result_text import format_count
-from .text_safety import ECHO_CHARS, lone_surrogate_at
+from ..text import ECHO_CHARS, format_count, lone_surrogate_at
 
 SHOWN_NUMBER_LIMIT = 10**15  # a limit larger than this is not repeated back in full
 

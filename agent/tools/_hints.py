@@ -7,8 +7,8 @@ import re
 from collections.abc import Sequence
 
 from ..sqlite.types import Schema, Table
+from ..text import ECHO_CHARS, echo_value
 from .result_text import SQLITE_KEYWORDS, join_names, show_column, show_ident
-from .text_safety import ECHO_CHARS, echo_value
 
 LIST_ALL_UP_TO = 30  # with no near match, list every name when there are at most this many
 

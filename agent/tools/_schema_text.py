@@ -5,15 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..sqlite.types import Column, ForeignKey, Schema, Table
+from ..text import NAME_CHARS, echo_value, escape_unsafe, format_count, plural, quoted_name
 from ._joins import JoinStep, Link, neighbours, self_links
-from .result_text import (
-    format_count,
-    format_total,
-    plural,
-    show_columns,
-    show_ident,
-)
-from .text_safety import NAME_CHARS, echo_value, escape_unsafe, quoted_name
+from .result_text import format_total, show_columns, show_ident
 
 _NOTE_ROOM = 200  # characters kept free for the closing note when a listing is cut
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..sqlite.types import BlobRef, ClippedText, QueryResult, QueryStatus
-from .text_safety import echo_value, escape_unsafe, quoted_name
+from ..text import echo_value, escape_unsafe, format_count, plural, quoted_name
 
 # SQLite's keywords (https://sqlite.org/lang_keywords.html). A name equal to one of
 # them is shown double-quoted, so the model copies a form that always parses.
@@ -58,16 +58,6 @@ def show_columns(table: str, columns: Sequence[str]) -> str:
     if len(columns) == 1:
         return show_column(table, columns[0])
     return f"{show_ident(table)}({', '.join(show_ident(c) for c in columns)})"
-
-
-def format_count(n: int) -> str:
-    """An integer with thousands separators: 1,234."""
-    return f"{n:,}"
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """`1 row`, `3 rows` (with separators)."""
-    return f"{format_count(n)} {word if n == 1 else many or word + 's'}"
 
 
 def format_total(count: int, exact: bool) -> str:

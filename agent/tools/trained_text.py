@@ -16,16 +16,14 @@ from typing import Any
 
 from ..sqlite.sql_text import skip_quoted
 from ..sqlite.types import BlobRef, ClippedText, ForeignKey, QueryResult, QueryStatus, Schema, Table
+from ..text import NAME_CHARS, echo_value, format_count, plural
 from .result_text import (
     ERROR_CHARS,
     HINT_CHARS,
     escape_text,
-    format_count,
-    plural,
     render_query_failure,
     show_ident,
 )
-from .text_safety import NAME_CHARS, echo_value
 
 QUERY_ROWS = 5  # run_query shows at most this many rows, as the trained environment did
 MORE_ROWS = "... (showing first {shown} rows; more rows exist)"

@@ -11,7 +11,7 @@ from mcp_types import CallToolResult
 from agent.backends.base import ModelBackend
 from agent.backends.settings import make_backend
 from mcp_server.app import SqaleServer, build_server
-from mcp_server.command_line import parse_settings
+from mcp_server.config.command_line import parse_settings
 from tests.support.mcp import TOOL
 
 

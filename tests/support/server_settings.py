@@ -8,7 +8,7 @@ import pytest
 
 from agent.errors import ConfigError
 from agent.sqlite import create_database
-from mcp_server.command_line import parse_settings
+from mcp_server.config.command_line import parse_settings
 
 
 def make_db(path: Path, sql: str = "CREATE TABLE t (id INTEGER PRIMARY KEY);") -> Path:

@@ -11,7 +11,7 @@ import html
 import json
 from collections.abc import Iterable, Sequence
 
-from ...tools.result_text import plural
+from ...text import plural
 from ..records import QuestionRecord, RoundTrace, RowsPreview, SampleRecord
 from ..scoring import MATCH_RULES, MatchRule
 from .data import Grouping, Run, unmatched_rows

@@ -8,9 +8,9 @@ from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 
-from .access import caller_of
-from .answer_tool import TOOL_NAME
-from .catalog import Catalog, example_question
+from ..config.catalog import Catalog, example_question
+from ..serving.access import caller_of
+from .tool import TOOL_NAME
 
 
 def scoped_input_schema(schema: dict[str, Any], aliases: tuple[str, ...]) -> dict[str, Any]:

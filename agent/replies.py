@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..episode import ToolCall
-from . import TOOL_NAMES, TOOLS, canonical_tool_name, nearest_tool_name
-from .text_safety import echo_value
+from .episode import ToolCall
+from .text import echo_value
+from .tools import TOOL_NAMES, TOOLS, canonical_tool_name, nearest_tool_name
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 # tools whose every argument is optional: a bare {"tool": "list_tables"} is a whole call

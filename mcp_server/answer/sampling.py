@@ -14,7 +14,7 @@ from agent.episode import EpisodeResult, EpisodeStatus, Round
 from agent.episode_text import progress_message
 from agent.loop import run_episode
 from agent.sqlite import QueryResult
-from agent.tools.result_text import plural
+from agent.text import plural
 from agent.voting import (
     CompareLimits,
     MatchRule,
@@ -26,8 +26,8 @@ from agent.voting import (
     seeded_backends,
 )
 
-from .answer_output import Candidate, queued_message
-from .runtime import ServerRuntime
+from ..runtime import ServerRuntime
+from .output import Candidate, queued_message
 
 ReportProgress = Callable[[float, float | None, str | None], Awaitable[None]]
 COMPARE_MAX_ROWS = 10_000  # a result with more rows does not vote (memory: K results are held)

@@ -11,10 +11,10 @@ from pydantic import BaseModel, Field
 from agent.episode import EpisodeResult
 from agent.episode_text import JsonCell, agreement_text, clip, cut_note, json_cell
 from agent.sqlite import ClippedText
-from agent.tools.text_safety import escape_unsafe
+from agent.text import escape_unsafe
 
+from ..config.limits import AnswerLimits, LimitName, limit_lines, limits_hit
 from .fence import fence_untrusted
-from .limits import AnswerLimits, LimitName, limit_lines, limits_hit
 
 TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured content
 TEXT_COLUMNS = 20  # columns shown in the text content; all are in the structured content

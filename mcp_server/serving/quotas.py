@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from agent.backends.slots import RuntimeSlots
 
+from ..config.settings import ServerSettings
 from .access import Caller
-from .settings import ServerSettings
 
 WINDOW_SECONDS = 60.0
 

@@ -18,8 +18,7 @@ from agent.sqlite import (
     QueryEngine,
     validate_database_path,
 )
-from agent.tools.result_text import plural
-from agent.tools.text_safety import display_name
+from agent.text import display_name, plural
 
 from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from .limits import AnswerLimits, limits_paragraph

@@ -15,10 +15,10 @@ import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..config.settings import ServerSettings
 from .access import CALLER_SCOPE_KEY, TokenTable
 from .draining import DrainResult
 from .metrics import ServerMetrics
-from .settings import ServerSettings
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
-"""Text from untrusted sources (the model, table names, cell values) made safe to show.
+"""Small text helpers used across the agent and the server: counts, plurals, and untrusted text made safe.
 
+Text from untrusted sources (the model, table names, cell values) made safe to show.
 Pure functions shared by the tool texts and the MCP server: each keeps shown text on one
 line, makes invisible or direction-changing characters visible as escapes, and bounds how
 much of a long value is echoed.
@@ -83,3 +84,13 @@ def replace_lone_surrogates(text: str) -> str:
 
 __all__ = ["ECHO_CHARS", "NAME_CHARS", "cut", "display_name", "echo_value", "escape_unsafe",
            "lone_surrogate_at", "quoted_name", "replace_lone_surrogates"]
+
+
+def format_count(n: int) -> str:
+    """An integer with thousands separators: 1,234."""
+    return f"{n:,}"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`1 row`, `3 rows` (with separators)."""
+    return f"{format_count(n)} {word if n == 1 else many or word + 's'}"

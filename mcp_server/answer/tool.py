@@ -20,12 +20,12 @@ from agent.episode import EpisodeResult
 from agent.errors import SqaleError
 from agent.notes import evidence_with_notes
 
-from .access import LOCAL_CALLER, Caller, caller_of
-from .answer_output import AnswerOutput, answer_from_episode, render_answer_text
-from .draining import ServerStopping
-from .limits import AnswerLimits
-from .quotas import QuotaExceeded
-from .runtime import ServerRuntime
+from ..config.limits import AnswerLimits
+from ..runtime import ServerRuntime
+from ..serving.access import LOCAL_CALLER, Caller, caller_of
+from ..serving.draining import ServerStopping
+from ..serving.quotas import QuotaExceeded
+from .output import AnswerOutput, answer_from_episode, render_answer_text
 from .sampling import QuestionAsked, ReportProgress, candidates_of, chosen_run, run_question
 from .tool_errors import (
     empty_question,

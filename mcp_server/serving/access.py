@@ -9,7 +9,7 @@ from typing import Any
 
 from agent.errors import ConfigError
 
-from .settings import ServerSettings
+from ..config.settings import ServerSettings
 
 CALLER_SCOPE_KEY = "sqale.caller"  # where the HTTP layer leaves the Caller in the ASGI scope
 DEFAULT_TOKEN_NAME = "default"  # the --auth-token-env token, in logs and metrics

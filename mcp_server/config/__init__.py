@@ -1,0 +1,1 @@
+"""Start-up: settings from flags, the config file and the environment; the databases served."""

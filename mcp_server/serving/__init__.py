@@ -1,0 +1,1 @@
+"""Team serving: HTTP transport, bearer tokens, quotas, metrics, drain and stop signals, log lines."""

@@ -2,34 +2,94 @@
 
 The one source of the backend settings: the CLI commands and the MCP server both add their
 flags with `add_backend_flags`, validate them as a `BackendSettings` and build the backend
-with `make_backend`.
+with `make_backend`. `BACKENDS` is the one list of backends: each name, its help and its builder.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
+from ._http import is_http_url
 from .base import ModelBackend, SamplingSettings
+from .ollama import (
+    DEFAULT_OLLAMA_HOST,
+    KEEP_ALIVE_HINT,
+    OLLAMA_PARALLEL_ENV,
+    OllamaBackend,
+    is_keep_alive,
+    resolve_ollama_host,
+)
+from .openai_compat import SLOTS_PER_REPLICA, OpenAICompletionsBackend, replicas_address
 
 DEFAULT_MODEL = "qwen3.5-2b-grpo-synsql"
-DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
-BACKENDS = ("ollama", "openai")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Ollama's keep_alive: seconds as a number, or a Go duration such as 30m, 1h30m, -1m.
-_SECONDS = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)$")
-GO_DURATION = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+$")
-KEEP_ALIVE_HINT = "not a duration; give seconds (300, -1 for ever) or a number with a unit: 30m, 1h, 90s"
 
 
-def is_http_url(url: str) -> bool:
-    """True when `url` starts with http:// or https://, as every base URL must."""
-    return url.startswith(("http://", "https://"))
+@dataclass(frozen=True)
+class BackendKind:
+    """One value of --backend: what it is, which flags fit it, where its model runs, how to build it.
+
+    Every field is required: a new backend states each of these itself.
+    """
+
+    help: str  # for --backend's help
+    problem: Callable[[BackendSettings], str | None]  # what is wrong with the flags for this backend
+    where: Callable[[BackendSettings], str]  # where the model runs, from the settings alone
+    build: Callable[[BackendSettings, SamplingSettings], ModelBackend]
+
+
+def _ollama_problem(settings: BackendSettings) -> str | None:
+    if settings.base_urls:
+        return "--base-url is for --backend openai; give Ollama's address with --ollama-host"
+    return None
+
+
+def _ollama(settings: BackendSettings, sampling: SamplingSettings) -> ModelBackend:
+    return OllamaBackend(settings.model, host=settings.ollama_host, sampling=sampling,
+                         timeout=settings.request_timeout, keep_alive=settings.keep_alive)
+
+
+def _openai_problem(settings: BackendSettings) -> str | None:
+    if not settings.base_urls:
+        return "--backend openai needs at least one --base-url (e.g. http://host:8000/v1)"
+    if settings.ollama_host:
+        return "--ollama-host is for --backend ollama; for an OpenAI-compatible server use --base-url"
+    if settings.keep_alive is not None:
+        return "--keep-alive is for --backend ollama; an OpenAI-compatible server keeps its model loaded"
+    return None
+
+
+def _openai(settings: BackendSettings, sampling: SamplingSettings) -> ModelBackend:
+    return OpenAICompletionsBackend(settings.model, settings.base_urls, api_key=settings.api_key_value,
+                                    sampling=sampling, timeout=settings.request_timeout,
+                                    api_key_env=settings.api_key_env)
+
+
+# The backends --backend can name, in the order the help lists them. A new backend is a module
+# with its class and one entry here (see docs/contributing.md).
+BACKENDS: Mapping[str, BackendKind] = MappingProxyType({
+    "ollama": BackendKind(
+        help="a local Ollama",
+        problem=_ollama_problem,
+        # the host in use: the flag, else $OLLAMA_HOST, else localhost
+        where=lambda settings: resolve_ollama_host(settings.ollama_host),
+        build=_ollama,
+    ),
+    "openai": BackendKind(
+        help="an OpenAI-compatible /v1/completions server: vLLM, SGLang, llama.cpp",
+        problem=_openai_problem,
+        where=lambda settings: replicas_address(settings.base_urls),
+        build=_openai,
+    ),
+})
 
 
 class BackendSettings(BaseModel):
@@ -37,7 +97,7 @@ class BackendSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    backend: Literal["ollama", "openai"] = "ollama"
+    backend: str = Field("ollama", json_schema_extra={"enum": list(BACKENDS)})
     model: str = Field(DEFAULT_MODEL, min_length=1)
     ollama_host: str | None = None  # resolved when the backend starts: this, $OLLAMA_HOST, localhost
     keep_alive: str | None = None  # how long Ollama keeps the model loaded ("30m", "-1": for ever)
@@ -46,25 +106,25 @@ class BackendSettings(BaseModel):
     api_key: SecretStr | None = None  # read from the variable named by api_key_env
     request_timeout: float = Field(300.0, gt=0, le=86_400)
 
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        if value not in BACKENDS:
+            raise ValueError(f"Input should be {' or '.join(repr(name) for name in BACKENDS)}")
+        return value
+
     @field_validator("keep_alive")
     @classmethod
     def _ollama_duration(cls, value: str | None) -> str | None:
-        if value is not None and not (_SECONDS.match(value.strip()) or GO_DURATION.match(value.strip())):
+        if value is not None and not is_keep_alive(value):
             raise ValueError(KEEP_ALIVE_HINT)
         return value
 
     @model_validator(mode="after")
     def _consistent_backend(self) -> BackendSettings:
-        if self.backend == "openai" and not self.base_urls:
-            raise ValueError("--backend openai needs at least one --base-url (e.g. http://host:8000/v1)")
-        if self.backend == "ollama" and self.base_urls:
-            raise ValueError("--base-url is for --backend openai; give Ollama's address with --ollama-host")
-        if self.backend == "openai" and self.ollama_host:
-            raise ValueError("--ollama-host is for --backend ollama; "
-                             "for an OpenAI-compatible server use --base-url")
-        if self.backend != "ollama" and self.keep_alive is not None:
-            raise ValueError("--keep-alive is for --backend ollama; an OpenAI-compatible server keeps "
-                             "its model loaded")
+        problem = BACKENDS[self.backend].problem(self)
+        if problem is not None:
+            raise ValueError(problem)
         for url in self.base_urls:
             if not is_http_url(url):
                 raise ValueError(f"--base-url {url!r} must start with http:// or https:// "
@@ -79,11 +139,7 @@ class BackendSettings(BaseModel):
     @property
     def address(self) -> str:
         """Where the model runs, for messages: the Ollama host or the replicas' base URLs."""
-        if self.backend == "ollama":
-            from .ollama import resolve_ollama_host
-
-            return resolve_ollama_host(self.ollama_host)  # the one in use: flag, $OLLAMA_HOST, localhost
-        return ", ".join(self.base_urls)
+        return BACKENDS[self.backend].where(self)
 
 
 def _default(field: str) -> Any:
@@ -93,9 +149,9 @@ def _default(field: str) -> Any:
 def add_backend_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """Add --backend, --model, --ollama-host, --base-url, --api-key-env, --keep-alive and
     --request-timeout; every default is None so that the fields' defaults (or a config file) apply."""
-    parser.add_argument("--backend", choices=BACKENDS,
-                        help="the model runtime: ollama (a local Ollama) or openai (an OpenAI-compatible "
-                             f"/v1/completions server: vLLM, SGLang, llama.cpp); default {_default('backend')}")
+    kinds = " or ".join(f"{name} ({kind.help})" for name, kind in BACKENDS.items())
+    parser.add_argument("--backend", choices=tuple(BACKENDS),
+                        help=f"the model runtime: {kinds}; default {_default('backend')}")
     parser.add_argument("--model", help=f"model name in the runtime (default {_default('model')})")
     parser.add_argument("--ollama-host", metavar="URL",
                         help=f"Ollama address (default $OLLAMA_HOST, else {DEFAULT_OLLAMA_HOST})")
@@ -108,6 +164,18 @@ def add_backend_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup)
                              "or -1 for ever (default: Ollama's own, 5m)")
     parser.add_argument("--request-timeout", type=float, metavar="SECONDS",
                         help=f"seconds one model request may take (default {_default('request_timeout'):g})")
+
+
+# Where an engine says how many requests it serves at once (agent/backends/openai_engines.py).
+ENGINES_THAT_SAY = "llama-server's /props, 1 for llama-cpp-python's server"
+
+
+def add_runtime_slots_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str,
+                           default: str | None = None) -> None:
+    """Add --runtime-slots, whose help says `what` it counts and how its default is chosen."""
+    default = default or (f"as many as the engine serves at once where it says ({ENGINES_THAT_SAY}); "
+                          f"else ${OLLAMA_PARALLEL_ENV} or 1 for Ollama, {SLOTS_PER_REPLICA} per --base-url")
+    parser.add_argument("--runtime-slots", type=int, metavar="N", help=f"{what} (default: {default})")
 
 
 def read_secret(env_name: object, environ: Mapping[str, str], flag: str,
@@ -150,23 +218,11 @@ def backend_settings(flags: Mapping[str, Any], environ: Mapping[str, str]) -> Ba
         settings = BackendSettings(**values)
     except ValidationError as exc:
         raise ConfigError(validation_message(exc)) from exc
-    if settings.backend == "ollama":
-        from .ollama import resolve_ollama_host
-
-        resolve_ollama_host(settings.ollama_host)  # a malformed address is refused before anything starts
+    settings.address  # noqa: B018 - a malformed address (Ollama's host) is refused before anything starts
     return settings
 
 
 def make_backend(settings: BackendSettings, sampling: SamplingSettings = SamplingSettings()  # noqa: B008
                  ) -> ModelBackend:
     """The backend `settings` describe, sampling with `sampling` (one per seed when sampling several)."""
-    if settings.backend == "openai":
-        from .openai_compat import OpenAICompletionsBackend
-
-        return OpenAICompletionsBackend(settings.model, settings.base_urls, api_key=settings.api_key_value,
-                                        sampling=sampling, timeout=settings.request_timeout,
-                                        api_key_env=settings.api_key_env)
-    from .ollama import OllamaBackend
-
-    return OllamaBackend(settings.model, host=settings.ollama_host, sampling=sampling,
-                         timeout=settings.request_timeout, keep_alive=settings.keep_alive)
+    return BACKENDS[settings.backend].build(settings, sampling)

@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 
 from ..backends.base import SamplingSettings
-from ..backends.settings import make_backend
-from ..backends.slots import RuntimeSlots, default_runtime_slots
+from ..backends.settings import add_runtime_slots_flag, make_backend
+from ..backends.slots import RuntimeSlots, gather_engine_facts, resolve_runtime_slots
 from ..episode import EpisodeResult, EpisodeSettings, Round
 from ..episode_text import agreement_text, progress_message, render_answer, render_trace, result_as_json
 from ..errors import ConfigError
@@ -37,6 +37,7 @@ from .db_options import add_database_arguments, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
 
 ALIAS_LIKE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")  # the server's alias form
+FACTS_SECONDS = 5.0  # asking the engine how many requests it serves at once
 
 
 NAME = "ask"
@@ -58,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=int, default=1, metavar="K",
                         help="answer K times concurrently and vote by execution result; stops once "
                              "a majority agrees (default 1)")
+    add_runtime_slots_flag(parser, "samples talking to the model at once, as sqale-mcp's flag")
     parser.add_argument("--max-rows", type=int, default=50, help="rows of the answer kept (default 50)")
     parser.add_argument("--max-result-bytes", type=int, default=EpisodeSettings.result_bytes,
                         metavar="N", help="bytes the answer's rows may weigh as JSON; cells, columns "
@@ -111,8 +113,10 @@ def run(args: argparse.Namespace) -> int:
         seeds = sample_seeds(args.samples, args.seed)
         backends = seeded_backends(backend, seeds)
         executed: dict[str, QueryResult] = {}
-        # As in the server: samples share the runtime's slots (OLLAMA_NUM_PARALLEL for Ollama).
-        slots = RuntimeSlots(default_runtime_slots(choice.backend, len(choice.base_urls), os.environ).slots)
+        # As in the server: samples share the runtime's slots (what the engine says it serves at
+        # once, else the backend's default). One sample needs no more than one.
+        facts = await gather_engine_facts(backend, FACTS_SECONDS) if args.samples > 1 else ()
+        slots = RuntimeSlots(resolve_runtime_slots(args.runtime_slots, backend, os.environ, facts).slots)
         try:
             with Database(args.db, hide=rules) as db:
 

@@ -228,7 +228,7 @@ async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, report_progr
     result = chosen.result
     # Built in a worker thread: other clients' requests go on being served meanwhile.
     answer = await anyio.to_thread.run_sync(lambda: answer_from_episode(
-        result, database=call.alias, model=runtime.backend.model, max_rows=runtime.settings.max_rows,
+        result, database=call.alias, model=runtime.model_label, max_rows=runtime.settings.max_rows,
         queued_seconds=chosen.queued_seconds))
     if call.samples == 1:
         return answer, result, {}
@@ -261,4 +261,4 @@ async def _audit(runtime: ServerRuntime, asker: _Asker, question: str, evidence:
             await runtime.episode_log.append({
                 "question_id": asker.question_id, "token": asker.token,
                 "question": question, "evidence": evidence, "database": alias, "notes": used,
-                "model": runtime.backend.model, **hidden, **fields})
+                "model": runtime.model_label, **hidden, **fields})

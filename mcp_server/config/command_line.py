@@ -10,7 +10,13 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from agent import package_version
-from agent.backends.settings import add_backend_flags, read_secret, validation_message, with_api_key
+from agent.backends.settings import (
+    add_backend_flags,
+    add_runtime_slots_flag,
+    read_secret,
+    validation_message,
+    with_api_key,
+)
 from agent.errors import ConfigError
 from agent.notes import DEFAULT_MAX_NOTES_CHARS
 from agent.prompt import add_prompt_flags
@@ -72,9 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-concurrent", type=int, metavar="N",
                    help="questions answered at once; more wait in a queue "
                         f"(default {_default('max_concurrent')})")
-    p.add_argument("--runtime-slots", type=int, metavar="N",
-                   help="questions talking to the model at once, each keeping its slot for all its "
-                        "rounds (default: $OLLAMA_NUM_PARALLEL or 1 for Ollama, 4 per --base-url)")
+    add_runtime_slots_flag(p, "questions talking to the model at once, each keeping its slot for all "
+                              "its rounds")
     p.add_argument("--samples", type=int, metavar="K",
                    help=f"episodes per question by default; K > 1 votes by execution result "
                         f"(default {_default('samples')})")

@@ -112,9 +112,7 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
     try:
         databases = {e.alias: Database(e.path, engine, hide=e.hide) for e in catalog.entries}
         backend = backend_factory(settings)
-        info = await warn_if_model_unavailable(backend)
-        # An engine that did not answer is not asked more: it would only cost start-up time.
-        facts = await gather_engine_facts(backend, STARTUP_PROBE_SECONDS) if info is not None else ()
+        info, facts = await check_runtime(backend)
         slots = resolve_runtime_slots(settings.runtime_slots, backend, os.environ, facts)
         log_runtime_slots(slots.slots, slots.reason, facts)
         replica = backend.replica_label if isinstance(backend, LocatedBackend) else "default"
@@ -160,6 +158,26 @@ def log_runtime_slots(slots: int, reason: str, facts: Sequence[EngineFacts]) -> 
     for f in facts:
         for note in f.notes:
             logger.info("%s: %s", f.where, note)
+
+
+async def check_runtime(backend: ModelBackend) -> tuple[ModelInfo | None, tuple[EngineFacts, ...]]:
+    """The model's description (None, and a warning, when unavailable) and the engines' facts.
+
+    Asked at the same time, so a runtime that never answers costs STARTUP_PROBE_SECONDS once.
+    """
+    info: list[ModelInfo | None] = [None]
+    facts: list[tuple[EngineFacts, ...]] = [()]
+
+    async def describe() -> None:
+        info[0] = await warn_if_model_unavailable(backend)
+
+    async def ask_engines() -> None:
+        facts[0] = await gather_engine_facts(backend, STARTUP_PROBE_SECONDS)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(describe)
+        group.start_soon(ask_engines)
+    return info[0], facts[0]
 
 
 async def warn_if_model_unavailable(backend: ModelBackend) -> ModelInfo | None:

@@ -92,7 +92,6 @@ class EngineFacts:
     engine: str | None = None  # what it is, when it can be told: "llama.cpp's llama-server", ...
     slots: int | None = None  # sequences it serves at once
     slots_source: str = ""  # how we know `slots`: "/props total_slots", ...
-    models: tuple[str, ...] = ()  # the model ids it lists
     notes: tuple[str, ...] = ()  # advice about this engine, one sentence each
 
 

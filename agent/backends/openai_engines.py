@@ -32,21 +32,22 @@ def engine_root(base_url: str) -> str:
 
 async def engine_facts(client: httpx.AsyncClient, base_url: str, timeout: float) -> EngineFacts:
     """What the engine at `base_url` says about itself; facts with only `where` when it says nothing."""
+    # Routes that answer at once even while the engine generates (llama_cpp.server's /v1/models
+    # waits for the generation to end).
     root = engine_root(base_url)
-    models = _model_ids(await _get_json(client, f"{base_url}/models", timeout))
     props = await _get_json(client, f"{root}/props", timeout)
     slots = props.get("total_slots") if props is not None else None
     if isinstance(slots, int) and not isinstance(slots, bool) and slots >= 1:
         return EngineFacts(where=base_url, engine=LLAMA_SERVER, slots=slots,
-                           slots_source="/props total_slots", models=models)
+                           slots_source="/props total_slots")
     openapi = await _get_json(client, f"{root}/openapi.json", timeout)
     info = openapi.get("info") if openapi is not None else None
     title = info.get("title") if isinstance(info, dict) else None
     if isinstance(title, str) and _LLAMA_CPP_PYTHON_TITLE in title:
         return EngineFacts(where=base_url, engine=LLAMA_CPP_PYTHON, slots=1,
                            slots_source="llama-cpp-python's server serves one request at a time",
-                           models=models, notes=(LLAMA_CPP_PYTHON_NOTE,))
-    return EngineFacts(where=base_url, models=models, notes=(SILENT_NOTE,))
+                           notes=(LLAMA_CPP_PYTHON_NOTE,))
+    return EngineFacts(where=base_url, notes=(SILENT_NOTE,))
 
 
 async def _get_json(client: httpx.AsyncClient, url: str, timeout: float) -> dict[str, Any] | None:
@@ -57,11 +58,3 @@ async def _get_json(client: httpx.AsyncClient, url: str, timeout: float) -> dict
     except (httpx.HTTPError, ValueError):
         return None
     return payload if isinstance(payload, dict) else None
-
-
-def _model_ids(payload: dict[str, Any] | None) -> tuple[str, ...]:
-    """The ids in a /v1/models answer."""
-    data = payload.get("data") if payload is not None else None
-    if not isinstance(data, list):
-        return ()
-    return tuple(str(m["id"]) for m in data if isinstance(m, dict) and m.get("id") is not None)

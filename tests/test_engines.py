@@ -12,19 +12,13 @@ from mcp import Client
 
 from agent.commands.cli import main
 from agent.sqlite import create_database
+from tests.support.eval_runs import SHOP, SHOP_QUESTIONS, spider_shop
 from tests.support.mcp import BOOK_GOLD, TOOL, DelayedPolicy
 from tests.support.mcp_in_process import build
 from tests.support.policies import DEFAULT_MODEL, OraclePolicy
 
 ENGINE_MODEL = "gemma-3-270m"  # what a llama_cpp.server started without --model_alias would list
 ONE_AT_A_TIME = "llama-cpp-python's server serves one request at a time"
-SHOP = """
-    CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT, city TEXT);
-    INSERT INTO customer VALUES (1, 'Ann', 'Oslo'), (2, 'Bob', 'Rome'), (3, 'Cy', 'Oslo');
-"""
-SHOP_GOLD = {"How many customers are there?": "SELECT count(*) FROM customer",
-             "Which customers live in Oslo?": "SELECT name FROM customer WHERE city = 'Oslo'",
-             "Which cities are there?": "SELECT DISTINCT city FROM customer"}
 
 
 def doctor(url: str, *extra: str) -> int:
@@ -132,12 +126,13 @@ def test_ask_samples_take_turns_on_a_one_request_engine(fake_openai, tmp_path: P
     """ask --samples 2 against llama_cpp.server: the samples take its one slot in turn and both answer."""
     db = create_database(tmp_path / "shop.sqlite", SHOP)
     question = "How many customers are there?"
-    engine = fake_openai(DelayedPolicy(OraclePolicy(SHOP_GOLD), 0.1), llama_cpp_python=True)
+    engine = fake_openai(DelayedPolicy(OraclePolicy(SHOP_QUESTIONS), 0.1), llama_cpp_python=True)
     asked = ["ask", "--db", str(db), "--backend", "openai", "--base-url", engine.url, "--samples", "2",
              "--json", question]
     assert main(asked) == 0
     answer = json.loads(capsys.readouterr().out)
-    assert (answer["sql"], answer["samples_finished"], answer["agreement"]) == (SHOP_GOLD[question], 2, 1.0)
+    assert (answer["sql"], answer["samples_finished"], answer["agreement"]) == (
+        SHOP_QUESTIONS[question], 2, 1.0)
     assert main([*asked, "--runtime-slots", "2"]) == 1  # both at once: the engine cuts one off
     assert "the server interrupted it" in capsys.readouterr().err
 
@@ -145,10 +140,8 @@ def test_ask_samples_take_turns_on_a_one_request_engine(fake_openai, tmp_path: P
 def test_eval_follows_a_one_request_engine_and_takes_runtime_slots(fake_openai, tmp_path: Path,
                                                                     capsys) -> None:
     """eval --concurrency 3 on llama_cpp.server talks to it one episode at a time and says so."""
-    create_database(tmp_path / "set" / "database" / "shop" / "shop.sqlite", SHOP)
-    records = [{"db_id": "shop", "question": q, "query": sql} for q, sql in SHOP_GOLD.items()]
-    (tmp_path / "set" / "dev.json").write_text(json.dumps(records), encoding="utf-8")
-    engine = fake_openai(DelayedPolicy(OraclePolicy(SHOP_GOLD), 0.05), llama_cpp_python=True)
+    spider_shop(tmp_path / "set")
+    engine = fake_openai(DelayedPolicy(OraclePolicy(SHOP_QUESTIONS), 0.05), llama_cpp_python=True)
     run = ["eval", str(tmp_path / "set"), "--backend", "openai", "--base-url", engine.url,
            "--concurrency", "3", "--out", str(tmp_path / "r.jsonl")]
     assert main(run) == 0

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -142,30 +141,3 @@ def result_as_json(result: EpisodeResult) -> dict[str, Any]:
         for record in played["calls"]:
             record["tables"] = sorted(record["tables"])
     return data
-
-
-def agreement_text(votes: int, samples: int, finished: int, abstained: int,
-                   alternatives: Sequence[tuple[str | None, int, int]], *, shown: int = 3,
-                   fence: Callable[[str], str] = lambda sql: f"```sql\n{sql}\n```") -> str:
-    """What K samples say about the answer: how many agree, and the other answers' SQL.
-
-    `alternatives` are (sql, votes, row_count) of the other results, most votes first;
-    `abstained` counts finished samples with nothing runnable (or out of time).
-    """
-    if votes >= 2:
-        lines = [f"{votes} of {samples} samples agree on this result."]
-    else:
-        lines = ["No two samples agree: treat this answer as a guess."]
-    if finished < samples:
-        stopped = samples - finished
-        lines[0] += f" The other {stopped} {'was' if stopped == 1 else 'were'} stopped once a majority agreed."
-    if abstained:
-        lines.append(f"{plural(abstained, 'sample')} produced nothing runnable.")
-    if alternatives:
-        lines.append("Other answers:")
-        for sql, alt_votes, rows in alternatives[:shown]:
-            lines.append(f"- {plural(alt_votes, 'sample')}, {plural(rows, 'row')}:\n"
-                         f"{fence((sql or '').strip())}")
-        if len(alternatives) > shown:
-            lines.append(f"(and {plural(len(alternatives) - shown, 'other answer')})")
-    return "\n".join(lines)

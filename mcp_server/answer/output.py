@@ -8,8 +8,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent.episode import EpisodeResult
-from agent.episode_text import JsonCell, agreement_text, clip, cut_note, json_cell
+from agent.asking import Asked, VoteSummary, summary_text
+from agent.asking import Candidate as AskedCandidate
+from agent.episode import EpisodeResult, EpisodeStatus
+from agent.episode_text import JsonCell, clip, cut_note, json_cell
 from agent.sqlite import ClippedText
 from agent.text import escape_unsafe
 
@@ -79,8 +81,11 @@ class AnswerOutput(BaseModel):
         default_factory=dict,
         description="per table, the columns the final SQL read (a table read only for count(*) "
                     "has none)")
-    agreement: float = Field(default=1.0, description="votes of the winning result / samples: 1.0 when all "
-                                              "samples (or the only one) agree; below 0.5 treat it as a guess")
+    agreement: float | None = Field(
+        default=1.0, description="samples whose result equals this answer's / samples: 1.0 when all "
+                                 "samples (or the only one) agree; below 0.5 treat it as a guess; null "
+                                 "when there is nothing to agree on (no SQL ran, or with several samples "
+                                 "no result could be compared)")
     samples: int = Field(default=1, description="episodes run for the question (K)")
     samples_finished: int = Field(default=1, description="samples that ran to the end (the rest were stopped "
                                                  "once a strict majority agreed)")
@@ -130,6 +135,14 @@ def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
         trace=trace_entries(result), limits_hit=hit,
         tables=list(result.tables_read), columns_read=columns_by_table(result.columns_read),
     )
+
+
+def with_vote(answer: AnswerOutput, asked: Asked) -> AnswerOutput:
+    """The answer with what its samples' vote says: agreement always, the rest with several samples."""
+    if asked.samples == 1:
+        return answer.model_copy(update={"agreement": asked.agreement})
+    fields = asked.vote_fields()
+    return answer.model_copy(update={**fields, "candidates": [Candidate(**c) for c in fields["candidates"]]})
 
 
 def columns_by_table(pairs: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
@@ -203,12 +216,11 @@ def sql_fence(sql: str) -> str:
 
 
 def votes_text(answer: AnswerOutput) -> str:
-    """How far the samples agree, and the other answers' SQL."""
-    votes = answer.candidates[0].votes if answer.candidates else 0  # the first is this answer
-    voting = sum(c.votes for c in answer.candidates)
-    others = [(c.sql, c.votes, c.row_count) for c in answer.candidates[1:]]
-    return agreement_text(votes, answer.samples, answer.samples_finished,
-                          answer.samples_finished - voting, others, fence=sql_fence)
+    """How far the samples agree, and the other answers' SQL (agent.asking tells it)."""
+    summary = VoteSummary(answer.samples, answer.samples_finished,
+                          tuple(AskedCandidate(**c.model_dump()) for c in answer.candidates),
+                          answer_ran=answer.status != EpisodeStatus.FAILED.value)
+    return summary_text(summary, fence=sql_fence)
 
 
 def markdown_table(columns: list[str], rows: list[list[JsonCell]]) -> str:

@@ -10,15 +10,17 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from .episode import EpisodeResult, Round, ToolCall
+from .episode import EpisodeResult, EpisodeStatus, Round, ToolCall
+from .replies import split_think
 from .sqlite.types import BlobRef, ClippedText, ResultCut
-from .text import plural
+from .text import escape_unsafe, plural
 from .tools import call_label_args
 from .tools.result_text import format_cell, render_grid
 
 ANSWER_ROWS = 20
 ANSWER_CELL_CHARS = 60
 LABEL_CHARS = 60
+LAST_REPLY_CHARS = 400  # of a failed answer's last reply shown to the caller
 
 
 JsonCell = str | int | float | bool | None
@@ -87,12 +89,17 @@ def render_answer(result: EpisodeResult, *, max_rows: int = ANSWER_ROWS) -> str:
     """The SQL in a fence, then the first rows as a table, then what is missing."""
     lines = [f"status: {result.status.value} ({result.stop_reason.value}); {len(result.rounds)} rounds, "
              f"{result.tool_calls} tool calls, {result.seconds:.1f} s"]
+    last_reply = last_reply_excerpt(result) if result.status is EpisodeStatus.FAILED else None
     if result.sql is None:
         lines.append(f"no SQL: {result.error or 'the model produced nothing runnable'}")
+        if last_reply:
+            lines.append(f"the model's last reply: {escape_unsafe(last_reply)}")
         return "\n".join(lines)
     lines += ["```sql", result.sql.strip(), "```"]
     if result.error:
         lines.append(f"error: {result.error}")
+        if last_reply:
+            lines.append(f"the model's last reply: {escape_unsafe(last_reply)}")
         return "\n".join(lines)
     if result.columns:
         lines.append(render_rows(result.columns, result.rows, max_rows=max_rows))
@@ -141,3 +148,18 @@ def result_as_json(result: EpisodeResult) -> dict[str, Any]:
         for record in played["calls"]:
             record["tables"] = sorted(record["tables"])
     return data
+
+
+def last_reply_excerpt(result: EpisodeResult, limit: int = LAST_REPLY_CHARS) -> str | None:
+    """The model's last reply on one line, clipped: what it wrote outside its thinking (its
+    calls, its SQL or its words), else the end of its thinking; None when it never replied."""
+    if not result.rounds:
+        return None
+    thinking, outside, _ = split_think(result.rounds[-1].completion)
+    said = " ".join(outside.split())
+    if said:
+        return clip(said, limit)
+    thought = " ".join((thinking or "").split())
+    if len(thought) <= limit:
+        return thought
+    return "…" + thought[len(thought) - limit + 1:]  # where it stopped says most

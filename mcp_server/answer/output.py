@@ -10,8 +10,8 @@ from pydantic import BaseModel, Field
 
 from agent.asking import Asked, VoteSummary, summary_text
 from agent.asking import Candidate as AskedCandidate
-from agent.episode import EpisodeResult, EpisodeStatus
-from agent.episode_text import JsonCell, clip, cut_note, json_cell
+from agent.episode import EpisodeResult, EpisodeStatus, StopReason
+from agent.episode_text import JsonCell, clip, cut_note, json_cell, last_reply_excerpt
 from agent.sqlite import ClippedText
 from agent.text import escape_unsafe
 
@@ -94,6 +94,10 @@ class AnswerOutput(BaseModel):
         description="with several samples: each distinct result, most votes first (the first is "
                     "this answer)")
     trace: list[TraceEntry] = Field(description="every tool call of the exploration, in order")
+    last_reply: str | None = Field(
+        None, description="failed answers only: the model's last reply (its tool calls as it wrote "
+                          "them; the start of its thinking when it wrote nothing else), clipped, so "
+                          "you can see what it did; null otherwise")
     limits_hit: list[LimitName] = Field(
         default_factory=list,
         description="server limits this answer ran into: max_rows (more rows exist), cell_chars "
@@ -134,6 +138,7 @@ def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
         seconds=round(result.seconds, 3), queued_seconds=round(queued_seconds, 3), model=model,
         trace=trace_entries(result), limits_hit=hit,
         tables=list(result.tables_read), columns_read=columns_by_table(result.columns_read),
+        last_reply=last_reply_excerpt(result) if result.status is EpisodeStatus.FAILED else None,
     )
 
 
@@ -170,7 +175,11 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None)
     With `limits`, each limit the answer hit gets a line saying which and how to ask for less.
     """
     parts: list[str] = []
-    if answer.sql is None:
+    if answer.stop_reason == StopReason.NO_TABLES.value:
+        parts.append(f"No answer: {answer.error or 'the database has no readable tables'}. The model was "
+                     "not asked. Ask about another configured database, or ask the server's operator "
+                     f"to check '{answer.database}'.")
+    elif answer.sql is None:
         parts.append(f"No runnable SQL was produced: {answer.error or 'no reason given'}.")
         parts.append("Rephrase the question more concretely (name the tables or values you mean) "
                      "or add `evidence`, then ask again.")
@@ -197,22 +206,26 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None)
         if answer.status == "fallback":
             parts.append("Note: the model gave no usable final answer; this is the last query it "
                          "ran without error.")
+    if answer.last_reply is not None:
+        parts.append(f"The model's last reply:\n{sql_fence(escape_unsafe(answer.last_reply), 'text')}")
     if limits is not None:
         parts.extend(limit_lines(answer.limits_hit, limits))
     if answer.samples > 1:
         parts.append(votes_text(answer))
-    parts.append(
-        f"Status {answer.status} after {_count(answer.rounds, 'round')} and "
-        f"{_count(answer.tool_calls, 'tool call')} in {answer.seconds:.1f} s. The SQL was written by "
-        f"a small local model ({answer.model}): check it before relying on the result.")
+    status = (f"Status {answer.status} after {_count(answer.rounds, 'round')} and "
+              f"{_count(answer.tool_calls, 'tool call')} in {answer.seconds:.1f} s.")
+    if answer.status != EpisodeStatus.FAILED.value:  # no result to rely on, nothing to check
+        status += (f" The SQL was written by a small local model ({answer.model}): check it before "
+                   "relying on the result.")
+    parts.append(status)
     return "\n\n".join(parts)
 
 
-def sql_fence(sql: str) -> str:
+def sql_fence(sql: str, lang: str = "sql") -> str:
     """`sql` in a ```sql fence longer than any backtick run inside it, so it cannot be closed early."""
     longest = max((len(run) for run in re.findall(r"`+", sql)), default=0)
     ticks = "`" * max(3, longest + 1)
-    return f"{ticks}sql\n{sql}\n{ticks}"
+    return f"{ticks}{lang}\n{sql}\n{ticks}"
 
 
 def votes_text(answer: AnswerOutput) -> str:

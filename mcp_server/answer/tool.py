@@ -120,7 +120,9 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     failure: ToolError | None = None
     try:
         answer, episode, voting = await _run_admitted(runtime, caller, call, report_progress)
-        record = {**answer.model_dump(mode="json", include=set(_AUDITED_ANSWER_FIELDS)),
+        # A failed answer's last reply shows what the model did; other lines do not carry the key.
+        replied = {} if answer.last_reply is None else {"last_reply": answer.last_reply}
+        record = {**answer.model_dump(mode="json", include=set(_AUDITED_ANSWER_FIELDS)), **replied,
                   "model_seconds": round(episode.model_seconds, 3),
                   "tool_seconds": round(episode.tool_seconds, 3),
                   "queued_seconds": round(answer.queued_seconds, 3), **voting}

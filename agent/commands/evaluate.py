@@ -144,12 +144,11 @@ def run(args: argparse.Namespace) -> int:
               f"than --concurrency {settings.concurrency}", file=sys.stderr)
         settings = replace(settings, runtime_slots=fewer.slots)
     progress = ProgressLine(len(selection.examples), settings.samples, sys.stderr, tty=sys.stderr.isatty())
-    episode_options = {"prompts": prompts}
     run_details = run_info(settings, backend=choice.backend, extra={"prompts": prompt_label(args)})
     try:
         result: RunResult = anyio.run(partial(
             evaluate, dataset, selection, partial(make_backend, choice), model=choice.model,
-            out_path=out_path, resume=args.resume, settings=settings, episode_options=episode_options,
+            out_path=out_path, resume=args.resume, settings=settings, prompts=prompts,
             progress=progress, run=run_details))
     except EvaluationAborted as exc:
         print(f"sqale-agent eval: {exc}", file=sys.stderr)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.mcp import BOOK_GOLD, REPO, free_port, server_command, server_env, wait_for_port
+from tests.support.mcp import BOOK_GOLD, REPO, running_http_server
 from tests.support.node_tools import node_env, node_tool
 from tests.support.policies import OraclePolicy
 
@@ -24,24 +24,13 @@ def test_conformance_server_scenarios_pass_but_the_baseline(tmp_path: Path, fake
     """Every active server scenario passes except those the baseline lists, and none of those passes."""
     conformance = node_tool("conformance", CONFORMANCE)
     fake = fake_ollama(OraclePolicy(BOOK_GOLD))
-    port = free_port()
     # Loopback without a token: the suite sends no Authorization header (tokens: test_mcp_eras.py).
-    with (tmp_path / "stderr.txt").open("wb") as err:
-        server = subprocess.Popen(
-            server_command("--demo", "--ollama-host", fake.url, "--transport", "streamable-http",
-                           "--port", str(port)),
-            cwd=REPO, env=server_env(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=err)
-    try:
-        wait_for_port(port, server)
+    with running_http_server(tmp_path, "--demo", "--ollama-host", fake.url) as url:
         done = subprocess.run(
-            [str(conformance), "server", "--url", f"http://127.0.0.1:{port}/mcp",
-             "--expected-failures", str(BASELINE), "-o", str(tmp_path / "results")],
+            [str(conformance), "server", "--url", url, "--expected-failures", str(BASELINE),
+             "-o", str(tmp_path / "results")],
             cwd=tmp_path, env=node_env(), stdin=subprocess.DEVNULL, capture_output=True, text=True,
             timeout=540)
-    finally:
-        server.terminate()
-        server.wait(timeout=15)
     assert done.returncode == 0, done.stdout[-4_000:] + done.stderr[-2_000:]
     assert "Baseline check passed" in done.stdout
     listed = subprocess.run([str(conformance), "list", "--server"], env=node_env(), capture_output=True,

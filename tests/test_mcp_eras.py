@@ -8,7 +8,6 @@ each token may see and ask.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,10 +27,9 @@ from tests.support.mcp import (
     REPO,
     TOOL,
     KeyedPolicy,
-    free_port,
+    running_http_server,
     server_command,
     server_env,
-    wait_for_port,
 )
 from tests.support.policies import OraclePolicy, ScriptedReply, ScriptPolicy, tool_call
 
@@ -53,26 +51,16 @@ def fake(fake_ollama: Any) -> Any:
 
 
 @pytest.fixture
-def http_server(tmp_path: Path, fake: Any) -> Iterator[str]:
+def team_url(tmp_path: Path, fake: Any) -> Iterator[str]:
     """A streamable-HTTP server with a token scoped to bookshop and one for every database."""
     sales = create_database(tmp_path / "sales.db", "CREATE TABLE sales (id INTEGER PRIMARY KEY, "
                             "amount REAL); INSERT INTO sales (amount) VALUES (1.5), (2.5);")
     config = tmp_path / "team.toml"
     config.write_text(f'[db]\nsales = "{sales}"\n\n[tokens.books]\nenv = "SQALE_TOKEN_BOOKS"\n'
                       'databases = ["bookshop"]\n\n[tokens.all]\nenv = "SQALE_TOKEN_ALL"\n')
-    port = free_port()
-    with (tmp_path / "stderr.txt").open("wb") as err:
-        process = subprocess.Popen(
-            server_command("--config", str(config), "--demo", "--ollama-host", fake.url,
-                           "--transport", "streamable-http", "--port", str(port)),
-            cwd=REPO, env=server_env(tmp_path, **TOKENS), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=err)
-    try:
-        wait_for_port(port, process)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
+    with running_http_server(tmp_path, "--config", str(config), "--demo", "--ollama-host", fake.url,
+                     **TOKENS) as url:
+        yield url
 
 
 @asynccontextmanager
@@ -132,22 +120,22 @@ async def test_stdio_contract(tmp_path: Path, fake: Any, mode: str, version: str
 
 
 @pytest.mark.parametrize(("mode", "version"), ERAS)
-async def test_http_contract_with_scoped_tokens(http_server: str, fake: Any, mode: str, version: str) -> None:
+async def test_http_contract_with_scoped_tokens(team_url: str, fake: Any, mode: str, version: str) -> None:
     """Over streamable HTTP: the contract for a scoped token; each token sees and asks only its own."""
-    async with http_client(http_server, TOKENS["SQALE_TOKEN_BOOKS"], mode) as client:
+    async with http_client(team_url, TOKENS["SQALE_TOKEN_BOOKS"], mode) as client:
         await check_contract(client, fake, version, ["bookshop"])
         assert "sales" not in ((await client.list_tools()).tools[0].description or "")
         refused = await client.call_tool(TOOL, {"question": "How many sales are there?", "database": "sales"})
         assert refused.is_error and refused.structured_content["stop_reason"] == "unknown_database"
         # Out of scope reads as nonexistent: the error lists only the token's own aliases.
         assert refused.content[0].text.endswith("as `database`: bookshop.")
-    async with http_client(http_server, TOKENS["SQALE_TOKEN_ALL"], mode) as client:
+    async with http_client(team_url, TOKENS["SQALE_TOKEN_ALL"], mode) as client:
         (tool,) = (await client.list_tools()).tools
         assert tool.input_schema["properties"]["database"]["anyOf"][0]["enum"] == ["sales", "bookshop"]
         sales = await client.call_tool(TOOL, {"question": "How many sales are there?", "database": "sales"})
         assert sales.structured_content["rows"] == [[2]]
     first = {"legacy": "initialize", "auto": "server/discover"}[mode]  # each era's first request
-    wrong = httpx.post(http_server, timeout=10, json={"jsonrpc": "2.0", "id": 1, "method": first, "params": {}},
+    wrong = httpx.post(team_url, timeout=10, json={"jsonrpc": "2.0", "id": 1, "method": first, "params": {}},
                        headers={"Authorization": "Bearer wrong-secret",
                                 "Accept": "application/json, text/event-stream"})
     assert wrong.status_code == 401

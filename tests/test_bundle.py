@@ -55,6 +55,8 @@ def test_picked_files_become_aliases_and_notes_find_their_database() -> None:
     assert launcher("--databases", "/d/sales.db", "--notes", "/n/anything.md",
                     "--runtime=http://127.0.0.1:11434") == [
         "--db", "sales=/d/sales.db", "--notes", "sales=/n/anything.md", "--ollama-host", "http://127.0.0.1:11434"]
+    assert launcher("--folder=/data", "--notes", "/n/sales.txt") == [
+        "--db-dir", "/data", "--notes", "sales=/n/sales.txt"]  # the server checks /data has sales.*
     with pytest.raises(ConfigError, match=r"notes file other.txt: name it after the database it describes"):
         launcher("--databases", "/d/a.db", "/d/b.db", "--notes", "/n/other.txt")
 

@@ -78,7 +78,7 @@ def server_arguments(settings: BundleSettings) -> list[str]:
         logger.warning("no database chosen in the extension's settings: serving the demo bookshop; "
                        "choose SQLite files or a folder in Settings > Extensions")
         argv.append("--demo")
-    argv += _notes_arguments(settings.notes, aliases)
+    argv += _notes_arguments(settings.notes, aliases, from_folder=settings.folder is not None)
     if settings.runtime is not None:
         argv += runtime_arguments(settings.runtime)
     if settings.model is not None:
@@ -104,14 +104,17 @@ def runtime_arguments(address: str) -> list[str]:
     return ["--ollama-host", address]
 
 
-def _notes_arguments(notes: Sequence[Path], aliases: dict[str, Path]) -> list[str]:
-    """`--notes ALIAS=FILE` for each notes file: the one database's, else the database it is named after."""
+def _notes_arguments(notes: Sequence[Path], aliases: dict[str, Path], *, from_folder: bool) -> list[str]:
+    """`--notes ALIAS=FILE` for each notes file: the one database's, else the database it is named
+    after (a file of the folder is served under its name: the server checks it is there)."""
     argv = []
     for path in notes:
-        if len(aliases) == 1 and len(notes) == 1:
+        if len(aliases) == 1 and len(notes) == 1 and not from_folder:
             alias = next(iter(aliases))
         else:
             matches = [a for a, db in aliases.items() if db.stem == path.stem or a == path.stem]
+            if not matches and from_folder:
+                matches = [path.stem]
             if len(matches) != 1:
                 raise ConfigError(
                     f"notes file {path.name}: name it after the database it describes (e.g. "

@@ -131,7 +131,7 @@ def _cut_rows(answer: AnswerOutput, view: TextView, limits: AnswerLimits,
 
 def _clip_echoes(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[AnswerOutput, TextView]:
     return answer.model_copy(update={
-        field: clip(value, ECHO_CHARS) for field in ("question", "error", "note")
+        field: clip(value, ECHO_CHARS) for field in ("question", "error", "note", "last_reply")
         if isinstance(value := getattr(answer, field), str)}), view
 
 

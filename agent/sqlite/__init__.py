@@ -24,7 +24,7 @@ from ._worker import (
     SchemaRequest,
     stat_signature,
 )
-from .hiding import HideRules
+from .hiding import HideRules, index_order_warning
 from .types import (
     BlobRef,
     ClippedText,
@@ -188,5 +188,6 @@ __all__ = [
     "Schema",
     "Table",
     "create_database",
+    "index_order_warning",
     "validate_database_path",
 ]

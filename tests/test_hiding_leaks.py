@@ -5,6 +5,7 @@ words of a refusal (a hidden name answers like a missing one)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import pytest
 from mcp import Client
 
 from agent.sqlite import Database, EngineLimits, HideRules, QueryEngine, QueryStatus, create_database
+from agent.sqlite._authorizer import StatementGuard
+from agent.sqlite.hiding import Withheld
 from agent.tools import run_tool
 from tests.support.mcp import TOOL
 from tests.support.mcp_in_process import build
@@ -247,6 +250,17 @@ def test_a_table_sqlite_cannot_describe_is_hidden_when_a_rule_may_name_its_colum
     assert "Lost" not in schema.names and "Kept" in schema.names
     assert schema.hiding is not None and dict(schema.hiding.matches) == {
         "Lost.pin": ("Lost",), "Other": ("Other",)}
+
+
+def test_sqlite_offset_is_refused_under_rules() -> None:
+    """sqlite_offset() (in builds with OFFSET_SQL_FUNC) would show a hidden column's size as the
+    gap between its neighbours' offsets: refused while rules apply, allowed without."""
+    guard = StatementGuard(cancel_flag=None)
+    guard.reset(float("inf"), Withheld(columns=frozenset({("t", "secret")})), "SELECT 1")
+    assert guard.authorize(sqlite3.SQLITE_FUNCTION, None, "sqlite_offset", None, None) == sqlite3.SQLITE_DENY
+    assert guard.denied == "function sqlite_offset() is not available on this database"
+    guard.reset(float("inf"))
+    assert guard.authorize(sqlite3.SQLITE_FUNCTION, None, "sqlite_offset", None, None) == sqlite3.SQLITE_OK
 
 
 def test_two_rule_sets_on_one_file_never_share_a_connection(leak_path: Path) -> None:

@@ -28,6 +28,9 @@ _DENIED_FUNCTIONS = frozenset(
     {"load_extension", "fts3_tokenizer", "readfile", "writefile", "edit", "fts5",
      "sqlite_dbpage", "zipfile", "sqlar_compress", "sqlar_uncompress"}
 )
+# Functions that show where a value is stored: the gap between two columns' offsets is the
+# size of a hidden column between them (sqlite_offset exists in builds with OFFSET_SQL_FUNC).
+_LAYOUT_FUNCTIONS = frozenset({"sqlite_offset"})
 # Statements that can only read. Checked before preparing, because a few statements
 # (REINDEX without arguments, for one) never consult the authorizer.
 READING_KEYWORDS = frozenset({"select", "with", "values", "pragma", "explain"})
@@ -91,6 +94,8 @@ class StatementGuard:
         if action == sqlite3.SQLITE_FUNCTION:
             if (arg2 or "").lower() in _DENIED_FUNCTIONS:
                 return self._deny(f"function {arg2}() is not allowed")
+            if self.withheld and (arg2 or "").lower() in _LAYOUT_FUNCTIONS:
+                return self._hide(Refusal(f"function {arg2}() is not available on this database"))
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_PRAGMA:
             name = (arg1 or "").lower()

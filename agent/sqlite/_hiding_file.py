@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from ._schema_read import oversized_views
@@ -31,7 +32,7 @@ def resolve_on(conn: sqlite3.Connection, guard: StatementGuard,
                rules: HideRules) -> tuple[Withheld, HideReport]:
     """`rules` resolved on an open connection whose authorizer is `guard` (nothing hidden meanwhile)."""
     guard.reset(float("inf"))
-    objects, indexes = read_file_objects(conn)
+    objects, indexes = read_file_objects(conn, rules.names_columns_of)
 
     def reads_hidden(view: str, withheld: Withheld) -> bool:
         probe = f"SELECT 1 FROM {quote_name(view)} LIMIT 0"
@@ -47,9 +48,11 @@ def resolve_on(conn: sqlite3.Connection, guard: StatementGuard,
     return resolve_rules(rules, objects, indexes, reads_hidden)
 
 
-def read_file_objects(conn: sqlite3.Connection) -> tuple[list[FileObject], list[FileIndex]]:
-    """Every table, virtual table and view of the file with its columns, and every index;
-    SQLite's own tables (sqlite_*) are left out: under rules none may be read."""
+def read_file_objects(conn: sqlite3.Connection, wants_columns: Callable[[str], bool]
+                      ) -> tuple[list[FileObject], list[FileIndex]]:
+    """Every table, virtual table and view of the file, with its columns when
+    `wants_columns(name)` (else None), and every index; SQLite's own tables (sqlite_*) are left
+    out: under rules none may be read."""
     rows = conn.execute(
         "SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'view') "
         "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'").fetchall()
@@ -61,7 +64,7 @@ def read_file_objects(conn: sqlite3.Connection) -> tuple[list[FileObject], list[
     for kind, name, sql in rows:
         if kind == "table" and name.casefold() in virtual:
             kind = "virtual"
-        columns = None if name in too_wide else _columns(conn, name)
+        columns = _columns(conn, name) if wants_columns(name) and name not in too_wide else None
         objects.append(FileObject(name, kind, sql or "", columns, shadows.get(name.casefold())))
     indexes = [FileIndex(name, table, _index_columns(conn, name), sql or "") for name, table, sql
                in conn.execute("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index'")]

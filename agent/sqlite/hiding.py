@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -113,6 +114,28 @@ class HideRules:
         """True when a rule hides `table`.`column`."""
         return any(r.hides_column(table, column) for r in self.rules)
 
+    def naming(self, table: str) -> list[HideRule]:
+        """The rules whose table part matches `table` (by name, or as a glob)."""
+        by_name, globs = self._by_table
+        folded = table.casefold()
+        return by_name.get(folded, []) + [r for r in globs if fnmatch.fnmatchcase(folded, r.table)]
+
+    def names_columns_of(self, table: str) -> bool:
+        """True when a column rule may match a column of `table` (its columns must be read)."""
+        return any(r.column is not None for r in self.naming(table))
+
+    @functools.cached_property
+    def _by_table(self) -> tuple[dict[str, list[HideRule]], list[HideRule]]:
+        """Rules naming one table, by that name; rules whose table part is a glob."""
+        by_name: dict[str, list[HideRule]] = {}
+        globs = []
+        for rule in self.rules:
+            if any(ch in rule.table for ch in "*?["):
+                globs.append(rule)
+            else:
+                by_name.setdefault(rule.table, []).append(rule)
+        return by_name, globs
+
 
 @dataclass(frozen=True)
 class FileObject:
@@ -121,7 +144,7 @@ class FileObject:
     name: str
     kind: str  # "table", "virtual" or "view"
     sql: str
-    columns: tuple[Column, ...] | None  # None: SQLite cannot list them
+    columns: tuple[Column, ...] | None  # None: not needed by any rule, or SQLite cannot list them
     owner: str | None = None  # the virtual table whose storage (shadow table) this table is
 
 
@@ -222,24 +245,26 @@ def _apply_rules(rules: HideRules, obj: FileObject, tables: set[str], columns: s
                  matches: dict[str, list[str]], derived: list[str]) -> None:
     """Hide `obj` or some of its columns as the rules say."""
     key = obj.name.casefold()
-    hit = [r.text for r in rules.rules if r.hides_table(obj.name)]
+    named = rules.naming(obj.name)
+    hit = [r.text for r in named if r.column is None]
     if hit:
         tables.add(key)
         for text in hit:
             matches[text].append(obj.name)
         return
     if obj.columns is None:  # a rule may name one of the columns SQLite cannot list
-        for rule in rules.rules:
-            if fnmatch.fnmatchcase(key, rule.table):
-                tables.add(key)
+        if named:
+            tables.add(key)
+            for rule in named:
                 matches[rule.text].append(obj.name)
         return
     hidden_here = False
     for column in obj.columns:
-        for rule in rules.rules:
-            if rule.column is not None and rule.hides_column(obj.name, column.name):
+        folded = column.name.casefold()
+        for rule in named:
+            if fnmatch.fnmatchcase(folded, rule.column or ""):
                 matches[rule.text].append(f"{obj.name}.{column.name}")
-                columns.add((key, column.name.casefold()))
+                columns.add((key, folded))
                 hidden_here = True
     if not hidden_here:
         return

@@ -3,6 +3,9 @@
 Nothing outside this package opens a database. Statements run in killable worker
 processes (see `_worker`, cancelled through `_cancel`) on connections guarded by an allow-list
 authorizer (`_guard` opens them, `_authorizer` decides, `_schema_read` reads their schema).
+The owner's hide rules (`hiding`) are resolved against the whole file (`_hiding_file`) and
+enforced by the same authorizer; `_refusals` words what a refused statement is told, from the
+names `_sql_names` finds in it. A worker keeps one connection per file and rule set.
 """
 
 from __future__ import annotations

@@ -37,9 +37,9 @@ from ._sql_names import indexed_by, sql_mentions, sql_names, sql_words, uses_unc
 from .types import Column, HideReport, Schema
 
 # Tables that describe the schema or its indexes: they would show hidden names, and
-# sqlite_stat4 even holds sample values of indexed columns. Under rules every table whose
-# name starts with sqlite_ is refused (sqlite_sequence names AUTOINCREMENT tables and their
-# highest id; sqlite_stmt shows a connection's statements); these are the ones without rules.
+# sqlite_stat4 even holds sample values of indexed columns. Under rules these are refused, and
+# so is every other table whose name starts with sqlite_ (sqlite_sequence names AUTOINCREMENT
+# tables and their highest id; sqlite_stmt shows the connection's statements).
 SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_master",
                            "sqlite_temp_schema", "sqlite_stat1", "sqlite_stat2", "sqlite_stat3",
                            "sqlite_stat4", "dbstat"})

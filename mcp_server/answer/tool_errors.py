@@ -17,6 +17,7 @@ from agent.errors import (
     ModelNotFound,
     SqaleError,
 )
+from agent.text import ECHO_CHARS, quoted_text
 
 # Prefixes say which layer failed; the wrapped messages already say what to do next.
 _PREFIXES: tuple[tuple[type[SqaleError], str], ...] = (
@@ -47,7 +48,8 @@ def unknown_database(given: str | None, aliases: Sequence[str]) -> ToolError:
     listed = ", ".join(aliases)
     if given is None:
         return ToolError(f"Several databases are configured; pass one as `database`: {listed}.")
-    return ToolError(f"Unknown database {given!r}; pass one of the configured aliases as "
+    shown = quoted_text(given, ECHO_CHARS, quote="'")  # the client's own text, on one line
+    return ToolError(f"Unknown database {shown}; pass one of the configured aliases as "
                      f"`database`: {listed}.")
 
 

@@ -18,7 +18,8 @@ from agent.errors import ConfigError
 from agent.notes import DEFAULT_MAX_NOTES_CHARS
 from agent.tools.environment import DEFAULT_ENVIRONMENT, Environment
 
-ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+# \Z, not $: `$` also matches before a final newline, and a file named "x\n.db" is possible.
+ALIAS_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 
 
 class DatabaseSpec(BaseModel):

@@ -256,11 +256,14 @@ def test_plain_start_reads_the_user_config_with_paths_relative_to_it(tmp_path: P
 
 
 def test_every_config_key_is_documented_in_the_readme(tmp_path: Path) -> None:
-    """Each key the config file accepts (as its error message lists them) is named in README.md."""
+    """Each key the config file accepts (as its error message lists them) is named in README.md
+    or in a page under docs/."""
     unknown = tmp_path / "unknown.toml"
     unknown.write_text("colour = 1")
     known = config_error(["--config", str(unknown)]).split("; known: ", 1)[1].split(", ")
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    root = Path(__file__).resolve().parents[1]
+    readme = "\n".join(page.read_text(encoding="utf-8")
+                       for page in (root / "README.md", *sorted((root / "docs").glob("*.md"))))
     assert "db" in known and "max-question-chars" in known
     documented = ("`{}`", "`[{}]`", "`--{} ", "`--{}`", "`[{}.")
     assert [key for key in known if not any(form.format(key) in readme for form in documented)] == []

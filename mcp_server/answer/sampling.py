@@ -27,6 +27,8 @@ from agent.voting import (
 )
 
 from ..runtime import ServerRuntime
+from ..serving.access import LOCAL_CALLER, Caller
+from ..serving.quotas import token_waiting_message
 from .output import Candidate, queued_message
 
 ReportProgress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -51,6 +53,7 @@ class QuestionAsked:
     alias: str
     evidence: str | None  # the notes and the caller's evidence, as the model reads them
     samples: int
+    caller: Caller = LOCAL_CALLER  # whose quota each sample's episode counts against
 
 
 class SampleProgress:
@@ -74,6 +77,11 @@ class SampleProgress:
         if not self.told_queued:
             self.told_queued = True
             await self.report(0, self.total, queued_message(slots, self.samples))
+
+    async def token_waiting(self, k: int, ahead: int) -> None:
+        """Sample k waits behind its own token's earlier episodes."""
+        prefix = "" if self.samples == 1 else f"sample {k + 1}/{self.samples} "
+        await self.report(sum(self.done), self.total, prefix + token_waiting_message(ahead))
 
     async def waiting(self, k: int, ahead: int) -> None:
         """Sample k waits for a runtime slot with `ahead` episodes before it."""
@@ -111,9 +119,12 @@ class SampleProgress:
                           f"sample {k + 1}/{self.samples} finished: {how}{agree}{stopping}")
 
 
-async def run_question(runtime: ServerRuntime, asked: QuestionAsked,
-                       report_progress: ReportProgress) -> VoteOutcome[SampleRun]:
-    """Run the K samples (one slot each) and vote; with one sample, no comparison query is run."""
+async def run_question(runtime: ServerRuntime, asked: QuestionAsked, report_progress: ReportProgress,
+                       played: list[Round] | None = None) -> VoteOutcome[SampleRun]:
+    """Run the K samples (one slot each) and vote; with one sample, no comparison query is run.
+
+    Every round any sample plays is appended to `played` as it ends (what a cancelled question did).
+    """
     settings = runtime.settings
     database = runtime.databases[asked.alias]
     seeds = sample_seeds(asked.samples, settings.seed)
@@ -122,20 +133,25 @@ async def run_question(runtime: ServerRuntime, asked: QuestionAsked,
     limits = CompareLimits(timeout=settings.query_timeout, max_rows=COMPARE_MAX_ROWS)
     executed: dict[str, QueryResult] = {}
 
+    async def on_round(k: int, done: Round) -> None:
+        if played is not None:
+            played.append(done)
+        await progress.round(k, done)
+
     async def one(k: int) -> tuple[SampleRun, Hashable | None]:
         queued = time.perf_counter()
-        if runtime.limiter.available_tokens < 1:
-            # Tell the client why nothing happens yet (progress also keeps some client timeouts alive).
-            await progress.queued(runtime.limiter.total_tokens)
-        # Each sample is an episode like any other: it keeps its runtime slot for all its rounds
-        # (on one slot the samples run one after another), and its timeout starts with the slot.
-        async with runtime.limiter, runtime.slots.slot(partial(progress.waiting, k)):
+        # Each sample is an episode like any other: it takes a unit of its token's quota and keeps
+        # its runtime slot for all its rounds (on one slot the samples run one after another); its
+        # timeout starts with the slot.
+        async with runtime.episode_turn(asked.caller, on_token_wait=partial(progress.token_waiting, k),
+                                        on_worker_wait=progress.queued,
+                                        on_slot_wait=partial(progress.waiting, k)):
             waited = time.perf_counter() - queued
             with anyio.move_on_after(settings.episode_timeout) as deadline:
                 result = await run_episode(
                     asked.question, database, backends[k], evidence=asked.evidence,
                     prompts=runtime.prompts, settings=runtime.episode_settings,
-                    on_round=partial(progress.round, k))
+                    on_round=partial(on_round, k))
         if deadline.cancelled_caught:
             return SampleRun(k, seeds[k], None, waited), None
         key = None

@@ -1,4 +1,9 @@
-"""The edge where our errors become ToolErrors a client (and its user) can act on."""
+"""The edge where our errors become ToolErrors a client (and its user) can act on.
+
+A stdio client started the server itself and owns the machine: it gets the whole message
+(paths, URLs, the command that fixes it). A remote (HTTP) client gets the alias, a plain cause
+and the question id to quote to the operator; the detail goes to the server's log under that id.
+"""
 
 from __future__ import annotations
 
@@ -32,8 +37,45 @@ _PREFIXES: tuple[tuple[type[SqaleError], str], ...] = (
 )
 
 
-def tool_error_for(exc: SqaleError, *, database: str) -> ToolError:
+# For remote clients: what failed, in plain words, and who can fix it; never a path or a URL.
+_REMOTE_CAUSES: tuple[tuple[type[SqaleError], str], ...] = (
+    (BackendUnreachable, "The model runtime is unreachable, so no question can be answered now."),
+    (ModelNotFound, "The model is not installed on the model runtime."),
+    (BackendTimeout, "The model runtime timed out."),
+    (BackendAuthError, "The model runtime refused the server's credentials."),
+    (BackendError, "The model runtime failed."),
+    (DatabasePathError, "The database '{database}' cannot be read: its file is missing, unreadable "
+                        "or not an SQLite database."),
+    (DatabaseWorkerError, "The SQLite worker failed on the database '{database}'."),
+)
+
+
+def edge_error(exc: BaseException, *, database: str, remote: bool, question_id: str) -> ToolError | None:
+    """The ToolError the client gets for `exc`, raised while answering about `database`.
+
+    Our ToolErrors pass as they are (their texts hold nothing of the server's), our other errors
+    are mapped by tool_error_for, and anything else is our own bug: None for a stdio client (it
+    propagates with its traceback), a plain "internal error" with the question id for a remote one.
+    """
+    if isinstance(exc, ToolError):
+        return exc
+    if isinstance(exc, SqaleError):
+        return tool_error_for(exc, database=database, remote=remote, question_id=question_id)
+    if not remote:
+        return None
+    return ToolError("Answering failed because of an error inside the server. Ask the server's "
+                     f"operator: its log has the details under question id {question_id}.")
+
+
+def tool_error_for(exc: SqaleError, *, database: str, remote: bool = False,
+                   question_id: str = "") -> ToolError:
     """The ToolError for one of our errors raised while answering about `database`."""
+    if remote:
+        cause = next((text for kind, text in _REMOTE_CAUSES if isinstance(exc, kind)),
+                     "Answering on the database '{database}' failed.")
+        retry = "Retry in a moment; if it keeps failing, ask" if isinstance(exc, BackendTimeout) else "Ask"
+        return ToolError(f"{cause.format(database=database)} {retry} the server's operator: its "
+                         f"log has the details under question id {question_id}.")
     for kind, prefix in _PREFIXES:
         if isinstance(exc, kind):
             if kind in (DatabasePathError, DatabaseWorkerError):

@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.backends.base import Completion, ModelBackend
 from mcp_server.app import SqaleServer
 from mcp_server.serving.quotas import LogBudget, MinuteWindow, QuotaExceeded
+from mcp_server.serving.sessions import SessionBook
 from tests.support.mcp import BOOK_GOLD, TOOL, DelayedPolicy, KeyedPolicy
 from tests.support.mcp_in_process import build, error_text
 from tests.support.policies import OraclePolicy, PolicyBackend, ScriptedReply, ScriptPolicy, tool_call
@@ -179,3 +180,26 @@ async def test_a_cancelled_call_leaves_its_line_its_log_and_its_metric(
                                          "call_cancelled) after 1 rounds, 1 tool calls")
                for r in caplog.records)
 
+
+
+def test_session_book_counts_each_tokens_sessions_and_expires_idle_ones() -> None:
+    """Sessions being opened count; a session with a request in flight never expires; an idle one
+    does after the timeout, and the wait for it is what a refusal's Retry-After says."""
+    now = [0.0]
+    book = SessionBook(idle_timeout=10, clock=lambda: now[0])
+    book.opening("a", +1)
+    assert book.held("a") == 1 and book.held("b") == 0
+    book.opening("a", -1)
+    book.opened("s1", "a")
+    book.ended("s1")
+    book.opened("s2", "a")  # its opening request still runs
+    now[0] = 4.0
+    assert (book.held("a"), book.owner("s1"), book.retry_after("a")) == (2, "a", 6.0)
+    now[0] = 10.0
+    assert (book.held("a"), book.owner("s1"), book.by_token()) == (1, None, {"a": 1})
+    book.ended("s2")
+    book.started("s2")
+    now[0] = 100.0
+    assert book.held("a") == 1  # a request (a GET stream) in flight keeps it
+    book.closed("s2")
+    assert book.held("a") == 0

@@ -30,7 +30,9 @@ from mcp_server.answer.tool_errors import edge_error, tool_error_for
 from mcp_server.runtime import ServerRuntime, open_runtime, server_prompts
 from mcp_server.serving.access import LOCAL_CALLER, Caller, caller_of
 from mcp_server.serving.draining import QuestionGate
+from mcp_server.serving.log_format import SessionIdFilter, TextLogFormatter
 from mcp_server.serving.metrics import ServerMetrics
+from mcp_server.serving.sessions import session_tag
 from tests.support.mcp_in_process import build
 from tests.support.policies import PolicyBackend, ScriptPolicy, assistant_reply, tool_call
 
@@ -177,3 +179,23 @@ async def test_a_bug_of_ours_is_an_internal_error_remotely_and_raises_on_stdio(
     assert INTERNALS.search(text) is None
     logged = [r for r in caplog.records if r.levelno == logging.ERROR]  # one per call, with its traceback
     assert len(logged) == 2 and all(r.exc_info and "secret/state.json" in r.getMessage() for r in logged)
+
+
+def test_text_log_lines_carry_the_question_id() -> None:
+    """The id a remote client quotes is on the text log line too (JSON lines have it as a field)."""
+    record = logging.LogRecord("mcp_server.answer.tool", logging.WARNING, __file__, 1, "not answered: %s",
+                               ("http://10.1.2.3:11434 refused",), None)
+    record.question_id = "0123456789ab"
+    assert TextLogFormatter().format(record).endswith(
+        "mcp_server.answer.tool: not answered: http://10.1.2.3:11434 refused [question 0123456789ab]")
+
+
+def test_session_ids_in_the_sdks_log_lines_become_short_hashes() -> None:
+    """Whoever holds a session id and its token can use the session: logs show a hash of it."""
+    session = "0123456789abcdef0123456789abcdef"
+    record = logging.LogRecord("mcp.server.streamable_http_manager", logging.INFO, __file__, 1,
+                               "Created new transport with session ID: %s", (session,), None)
+    assert SessionIdFilter().filter(record)
+    assert record.getMessage() == f"Created new transport with session ID: session:{session_tag(session)}"
+    ours = logging.LogRecord("mcp_server.x", logging.INFO, __file__, 1, "question %s", (session,), None)
+    assert SessionIdFilter().filter(ours) and ours.getMessage() == f"question {session}"

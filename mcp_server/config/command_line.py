@@ -18,7 +18,7 @@ from agent.sqlite.hiding import parse_hide_rule
 from agent.tools.environment import DEFAULT_ENVIRONMENT, ENVIRONMENT_NAMES
 
 from .config_file import default_config_path, file_tokens, read_config_file
-from .settings import DatabaseSpec, HideSpec, NotesSpec, ServerSettings, check_alias
+from .settings import TOKEN_SESSIONS, DatabaseSpec, HideSpec, NotesSpec, ServerSettings, check_alias
 
 _HELP_HINT = "see `sqale-mcp --help`"
 
@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"HTTP sessions open at once over all tokens (default {_default('max_sessions')})")
     p.add_argument("--token-max-sessions", type=int, metavar="N",
                    help="HTTP sessions one token may have open at once, below --max-sessions "
-                        f"(default {_default('token_max_sessions')})")
+                        f"(default {TOKEN_SESSIONS} or half of --max-sessions, whichever is less)")
     p.add_argument("--session-idle-timeout", type=float, metavar="SECONDS",
                    help="an HTTP session without a request for this long is closed "
                         f"(default {_default('session_idle_timeout')})")

@@ -18,6 +18,7 @@ from agent.errors import ConfigError
 from agent.notes import DEFAULT_MAX_NOTES_CHARS
 from agent.tools.environment import DEFAULT_ENVIRONMENT, Environment
 
+TOKEN_SESSIONS = 32  # HTTP sessions one token may hold by default
 # \Z, not $: `$` also matches before a final newline, and a file named "x\n.db" is possible.
 ALIAS_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 
@@ -105,7 +106,7 @@ class ServerSettings(BackendSettings):
     token_per_minute: int = Field(600, ge=1, le=100_000)  # episodes per token per minute
     # HTTP sessions: one token may hold fewer than the whole server, so others always find room.
     max_sessions: int = Field(1_000, ge=2, le=100_000)  # open at once, over all tokens
-    token_max_sessions: int = Field(32, ge=1, le=100_000)  # open at once, per token
+    token_max_sessions: int | None = Field(None, ge=1, le=100_000)  # None: see token_sessions
     session_idle_timeout: float = Field(600.0, gt=0, le=86_400)  # no request for this long: closed
     # Slow or silent HTTP clients: each connection's request headers and body must arrive in time.
     http_header_timeout: float = Field(10.0, gt=0, le=600)
@@ -147,6 +148,14 @@ class ServerSettings(BackendSettings):
             raise ValueError("[tokens.default] clashes with --auth-token-env, whose token is named "
                              "'default' in logs; rename the table")
         return self
+
+    @property
+    def token_sessions(self) -> int:
+        """Sessions a token without its own max-sessions may hold: --token-max-sessions, else
+        TOKEN_SESSIONS or half of --max-sessions, whichever is less."""
+        if self.token_max_sessions is not None:
+            return self.token_max_sessions
+        return min(TOKEN_SESSIONS, self.max_sessions // 2)
 
     @property
     def has_databases(self) -> bool:

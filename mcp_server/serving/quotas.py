@@ -99,7 +99,7 @@ def quota_limits(settings: ServerSettings, name: str) -> QuotaLimits:
                     else settings.token_max_concurrent),
         per_minute=(spec.questions_per_minute if spec and spec.questions_per_minute
                     else settings.token_per_minute),
-        sessions=spec.max_sessions if spec and spec.max_sessions else settings.token_max_sessions)
+        sessions=spec.max_sessions if spec and spec.max_sessions else settings.token_sessions)
 
 
 @dataclass(frozen=True)

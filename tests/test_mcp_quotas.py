@@ -12,36 +12,16 @@ import pytest
 from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.backends.base import Completion, ModelBackend
 from mcp_server.app import SqaleServer
 from mcp_server.serving.quotas import LogBudget, MinuteWindow, QuotaExceeded
 from mcp_server.serving.sessions import SessionBook
-from tests.support.mcp import BOOK_GOLD, TOOL, DelayedPolicy, KeyedPolicy
+from tests.support.mcp import BOOK_GOLD, TOOL, DelayedPolicy, KeyedPolicy, PeakBackend
 from tests.support.mcp_in_process import build, error_text
 from tests.support.policies import OraclePolicy, PolicyBackend, ScriptedReply, ScriptPolicy, tool_call
 
 pytestmark = pytest.mark.anyio
 
 QUESTION = "How many books are there?"
-
-
-class PeakBackend:
-    """Counts how many completions run at the same time: the episodes running at once."""
-
-    def __init__(self, inner: ModelBackend) -> None:
-        self.inner, self.model = inner, inner.model
-        self.running = self.peak = 0
-
-    async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
-        self.running += 1
-        self.peak = max(self.peak, self.running)
-        try:
-            return await self.inner.complete(prompt, max_tokens=max_tokens)
-        finally:
-            self.running -= 1
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def metric(server: SqaleServer, name: str, **labels: str) -> float:

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from agent.backends.base import Completion, ModelBackend
 from tests.support.policies import Policy, ScriptedReply, first_user_turn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,3 +97,25 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 
         except OSError:
             time.sleep(0.05)
     raise TimeoutError(f"nothing listened on port {port} within {timeout:g} s")
+
+
+class PeakBackend:
+    """Counts how many completions run at the same time (the queue's observable effect: one per
+    running episode)."""
+
+    def __init__(self, inner: ModelBackend) -> None:
+        self.inner, self.model = inner, inner.model
+        self.running = self.peak = 0
+
+    async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
+        """The inner completion, counted while it runs."""
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            return await self.inner.complete(prompt, max_tokens=max_tokens)
+        finally:
+            self.running -= 1
+
+    async def aclose(self) -> None:
+        """Close the inner backend."""
+        await self.inner.aclose()

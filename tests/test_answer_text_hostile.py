@@ -41,16 +41,18 @@ UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f
                     "\u2060-\u2069\ufeff\ufff9-\ufffb]")
 BLOCK = re.compile(r"^The (?:rows|SQL) between the <(untrusted-data-[0-9a-f]{12})> markers .*?^</\1>$",
                    re.MULTILINE | re.DOTALL)
-PLAIN_SQL = re.compile(r"^(`{3,})sql\n(.*?)\n\1$", re.MULTILINE | re.DOTALL)
+PLAIN_SQL = re.compile(r"^(`{3,})(sql|text)\n(.*?)\n\1$", re.MULTILINE | re.DOTALL)
 TAKEN_FOR_OURS = ("SYSTEM", "```", "~~~", "</untrusted", "<untrusted")
 
 
 def outside_blocks(text: str) -> list[str]:
-    """The lines of `text` outside its untrusted-data blocks and plain SQL fences (whose SQL must
-    hold nothing a reader could take for the end of the fence)."""
+    """The lines of `text` outside its untrusted-data blocks and plain fences (the SQL's, the
+    model's last reply's), whose lines must hold nothing a reader could take for a fence's end."""
     rest = BLOCK.sub("", text)
     for fence in PLAIN_SQL.finditer(rest):
-        assert not any(line.lstrip().startswith(TAKEN_FOR_OURS) for line in fence.group(2).splitlines())
+        body = fence.group(3).splitlines()
+        assert not any(line.lstrip().startswith(TAKEN_FOR_OURS) for line in body)
+        assert fence.group(2) == "sql" or len(body) == 1  # the model's last reply: one escaped line
     return PLAIN_SQL.sub("", rest).splitlines()
 
 

@@ -143,19 +143,25 @@ def test_demo_database_is_built_once_and_queryable(tmp_path: Path) -> None:
 
 def test_catalog_leaves_hidden_tables_out_and_warns_about_unmatched_rules(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Hidden tables are not in the description's listing; a rule matching nothing is a warning."""
+    """Hidden tables are not in the description's listing; a rule matching nothing, and an index
+    that can order rows by a hidden column, are warnings."""
     path = create_database(tmp_path / "a.db", "CREATE TABLE Customer (id, Email); "
-                                              "CREATE TABLE Invoice (id); CREATE TABLE Track (id);")
+                                              "CREATE TABLE Invoice (id); CREATE TABLE Track (id);"
+                                              "CREATE INDEX CustomerEmail ON Customer (Email);")
     spec = DatabaseSpec(alias="a", path=path)
     with caplog.at_level("INFO", logger="mcp_server"):
         catalog = load_catalog([spec], EngineLimits(), {"a": HideRules.parse(
             ["Invoice", "customer.email", "Nope.*"])})
     assert catalog.entries[0].tables == ("Customer", "Track")
-    assert [r.getMessage() for r in caplog.records if "hide rule" in r.getMessage()] == [
+    assert [r.getMessage() for r in caplog.records if "hid" in r.getMessage()] == [
         "database 'a': hide rule 'Invoice' hides Invoice",
         "database 'a': hide rule 'customer.email' hides Customer.Email",
         "database 'a': hide rule 'Nope.*' matches no table or column; check its spelling (rules "
-        "are TABLE or TABLE.COLUMN globs, any case)"]
+        "are TABLE or TABLE.COLUMN globs, any case)",
+        "database 'a': indexes over hidden columns: CustomerEmail; a query without ORDER BY that "
+        "SQLite answers through one returns rows in the order of the hidden values (and LIMIT "
+        "picks by them): drop those indexes, or serve a copy without them, if that order is "
+        "secret too"]
 
 
 def test_db_dir_serves_the_good_files_and_warns_about_each_bad_one(tmp_path: Path, caplog) -> None:

@@ -16,6 +16,7 @@ from agent.sqlite import (
     HideReport,
     HideRules,
     QueryEngine,
+    index_order_warning,
     validate_database_path,
 )
 from agent.text import display_name, plural
@@ -211,6 +212,8 @@ def log_hiding(entry: CatalogEntry) -> None:
     if entry.hiding.derived:
         logger.info("database '%s': also hidden because they read hidden data: %s", entry.alias,
                     ", ".join(entry.hiding.derived))
+    if entry.hiding.indexes:
+        logger.warning("database '%s': %s", entry.alias, index_order_warning(entry.hiding.indexes))
 
 
 def summarize(entry: CatalogEntry) -> str:

@@ -296,6 +296,15 @@ class OpenAICompletionsBackend:
 
     def _all_failed(self, *, connection: bool) -> BackendError:
         listing = self._pool.failure_listing()
+        if len(self._pool.replicas) == 1:  # one server: no replica talk
+            only = self._pool.replicas[0]
+            if connection:
+                return BackendUnreachable(
+                    f"Could not reach the model server at {only.base_url} ({only.last_error}). Start it "
+                    "or fix --base-url.")
+            return BackendResponseError(
+                f"The model server at {only.base_url} failed for model '{self.model}' ({only.last_error}). "
+                "Check its log.")
         if connection:
             return BackendUnreachable(
                 f"No replica could serve model '{self.model}':\n{listing}\n"

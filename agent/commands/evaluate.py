@@ -23,6 +23,8 @@ from ..evaluation.records import TraceKind, read_records
 from ..evaluation.runner import EvalSettings, EvaluationAborted, RunResult, evaluate, run_info
 from ..evaluation.scoring import QueryLimits
 from ..evaluation.summary import render_summary, summarize, write_summary
+from ..options import add_flags
+from ..settings.agent_settings import AgentSettings
 from ..sqlite import EngineLimits
 from ..tools import DEFAULT_ENVIRONMENT, Environment
 from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
@@ -71,12 +73,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--limit", type=int, help="run at most this many questions")
     run_group = parser.add_argument_group("run")
     run_group.add_argument("--concurrency", type=int, default=1, help="episodes at once (default 1)")
-    run_group.add_argument("--samples", type=int, default=1,
-                           help="episodes per question; K > 1 votes by execution result (default 1)")
+    add_flags(run_group, AgentSettings, "samples", field_defaults=True)
     run_group.add_argument("--no-early-stop", dest="early_stop", action="store_false",
                            help="run all K samples of every question, even after a majority agrees "
                                 "(measures single-sample accuracy on every sample; the vote is the same)")
-    run_group.add_argument("--seed", type=int, default=0, help="sample k uses seed + k (default 0)")
+    add_flags(run_group, AgentSettings, "seed", defaults={"seed": 0})  # a run is repeatable by default
     run_group.add_argument("--scoring-timeout", type=float, default=30.0, metavar="SECONDS",
                            help="limit for executing gold and predicted SQL when scoring (default 30, "
                                 "as BIRD)")

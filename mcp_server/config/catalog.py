@@ -10,6 +10,7 @@ from pathlib import Path
 
 from agent.errors import ConfigError, DatabasePathError
 from agent.notes import Notes, read_notes
+from agent.settings.aliases import ALIAS_PATTERN
 from agent.sqlite import (
     Database,
     EngineLimits,
@@ -22,7 +23,7 @@ from agent.text import display_name, plural
 
 from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from .limits import AnswerLimits, limits_paragraph
-from .settings import ALIAS_PATTERN, DatabaseSpec, NotesSpec, ServerSettings
+from .settings import DatabaseSpec, NotesSpec, ServerSettings
 
 logger = logging.getLogger(__name__)
 

@@ -6,6 +6,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agent.episode import RESULT_CELL_CHARS, EpisodeSettings
+
 from .settings import ServerSettings
 
 LimitName = Literal["max_rows", "cell_chars", "result_bytes", "query_timeout"]
@@ -19,12 +21,12 @@ class AnswerLimits:
     cell_chars: int  # a longer text cell arrives clipped, with its length
     query_timeout: float  # seconds one SQL statement may run (--query-timeout)
     episode_timeout: float  # seconds answering one question may take (--episode-timeout)
-    max_result_bytes: int = 262_144  # what an answer's rows may weigh as JSON (--max-result-bytes)
+    max_result_bytes: int = EpisodeSettings.result_bytes  # what rows may weigh as JSON (--max-result-bytes)
 
     @classmethod
-    def from_settings(cls, settings: ServerSettings, cell_chars: int) -> AnswerLimits:
-        """The limits a server started with `settings` enforces."""
-        return cls(max_rows=settings.max_rows, cell_chars=cell_chars,
+    def from_settings(cls, settings: ServerSettings) -> AnswerLimits:
+        """The limits a server started with `settings` enforces (cells: as an episode clips them)."""
+        return cls(max_rows=settings.max_rows, cell_chars=RESULT_CELL_CHARS,
                    query_timeout=settings.query_timeout, episode_timeout=settings.episode_timeout,
                    max_result_bytes=settings.max_result_bytes)
 

@@ -255,12 +255,12 @@ def test_plain_start_reads_the_user_config_with_paths_relative_to_it(tmp_path: P
     assert parse_settings(["--demo"], environ).databases == ()  # a database option: the file is not read
 
 
-def test_every_config_key_is_documented_in_the_configuration_page(tmp_path: Path) -> None:
-    """Each key the config file accepts (as its error message lists them) is named in docs/configuration.md."""
+def test_every_config_key_is_documented_in_the_options_page(tmp_path: Path) -> None:
+    """Each key the config file accepts (as its error message lists them) is named in docs/options.md."""
     unknown = tmp_path / "unknown.toml"
     unknown.write_text("colour = 1")
     known = config_error(["--config", str(unknown)]).split("; known: ", 1)[1].split(", ")
-    readme = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "options.md").read_text(encoding="utf-8")
     assert "db" in known and "max-question-chars" in known
     documented = ("`{}`", "`[{}]`", "`--{} ", "`--{}`", "`[{}.")
     assert [key for key in known if not any(form.format(key) in readme for form in documented)] == []

@@ -41,8 +41,8 @@ class BackendSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     backend: Annotated[BackendName, Option(env="SQALE_BACKEND")] = Field(
-        "ollama", description="the model runtime: ollama (a local Ollama) or openai (an OpenAI-compatible "
-                              "/v1/completions server: vLLM, SGLang, llama.cpp)")
+        "ollama", description="the model runtime: openai for an OpenAI-compatible /v1/completions server "
+                              "(vLLM, SGLang, llama.cpp), ollama for a local Ollama")
     model: Annotated[str, Option(metavar="NAME", env="SQALE_MODEL")] = Field(
         DEFAULT_MODEL, min_length=1, description="model name in the runtime")
     # Resolved when the backend starts: this, else $OLLAMA_HOST, else localhost.

@@ -69,10 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--difficulty", action="append", default=[], metavar="LEVEL",
                       help="only this difficulty, e.g. easy/medium/hard/extra (Spider) or "
                            "simple/moderate/challenging (BIRD), or this tag (golden); repeatable")
-    data.add_argument("--offset", type=int, default=0, help="skip this many selected questions")
-    data.add_argument("--limit", type=int, help="run at most this many questions")
+    data.add_argument("--offset", type=int, default=0, metavar="N", help="skip this many selected questions")
+    data.add_argument("--limit", type=int, metavar="N", help="run at most this many questions")
     run_group = parser.add_argument_group("run")
-    run_group.add_argument("--concurrency", type=int, default=1, help="episodes at once (default 1)")
+    run_group.add_argument("--concurrency", type=int, default=1, metavar="N",
+                           help="episodes at once (default 1)")
     add_flags(run_group, AgentSettings, "samples", field_defaults=True)
     run_group.add_argument("--no-early-stop", dest="early_stop", action="store_false",
                            help="run all K samples of every question, even after a majority agrees "

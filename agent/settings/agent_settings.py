@@ -36,7 +36,7 @@ class AgentSettings(BackendSettings):
         description="longest notes allowed per database, in characters (longer notes are refused)")
     samples: Annotated[int, Option(metavar="K")] = Field(
         1, ge=1, le=MAX_SAMPLES,
-        description="episodes per question (the server's, when the caller gives none); K > 1 runs them "
+        description="episodes per question (sqale-mcp: when the caller gives no samples); K > 1 runs them "
                     "concurrently and votes by execution result, stopping once a majority agrees")
     seed: Annotated[int | None, Option(default_text="the runtime's own for one sample, a random base "
                                                     "for several")] = Field(

@@ -26,6 +26,14 @@ def default_config_path(environ: Mapping[str, str]) -> Path:
     return Path(base) / CONFIG_FOLDER / "config.toml"
 
 
+def shown_path(path: Path) -> str:
+    """`path` for a message: ~/... when it is under the home folder."""
+    try:
+        return f"~/{path.relative_to(Path.home())}"
+    except ValueError:
+        return str(path)
+
+
 def read_config_file(path: Path, model: type[BaseModel], *,
                      others: Literal["refuse", "ignore"] = "refuse") -> dict[str, Any]:
     """The settings of `model` in the TOML file at `path`, by field name.

@@ -11,6 +11,7 @@ from pathlib import Path
 from agent.errors import ConfigError, DatabasePathError
 from agent.notes import Notes, read_notes
 from agent.settings.aliases import ALIAS_PATTERN
+from agent.settings.config_file import default_config_path, shown_path
 from agent.sqlite import (
     Database,
     EngineLimits,
@@ -31,10 +32,11 @@ DB_DIR_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 SUMMARY_TABLE_NAMES = 6  # table names shown per database in the tool description
 SUMMARY_NAME_CHARS = 40  # a longer name is cut in the description
 
-NO_DATABASE = (
-    "no database configured: pass --db ALIAS=PATH (repeatable), --db-dir DIR or --demo, "
-    "or put them in a --config FILE.toml (read without --config from ~/.config/sqale-mcp/config.toml)"
-)
+def no_database(environ: Mapping[str, str]) -> str:
+    """What to do when no database is configured, naming the config file this environment reads."""
+    config = shown_path(default_config_path(environ))
+    return ("no database configured: pass --db ALIAS=PATH (repeatable), --db-dir DIR or --demo, or put "
+            f"them in a --config FILE.toml (read without --config from {config})")
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ def collect_databases(settings: ServerSettings, environ: Mapping[str, str]) -> t
                 "set XDG_CACHE_HOME to a writable folder") from exc
         add(DatabaseSpec(alias=DEMO_ALIAS, path=path), "--demo")
     if not found:
-        raise ConfigError(NO_DATABASE)
+        raise ConfigError(no_database(environ))
     return tuple(spec for spec, _ in found.values())
 
 

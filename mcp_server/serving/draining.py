@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import anyio
 
-logger = logging.getLogger("mcp_server")
+logger = logging.getLogger(__name__)
 
 CANCEL_GRACE_SECONDS = 10.0  # a cancelled question writes its log line well within this
 

@@ -10,7 +10,7 @@ SOURCES = sorted([*ROOT.glob("agent/**/*.py"), *ROOT.glob("mcp_server/**/*.py")]
 
 
 def test_loggers_are_named_by_their_module() -> None:
-    """No logger is named by a string literal: `logging.getLogger(__name__)`, so levels and JSON logs follow modules."""
+    """No logger is named by a string literal: `getLogger(__name__)`, so levels and JSON logs follow modules."""
     literal = re.compile(r"getLogger\(\s*[\"']")
     assert [str(p.relative_to(ROOT)) for p in SOURCES if literal.search(p.read_text(encoding="utf-8"))] == []
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -84,8 +85,9 @@ def test_dead_ollama_stops_with_exit_1(shop, tmp_path, dead_url, capsys):
     assert "sqale-agent eval: stopped early: 2 episodes in a row failed in the model backend: " in err
     *_, stopped, recorded = err.splitlines()
     assert stopped.endswith("fix the backend and rerun with --resume to continue")
-    assert recorded.startswith("sqale-agent eval: ") and recorded.endswith(
-        f" questions are recorded in {tmp_path / 'r.jsonl'}; rerun the same command with --resume to continue")
+    tail = f"{tmp_path / 'r.jsonl'}; rerun the same command with --resume to continue"
+    assert re.fullmatch(r"sqale-agent eval: (1 question is|(?!1 )\d+ questions are) recorded in "
+                        + re.escape(tail), recorded)
 
 
 def test_a_run_where_the_model_never_answered_exits_1_and_names_the_file_to_resume(

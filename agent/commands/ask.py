@@ -15,7 +15,7 @@ import anyio
 from ..backends.base import SamplingSettings
 from ..backends.settings import make_backend
 from ..backends.slots import RuntimeSlots, default_runtime_slots
-from ..episode import EpisodeResult, EpisodeSettings, Round
+from ..episode import EpisodeResult, EpisodeSettings, EpisodeStatus, Round
 from ..episode_text import agreement_text, progress_message, render_answer, render_trace, result_as_json
 from ..errors import ConfigError
 from ..loop import run_episode
@@ -36,6 +36,8 @@ from ..voting import (
 from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
 from .db_options import add_database_arguments, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
+
+EXIT_NO_ANSWER = 3  # the model produced no runnable SQL (1: our error, 2: a usage error, 130: Ctrl-C)
 
 NAME = "ask"
 HELP = "answer a question on an SQLite database"
@@ -121,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         if args.samples > 1:
             data.update(votes_as_json(outcome))
         print(json.dumps(data, ensure_ascii=False, indent=2))
-        return 0
+        return exit_status(chosen)
     if args.trace:
         print(render_trace(chosen))
         print()
@@ -129,7 +131,12 @@ def run(args: argparse.Namespace) -> int:
     if args.samples > 1:
         print()
         print(votes_text(outcome))
-    return 0
+    return exit_status(chosen)
+
+
+def exit_status(result: EpisodeResult) -> int:
+    """0 when the model produced SQL that ran (even as a fallback); EXIT_NO_ANSWER when it did not."""
+    return EXIT_NO_ANSWER if result.status is EpisodeStatus.FAILED else 0
 
 
 def _candidates(outcome: VoteOutcome[EpisodeResult]) -> list[tuple[str | None, int, int, str]]:

@@ -70,7 +70,8 @@ def _check_databases(paths: list[str], hide: HideRules | None) -> list[str]:
         views = sum(1 for t in schema.tables if t.kind == "view")
         snapshot = any("immutable snapshot" in w for w in schema.warnings)  # may miss recent commits
         mark = "[warn]" if snapshot else "[ok]  "
-        print(f"{mark} database {db.path}: {len(schema.tables) - views} tables, {views} views")
+        print(f"{mark} database {db.path}: {plural(len(schema.tables) - views, 'table')}, "
+              f"{plural(views, 'view')}")
         for warning in schema.warnings:
             print(f"       note: {warning}")
         _print_hiding(schema)

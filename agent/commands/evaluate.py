@@ -26,6 +26,7 @@ from ..evaluation.summary import render_summary, summarize, write_summary
 from ..options import add_flags
 from ..settings.agent_settings import AgentSettings
 from ..sqlite import EngineLimits
+from ..text import plural
 from ..tools import DEFAULT_ENVIRONMENT, Environment
 from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
 from .environment_option import add_environment_argument, environment_from_args
@@ -143,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
             progress=progress, run=run_details))
     except EvaluationAborted as exc:
         print(f"sqale-agent eval: {exc}", file=sys.stderr)
-        print(f"sqale-agent eval: {len(read_records(out_path))} questions are recorded in {out_path}; "
+        print(f"sqale-agent eval: {recorded_text(len(read_records(out_path)))} in {out_path}; "
               f"{resume_hint(args, out_path)}", file=sys.stderr)
         return EXIT_ABORTED
     except SqaleError as exc:
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         recorded = len(read_records(out_path))
-        print(f"\nsqale-agent eval: interrupted; {recorded} questions are recorded in {out_path}; "
+        print(f"\nsqale-agent eval: interrupted; {recorded_text(recorded)} in {out_path}; "
               f"{resume_hint(args, out_path)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     summary = summarize(result.records, benchmark=dataset.benchmark.value, model=choice.model,
@@ -159,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
                         missing_db_ids=selection.missing_db_ids, missing_db=len(selection.missing_db))
     write_summary(summary, summary_path)
     print(render_summary(summary), end="")
-    print(f"\n{result.ran} questions run in {result.seconds:.1f} s ({result.resumed} kept from an "
+    print(f"\n{plural(result.ran, 'question')} run in {result.seconds:.1f} s ({result.resumed} kept from an "
           f"earlier run); results: {out_path}; summary: {summary_path}")
     if args.report:
         try:
@@ -237,6 +238,11 @@ def default_out_path(benchmark: Benchmark) -> Path:
     return Path("eval-results") / f"{benchmark.value}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
 
 
+def recorded_text(n: int) -> str:
+    """`1 question is recorded`, `3 questions are recorded`."""
+    return plural(n, "question is recorded", "questions are recorded")
+
+
 def summary_path_for(out_path: Path) -> Path:
     """results.jsonl -> results.summary.json, in the same folder."""
     return out_path.with_name(f"{out_path.stem}.summary.json")
@@ -247,6 +253,7 @@ def describe_run(dataset: Dataset, selection: Selection, choice: BackendSettings
     """The line printed before the run starts."""
     missing = ", ".join(selection.missing_db_ids)
     skipped = f" ({len(selection.missing_db)} skipped: database missing: {missing})" if missing else ""
-    return (f"{dataset.benchmark.value}: {len(selection.examples)} questions from {dataset.source}{skipped}; "
+    questions = plural(len(selection.examples), "question")
+    return (f"{dataset.benchmark.value}: {questions} from {dataset.source}{skipped}; "
             f"model {choice.model} via {choice.backend} ({choice.address}); {environment} environment; "
             f"results -> {out_path}")

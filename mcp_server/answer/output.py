@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from agent.episode import EpisodeResult
 from agent.episode_text import JsonCell, agreement_text, clip, cut_note, json_cell
 from agent.sqlite import ClippedText
-from agent.text import escape_unsafe
+from agent.text import escape_unsafe, sentence
 
 from ..config.limits import AnswerLimits, LimitName, limit_lines, limits_hit
 from .fence import fence_untrusted
@@ -158,7 +158,7 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None)
     """
     parts: list[str] = []
     if answer.sql is None:
-        parts.append(f"No runnable SQL was produced: {answer.error or 'no reason given'}.")
+        parts.append(f"No runnable SQL was produced: {sentence(answer.error or 'no reason given')}")
         parts.append("Rephrase the question more concretely (name the tables or values you mean) "
                      "or add `evidence`, then ask again.")
     else:
@@ -177,7 +177,7 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None)
                 parts.append(f"Showing {TEXT_COLUMNS} of {len(answer.columns):,} columns; the "
                              "structured result holds all of them.")
         if answer.note is not None:
-            parts.append(f"Note: {answer.note}.")
+            parts.append(f"Note: {sentence(answer.note)}")
         read = tables_line(answer.tables, answer.columns_read)
         if read:
             parts.append(read)

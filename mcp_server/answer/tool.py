@@ -202,7 +202,7 @@ async def _run_admitted(runtime: ServerRuntime, caller: Caller, call: QuestionAs
                     answer, result, voting = await _run_samples(runtime, call, report_progress)
                     # The wait behind the token's own questions is queue time too.
                     return (answer.model_copy(update={
-                        "queued_seconds": answer.queued_seconds + token_wait}), result, voting)
+                        "queued_seconds": round(answer.queued_seconds + token_wait, 3)}), result, voting)
             raise _Cancelled(str(server_stopped_answering()))
     except QuotaExceeded as exc:
         raise _Refused(str(exc), "quota") from exc

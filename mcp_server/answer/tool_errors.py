@@ -17,6 +17,7 @@ from agent.errors import (
     ModelNotFound,
     SqaleError,
 )
+from agent.text import sentence
 
 # Prefixes say which layer failed; the wrapped messages already say what to do next.
 _PREFIXES: tuple[tuple[type[SqaleError], str], ...] = (
@@ -36,7 +37,7 @@ def tool_error_for(exc: SqaleError, *, database: str) -> ToolError:
     for kind, prefix in _PREFIXES:
         if isinstance(exc, kind):
             if kind in (DatabasePathError, DatabaseWorkerError):
-                return ToolError(f"{prefix} ('{database}'): {_sentence(str(exc))} Ask the server's "
+                return ToolError(f"{prefix} ('{database}'): {sentence(str(exc))} Ask the server's "
                                  "operator to check the database file, then retry.")
             return ToolError(f"{prefix}: {exc}")
     return ToolError(f"Answering failed: {exc}")
@@ -88,7 +89,3 @@ def server_stopped_answering() -> ToolError:
     """A question still running when the drain time ran out."""
     return ToolError("The server shut down before this question was answered (it ran past the "
                      "server's drain time). Ask again once the server has restarted.")
-
-
-def _sentence(text: str) -> str:
-    return text.rstrip().rstrip(".") + "."

@@ -22,7 +22,7 @@ from ..evaluation.progress import ProgressLine
 from ..evaluation.records import TraceKind, read_records
 from ..evaluation.runner import EvalSettings, EvaluationAborted, RunResult, evaluate, run_info
 from ..evaluation.scoring import QueryLimits
-from ..evaluation.summary import render_summary, summarize, write_summary
+from ..evaluation.summary import render_summary, summarize, summary_path_for, write_summary
 from ..options import add_flags
 from ..settings.agent_settings import AgentSettings
 from ..sqlite import EngineLimits
@@ -136,7 +136,9 @@ def run(args: argparse.Namespace) -> int:
     print(describe_run(dataset, selection, choice, out_path, settings.episode.environment), file=sys.stderr)
     progress = ProgressLine(len(selection.examples), settings.samples, sys.stderr, tty=sys.stderr.isatty())
     episode_options = {"prompts": prompts}
-    run_details = run_info(settings, backend=choice.backend, extra={"prompts": prompt_label(args)})
+    # The engine's address: a comparison of two runs says which engine each ran on.
+    run_details = run_info(settings, backend=choice.backend,
+                           extra={"engine": choice.address, "prompts": prompt_label(args)})
     try:
         result: RunResult = anyio.run(partial(
             evaluate, dataset, selection, partial(make_backend, choice), model=choice.model,
@@ -241,11 +243,6 @@ def default_out_path(benchmark: Benchmark) -> Path:
 def recorded_text(n: int) -> str:
     """`1 question is recorded`, `3 questions are recorded`."""
     return plural(n, "question is recorded", "questions are recorded")
-
-
-def summary_path_for(out_path: Path) -> Path:
-    """results.jsonl -> results.summary.json, in the same folder."""
-    return out_path.with_name(f"{out_path.stem}.summary.json")
 
 
 def describe_run(dataset: Dataset, selection: Selection, choice: BackendSettings, out_path: Path,

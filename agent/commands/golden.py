@@ -105,15 +105,16 @@ def _add_from_log(log: Path, golden_file: Path, args: argparse.Namespace) -> int
     for record in _log_records(log):
         read += 1
         alias = str(record.get("database"))
-        why = None
+        rows: int | str = 0
         if record.get("status") not in ANSWERED or not record.get("sql"):
             why = "not answered (failed, or only a fallback)"
         elif alias not in databases:
             why = f"no --db {alias}=PATH"
-        rows = checked_row_count(databases[alias], record["sql"]) if why is None else 0
-        if isinstance(rows, str):
+        elif isinstance(rows := checked_row_count(databases[alias], record["sql"]), str):
             why = "their SQL fails now"
-        if why is not None:
+        else:
+            why = ""
+        if why or isinstance(rows, str):
             skipped[why] = skipped.get(why, 0) + 1
             continue
         candidates.append(GoldenEntry(

@@ -8,7 +8,7 @@ import pytest
 
 from agent.errors import BackendUnreachable
 from agent.text import sentence
-from mcp_server.answer.output import AnswerOutput, render_answer_text
+from mcp_server.answer.output import AnswerOutput, queued_message, render_answer_text
 from mcp_server.serving.draining import DrainResult, drain_summary
 from tests.support.mcp import BOOK_GOLD
 from tests.support.mcp_in_process import ask, build
@@ -32,6 +32,13 @@ def test_a_failed_answer_quotes_its_error_with_one_full_stop() -> None:
     first = render_answer_text(answer).split("\n\n")[0]
     assert first == f"No runnable SQL was produced: {UNREACHABLE}"
     assert ".." not in render_answer_text(answer)
+
+
+def test_the_queue_line_counts_in_words() -> None:
+    """A question queued behind --max-concurrent 1 reads `1 question is`, not `1 questions are`."""
+    assert [queued_message(n) for n in (1, 4)] == [
+        "queued: 1 question is being answered already (--max-concurrent)",
+        "queued: 4 questions are being answered already (--max-concurrent)"]
 
 
 def test_the_drain_line_counts_in_words() -> None:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from agent.episode import EpisodeResult
 from agent.episode_text import JsonCell, agreement_text, clip, cut_note, json_cell
 from agent.sqlite import ClippedText
-from agent.text import escape_unsafe, sentence
+from agent.text import escape_unsafe, plural, sentence
 
 from ..config.limits import AnswerLimits, LimitName, limit_lines, limits_hit
 from .fence import fence_untrusted
@@ -226,7 +226,8 @@ def markdown_table(columns: list[str], rows: list[list[JsonCell]]) -> str:
 def queued_message(limit: float, samples: int = 1) -> str:
     """Progress text for a call waiting for free slots."""
     if samples == 1:
-        return f"queued: {limit:g} questions are being answered already (--max-concurrent)"
+        return (f"queued: {plural(int(limit), 'question is', 'questions are')} being answered already "
+                "(--max-concurrent)")
     return (f"queued: the {samples} samples of this question need {samples} of the {limit:g} "
             "episode slots (--max-concurrent); they start as slots free up")
 

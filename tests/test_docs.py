@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from agent.commands.cli import build_parser
+from agent.options import env_variables
 from mcp_server.config.options_page import options_page
+from mcp_server.config.settings import ServerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -55,3 +57,12 @@ def test_a_users_golden_file_is_not_ignored_by_git() -> None:
 
     assert [ignored(p) for p in ("golden.jsonl", "questions/sales.jsonl", "eval-results/spider.jsonl",
                                  "run.summary.json")] == [False, False, True, True]
+
+
+def test_the_configuration_page_names_every_variable_and_the_precedence() -> None:
+    """configuration.md names each SQALE_* variable a setting declares, and the order flag > variable > file."""
+    page = read("docs/configuration.md")
+    assert sorted(v for v in env_variables(ServerSettings).values() if f"`{v}`" not in page) == []
+    order = [page.index(s) for s in ("the flag on the command line", "its environment variable",
+                                     "the config file", "the default")]
+    assert order == sorted(order)

@@ -347,3 +347,14 @@ async def test_describe_model_asks_every_replica(fake_openai) -> None:
             await backend.describe_model()
     finally:
         await backend.aclose()
+
+
+async def test_single_server_down_at_the_model_check(dead_url: str) -> None:
+    """describe_model on the only base URL, refused: one sentence naming it, not "1 of 1 replicas"."""
+    backend = _backend([f"{dead_url}/v1"])
+    with pytest.raises(BackendUnreachable) as caught:
+        await backend.describe_model()
+    await backend.aclose()
+    assert str(caught.value) == (
+        f"Could not reach the model server at {dead_url}/v1 (ConnectError: All connection attempts "
+        "failed). Start it or fix --base-url.")

@@ -19,7 +19,8 @@ from agent.options import env_variables, help_text, is_secret, option_of, settin
 from .command_line import build_parser as server_parser
 from .settings import ServerSettings
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "options.md"
+_CHECKOUT = Path(__file__).resolve().parents[2]  # the clone, when this runs from one
+PAGE = _CHECKOUT / "docs" / "options.md"
 GENERATOR = "python -m mcp_server.config.options_page"
 
 _HEADER = f"""# Options reference
@@ -144,9 +145,14 @@ def _escape(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Write the page (or, with --check, exit 1 when the page on disk is stale)."""
     parser = argparse.ArgumentParser(prog=GENERATOR, description=__doc__.splitlines()[0])
-    parser.add_argument("--output", type=Path, default=PAGE, help=f"where to write it (default {PAGE})")
+    parser.add_argument("--output", type=Path, help="where to write it (default: docs/options.md of the "
+                                                    "clone this module runs from)")
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 when it differs")
     args = parser.parse_args(argv)
+    if args.output is None:
+        if not (_CHECKOUT / "pyproject.toml").is_file():  # an installed copy: no docs/ beside it
+            parser.error("not running from a clone of sqale-mcp; give --output PATH")
+        args.output = PAGE
     page = options_page()
     current = args.output.read_text(encoding="utf-8") if args.output.is_file() else None
     if args.check:

@@ -10,6 +10,7 @@ options reference page (docs/options.md) are all derived from there.
 from __future__ import annotations
 
 import argparse
+import copy
 import enum
 import types
 import typing
@@ -105,6 +106,17 @@ def _shown(value: Any) -> str | None:
     if isinstance(value, int):
         return f"{value:,}" if value >= 10_000 else str(value)
     return str(value)
+
+
+def with_default(model: type[BaseModel], name: str, default: Any, *, also: str | None = None) -> Any:
+    """`model`'s field `name` (description, bounds, Option) with another default, for a subclass
+    whose front end needs its own: `max_result_bytes: int = with_default(AgentSettings, ...)`;
+    `also` adds what is true of that front end only to the description."""
+    field = copy.copy(model.model_fields[name])
+    field.default = default
+    if also:
+        field.description = f"{field.description}; {also}"
+    return field
 
 
 def help_text(model: type[BaseModel], name: str, default: Any = None) -> str:

@@ -19,7 +19,9 @@ from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 
+from .answer.error_results import StructuredToolErrors
 from .answer.scoping import ScopedToolList
+from .answer.sizing import result_size_meta
 from .answer.tool import TOOL_NAME, advertised_input_schema, answer_sql_question
 from .config.catalog import (
     Catalog,
@@ -30,7 +32,7 @@ from .config.catalog import (
     load_catalog,
     tool_description,
 )
-from .config.limits import AnswerLimits, input_schema_with_limits
+from .config.limits import AnswerLimits
 from .config.settings import ServerSettings
 from .runtime import (
     BackendFactory,
@@ -84,7 +86,7 @@ class SqaleServer(MCPServer[ServerRuntime]):
 
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
                          lifespan=lifespan, log_level=settings.log_level,
-                         middleware=[ScopedToolList(catalog, describe)],
+                         middleware=[ScopedToolList(catalog, describe), StructuredToolErrors()],
                          dependencies=list(MCP_DEV_DEPENDENCIES),
                          tools=[answer_tool(settings, catalog, describe(catalog), limits)])
         self.sqale_settings = settings
@@ -120,23 +122,27 @@ class SqaleServer(MCPServer[ServerRuntime]):
 
     async def serve_http(self, settings: ServerSettings) -> None:
         """Serve streamable HTTP on settings.host:port, behind the bearer token when one is set."""
-        mcp_app = self.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host)
+        mcp_app = self.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host,
+                                           session_idle_timeout=settings.session_idle_timeout,
+                                           max_sessions=settings.max_sessions)
         await serve_http(http_app(mcp_app, settings, self.tokens, self.metrics), settings,
                          drain=self.gate.drain)
 
 
 def answer_tool(settings: ServerSettings, catalog: Catalog, description: str, limits: AnswerLimits) -> Tool:
     """The one tool, built with the SDK's public `Tool.from_function`; its input schema, made from
-    the function's signature, then states the aliases, lengths and limits in force."""
+    the function's signature, then states the aliases, lengths and ranges in force."""
     tool = Tool.from_function(
         answer_sql_question, name=TOOL_NAME, title="Answer a question with SQL", description=description,
         annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False,
                                     idempotent_hint=False, open_world_hint=False),
+        meta=result_size_meta(limits),  # a larger answer budget than Claude Code takes by default
         structured_output=True,
     )
-    schema = input_schema_with_limits(advertised_input_schema(
+    schema = advertised_input_schema(
         tool.parameters, aliases=catalog.aliases, max_question_chars=settings.max_question_chars,
-        max_evidence_chars=settings.max_evidence_chars, example=example_question(catalog)), limits)
+        max_evidence_chars=settings.max_evidence_chars, max_samples=settings.max_samples,
+        example=example_question(catalog))
     return tool.model_copy(update={"parameters": schema})
 
 

@@ -17,7 +17,7 @@ from ..errors import SqaleError
 from ..notes import read_notes
 from ..options import add_flags
 from ..settings.agent_settings import AgentSettings
-from ..sqlite import Database, HideRules, Schema
+from ..sqlite import Database, HideRules, Schema, index_order_warning
 from ..text import plural
 from .backend_options import add_backend_arguments, backend_choice, command_settings, config_path
 from .db_options import add_hide_argument, hide_rules
@@ -109,6 +109,8 @@ def _print_hiding(schema: Schema) -> None:
                   "(TABLE or TABLE.COLUMN globs, any case)")
     if schema.hiding.derived:
         print(f"       also hidden, as they read hidden data: {', '.join(schema.hiding.derived)}")
+    if schema.hiding.indexes:
+        print(f"[warn] {index_order_warning(schema.hiding.indexes)}")
 
 
 async def _check_model(args: argparse.Namespace) -> bool:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+# Used with .match; \Z, not $: `$` also matches before a final newline, and a file named "x\n.db" is possible.
+ALIAS_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 
 
 def check_alias(alias: str, where: str) -> str:

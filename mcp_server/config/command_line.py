@@ -40,7 +40,8 @@ FLAG_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
                  "runtime_slots", "samples", "max_samples", "seed")),
     ("what the model reads", (*PROMPT_FLAGS, "environment")),
     ("serving", ("transport", "host", "port", "auth_token_env", "token_max_concurrent", "token_per_minute",
-                 "metrics_token_env", "drain_timeout")),
+                 "max_sessions", "token_max_sessions", "session_idle_timeout", "http_header_timeout",
+                 "http_body_timeout", "http_max_connections", "metrics_token_env", "drain_timeout")),
     ("logs", ("episode_log", "log_level", "log_format")),
 )
 CONFIG_HELP = ("TOML file with the same settings, keys named as the long options (see docs/options.md); "

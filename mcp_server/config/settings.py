@@ -12,8 +12,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from agent.options import Option
+from agent.options import Option, with_default
 from agent.settings.agent_settings import MAX_SAMPLES, AgentSettings
+
+TOKEN_SESSIONS = 32  # HTTP sessions one token may hold by default
 
 
 class DatabaseSpec(BaseModel):
@@ -37,6 +39,7 @@ class TokenSpec(BaseModel):
     databases: tuple[str, ...] | None = None  # None: every configured database
     max_concurrent: int | None = Field(None, ge=1, le=1_024)  # None: --token-max-concurrent
     questions_per_minute: int | None = Field(None, ge=1, le=100_000)  # None: --token-per-minute
+    max_sessions: int | None = Field(None, ge=1, le=100_000)  # None: --token-max-sessions
 
 
 class NotesSpec(BaseModel):
@@ -83,6 +86,11 @@ class ServerSettings(AgentSettings):
                           "files are skipped with a warning)")
     demo: bool = Field(False, description="also serve a small demo database (alias 'bookshop'), built on "
                                           "first use in $XDG_CACHE_HOME/sqale-mcp")
+    # The default keeps a whole answer (text and structured content) under ~40,000 characters,
+    # the 10k tokens past which Claude Code warns (answer/sizing.py); `ask` keeps the episode's.
+    max_result_bytes: int = with_default(
+        AgentSettings, "max_result_bytes", 16_384,
+        also="past the default the answer budget grows and the tool declares it to Claude Code")
     query_timeout: float = Field(10.0, gt=0, le=3_600, description="limit for one SQL statement")
     episode_timeout: float = Field(300.0, gt=0, le=86_400,
                                    description="limit for answering one question (time queued not counted)")
@@ -104,11 +112,33 @@ class ServerSettings(AgentSettings):
     tokens: Annotated[tuple[TokenSpec, ...], Option(flag=False)] = Field(
         (), description="[tokens.NAME] tables, one per client token of HTTP mode: env (the variable "
                         "holding it), databases (the aliases it may use; all when left out), "
-                        "max_concurrent and questions_per_minute (its own quotas)")
+                        "max_concurrent, questions_per_minute and max_sessions (its own quotas)")
+    # Quotas count episodes: a question with K samples is K of them.
     token_max_concurrent: int = Field(16, ge=1, le=1_024, description=(
-        "questions one token may have answered at once; more wait in its own queue"))
+        "episodes one token may have running at once (a question with K samples is K); more wait in "
+        "its own queue"))
     token_per_minute: Annotated[int, Option(metavar="M")] = Field(600, ge=1, le=100_000, description=(
-        "questions one token may ask per minute; more get a tool error saying when to retry"))
+        "episodes one token may start per minute (a question with K samples counts K, all or none); "
+        "more get a tool error saying when to retry"))
+    # HTTP sessions: one token may hold fewer than the whole server, so others always find room.
+    max_sessions: int = Field(1_000, ge=2, le=100_000,
+                              description="HTTP sessions open at once over all tokens (more get 503)")
+    token_max_sessions: Annotated[int | None, Option(
+        default_text=f"{TOKEN_SESSIONS} or half of --max-sessions, whichever is less")] = Field(
+        None, ge=1, le=100_000,
+        description="HTTP sessions one token may have open at once; it must stay below --max-sessions, "
+                    "and more get 429 saying when to retry")
+    session_idle_timeout: float = Field(600.0, gt=0, le=86_400, description=(
+        "an HTTP session without a request for this long is closed (its id then answers 404)"))
+    # Slow or silent HTTP clients: each connection's request headers and body must arrive in time.
+    http_header_timeout: float = Field(10.0, gt=0, le=600, description=(
+        "an HTTP connection must send a request's headers within this long of opening or of its last "
+        "response, else it is closed"))
+    http_body_timeout: float = Field(30.0, gt=0, le=3_600, description=(
+        "an HTTP request's body must arrive within this long, else 408"))
+    http_max_connections: int = Field(512, ge=8, le=1_000_000,
+                                      description="HTTP connections open at once; more are closed at once (the "
+                                                  "open-file limit is raised to fit when it can be)")
     metrics_token_env: Annotated[str | None, Option(metavar="NAME")] = Field(
         None, description="environment variable holding the bearer token of GET /metrics (HTTP mode; "
                           "no token, no endpoint)")
@@ -142,11 +172,25 @@ class ServerSettings(AgentSettings):
                 "(the token itself goes in that environment variable), [tokens.NAME] tables in the "
                 "--config file, or use --host 127.0.0.1"
             )
+        for name, cap in [("--token-max-sessions", self.token_max_sessions),
+                          *((f"tokens.{t.name}.max-sessions", t.max_sessions) for t in self.tokens)]:
+            if cap is not None and cap >= self.max_sessions:
+                raise ValueError(f"{name} {cap} must be below --max-sessions {self.max_sessions}, so "
+                                 "that one token cannot take every session from the others; lower "
+                                 "it or raise --max-sessions")
         names = [t.name for t in self.tokens]
         if self.auth_token is not None and "default" in names:
             raise ValueError("[tokens.default] clashes with --auth-token-env, whose token is named "
                              "'default' in logs; rename the table")
         return self
+
+    @property
+    def token_sessions(self) -> int:
+        """Sessions a token without its own max-sessions may hold: --token-max-sessions, else
+        TOKEN_SESSIONS or half of --max-sessions, whichever is less."""
+        if self.token_max_sessions is not None:
+            return self.token_max_sessions
+        return min(TOKEN_SESSIONS, self.max_sessions // 2)
 
     @property
     def has_databases(self) -> bool:

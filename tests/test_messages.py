@@ -30,7 +30,7 @@ def test_a_failed_answer_quotes_its_error_with_one_full_stop() -> None:
                           truncated=False, status="failed", error=UNREACHABLE, stop_reason="error",
                           rounds=1, tool_calls=0, tokens=0, seconds=0.1, model="m", trace=[])
     first = render_answer_text(answer).split("\n\n")[0]
-    assert first == f"No runnable SQL was produced: {UNREACHABLE}"
+    assert first == f'No runnable SQL was produced: "{UNREACHABLE}".'  # quoted: it may echo names
     assert ".." not in render_answer_text(answer)
 
 

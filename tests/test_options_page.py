@@ -80,9 +80,14 @@ def test_shared_settings_have_one_help_in_both_front_ends() -> None:
     server = helps(server_parser())
     ask = helps(next(a for a in agent_parser()._actions
                      if isinstance(a, argparse._SubParsersAction)).choices["ask"])
-    shared = ["--max-rows", "--max-result-bytes", "--samples", "--seed", "--max-notes-chars", "--environment",
+    shared = ["--max-rows", "--samples", "--seed", "--max-notes-chars", "--environment",
               "--backend", "--model", "--base-url", "--reference-agent"]
     assert {o: ask[o] for o in shared} == {o: server[o] for o in shared}
+    # The server's own default (16 KiB: MCP clients' limits) and what is true of it only, after the same text.
+    described = AgentSettings.model_fields["max_result_bytes"].description
+    assert ask["--max-result-bytes"] == f"{described} (default 262,144)"
+    assert server["--max-result-bytes"].startswith(f"{described}; past the default")
+    assert server["--max-result-bytes"].endswith("(default 16,384)")
 
 
 @pytest.mark.slow

@@ -32,8 +32,8 @@ def test_doctor_fails_an_engine_that_lists_the_model_but_dies_generating(fake_op
     assert doctor(crashing.url) == 1
     out = capsys.readouterr().out
     assert f"[ok]   openai at {crashing.url}: model {DEFAULT_MODEL} is available\n" in out
-    assert (f"[fail] openai at {crashing.url}: a one-token test completion failed: Every replica tried "
-            f"failed for model '{DEFAULT_MODEL}':\n  {crashing.url}: the completion stream broke off "
+    assert (f"[fail] openai at {crashing.url}: a one-token test completion failed: The model server at "
+            f"{crashing.url} failed for model '{DEFAULT_MODEL}' (the completion stream broke off "
             "(RemoteProtocolError: ") in out
     assert ("       the runtime answers but cannot generate: check its log (a crash on the first "
             "completion: see docs/troubleshooting.md)\n") in out

@@ -167,12 +167,14 @@ class OpenAICompletionsBackend:
         """Check with GET {base_url}/models that every replica serves the model."""
         down: list[str] = []
         served_as: str | None = None
+        connection = False
         for replica in self._pool.replicas:
             try:
                 payload = await self._request(replica, "/models")
             except _ReplicaFailed as failure:
                 self._pool.mark_down(replica, failure.reason)
                 down.append(f"  {replica.base_url}: {failure.reason}")
+                connection |= failure.connection
                 continue
             data = payload.get("data")
             served = [str(m.get("id")) for m in data if isinstance(m, dict)] if isinstance(data, list) else []
@@ -186,6 +188,8 @@ class OpenAICompletionsBackend:
                     f"server with the name (vLLM: --served-model-name {self.model})."
                 )
             served_as = served_as or (served[0] if served else None)
+        if down and len(self._pool.replicas) == 1:
+            raise self._all_failed(connection=connection)  # one server: said without replica talk
         if down:
             listing = "\n".join(down)
             raise BackendUnreachable(
@@ -346,6 +350,15 @@ class OpenAICompletionsBackend:
 
     def _all_failed(self, *, connection: bool) -> BackendError:
         listing = self._pool.failure_listing()
+        if len(self._pool.replicas) == 1:  # one server: no replica talk
+            only = self._pool.replicas[0]
+            if connection:
+                return BackendUnreachable(
+                    f"Could not reach the model server at {only.base_url} ({only.last_error}). Start it "
+                    "or fix --base-url.")
+            return BackendResponseError(
+                f"The model server at {only.base_url} failed for model '{self.model}' ({only.last_error}). "
+                "Check its log.")
         if connection:
             return BackendUnreachable(
                 f"No replica could serve model '{self.model}':\n{listing}\n"

@@ -14,6 +14,7 @@ import httpx
 from .base import EngineFacts
 
 LLAMA_SERVER = "llama.cpp's llama-server"
+ENGINES_THAT_SAY = "llama-server's /props, 1 for llama-cpp-python's server"  # for help texts
 LLAMA_CPP_PYTHON = "llama-cpp-python's server (llama_cpp.server)"
 _LLAMA_CPP_PYTHON_TITLE = "llama.cpp Python API"  # FastAPI's title in llama_cpp.server.app
 # llama_cpp.server takes requests one at a time; by default a request that arrives while another

@@ -12,22 +12,16 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
+from ..options import Option, add_flags
 from ._http import is_http_url
 from .base import ModelBackend, SamplingSettings
-from .ollama import (
-    DEFAULT_OLLAMA_HOST,
-    KEEP_ALIVE_HINT,
-    OLLAMA_PARALLEL_ENV,
-    OllamaBackend,
-    is_keep_alive,
-    resolve_ollama_host,
-)
-from .openai_compat import SLOTS_PER_REPLICA, OpenAICompletionsBackend, replicas_address
+from .ollama import DEFAULT_OLLAMA_HOST, KEEP_ALIVE_HINT, OllamaBackend, is_keep_alive, resolve_ollama_host
+from .openai_compat import OpenAICompletionsBackend, replicas_address
 
 DEFAULT_MODEL = "qwen3.5-2b-grpo-synsql"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -40,7 +34,7 @@ class BackendKind:
     Every field is required: a new backend states each of these itself.
     """
 
-    help: str  # for --backend's help
+    help: str  # completes "the model runtime: NAME for ..." in --backend's help
     problem: Callable[[BackendSettings], str | None]  # what is wrong with the flags for this backend
     where: Callable[[BackendSettings], str]  # where the model runs, from the settings alone
     build: Callable[[BackendSettings, SamplingSettings], ModelBackend]
@@ -48,7 +42,8 @@ class BackendKind:
 
 def _ollama_problem(settings: BackendSettings) -> str | None:
     if settings.base_urls:
-        return "--base-url is for --backend openai; give Ollama's address with --ollama-host"
+        return ("--base-url is for an OpenAI-compatible server: add --backend openai "
+                "(Ollama's address goes in --ollama-host)")
     return None
 
 
@@ -73,8 +68,8 @@ def _openai(settings: BackendSettings, sampling: SamplingSettings) -> ModelBacke
                                     api_key_env=settings.api_key_env)
 
 
-# The backends --backend can name, in the order the help lists them. A new backend is a module
-# with its class and one entry here (see docs/contributing.md).
+# The backends --backend can name: its choices, in this order. A new backend is a module with its
+# class and one entry here (see docs/contributing.md).
 BACKENDS: Mapping[str, BackendKind] = MappingProxyType({
     "ollama": BackendKind(
         help="a local Ollama",
@@ -84,7 +79,7 @@ BACKENDS: Mapping[str, BackendKind] = MappingProxyType({
         build=_ollama,
     ),
     "openai": BackendKind(
-        help="an OpenAI-compatible /v1/completions server: vLLM, SGLang, llama.cpp",
+        help="an OpenAI-compatible /v1/completions server such as vLLM, SGLang or llama.cpp",
         problem=_openai_problem,
         where=lambda settings: replicas_address(settings.base_urls),
         build=_openai,
@@ -97,14 +92,28 @@ class BackendSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    backend: str = Field("ollama", json_schema_extra={"enum": list(BACKENDS)})
-    model: str = Field(DEFAULT_MODEL, min_length=1)
-    ollama_host: str | None = None  # resolved when the backend starts: this, $OLLAMA_HOST, localhost
-    keep_alive: str | None = None  # how long Ollama keeps the model loaded ("30m", "-1": for ever)
-    base_urls: tuple[str, ...] = ()
-    api_key_env: str | None = None
+    backend: Annotated[str, Option(env="SQALE_BACKEND")] = Field(
+        "ollama", json_schema_extra={"enum": list(BACKENDS)},  # --backend's choices
+        description="the model runtime: " + ", ".join(f"{name} for {kind.help}"
+                                                      for name, kind in BACKENDS.items()))
+    model: Annotated[str, Option(metavar="NAME", env="SQALE_MODEL")] = Field(
+        DEFAULT_MODEL, min_length=1, description="model name in the runtime")
+    # Resolved when the backend starts: this, else $OLLAMA_HOST, else localhost.
+    ollama_host: Annotated[str | None, Option(
+        metavar="URL", env="SQALE_OLLAMA_HOST", backend="ollama",
+        default_text=f"$OLLAMA_HOST, else {DEFAULT_OLLAMA_HOST}")] = Field(None, description="Ollama address")
+    keep_alive: Annotated[str | None, Option(metavar="DURATION", backend="ollama",
+                                             default_text="Ollama's own, 5m")] = Field(
+        None, description="how long Ollama keeps the model loaded after a request, e.g. 30m, 1h, or -1 "
+                          "for ever")
+    base_urls: Annotated[tuple[str, ...], Option(name="base-url", metavar="URL", repeatable=True,
+                                                 env="SQALE_BASE_URL", backend="openai")] = Field(
+        (), description="OpenAI-compatible base URL such as http://HOST:8000/v1; repeat for replicas "
+                        "(in the config file a string or a list; in SQALE_BASE_URL separated by spaces)")
+    api_key_env: Annotated[str | None, Option(metavar="NAME", backend="openai")] = Field(
+        None, description="environment variable holding the API key of the openai backend")
     api_key: SecretStr | None = None  # read from the variable named by api_key_env
-    request_timeout: float = Field(300.0, gt=0, le=86_400)
+    request_timeout: float = Field(300.0, gt=0, le=86_400, description="seconds one model request may take")
 
     @field_validator("backend")
     @classmethod
@@ -142,40 +151,13 @@ class BackendSettings(BaseModel):
         return BACKENDS[self.backend].where(self)
 
 
-def _default(field: str) -> Any:
-    return BackendSettings.model_fields[field].default
+BACKEND_FLAGS = ("backend", "model", "ollama_host", "base_urls", "api_key_env", "keep_alive", "request_timeout")
 
 
 def add_backend_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """Add --backend, --model, --ollama-host, --base-url, --api-key-env, --keep-alive and
     --request-timeout; every default is None so that the fields' defaults (or a config file) apply."""
-    kinds = " or ".join(f"{name} ({kind.help})" for name, kind in BACKENDS.items())
-    parser.add_argument("--backend", choices=tuple(BACKENDS),
-                        help=f"the model runtime: {kinds}; default {_default('backend')}")
-    parser.add_argument("--model", help=f"model name in the runtime (default {_default('model')})")
-    parser.add_argument("--ollama-host", metavar="URL",
-                        help=f"Ollama address (default $OLLAMA_HOST, else {DEFAULT_OLLAMA_HOST})")
-    parser.add_argument("--base-url", action="append", metavar="URL",
-                        help="OpenAI-compatible base URL such as http://HOST:8000/v1; repeat for replicas")
-    parser.add_argument("--api-key-env", metavar="NAME",
-                        help="environment variable holding the API key of the openai backend")
-    parser.add_argument("--keep-alive", metavar="DURATION",
-                        help="how long Ollama keeps the model loaded after a request, e.g. 30m, 1h, "
-                             "or -1 for ever (default: Ollama's own, 5m)")
-    parser.add_argument("--request-timeout", type=float, metavar="SECONDS",
-                        help=f"seconds one model request may take (default {_default('request_timeout'):g})")
-
-
-# Where an engine says how many requests it serves at once (agent/backends/openai_engines.py).
-ENGINES_THAT_SAY = "llama-server's /props, 1 for llama-cpp-python's server"
-
-
-def add_runtime_slots_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str,
-                           default: str | None = None) -> None:
-    """Add --runtime-slots, whose help says `what` it counts and how its default is chosen."""
-    default = default or (f"as many as the engine serves at once where it says ({ENGINES_THAT_SAY}); "
-                          f"else ${OLLAMA_PARALLEL_ENV} or 1 for Ollama, {SLOTS_PER_REPLICA} per --base-url")
-    parser.add_argument("--runtime-slots", type=int, metavar="N", help=f"{what} (default: {default})")
+    add_flags(parser, BackendSettings, *BACKEND_FLAGS)
 
 
 def read_secret(env_name: object, environ: Mapping[str, str], flag: str,
@@ -208,8 +190,10 @@ def validation_message(exc: ValidationError) -> str:
     return message
 
 
-def backend_settings(flags: Mapping[str, Any], environ: Mapping[str, str]) -> BackendSettings:
-    """BackendSettings from parsed flags and the environment; ConfigError when they do not fit."""
+def backend_settings(flags: Mapping[str, Any], environ: Mapping[str, str],
+                     describe: Callable[[ValidationError], str] = validation_message) -> BackendSettings:
+    """BackendSettings from parsed flags (or values by field name) and the environment; ConfigError,
+    saying the problem with `describe`, when they do not fit."""
     values = {k: v for k, v in flags.items() if k in BackendSettings.model_fields and v is not None}
     if flags.get("base_url") is not None:
         values["base_urls"] = tuple(flags["base_url"])
@@ -217,7 +201,7 @@ def backend_settings(flags: Mapping[str, Any], environ: Mapping[str, str]) -> Ba
     try:
         settings = BackendSettings(**values)
     except ValidationError as exc:
-        raise ConfigError(validation_message(exc)) from exc
+        raise ConfigError(describe(exc)) from exc
     settings.address  # noqa: B018 - a malformed address (Ollama's host) is refused before anything starts
     return settings
 

@@ -5,29 +5,29 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
-from pathlib import Path
 
 import anyio
 
 from ..asking import Asked, Question, SampleBackends, ask, summary_text
 from ..backends.base import SamplingSettings
-from ..backends.settings import add_runtime_slots_flag, make_backend
+from ..backends.settings import make_backend
 from ..backends.slots import RuntimeSlots, gather_engine_facts, resolve_runtime_slots
-from ..episode import EpisodeSettings, Round
+from ..episode import EpisodeResult, EpisodeSettings, EpisodeStatus, Round
 from ..episode_text import progress_message, render_answer, render_trace, result_as_json
 from ..errors import ConfigError
 from ..loop import run_episode
-from ..notes import DEFAULT_MAX_NOTES_CHARS, evidence_with_notes, read_notes
+from ..notes import evidence_with_notes, read_notes
+from ..options import add_flags
+from ..settings.agent_settings import AgentSettings
+from ..settings.aliases import check_plain_path
 from ..sqlite import Database
-from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
+from .backend_options import add_backend_arguments, backend_choice, command_settings, prompts_from_args
 from .db_options import add_database_arguments, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
 
-ALIAS_LIKE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")  # the server's alias form
+EXIT_NO_ANSWER = 3  # the model produced no runnable SQL (1: our error, 2: a usage error, 130: Ctrl-C)
 FACTS_SECONDS = 5.0  # asking the engine how many requests it serves at once
-
 
 NAME = "ask"
 HELP = "answer a question on an SQLite database"
@@ -42,30 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--notes", metavar="FILE",
                         help="a UTF-8 file of facts about the data, one per line (e.g. 'amounts are "
                              "in cents'); the model reads them before --evidence")
-    parser.add_argument("--max-notes-chars", type=int, default=DEFAULT_MAX_NOTES_CHARS, metavar="N",
-                        help=f"longest notes allowed (default {DEFAULT_MAX_NOTES_CHARS:,})")
-    parser.add_argument("--seed", type=int, help="sampling seed, for repeatable answers (sample k: seed + k)")
-    parser.add_argument("--samples", type=int, default=1, metavar="K",
-                        help="answer K times concurrently and vote by execution result; stops once "
-                             "a majority agrees (default 1)")
-    add_runtime_slots_flag(parser, "samples talking to the model at once, as sqale-mcp's flag")
-    parser.add_argument("--max-rows", type=int, default=50, help="rows of the answer kept (default 50)")
-    parser.add_argument("--max-result-bytes", type=int, default=EpisodeSettings.result_bytes,
-                        metavar="N", help="bytes the answer's rows may weigh as JSON; cells, columns "
-                                          f"and rows are cut to fit (default {EpisodeSettings.result_bytes:,})")
+    add_flags(parser, AgentSettings, "max_notes_chars", "seed", "samples", "runtime_slots", "max_rows",
+              "max_result_bytes", field_defaults=True)
     parser.add_argument("--json", action="store_true", help="print the whole episode result as JSON")
     parser.add_argument("--trace", action="store_true",
                         help="print each round: thoughts, calls and results")
     add_backend_arguments(parser)
     add_environment_argument(parser)
-
-
-def check_plain_path(db: str) -> None:
-    """Refuse the server's ALIAS=PATH form (when no file has that name): `ask` takes a path."""
-    alias, sep, path = db.partition("=")
-    if sep and path and not Path(db).expanduser().exists() and ALIAS_LIKE.match(alias):
-        raise ConfigError(f"--db {db!r}: `sqale-agent ask` takes a plain path (--db {path}); "
-                          "ALIAS=PATH is how sqale-mcp names its databases")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
                           'sqale-agent ask --db shop.db "How many orders are there?"')
     if args.max_rows < 1:
         raise ConfigError(f"--max-rows {args.max_rows}: give 1 or more rows to keep")
-    check_plain_path(args.db)
+    check_plain_path(args.db, NAME)
     choice = backend_choice(args)
+    given_slots = command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots")
     prompts = prompts_from_args(args)
     rules = hide_rules(args)
     settings = EpisodeSettings(result_rows=max(1, args.max_rows), environment=environment_from_args(args),
@@ -99,11 +83,11 @@ def run(args: argparse.Namespace) -> int:
 
     async def episodes() -> Asked:
         backend = make_backend(choice, SamplingSettings())
-        # As in the server: samples share the runtime's slots (what the engine says it serves at
-        # once, else the backend's default). One sample needs no more than one.
-        facts = await gather_engine_facts(backend, FACTS_SECONDS) if args.samples > 1 else ()
-        slots = RuntimeSlots(resolve_runtime_slots(args.runtime_slots, backend, os.environ, facts).slots)
         try:
+            # As in the server: samples share the runtime's slots (what the engine says it serves
+            # at once, else the backend's default). One sample needs no more than one.
+            facts = await gather_engine_facts(backend, FACTS_SECONDS) if args.samples > 1 else ()
+            slots = RuntimeSlots(resolve_runtime_slots(given_slots, backend, os.environ, facts).slots)
             with Database(args.db, hide=rules) as db:
                 asked = Question(question, db, evidence, settings, prompts)
                 return await ask(asked, SampleBackends.seeded(backend, args.samples, args.seed), run_episode,
@@ -122,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         if args.samples > 1:
             data.update(asked.vote_fields())
         print(json.dumps(data, ensure_ascii=False, indent=2))
-        return 0
+        return exit_status(chosen)
     if args.trace:
         print(render_trace(chosen))
         print()
@@ -130,4 +114,9 @@ def run(args: argparse.Namespace) -> int:
     if args.samples > 1:
         print()
         print(summary_text(asked.summary()))
-    return 0
+    return exit_status(chosen)
+
+
+def exit_status(result: EpisodeResult) -> int:
+    """0 when the model produced SQL that ran (even as a fallback); EXIT_NO_ANSWER when it did not."""
+    return EXIT_NO_ANSWER if result.status is EpisodeStatus.FAILED else 0

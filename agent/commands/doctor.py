@@ -19,13 +19,15 @@ from ..backends.base import (
     ReplicatedBackend,
     SamplingSettings,
 )
-from ..backends.settings import add_runtime_slots_flag, make_backend
+from ..backends.settings import make_backend
 from ..backends.slots import engine_slots, gather_engine_facts, resolve_runtime_slots
 from ..errors import SqaleError
-from ..notes import DEFAULT_MAX_NOTES_CHARS, read_notes
+from ..notes import read_notes
+from ..options import add_flags
+from ..settings.agent_settings import AgentSettings
 from ..sqlite import Database, HideRules, Schema, index_order_warning
 from ..text import plural
-from .backend_options import add_backend_arguments, backend_choice
+from .backend_options import add_backend_arguments, backend_choice, command_settings, config_path
 from .db_options import add_hide_argument, hide_rules
 
 OUR_DISTRIBUTION = "sqale-mcp"
@@ -47,10 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a database to check (repeatable)")
     parser.add_argument("--notes", action="append", default=[], metavar="FILE",
                         help="a notes file to check: UTF-8, within the size limit (repeatable)")
-    parser.add_argument("--max-notes-chars", type=int, default=DEFAULT_MAX_NOTES_CHARS, metavar="N",
-                        help=f"the notes size limit to check against (default {DEFAULT_MAX_NOTES_CHARS:,})")
+    add_flags(parser, AgentSettings, "max_notes_chars", field_defaults=True)
     add_hide_argument(parser)
-    add_runtime_slots_flag(parser, "the --runtime-slots you will give sqale-mcp")
+    add_flags(parser, AgentSettings, "runtime_slots")  # checked as sqale-mcp will use it
     add_backend_arguments(parser)
 
 
@@ -84,7 +85,8 @@ def _check_databases(paths: list[str], hide: HideRules | None) -> list[str]:
                   "it has none")
         else:
             mark = "[warn]" if snapshot else "[ok]  "
-            print(f"{mark} database {db.path}: {len(schema.tables) - views} tables, {views} views")
+            print(f"{mark} database {db.path}: {plural(len(schema.tables) - views, 'table')}, "
+                  f"{plural(views, 'view')}")
         for warning in schema.warnings:
             print(f"       note: {warning}")
         _print_hiding(schema)
@@ -139,7 +141,8 @@ async def _check_model(args: argparse.Namespace) -> bool:
     finally:
         with anyio.CancelScope(shield=True):
             await backend.aclose()
-    _report_slots(args.runtime_slots, backend, facts)
+    _report_slots(command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots"),
+                  backend, facts)
     return generates
 
 
@@ -225,6 +228,9 @@ def run(args: argparse.Namespace) -> int:
     """Print one line per check; exit 1 when something needs fixing."""
     for line in package_clashes(packages_distributions()):
         print(line)
+    config = config_path(args, os.environ)
+    if config is not None:
+        print(f"[info] settings from {config} (flags and SQALE_* variables win over it)")
     model_ok = anyio.run(_check_model, args)
     bad_dbs = _check_databases(args.db, hide_rules(args))
     bad_dbs += _check_notes(args.notes, args.max_notes_chars)

@@ -14,7 +14,8 @@ from typing import Any
 import anyio
 
 from ..backends.base import SlotChoice
-from ..backends.settings import ENGINES_THAT_SAY, BackendSettings, add_runtime_slots_flag, make_backend
+from ..backends.openai_engines import ENGINES_THAT_SAY
+from ..backends.settings import BackendSettings, make_backend
 from ..backends.slots import engine_slots, gather_engine_facts
 from ..episode import EpisodeSettings
 from ..errors import ConfigError, SqaleError
@@ -25,8 +26,11 @@ from ..evaluation.progress import ProgressLine
 from ..evaluation.records import TraceKind, read_records
 from ..evaluation.runner import EvalSettings, EvaluationAborted, RunResult, evaluate, run_info
 from ..evaluation.scoring import QueryLimits
-from ..evaluation.summary import render_summary, summarize, write_summary
+from ..evaluation.summary import render_summary, summarize, summary_path_for, write_summary
+from ..options import add_flags
+from ..settings.agent_settings import AgentSettings
 from ..sqlite import EngineLimits
+from ..text import plural
 from ..tools import DEFAULT_ENVIRONMENT, Environment
 from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
 from .environment_option import add_environment_argument, environment_from_args
@@ -71,19 +75,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--difficulty", action="append", default=[], metavar="LEVEL",
                       help="only this difficulty, e.g. easy/medium/hard/extra (Spider) or "
                            "simple/moderate/challenging (BIRD), or this tag (golden); repeatable")
-    data.add_argument("--offset", type=int, default=0, help="skip this many selected questions")
-    data.add_argument("--limit", type=int, help="run at most this many questions")
+    data.add_argument("--offset", type=int, default=0, metavar="N", help="skip this many selected questions")
+    data.add_argument("--limit", type=int, metavar="N", help="run at most this many questions")
     run_group = parser.add_argument_group("run")
-    run_group.add_argument("--concurrency", type=int, default=1, help="episodes at once (default 1)")
-    add_runtime_slots_flag(run_group, "episodes talking to the model at once",
-                           default=f"--concurrency, or what the engine serves at once if fewer "
-                                   f"({ENGINES_THAT_SAY})")
-    run_group.add_argument("--samples", type=int, default=1,
-                           help="episodes per question; K > 1 votes by execution result (default 1)")
+    run_group.add_argument("--concurrency", type=int, default=1, metavar="N",
+                           help="episodes at once (default 1)")
+    run_group.add_argument("--runtime-slots", type=int, metavar="N",
+                           help="episodes talking to the model at once (default: --concurrency, or what "
+                                f"the engine serves at once if fewer: {ENGINES_THAT_SAY})")
+    add_flags(run_group, AgentSettings, "samples", field_defaults=True)
     run_group.add_argument("--no-early-stop", dest="early_stop", action="store_false",
                            help="run all K samples of every question, even after a majority agrees "
                                 "(measures single-sample accuracy on every sample; the vote is the same)")
-    run_group.add_argument("--seed", type=int, default=0, help="sample k uses seed + k (default 0)")
+    add_flags(run_group, AgentSettings, "seed", defaults={"seed": 0})  # a run is repeatable by default
     run_group.add_argument("--scoring-timeout", type=float, default=30.0, metavar="SECONDS",
                            help="limit for executing gold and predicted SQL when scoring (default 30, "
                                 "as BIRD)")
@@ -144,7 +148,9 @@ def run(args: argparse.Namespace) -> int:
               f"than --concurrency {settings.concurrency}", file=sys.stderr)
         settings = replace(settings, runtime_slots=fewer.slots)
     progress = ProgressLine(len(selection.examples), settings.samples, sys.stderr, tty=sys.stderr.isatty())
-    run_details = run_info(settings, backend=choice.backend, extra={"prompts": prompt_label(args)})
+    # The engine's address: a comparison of two runs says which engine each ran on.
+    run_details = run_info(settings, backend=choice.backend,
+                           extra={"engine": choice.address, "prompts": prompt_label(args)})
     try:
         result: RunResult = anyio.run(partial(
             evaluate, dataset, selection, partial(make_backend, choice), model=choice.model,
@@ -152,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
             progress=progress, run=run_details))
     except EvaluationAborted as exc:
         print(f"sqale-agent eval: {exc}", file=sys.stderr)
-        print(f"sqale-agent eval: {len(read_records(out_path))} questions are recorded in {out_path}; "
+        print(f"sqale-agent eval: {recorded_text(len(read_records(out_path)))} in {out_path}; "
               f"{resume_hint(args, out_path)}", file=sys.stderr)
         return EXIT_ABORTED
     except SqaleError as exc:
@@ -160,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         recorded = len(read_records(out_path))
-        print(f"\nsqale-agent eval: interrupted; {recorded} questions are recorded in {out_path}; "
+        print(f"\nsqale-agent eval: interrupted; {recorded_text(recorded)} in {out_path}; "
               f"{resume_hint(args, out_path)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     summary = summarize(result.records, benchmark=dataset.benchmark.value, model=choice.model,
@@ -168,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
                         missing_db_ids=selection.missing_db_ids, missing_db=len(selection.missing_db))
     write_summary(summary, summary_path)
     print(render_summary(summary), end="")
-    print(f"\n{result.ran} questions run in {result.seconds:.1f} s ({result.resumed} kept from an "
+    print(f"\n{plural(result.ran, 'question')} run in {result.seconds:.1f} s ({result.resumed} kept from an "
           f"earlier run); results: {out_path}; summary: {summary_path}")
     if args.report:
         try:
@@ -258,9 +264,9 @@ def default_out_path(benchmark: Benchmark) -> Path:
     return Path("eval-results") / f"{benchmark.value}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
 
 
-def summary_path_for(out_path: Path) -> Path:
-    """results.jsonl -> results.summary.json, in the same folder."""
-    return out_path.with_name(f"{out_path.stem}.summary.json")
+def recorded_text(n: int) -> str:
+    """`1 question is recorded`, `3 questions are recorded`."""
+    return plural(n, "question is recorded", "questions are recorded")
 
 
 def describe_run(dataset: Dataset, selection: Selection, choice: BackendSettings, out_path: Path,
@@ -268,6 +274,7 @@ def describe_run(dataset: Dataset, selection: Selection, choice: BackendSettings
     """The line printed before the run starts."""
     missing = ", ".join(selection.missing_db_ids)
     skipped = f" ({len(selection.missing_db)} skipped: database missing: {missing})" if missing else ""
-    return (f"{dataset.benchmark.value}: {len(selection.examples)} questions from {dataset.source}{skipped}; "
+    questions = plural(len(selection.examples), "question")
+    return (f"{dataset.benchmark.value}: {questions} from {dataset.source}{skipped}; "
             f"model {choice.model} via {choice.backend} ({choice.address}); {environment} environment; "
             f"results -> {out_path}")

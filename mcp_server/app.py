@@ -20,6 +20,7 @@ from agent.sqlite import EngineLimits
 
 from .answer.scoping import ScopedToolList
 from .answer.tool import TOOL_NAME, advertised_input_schema, answer_sql_question
+from .answer.view import AnswerView, ViewForAppsClients
 from .config.catalog import (
     Catalog,
     attach_notes,
@@ -81,9 +82,12 @@ class SqaleServer(MCPServer[ServerRuntime]):
             finally:
                 runtime_closed.set()
 
+        view = AnswerView() if settings.answer_view else None
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
                          lifespan=lifespan, log_level=settings.log_level,
-                         middleware=[ScopedToolList(catalog, describe)],
+                         middleware=[ScopedToolList(catalog, describe),
+                                     *([ViewForAppsClients(view)] if view else [])],
+                         extensions=[view] if view else None,
                          dependencies=list(MCP_DEV_DEPENDENCIES))
         self.sqale_settings = settings
         self.catalog = catalog

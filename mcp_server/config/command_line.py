@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--drain-timeout", type=float, metavar="SECONDS",
                    help="on SIGTERM, time for questions in flight to finish "
                         f"(default {_default('drain_timeout')})")
+    p.add_argument("--answer-view", action=argparse.BooleanOptionalAction, default=None,
+                   help="offer hosts that render MCP Apps (Claude, VS Code) a view of each answer: "
+                        "a sortable table, a chart, the SQL with a copy button (default on)")
     p.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), type=str.upper,
                    help=f"stderr log level, any case (default {_default('log_level')}; "
                         "DEBUG shows each model request)")

@@ -107,6 +107,7 @@ class ServerSettings(BackendSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     max_question_chars: int = Field(2_000, ge=10)
     max_evidence_chars: int = Field(4_000, ge=0)
+    answer_view: bool = True  # the MCP App view of an answer, for hosts that render MCP Apps
 
     @field_validator("log_level", mode="before")
     @classmethod

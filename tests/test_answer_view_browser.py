@@ -17,7 +17,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from mcp_server.answer.view import RESULT_META_KEY, VIEW_URI
+from mcp_server.answer.view import RESULT_META_KEY, VIEW_URI, view_html
 from tests.support.apps_host import AppsHost, chromium_flags, missing_tools, write_host
 from tests.support.chromium import Chromium, find_chromium
 from tests.support.mcp import BOOK_GOLD, TOOL
@@ -145,8 +145,12 @@ def test_a_wide_result_has_no_chart_and_says_what_cut_it(host, tmp_path, fake_ol
     fake = fake_ollama(OraclePolicy(GOLD))
     html, [result] = answers(tmp_path, ["--demo", "--ollama-host", fake.url, "--max-rows", "10"],
                              {"question": BOOKS})
-    host.show(html, {"question": BOOKS}, result)
+    # The host's theme: its colours and font as the spec's CSS variables.
+    styles = {"variables": {"--font-sans": "Georgia, serif", "--color-background-primary": "#fbf8f1"}}
+    host.show(html, {"question": BOOKS}, result, {"theme": "light", "styles": styles})
     host.wait_view("document.querySelector('tbody tr')")
+    assert host.view("getComputedStyle(document.body).fontFamily") == "Georgia, serif"
+    assert host.view("getComputedStyle(document.body).backgroundColor") == "rgb(251, 248, 241)"
     assert host.view("document.querySelector('figure.chart')") is None
     assert host.view("document.querySelector('.rows-line').textContent") == "10 of 16 rows"
     assert "--max-rows" in host.view("document.querySelector('.limits').textContent")
@@ -272,3 +276,17 @@ def test_a_tool_error_and_a_failed_episode_are_said_plainly(host, tmp_path, fake
     assert host.view("document.querySelector('.badge').textContent") == "Failed"
     assert host.view("document.querySelector('table')") is None
     host.screenshot(shots / "answer-view-failed.png")
+
+
+def test_the_host_hears_the_views_console_errors_and_csp_violations(host, tmp_path):
+    """The check 'no console error' can fail: an error and a blocked image in the frame reach the test."""
+    host.show(view_html(), {"question": CITIES}, None)
+    host.wait_view("document.querySelector('.spinner')")
+    host.view("console.error('from the view'); document.body.append(Object.assign("
+              "document.createElement('img'), {src: 'http://127.0.0.1:9/x.png'})); 1")
+    # Each evaluation reads the events that arrived meanwhile.
+    errors = host.browser.poll(lambda: host.view("1") and len(host.browser.errors) >= 3
+                               and list(host.browser.errors))
+    assert errors[0] == "console: from the view"
+    assert all("violates the following Content Security Policy directive" in e for e in errors[1:])
+    host.browser.errors.clear()

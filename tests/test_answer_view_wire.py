@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from mcp_server.answer.view import VIEW_URI
 from tests.support.mcp import BOOK_GOLD
 from tests.support.policies import OraclePolicy
 from tests.support.wire import wire_responses
@@ -27,3 +28,18 @@ async def test_a_client_without_apps_gets_the_recorded_bytes(tmp_path: Path, fak
     got = await wire_responses(tmp_path, ["--demo", "--ollama-host", fake.url], {"question": QUESTION},
                                mode=mode)
     assert got == json.loads(RECORDED.read_text(encoding="utf-8"))[mode]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_an_apps_client_gets_the_same_answer_and_the_view_on_the_tool(tmp_path: Path, fake_ollama: Any,
+                                                                            mode: str) -> None:
+    """With MCP Apps: the tools/call bytes as recorded; tools/list differs only by the tool's _meta.ui."""
+    fake = fake_ollama(OraclePolicy(BOOK_GOLD))
+    got = await wire_responses(tmp_path, ["--demo", "--ollama-host", fake.url], {"question": QUESTION},
+                               mode=mode, apps=True)
+    recorded = json.loads(RECORDED.read_text(encoding="utf-8"))[mode]
+    assert got["tools/call"] == recorded["tools/call"]
+    listed, before = json.loads(got["tools/list"]), json.loads(recorded["tools/list"])
+    [tool] = listed["result"]["tools"]
+    assert tool.pop("_meta") == {"ui": {"resourceUri": VIEW_URI}}
+    assert listed == before

@@ -94,10 +94,16 @@ def answers(tmp_path: Path, argv: list[str], *calls: dict[str, Any]) -> tuple[st
     return anyio.run(run)
 
 
+def demo_answer(tmp_path: Path, fake_ollama: Any, question: str, *flags: str) -> tuple[str, dict[str, Any]]:
+    """The view's HTML and the server's answer to `question` on the demo database (gold SQL from GOLD)."""
+    fake = fake_ollama(OraclePolicy(GOLD))
+    html, [result] = answers(tmp_path, ["--demo", "--ollama-host", fake.url, *flags], {"question": question})
+    return html, result
+
+
 def test_label_and_number_draw_bars_beside_a_sortable_filterable_table(host, tmp_path, fake_ollama, shots):
     """City totals: bars from zero, sort by either column, filter, copy the SQL, switch theme."""
-    fake = fake_ollama(OraclePolicy(GOLD))
-    html, [result] = answers(tmp_path, ["--demo", "--ollama-host", fake.url], {"question": CITIES})
+    html, result = demo_answer(tmp_path, fake_ollama, CITIES)
     host.show(html, {"question": CITIES}, result)
     host.wait_view("document.querySelector('tbody tr')")
     assert host.view("document.querySelector('figure.chart').dataset.kind") == "bar"
@@ -142,9 +148,7 @@ def test_label_and_number_draw_bars_beside_a_sortable_filterable_table(host, tmp
 
 def test_a_wide_result_has_no_chart_and_says_what_cut_it(host, tmp_path, fake_ollama, shots):
     """Six columns of books cut at --max-rows 10: no chart, '10 of 16 rows', the limit named."""
-    fake = fake_ollama(OraclePolicy(GOLD))
-    html, [result] = answers(tmp_path, ["--demo", "--ollama-host", fake.url, "--max-rows", "10"],
-                             {"question": BOOKS})
+    html, result = demo_answer(tmp_path, fake_ollama, BOOKS, "--max-rows", "10")
     # The host's theme: its colours and font as the spec's CSS variables.
     styles = {"variables": {"--font-sans": "Georgia, serif", "--color-background-primary": "#fbf8f1"}}
     host.show(html, {"question": BOOKS}, result, {"theme": "light", "styles": styles})
@@ -162,8 +166,7 @@ def test_a_wide_result_has_no_chart_and_says_what_cut_it(host, tmp_path, fake_ol
 
 def test_dates_and_numbers_draw_a_line(host, tmp_path, fake_ollama, shots):
     """Revenue per month: a line through every month, in date order."""
-    fake = fake_ollama(OraclePolicy(GOLD))
-    html, [result] = answers(tmp_path, ["--demo", "--ollama-host", fake.url], {"question": MONTHS})
+    html, result = demo_answer(tmp_path, fake_ollama, MONTHS)
     host.show(html, {"question": MONTHS}, result)
     host.wait_view("document.querySelector('svg.line')")
     assert host.view("document.querySelector('figure.chart').dataset.kind") == "line"
@@ -246,8 +249,7 @@ def test_markup_in_cells_columns_and_question_stays_text(host, tmp_path, fake_ol
 
 def test_save_button_appears_only_when_the_host_offers_the_save_tool(host, tmp_path, fake_ollama):
     """Once the result's _meta names the save tool: confirm, then tools/call with the contract's arguments."""
-    fake = fake_ollama(OraclePolicy(GOLD))
-    html, [result] = answers(tmp_path, ["--demo", "--ollama-host", fake.url], {"question": CITIES})
+    html, result = demo_answer(tmp_path, fake_ollama, CITIES)
     meta = {**result.get("_meta", {}), RESULT_META_KEY: {"appTools": ["save_verified_answer"]}}
     offered = {**result, "_meta": meta}
     host.show(html, {"question": CITIES, "evidence": "city means the customer's city"}, offered)

@@ -131,10 +131,7 @@ class AppsHost:
     def view(self, expression: str) -> Any:
         """A JavaScript expression in the view's document (an isolated world: its DOM, not its globals)."""
         if self._view_context is None:
-            frames = self.browser.send("Page.getFrameTree")["frameTree"].get("childFrames", [])
-            assert len(frames) == 1, f"the host page should hold one frame, not {len(frames)}"
-            self._view_context = self.browser.send("Page.createIsolatedWorld", frameId=frames[0]["frame"]["id"],
-                                                   worldName="test")["executionContextId"]
+            self._view_context = view_context(self.browser)
         return self.browser.evaluate(expression, context_id=self._view_context)
 
     def wait_view(self, expression: str, timeout: float = 30.0) -> Any:
@@ -164,6 +161,22 @@ class AppsHost:
         return self.browser.screenshot(path, width=width, height=min(int(height) + 2, 3000))
 
 
+def view_context(browser: Chromium, title: str = "sqale-mcp answer") -> int:
+    """An execution context in the frame (at any depth) whose document is the answer view."""
+    frames, found = [browser.send("Page.getFrameTree")["frameTree"]], []
+    while frames:
+        frame = frames.pop()
+        frames.extend(frame.get("childFrames", []))
+        context = browser.send("Page.createIsolatedWorld", frameId=frame["frame"]["id"],
+                               worldName="test")["executionContextId"]
+        if browser.evaluate(f"document.title === {json.dumps(title)}", context_id=context):
+            found.append(context)
+    assert len(found) == 1, f"{len(found)} frames hold the view"
+    return found[0]
+
+
 def chromium_flags() -> tuple[str, ...]:
-    """Keep the sandboxed frame in the page's process, so its console reaches the page's session."""
-    return ("--disable-site-isolation-trials", "--disable-features=IsolateSandboxedIframes,site-per-process")
+    """Sandboxed frames stay in the page's process (their console reaches the page's session), and
+    no name resolves but loopback's, so nothing a page asks for leaves the machine."""
+    return ("--disable-site-isolation-trials", "--disable-features=IsolateSandboxedIframes,site-per-process",
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost")

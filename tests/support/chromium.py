@@ -110,7 +110,8 @@ class Chromium:
             self.errors.append("console: " + " ".join(str(a.get("value", a.get("description")))
                                                       for a in params.get("args", [])))
         elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
-            self.errors.append(f"log: {params['entry'].get('text')}")
+            entry = params["entry"]
+            self.errors.append(f"log: {entry.get('text')}" + (f" ({entry['url']})" if entry.get("url") else ""))
 
     def wait_for(self, method: str, timeout: float = 60.0) -> dict[str, Any]:
         """The first event named `method` since the last wait (waiting for it if needed)."""

@@ -28,6 +28,7 @@ class StopReason(StrEnum):
     FAILED_QUERIES = "failed_queries"  # too many failed run_query in a row
     TOKEN_BUDGET = "token_budget"  # the episode token budget ran out
     NO_CALL = "no_tool_call"  # a tool turn answered with SQL that ran, instead of calls
+    NO_TABLES = "no_readable_tables"  # the database shows no table or view: the model was not asked
 
 
 @dataclass(frozen=True)

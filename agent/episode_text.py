@@ -7,19 +7,20 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from .episode import EpisodeResult, Round, ToolCall
+from .episode import EpisodeResult, EpisodeStatus, Round, ToolCall
+from .replies import split_think
 from .sqlite.types import BlobRef, ClippedText, ResultCut
-from .text import plural
+from .text import escape_unsafe, plural
 from .tools import call_label_args
 from .tools.result_text import format_cell, render_grid
 
 ANSWER_ROWS = 20
 ANSWER_CELL_CHARS = 60
 LABEL_CHARS = 60
+LAST_REPLY_CHARS = 400  # of a failed answer's last reply shown to the caller
 
 
 JsonCell = str | int | float | bool | None
@@ -88,12 +89,17 @@ def render_answer(result: EpisodeResult, *, max_rows: int = ANSWER_ROWS) -> str:
     """The SQL in a fence, then the first rows as a table, then what is missing."""
     lines = [f"status: {result.status.value} ({result.stop_reason.value}); {len(result.rounds)} rounds, "
              f"{result.tool_calls} tool calls, {result.seconds:.1f} s"]
+    last_reply = last_reply_excerpt(result) if result.status is EpisodeStatus.FAILED else None
     if result.sql is None:
         lines.append(f"no SQL: {result.error or 'the model produced nothing runnable'}")
+        if last_reply:
+            lines.append(f"the model's last reply: {escape_unsafe(last_reply)}")
         return "\n".join(lines)
     lines += ["```sql", result.sql.strip(), "```"]
     if result.error:
         lines.append(f"error: {result.error}")
+        if last_reply:
+            lines.append(f"the model's last reply: {escape_unsafe(last_reply)}")
         return "\n".join(lines)
     if result.columns:
         lines.append(render_rows(result.columns, result.rows, max_rows=max_rows))
@@ -144,28 +150,16 @@ def result_as_json(result: EpisodeResult) -> dict[str, Any]:
     return data
 
 
-def agreement_text(votes: int, samples: int, finished: int, abstained: int,
-                   alternatives: Sequence[tuple[str | None, int, int]], *, shown: int = 3,
-                   fence: Callable[[str], str] = lambda sql: f"```sql\n{sql}\n```") -> str:
-    """What K samples say about the answer: how many agree, and the other answers' SQL.
-
-    `alternatives` are (sql, votes, row_count) of the other results, most votes first;
-    `abstained` counts finished samples with nothing runnable (or out of time).
-    """
-    if votes >= 2:
-        lines = [f"{votes} of {samples} samples agree on this result."]
-    else:
-        lines = ["No two samples agree: treat this answer as a guess."]
-    if finished < samples:
-        stopped = samples - finished
-        lines[0] += f" The other {stopped} {'was' if stopped == 1 else 'were'} stopped once a majority agreed."
-    if abstained:
-        lines.append(f"{plural(abstained, 'sample')} produced nothing runnable.")
-    if alternatives:
-        lines.append("Other answers:")
-        for sql, alt_votes, rows in alternatives[:shown]:
-            lines.append(f"- {plural(alt_votes, 'sample')}, {plural(rows, 'row')}:\n"
-                         f"{fence((sql or '').strip())}")
-        if len(alternatives) > shown:
-            lines.append(f"(and {plural(len(alternatives) - shown, 'other answer')})")
-    return "\n".join(lines)
+def last_reply_excerpt(result: EpisodeResult, limit: int = LAST_REPLY_CHARS) -> str | None:
+    """The model's last reply on one line, clipped: what it wrote outside its thinking (its
+    calls, its SQL or its words), else the end of its thinking; None when it never replied."""
+    if not result.rounds:
+        return None
+    thinking, outside, _ = split_think(result.rounds[-1].completion)
+    said = " ".join(outside.split())
+    if said:
+        return clip(said, limit)
+    thought = " ".join((thinking or "").split())
+    if len(thought) <= limit:
+        return thought
+    return "…" + thought[len(thought) - limit + 1:]  # where it stopped says most

@@ -11,6 +11,8 @@ Choices beyond the protocol (agent-protocol.md), each documented where it is mad
   ```sql fence, a run_query call, or bare SELECT/WITH text (completion.extract_final_sql).
 - An answer that is missing or fails falls back to the last run_query that ran without error;
   `EpisodeResult.error` then says why the answer was not used (status FALLBACK).
+- A database with no readable table or view (none at all, every one hidden, or none SQLite can
+  read) ends the episode at once, failed (StopReason.NO_TABLES): the model is not asked.
 - A completion never opens a turn: it is cut at its first chat control token before it joins
   the prompt (`<|im_start|>` is also a stop string; this catches runtimes that ignore stops).
 - Tokens: whole-prompt and incremental (KV-cache) prompt counts are both handled
@@ -144,6 +146,10 @@ class _Episode:
 
     async def play(self) -> EpisodeResult:
         """Tool turns until a budget ends them (or an answer arrives), then the final turn."""
+        # Nothing to explore: say so at once rather than let the model guess for seven rounds.
+        empty = (await self.database.aschema()).no_readable_tables()
+        if empty is not None:
+            return self._result(_Answer(None, EpisodeStatus.FAILED, None, empty, 0.0), StopReason.NO_TABLES)
         self.prompt = self.pending = render_initial_prompt(
             self.prompts, self.question, self.evidence, environment=self.settings.environment)
         stop: StopReason | None = None

@@ -1,35 +1,31 @@
-"""Self-consistency: K samples of one question, a vote by execution result, an early stop.
+"""The vote among K answers to one question: which results are equal, which group wins.
 
-One implementation for the MCP server, `ask` and `eval`:
-- Answers whose results are equal (`answer_key`: the rows as a set or a multiset, the same
+One rule for the MCP server, `ask` and `eval` (agent/asking.py runs the samples and chooses):
+- A sample votes with its final SQL run again whole, under the comparison limits. Answers
+  whose results are equal (`answer_key`: the rows as a set or a multiset, the same
   comparison the benchmarks' accuracy uses) form a group. A result with more rows than the
   comparison reads is not compared and does not vote.
+- Samples that produced nothing runnable do not vote: no SQL, SQL that fails when run for
+  the comparison, or an episode that ended failed (its user got no result from it).
 - The largest group wins; a tie goes to the group with the earliest submitted sample
   (sample k is submitted before sample k + 1, so the outcome does not depend on timing).
-- Samples that produced nothing runnable do not vote.
 - With early stop, once a group holds a strict majority of K the samples still running are
   cancelled: no later answer could change the winner.
 """
 
 from __future__ import annotations
 
-import random
 from collections import Counter
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-import anyio
-
-from .backends.base import ModelBackend, SeedableBackend
 from .episode import EpisodeResult, EpisodeStatus
-from .errors import SqaleError
 from .sqlite import Database, QueryResult
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
-SEED_RANGE = 2**31 - 1024  # base seeds drawn when none is given stay below 2**31 with seed + k
 
 
 class MatchRule(StrEnum):
@@ -67,16 +63,32 @@ async def execute_for_comparison(db: Database, sql: str, limits: CompareLimits) 
                            timeout=limits.timeout)
 
 
-async def episode_vote(db: Database, result: EpisodeResult, limits: CompareLimits, rule: MatchRule,
-                       executed: dict[str, QueryResult]) -> Hashable | None:
-    """The vote of an episode's answer; identical SQL of several samples runs once (`executed`)."""
-    # The episode's own result is capped and its cells clipped: run the SQL again, whole.
-    if result.sql is None or result.status is EpisodeStatus.FAILED:
-        return None
-    compared = executed.get(result.sql)
-    if compared is None:
-        compared = executed[result.sql] = await execute_for_comparison(db, result.sql, limits)
-    return answer_key(compared, result.sql, rule)
+def ran_sql(result: EpisodeResult) -> bool:
+    """True when an episode ended with SQL that ran (not failed): only such answers vote."""
+    return result.sql is not None and result.status is not EpisodeStatus.FAILED
+
+
+class Comparison:
+    """One question's answers run whole for the vote; identical SQL of several samples runs once."""
+
+    def __init__(self, db: Database, limits: CompareLimits, rule: MatchRule) -> None:
+        self.db, self.limits, self.rule = db, limits, rule
+        self._executed: dict[str, QueryResult] = {}
+
+    async def execute(self, sql: str) -> QueryResult:
+        """`sql` run with whole cells and up to the limits' rows (once per distinct SQL)."""
+        compared = self._executed.get(sql)
+        if compared is None:
+            compared = self._executed[sql] = await execute_for_comparison(self.db, sql, self.limits)
+        return compared
+
+    async def vote(self, result: EpisodeResult) -> tuple[QueryResult | None, Hashable | None]:
+        """An episode's answer run for comparison (None: it does not vote) and its vote."""
+        # The episode's own result is capped and its cells clipped: run the SQL again, whole.
+        if result.sql is None or not ran_sql(result):
+            return None, None
+        compared = await self.execute(result.sql)
+        return compared, answer_key(compared, result.sql, self.rule)
 
 
 @dataclass(frozen=True)
@@ -146,68 +158,11 @@ class VoteOutcome(Generic[T]):
     arrivals: tuple[int, ...]  # finished samples in the order they finished
 
     @property
-    def agreement(self) -> float:
-        """Votes of the winning group over K (1.0 for a single sample that answered)."""
-        return self.groups[0].votes / self.samples if self.groups else 0.0
+    def agreement(self) -> float | None:
+        """Votes of the winning group over K; None when no sample voted."""
+        return self.groups[0].votes / self.samples if self.groups else None
 
     @property
     def cancelled(self) -> tuple[int, ...]:
         """Samples stopped before they finished."""
         return tuple(k for k in range(self.samples) if k not in self.results)
-
-
-SampleFn = Callable[[int], Awaitable[tuple[T, Hashable | None]]]
-FinishFn = Callable[[int, T, Tally], Awaitable[None]]
-
-
-async def run_samples(samples: int, run_one: SampleFn[T], *, early_stop: bool = True,
-                      on_finished: FinishFn[T] | None = None) -> VoteOutcome[T]:
-    """Run samples 0..K-1 concurrently and tally them; stop the rest once a majority agrees.
-
-    `run_one(k)` returns the sample's value and its vote. The first of our own errors
-    (SqaleError) any sample raises cancels the others and is raised as itself.
-    """
-    tally = Tally(samples)
-    results: dict[int, T] = {}
-    failures: list[SqaleError] = []
-    stopped = False
-    async with anyio.create_task_group() as group:
-
-        async def one(k: int) -> None:
-            nonlocal stopped
-            try:
-                value, key = await run_one(k)
-            except SqaleError as exc:
-                failures.append(exc)
-                group.cancel_scope.cancel()
-                return
-            results[k] = value
-            tally.add(k, key)
-            if early_stop and len(results) < samples and tally.has_majority():
-                stopped = True
-                group.cancel_scope.cancel()
-            if on_finished is not None:
-                with anyio.CancelScope(shield=True):
-                    await on_finished(k, value, tally)
-
-        for k in range(samples):
-            group.start_soon(one, k)
-    if failures:
-        raise failures[0]
-    return VoteOutcome(samples=samples, results=results, groups=tally.groups(), winner=tally.winner(),
-                       stopped_early=stopped, arrivals=tuple(tally.arrivals))
-
-
-def sample_seeds(samples: int, seed: int | None) -> tuple[int | None, ...]:
-    """Seeds of K samples: seed + k; one sample keeps `seed` (None: the runtime's own)."""
-    if samples == 1:
-        return (seed,)
-    base = random.SystemRandom().randrange(SEED_RANGE) if seed is None else seed
-    return tuple(base + k for k in range(samples))
-
-
-def seeded_backends(backend: ModelBackend, seeds: Sequence[int | None]) -> list[ModelBackend]:
-    """One backend per sample, sharing `backend`'s connections, each sampling with its seed."""
-    if not isinstance(backend, SeedableBackend):
-        return [backend] * len(seeds)  # cannot set a seed: the runtime's own randomness varies them
-    return [backend if seed is None else backend.with_seed(seed) for seed in seeds]

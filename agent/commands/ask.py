@@ -7,31 +7,20 @@ import json
 import os
 import re
 import sys
-from collections.abc import Hashable
-from functools import partial
 from pathlib import Path
-from typing import Any
 
 import anyio
 
+from ..asking import Asked, Question, SampleBackends, ask, summary_text
 from ..backends.base import SamplingSettings
 from ..backends.settings import make_backend
 from ..backends.slots import RuntimeSlots, default_runtime_slots
-from ..episode import EpisodeResult, EpisodeSettings, Round
-from ..episode_text import agreement_text, progress_message, render_answer, render_trace, result_as_json
+from ..episode import EpisodeSettings, Round
+from ..episode_text import progress_message, render_answer, render_trace, result_as_json
 from ..errors import ConfigError
 from ..loop import run_episode
 from ..notes import DEFAULT_MAX_NOTES_CHARS, evidence_with_notes, read_notes
-from ..sqlite import Database, QueryResult
-from ..voting import (
-    CompareLimits,
-    MatchRule,
-    VoteOutcome,
-    episode_vote,
-    run_samples,
-    sample_seeds,
-    seeded_backends,
-)
+from ..sqlite import Database
 from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
 from .db_options import add_database_arguments, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
@@ -106,38 +95,28 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(line, file=sys.stderr, flush=True)
 
-    async def episodes() -> VoteOutcome[EpisodeResult]:
+    async def episodes() -> Asked:
         backend = make_backend(choice, SamplingSettings())
-        seeds = sample_seeds(args.samples, args.seed)
-        backends = seeded_backends(backend, seeds)
-        executed: dict[str, QueryResult] = {}
         # As in the server: samples share the runtime's slots (OLLAMA_NUM_PARALLEL for Ollama).
         slots = RuntimeSlots(default_runtime_slots(choice.backend, len(choice.base_urls), os.environ).slots)
         try:
             with Database(args.db, hide=rules) as db:
-
-                async def one(k: int) -> tuple[EpisodeResult, Hashable | None]:
-                    async with slots.slot():  # a sample keeps its runtime slot for all its rounds
-                        result = await run_episode(question, db, backends[k], evidence=evidence,
-                                                   prompts=prompts, settings=settings,
-                                                   on_round=partial(report, k))
-                    if args.samples == 1:
-                        return result, None
-                    return result, await episode_vote(db, result, CompareLimits(), MatchRule.MULTISET,
-                                                      executed)
-
-                return await run_samples(args.samples, one)
+                asked = Question(question, db, evidence, settings, prompts)
+                return await ask(asked, SampleBackends.seeded(backend, args.samples, args.seed), run_episode,
+                                 slot=lambda k: slots.slot(), on_round=report)
         finally:
             await backend.aclose()
             if live:
                 print("\r\033[K", end="", file=sys.stderr, flush=True)
 
-    outcome = anyio.run(episodes)
-    chosen = outcome.results[outcome.winner if outcome.winner is not None else min(outcome.results)]
+    asked = anyio.run(episodes)
+    # Without an episode timeout every sample finishes (or our error was raised).
+    assert asked.chosen is not None and asked.chosen.result is not None
+    chosen = asked.chosen.result
     if args.json:
         data = result_as_json(chosen)
         if args.samples > 1:
-            data.update(votes_as_json(outcome))
+            data.update(asked.vote_fields())
         print(json.dumps(data, ensure_ascii=False, indent=2))
         return 0
     if args.trace:
@@ -146,28 +125,5 @@ def run(args: argparse.Namespace) -> int:
     print(render_answer(chosen))
     if args.samples > 1:
         print()
-        print(votes_text(outcome))
+        print(summary_text(asked.summary()))
     return 0
-
-
-def _candidates(outcome: VoteOutcome[EpisodeResult]) -> list[tuple[str | None, int, int, str]]:
-    """(sql, votes, row_count, status) of each distinct result, most votes first."""
-    return [(r.sql, g.votes, r.row_count, r.status.value)
-            for g in outcome.groups for r in [outcome.results[g.members[0]]]]
-
-
-def votes_as_json(outcome: VoteOutcome[EpisodeResult]) -> dict[str, Any]:
-    """The vote as JSON fields added to the chosen episode's."""
-    return {"samples": outcome.samples, "samples_finished": len(outcome.results),
-            "agreement": round(outcome.agreement, 3),
-            "candidates": [{"sql": sql, "votes": votes, "row_count": rows, "status": status}
-                           for sql, votes, rows, status in _candidates(outcome)]}
-
-
-def votes_text(outcome: VoteOutcome[EpisodeResult]) -> str:
-    """How far the samples agree, as the server says it."""
-    candidates = _candidates(outcome)
-    votes = candidates[0][1] if candidates else 0
-    voting = sum(c[1] for c in candidates)
-    return agreement_text(votes, outcome.samples, len(outcome.results), len(outcome.results) - voting,
-                          [(sql, v, rows) for sql, v, rows, _ in candidates[1:]])

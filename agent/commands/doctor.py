@@ -69,8 +69,13 @@ def _check_databases(paths: list[str], hide: HideRules | None) -> list[str]:
             continue
         views = sum(1 for t in schema.tables if t.kind == "view")
         snapshot = any("immutable snapshot" in w for w in schema.warnings)  # may miss recent commits
-        mark = "[warn]" if snapshot else "[ok]  "
-        print(f"{mark} database {db.path}: {len(schema.tables) - views} tables, {views} views")
+        empty = schema.no_readable_tables()
+        if empty is not None:
+            print(f"[warn] database {db.path}: {empty}; every question on it is answered at once that "
+                  "it has none")
+        else:
+            mark = "[warn]" if snapshot else "[ok]  "
+            print(f"{mark} database {db.path}: {len(schema.tables) - views} tables, {views} views")
         for warning in schema.warnings:
             print(f"       note: {warning}")
         _print_hiding(schema)

@@ -132,12 +132,11 @@ def run(args: argparse.Namespace) -> int:
     summary_path = Path(args.summary) if args.summary else summary_path_for(out_path)
     print(describe_run(dataset, selection, choice, out_path, settings.episode.environment), file=sys.stderr)
     progress = ProgressLine(len(selection.examples), settings.samples, sys.stderr, tty=sys.stderr.isatty())
-    episode_options = {"prompts": prompts}
     run_details = run_info(settings, backend=choice.backend, extra={"prompts": prompt_label(args)})
     try:
         result: RunResult = anyio.run(partial(
             evaluate, dataset, selection, partial(make_backend, choice), model=choice.model,
-            out_path=out_path, resume=args.resume, settings=settings, episode_options=episode_options,
+            out_path=out_path, resume=args.resume, settings=settings, prompts=prompts,
             progress=progress, run=run_details))
     except EvaluationAborted as exc:
         print(f"sqale-agent eval: {exc}", file=sys.stderr)

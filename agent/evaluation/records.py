@@ -156,8 +156,11 @@ class QuestionRecord(_Record):
     correct: bool | None  # the voted answer; None when gold_error
     single_correct: float | None  # share of the samples that ran to the end that were correct
     any_correct: bool | None
-    voted_sample: int | None
+    voted_sample: int | None  # the answer's sample (agent.asking's choice, with or without a vote)
     vote_counts: list[int]  # size of each result group, largest first
+    # Share of the K samples agreeing with the voted answer (agent.asking); None when that answer
+    # has no SQL that ran, or the line was written before this field.
+    agreement: float | None = None
     stopped_early: bool = False  # a strict majority agreed before every sample finished
     rounds: int
     tool_calls: int

@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 
+from ..asking import EpisodeFn, sample_seeds
 from ..backends.base import ModelBackend, SamplingSettings
 from ..episode import EpisodeSettings
 from ..errors import BackendAuthError, BackendError, ConfigError, DatabasePathError, ModelNotFound, SqaleError
@@ -29,13 +30,15 @@ from .records import (
     without_trace,
 )
 from .scoring import (
-    EpisodeFn,
     QueryLimits,
     QuestionContext,
     evaluate_question,
     sampling_with_seed,
     unreadable_database_record,
 )
+
+if TYPE_CHECKING:  # agent.prompt loads the tools; the evaluation imports them only to run
+    from ..prompt import PromptSet
 
 BackendFactory = Callable[[SamplingSettings], ModelBackend]
 
@@ -119,7 +122,7 @@ class BackendHealth:
 async def evaluate(dataset: Dataset, selection: Selection, backend_factory: BackendFactory, *,
                    model: str, out_path: Path, resume: bool = False,
                    settings: EvalSettings = EvalSettings(), episode_fn: EpisodeFn | None = None,
-                   episode_options: dict[str, Any] | None = None,
+                   prompts: PromptSet | None = None,
                    progress: ProgressSink | None = None, run: RunInfo | None = None) -> RunResult:
     """Evaluate the selection, appending one line per question to `out_path` as each finishes.
 
@@ -140,7 +143,7 @@ async def evaluate(dataset: Dataset, selection: Selection, backend_factory: Back
         episode_fn = run_episode
     engine = QueryEngine(EngineLimits(workers=settings.concurrency,
                                       query_timeout=settings.tool_query_timeout))
-    seeds = tuple(settings.seed + k for k in range(settings.samples))
+    seeds = sample_seeds(settings.samples, settings.seed)
     backends: list[ModelBackend] = []
     health = BackendHealth(settings.max_backend_failures)
     new: list[QuestionRecord] = []
@@ -155,8 +158,8 @@ async def evaluate(dataset: Dataset, selection: Selection, backend_factory: Back
 
             ctx = QuestionContext(
                 benchmark=dataset.benchmark, model=model, backends=tuple(backends), seeds=seeds,
-                episode_fn=episode_fn, episode_settings=settings.episode,
-                episode_options=dict(episode_options or {}), limits=settings.limits,
+                episode_fn=episode_fn, episode_settings=settings.episode, prompts=prompts,
+                limits=settings.limits,
                 trace=settings.trace, episode_slots=anyio.CapacityLimiter(settings.concurrency),
                 on_episode=on_episode, early_stop=settings.early_stop, run=run,
             )

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 import anyio
 
+from ..asking import Asked, AskSettings, EpisodeFn, Question, SampleBackends, SampleRun, ask
 from ..backends.base import ModelBackend, SamplingSettings
-from ..episode import EpisodeResult, EpisodeSettings, Round
+from ..episode import EpisodeResult, EpisodeSettings
 from ..errors import (
     BackendAuthError,
     BackendError,
@@ -20,7 +22,7 @@ from ..errors import (
     ModelNotFound,
 )
 from ..sqlite import Database, QueryResult, QueryStatus
-from ..voting import CompareLimits, VoteOutcome, answer_key, execute_for_comparison, run_samples
+from ..voting import CompareLimits, Comparison, Tally, execute_for_comparison
 from .accuracy import MatchRule, has_top_level_order_by, results_match
 from .datasets import Benchmark, Example
 from .records import (
@@ -53,14 +55,6 @@ _QUERY_OUTCOMES = {QueryStatus.SQL_ERROR: Outcome.SQL_ERROR, QueryStatus.DENIED:
                    QueryStatus.CANCELLED: Outcome.KILLED}
 
 
-class EpisodeFn(Protocol):
-    """The shape of agent.loop.run_episode as the evaluation calls it."""
-
-    def __call__(self, question: str, database: Database, backend: ModelBackend, *,
-                 evidence: str | None = ..., prompts: PromptSet = ..., settings: EpisodeSettings = ...,
-                 on_round: Callable[[Round], Awaitable[None]] | None = ...) -> Awaitable[EpisodeResult]: ...
-
-
 QueryLimits = CompareLimits  # how gold and predicted SQL run: BIRD's 30 s, 100,000 rows (else row_cap)
 
 
@@ -74,7 +68,7 @@ class QuestionContext:
     seeds: tuple[int | None, ...]
     episode_fn: EpisodeFn
     episode_settings: EpisodeSettings
-    episode_options: dict[str, Any] = field(default_factory=dict)  # e.g. prompts=
+    prompts: PromptSet | None = None  # None: the episode function's default
     limits: QueryLimits = field(default_factory=QueryLimits)
     trace: TraceKind = TraceKind.FULL
     episode_slots: anyio.CapacityLimiter | None = None
@@ -83,7 +77,7 @@ class QuestionContext:
     run: RunInfo | None = None  # written on every line
 
 
-def sampling_with_seed(base: SamplingSettings, seed: int) -> SamplingSettings:
+def sampling_with_seed(base: SamplingSettings, seed: int | None) -> SamplingSettings:
     """`base` with its seed replaced."""
     return SamplingSettings(temperature=base.temperature, top_p=base.top_p, top_k=base.top_k, seed=seed)
 
@@ -106,14 +100,27 @@ async def evaluate_question(example: Example, db: Database, ctx: QuestionContext
                       seconds=gold_result.seconds, preview=preview_of(gold_result))
     if gold_status != QueryStatus.OK.value:
         return _record(example, ctx, gold, [], None, started)
-    executed: dict[str, QueryResult] = {}  # identical SQL from several samples runs once
+    rule = MATCH_RULES[ctx.benchmark]
+    comparison = Comparison(db, ctx.limits, rule)  # the vote's runs score the answers too
+    question = Question(example.question, db, example.evidence, ctx.episode_settings, ctx.prompts)
+    how = AskSettings(rule=rule, limits=ctx.limits, early_stop=ctx.early_stop, compare_single=True,
+                      keep_backend_errors=True)
 
-    async def one(k: int) -> tuple[SampleRecord, Hashable | None]:
-        return await _run_sample(k, example, db, ctx, gold_result, gold, executed)
+    async def finished(run: SampleRun, tally: Tally) -> None:
+        if ctx.on_episode:
+            ctx.on_episode(run.backend_error)
 
-    outcome = await run_samples(len(ctx.backends), one, early_stop=ctx.early_stop)
-    samples = [outcome.results.get(k) or _cancelled_sample(k, ctx) for k in range(len(ctx.backends))]
-    return _record(example, ctx, gold, samples, outcome, started)
+    def slot(k: int) -> anyio.CapacityLimiter | contextlib.nullcontext[None]:
+        return contextlib.nullcontext() if ctx.episode_slots is None else ctx.episode_slots
+
+    asked = await ask(question, SampleBackends(ctx.seeds, ctx.backends), ctx.episode_fn, how, slot=slot,
+                      on_finished=finished, comparison=comparison)
+    samples = []
+    for k in range(len(ctx.backends)):
+        run = asked.outcome.results.get(k)
+        samples.append(_cancelled_sample(k, ctx) if run is None
+                       else await _sample_record(run, ctx, comparison, gold_result, gold))
+    return _record(example, ctx, gold, samples, asked, started)
 
 
 def unreadable_database_record(example: Example, ctx: QuestionContext, error: str) -> QuestionRecord:
@@ -122,32 +129,21 @@ def unreadable_database_record(example: Example, ctx: QuestionContext, error: st
     return _record(example, ctx, gold, [], None, time.monotonic())
 
 
-async def _run_sample(k: int, example: Example, db: Database, ctx: QuestionContext,
-                      gold_result: QueryResult, gold: GoldRecord,
-                      executed: dict[str, QueryResult]) -> tuple[SampleRecord, Hashable | None]:
-    try:
-        if ctx.episode_slots is None:
-            result = await _episode(k, example, db, ctx)
-        else:
-            async with ctx.episode_slots:
-                result = await _episode(k, example, db, ctx)
-    except BackendError as exc:
-        if ctx.on_episode:
-            ctx.on_episode(exc)
-        return _failed_sample(k, ctx, backend_outcome(exc), str(exc)), None
-    if ctx.on_episode:
-        ctx.on_episode(None)
-    predicted = None
-    if result.sql is not None:
-        predicted = executed.get(result.sql)
-        if predicted is None:
-            predicted = executed[result.sql] = await _execute(db, result.sql, ctx.limits)
+async def _sample_record(run: SampleRun, ctx: QuestionContext, comparison: Comparison,
+                         gold_result: QueryResult, gold: GoldRecord) -> SampleRecord:
+    """One finished sample scored against the gold result."""
+    result = run.result
+    if result is None:
+        assert run.backend_error is not None  # eval has no episode timeout
+        return _failed_sample(run.index, ctx, backend_outcome(run.backend_error), str(run.backend_error))
+    predicted = run.compared
+    if predicted is None and result.sql is not None:  # a failed answer's SQL is scored too (it does not vote)
+        predicted = await comparison.execute(result.sql)
     outcome, error = _judge(result, predicted, gold_result, gold, ctx.benchmark)
     seen = sorted(result.tables_seen)
     seen_folded = {t.casefold() for t in seen}
-    key = answer_key(predicted, result.sql, MATCH_RULES[ctx.benchmark])
     return SampleRecord(
-        sample=k, seed=ctx.seeds[k], sql=result.sql, status=result.status.value,
+        sample=run.index, seed=run.seed, sql=result.sql, status=result.status.value,
         stop_reason=result.stop_reason.value, outcome=outcome, correct=outcome is Outcome.CORRECT,
         error=error, result_rows=predicted.total_rows if predicted is not None else None,
         rounds=len(result.rounds), tool_calls=result.tool_calls, tokens=result.tokens,
@@ -155,12 +151,7 @@ async def _run_sample(k: int, example: Example, db: Database, ctx: QuestionConte
         tables_seen=seen, saw_gold_tables=all(t.casefold() in seen_folded for t in gold.tables),
         trace=trace_of(result, ctx.trace),
         preview=preview_of(predicted) if predicted is not None else None,
-    ), key
-
-
-async def _episode(k: int, example: Example, db: Database, ctx: QuestionContext) -> EpisodeResult:
-    return await ctx.episode_fn(example.question, db, ctx.backends[k], evidence=example.evidence,
-                                settings=ctx.episode_settings, **ctx.episode_options)
+    )
 
 
 def _judge(result: EpisodeResult, predicted: QueryResult | None, gold_result: QueryResult,
@@ -195,11 +186,12 @@ def _failed_sample(k: int, ctx: QuestionContext, outcome: Outcome, error: str) -
 
 
 def _record(example: Example, ctx: QuestionContext, gold: GoldRecord, samples: Sequence[SampleRecord],
-            outcome: VoteOutcome[SampleRecord] | None, started: float) -> QuestionRecord:
+            asked: Asked | None, started: float) -> QuestionRecord:
     scored = gold.status == QueryStatus.OK.value
-    # No vote at all (nothing runnable): the first sample stands for the question.
-    winner = (outcome.winner or 0) if outcome is not None and scored and samples else None
-    chosen = samples[winner] if winner is not None else None
+    # The answer as ask and the server choose it (agent.asking): the vote's winner, else the
+    # earliest sample whose SQL ran, else the earliest that finished.
+    chosen_run = asked.chosen if asked is not None and scored else None
+    chosen = samples[chosen_run.index] if chosen_run is not None else None
     finished = [s for s in samples if s.status != CANCELLED_STATUS]
     return QuestionRecord(
         key=example.key, index=example.index, benchmark=ctx.benchmark.value, model=ctx.model,
@@ -210,8 +202,10 @@ def _record(example: Example, ctx: QuestionContext, gold: GoldRecord, samples: S
         correct=chosen.correct if chosen else None,
         single_correct=sum(s.correct for s in finished) / len(finished) if scored and finished else None,
         any_correct=any(s.correct for s in finished) if scored and finished else None,
-        voted_sample=winner, vote_counts=[g.votes for g in outcome.groups] if outcome else [],
-        stopped_early=outcome.stopped_early if outcome else False,
+        voted_sample=chosen.sample if chosen else None,
+        vote_counts=[g.votes for g in asked.outcome.groups] if asked else [],
+        agreement=asked.agreement if asked is not None and scored else None,
+        stopped_early=asked.outcome.stopped_early if asked else False,
         rounds=chosen.rounds if chosen else 0, tool_calls=chosen.tool_calls if chosen else 0,
         tokens=sum(s.tokens for s in samples), seconds=time.monotonic() - started,
         samples=list(samples), run=ctx.run,

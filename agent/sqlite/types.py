@@ -88,6 +88,17 @@ class Schema:
         folded = self._by_folded.get(name.casefold(), [])
         return folded[0] if len(folded) == 1 else None
 
+    def no_readable_tables(self) -> str | None:
+        """Why no question can be answered here (no table or view can be read); None when one can."""
+        if any(not t.unreadable for t in self.tables):
+            return None
+        if self.tables:
+            names = ", ".join(t.name for t in self.tables[:5]) + (", ..." if len(self.tables) > 5 else "")
+            return f"the database has no readable tables: SQLite cannot read its tables and views ({names})"
+        if self.hiding is not None and any(names for _, names in self.hiding.matches):
+            return "the database has no readable tables: its hide rules hide every table and view"
+        return "the database has no readable tables: it has no tables or views"
+
     def incoming(self, name: str) -> tuple[ForeignKey, ...]:
         """Foreign keys of other tables that point at `name`."""
         return tuple(

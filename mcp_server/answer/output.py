@@ -8,8 +8,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent.episode import EpisodeResult
-from agent.episode_text import JsonCell, agreement_text, clip, cut_note, json_cell
+from agent.asking import Asked, VoteSummary, summary_text
+from agent.asking import Candidate as AskedCandidate
+from agent.episode import EpisodeResult, EpisodeStatus, StopReason
+from agent.episode_text import JsonCell, clip, cut_note, json_cell, last_reply_excerpt
 from agent.sqlite import ClippedText
 from agent.text import escape_unsafe
 
@@ -79,8 +81,11 @@ class AnswerOutput(BaseModel):
         default_factory=dict,
         description="per table, the columns the final SQL read (a table read only for count(*) "
                     "has none)")
-    agreement: float = Field(default=1.0, description="votes of the winning result / samples: 1.0 when all "
-                                              "samples (or the only one) agree; below 0.5 treat it as a guess")
+    agreement: float | None = Field(
+        default=1.0, description="samples whose result equals this answer's / samples: 1.0 when all "
+                                 "samples (or the only one) agree; below 0.5 treat it as a guess; null "
+                                 "when there is nothing to agree on (no SQL ran, or with several samples "
+                                 "no result could be compared)")
     samples: int = Field(default=1, description="episodes run for the question (K)")
     samples_finished: int = Field(default=1, description="samples that ran to the end (the rest were stopped "
                                                  "once a strict majority agreed)")
@@ -89,6 +94,10 @@ class AnswerOutput(BaseModel):
         description="with several samples: each distinct result, most votes first (the first is "
                     "this answer)")
     trace: list[TraceEntry] = Field(description="every tool call of the exploration, in order")
+    last_reply: str | None = Field(
+        None, description="failed answers only: the model's last reply (its tool calls as it wrote "
+                          "them; the start of its thinking when it wrote nothing else), clipped, so "
+                          "you can see what it did; null otherwise")
     limits_hit: list[LimitName] = Field(
         default_factory=list,
         description="server limits this answer ran into: max_rows (more rows exist), cell_chars "
@@ -129,7 +138,16 @@ def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
         seconds=round(result.seconds, 3), queued_seconds=round(queued_seconds, 3), model=model,
         trace=trace_entries(result), limits_hit=hit,
         tables=list(result.tables_read), columns_read=columns_by_table(result.columns_read),
+        last_reply=last_reply_excerpt(result) if result.status is EpisodeStatus.FAILED else None,
     )
+
+
+def with_vote(answer: AnswerOutput, asked: Asked) -> AnswerOutput:
+    """The answer with what its samples' vote says: agreement always, the rest with several samples."""
+    if asked.samples == 1:
+        return answer.model_copy(update={"agreement": asked.agreement})
+    fields = asked.vote_fields()
+    return answer.model_copy(update={**fields, "candidates": [Candidate(**c) for c in fields["candidates"]]})
 
 
 def columns_by_table(pairs: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
@@ -157,7 +175,11 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None)
     With `limits`, each limit the answer hit gets a line saying which and how to ask for less.
     """
     parts: list[str] = []
-    if answer.sql is None:
+    if answer.stop_reason == StopReason.NO_TABLES.value:
+        parts.append(f"No answer: {answer.error or 'the database has no readable tables'}. The model was "
+                     "not asked. Ask about another configured database, or ask the server's operator "
+                     f"to check '{answer.database}'.")
+    elif answer.sql is None:
         parts.append(f"No runnable SQL was produced: {answer.error or 'no reason given'}.")
         parts.append("Rephrase the question more concretely (name the tables or values you mean) "
                      "or add `evidence`, then ask again.")
@@ -184,31 +206,34 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None)
         if answer.status == "fallback":
             parts.append("Note: the model gave no usable final answer; this is the last query it "
                          "ran without error.")
+    if answer.last_reply is not None:
+        parts.append(f"The model's last reply:\n{sql_fence(escape_unsafe(answer.last_reply), 'text')}")
     if limits is not None:
         parts.extend(limit_lines(answer.limits_hit, limits))
     if answer.samples > 1:
         parts.append(votes_text(answer))
-    parts.append(
-        f"Status {answer.status} after {_count(answer.rounds, 'round')} and "
-        f"{_count(answer.tool_calls, 'tool call')} in {answer.seconds:.1f} s. The SQL was written by "
-        f"a small local model ({answer.model}): check it before relying on the result.")
+    status = (f"Status {answer.status} after {_count(answer.rounds, 'round')} and "
+              f"{_count(answer.tool_calls, 'tool call')} in {answer.seconds:.1f} s.")
+    if answer.status != EpisodeStatus.FAILED.value:  # no result to rely on, nothing to check
+        status += (f" The SQL was written by a small local model ({answer.model}): check it before "
+                   "relying on the result.")
+    parts.append(status)
     return "\n\n".join(parts)
 
 
-def sql_fence(sql: str) -> str:
+def sql_fence(sql: str, lang: str = "sql") -> str:
     """`sql` in a ```sql fence longer than any backtick run inside it, so it cannot be closed early."""
     longest = max((len(run) for run in re.findall(r"`+", sql)), default=0)
     ticks = "`" * max(3, longest + 1)
-    return f"{ticks}sql\n{sql}\n{ticks}"
+    return f"{ticks}{lang}\n{sql}\n{ticks}"
 
 
 def votes_text(answer: AnswerOutput) -> str:
-    """How far the samples agree, and the other answers' SQL."""
-    votes = answer.candidates[0].votes if answer.candidates else 0  # the first is this answer
-    voting = sum(c.votes for c in answer.candidates)
-    others = [(c.sql, c.votes, c.row_count) for c in answer.candidates[1:]]
-    return agreement_text(votes, answer.samples, answer.samples_finished,
-                          answer.samples_finished - voting, others, fence=sql_fence)
+    """How far the samples agree, and the other answers' SQL (agent.asking tells it)."""
+    summary = VoteSummary(answer.samples, answer.samples_finished,
+                          tuple(AskedCandidate(**c.model_dump()) for c in answer.candidates),
+                          answer_ran=answer.status != EpisodeStatus.FAILED.value)
+    return summary_text(summary, fence=sql_fence)
 
 
 def markdown_table(columns: list[str], rows: list[list[JsonCell]]) -> str:

@@ -1,46 +1,25 @@
-"""K samples of one question on the server: a slot and a seed each, progress for all, the vote."""
+"""K samples of one question on the server: its limits and progress around agent.asking."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 
-import anyio
-
+from agent.asking import Asked, AskSettings, Question, SampleBackends, SampleRun, ask
 from agent.backends.slots import waiting_message
-from agent.episode import EpisodeResult, EpisodeStatus, Round
+from agent.episode import Round
 from agent.episode_text import progress_message
 from agent.loop import run_episode
-from agent.sqlite import QueryResult
 from agent.text import plural
-from agent.voting import (
-    CompareLimits,
-    MatchRule,
-    Tally,
-    VoteOutcome,
-    episode_vote,
-    run_samples,
-    sample_seeds,
-    seeded_backends,
-)
+from agent.voting import CompareLimits, Tally
 
 from ..runtime import ServerRuntime
-from .output import Candidate, queued_message
+from .output import queued_message
 
 ReportProgress = Callable[[float, float | None, str | None], Awaitable[None]]
 COMPARE_MAX_ROWS = 10_000  # a result with more rows does not vote (memory: K results are held)
-
-
-@dataclass(frozen=True)
-class SampleRun:
-    """One finished sample."""
-
-    index: int
-    seed: int | None
-    result: EpisodeResult | None  # None: it ran past the episode timeout
-    queued_seconds: float
 
 
 @dataclass(frozen=True)
@@ -92,14 +71,15 @@ class SampleProgress:
         self.done[k] = played.index
         await self.report(sum(self.done), self.total, f"sample {k + 1}/{self.samples} {line}")
 
-    async def finished(self, k: int, run: SampleRun, tally: Tally) -> None:
-        """Sample k finished; say how it ended and whether a majority now agrees."""
+    async def finished(self, run: SampleRun, tally: Tally) -> None:
+        """A sample finished; say how it ended and whether a majority now agrees."""
         if self.samples == 1:
             return
+        k = run.index
         self.done[k] = self.steps
         if run.result is None:
             how = "out of time"
-        elif run.result.sql is None or run.result.status is EpisodeStatus.FAILED:
+        elif not run.ran:
             how = "nothing runnable"
         else:
             how = f"{run.result.status.value}, {plural(run.result.row_count, 'row')}"
@@ -112,57 +92,24 @@ class SampleProgress:
 
 
 async def run_question(runtime: ServerRuntime, asked: QuestionAsked,
-                       report_progress: ReportProgress) -> VoteOutcome[SampleRun]:
-    """Run the K samples (one slot each) and vote; with one sample, no comparison query is run."""
+                       report_progress: ReportProgress) -> Asked:
+    """Run the K samples (one slot each, within the server's limits) and choose the answer."""
     settings = runtime.settings
-    database = runtime.databases[asked.alias]
-    seeds = sample_seeds(asked.samples, settings.seed)
-    backends = seeded_backends(runtime.backend, seeds)
     progress = SampleProgress(asked.samples, runtime.episode_settings.max_tool_turns, report_progress)
-    limits = CompareLimits(timeout=settings.query_timeout, max_rows=COMPARE_MAX_ROWS)
-    executed: dict[str, QueryResult] = {}
 
-    async def one(k: int) -> tuple[SampleRun, Hashable | None]:
-        queued = time.perf_counter()
+    @asynccontextmanager
+    async def slot(k: int) -> AsyncIterator[None]:
         if runtime.limiter.available_tokens < 1:
             # Tell the client why nothing happens yet (progress also keeps some client timeouts alive).
             await progress.queued(runtime.limiter.total_tokens)
         # Each sample is an episode like any other: it keeps its runtime slot for all its rounds
-        # (on one slot the samples run one after another), and its timeout starts with the slot.
+        # (on one slot the samples run one after another).
         async with runtime.limiter, runtime.slots.slot(partial(progress.waiting, k)):
-            waited = time.perf_counter() - queued
-            with anyio.move_on_after(settings.episode_timeout) as deadline:
-                result = await run_episode(
-                    asked.question, database, backends[k], evidence=asked.evidence,
-                    prompts=runtime.prompts, settings=runtime.episode_settings,
-                    on_round=partial(progress.round, k))
-        if deadline.cancelled_caught:
-            return SampleRun(k, seeds[k], None, waited), None
-        key = None
-        if asked.samples > 1:
-            key = await episode_vote(database, result, limits, MatchRule.MULTISET, executed)
-        return SampleRun(k, seeds[k], result, waited), key
+            yield
 
-    return await run_samples(asked.samples, one, on_finished=progress.finished)
-
-
-def chosen_run(outcome: VoteOutcome[SampleRun]) -> SampleRun | None:
-    """The answer: the winner's sample, else the earliest that answered at all, else None."""
-    if outcome.winner is not None:
-        return outcome.results[outcome.winner]
-    answered = [run for _, run in sorted(outcome.results.items()) if run.result is not None]
-    runnable = [run for run in answered
-                if run.result is not None and run.result.status is not EpisodeStatus.FAILED]
-    chosen = runnable or answered
-    return chosen[0] if chosen else None
-
-
-def candidates_of(outcome: VoteOutcome[SampleRun]) -> list[Candidate]:
-    """Each distinct result with its votes, most votes first (from the earliest sample of each)."""
-    out = []
-    for group in outcome.groups:
-        result = outcome.results[group.members[0]].result
-        assert result is not None  # only answered samples vote
-        out.append(Candidate(sql=result.sql, votes=group.votes, row_count=result.row_count,
-                             status=result.status.value))
-    return out
+    question = Question(asked.question, runtime.databases[asked.alias], asked.evidence,
+                        runtime.episode_settings, runtime.prompts)
+    how = AskSettings(limits=CompareLimits(timeout=settings.query_timeout, max_rows=COMPARE_MAX_ROWS),
+                      episode_timeout=settings.episode_timeout)
+    return await ask(question, SampleBackends.seeded(runtime.backend, asked.samples, settings.seed),
+                     run_episode, how, slot=slot, on_round=progress.round, on_finished=progress.finished)

@@ -25,8 +25,8 @@ from ..runtime import ServerRuntime
 from ..serving.access import LOCAL_CALLER, Caller, caller_of
 from ..serving.draining import ServerStopping
 from ..serving.quotas import QuotaExceeded
-from .output import AnswerOutput, answer_from_episode, render_answer_text
-from .sampling import QuestionAsked, ReportProgress, candidates_of, chosen_run, run_question
+from .output import AnswerOutput, answer_from_episode, render_answer_text, with_vote
+from .sampling import QuestionAsked, ReportProgress, run_question
 from .tool_errors import (
     empty_question,
     episode_timeout,
@@ -120,7 +120,9 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     failure: ToolError | None = None
     try:
         answer, episode, voting = await _run_admitted(runtime, caller, call, report_progress)
-        record = {**answer.model_dump(mode="json", include=set(_AUDITED_ANSWER_FIELDS)),
+        # A failed answer's last reply shows what the model did; other lines do not carry the key.
+        replied = {} if answer.last_reply is None else {"last_reply": answer.last_reply}
+        record = {**answer.model_dump(mode="json", include=set(_AUDITED_ANSWER_FIELDS)), **replied,
                   "model_seconds": round(episode.model_seconds, 3),
                   "tool_seconds": round(episode.tool_seconds, 3),
                   "queued_seconds": round(answer.queued_seconds, 3), **voting}
@@ -140,9 +142,13 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     logger.info("answered on '%s' for token '%s': %s after %d rounds, %d tool calls, %.1f s "
                 "(queued %.1f s)%s", alias, caller.name, answer.status, answer.rounds,
                 answer.tool_calls, answer.seconds, answer.queued_seconds,
-                f"; {count} samples, agreement {answer.agreement:.2f}" if count > 1 else "",
+                f"; {count} samples, agreement {_agreement(answer.agreement)}" if count > 1 else "",
                 extra=asker.log_fields())
     return response
+
+
+def _agreement(agreement: float | None) -> str:
+    return "none (no SQL ran)" if agreement is None else f"{agreement:.2f}"
 
 
 @dataclass(frozen=True)
@@ -219,10 +225,10 @@ async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, report_progr
                        ) -> tuple[AnswerOutput, EpisodeResult, dict[str, Any]]:
     """Run the samples and vote; the answer, its episode and the vote for the audit; ToolError on failure."""
     try:
-        outcome = await run_question(runtime, call, report_progress)
+        asked = await run_question(runtime, call, report_progress)
     except SqaleError as exc:
         raise tool_error_for(exc, database=call.alias) from exc
-    chosen = chosen_run(outcome)
+    chosen = asked.chosen
     if chosen is None or chosen.result is None:  # every sample ran out of time
         raise episode_timeout(runtime.settings.episode_timeout)
     result = chosen.result
@@ -230,15 +236,11 @@ async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, report_progr
     answer = await anyio.to_thread.run_sync(lambda: answer_from_episode(
         result, database=call.alias, model=runtime.backend.model, max_rows=runtime.settings.max_rows,
         queued_seconds=chosen.queued_seconds))
+    answer = with_vote(answer, asked)
     if call.samples == 1:
         return answer, result, {}
-    answer = answer.model_copy(update={
-        "agreement": round(outcome.agreement, 3), "samples": call.samples,
-        "samples_finished": len(outcome.results), "candidates": candidates_of(outcome)})
-    voting = {"samples": call.samples, "samples_finished": answer.samples_finished,
-              "agreement": answer.agreement, "chosen_sample": chosen.index,
-              "seeds_finished": [run.seed for _, run in sorted(outcome.results.items())],
-              "candidates": [c.model_dump(mode="json") for c in answer.candidates]}
+    voting = {**asked.vote_fields(), "chosen_sample": chosen.index,
+              "seeds_finished": [run.seed for _, run in sorted(asked.outcome.results.items())]}
     return answer, result, voting
 
 

@@ -161,6 +161,10 @@ def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits,
                 continue
             for warning in schema.warnings:
                 logger.warning("database '%s': %s", spec.alias, warning)
+            empty = schema.no_readable_tables()
+            if empty is not None:
+                logger.warning("database '%s': %s; every question on it is answered at once that it "
+                               "has none", spec.alias, empty)
             entries.append(CatalogEntry(
                 alias=spec.alias, path=path,
                 tables=tuple(t.name for t in schema.tables if t.kind == "table"),

@@ -277,6 +277,7 @@ def test_a_tool_error_and_a_failed_episode_are_said_plainly(host, tmp_path, fake
     host.wait_view("document.querySelector('.badge')")
     assert host.view("document.querySelector('.badge').textContent") == "Failed"
     assert host.view("document.querySelector('table')") is None
+    assert host.view("document.querySelector('.last-reply pre').textContent") == "I do not know."
     host.screenshot(shots / "answer-view-failed.png")
 
 

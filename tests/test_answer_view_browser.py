@@ -273,6 +273,7 @@ def test_a_tool_error_and_a_failed_episode_are_said_plainly(host, tmp_path, fake
     host.wait_view("document.querySelector('.error-text')")
     assert host.view("document.querySelector('.badge').textContent") == "Not answered"
     assert "nowhere" in host.view("document.querySelector('.error-text').textContent")
+    assert host.browser.errors == []  # the next show() forgets what this page logged
     host.show(html, {"question": CITIES}, failed)
     host.wait_view("document.querySelector('.badge')")
     assert host.view("document.querySelector('.badge').textContent") == "Failed"

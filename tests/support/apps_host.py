@@ -120,6 +120,8 @@ class AppsHost:
         self.browser.send("Emulation.setDeviceMetricsOverride", width=760, height=2400, deviceScaleFactor=1,
                           mobile=False)
         self.browser.open(self.page.as_uri())
+        # What the previous page logged reaches us only now, while this one opens: not this view's.
+        self.browser.errors.clear()
         self.browser.evaluate(f"host.show({json.dumps(html)}, {json.dumps(tool_input)}, {json.dumps(result)}, "
                               f"{json.dumps(context or {'theme': 'light'})}, {json.dumps(HOST_CSP)})")
         self._view_context = None

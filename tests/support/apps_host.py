@@ -142,13 +142,25 @@ class AppsHost:
         return self.browser.poll(lambda: self.view(probe), timeout=timeout)
 
     def click(self, selector: str) -> None:
-        """A real mouse click on the first element matching `selector` in the view."""
-        box = self.view(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
-                        "e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect(); "
-                        "return [r.x + r.width / 2, r.y + r.height / 2]; })()")
-        frame = self.host("(() => { const r = document.querySelector('iframe').getBoundingClientRect(); "
-                          "return [r.x + 1, r.y + 1]; })()")  # + the iframe's border
-        self.browser.mouse_click(frame[0] + box[0], frame[1] + box[1])
+        """A real mouse click on the first element matching `selector` in the view.
+
+        Waits until the element's middle shows through the iframe: the host sizes the frame only
+        when the view reports its height (the tall test viewport then shows all of it).
+        """
+        target = json.dumps(selector)
+
+        def point() -> list[float] | None:
+            box = self.view(f"(() => {{ const e = document.querySelector({target}); "
+                            "const r = e.getBoundingClientRect(); "
+                            "const x = r.x + r.width / 2, y = r.y + r.height / 2; "
+                            "return e.contains(document.elementFromPoint(x, y)) && [x, y]; })()")
+            return box and self.host(
+                "(() => { const f = document.querySelector('iframe'), r = f.getBoundingClientRect(); "
+                f"const x = r.x + 1 + {box[0]}, y = r.y + 1 + {box[1]}; "  # + the iframe's border
+                "return document.elementFromPoint(x, y) === f && [x, y]; })()")
+
+        x, y = self.browser.poll(point)
+        self.browser.mouse_click(x, y)
 
     def type_into(self, selector: str, text: str) -> None:
         """Click an input of the view and type `text` into it."""

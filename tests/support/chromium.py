@@ -147,7 +147,8 @@ class Chromium:
         self.mouse_click(box[0], box[1])
 
     def mouse_click(self, x: float, y: float) -> None:
-        """A real left click at (x, y) of the viewport."""
+        """A real left click at (x, y) of the viewport (the pointer moves there first)."""
+        self.send("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
         for kind in ("mousePressed", "mouseReleased"):
             self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
 

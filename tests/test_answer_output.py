@@ -32,7 +32,7 @@ from mcp_server.answer.tool_errors import (
     tool_error_for,
     unknown_database,
 )
-from mcp_server.config.limits import AnswerLimits, input_schema_with_limits
+from mcp_server.config.limits import AnswerLimits
 
 
 def record(tool: str, args: dict[str, Any], text: str, ok: bool = True) -> CallRecord:
@@ -86,8 +86,7 @@ def test_answer_from_episode_has_every_field_and_a_compact_trace() -> None:
             {"round": 3, "tool": "submit_sql", "arguments": {"sql": "SELECT count(*) FROM Album"},
              "ok": True, "summary": "[1 row]"},
         ],
-        "last_reply": None,
-        "limits_hit": [],
+        "trace_omitted": 0, "last_reply": None, "limits_hit": [],
     }
 
 
@@ -146,7 +145,7 @@ def test_text_for_failed_fallback_and_empty_results() -> None:
     failed = answer_of(sql=None, status=EpisodeStatus.FAILED, columns=(), rows=(), row_count=0,
                        error="no query ran without error")
     assert render_answer_text(failed).split("\n\n")[:2] == [
-        "No runnable SQL was produced: no query ran without error.",
+        'No runnable SQL was produced: "no query ran without error".',
         "Rephrase the question more concretely (name the tables or values you mean) or add "
         "`evidence`, then ask again."]
     fallback = answer_of(status=EpisodeStatus.FALLBACK, rows=(), row_count=0)
@@ -154,7 +153,7 @@ def test_text_for_failed_fallback_and_empty_results() -> None:
         "The query returned no rows.",
         "Note: the model gave no usable final answer; this is the last query it ran without error."]
     broken = answer_of(rows=(), row_count=0, error="no such column: x")
-    assert render_answer_text(broken).split("\n\n")[1] == "The SQL failed: no such column: x"
+    assert render_answer_text(broken).split("\n\n")[1] == 'The SQL failed: "no such column: x"'
 
 
 def test_markdown_table_escapes_pipes_newlines_and_clips() -> None:
@@ -278,18 +277,3 @@ def test_answers_name_each_limit_they_hit_and_how_to_ask_for_less() -> None:
                           answer_timed_out=True, error="interrupted")
     assert timed_out.limits_hit == ["query_timeout"]
     assert answer_of().limits_hit == [] and "Limit hit" not in render_answer_text(answer_of(), LIMITS)
-
-
-def test_input_schema_states_the_limits_in_the_question_description() -> None:
-    """The question's description gets the limits sentence; nothing else changes."""
-    schema = {"type": "object", "properties": {"question": {"type": "string", "description": "Q."},
-                                               "database": {"type": "string"}}}
-    assert input_schema_with_limits(schema, LIMITS) == {
-        "type": "object", "properties": {
-            "question": {"type": "string", "description": (
-                "Q. Limits: an answer holds at most 3 rows (row_count still counts the rest) "
-                "and at most 262,144 bytes of rows as JSON (columns, cells and rows are cut to "
-                "fit); text cells over 5 characters are clipped; each SQL statement may run 2.5 s; "
-                "answering one question may take 60 s (time queued not counted).")},
-            "database": {"type": "string"}}}
-    assert schema["properties"]["question"]["description"] == "Q."

@@ -114,14 +114,14 @@ def test_module_entry_point_in_a_subprocess(music: Path) -> None:
 
 
 def test_hide_leaves_tables_and_columns_out(music: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """--hide applies to the tool's database: hidden names are not listed, reads are refused."""
+    """--hide applies to the tool's database: hidden names are not listed, reads fail as missing."""
     hide = ["--hide", "album list", "--hide", "Artist.Name"]
     assert run(["tool", "--db", str(music), *hide, "list_tables"], capsys) == (
         0, "Artist (1 table)\n", "")
     code, out, _ = run(["tool", "--db", str(music), *hide, "run_query",
                         '{"sql": "SELECT Name FROM Artist"}'], capsys)
-    assert (code, out) == (0, "not available: column Artist.Name is not available (hidden by the "
-                              "database's owner); leave it out of the query\n")
+    assert (code, out) == (0, "Error: no such column: Name\nhint: if Name is a text value, write it "
+                              "in single quotes: 'Name'\n")
     assert run(["tool", "--db", str(music), "--hide", "Artist.", "list_tables"], capsys) == (
         1, "", "sqale-agent tool: hide rule: 'Artist.' is not a rule; write TABLE or TABLE.COLUMN, "
                "e.g. \"Customer.Email\", \"Invoice\" or \"*.password*\"\n")

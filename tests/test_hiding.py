@@ -28,6 +28,9 @@ ALLOWED = {
 }
 
 
+MISSING = ("no such table: ", "no such column: ", "no such index: ")
+
+
 @pytest.fixture(scope="module")
 def db_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return create_database(tmp_path_factory.mktemp("hiding") / "shop.sqlite", SCHEMA_SQL)
@@ -94,9 +97,11 @@ def test_without_rules_nothing_is_hidden(db_path: Path) -> None:
 
 @pytest.mark.parametrize("sql", ATTACKS)
 def test_every_read_of_hidden_data_is_refused(hidden_db: Database, sql: str) -> None:
-    """Each attack fails as a refusal the model can read, and no secret is in its text."""
+    """Each attack fails as a refusal the model can read (or as SQLite's error for a missing
+    name, when it names a hidden one), and no secret is in its text."""
     result = hidden_db.query(sql, max_rows=10)
-    assert result.status is QueryStatus.HIDDEN, (sql, result)
+    assert result.status is QueryStatus.HIDDEN or (
+        result.status is QueryStatus.SQL_ERROR and (result.error or "").startswith(MISSING)), (sql, result)
     assert result.rows == ()
     outcome = run_tool(hidden_db, "run_query", {"sql": sql})
     assert not outcome.ok
@@ -110,22 +115,23 @@ def test_allowed_reads_still_work(hidden_db: Database) -> None:
         assert (result.status, list(result.rows)) == (QueryStatus.OK, rows), sql
 
 
-def test_refusals_name_only_what_the_sql_names(hidden_db: Database) -> None:
-    """An explicit column is named; SELECT * gets a hint to list columns; views say they read hidden data."""
+def test_refusals_never_confirm_a_hidden_name(hidden_db: Database) -> None:
+    """A hidden table, view or column fails as SQLite fails a missing one (with the same hints);
+    SELECT * gets a hint to list columns; SQLite's own tables and USING joins say what to write."""
     texts = {sql: run_tool(hidden_db, "run_query", {"sql": sql}).text for sql in (
         "SELECT Email FROM Customer", "SELECT * FROM Customer", "SELECT * FROM CustomerContacts",
         "SELECT count(*) FROM Invoice", "SELECT sql FROM sqlite_master",
         "SELECT 1 FROM Customer JOIN Employee USING (EmployeeId)")}
     assert texts == {
-        "SELECT Email FROM Customer": "not available: column Customer.Email is not available (hidden "
-                                      "by the database's owner); leave it out of the query",
+        "SELECT Email FROM Customer": "Error: no such column: Email\nhint: if Email is a text "
+                                      "value, write it in single quotes: 'Email'",
         "SELECT * FROM Customer": "not available: Customer has columns hidden by the database's "
                                   "owner, so SELECT * cannot read it; name the columns you need "
                                   "(describe_table Customer lists them)",
-        "SELECT * FROM CustomerContacts": "not available: CustomerContacts reads data hidden by "
-                                          "the database's owner; leave it out of the query",
-        "SELECT count(*) FROM Invoice": "not available: Invoice is not available (hidden by the "
-                                        "database's owner); leave it out of the query",
+        "SELECT * FROM CustomerContacts": "Error: no such table: CustomerContacts\nhint: did you "
+                                          "mean CustomerNames or Customer?",
+        "SELECT count(*) FROM Invoice": "Error: no such table: Invoice\nhint: the tables are: "
+                                        "Customer, CustomerNames, Employee",
         "SELECT sql FROM sqlite_master": "not available: sqlite_master cannot be read on this "
                                          "database; use list_tables and describe_table to see "
                                          "the tables and columns you may use",
@@ -208,6 +214,6 @@ def test_a_table_with_every_column_hidden_is_hidden_whole(db_path: Path) -> None
         schema = db.schema()
         assert "Employee" not in schema.names
         assert schema.hiding is not None and "Employee" in schema.hiding.derived
-        assert db.query("SELECT count(*) FROM Employee", max_rows=1).status is QueryStatus.HIDDEN
+        assert db.query("SELECT count(*) FROM Employee", max_rows=1).error == "no such table: Employee"
         assert run_tool(db, "sample_rows", {"table_name": "Employee"}).text.startswith(
             "no table")

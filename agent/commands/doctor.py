@@ -15,7 +15,7 @@ from ..backends.settings import BackendSettings, make_backend
 from ..backends.slots import resolve_runtime_slots
 from ..errors import SqaleError
 from ..notes import DEFAULT_MAX_NOTES_CHARS, read_notes
-from ..sqlite import Database, HideRules, Schema
+from ..sqlite import Database, HideRules, Schema, index_order_warning
 from ..text import plural
 from .backend_options import add_backend_arguments, backend_choice
 from .db_options import add_hide_argument, hide_rules
@@ -108,6 +108,8 @@ def _print_hiding(schema: Schema) -> None:
                   "(TABLE or TABLE.COLUMN globs, any case)")
     if schema.hiding.derived:
         print(f"       also hidden, as they read hidden data: {', '.join(schema.hiding.derived)}")
+    if schema.hiding.indexes:
+        print(f"[warn] {index_order_warning(schema.hiding.indexes)}")
 
 
 async def _check_model(args: argparse.Namespace) -> bool:

@@ -3,6 +3,9 @@
 Nothing outside this package opens a database. Statements run in killable worker
 processes (see `_worker`, cancelled through `_cancel`) on connections guarded by an allow-list
 authorizer (`_guard` opens them, `_authorizer` decides, `_schema_read` reads their schema).
+The owner's hide rules (`hiding`) are resolved against the whole file (`_hiding_file`) and
+enforced by the same authorizer; `_refusals` words what a refused statement is told, from the
+names `_sql_names` finds in it. A worker keeps one connection per file and rule set.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from ._worker import (
     SchemaRequest,
     stat_signature,
 )
-from .hiding import HideRules
+from .hiding import HideRules, index_order_warning
 from .types import (
     BlobRef,
     ClippedText,
@@ -188,5 +191,6 @@ __all__ = [
     "Schema",
     "Table",
     "create_database",
+    "index_order_warning",
     "validate_database_path",
 ]

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from . import hiding
+from ._refusals import Refusal, read_refusal
 
 # Pragmas that only report. Those in _PRAGMAS_WITH_NAME_ARG take a table or index name as
 # their argument; every other pragma is allowed only without an argument, because an
@@ -27,6 +28,9 @@ _DENIED_FUNCTIONS = frozenset(
     {"load_extension", "fts3_tokenizer", "readfile", "writefile", "edit", "fts5",
      "sqlite_dbpage", "zipfile", "sqlar_compress", "sqlar_uncompress"}
 )
+# Functions that show where a value is stored: the gap between two columns' offsets is the
+# size of a hidden column between them (sqlite_offset exists in builds with OFFSET_SQL_FUNC).
+_LAYOUT_FUNCTIONS = frozenset({"sqlite_offset"})
 # Statements that can only read. Checked before preparing, because a few statements
 # (REINDEX without arguments, for one) never consult the authorizer.
 READING_KEYWORDS = frozenset({"select", "with", "values", "pragma", "explain"})
@@ -52,8 +56,9 @@ class StatementGuard:
         self.columns_read: set[tuple[str, str]] = set()
         self.denied: str | None = None
         self.hidden = False  # the denial is a hide rule's, not the read-only guard's
+        self.missing = False  # ... worded as SQLite's error for a missing name
         self.withheld = hiding.Withheld()
-        self.named: frozenset[str] = frozenset()  # names the statement itself writes
+        self.sql = ""  # the statement, for refusals that quote its names
         self.pragma_table = False
 
     def reset(self, deadline: float, withheld: hiding.Withheld | None = None, sql: str = "") -> None:
@@ -64,8 +69,9 @@ class StatementGuard:
         self.columns_read = set()
         self.denied = None
         self.hidden = False
+        self.missing = False
         self.withheld = withheld or hiding.Withheld()
-        self.named = hiding.sql_names(sql) if self.withheld else frozenset()
+        self.sql = sql
         self.pragma_table = False
 
     def authorize(self, action: int, arg1: str | None, arg2: str | None,
@@ -76,10 +82,9 @@ class StatementGuard:
         if self.withheld and action == sqlite3.SQLITE_READ and arg1:
             # The schema read a pragma_* table makes when it is first prepared is not the model's.
             implicit = self.pragma_table and arg1 == "sqlite_master" and arg2 == "ROWID"
-            reason = None if implicit else hiding.hidden_read_reason(self.withheld, arg1, arg2, source,
-                                                              self.named)
-            if reason is not None:
-                return self._hide(reason)
+            refusal = None if implicit else read_refusal(self.withheld, arg1, arg2, source, self.sql)
+            if refusal is not None:
+                return self._hide(refusal)
         if action in _ALWAYS_ALLOWED:
             if action == sqlite3.SQLITE_READ and arg1:
                 self.tables_read.add(arg1)
@@ -89,11 +94,14 @@ class StatementGuard:
         if action == sqlite3.SQLITE_FUNCTION:
             if (arg2 or "").lower() in _DENIED_FUNCTIONS:
                 return self._deny(f"function {arg2}() is not allowed")
+            if self.withheld and (arg2 or "").lower() in _LAYOUT_FUNCTIONS:
+                return self._hide(Refusal(f"function {arg2}() is not available on this database"))
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_PRAGMA:
             name = (arg1 or "").lower()
             if self.withheld and name in hiding.DESCRIBING_PRAGMAS:
-                return self._hide(f"PRAGMA {arg1} is not available on this database; {hiding.SCHEMA_HINT}")
+                return self._hide(Refusal(f"PRAGMA {arg1} is not available on this database; "
+                                          f"{hiding.SCHEMA_HINT}"))
             if name in _PRAGMAS_WITH_NAME_ARG or (name in _PRAGMAS_NO_ARG and arg2 is None):
                 return sqlite3.SQLITE_OK
             return self._deny(f"PRAGMA {arg1} is not allowed (read-only pragmas only)")
@@ -111,9 +119,9 @@ class StatementGuard:
             return sqlite3.SQLITE_OK
         return self._deny("only reading statements (SELECT / WITH) are allowed")
 
-    def _hide(self, reason: str) -> int:
+    def _hide(self, refusal: Refusal) -> int:
         if self.denied is None:
-            self.denied, self.hidden = reason, True
+            self.denied, self.hidden, self.missing = refusal.text, True, refusal.missing
         return sqlite3.SQLITE_DENY
 
     def _deny(self, reason: str) -> int:

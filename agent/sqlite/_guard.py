@@ -16,6 +16,8 @@ from urllib.parse import urlencode
 from . import hiding
 from ._authorizer import READING_KEYWORDS, StatementGuard, rtree_shadow_tables
 from ._fit import ResultFitter
+from ._hiding_file import resolve_on
+from ._refusals import Refusal, statement_refusal
 from ._schema_read import read_schema
 from .sql_text import first_keyword
 from .types import HideReport, QueryResult, QueryStatus, Schema
@@ -111,10 +113,8 @@ class GuardedConnection:
         """Run one statement; errors come back as values; rows are cut to `byte_budget` here."""
         start = time.monotonic()
         withheld = self.resolved_hiding(hide)[0] if hide else hiding.Withheld()
-        if withheld and hiding.uses_unchecked_join(sql) and hiding.sql_names(sql) & withheld.risky:
-            # SQLite resolves USING/NATURAL join columns without asking the authorizer.
-            return QueryResult(QueryStatus.HIDDEN, error=f"not available: {hiding.JOIN_HINT}",
-                               seconds=time.monotonic() - start)
+        if refusal := statement_refusal(withheld, sql):  # what SQLite resolves unauthorized
+            return _refused(refusal, time.monotonic() - start)
         self.guard.reset(start + timeout, withheld, sql)
         keyword = first_keyword(sql)
         if keyword not in READING_KEYWORDS:
@@ -177,8 +177,7 @@ class GuardedConnection:
         elapsed = time.monotonic() - start
         message = str(exc)
         if self.guard.denied is not None and self.guard.hidden:
-            return QueryResult(QueryStatus.HIDDEN, error=f"not available: {self.guard.denied}",
-                               seconds=elapsed)
+            return _refused(Refusal(self.guard.denied, self.guard.missing), elapsed)
         if self.guard.denied is not None:
             return QueryResult(QueryStatus.DENIED, error=f"not allowed: {self.guard.denied}",
                                seconds=elapsed)
@@ -213,7 +212,7 @@ class GuardedConnection:
         self.guard.reset(float("inf"))
         version = self.conn.execute("PRAGMA schema_version").fetchone()[0]
         if self._hiding is None or self._hiding[0] != (hide, version):
-            resolved = hiding.resolve_on(self.conn, self.guard, hide, self.read_schema())
+            resolved = resolve_on(self.conn, self.guard, hide)
             self._hiding = ((hide, version), resolved)
         return self._hiding[1]
 
@@ -223,6 +222,13 @@ class GuardedConnection:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _refused(refusal: Refusal, seconds: float) -> QueryResult:
+    """A refusal under hide rules: a hidden name fails as SQLite fails a missing one."""
+    if refusal.missing:
+        return QueryResult(QueryStatus.SQL_ERROR, error=refusal.text, seconds=seconds)
+    return QueryResult(QueryStatus.HIDDEN, error=f"not available: {refusal.text}", seconds=seconds)
 
 
 def _file_identity(path: Path) -> tuple[int, int]:

@@ -32,7 +32,7 @@ def read_schema(conn: sqlite3.Connection, schema_chars: int, warnings: Sequence[
         "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
     ).fetchall()
     budget = schema_chars
-    too_wide = _oversized_views(conn)
+    too_wide = oversized_views(conn)
     raw: dict[str, tuple[str, list[Column], list[tuple[Any, ...]], str | None]] = {}
     dropped_tables = dropped_columns = 0
     for name, kind in listing:
@@ -92,7 +92,7 @@ def _read_columns(conn: sqlite3.Connection, name: str, budget: int) -> tuple[lis
     return cols, total
 
 
-def _oversized_views(conn: sqlite3.Connection) -> frozenset[str]:
+def oversized_views(conn: sqlite3.Connection) -> frozenset[str]:
     """Views whose expansion references more than MAX_VIEW_REFERENCES tables and views."""
     sql_of = {name: sql or "" for name, sql in conn.execute(
         "SELECT name, sql FROM sqlite_master WHERE type = 'view'")}

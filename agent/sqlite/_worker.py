@@ -78,7 +78,9 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
     inbox = multiprocessing.connection.Connection(read_fd, writable=False)
     outbox = multiprocessing.connection.Connection(write_fd, readable=False)
     cancel = CancelCell(cancel_fd)
-    connections: dict[str, GuardedConnection] = {}
+    # One connection per file and rule set: a connection keeps state no authorizer sees again
+    # (FTS5's prepared statements, sqlite_stmt), so two rule sets never share one.
+    connections: dict[tuple[str, HideRules | None], GuardedConnection] = {}
     outbox.send((0, "ready"))  # the parent starts a query's deadline only after this
     while True:
         try:
@@ -86,8 +88,9 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
         except (EOFError, KeyboardInterrupt):
             return
         cancel.current = request_id
+        key = (request.path, request.hide or None)
         try:
-            guarded = connections.get(request.path)
+            guarded = connections.get(key)
             if guarded is not None and guarded.replaced():
                 # The file was swapped for another one (same path, new inode): an open
                 # connection would keep reading the old, unlinked file.
@@ -97,7 +100,7 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
                 # The file may have changed since start: (re)opening checks it again.
                 check_database_file(Path(request.path))
                 guarded = GuardedConnection(Path(request.path), settings, cancel)
-                connections[request.path] = guarded
+                connections[key] = guarded
             if isinstance(request, SchemaRequest):
                 reply: Any = (guarded.hidden_schema(request.hide) if request.hide
                               else guarded.read_schema())
@@ -107,13 +110,13 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
                                     timeout=request.timeout, byte_budget=request.byte_budget,
                                     hide=request.hide)
         except sqlite3.Error as exc:  # the file cannot be opened or its schema read
-            connections.pop(request.path, None)
+            connections.pop(key, None)
             reply = WorkerFailure("sqlite", str(exc))
         except NotADatabaseFile as exc:
-            connections.pop(request.path, None)
+            connections.pop(key, None)
             reply = WorkerFailure("path", str(exc))
         except Exception as exc:  # carried to the parent, which raises it as our error
-            connections.pop(request.path, None)
+            connections.pop(key, None)
             reply = WorkerFailure(type(exc).__name__, str(exc))
         outbox.send((request_id, reply))
 

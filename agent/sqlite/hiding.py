@@ -1,39 +1,49 @@
 """Tables and columns the database's owner hides from the model, enforced in the worker.
 
 Rules are `TABLE` or `TABLE.COLUMN` glob patterns (`*`, `?`, `[...]`), matched without regard
-to case as SQLite matches names. They are resolved against the real schema into a `Withheld`
-set once per connection and schema version:
-- a table matched by a rule is hidden, with all its columns;
+to case as SQLite matches names. They are resolved against every object of the file (never
+against the schema kept for the model, which a size bound may cut) into a `Withheld` set, once
+per connection and schema version:
+- a table or view matched by a rule is hidden, with all its columns; a view with a column a
+  rule matches is hidden whole;
 - a column matched by a rule is hidden, and so is every generated column of the same table
-  (its expression may read the hidden one); a table left with no column is hidden whole;
+  (its expression may read the hidden one); a table left with no column is hidden whole, and so
+  is one whose columns SQLite cannot list when a rule names a table like it;
+- a virtual table with a hidden column is hidden whole, with its shadow tables (its storage):
+  modules such as FTS read all their columns at once (MATCH on the table, its table-valued
+  form, highlight(), rank, FTS4's column filters) where the authorizer never sees a column; a
+  virtual table whose definition names hidden data (an FTS index over a table's hidden column,
+  an fts5vocab or fts4aux table over a hidden FTS table), or one of whose shadow tables a rule
+  hides, is hidden whole too;
 - a view is hidden when reading it reads anything hidden (found by preparing a read of it
   under the same authorizer the model's SQL meets), or when its SQL joins with USING or
-  NATURAL (those join columns never reach the authorizer) and mentions a hidden name.
-The authorizer then refuses any statement that reads a hidden table, view or column, any read
-of sqlite_schema, and the pragmas that describe tables; USING/NATURAL joins are refused
-before preparing, because SQLite resolves their columns without asking the authorizer.
+  NATURAL (those join columns never reach the authorizer) and mentions a hidden name, or
+  forces an index over a hidden column (INDEXED BY);
+- an index over a hidden column (or of a hidden table) cannot be named in INDEXED BY.
+What a statement may do under the rules (`_refusals` words the refusals) is the authorizer's
+(`_authorizer`) and the worker's checks before preparing (`_guard`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import re
-import sqlite3
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import functools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from ..errors import ConfigError
-from .sql_text import skip_comment, skip_quoted
-from .types import HideReport, Schema
+from ._sql_names import indexed_by, sql_mentions, sql_names, sql_words, uses_unchecked_join
+from .types import Column, HideReport, Schema
 
 # Tables that describe the schema or its indexes: they would show hidden names, and
-# sqlite_stat4 even holds sample values of indexed columns.
+# sqlite_stat4 even holds sample values of indexed columns. Under rules these are refused, and
+# so is every other table whose name starts with sqlite_ (sqlite_sequence names AUTOINCREMENT
+# tables and their highest id; sqlite_stmt shows the connection's statements).
 SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_master",
                            "sqlite_temp_schema", "sqlite_stat1", "sqlite_stat2", "sqlite_stat3",
                            "sqlite_stat4", "dbstat"})
+
 # Pragmas that name tables or columns (as statements or as pragma_* table-valued functions).
 DESCRIBING_PRAGMAS = frozenset(
     {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo",
@@ -104,14 +114,59 @@ class HideRules:
         """True when a rule hides `table`.`column`."""
         return any(r.hides_column(table, column) for r in self.rules)
 
+    def naming(self, table: str) -> list[HideRule]:
+        """The rules whose table part matches `table` (by name, or as a glob)."""
+        by_name, globs = self._by_table
+        folded = table.casefold()
+        return by_name.get(folded, []) + [r for r in globs if fnmatch.fnmatchcase(folded, r.table)]
+
+    def names_columns_of(self, table: str) -> bool:
+        """True when a column rule may match a column of `table` (its columns must be read)."""
+        return any(r.column is not None for r in self.naming(table))
+
+    @functools.cached_property
+    def _by_table(self) -> tuple[dict[str, list[HideRule]], list[HideRule]]:
+        """Rules naming one table, by that name; rules whose table part is a glob."""
+        by_name: dict[str, list[HideRule]] = {}
+        globs = []
+        for rule in self.rules:
+            if any(ch in rule.table for ch in "*?["):
+                globs.append(rule)
+            else:
+                by_name.setdefault(rule.table, []).append(rule)
+        return by_name, globs
+
+
+@dataclass(frozen=True)
+class FileObject:
+    """One table, virtual table or view of the file, as resolving the rules needs it."""
+
+    name: str
+    kind: str  # "table", "virtual" or "view"
+    sql: str
+    columns: tuple[Column, ...] | None  # None: not needed by any rule, or SQLite cannot list them
+    owner: str | None = None  # the virtual table whose storage (shadow table) this table is
+
+
+@dataclass(frozen=True)
+class FileIndex:
+    """One index of the file: its table and every name it is built from."""
+
+    name: str
+    table: str
+    columns: tuple[str, ...] | None  # indexed (and, WITHOUT ROWID, carried) columns; None: unknown
+    sql: str  # "" for the automatic index of a UNIQUE or PRIMARY KEY constraint
+
 
 @dataclass(frozen=True)
 class Withheld:
-    """The rules resolved against one schema: casefolded names the model may not read."""
+    """The rules resolved against one file: casefolded names the model may not read."""
 
-    tables: frozenset[str] = frozenset()  # hidden tables and views
+    tables: frozenset[str] = frozenset()  # hidden tables, virtual tables and views
     columns: frozenset[tuple[str, str]] = frozenset()  # (table, column) of visible tables
     risky: frozenset[str] = frozenset()  # hidden tables and views, and tables with hidden columns
+    objects: frozenset[str] = frozenset()  # every table and view of the file, hidden or not
+    indexes: frozenset[str] = frozenset()  # indexes over a hidden column or of a hidden table
 
     def __bool__(self) -> bool:
         return bool(self.tables or self.columns)
@@ -126,131 +181,137 @@ class Withheld:
         return folded in self.tables or (folded, column.casefold()) in self.columns
 
 
-_WORD = re.compile(r"[A-Za-z_\u0080-\U0010ffff][\w$\u0080-\U0010ffff]*")
-
-
-def _tokens(sql: str) -> Iterator[tuple[bool, str]]:
-    """(quoted, casefolded name) for each identifier or keyword of `sql`; literals and comments skipped."""
-    i, n = 0, len(sql)
-    while i < n:
-        ch = sql[i]
-        # Comments only: SQLite reads whitespace outside ASCII as part of a name, as _WORD does.
-        if (end := skip_comment(sql, i)) > i:
-            i = end
-        elif ch in "'\"`[":
-            close = "]" if ch == "[" else ch
-            end = skip_quoted(sql, i, close)
-            if ch != "'":
-                yield True, sql[i + 1:end - 1].replace(close * 2, close).casefold()
-            i = end
-        elif match := _WORD.match(sql, i):
-            yield False, match.group().casefold()
-            i = match.end()
-        else:
-            i += 1
-
-
-def sql_names(sql: str) -> frozenset[str]:
-    """Casefolded identifiers and keywords of `sql` (quoted ones unquoted)."""
-    return frozenset(name for _, name in _tokens(sql))
-
-
-def uses_unchecked_join(sql: str) -> bool:
-    """True when `sql` joins with USING or NATURAL, whose columns SQLite never authorizes."""
-    return any(not quoted and name in ("using", "natural") for quoted, name in _tokens(sql))
-
-
-def resolve_rules(rules: HideRules, schema: Schema, view_sql: Mapping[str, str],
+def resolve_rules(rules: HideRules, objects: Sequence[FileObject], indexes: Sequence[FileIndex],
                   reads_hidden: Callable[[str, Withheld], bool]) -> tuple[Withheld, HideReport]:
-    """The names `rules` hide on `schema`; `reads_hidden(view, withheld)` probes one view."""
+    """The names `rules` hide among the file's `objects`; `reads_hidden(view, withheld)` probes one view."""
     tables: set[str] = set()
     columns: set[tuple[str, str]] = set()
     matches: dict[str, list[str]] = {rule.text: [] for rule in rules.rules}
     derived: list[str] = []
-    for table in schema.tables:
-        if table.kind != "table":
-            continue
-        hit = [r.text for r in rules.rules if r.hides_table(table.name)]
-        if hit:
-            tables.add(table.name.casefold())
-            for text in hit:
-                matches[text].append(table.name)
-            continue
-        hidden_here = False
-        for column in table.columns:
-            for rule in rules.rules:
-                if rule.column is not None and rule.hides_column(table.name, column.name):
-                    matches[rule.text].append(f"{table.name}.{column.name}")
-                    columns.add((table.name.casefold(), column.name.casefold()))
-                    hidden_here = True
-        if hidden_here:
-            for column in table.columns:  # a generated column may compute from a hidden one
-                key = (table.name.casefold(), column.name.casefold())
-                if column.hidden and key not in columns:
-                    columns.add(key)
-                    derived.append(f"{table.name}.{column.name}")
-            if all((table.name.casefold(), c.name.casefold()) in columns for c in table.columns):
-                tables.add(table.name.casefold())  # nothing of it is left to see
-                derived.append(table.name)
-    withheld = _withheld(tables, columns)
-    views = [t.name for t in schema.tables if t.kind == "view"]
-    changed = True
-    while changed and withheld:  # a view over a hidden view is found on the next pass
+    for obj in objects:
+        _apply_rules(rules, obj, tables, columns, matches, derived)
+    state = _Spreading(tables, columns, frozenset(o.name.casefold() for o in objects), indexes)
+    storage: dict[str, set[str]] = {}
+    for obj in objects:
+        if obj.owner is not None:
+            storage.setdefault(obj.owner.casefold(), set()).add(obj.name.casefold())
+    changed = bool(tables or columns)
+    while changed:  # what reads a hidden thing may be found on the next pass
         changed = False
-        for view in views:
-            if view.casefold() in tables:
-                continue
-            sql = view_sql.get(view, "")
-            if ((uses_unchecked_join(sql) and sql_names(sql) & withheld.risky)
-                    or reads_hidden(view, withheld)):
-                tables.add(view.casefold())
-                derived.append(view)
-                withheld = _withheld(tables, columns)
+        for obj in objects:
+            if obj.name.casefold() not in tables and _reads_hidden(obj, storage, state, reads_hidden):
+                state.hide(obj.name)
+                derived.append(obj.name)
                 changed = True
-    report = HideReport(tuple((text, tuple(names)) for text, names in matches.items()),
-                        tuple(derived))
+    withheld = state.withheld()
+    unsafe = sorted((i.name for i in indexes if i.name.casefold() in withheld.indexes
+                     and not withheld.hides_table(i.table)), key=lambda n: (n.casefold(), n))
+    report = HideReport(tuple((text, tuple(hit)) for text, hit in matches.items()),
+                        tuple(derived), tuple(unsafe))
     return withheld, report
+
+
+class _Spreading:
+    """The hidden names while resolution spreads them to what reads them (a Withheld on demand)."""
+
+    def __init__(self, tables: set[str], columns: set[tuple[str, str]], objects: frozenset[str],
+                 indexes: Sequence[FileIndex]) -> None:
+        self.tables = tables
+        self.risky = set(tables) | {t for t, _ in columns}
+        self._columns = frozenset(columns)
+        self._objects = objects
+        self._indexes = indexes
+        self._withheld: Withheld | None = None
+
+    def hide(self, name: str) -> None:
+        self.tables.add(name.casefold())
+        self.risky.add(name.casefold())
+        self._withheld = None
+
+    def withheld(self) -> Withheld:
+        if self._withheld is None:
+            tables, columns = frozenset(self.tables), self._columns
+            unsafe = frozenset(
+                index.name.casefold() for index in self._indexes
+                if index.table.casefold() in tables
+                or (index.columns is None and index.table.casefold() in self.risky)
+                or any((index.table.casefold(), name.casefold()) in columns
+                       for name in (*(index.columns or ()), *sql_words(index.sql))))
+            self._withheld = Withheld(tables, columns, frozenset(self.risky), self._objects, unsafe)
+        return self._withheld
+
+
+def _apply_rules(rules: HideRules, obj: FileObject, tables: set[str], columns: set[tuple[str, str]],
+                 matches: dict[str, list[str]], derived: list[str]) -> None:
+    """Hide `obj` or some of its columns as the rules say."""
+    key = obj.name.casefold()
+    named = rules.naming(obj.name)
+    hit = [r.text for r in named if r.column is None]
+    if hit:
+        tables.add(key)
+        for text in hit:
+            matches[text].append(obj.name)
+        return
+    if obj.columns is None:  # a rule may name one of the columns SQLite cannot list
+        if named:
+            tables.add(key)
+            for rule in named:
+                matches[rule.text].append(obj.name)
+        return
+    hidden_here = False
+    for column in obj.columns:
+        folded = column.name.casefold()
+        for rule in named:
+            if fnmatch.fnmatchcase(folded, rule.column or ""):
+                matches[rule.text].append(f"{obj.name}.{column.name}")
+                columns.add((key, folded))
+                hidden_here = True
+    if not hidden_here:
+        return
+    # A virtual table's module reads all its columns together (see the docstring); a view's
+    # columns are not the authorizer's to refuse (it sees the tables the view reads).
+    if obj.kind in ("virtual", "view"):
+        tables.add(key)
+        derived.append(obj.name)
+        return
+    for column in obj.columns:  # a generated column may compute from a hidden one
+        if column.hidden and (key, column.name.casefold()) not in columns:
+            columns.add((key, column.name.casefold()))
+            derived.append(f"{obj.name}.{column.name}")
+    if all((key, c.name.casefold()) in columns for c in obj.columns):
+        tables.add(key)  # nothing of it is left to see
+        derived.append(obj.name)
+
+
+def _reads_hidden(obj: FileObject, storage: dict[str, set[str]], state: _Spreading,
+                  reads_hidden: Callable[[str, Withheld], bool]) -> bool:
+    """True when reading `obj` would read something hidden (see the module docstring)."""
+    key = obj.name.casefold()
+    if obj.owner is not None:
+        return obj.owner.casefold() in state.tables
+    if obj.kind == "virtual":
+        return bool((sql_mentions(obj.sql) - {key}) & state.risky
+                    or storage.get(key, set()) & state.risky)
+    if obj.kind != "view":
+        return False
+    if uses_unchecked_join(obj.sql) and sql_names(obj.sql) & state.risky:
+        return True
+    withheld = state.withheld()
+    forced = {name.casefold() for name in indexed_by(obj.sql)}
+    return bool(forced & withheld.indexes) or reads_hidden(obj.name, withheld)
+
+
+def index_order_warning(indexes: Sequence[str]) -> str:
+    """The operator's warning about indexes over hidden columns (HideReport.indexes)."""
+    return (f"indexes over hidden columns: {', '.join(indexes)}; a query without ORDER BY that "
+            "SQLite answers through one returns rows in the order of the hidden values (and "
+            "LIMIT picks by them): drop those indexes, or serve a copy without them, if that "
+            "order is secret too")
 
 
 def quote_name(name: str) -> str:
     """`name` as a double-quoted SQL identifier."""
     return '"' + name.replace('"', '""') + '"'
-
-
-class StatementGuard(Protocol):
-    """The part of the connection's authorizer state the view probe uses."""
-
-    hidden: bool
-
-    def reset(self, deadline: float, withheld: Withheld | None = None, sql: str = "") -> None:
-        """Start a statement under `withheld` (nothing hidden when None)."""
-
-
-PROBE_SECONDS = 5.0  # preparing a read of a view runs no rows; this only bounds a pathological one
-
-
-def resolve_on(conn: sqlite3.Connection, guard: StatementGuard, rules: HideRules,
-               schema: Schema) -> tuple[Withheld, HideReport]:
-    """`rules` resolved on an open connection whose authorizer is `guard`."""
-    view_sql = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'view'").fetchall())
-
-    def reads_hidden(view: str, withheld: Withheld) -> bool:
-        probe = f"SELECT 1 FROM {quote_name(view)} LIMIT 0"
-        guard.reset(time.monotonic() + PROBE_SECONDS, withheld, probe)
-        try:
-            conn.execute(probe).fetchall()
-        except sqlite3.Error:
-            return guard.hidden  # another error (a broken view) is not ours to hide
-        finally:
-            guard.reset(float("inf"))
-        return False
-
-    return resolve_rules(rules, schema, view_sql, reads_hidden)
-
-
-def _withheld(tables: set[str], columns: set[tuple[str, str]]) -> Withheld:
-    risky = frozenset(tables) | frozenset(t for t, _ in columns)
-    return Withheld(frozenset(tables), frozenset(columns), risky)
 
 
 def filter_schema(schema: Schema, withheld: Withheld, report: HideReport) -> Schema:
@@ -270,34 +331,3 @@ def filter_schema(schema: Schema, withheld: Withheld, report: HideReport) -> Sch
         kept.append(dataclasses.replace(table, columns=columns, foreign_keys=links,
                                         withheld_columns=len(table.columns) - len(columns)))
     return dataclasses.replace(schema, tables=tuple(kept), hiding=report)
-
-
-def hidden_read_reason(withheld: Withheld, table: str, column: str | None, source: str | None,
-                       named: frozenset[str]) -> str | None:
-    """Why reading `table`.`column` is refused (None: allowed); `named` are the SQL's own names.
-
-    The text names a hidden table or column only when the SQL itself names it, so a refusal
-    never tells the model a name it did not write.
-    """
-    if table.casefold() in SCHEMA_TABLES:
-        return f"{table} cannot be read on this database; {SCHEMA_HINT}"
-    source_named = source is not None and source.casefold() in named
-    hidden_view = source is not None and withheld.hides_table(source)
-    if withheld.hides_table(table) or hidden_view:
-        if withheld.hides_table(table) and table.casefold() in named and not hidden_view:
-            return (f"{table} is not available (hidden by the database's owner); leave it out "
-                    "of the query")
-        if source_named:
-            return (f"{source} reads data hidden by the database's owner; leave it out of the "
-                    "query")
-        return f"the query reads a table hidden by the database's owner; {SCHEMA_HINT}"
-    if column is None or not withheld.hides_column(table, column):
-        return None
-    if column.casefold() in named:
-        return (f"column {table}.{column} is not available (hidden by the database's owner); "
-                "leave it out of the query")
-    if source_named and source is not None:
-        return (f"{source} reads columns of {table} hidden by the database's owner; select "
-                f"only the columns you need from {table} by name (describe_table {table} lists them)")
-    return (f"{table} has columns hidden by the database's owner, so SELECT * cannot read it; "
-            f"name the columns you need (describe_table {table} lists them)")

@@ -49,7 +49,11 @@ class HideReport:
     """What each hide rule hid on one database (for doctor and logs; never shown to the model)."""
 
     matches: tuple[tuple[str, tuple[str, ...]], ...]  # (rule as written, names it hid)
-    derived: tuple[str, ...]  # views and generated columns hidden because they read hidden data
+    derived: tuple[str, ...]  # what is hidden because it reads hidden data (views, generated
+    # columns, virtual tables and their shadow tables)
+    # Indexes of visible tables over a hidden column: a query without ORDER BY that SQLite
+    # answers through one returns its rows in the order of the hidden values.
+    indexes: tuple[str, ...] = ()
 
     @property
     def unmatched(self) -> tuple[str, ...]:

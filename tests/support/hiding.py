@@ -13,7 +13,7 @@ CREATE TABLE Employee (EmployeeId INTEGER PRIMARY KEY, LastName TEXT, BirthDate 
 CREATE TABLE Customer (CustomerId INTEGER PRIMARY KEY, FirstName TEXT, Email TEXT,
                        SupportRepId INTEGER REFERENCES Employee (EmployeeId),
                        MailDomain TEXT GENERATED ALWAYS AS (substr(Email, 8)) VIRTUAL);
-CREATE TABLE Invoice (InvoiceId INTEGER PRIMARY KEY,
+CREATE TABLE Invoice (InvoiceId INTEGER PRIMARY KEY AUTOINCREMENT,
                       CustomerId INTEGER REFERENCES Customer (CustomerId), Total REAL,
                       Note TEXT);
 CREATE INDEX CustomerEmail ON Customer (Email);
@@ -69,4 +69,9 @@ ATTACKS = (
     "EXPLAIN SELECT Email FROM Customer",
     "SELECT * FROM sqlite_stat1",
     "SELECT name FROM dbstat",
+    "SELECT name, seq FROM sqlite_sequence",
+    "SELECT sql FROM sqlite_stmt",
+    "EXPLAIN QUERY PLAN SELECT CustomerId FROM Customer",
+    "SELECT FirstName FROM Customer INDEXED BY CustomerEmail",
+    "SELECT 1 FROM main.Invoice NATURAL JOIN Employee",
 )

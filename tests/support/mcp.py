@@ -8,8 +8,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from agent.backends.base import Completion, ModelBackend
 from tests.support.policies import Policy, ScriptedReply, first_user_turn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,3 +99,43 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 
         except OSError:
             time.sleep(0.05)
     raise TimeoutError(f"nothing listened on port {port} within {timeout:g} s")
+
+
+@contextmanager
+def running_http_server(tmp_path: Path, *flags: str, **env: str) -> Iterator[str]:
+    """`python -m mcp_server FLAGS --transport streamable-http` on a free loopback port, its
+    stderr in tmp_path/stderr.txt; yields its MCP URL and stops it on the way out."""
+    port = free_port()
+    with (tmp_path / "stderr.txt").open("wb") as err:
+        process = subprocess.Popen(
+            server_command(*flags, "--transport", "streamable-http", "--port", str(port)),
+            cwd=REPO, env=server_env(tmp_path, **env), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        wait_for_port(port, process)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+class PeakBackend:
+    """Counts how many completions run at the same time (the queue's observable effect: one per
+    running episode)."""
+
+    def __init__(self, inner: ModelBackend) -> None:
+        self.inner, self.model = inner, inner.model
+        self.running = self.peak = 0
+
+    async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
+        """The inner completion, counted while it runs."""
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            return await self.inner.complete(prompt, max_tokens=max_tokens)
+        finally:
+            self.running -= 1
+
+    async def aclose(self) -> None:
+        """Close the inner backend."""
+        await self.inner.aclose()

@@ -53,7 +53,8 @@ def _no_time(completion: Completion) -> Completion:
 # ---- requests and results ----------------------------------------------------------------
 
 async def test_request_body_and_key(fake_openai) -> None:
-    """POST {base}/completions with the raw prompt, sampling, top_k, stops, seed and the bearer key."""
+    """POST {base}/completions with the raw prompt, sampling, top_k, the neutral samplers under both
+    spellings (an engine that does not say what it is), stops, seed and the bearer key."""
     fake = fake_openai(KeyedPolicy(), api_key="sekrit")
     backend = _backend([fake.url], api_key="sekrit", sampling=SamplingSettings(seed=3))
     await backend.complete(PROMPT, max_tokens=512)
@@ -62,7 +63,9 @@ async def test_request_body_and_key(fake_openai) -> None:
     assert (request.path, request.headers["authorization"], request.body) == (
         "/v1/completions", "Bearer sekrit", {
             "model": DEFAULT_MODEL, "prompt": PROMPT, "max_tokens": 512, "temperature": 0.6,
-            "top_p": 0.95, "top_k": 20, "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"], "seed": 3,
+            "top_p": 0.95, "top_k": 20, "repeat_penalty": 1.0, "repetition_penalty": 1.0,
+            "presence_penalty": 0.0, "frequency_penalty": 0.0, "min_p": 0.0, "typical_p": 1.0,
+            "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"], "seed": 3,
             "stream": True, "stream_options": {"include_usage": True},
         },
     )

@@ -51,6 +51,9 @@ class Completion:
     finish_reason: str = "stop"  # "stop" or "length"
     seconds: float = 0.0
     details: dict[str, str] = field(default_factory=dict)  # e.g. which replica answered
+    # Prompt tokens the engine says it served from its prompt cache; None when it does not say
+    # (never a guess). When set, `prompt_tokens` is the whole prompt, cached tokens included.
+    cached_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,11 @@ class EngineFacts:
     slots: int | None = None  # sequences it serves at once
     slots_source: str = ""  # how we know `slots`: "/props total_slots", ...
     notes: tuple[str, ...] = ()  # advice about this engine, one sentence each
+    version: str | None = None  # as the engine says it: Ollama's /api/version, vLLM's /version, ...
+    # Tokens one sequence may hold (prompt and completion), when the engine says.
+    context_tokens: int | None = None
+    context_source: str = ""  # how we know `context_tokens`: "/props n_ctx", ...
+    warnings: tuple[str, ...] = ()  # known traps this engine is set up with, one sentence each
 
 
 @runtime_checkable

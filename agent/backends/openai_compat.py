@@ -30,7 +30,7 @@ from .base import (
     SlotChoice,
     seeded_copy,
 )
-from .openai_engines import engine_facts
+from .openai_engines import engine_facts, neutral_samplers
 from .streaming import read_completion_stream
 
 _ATTEMPTS = 2  # the first replica, then one retry on another healthy replica
@@ -86,6 +86,9 @@ class OpenAICompletionsBackend:
         self.api_key_env = api_key_env
         self._has_key = api_key is not None
         self._pool = ReplicaPool([url.rstrip("/") for url in base_urls], cooldown=failure_cooldown)
+        # What each replica's engine said about itself (engine_facts), by base URL: it decides
+        # how the neutral samplers are spelled. Shared by seeded and per-replica copies.
+        self._facts: dict[str, EngineFacts] = {}
         headers = {"Authorization": f"Bearer {api_key}"} if api_key is not None else {}
         self._client = httpx.AsyncClient(
             timeout=client_timeout(timeout),
@@ -128,11 +131,14 @@ class OpenAICompletionsBackend:
         return tuple(views)
 
     async def engine_facts(self) -> tuple[EngineFacts, ...]:
-        """What each replica's engine says about itself (llama-server's /props, llama_cpp.server)."""
-        return tuple([await engine_facts(self._client, url, CONNECT_TIMEOUT) for url in self.base_urls])
+        """What each replica's engine says about itself (llama-server's /props, llama_cpp.server, vLLM)."""
+        facts = tuple([await engine_facts(self._client, url, CONNECT_TIMEOUT, self.model)
+                       for url in self.base_urls])
+        self._facts.update((f.where, f) for f in facts)
+        return facts
 
-    def request_body(self, prompt: str, max_tokens: int) -> dict[str, Any]:
-        """The JSON body of one /completions request."""
+    def request_body(self, prompt: str, max_tokens: int, engine: str | None = None) -> dict[str, Any]:
+        """The JSON body of one /completions request to `engine` (None: an engine not identified)."""
         body: dict[str, Any] = {
             "model": self.model,
             "prompt": prompt,
@@ -140,6 +146,8 @@ class OpenAICompletionsBackend:
             "temperature": self.sampling.temperature,
             "top_p": self.sampling.top_p,
             "top_k": self.sampling.top_k,  # an extension vLLM, SGLang and llama.cpp accept
+            # Sampled as in training, whatever the engine's own defaults (llama.cpp: min_p 0.05).
+            **neutral_samplers(engine),
             "stop": list(STOP_STRINGS),
             # Streamed so that a cancelled request stops the generation: llama_cpp.server, for
             # one, notices a client that went away only between streamed tokens.
@@ -152,10 +160,11 @@ class OpenAICompletionsBackend:
 
     async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
         """Continue `prompt` verbatim on the least busy healthy replica, retrying once elsewhere."""
-        body = self.request_body(prompt, max_tokens)
         started = time.perf_counter()
         any_connection_failure = False
         for replica in self._pool.attempts(_ATTEMPTS):
+            told = self._facts.get(replica.base_url)
+            body = self.request_body(prompt, max_tokens, told.engine if told is not None else None)
             try:
                 return await self._stream_completion(replica, body, started)
             except _ReplicaFailed as failure:
@@ -258,11 +267,14 @@ class OpenAICompletionsBackend:
                 if isinstance(exc, httpx.HTTPError):
                     raise self._transport_failure(exc, url) from exc
                 raise
+        details = {"replica": replica.base_url, "usage": streamed.usage_source}
+        if streamed.cache_source:
+            details["cache"] = streamed.cache_source
         return Completion(
             text=streamed.text, prompt_tokens=streamed.prompt_tokens,
             completion_tokens=streamed.completion_tokens, finish_reason=streamed.finish_reason,
-            seconds=time.perf_counter() - started,
-            details={"replica": replica.base_url, "usage": streamed.usage_source},
+            seconds=time.perf_counter() - started, cached_tokens=streamed.cached_tokens,
+            details=details,
         )
 
     async def _refusal_behind(self, replica: Replica, body: dict[str, Any]) -> BackendError | None:

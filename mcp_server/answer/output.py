@@ -45,6 +45,18 @@ class TraceEntry(BaseModel):
     summary: str = Field(description="one line about what the tool returned")
 
 
+class RoundPrompt(BaseModel):
+    """One model round's prompt and what the engine served from its cache."""
+
+    round: int = Field(description="1-based round")
+    prompt: int = Field(description="prompt tokens of the round, as the engine counted them")
+    cached: int | Literal["unknown"] = Field(
+        description="of which the engine served from its prompt cache; 'unknown' when the engine does "
+                    "not say")
+    evaluated: int | Literal["unknown"] = Field(
+        description="of which the engine evaluated anew (prompt minus cached); 'unknown' likewise")
+
+
 class Candidate(BaseModel):
     """One distinct result among the samples."""
 
@@ -116,6 +128,11 @@ class AnswerOutput(BaseModel):
     trace: list[TraceEntry] = Field(description="every tool call of the exploration, in order")
     trace_omitted: int = Field(default=0, description="tool calls left out of `trace` (the earliest) "
                                                       "to keep the answer within its size")
+    prompt_cache: list[RoundPrompt] = Field(
+        default_factory=list,
+        description="per model round, its prompt tokens and how many the engine served from its cache "
+                    "('unknown' where it does not say); after the first round most should come from "
+                    "the cache, else every round is slow (see `sqale-agent doctor`)")
     last_reply: str | None = Field(
         None, description="failed answers only: the model's last reply (its tool calls as it wrote "
                           "them; the start of its thinking when it wrote nothing else), clipped, so "
@@ -143,6 +160,14 @@ def trace_of(rounds: Sequence[Round]) -> list[TraceEntry]:
     ]
 
 
+def prompt_cache_of(rounds: Sequence[Round]) -> list[RoundPrompt]:
+    """The compact per-round prompt and cache figures of `rounds`."""
+    return [RoundPrompt(round=r.index, prompt=r.prompt_tokens,
+                        cached="unknown" if r.cached_tokens is None else r.cached_tokens,
+                        evaluated="unknown" if r.evaluated_tokens is None else r.evaluated_tokens)
+            for r in rounds]
+
+
 def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
                         max_rows: int, queued_seconds: float = 0.0) -> AnswerOutput:
     """The structured answer for one finished episode."""
@@ -163,7 +188,7 @@ def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
         status=result.status.value, error=result.error, stop_reason=result.stop_reason.value,
         rounds=len(result.rounds), tool_calls=result.tool_calls, tokens=result.tokens,
         seconds=round(result.seconds, 3), queued_seconds=round(queued_seconds, 3), model=model,
-        trace=trace_entries(result), limits_hit=hit,
+        trace=trace_entries(result), limits_hit=hit, prompt_cache=prompt_cache_of(result.rounds),
         tables=list(result.tables_read), columns_read=columns_by_table(result.columns_read),
         last_reply=last_reply_excerpt(result) if result.status is EpisodeStatus.FAILED else None,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Protocol, TypeVar, runtime_checkable
@@ -177,6 +177,10 @@ class EngineAwareBackend(Protocol):
 
     async def engine_facts(self) -> tuple[EngineFacts, ...]:
         """One EngineFacts per engine (replica), best effort: silence is no error."""
+        ...
+
+    def remember_engines(self, facts: Sequence[EngineFacts]) -> None:
+        """Take what another instance's engine_facts() found (how to talk to each engine)."""
         ...
 
 

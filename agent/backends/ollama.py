@@ -7,7 +7,7 @@ import os
 import re
 import time
 import urllib.parse
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -201,6 +201,9 @@ class OllamaBackend:
                   else "the model's context_length (/api/show), below the num_ctx sent")
         return (EngineFacts(where=self.host, engine=OLLAMA, version=version, context_tokens=context,
                             context_source=source, notes=tuple(notes), warnings=tuple(warnings)),)
+
+    def remember_engines(self, facts: Sequence[EngineFacts]) -> None:
+        """Nothing to remember: every Ollama request is spelled the same."""
 
     async def _version(self) -> str | None:
         """GET /api/version; None when Ollama does not answer it."""

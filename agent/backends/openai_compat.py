@@ -134,8 +134,12 @@ class OpenAICompletionsBackend:
         """What each replica's engine says about itself (llama-server's /props, llama_cpp.server, vLLM)."""
         facts = tuple([await engine_facts(self._client, url, CONNECT_TIMEOUT, self.model)
                        for url in self.base_urls])
-        self._facts.update((f.where, f) for f in facts)
+        self.remember_engines(facts)
         return facts
+
+    def remember_engines(self, facts: Sequence[EngineFacts]) -> None:
+        """Know each replica's engine: it decides how the neutral samplers are spelled."""
+        self._facts.update((f.where, f) for f in facts)
 
     def request_body(self, prompt: str, max_tokens: int, engine: str | None = None) -> dict[str, Any]:
         """The JSON body of one /completions request to `engine` (None: an engine not identified)."""
@@ -210,7 +214,9 @@ class OpenAICompletionsBackend:
 
     async def _answers_any_name(self, replica: Replica) -> bool:
         """Whether the replica completes a one-token request for our model name all the same."""
-        probe = {"model": self.model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0}
+        told = self._facts.get(replica.base_url)
+        probe = {"model": self.model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0,
+                 **neutral_samplers(told.engine if told is not None else None)}
         try:
             response = await self._client.post(f"{replica.base_url}/completions", json=probe)
         except httpx.HTTPError:

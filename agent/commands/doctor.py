@@ -135,6 +135,7 @@ async def _check_model(args: argparse.Namespace) -> bool:
     where = backend.where if isinstance(backend, LocatedBackend) else choice.address
     subject = f"{choice.backend} at {where}"
     try:
+        facts = await gather_engine_facts(backend, PROBE_SECONDS)  # first: how to talk to each engine
         if not isinstance(backend, DescribableBackend):  # our backends all are; a plug-in may not be
             print(f"[info] {subject}: this backend cannot check its model in advance")
         else:
@@ -143,7 +144,6 @@ async def _check_model(args: argparse.Namespace) -> bool:
                 return False
             _print_model(subject, info)
         generates = await _check_generation(backend, choice.backend, subject)
-        facts = await gather_engine_facts(backend, PROBE_SECONDS)
         _report_slots(command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots"),
                       backend, facts)
         _report_engines(facts)

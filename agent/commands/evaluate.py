@@ -17,7 +17,7 @@ from ..backends.advice import cache_advice
 from ..backends.base import EngineFacts, SlotChoice
 from ..backends.openai_engines import ENGINES_THAT_SAY
 from ..backends.settings import BackendSettings, make_backend
-from ..backends.slots import engine_slots, gather_engine_facts
+from ..backends.slots import engine_slots, gather_engine_facts, told_engines
 from ..engine_fit import fit_to_engines
 from ..episode import EpisodeSettings
 from ..errors import ConfigError, SqaleError
@@ -163,7 +163,8 @@ def run(args: argparse.Namespace) -> int:
                                   **({"engine_kind": kind} if kind is not None else {})})
     try:
         result: RunResult = anyio.run(partial(
-            evaluate, dataset, selection, partial(make_backend, choice), model=choice.model,
+            evaluate, dataset, selection, lambda sampling: told_engines(make_backend(choice, sampling), facts),
+            model=choice.model,
             out_path=out_path, resume=args.resume, settings=settings, prompts=prompts,
             progress=progress, run=run_details))
     except EvaluationAborted as exc:

@@ -44,8 +44,8 @@ def test_doctor_warns_of_an_ollama_too_old_for_qwen35(fake_ollama, capsys) -> No
 
 def test_doctor_warns_of_model_parameters_that_differ_from_the_modelfile(fake_ollama, capsys) -> None:
     """A model created with Ollama's repeat_penalty 1.1 (or another top_k): one warning per parameter."""
-    parameters = (SHOW_PARAMETERS.replace("top_k                          20", "top_k                          40")
-                  + "\nrepeat_penalty                 1.1")
+    top_k = "top_k" + " " * 26
+    parameters = SHOW_PARAMETERS.replace(f"{top_k}20", f"{top_k}40") + "\nrepeat_penalty                 1.1"
     fake = fake_ollama(OraclePolicy({}), show_overrides={"parameters": parameters})
     out = doctor(capsys, "--ollama-host", fake.url)
     assert ("[warn] the engine: the model's PARAMETER top_k is 40, our Modelfile's is 20: sqale sends its own "
@@ -57,7 +57,8 @@ def test_doctor_warns_of_model_parameters_that_differ_from_the_modelfile(fake_ol
 def test_the_modelfile_passes_its_own_check() -> None:
     """Our Modelfile's PARAMETER lines, as /api/show prints them, raise no warning."""
     modelfile = (Path(__file__).resolve().parents[1] / "Modelfile").read_text()
-    lines = [line.removeprefix("PARAMETER ") for line in modelfile.splitlines() if line.startswith("PARAMETER ")]
+    lines = [line.removeprefix("PARAMETER ") for line in modelfile.splitlines()
+             if line.startswith("PARAMETER ")]
     assert parse_parameters("\n".join(lines))["stop"] == '"<|im_end|>" "<|endoftext|>" "<|im_start|>"'
     assert parameter_warnings("\n".join(lines)) == []
 

@@ -30,6 +30,8 @@ REUSED = [{"round": 1, "prompt": 417, "cached": 0, "evaluated": 417},
 UNKNOWN = [{"round": 1, "prompt": 417, "cached": "unknown", "evaluated": "unknown"},
            {"round": 2, "prompt": 479, "cached": "unknown", "evaluated": "unknown"},
            {"round": 3, "prompt": 540, "cached": "unknown", "evaluated": "unknown"}]
+NOTHING_SAID = [{"round": i, "prompt": "unknown", "cached": "unknown", "evaluated": "unknown"}
+                for i in (1, 2, 3)]
 REPROCESSED = [{"round": 1, "prompt": 417, "cached": 0, "evaluated": 417},
                {"round": 2, "prompt": 479, "cached": 0, "evaluated": 479},
                {"round": 3, "prompt": 540, "cached": 0, "evaluated": 540}]
@@ -59,7 +61,7 @@ ENGINES = {
     "vLLM --enable-prompt-tokens-details": ("openai", {"vllm": True, "prompt_tokens_details": True}, REUSED),
     "vLLM without it": ("openai", {"vllm": True}, UNKNOWN),
     "ollama 0.17.6 (says nothing)": ("ollama", {}, UNKNOWN),
-    "llama-cpp-python (says nothing)": ("openai", {"llama_cpp_python": True}, UNKNOWN),
+    "llama-cpp-python (no usage in its streams)": ("openai", {"llama_cpp_python": True}, NOTHING_SAID),
     "llama-server re-processing every prompt": ("openai", {"total_slots": 1, "reprocesses": True}, REPROCESSED),
 }
 

@@ -151,6 +151,7 @@ class OpenAIApi:
         if body.get("stream"):
             options = body.get("stream_options") or {}
             with_usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
+            with_usage = with_usage and not self.server.llama_cpp_python  # its streams carry no usage
             # llama-server ends a /v1/completions stream with usage and timings whatever it is asked.
             sent = usage if with_usage or llama_server else None
             return StreamingResponse(self._stream(head, generated, sent, timings),

@@ -17,8 +17,8 @@ from ..errors import (
     ConfigError,
     ModelNotFound,
 )
-from ._http import CONNECT_TIMEOUT, client_timeout, is_http_url, timed_out
-from ._replicas import Replica, ReplicaPool
+from ._http import CONNECT_TIMEOUT, client_timeout, describe_error, error_message, is_http_url, timed_out
+from ._replicas import PrefixAffinity, Replica, ReplicaPool
 from .base import (
     PROBE_PROMPT,
     STOP_STRINGS,
@@ -89,6 +89,7 @@ class OpenAICompletionsBackend:
         # What each replica's engine said about itself (engine_facts), by base URL: it decides
         # how the neutral samplers are spelled. Shared by seeded and per-replica copies.
         self._facts: dict[str, EngineFacts] = {}
+        self._affinity = PrefixAffinity()  # an episode's rounds stay on the replica caching their prefix
         headers = {"Authorization": f"Bearer {api_key}"} if api_key is not None else {}
         self._client = httpx.AsyncClient(
             timeout=client_timeout(timeout),
@@ -166,11 +167,15 @@ class OpenAICompletionsBackend:
         """Continue `prompt` verbatim on the least busy healthy replica, retrying once elsewhere."""
         started = time.perf_counter()
         any_connection_failure = False
-        for replica in self._pool.attempts(_ATTEMPTS):
+        several = len(self._pool.replicas) > 1
+        for replica in self._pool.attempts(_ATTEMPTS, self._affinity.replica_for(prompt) if several else None):
             told = self._facts.get(replica.base_url)
             body = self.request_body(prompt, max_tokens, told.engine if told is not None else None)
             try:
-                return await self._stream_completion(replica, body, started)
+                completion = await self._stream_completion(replica, body, started)
+                if several:
+                    self._affinity.served(prompt, replica.base_url)
+                return completion
             except _ReplicaFailed as failure:
                 any_connection_failure |= failure.connection
                 self._pool.mark_down(replica, failure.reason)
@@ -268,7 +273,7 @@ class OpenAICompletionsBackend:
                 if refusal is not None:
                     raise refusal from exc
                 if answered and isinstance(exc, httpx.TransportError):  # not unreachable: it broke off
-                    raise _ReplicaFailed(f"the completion stream broke off ({_describe(exc)})",
+                    raise _ReplicaFailed(f"the completion stream broke off ({describe_error(exc)})",
                                          connection=False) from exc
                 if isinstance(exc, httpx.HTTPError):
                     raise self._transport_failure(exc, url) from exc
@@ -309,24 +314,24 @@ class OpenAICompletionsBackend:
     def _transport_failure(self, exc: httpx.HTTPError, url: str) -> Exception:
         """The error for an HTTP exchange that broke: another replica may serve it, or a timeout."""
         if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
-            return _ReplicaFailed(_describe(exc), connection=True)
+            return _ReplicaFailed(describe_error(exc), connection=True)
         if isinstance(exc, httpx.TimeoutException):
             return timed_out(url, self.timeout, self.model, "; the server may be overloaded")
         # The connection broke mid-request (a crash?) or the answer was not valid HTTP.
-        return _ReplicaFailed(_describe(exc), connection=True)
+        return _ReplicaFailed(describe_error(exc), connection=True)
 
     def _check_status(self, replica: Replica, path: str, response: httpx.Response) -> None:
         """Raise the error an answer other than 200 means; note a healthy replica otherwise."""
         if response.status_code >= 500:
             raise _ReplicaFailed(
-                f"HTTP {response.status_code}: {_error_message(response)}", connection=False
+                f"HTTP {response.status_code}: {error_message(response)}", connection=False
             )
         if response.status_code in (401, 403):
             raise BackendAuthError(self._auth_message(replica, response))
         if response.status_code == 404:
             raise self._not_found(replica, path, response)
         if response.status_code != 200:
-            message = _error_message(response)
+            message = error_message(response)
             if "context" in message.lower():
                 raise BackendResponseError(
                     f"{replica.base_url}{path} cannot hold the episode's prompt (HTTP "
@@ -341,7 +346,7 @@ class OpenAICompletionsBackend:
         self._pool.mark_answered(replica)
 
     def _auth_message(self, replica: Replica, response: httpx.Response) -> str:
-        answer = f"HTTP {response.status_code}: {_error_message(response)}"
+        answer = f"HTTP {response.status_code}: {error_message(response)}"
         if not self._has_key:
             return (
                 f"{replica.base_url} requires an API key ({answer}). Put the key in an "
@@ -354,7 +359,7 @@ class OpenAICompletionsBackend:
         )
 
     def _not_found(self, replica: Replica, path: str, response: httpx.Response) -> BackendError:
-        message = _error_message(response)
+        message = error_message(response)
         if "model" in message.lower():
             return ModelNotFound(
                 f"{replica.base_url} does not serve the model '{self.model}' ({message}). Pass "
@@ -389,24 +394,3 @@ class OpenAICompletionsBackend:
             f"{self.failure_cooldown:g} s."
         )
 
-
-def _describe(exc: httpx.HTTPError) -> str:
-    """A short text for a transport error (httpx messages can be empty)."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _error_message(response: httpx.Response) -> str:
-    """The error text inside an error answer, whatever the server's JSON shape."""
-    try:
-        payload = response.json()
-    except ValueError:
-        return response.text.strip()[:300] or response.reason_phrase
-    if isinstance(payload, dict):
-        error = payload.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-        for candidate in (error, payload.get("message"), payload.get("detail")):
-            if candidate:
-                return str(candidate)
-    return str(payload)[:300]

@@ -17,12 +17,13 @@ from ..episode import EpisodeSettings
 from ..errors import ConfigError, SqaleError
 from ..evaluation import html_report
 from ..evaluation.datasets import KAGGLE_SPLITS, Benchmark, Dataset, Selection, load_dataset, select_examples
-from ..evaluation.golden import is_golden_file, load_golden
+from ..evaluation.golden import load_golden
 from ..evaluation.progress import ProgressLine
 from ..evaluation.records import TraceKind, read_records
 from ..evaluation.runner import EvalSettings, EvaluationAborted, RunResult, evaluate, run_info
 from ..evaluation.scoring import QueryLimits
 from ..evaluation.summary import render_summary, summarize, write_summary
+from ..golden_file import is_golden_file
 from ..sqlite import EngineLimits
 from ..tools import DEFAULT_ENVIRONMENT, Environment
 from .backend_options import add_backend_arguments, backend_choice, prompts_from_args

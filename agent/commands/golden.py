@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..evaluation.golden import GoldenEntry, append_entries, database_reference
+from ..golden_file import GoldenEntry, append_entries, database_reference
 from ..sqlite import Database
 
 DEFAULT_FILE = "golden.jsonl"

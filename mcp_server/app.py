@@ -18,7 +18,9 @@ from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 
+from .answer.error_results import StructuredToolErrors
 from .answer.scoping import ScopedToolList
+from .answer.sizing import result_size_meta
 from .answer.tool import TOOL_NAME, advertised_input_schema, answer_sql_question
 from .config.catalog import (
     Catalog,
@@ -29,7 +31,6 @@ from .config.catalog import (
     load_catalog,
     tool_description,
 )
-from .config.limits import input_schema_with_limits
 from .config.settings import ServerSettings
 from .runtime import (
     BackendFactory,
@@ -83,7 +84,7 @@ class SqaleServer(MCPServer[ServerRuntime]):
 
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
                          lifespan=lifespan, log_level=settings.log_level,
-                         middleware=[ScopedToolList(catalog, describe)],
+                         middleware=[ScopedToolList(catalog, describe), StructuredToolErrors()],
                          dependencies=list(MCP_DEV_DEPENDENCIES))
         self.sqale_settings = settings
         self.catalog = catalog
@@ -96,15 +97,17 @@ class SqaleServer(MCPServer[ServerRuntime]):
             description=describe(catalog),
             annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False,
                                         idempotent_hint=False, open_world_hint=False),
+            meta=result_size_meta(limits),  # a larger answer budget than Claude Code takes by default
             structured_output=True,
         )
-        # The input schema comes from the function's signature; the aliases, lengths and limits
+        # The input schema comes from the function's signature; the aliases, lengths and ranges
         # in force are known only now.
         tool = self._tool_manager.get_tool(TOOL_NAME)
         assert tool is not None
-        tool.parameters = input_schema_with_limits(advertised_input_schema(
+        tool.parameters = advertised_input_schema(
             tool.parameters, aliases=catalog.aliases, max_question_chars=settings.max_question_chars,
-            max_evidence_chars=settings.max_evidence_chars, example=example_question(catalog)), limits)
+            max_evidence_chars=settings.max_evidence_chars, max_samples=settings.max_samples,
+            example=example_question(catalog))
 
     def run(self, transport: str | None = None, **kwargs: Any) -> None:
         """Serve on `transport` (default: the configured one) until stopped."""

@@ -32,7 +32,7 @@ from mcp_server.answer.tool_errors import (
     tool_error_for,
     unknown_database,
 )
-from mcp_server.config.limits import AnswerLimits, input_schema_with_limits
+from mcp_server.config.limits import AnswerLimits
 
 
 def record(tool: str, args: dict[str, Any], text: str, ok: bool = True) -> CallRecord:
@@ -86,8 +86,7 @@ def test_answer_from_episode_has_every_field_and_a_compact_trace() -> None:
             {"round": 3, "tool": "submit_sql", "arguments": {"sql": "SELECT count(*) FROM Album"},
              "ok": True, "summary": "[1 row]"},
         ],
-        "last_reply": None,
-        "limits_hit": [],
+        "trace_omitted": 0, "last_reply": None, "limits_hit": [],
     }
 
 
@@ -278,18 +277,3 @@ def test_answers_name_each_limit_they_hit_and_how_to_ask_for_less() -> None:
                           answer_timed_out=True, error="interrupted")
     assert timed_out.limits_hit == ["query_timeout"]
     assert answer_of().limits_hit == [] and "Limit hit" not in render_answer_text(answer_of(), LIMITS)
-
-
-def test_input_schema_states_the_limits_in_the_question_description() -> None:
-    """The question's description gets the limits sentence; nothing else changes."""
-    schema = {"type": "object", "properties": {"question": {"type": "string", "description": "Q."},
-                                               "database": {"type": "string"}}}
-    assert input_schema_with_limits(schema, LIMITS) == {
-        "type": "object", "properties": {
-            "question": {"type": "string", "description": (
-                "Q. Limits: an answer holds at most 3 rows (row_count still counts the rest) "
-                "and at most 262,144 bytes of rows as JSON (columns, cells and rows are cut to "
-                "fit); text cells over 5 characters are clipped; each SQL statement may run 2.5 s; "
-                "answering one question may take 60 s (time queued not counted).")},
-            "database": {"type": "string"}}}
-    assert schema["properties"]["question"]["description"] == "Q."

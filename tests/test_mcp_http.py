@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,16 +13,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.fake_runtime import FakeServer
-from tests.support.mcp import (
-    BOOK_GOLD,
-    REPO,
-    TOOL,
-    free_port,
-    run_server_expecting_exit,
-    server_command,
-    server_env,
-    wait_for_port,
-)
+from tests.support.mcp import BOOK_GOLD, TOOL, run_server_expecting_exit, running_http_server
 from tests.support.policies import DEFAULT_MODEL, OraclePolicy
 
 pytestmark = pytest.mark.slow
@@ -46,20 +36,11 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """
     tmp_path = tmp_path_factory.mktemp("http_server")
     fake = FakeServer(OraclePolicy(BOOK_GOLD), models=(DEFAULT_MODEL,)).start()
-    port = free_port()
-    stderr = (tmp_path / "stderr.txt").open("wb")
-    process = subprocess.Popen(
-        server_command("--demo", "--ollama-host", fake.url, "--transport", "streamable-http",
-                       "--port", str(port), "--auth-token-env", TOKEN_ENV),
-        cwd=REPO, env=server_env(tmp_path, **{TOKEN_ENV: TOKEN}), stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=stderr)
     try:
-        wait_for_port(port, process)
-        yield f"http://127.0.0.1:{port}/mcp"
+        with running_http_server(tmp_path, "--demo", "--ollama-host", fake.url, "--auth-token-env",
+                                 TOKEN_ENV, **{TOKEN_ENV: TOKEN}) as url:
+            yield url
     finally:
-        process.terminate()
-        process.wait(timeout=15)
-        stderr.close()
         fake.stop()
 
 

@@ -86,4 +86,5 @@ async def test_a_file_swapped_for_a_symlink_is_an_error_naming_the_alias(tmp_pat
     assert swapped.is_error
     assert error_text(swapped).startswith(
         f"The database cannot be read ('shop'): {served} now resolves to {secret}")
-    assert swapped.structured_content is None
+    content = swapped.structured_content
+    assert (content["rows"], content["stop_reason"]) == ([], "database_unreadable")

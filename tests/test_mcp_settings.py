@@ -153,8 +153,8 @@ def test_prompt_files_come_from_flags_or_the_config_file(tmp_path: Path) -> None
 
 
 def test_max_result_bytes_is_a_setting_with_a_floor() -> None:
-    """--max-result-bytes sets the answer's byte budget (default 262,144); below 4 KiB is refused."""
-    assert parse_settings(["--demo"], {}).max_result_bytes == 262_144
+    """--max-result-bytes sets the answer's byte budget (default 16,384); below 4 KiB is refused."""
+    assert parse_settings(["--demo"], {}).max_result_bytes == 16_384
     assert parse_settings(["--demo", "--max-result-bytes", "100000"], {}).max_result_bytes == 100_000
     assert config_error(["--demo", "--max-result-bytes", "10"]) == (
         "--max-result-bytes: Input should be greater than or equal to 4096 (got 10); "

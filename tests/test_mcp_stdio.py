@@ -136,7 +136,7 @@ async def test_mcp_run_serves_the_module_level_server(tmp_path: Path, fake_ollam
     async with Client(params) as client:
         tool = (await client.list_tools()).tools[0]
         result = await client.call_tool(TOOL, {"question": "How many books are there?"})
-    assert "rows (at most 3)" in tool.description
+    assert "at most 3 rows" in tool.description
     assert result.structured_content["rows"] == [[16]]
 
 

@@ -112,8 +112,8 @@ async def test_tool_description_and_episode_log_mention_the_notes(tmp_path: Path
     async with Client(server) as client:
         tool = (await client.list_tools()).tools[0]
         await client.call_tool(TOOL, {"question": QUESTION})
-    assert "- bookshop: 5 tables (authors, books, customers, order_items, orders); has notes\n" in (
-        tool.description)
+    assert tool.description.endswith(
+        "\n- bookshop: 5 tables (authors, books, customers, order_items, orders); has notes")
     assert "A database that `has notes` comes with facts about its data" in tool.description
     line = json.loads(log.read_text())
     assert (line["evidence"], line["notes"]) == (None, {"path": str(notes), "facts": 3, "chars": 117})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -45,10 +46,16 @@ class Candidate(BaseModel):
     status: str = Field(description="how that sample produced its SQL (submitted, final_answer, fallback)")
 
 
-class AnswerOutput(BaseModel):
-    """The structured result of answer_sql_question."""
+AnswerStatus = Literal["submitted", "final_answer", "fallback", "failed", "error", "refused", "cancelled"]
+NOT_ANSWERED: frozenset[AnswerStatus] = frozenset({"error", "refused", "cancelled"})
 
-    database: str = Field(description="alias of the database that was queried")
+
+class AnswerOutput(BaseModel):
+    """The structured result of answer_sql_question, answered or not (clients that require
+    structured content on every result, errors included, get this shape every time)."""
+
+    database: str | None = Field(description="alias of the database that was queried; null when the "
+                                             "call named none the server knows")
     question: str
     sql: str | None = Field(description="the answer's SQL; null when nothing runnable was produced")
     columns: list[str] = Field(description="column names of the SQL's result")
@@ -59,12 +66,17 @@ class AnswerOutput(BaseModel):
                                         "rows were cut to fit the size limit (see `note`)")
     note: str | None = Field(None, description="what was cut from the rows to fit the size "
                                                "limit (--max-result-bytes), and how to get all of it")
-    status: Literal["submitted", "final_answer", "fallback", "failed"] = Field(
+    status: AnswerStatus = Field(
         description="submitted: the model submitted the SQL; final_answer: SQL in its last "
                     "turn; fallback: no usable answer, the last query that ran without error; "
-                    "failed: nothing runnable")
-    error: str | None = Field(description="why the episode failed, or the final SQL's error")
-    stop_reason: str = Field(description="why exploration ended")
+                    "failed: nothing runnable; and for a call that was not answered (isError): "
+                    "error (bad arguments, the model runtime or a database failed), refused "
+                    "(quota, or the server is stopping) or cancelled (the server stopped first)")
+    error: str | None = Field(description="why the episode failed, the final SQL's error, or why "
+                                          "the call was not answered (what to do next)")
+    stop_reason: str = Field(description="why exploration ended; for a call not answered, what kind "
+                                         "of failure it was (e.g. invalid_arguments, unknown_database, "
+                                         "backend_unreachable, episode_timeout, quota)")
     rounds: int = Field(description="model turns used")
     tool_calls: int = Field(description="tool calls the model made")
     tokens: int = Field(description="tokens used by the episode")
@@ -94,6 +106,8 @@ class AnswerOutput(BaseModel):
         description="with several samples: each distinct result, most votes first (the first is "
                     "this answer)")
     trace: list[TraceEntry] = Field(description="every tool call of the exploration, in order")
+    trace_omitted: int = Field(default=0, description="tool calls left out of `trace` (the earliest) "
+                                                      "to keep the answer within its size")
     last_reply: str | None = Field(
         None, description="failed answers only: the model's last reply (its tool calls as it wrote "
                           "them; the start of its thinking when it wrote nothing else), clipped, so "
@@ -142,6 +156,16 @@ def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
     )
 
 
+def unanswered(message: str, *, status: AnswerStatus, kind: str, database: str | None, question: str,
+               model: str) -> AnswerOutput:
+    """The structured result of a call that was not answered: no SQL, no rows, the reason in `error`."""
+    return AnswerOutput(
+        database=database, question=question, sql=None, columns=[], rows=[], row_count=0, truncated=False,
+        note=None, status=status, error=message, stop_reason=kind, rounds=0, tool_calls=0, tokens=0,
+        seconds=0.0, queued_seconds=0.0, model=model, trace=[], agreement=None, samples_finished=0,
+        last_reply=None)
+
+
 def with_vote(answer: AnswerOutput, asked: Asked) -> AnswerOutput:
     """The answer with what its samples' vote says: agreement always, the rest with several samples."""
     if asked.samples == 1:
@@ -169,7 +193,17 @@ def tables_line(tables: Sequence[str], columns: Mapping[str, Sequence[str]]) -> 
     return clip(f"Tables read: {', '.join(parts)}.", TABLES_LINE_CHARS)
 
 
-def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None) -> str:
+@dataclass(frozen=True)
+class TextView:
+    """How much of an answer its text shows (less when the whole answer must shrink to fit)."""
+
+    rows: int = TEXT_ROWS
+    columns: int = TEXT_COLUMNS
+    sql_chars: int | None = None  # the SQL shown is cut at this many characters (None: all of it)
+
+
+def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None,
+                       view: TextView = TextView()) -> str:
     """The short readable answer: the SQL in a fence, the first rows as a table, caveats.
 
     With `limits`, each limit the answer hit gets a line saying which and how to ask for less.
@@ -184,19 +218,19 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None)
         parts.append("Rephrase the question more concretely (name the tables or values you mean) "
                      "or add `evidence`, then ask again.")
     else:
-        parts.append(sql_fence(answer.sql))
+        parts.append(sql_fence(_shown_sql(answer.sql, view.sql_chars)))
         if answer.error and not answer.rows:
             parts.append(f"The SQL failed: {answer.error}")
         elif not answer.rows:
             parts.append("The query returned no rows.")
         else:
             parts.append(fence_untrusted(markdown_table(
-                answer.columns[:TEXT_COLUMNS], [row[:TEXT_COLUMNS] for row in answer.rows[:TEXT_ROWS]])))
-            more = _more_rows_line(answer)
+                answer.columns[:view.columns], [row[:view.columns] for row in answer.rows[:view.rows]])))
+            more = _more_rows_line(answer, view.rows)
             if more:
                 parts.append(more)
-            if len(answer.columns) > TEXT_COLUMNS:
-                parts.append(f"Showing {TEXT_COLUMNS} of {len(answer.columns):,} columns; the "
+            if len(answer.columns) > view.columns:
+                parts.append(f"Showing {view.columns} of {len(answer.columns):,} columns; the "
                              "structured result holds all of them.")
         if answer.note is not None:
             parts.append(f"Note: {answer.note}.")
@@ -256,8 +290,15 @@ def queued_message(limit: float, samples: int = 1) -> str:
             "episode slots (--max-concurrent); they start as slots free up")
 
 
-def _more_rows_line(answer: AnswerOutput) -> str | None:
-    shown = min(TEXT_ROWS, len(answer.rows))
+def _shown_sql(sql: str, limit: int | None) -> str:
+    if limit is None or len(sql) <= limit:
+        return sql
+    return (f"{sql[:limit]}\n-- … {len(sql) - limit:,} more characters cut here to fit the answer's "
+            "size; the structured result's `sql` holds all of it")
+
+
+def _more_rows_line(answer: AnswerOutput, text_rows: int) -> str | None:
+    shown = min(text_rows, len(answer.rows))
     if answer.row_count <= shown and not answer.truncated:
         return None
     return (f"Showing {shown} of {answer.row_count:,} rows; the structured result holds "

@@ -25,9 +25,11 @@ from ..runtime import ServerRuntime
 from ..serving.access import LOCAL_CALLER, Caller, caller_of
 from ..serving.draining import ServerStopping
 from ..serving.quotas import QuotaExceeded
-from .output import AnswerOutput, answer_from_episode, render_answer_text, with_vote
+from .output import AnswerOutput, answer_from_episode, unanswered, with_vote
 from .sampling import QuestionAsked, ReportProgress, run_question
+from .sizing import fitted_response
 from .tool_errors import (
+    CallError,
     empty_question,
     episode_timeout,
     samples_out_of_range,
@@ -41,6 +43,7 @@ from .tool_errors import (
 logger = logging.getLogger(__name__)
 
 TOOL_NAME = "answer_sql_question"
+ERROR_PREFIX = f"Error executing tool {TOOL_NAME}: "  # what the SDK puts before a tool error; ours match
 
 
 async def answer_sql_question(
@@ -59,20 +62,47 @@ async def answer_sql_question(
     """Answer a question about a configured SQLite database with a small local text-to-SQL model."""
     # The SDK types the lifespan's value as a dict; ours is the ServerRuntime open_runtime yields.
     runtime = cast(ServerRuntime, ctx.request_context.lifespan_context)
-    return await answer_question(runtime, question, database, evidence,
-                                 report_progress=ctx.report_progress, samples=samples,
-                                 caller=caller_of(ctx.request_context.request))
+    caller = caller_of(ctx.request_context.request)
+    try:
+        return await answer_question(runtime, question, database, evidence,
+                                     report_progress=ctx.report_progress, samples=samples, caller=caller)
+    except CallError as error:
+        # Returned, not raised: the failed call carries structured content like every other result.
+        return error_response(error, database=known_alias(database, caller.visible(runtime.catalog.aliases)),
+                              question=question[:runtime.settings.max_question_chars],
+                              model=runtime.backend.model)
+
+
+def error_response(error: CallError, *, database: str | None, question: str, model: str) -> CallToolResult:
+    """The isError result of a call that was not answered, with its structured content."""
+    answer = unanswered(str(error), status=error.status, kind=error.kind, database=database,
+                        question=question, model=model)
+    return CallToolResult(content=[TextContent(type="text", text=f"{ERROR_PREFIX}{error}")],
+                          structured_content=answer.model_dump(mode="json"), is_error=True)
+
+
+def known_alias(given: str | None, aliases: Sequence[str]) -> str | None:
+    """The alias `given` names, or None when it names none of `aliases`."""
+    try:
+        return resolve_alias(given, aliases)
+    except CallError:
+        return None
 
 
 def advertised_input_schema(schema: Mapping[str, Any], *, aliases: Sequence[str], max_question_chars: int,
-                            max_evidence_chars: int, example: str) -> dict[str, Any]:
-    """The tool's input schema with what the server enforces: alias enum, lengths, an example."""
+                            max_evidence_chars: int, max_samples: int, example: str) -> dict[str, Any]:
+    """The tool's input schema with what the server enforces: alias enum, lengths, ranges, an example.
+
+    Each limit is stated here once; the tool description states the answer's limits.
+    """
     properties = copy.deepcopy(dict(schema["properties"]))
     given = properties["question"].get("description", "The question in plain language").rstrip(". ")
     properties["question"].update(
         description=f"{given}, e.g. '{example}'", maxLength=max_question_chars, examples=[example])
     properties["database"]["anyOf"] = [{"type": "string", "enum": list(aliases)}, {"type": "null"}]
     properties["evidence"]["anyOf"] = [{"type": "string", "maxLength": max_evidence_chars}, {"type": "null"}]
+    properties["samples"]["anyOf"] = [{"type": "integer", "minimum": 1, "maximum": max_samples},
+                                      {"type": "null"}]
     return {**schema, "properties": properties}
 
 
@@ -163,16 +193,23 @@ class _Asker:
         return {"question_id": self.question_id, "token": self.token}
 
 
-class _Refused(ToolError):
+class _Refused(CallError):
     """A question refused before it ran (quota, or the server stopping); `reason` labels it."""
 
+    status = "refused"
+
     def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
+        super().__init__(message, reason)
         self.reason = reason
 
 
-class _Cancelled(ToolError):
+class _Cancelled(CallError):
     """A question cancelled because the server stopped before it was answered."""
+
+    status = "cancelled"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "server_stopped")
 
 
 def _failure_outcome(error: ToolError) -> tuple[str, str]:
@@ -245,9 +282,8 @@ async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, report_progr
 
 
 def build_response(answer: AnswerOutput, limits: AnswerLimits) -> CallToolResult:
-    """The CallToolResult carrying the structured answer with its readable text."""
-    return CallToolResult(content=[TextContent(type="text", text=render_answer_text(answer, limits))],
-                          structured_content=answer.model_dump(mode="json"))
+    """The CallToolResult carrying the structured answer with its readable text, within its size."""
+    return fitted_response(answer, limits)
 
 
 async def _audit(runtime: ServerRuntime, asker: _Asker, question: str, evidence: str | None, alias: str,

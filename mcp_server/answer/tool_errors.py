@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar, Literal
 
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -18,6 +19,17 @@ from agent.errors import (
     SqaleError,
 )
 
+
+class CallError(ToolError):
+    """A ToolError that names its kind of failure, for the structured result of the failed call."""
+
+    status: ClassVar[Literal["error", "refused", "cancelled"]] = "error"  # the result's status
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind  # the result's stop_reason, e.g. invalid_arguments or backend_unreachable
+
+
 # Prefixes say which layer failed; the wrapped messages already say what to do next.
 _PREFIXES: tuple[tuple[type[SqaleError], str], ...] = (
     (BackendUnreachable, "The model runtime is unreachable"),
@@ -29,53 +41,72 @@ _PREFIXES: tuple[tuple[type[SqaleError], str], ...] = (
     (DatabasePathError, "The database cannot be read"),
     (DatabaseWorkerError, "The SQLite worker failed"),
 )
+# The kind of failure each of our errors is, as the failed call's structured result names it.
+_KINDS: tuple[tuple[type[SqaleError], str], ...] = (
+    (BackendUnreachable, "backend_unreachable"),
+    (ModelNotFound, "model_not_found"),
+    (BackendTimeout, "backend_timeout"),
+    (BackendAuthError, "backend_auth"),
+    (BackendError, "backend_error"),
+    (DatabasePathError, "database_unreadable"),
+    (DatabaseWorkerError, "worker_failed"),
+)
+INVALID_ARGUMENTS = "invalid_arguments"
 
 
-def tool_error_for(exc: SqaleError, *, database: str) -> ToolError:
+def failure_kind(exc: SqaleError) -> str:
+    """The kind of failure one of our errors is (`answer_failed` for any other)."""
+    return next((kind for cls, kind in _KINDS if isinstance(exc, cls)), "answer_failed")
+
+
+def tool_error_for(exc: SqaleError, *, database: str) -> CallError:
     """The ToolError for one of our errors raised while answering about `database`."""
+    failure = failure_kind(exc)
     for kind, prefix in _PREFIXES:
         if isinstance(exc, kind):
             if kind in (DatabasePathError, DatabaseWorkerError):
-                return ToolError(f"{prefix} ('{database}'): {_sentence(str(exc))} Ask the server's "
-                                 "operator to check the database file, then retry.")
-            return ToolError(f"{prefix}: {exc}")
-    return ToolError(f"Answering failed: {exc}")
+                return CallError(f"{prefix} ('{database}'): {_sentence(str(exc))} Ask the server's "
+                                 "operator to check the database file, then retry.", failure)
+            return CallError(f"{prefix}: {exc}", failure)
+    return CallError(f"Answering failed: {exc}", failure)
 
 
-def unknown_database(given: str | None, aliases: Sequence[str]) -> ToolError:
+def unknown_database(given: str | None, aliases: Sequence[str]) -> CallError:
     """No database chosen, or an alias that is not configured."""
     listed = ", ".join(aliases)
     if given is None:
-        return ToolError(f"Several databases are configured; pass one as `database`: {listed}.")
-    return ToolError(f"Unknown database {given!r}; pass one of the configured aliases as "
-                     f"`database`: {listed}.")
+        return CallError(f"Several databases are configured; pass one as `database`: {listed}.",
+                         "unknown_database")
+    return CallError(f"Unknown database {given!r}; pass one of the configured aliases as "
+                     f"`database`: {listed}.", "unknown_database")
 
 
-def empty_question() -> ToolError:
+def empty_question() -> CallError:
     """The question is empty or only whitespace."""
-    return ToolError("The question is empty; ask a question about the data in plain language, "
-                     "e.g. 'Which 5 customers spent the most?'.")
+    return CallError("The question is empty; ask a question about the data in plain language, "
+                     "e.g. 'Which 5 customers spent the most?'.", INVALID_ARGUMENTS)
 
 
-def text_too_long(name: str, length: int, limit: int) -> ToolError:
+def text_too_long(name: str, length: int, limit: int) -> CallError:
     """`question` or `evidence` exceeds its limit."""
     advice = ("Shorten it to one precise question; put background hints in `evidence`."
               if name == "question" else "Keep only the hints the question needs.")
-    return ToolError(f"The {name} is {length:,} characters long; the limit is {limit:,}. {advice}")
+    return CallError(f"The {name} is {length:,} characters long; the limit is {limit:,}. {advice}",
+                     INVALID_ARGUMENTS)
 
 
-def samples_out_of_range(given: int, limit: int) -> ToolError:
+def samples_out_of_range(given: int, limit: int) -> CallError:
     """`samples` below 1 or above --max-samples."""
-    return ToolError(f"`samples` is {given}; give a number from 1 to {limit} (the server's "
-                     "--max-samples), or leave it out for the server's default.")
+    return CallError(f"`samples` is {given}; give a number from 1 to {limit} (the server's "
+                     "--max-samples), or leave it out for the server's default.", INVALID_ARGUMENTS)
 
 
-def episode_timeout(seconds: float) -> ToolError:
+def episode_timeout(seconds: float) -> CallError:
     """The whole episode ran past --episode-timeout."""
-    return ToolError(
+    return CallError(
         f"Answering took longer than the {seconds:g} s limit and was stopped. Retry, ask a "
         "narrower question, or ask the server's operator to raise --episode-timeout (a slow "
-        "machine or a model still loading can cause this).")
+        "machine or a model still loading can cause this).", "episode_timeout")
 
 
 def server_stopping() -> ToolError:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from .settings import ServerSettings
 
@@ -19,7 +18,8 @@ class AnswerLimits:
     cell_chars: int  # a longer text cell arrives clipped, with its length
     query_timeout: float  # seconds one SQL statement may run (--query-timeout)
     episode_timeout: float  # seconds answering one question may take (--episode-timeout)
-    max_result_bytes: int = 262_144  # what an answer's rows may weigh as JSON (--max-result-bytes)
+    # What an answer's rows may weigh as JSON (--max-result-bytes).
+    max_result_bytes: int = ServerSettings.model_fields["max_result_bytes"].default
 
     @classmethod
     def from_settings(cls, settings: ServerSettings, cell_chars: int) -> AnswerLimits:
@@ -44,16 +44,6 @@ def limits_paragraph(limits: AnswerLimits) -> str:
     return (f"{limits_sentence(limits)} An answer that hits one names it in `limits_hit` and in "
             "the text; ask for less (a top N, an aggregate, a filter, fewer columns, a shorter "
             "period) to stay within them.")
-
-
-def input_schema_with_limits(schema: dict[str, Any], limits: AnswerLimits) -> dict[str, Any]:
-    """A copy of the tool's input schema whose `question` description states the limits."""
-    out = copy.deepcopy(schema)
-    question = out.get("properties", {}).get("question")
-    if question is not None:
-        given = question.get("description", "").rstrip()
-        question["description"] = f"{given} {limits_sentence(limits)}".strip()
-    return out
 
 
 def limits_hit(*, truncated: bool, clipped_cells: bool, query_timeouts: int,

@@ -78,8 +78,9 @@ class ServerSettings(BackendSettings):
     demo: bool = False
     max_rows: int = Field(50, ge=1, le=10_000)
     # What an answer's rows may weigh as JSON; the SQLite worker cuts to fit before the rows
-    # reach the server, so the whole answer (text and structured content) stays well under 1 MB.
-    max_result_bytes: int = Field(262_144, ge=4_096, le=64 * 1024 * 1024)
+    # reach the server. The default keeps a whole answer (text and structured content) under
+    # ~40,000 characters, the 10k tokens past which Claude Code warns (answer/sizing.py).
+    max_result_bytes: int = Field(16_384, ge=4_096, le=64 * 1024 * 1024)
     query_timeout: float = Field(10.0, gt=0, le=3_600)
     episode_timeout: float = Field(300.0, gt=0, le=86_400)
     max_concurrent: int = Field(4, ge=1, le=64)

@@ -8,6 +8,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support.policies import Policy, ScriptedReply, first_user_turn
@@ -96,3 +98,21 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 
         except OSError:
             time.sleep(0.05)
     raise TimeoutError(f"nothing listened on port {port} within {timeout:g} s")
+
+
+@contextmanager
+def running_http_server(tmp_path: Path, *flags: str, **env: str) -> Iterator[str]:
+    """`python -m mcp_server FLAGS --transport streamable-http` on a free loopback port, its
+    stderr in tmp_path/stderr.txt; yields its MCP URL and stops it on the way out."""
+    port = free_port()
+    with (tmp_path / "stderr.txt").open("wb") as err:
+        process = subprocess.Popen(
+            server_command(*flags, "--transport", "streamable-http", "--port", str(port)),
+            cwd=REPO, env=server_env(tmp_path, **env), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        wait_for_port(port, process)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=15)

@@ -5,14 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 from mcp import Client
 from mcp_types import CallToolResult
 
 from agent.backends.base import ModelBackend
 from agent.backends.settings import make_backend
+from mcp_server.answer.output import AnswerOutput
 from mcp_server.app import SqaleServer, build_server
 from mcp_server.config.command_line import parse_settings
 from tests.support.mcp import TOOL
+
+OUTPUT_SCHEMA = AnswerOutput.model_json_schema()  # what the SDK publishes as the tool's outputSchema
 
 
 def build(tmp_path: Path, argv: list[str], backend: ModelBackend | None = None) -> SqaleServer:
@@ -24,9 +28,20 @@ def build(tmp_path: Path, argv: list[str], backend: ModelBackend | None = None) 
 
 
 def error_text(result: CallToolResult) -> str:
-    """The message of a tool error (it has no structured content), without the SDK's prefix."""
-    assert result.is_error and result.structured_content is None
-    return result.content[0].text.removeprefix(f"Error executing tool {TOOL}: ")
+    """The message of a tool error, without the SDK's prefix; its structured content (valid
+    against the output schema) says the same in `error`."""
+    assert result.is_error
+    answer = valid_answer(result)
+    message = result.content[0].text.removeprefix(f"Error executing tool {TOOL}: ")
+    assert (answer["status"] in ("error", "refused", "cancelled"), answer["error"]) == (True, message)
+    return message
+
+
+def valid_answer(result: CallToolResult) -> dict[str, Any]:
+    """The result's structured content, checked against the tool's output schema (as published)."""
+    assert result.structured_content is not None, result
+    jsonschema.validate(result.structured_content, OUTPUT_SCHEMA)
+    return result.structured_content
 
 
 async def ask(server: SqaleServer, arguments: dict[str, Any]) -> CallToolResult:

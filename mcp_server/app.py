@@ -17,6 +17,7 @@ from agent.backends.settings import make_backend
 from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
+from agent.verified import VerifiedLibrary
 
 from .answer.error_results import StructuredToolErrors
 from .answer.scoping import ScopedToolList
@@ -25,12 +26,14 @@ from .answer.tool import TOOL_NAME, advertised_input_schema, answer_sql_question
 from .config.catalog import (
     Catalog,
     attach_notes,
+    attach_verified,
     collect_databases,
     example_question,
     hide_rules_by_alias,
     load_catalog,
     tool_description,
 )
+from .config.libraries import open_libraries
 from .config.settings import ServerSettings
 from .runtime import (
     BackendFactory,
@@ -63,7 +66,8 @@ class SqaleServer(MCPServer[ServerRuntime]):
     """The MCPServer with one tool; `run()` honours our transport, host, port and auth settings."""
 
     def __init__(self, settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
-                 backend_factory: BackendFactory, tokens: TokenTable) -> None:
+                 backend_factory: BackendFactory, tokens: TokenTable,
+                 libraries: Mapping[str, VerifiedLibrary] | None = None) -> None:
         gate, metrics = QuestionGate(), ServerMetrics()
         limits = answer_limits(settings)
 
@@ -77,7 +81,8 @@ class SqaleServer(MCPServer[ServerRuntime]):
         async def lifespan(_: MCPServer[ServerRuntime]) -> AsyncIterator[ServerRuntime]:
             try:
                 async with open_runtime(settings, catalog, prompts, backend_factory, gate=gate,
-                                        metrics=metrics, callers=tokens.callers) as runtime:
+                                        metrics=metrics, callers=tokens.callers,
+                                        libraries=libraries) as runtime:
                     yield runtime
             finally:
                 runtime_closed.set()
@@ -107,7 +112,7 @@ class SqaleServer(MCPServer[ServerRuntime]):
         tool.parameters = advertised_input_schema(
             tool.parameters, aliases=catalog.aliases, max_question_chars=settings.max_question_chars,
             max_evidence_chars=settings.max_evidence_chars, max_samples=settings.max_samples,
-            example=example_question(catalog))
+            example=example_question(catalog), verified=any(e.verified for e in catalog.entries))
 
     def run(self, transport: str | None = None, **kwargs: Any) -> None:
         """Serve on `transport` (default: the configured one) until stopped."""
@@ -152,6 +157,8 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
     catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout),
                            hide_rules_by_alias(settings, specs))
     catalog = attach_notes(catalog, settings.notes, settings.max_notes_chars)
+    catalog = attach_verified(catalog, settings.verified)
+    libraries = open_libraries(catalog, EngineLimits(query_timeout=settings.query_timeout))
     prompts = server_prompts(settings)
     if settings.episode_log is not None:
         EpisodeLog.check_writable(settings.episode_log)
@@ -162,4 +169,4 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
             logger.info("database '%s': notes %s (%d facts, %d characters)", entry.alias,
                         entry.notes.path, entry.notes.facts, entry.notes.chars)
     tokens = token_table(settings, catalog.aliases)
-    return SqaleServer(settings, catalog, prompts, backend_factory, tokens)
+    return SqaleServer(settings, catalog, prompts, backend_factory, tokens, libraries)

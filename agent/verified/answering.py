@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..episode import EpisodeResult, EpisodeSettings, EpisodeStatus, StopReason
 from ..episode_text import clip
@@ -119,7 +120,17 @@ def provenance_text(p: Provenance) -> str:
             "the current data; no model was asked.")
 
 
-def similar_text(similar: Sequence[LibraryEntry], fence: Callable[[str], str],
+class QuestionWithSql(Protocol):
+    """A verified question and its SQL (a LibraryEntry, or the server's listed copy of one)."""
+
+    @property
+    def question(self) -> str: ...
+
+    @property
+    def sql(self) -> str: ...
+
+
+def similar_text(similar: Sequence[QuestionWithSql], fence: Callable[[str], str],
                  quote: Callable[[str], str] = lambda q: f'"{q}"') -> str | None:
     """The similar verified questions with their SQL, for the caller to compare; None without any."""
     if not similar:

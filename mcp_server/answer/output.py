@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from agent.episode import EpisodeResult, EpisodeStatus, StopReason
 from agent.episode_text import JsonCell, clip, cut_note, json_cell, last_reply_excerpt
 from agent.sqlite import ClippedText
 from agent.text import escape_unsafe
+from agent.verified import Provenance, provenance_text, similar_text
 
 from ..config.limits import AnswerLimits, LimitName, limit_lines, limits_hit
 from .fence import fence_untrusted
@@ -46,8 +48,30 @@ class Candidate(BaseModel):
     status: str = Field(description="how that sample produced its SQL (submitted, final_answer, fallback)")
 
 
-AnswerStatus = Literal["submitted", "final_answer", "fallback", "failed", "error", "refused", "cancelled"]
+AnswerStatus = Literal["submitted", "final_answer", "fallback", "failed", "verified", "error", "refused",
+                       "cancelled"]
 NOT_ANSWERED: frozenset[AnswerStatus] = frozenset({"error", "refused", "cancelled"})
+
+
+class VerifiedSource(BaseModel):
+    """Where a verified answer's SQL comes from."""
+
+    library: str = Field(description="the verified library's file name")
+    line: int = Field(description="the entry's line in that file")
+    question: str = Field(description="the question as the library holds it")
+    added_by: str | None = Field(description="who added the entry, when the library says")
+    added_at: str | None = Field(description="when it was added (ISO 8601), when the library says")
+    tags: list[str] = Field(default_factory=list, description="the entry's labels")
+
+
+class SimilarVerified(BaseModel):
+    """A verified answer to a similar question, listed to compare with this answer."""
+
+    question: str = Field(description="the verified question")
+    sql: str = Field(description="its verified SQL")
+    line: int = Field(description="its line in the verified library")
+    added_by: str | None = None
+    added_at: str | None = None
 
 
 class AnswerOutput(BaseModel):
@@ -69,7 +93,9 @@ class AnswerOutput(BaseModel):
     status: AnswerStatus = Field(
         description="submitted: the model submitted the SQL; final_answer: SQL in its last "
                     "turn; fallback: no usable answer, the last query that ran without error; "
-                    "failed: nothing runnable; and for a call that was not answered (isError): "
+                    "failed: nothing runnable; verified: a verified library's SQL for this same "
+                    "question, run now (no model call; see `verified`); and for a call that was not "
+                    "answered (isError): "
                     "error (bad arguments, the model runtime or a database failed), refused "
                     "(quota, or the server is stopping) or cancelled (the server stopped first)")
     error: str | None = Field(description="why the episode failed, the final SQL's error, or why "
@@ -117,6 +143,13 @@ class AnswerOutput(BaseModel):
         description="server limits this answer ran into: max_rows (more rows exist), cell_chars "
                     "(text cells clipped), result_bytes (rows cut to fit the answer size, see "
                     "`note`), query_timeout (SQL stopped by the per-query limit)")
+    verified: VerifiedSource | None = Field(
+        default=None, description="status verified only: the library entry whose SQL answered; null otherwise")
+    similar_verified: list[SimilarVerified] = Field(
+        default_factory=list, description="verified answers to similar questions, most similar first, "
+                                          "to compare with this answer (they never replace it)")
+    verified_note: str | None = Field(
+        default=None, description="why a verified answer to this very question was not served, when one exists")
 
 
 def trace_entries(result: EpisodeResult) -> list[TraceEntry]:
@@ -246,6 +279,11 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None,
         parts.extend(limit_lines(answer.limits_hit, limits))
     if answer.samples > 1:
         parts.append(votes_text(answer))
+    parts.extend(library_lines(answer))
+    if answer.verified is not None:
+        parts.append(f"{provenance_text(_provenance(answer.verified))} Pass `verified: false` for a "
+                     "fresh answer from the model.")
+        return "\n\n".join(parts)
     status = (f"Status {answer.status} after {_count(answer.rounds, 'round')} and "
               f"{_count(answer.tool_calls, 'tool call')} in {answer.seconds:.1f} s.")
     if answer.status != EpisodeStatus.FAILED.value:  # no result to rely on, nothing to check
@@ -253,6 +291,23 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None,
                    "relying on the result.")
     parts.append(status)
     return "\n\n".join(parts)
+
+
+def library_lines(answer: AnswerOutput) -> list[str]:
+    """What the verified library says beside a model's answer: why its own entry was not served,
+    and the similar verified questions with their SQL."""
+    lines = [f"Note: {answer.verified_note}."] if answer.verified_note else []
+    listed = similar_text(answer.similar_verified, fence=sql_fence,
+                          quote=lambda q: json.dumps(escape_unsafe(q), ensure_ascii=False))
+    return [*lines, listed] if listed else lines
+
+
+def _provenance(source: VerifiedSource) -> Provenance:
+    def safe(text: str | None) -> str | None:
+        return None if text is None else escape_unsafe(text)
+
+    return Provenance(source.library, source.line, escape_unsafe(source.question), safe(source.added_by),
+                      safe(source.added_at), tuple(source.tags), None)
 
 
 def sql_fence(sql: str, lang: str = "sql") -> str:

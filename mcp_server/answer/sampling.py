@@ -30,6 +30,9 @@ class QuestionAsked:
     alias: str
     evidence: str | None  # the notes and the caller's evidence, as the model reads them
     samples: int
+    given_evidence: str | None = None  # the caller's own evidence (a verified answer must fit it)
+    notes: str | None = None  # the database's notes, as the evidence starts with them
+    use_verified: bool = True  # False: the caller asked for the model's answer (`verified: false`)
 
 
 class SampleProgress:

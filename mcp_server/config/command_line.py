@@ -18,7 +18,7 @@ from agent.sqlite.hiding import parse_hide_rule
 from agent.tools.environment import DEFAULT_ENVIRONMENT, ENVIRONMENT_NAMES
 
 from .config_file import default_config_path, file_tokens, read_config_file
-from .settings import DatabaseSpec, HideSpec, NotesSpec, ServerSettings, check_alias
+from .settings import DatabaseSpec, HideSpec, NotesSpec, ServerSettings, VerifiedSpec, check_alias
 
 _HELP_HINT = "see `sqale-mcp --help`"
 
@@ -54,6 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hide", action="append", metavar="ALIAS=TABLE[.COLUMN]",
                    help="hide a table or column of database ALIAS from the model (repeatable; "
                         "globs such as '*.password*' allowed, case-insensitive)")
+    p.add_argument("--verified", action="append", metavar="ALIAS=FILE",
+                   help="a verified library for database ALIAS: golden questions (JSON Lines, as "
+                        "`sqale-agent golden add` writes them) answered at once when asked again, and "
+                        "listed when a similar question is asked (repeatable)")
+    p.add_argument("--verified-hints", action="store_true", default=None,
+                   help="also give the model the most similar verified answers as evidence (off by "
+                        "default: measure it first with `sqale-agent eval --verified-hints`)")
+    p.add_argument("--verified-writable", action="store_true", default=None,
+                   help="let the answer view's 'Save as verified' append to the libraries")
     p.add_argument("--db-dir", type=Path, metavar="DIR",
                    help="serve every *.sqlite, *.sqlite3 and *.db file in DIR (alias = file stem)")
     p.add_argument("--demo", action="store_true", default=None,
@@ -132,6 +141,9 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
     flag_notes = parse_alias_files(args.pop("notes") or [], "--notes",
                                    "--notes chinook=~/notes/chinook.txt")
     file_notes: dict[str, Path] = values.pop("notes", {})
+    flag_verified = parse_alias_files(args.pop("verified") or [], "--verified",
+                                      "--verified chinook=~/chinook-verified.jsonl")
+    file_verified: dict[str, Path] = values.pop("verified", {})
     hidden: dict[str, tuple[str, ...]] = dict(values.pop("hide", {}))
     for alias, rules in parse_hide_flags(args.pop("hide") or []).items():
         hidden[alias] = (*hidden.get(alias, ()), *rules)  # flags add to the file's rules
@@ -144,6 +156,8 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
     values["notes"] = tuple(
         NotesSpec(alias=a, path=p) for a, p in ({**file_notes, **flag_notes}).items())
     values["hide"] = tuple(HideSpec(alias=a, rules=r) for a, r in hidden.items())
+    values["verified"] = tuple(
+        VerifiedSpec(alias=a, path=p) for a, p in ({**file_verified, **flag_verified}).items())
     if values.get("auth_token_env") is not None:
         values["auth_token"] = read_secret(values["auth_token_env"], environ, "--auth-token-env")
     if values.get("metrics_token_env") is not None:

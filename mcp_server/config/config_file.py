@@ -39,9 +39,9 @@ def default_config_path(environ: Mapping[str, str]) -> Path:
 
 
 # Settings a config file may hold, by field name; `db` is the [db] alias table.
-_FILE_KEYS = frozenset(ServerSettings.model_fields) - {"databases", "notes", "api_key", "auth_token",
-                                                       "base_urls", "metrics_token"}
-_FILE_KEYS_WITH_ALIASES = _FILE_KEYS | {"db", "notes", "base_url"}
+_FILE_KEYS = frozenset(ServerSettings.model_fields) - {"databases", "notes", "verified", "api_key",
+                                                       "auth_token", "base_urls", "metrics_token"}
+_FILE_KEYS_WITH_ALIASES = _FILE_KEYS | {"db", "notes", "verified", "base_url"}
 _PATH_KEYS = ("db_dir", "reference_agent", "system_prompt", "user_template", "episode_log")
 
 
@@ -64,7 +64,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
                 f"--config {path}: unknown setting {key!r}; known: "
                 f"{', '.join(sorted(k.replace('_', '-') for k in _FILE_KEYS_WITH_ALIASES))}")
         values[name] = value
-    for table in ("db", "notes"):
+    for table in ("db", "notes", "verified"):
         if table in values:
             values[table] = _file_alias_paths(table, values[table], path, base)
     if "hide" in values:
@@ -114,8 +114,8 @@ def file_tokens(table: object, environ: Mapping[str, str], path: Path) -> tuple[
 
 
 def _file_alias_paths(name: str, table: object, path: Path, base: Path) -> dict[str, Path]:
-    """The [db] or [notes] table: alias = "path" lines, paths relative to the config file."""
-    example = "chinook.db" if name == "db" else "chinook-notes.txt"
+    """The [db], [notes] or [verified] table: alias = "path" lines, paths relative to the config file."""
+    example = {"db": "chinook.db", "notes": "chinook-notes.txt"}.get(name, "chinook-verified.jsonl")
     if not isinstance(table, dict):
         raise ConfigError(f"--config {path}: `{name}` must be a table of alias = \"path\" lines, "
                           f"e.g. [{name}]\\nchinook = \"data/{example}\"")

@@ -53,6 +53,15 @@ class NotesSpec(BaseModel):
     path: Path
 
 
+class VerifiedSpec(BaseModel):
+    """The verified library (a golden-question file) served for the database under `alias`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    alias: str
+    path: Path
+
+
 class HideSpec(BaseModel):
     """Tables and columns of one database the model may not see or read."""
 
@@ -74,6 +83,9 @@ class ServerSettings(BackendSettings):
     notes: tuple[NotesSpec, ...] = ()  # from --notes and the config file's [notes] table
     max_notes_chars: int = Field(DEFAULT_MAX_NOTES_CHARS, ge=1, le=100_000)
     hide: tuple[HideSpec, ...] = ()  # from --hide and the config file's [hide] table
+    verified: tuple[VerifiedSpec, ...] = ()  # from --verified and the config file's [verified] table
+    verified_hints: bool = False  # similar verified answers go to the model as evidence
+    verified_writable: bool = False  # the answer view's "Save as verified" appends to the libraries
     db_dir: Path | None = None
     demo: bool = False
     max_rows: int = Field(50, ge=1, le=10_000)
@@ -126,6 +138,9 @@ class ServerSettings(BackendSettings):
                 "(the token itself goes in that environment variable), [tokens.NAME] tables in the "
                 "--config file, or use --host 127.0.0.1"
             )
+        if self.verified_writable and not self.verified:
+            raise ValueError("--verified-writable needs a library to write to: add --verified ALIAS=FILE "
+                             "(or a [verified] table in the config file)")
         names = [t.name for t in self.tokens]
         if self.auth_token is not None and "default" in names:
             raise ValueError("[tokens.default] clashes with --auth-token-env, whose token is named "

@@ -28,6 +28,14 @@ def shop(tmp_path: Path) -> Path:
     return create_database(tmp_path / "shop.db", SHOP)
 
 
+class QuestionLineOracle(OraclePolicy):
+    """The oracle, finding its question in the `Question:` line only (hints quote other questions)."""
+
+    def question_in(self, prompt: str) -> str:
+        asked = first_user_turn(prompt).split("\nEvidence:")[0]
+        return next(q for q in self._questions if q in asked)
+
+
 def write_library(path: Path, *entries: dict[str, Any]) -> Path:
     path.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
     return path
@@ -96,3 +104,42 @@ def test_ask_refuses_hints_without_a_library_and_says_which_entries_it_refused(
         f'sqale-agent: verified library \'shop\' (lib.jsonl) line 1 "{COUNT_Q}": refused: its SQL fails: '
         'near "order": syntax error')
     assert captured.out.startswith("status: submitted")
+
+
+def test_eval_measures_hints_leaving_each_questions_own_entry_out(
+        shop: Path, tmp_path: Path, fake_ollama: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """eval GOLDEN --verified GOLDEN --verified-hints: each question is hinted with the others, never
+    itself; the runs with and without hints pair up in a comparison report."""
+    golden = write_library(tmp_path / "golden.jsonl",
+                           {"question": TOTAL_Q, "sql": TOTAL_SQL, "database": "shop"},
+                           {"question": SIMILAR_Q, "sql": SIMILAR_SQL, "database": "shop"},
+                           {"question": COUNT_Q, "sql": COUNT_SQL, "database": "shop"})
+    fake = fake_ollama(QuestionLineOracle({TOTAL_Q: TOTAL_SQL, SIMILAR_Q: SIMILAR_SQL, COUNT_Q: COUNT_SQL}))
+    base = ["eval", str(golden), "--db", f"shop={shop}", "--ollama-host", fake.url]
+    assert main([*base, "--out", str(tmp_path / "off.jsonl")]) == 0
+    sent_without = len(prompts(fake))
+    assert main([*base, "--verified", str(golden), "--verified-hints",
+                 "--out", str(tmp_path / "on.jsonl")]) == 0
+    lines = (tmp_path / "on.jsonl").read_text(encoding="utf-8").splitlines()
+    records = {r["question"]: r for r in map(json.loads, lines)}
+    assert {q: r["verified_hints"] for q, r in records.items()} == {
+        TOTAL_Q: [SIMILAR_Q], SIMILAR_Q: [TOTAL_Q], COUNT_Q: [TOTAL_Q, SIMILAR_Q]}
+    assert records[COUNT_Q]["run"]["settings"]["verified_hints"] == "golden.jsonl"
+    firsts = {first_user_turn(p) for p in prompts(fake)[sent_without:]}
+    assert f'Question: {TOTAL_Q}\nEvidence: "{SIMILAR_Q}" refers to {SIMILAR_SQL}' in firsts
+    pytest.importorskip("matplotlib")
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "off.jsonl"), str(tmp_path / "on.jsonl"),
+                 "--out", str(tmp_path / "cmp.html")]) == 0
+    page = (tmp_path / "cmp.html").read_text(encoding="utf-8")
+    assert "Paired: the 3 questions scored in both" in page
+    assert "<td>verified hints</td><td>off</td><td>golden.jsonl</td>" in page
+
+
+def test_eval_refuses_a_library_without_hints(shop: Path, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """--verified alone (or --verified-hints alone) says both are needed."""
+    golden = write_library(tmp_path / "golden.jsonl",
+                           {"question": COUNT_Q, "sql": COUNT_SQL, "database": "shop"})
+    assert main(["eval", str(golden), "--db", f"shop={shop}", "--verified", str(golden)]) == 2
+    assert "give both --verified FILE.jsonl and --verified-hints" in capsys.readouterr().err

@@ -89,6 +89,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            help=f"limit for the model's own queries (default {EngineLimits.query_timeout:g})")
     run_group.add_argument("--max-result-rows", type=int, default=QueryLimits.max_rows, metavar="N",
                            help=f"results with more rows are not compared (default {QueryLimits.max_rows:,})")
+    run_group.add_argument("--verified", metavar="FILE.jsonl",
+                           help="a verified library (golden questions; it may be this very file): with "
+                                "--verified-hints, each question's most similar entries (its own left out) "
+                                "go to the model as evidence")
+    run_group.add_argument("--verified-hints", action="store_true",
+                           help="give the model the --verified library's hints; compare with a run "
+                                "without them: sqale-agent report A.jsonl B.jsonl")
     run_group.add_argument("--max-backend-failures", type=int, default=3, metavar="N",
                            help="stop after N episodes in a row fail in the backend (default 3)")
     out = parser.add_argument_group("output")
@@ -209,7 +216,14 @@ def database_flags(items: list[str]) -> dict[str, Path]:
 
 def settings_from_args(args: argparse.Namespace) -> EvalSettings:
     """The run settings the options describe (ConfigError when out of range)."""
+    if bool(args.verified) != bool(args.verified_hints):
+        raise ConfigError("eval uses a verified library only for hints: give both --verified FILE.jsonl "
+                          "and --verified-hints (the run without them is the one to compare with)")
+    library = Path(args.verified).expanduser() if args.verified else None
+    if library is not None and not library.is_file():
+        raise ConfigError(f"--verified {args.verified}: no such file; give a golden-question file")
     return EvalSettings(
+        verified_hints=library,
         samples=args.samples, concurrency=args.concurrency, seed=args.seed,
         limits=QueryLimits(timeout=args.scoring_timeout, max_rows=args.max_result_rows),
         tool_query_timeout=args.tool_query_timeout, max_backend_failures=args.max_backend_failures,

@@ -168,6 +168,8 @@ class QuestionRecord(_Record):
     seconds: float  # wall time of the whole question
     samples: list[SampleRecord]
     run: RunInfo | None = None  # absent in files written before the HTML report
+    # The verified questions whose SQL went to the model as evidence (eval --verified-hints).
+    verified_hints: list[str] = []
 
     @property
     def backend_failed(self) -> bool:

@@ -21,7 +21,7 @@ from ..episode_text import clip
 from ..loop import schema_reads
 from ..sqlite import Database
 from .library import LibraryEntry, VerifiedLibrary, hidden_reads
-from .matching import hint_evidence
+from .matching import HINT_ENTRIES, hint_evidence, hint_fact
 
 QUESTION_SHOWN_CHARS = 200  # a listed question is clipped to this
 SQL_SHOWN_CHARS = 2_000  # a listed SQL longer than this is clipped in the text (whole in the data)
@@ -58,9 +58,13 @@ class Consulted:
     # the caller's evidence differs from the entry's).
     not_served: str | None = None
 
+    def hinted(self) -> tuple[LibraryEntry, ...]:
+        """The similar entries the hints give the model: the first HINT_ENTRIES short enough to give."""
+        return tuple(e for e in self.similar if hint_fact(e.question, e.sql) is not None)[:HINT_ENTRIES]
+
     def hints(self) -> str | None:
         """The similar entries as an evidence note for the model (matching.hint_evidence)."""
-        return hint_evidence([(e.question, e.sql) for e in self.similar])
+        return hint_evidence([(e.question, e.sql) for e in self.hinted()])
 
 
 async def consult(library: VerifiedLibrary, database: Database, question: str, evidence: str | None,

@@ -211,6 +211,7 @@ def _record(example: Example, ctx: QuestionContext, gold: GoldRecord, samples: S
         any_correct=any(s.correct for s in finished) if scored and finished else None,
         voted_sample=chosen.sample if chosen else None,
         vote_counts=[g.votes for g in asked.outcome.groups] if asked else [],
+        vote_groups=[list(g.members) for g in asked.outcome.groups] if asked else [],
         agreement=asked.agreement if asked is not None and scored else None,
         stopped_early=asked.outcome.stopped_early if asked else False,
         rounds=chosen.rounds if chosen else 0, tool_calls=chosen.tool_calls if chosen else 0,

@@ -60,10 +60,14 @@ def cut_note(cut: ResultCut, rows_kept: int) -> str:
 
 
 def call_label(call: ToolCall) -> str:
-    """A call as progress shows it: `describe_table(Track)`, `join_path(A, B)`, `run_query`."""
+    """A call as progress shows it: `describe_table(Track)`, `join_path(A, B)`, `run_query`.
+
+    The model wrote the name and arguments: they are kept on one line with invisible and
+    direction-changing characters shown as escapes.
+    """
     shown = call_label_args(call.tool, call.args)
-    name = clip(call.tool, 40)
-    return f"{name}({clip(', '.join(shown), LABEL_CHARS)})" if shown else name
+    name = escape_unsafe(clip(call.tool, 40))
+    return f"{name}({escape_unsafe(clip(', '.join(shown), LABEL_CHARS))})" if shown else name
 
 
 def progress_message(played: Round, max_tool_turns: int, limit: int = 200) -> str:

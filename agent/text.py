@@ -21,6 +21,7 @@ _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ECHO_CHARS = 60  # how much of a value the model sent is echoed back to it
 NAME_CHARS = 120  # how much of a table or column name is shown
+QUOTE_CHARS = 500  # how much of an untrusted message (an SQLite error) is quoted
 
 
 def _escape_one(match: re.Match[str]) -> str:
@@ -29,9 +30,14 @@ def _escape_one(match: re.Match[str]) -> str:
     return _ESCAPES.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
-def escape_unsafe(text: str) -> str:
-    """`text` with control, bidi, zero-width and surrogate characters written as escapes."""
-    return _UNSAFE.sub(_escape_one, text)
+def escape_unsafe(text: str, keep: str = "") -> str:
+    """`text` with control, bidi, zero-width and surrogate characters written as escapes.
+
+    Characters in `keep` (say "\\n\\t" for a multi-line SQL block) stay as they are.
+    """
+    if not keep:
+        return _UNSAFE.sub(_escape_one, text)
+    return _UNSAFE.sub(lambda m: m.group() if m.group() in keep else _escape_one(m), text)
 
 
 def cut(text: str, limit: int) -> str:
@@ -66,6 +72,17 @@ def quoted_name(name: str, limit: int = NAME_CHARS) -> str:
     return f'"{shown}"{more}'
 
 
+def quoted_text(text: str, limit: int = QUOTE_CHARS, quote: str = '"') -> str:
+    """Untrusted prose (an error that may echo cell text) on one line, visibly quoted.
+
+    Backslashes and the quote are escaped, then control, bidi and invisible characters, so the
+    text can neither end its quotes nor its line; past `limit` it is cut after the closing quote.
+    """
+    shown = escape_unsafe(text[:limit].replace("\\", "\\\\").replace(quote, "\\" + quote))
+    more = f"…[+{len(text) - limit:,} chars]" if len(text) > limit else ""
+    return f"{quote}{shown}{quote}{more}"
+
+
 def lone_surrogate_at(text: str) -> int | None:
     """Index of the first lone surrogate (text that cannot be UTF-8), or None."""
     try:
@@ -82,8 +99,8 @@ def replace_lone_surrogates(text: str) -> str:
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-__all__ = ["ECHO_CHARS", "NAME_CHARS", "cut", "display_name", "echo_value", "escape_unsafe",
-           "lone_surrogate_at", "quoted_name", "replace_lone_surrogates"]
+__all__ = ["ECHO_CHARS", "NAME_CHARS", "QUOTE_CHARS", "cut", "display_name", "echo_value",
+           "escape_unsafe", "lone_surrogate_at", "quoted_name", "quoted_text", "replace_lone_surrogates"]
 
 
 def format_count(n: int) -> str:

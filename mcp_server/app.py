@@ -140,7 +140,9 @@ class SqaleServer(MCPServer[ServerRuntime]):
 
     async def serve_http(self, settings: ServerSettings) -> None:
         """Serve streamable HTTP on settings.host:port, behind the bearer token when one is set."""
-        mcp_app = self.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host)
+        mcp_app = self.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host,
+                                           session_idle_timeout=settings.session_idle_timeout,
+                                           max_sessions=settings.max_sessions)
         await serve_http(http_app(mcp_app, settings, self.tokens, self.metrics), settings,
                          drain=self.gate.drain)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 
 from agent.backends.base import DescribableBackend, ModelBackend
-from agent.backends.slots import RuntimeSlots, resolve_runtime_slots
+from agent.backends.slots import OnWait, RuntimeSlots, resolve_runtime_slots
 from agent.episode import EpisodeSettings
 from agent.errors import BackendError, ConfigError
 from agent.prompt import PromptSet, load_prompts
@@ -95,11 +95,25 @@ class ServerRuntime:
     limiter: anyio.CapacityLimiter
     slots: RuntimeSlots  # episodes talking to the model at once (each keeps its slot)
     episode_log: EpisodeLog | None
-    quotas: TokenQuotas  # per token: questions at once and per minute
+    quotas: TokenQuotas  # per token: episodes at once and per minute
     gate: QuestionGate  # questions in flight; refuses new ones once the server is stopping
     metrics: ServerMetrics
     limits: AnswerLimits
     verified: Mapping[str, VerifiedLibrary]  # the databases' verified libraries, by alias
+
+    @asynccontextmanager
+    async def episode_turn(self, caller: Caller, *, on_token_wait: OnWait,
+                           on_worker_wait: Callable[[float], Awaitable[None]],
+                           on_slot_wait: OnWait) -> AsyncIterator[None]:
+        """Hold what one episode runs on, taken in this order: one unit of the caller's quota,
+        a worker, a runtime slot. Each sample of a question is an episode and takes its own, so a
+        token allowed N at once never has more than N episodes running, whatever its samples."""
+        async with self.quotas.of(caller).concurrent.slot(on_token_wait):
+            if self.limiter.available_tokens < 1:
+                # Tell the client why nothing happens yet (progress also keeps some client timeouts alive).
+                await on_worker_wait(self.limiter.total_tokens)
+            async with self.limiter, self.slots.slot(on_slot_wait):
+                yield
 
 
 @asynccontextmanager

@@ -19,6 +19,7 @@ pytest_plugins = (
     "tests.support.sqlite_files",
     "tests.support.weird_database",
     "tests.support.music_episodes",
+    "tests.support.team",
 )
 
 # The real databases and question sets sit next to the clone (read in place, never copied).

@@ -146,7 +146,7 @@ def test_text_for_failed_fallback_and_empty_results() -> None:
     failed = answer_of(sql=None, status=EpisodeStatus.FAILED, columns=(), rows=(), row_count=0,
                        error="no query ran without error")
     assert render_answer_text(failed).split("\n\n")[:2] == [
-        "No runnable SQL was produced: no query ran without error.",
+        'No runnable SQL was produced: "no query ran without error".',
         "Rephrase the question more concretely (name the tables or values you mean) or add "
         "`evidence`, then ask again."]
     fallback = answer_of(status=EpisodeStatus.FALLBACK, rows=(), row_count=0)
@@ -154,7 +154,7 @@ def test_text_for_failed_fallback_and_empty_results() -> None:
         "The query returned no rows.",
         "Note: the model gave no usable final answer; this is the last query it ran without error."]
     broken = answer_of(rows=(), row_count=0, error="no such column: x")
-    assert render_answer_text(broken).split("\n\n")[1] == "The SQL failed: no such column: x"
+    assert render_answer_text(broken).split("\n\n")[1] == 'The SQL failed: "no such column: x"'
 
 
 def test_markdown_table_escapes_pipes_newlines_and_clips() -> None:

@@ -118,7 +118,7 @@ async def test_failed_episode_is_a_result_not_an_error(tmp_path: Path) -> None:
     answer = AnswerOutput.model_validate(result.structured_content)
     assert (result.is_error, answer.status, answer.sql, answer.rows) == (False, "failed", None, [])
     assert answer.error
-    assert result.content[0].text.startswith(f"No runnable SQL was produced: {answer.error}")
+    assert result.content[0].text.startswith(f'No runnable SQL was produced: "{answer.error}".')
 
 
 async def test_progress_is_reported_once_per_round(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from mcp import Client
 
 from agent.backends.base import Completion, ModelBackend
 from mcp_server.app import SqaleServer
-from tests.support.mcp import BOOK_GOLD, TOOL, DelayedPolicy, KeyedPolicy
+from tests.support.mcp import BOOK_GOLD, TOOL, DelayedPolicy, KeyedPolicy, PeakBackend
 from tests.support.mcp_in_process import build, error_text
 from tests.support.policies import (
     OraclePolicy,
@@ -27,25 +27,6 @@ pytestmark = pytest.mark.anyio
 
 
 SLOW_SQL = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
-
-
-class PeakBackend:
-    """Counts how many completions run at the same time (the queue's observable effect)."""
-
-    def __init__(self, inner: ModelBackend) -> None:
-        self.inner, self.model = inner, inner.model
-        self.running = self.peak = 0
-
-    async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
-        self.running += 1
-        self.peak = max(self.peak, self.running)
-        try:
-            return await self.inner.complete(prompt, max_tokens=max_tokens)
-        finally:
-            self.running -= 1
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def stuck_requests(fake: Any) -> list[Any]:

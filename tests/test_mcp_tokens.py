@@ -50,7 +50,8 @@ def test_token_tables_refuse_what_they_cannot_use(tmp_path: Path) -> None:
         f"{where}.env TOK_X: the environment variable TOK_X is not set or empty; export "
         "TOK_X=<secret> before starting the server")
     assert config_error(tmp_path, '[tokens.a]\nenv = "TOK_A"\ntoken = "x"\n') == (
-        f"{where}: unknown key 'token'; known: env, databases, max_concurrent, questions_per_minute")
+        f"{where}: unknown key 'token'; known: env, databases, max_concurrent, questions_per_minute, "
+        "max_sessions")
     assert config_error(tmp_path, '[tokens.a]\nenv = "TOK_A"\ndatabases = []\n') == (
         f"{where}: databases must be a non-empty list of aliases, e.g. databases = "
         '["sales", "chinook"] (leave it out for all)')

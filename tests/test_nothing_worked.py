@@ -20,7 +20,8 @@ from tests.support.policies import PolicyBackend, ScriptPolicy
 
 QUESTION = "How many customers are there?"
 UNSURE = ScriptPolicy(["<think>No idea where customers are.</think>I am not sure."])
-NO_TABLES_TEXT = ("No answer: the database has no readable tables: it has no tables or views. The model "
+# Quoted: the reason may name tables SQLite cannot read, and names come from the file.
+NO_TABLES_TEXT = ('No answer: "the database has no readable tables: it has no tables or views". The model '
                   "was not asked. Ask about another configured database, or ask the server's operator to "
                   "check 'empty'.")
 

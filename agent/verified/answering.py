@@ -115,13 +115,17 @@ async def run_verified(entry: LibraryEntry, question: str, evidence: str | None,
     ), None
 
 
-def provenance_text(p: Provenance) -> str:
+def provenance_text(p: Provenance, quote: Callable[[str], str] | None = None) -> str:
     """One paragraph saying the answer is verified, from where, and that no model wrote it."""
+    shown = quote or _quoted
     who = "".join([f" by {p.added_by}" if p.added_by else "", f" on {p.added_at}" if p.added_at else ""])
     added = f", added{who}" if who else ""
-    asked = clip(p.question, QUESTION_SHOWN_CHARS)
-    return (f"Verified answer: the SQL of {p.library} line {p.line} (\"{asked}\"{added}), run now on "
+    return (f"Verified answer: the SQL of {p.library} line {p.line} ({shown(p.question)}{added}), run now on "
             "the current data; no model was asked.")
+
+
+def _quoted(question: str) -> str:
+    return f'"{clip(question, QUESTION_SHOWN_CHARS)}"'
 
 
 class QuestionWithSql(Protocol):
@@ -135,7 +139,7 @@ class QuestionWithSql(Protocol):
 
 
 def similar_text(similar: Sequence[QuestionWithSql], fence: Callable[[str], str],
-                 quote: Callable[[str], str] = lambda q: f'"{q}"') -> str | None:
+                 quote: Callable[[str], str] | None = None) -> str | None:
     """The similar verified questions with their SQL, for the caller to compare; None without any."""
     if not similar:
         return None
@@ -145,5 +149,5 @@ def similar_text(similar: Sequence[QuestionWithSql], fence: Callable[[str], str]
     for entry in similar:
         sql = entry.sql.strip()
         shown = sql if len(sql) <= SQL_SHOWN_CHARS else sql[:SQL_SHOWN_CHARS] + "\n-- … (clipped)"
-        lines.append(f"- {quote(clip(entry.question, QUESTION_SHOWN_CHARS))}:\n{fence(shown)}")
+        lines.append(f"- {(quote or _quoted)(entry.question)}:\n{fence(shown)}")
     return "\n".join(lines)

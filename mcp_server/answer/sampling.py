@@ -16,6 +16,8 @@ from agent.text import plural
 from agent.voting import CompareLimits, Tally
 
 from ..runtime import ServerRuntime
+from ..serving.access import LOCAL_CALLER, Caller
+from ..serving.quotas import token_waiting_message
 from .output import queued_message
 
 ReportProgress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -30,6 +32,7 @@ class QuestionAsked:
     alias: str
     evidence: str | None  # the notes and the caller's evidence, as the model reads them
     samples: int
+    caller: Caller = LOCAL_CALLER  # whose quota each sample's episode counts against
     given_evidence: str | None = None  # the caller's own evidence (a verified answer must fit it)
     notes: str | None = None  # the database's notes, as the evidence starts with them
     use_verified: bool = True  # False: the caller asked for the model's answer (`verified: false`)
@@ -56,6 +59,11 @@ class SampleProgress:
         if not self.told_queued:
             self.told_queued = True
             await self.report(0, self.total, queued_message(slots, self.samples))
+
+    async def token_waiting(self, k: int, ahead: int) -> None:
+        """Sample k waits behind its own token's earlier episodes."""
+        prefix = "" if self.samples == 1 else f"sample {k + 1}/{self.samples} "
+        await self.report(sum(self.done), self.total, prefix + token_waiting_message(ahead))
 
     async def waiting(self, k: int, ahead: int) -> None:
         """Sample k waits for a runtime slot with `ahead` episodes before it."""
@@ -94,25 +102,32 @@ class SampleProgress:
                           f"sample {k + 1}/{self.samples} finished: {how}{agree}{stopping}")
 
 
-async def run_question(runtime: ServerRuntime, asked: QuestionAsked,
-                       report_progress: ReportProgress) -> Asked:
-    """Run the K samples (one slot each, within the server's limits) and choose the answer."""
+async def run_question(runtime: ServerRuntime, asked: QuestionAsked, report_progress: ReportProgress,
+                       played: list[Round] | None = None) -> Asked:
+    """Run the K samples (one slot each, within the server's limits) and choose the answer.
+
+    Every round any sample plays is appended to `played` as it ends (what a cancelled question did).
+    """
     settings = runtime.settings
     progress = SampleProgress(asked.samples, runtime.episode_settings.max_tool_turns, report_progress)
 
     @asynccontextmanager
     async def slot(k: int) -> AsyncIterator[None]:
-        if runtime.limiter.available_tokens < 1:
-            # Tell the client why nothing happens yet (progress also keeps some client timeouts alive).
-            await progress.queued(runtime.limiter.total_tokens)
-        # Each sample is an episode like any other: it keeps its runtime slot for all its rounds
-        # (on one slot the samples run one after another).
-        async with runtime.limiter, runtime.slots.slot(partial(progress.waiting, k)):
+        # Each sample is an episode like any other: it takes a unit of its token's quota and keeps
+        # its runtime slot for all its rounds (on one slot the samples run one after another).
+        async with runtime.episode_turn(asked.caller, on_token_wait=partial(progress.token_waiting, k),
+                                        on_worker_wait=progress.queued,
+                                        on_slot_wait=partial(progress.waiting, k)):
             yield
+
+    async def on_round(k: int, done: Round) -> None:
+        if played is not None:
+            played.append(done)
+        await progress.round(k, done)
 
     question = Question(asked.question, runtime.databases[asked.alias], asked.evidence,
                         runtime.episode_settings, runtime.prompts)
     how = AskSettings(limits=CompareLimits(timeout=settings.query_timeout, max_rows=COMPARE_MAX_ROWS),
                       episode_timeout=settings.episode_timeout)
     return await ask(question, SampleBackends.seeded(runtime.backend, asked.samples, settings.seed),
-                     run_episode, how, slot=slot, on_round=progress.round, on_finished=progress.finished)
+                     run_episode, how, slot=slot, on_round=on_round, on_finished=progress.finished)

@@ -16,21 +16,22 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from agent.episode import EpisodeResult
+from agent.episode import EpisodeResult, Round
+from agent.episode_text import clip
 from agent.errors import SqaleError
 from agent.notes import evidence_with_notes
-from agent.verified import Consulted
 
 from ..config.limits import AnswerLimits
 from ..runtime import ServerRuntime
 from ..serving.access import LOCAL_CALLER, Caller, caller_of
 from ..serving.draining import ServerStopping
 from ..serving.quotas import QuotaExceeded
-from .output import AnswerOutput, answer_from_episode, unanswered, with_vote
+from .output import AnswerOutput, answer_from_episode, trace_of, unanswered, with_vote
 from .sampling import QuestionAsked, ReportProgress, run_question
 from .sizing import fitted_response
 from .tool_errors import (
     CallError,
+    edge_error,
     empty_question,
     episode_timeout,
     samples_out_of_range,
@@ -46,6 +47,7 @@ logger = logging.getLogger(__name__)
 
 TOOL_NAME = "answer_sql_question"
 ERROR_PREFIX = f"Error executing tool {TOOL_NAME}: "  # what the SDK puts before a tool error; ours match
+REFUSED_QUESTION_CHARS = 80  # what a refused call's log line keeps of its question
 
 
 async def answer_sql_question(
@@ -143,7 +145,12 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
                           evidence: str | None, *, report_progress: ReportProgress,
                           samples: int | None = None, caller: Caller = LOCAL_CALLER,
                           use_verified: bool = True) -> CallToolResult:
-    """Run the call's samples (one episode by default) and return the CallToolResult; errors are ToolErrors."""
+    """Run the call's samples (one episode by default) and return the CallToolResult; errors are ToolErrors.
+
+    Every call that gets past its arguments leaves one episode-log line, one log line and a
+    count in the metrics, whether it is answered, fails, is refused or is cancelled; refusals
+    write short lines, and few of them per token and minute.
+    """
     settings = runtime.settings
     asked = checked_text("question", question, settings.max_question_chars)
     if asked is None:
@@ -156,28 +163,38 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     if not 1 <= count <= settings.max_samples:
         raise samples_out_of_range(count, settings.max_samples)
     notes = runtime.catalog.entry(alias).notes
-    call = QuestionAsked(question=asked, alias=alias, samples=count,
+    call = QuestionAsked(question=asked, alias=alias, samples=count, caller=caller,
                          evidence=evidence_with_notes(notes.text if notes else None, hint),
                          given_evidence=hint, notes=notes.text if notes else None, use_verified=use_verified)
-    failure: ToolError | None = None
+    played: list[Round] = []  # every round of every sample, as it ends
+    started = time.perf_counter()
     try:
-        answer, episode, voting = await _run_admitted(runtime, caller, call, report_progress)
-        # A failed answer's last reply shows what the model did; other lines do not carry the key.
-        replied = {} if answer.last_reply is None else {"last_reply": answer.last_reply}
-        record = {**answer.model_dump(mode="json", include=set(_AUDITED_ANSWER_FIELDS)), **replied,
-                  "model_seconds": round(episode.model_seconds, 3),
-                  "tool_seconds": round(episode.tool_seconds, 3),
-                  "queued_seconds": round(answer.queued_seconds, 3), **voting, **audit_fields(answer)}
-        outcome: tuple[str, str] = (answer.status, answer.stop_reason)
-    except ToolError as error:
-        outcome = _failure_outcome(error)
-        failure, record = error, {"status": outcome[0], "error": str(error)}
-    runtime.metrics.questions.labels(alias, caller.name, *outcome).inc()
-    await _audit(runtime, asker, asked, hint, alias, record)  # one line per call, answered or not
-    if failure is not None:
-        logger.info("not answered on '%s' for token '%s': %s", alias, caller.name, failure,
-                    extra=asker.log_fields())
-        raise failure
+        answer, episode, voting = await _run_admitted(runtime, call, report_progress, played)
+    except anyio.get_cancelled_exc_class():
+        # The client cancelled the call (or its session ended): still one line of what it did.
+        with anyio.CancelScope(shield=True):
+            await _record_unanswered(runtime, asker, call, hint, ("cancelled", "call_cancelled"),
+                                     "the call was cancelled before it was answered",
+                                     _activity(played, started))
+        raise
+    except _Refused as refused:
+        await _record_refused(runtime, asker, call, refused)
+        raise
+    except Exception as exc:
+        failure = edge_error(exc, database=alias, remote=caller.remote, question_id=asker.question_id)
+        await _record_unanswered(runtime, asker, call, hint, _failure_outcome(failure, exc),
+                                 _detail(exc, alias), _activity(played, started), error=exc)
+        if failure is None or failure is exc:  # None: our own bug, on stdio: it propagates as it is
+            raise
+        raise failure from exc
+    # A failed answer's last reply shows what the model did; other lines do not carry the key.
+    replied = {} if answer.last_reply is None else {"last_reply": answer.last_reply}
+    record = {**answer.model_dump(mode="json", include=set(_AUDITED_ANSWER_FIELDS)), **replied,
+              "model_seconds": round(episode.model_seconds, 3),
+              "tool_seconds": round(episode.tool_seconds, 3),
+              "queued_seconds": round(answer.queued_seconds, 3), **voting, **audit_fields(answer)}
+    runtime.metrics.questions.labels(alias, caller.name, answer.status, answer.stop_reason).inc()
+    await _audit(runtime, asker, asked, hint, alias, record)
     response = await anyio.to_thread.run_sync(lambda: build_response(answer, runtime.limits))
     text_bytes = sum(len(c.text.encode()) for c in response.content if isinstance(c, TextContent))
     if answer.verified is None:  # a verified answer is no episode: it would skew episode times
@@ -225,47 +242,84 @@ class _Cancelled(CallError):
         super().__init__(message, "server_stopped")
 
 
-def _failure_outcome(error: ToolError) -> tuple[str, str]:
-    """(status, reason) of a failed call, for the metrics and the episode log."""
-    if isinstance(error, _Refused):
-        return "refused", error.reason
-    if isinstance(error, _Cancelled):
+def _failure_outcome(failure: ToolError | None, cause: BaseException) -> tuple[str, str]:
+    """(status, reason) of a call that was not answered, for the metrics and the episode log."""
+    if isinstance(failure, _Cancelled):
         return "cancelled", "server_stopping"
-    cause = error.__cause__
-    return "error", type(cause).__name__ if cause is not None else "episode_timeout"
+    if isinstance(cause, ToolError):  # ours, with no cause: the episode timeout
+        return "error", type(cause.__cause__).__name__ if cause.__cause__ is not None else "episode_timeout"
+    return "error", type(cause).__name__
 
 
-def token_waiting_message(ahead: int) -> str:
-    """The progress text of a question waiting behind its own token's earlier questions."""
-    return f"waiting for this token's earlier questions: {ahead} ahead"
+def _detail(exc: BaseException, alias: str) -> str:
+    """The full text of an error, as a stdio client reads it, for the server's own logs."""
+    if isinstance(exc, SqaleError):
+        return str(tool_error_for(exc, database=alias))
+    return str(exc) if isinstance(exc, ToolError) else repr(exc)
 
 
-async def _run_admitted(runtime: ServerRuntime, caller: Caller, call: QuestionAsked,
-                        report_progress: ReportProgress
-                        ) -> tuple[AnswerOutput, EpisodeResult, dict[str, Any]]:
-    """Check the caller's quotas and that the server still takes questions, then run the samples."""
+def _activity(played: Sequence[Round], started: float) -> dict[str, Any]:
+    """What a question that was not answered had done: its rounds, tool calls, time and trace."""
+    trace = trace_of(played)
+    return {"rounds": len(played), "tool_calls": len(trace),
+            "seconds": round(time.perf_counter() - started, 3),
+            "trace": [entry.model_dump(mode="json") for entry in trace]}
 
-    async def on_token_wait(ahead: int) -> None:
-        await report_progress(0, None, token_waiting_message(ahead))
 
-    arrived = time.perf_counter()
+async def _record_unanswered(runtime: ServerRuntime, asker: _Asker, call: QuestionAsked,
+                             hint: str | None, outcome: tuple[str, str], detail: str,
+                             activity: dict[str, Any], error: BaseException | None = None) -> None:
+    """The metric, the whole episode-log line and a log line of a failed or cancelled call."""
+    runtime.metrics.questions.labels(call.alias, asker.token, *outcome).inc()
+    await _audit(runtime, asker, call.question, hint, call.alias,
+                 {"status": outcome[0], "stop_reason": outcome[1], "error": detail, **activity})
+    internal = error is not None and not isinstance(error, SqaleError | ToolError)
+    logger.log(logging.ERROR if internal else logging.INFO,
+               "not answered on '%s' for token '%s' (%s, %s) after %d rounds, %d tool calls, %.1f s: %s",
+               call.alias, asker.token, *outcome, activity["rounds"], activity["tool_calls"],
+               activity["seconds"], detail, exc_info=error if internal else None,
+               extra=asker.log_fields())
+
+
+async def _record_refused(runtime: ServerRuntime, asker: _Asker, call: QuestionAsked,
+                          refused: _Refused) -> None:
+    """The metric of a refused call, and (a few per token and minute) a short log line of it."""
+    runtime.metrics.questions.labels(call.alias, asker.token, "refused", refused.reason).inc()
+    held_back = runtime.quotas.of(call.caller).refusal_lines.allow()
+    if held_back is None:  # a flood of refusals must not fill the disk: counted, not written
+        return
+    if runtime.episode_log is not None:
+        with anyio.CancelScope(shield=True):
+            await runtime.episode_log.append({
+                "question_id": asker.question_id, "token": asker.token, "database": call.alias,
+                "status": "refused", "stop_reason": refused.reason, "error": str(refused),
+                "question": clip(call.question, REFUSED_QUESTION_CHARS), "samples": call.samples,
+                "refusals_not_logged": held_back})
+    logger.info("refused on '%s' for token '%s' (%s): %s%s", call.alias, asker.token, refused.reason,
+                refused, f" ({held_back} earlier refusals of this token were not logged)" if held_back else "",
+                extra=asker.log_fields())
+
+
+async def _run_admitted(runtime: ServerRuntime, call: QuestionAsked, report_progress: ReportProgress,
+                        played: list[Round]) -> tuple[AnswerOutput, EpisodeResult, dict[str, Any]]:
+    """Count the call's episodes against its token's minute, check the server still takes
+    questions, then run the samples (each waits for a unit of its token's quota)."""
+    # A question the verified library may answer counts as one episode until it is known not to.
+    library_first = call.use_verified and call.alias in runtime.verified
     try:
-        runtime.quotas.check_rate(caller)
+        runtime.quotas.check_rate(call.caller, 1 if library_first else call.samples)
         with runtime.gate.admit() as stop_scope:
             with stop_scope:  # cancelled when the server's drain time runs out
-                consulted = await _consult(runtime, call)
+                consulted = await consult_library(runtime, call)
                 if consulted is not None and consulted.answer is not None:
                     # No episode: no slot to wait for, no model to ask.
                     return (verified_answer(consulted, call.alias, runtime.settings.max_rows),
                             consulted.answer, {})
-                call = hinted(call, consulted, runtime.settings.verified_hints)
-                async with runtime.quotas.of(caller).concurrent.slot(on_token_wait):
-                    token_wait = time.perf_counter() - arrived
-                    answer, result, voting = await _run_samples(runtime, call, report_progress)
-                    answer = with_library(answer, consulted)
-                    # The wait behind the token's own questions is queue time too.
-                    return (answer.model_copy(update={
-                        "queued_seconds": answer.queued_seconds + token_wait}), result, voting)
+                if library_first and call.samples > 1:
+                    runtime.quotas.check_rate(call.caller, call.samples - 1)
+                answer, result, voting = await _run_samples(
+                    runtime, hinted(call, consulted, runtime.settings.verified_hints), report_progress, played)
+                return with_library(answer, consulted), result, voting
             raise _Cancelled(str(server_stopped_answering()))
     except QuotaExceeded as exc:
         raise _Refused(str(exc), "quota") from exc
@@ -273,26 +327,18 @@ async def _run_admitted(runtime: ServerRuntime, caller: Caller, call: QuestionAs
         raise _Refused(str(server_stopping()), "stopping") from exc
 
 
-async def _consult(runtime: ServerRuntime, call: QuestionAsked) -> Consulted | None:
-    """The verified library's part in the answer; our errors become the call's error."""
-    try:
-        return await consult_library(runtime, call)
-    except SqaleError as exc:
-        raise tool_error_for(exc, database=call.alias) from exc
-
-
 # What the audit line keeps of an answer (not the rows: the SQL and the count say what came back).
 _AUDITED_ANSWER_FIELDS = frozenset({"status", "sql", "error", "stop_reason", "row_count", "rounds",
                                     "tool_calls", "tokens", "seconds", "trace"})
 
 
-async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, report_progress: ReportProgress
-                       ) -> tuple[AnswerOutput, EpisodeResult, dict[str, Any]]:
-    """Run the samples and vote; the answer, its episode and the vote for the audit; ToolError on failure."""
-    try:
-        asked = await run_question(runtime, call, report_progress)
-    except SqaleError as exc:
-        raise tool_error_for(exc, database=call.alias) from exc
+async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, report_progress: ReportProgress,
+                       played: list[Round]) -> tuple[AnswerOutput, EpisodeResult, dict[str, Any]]:
+    """Run the samples and vote; the answer, its episode and the vote for the audit.
+
+    Our errors (SqaleError) propagate: the edge maps them for the caller.
+    """
+    asked = await run_question(runtime, call, report_progress, played)
     chosen = asked.chosen
     if chosen is None or chosen.result is None:  # every sample ran out of time
         raise episode_timeout(runtime.settings.episode_timeout)

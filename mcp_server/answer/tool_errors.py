@@ -1,4 +1,9 @@
-"""The edge where our errors become ToolErrors a client (and its user) can act on."""
+"""The edge where our errors become ToolErrors a client (and its user) can act on.
+
+A stdio client started the server itself and owns the machine: it gets the whole message
+(paths, URLs, the command that fixes it). A remote (HTTP) client gets the alias, a plain cause
+and the question id to quote to the operator; the detail goes to the server's log under that id.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from agent.errors import (
     ModelNotFound,
     SqaleError,
 )
+from agent.text import ECHO_CHARS, quoted_text
 
 
 class CallError(ToolError):
@@ -59,9 +65,47 @@ def failure_kind(exc: SqaleError) -> str:
     return next((kind for cls, kind in _KINDS if isinstance(exc, cls)), "answer_failed")
 
 
-def tool_error_for(exc: SqaleError, *, database: str) -> CallError:
+# For remote clients: what failed, in plain words, and who can fix it; never a path or a URL.
+_REMOTE_CAUSES: tuple[tuple[type[SqaleError], str], ...] = (
+    (BackendUnreachable, "The model runtime is unreachable, so no question can be answered now."),
+    (ModelNotFound, "The model is not installed on the model runtime."),
+    (BackendTimeout, "The model runtime timed out."),
+    (BackendAuthError, "The model runtime refused the server's credentials."),
+    (BackendError, "The model runtime failed."),
+    (DatabasePathError, "The database '{database}' cannot be read: its file is missing, unreadable "
+                        "or not an SQLite database."),
+    (DatabaseWorkerError, "The SQLite worker failed on the database '{database}'."),
+)
+
+
+def edge_error(exc: BaseException, *, database: str, remote: bool, question_id: str) -> ToolError | None:
+    """The ToolError the client gets for `exc`, raised while answering about `database`.
+
+    Our ToolErrors pass as they are (their texts hold nothing of the server's), our other errors
+    are mapped by tool_error_for, and anything else is our own bug: None for a stdio client (it
+    propagates with its traceback), a plain "internal error" with the question id for a remote one.
+    """
+    if isinstance(exc, ToolError):
+        return exc
+    if isinstance(exc, SqaleError):
+        return tool_error_for(exc, database=database, remote=remote, question_id=question_id)
+    if not remote:
+        return None
+    return CallError("Answering failed because of an error inside the server. Ask the server's "
+                     f"operator: its log has the details under question id {question_id}.",
+                     "internal_error")
+
+
+def tool_error_for(exc: SqaleError, *, database: str, remote: bool = False,
+                   question_id: str = "") -> CallError:
     """The ToolError for one of our errors raised while answering about `database`."""
     failure = failure_kind(exc)
+    if remote:
+        cause = next((text for kind, text in _REMOTE_CAUSES if isinstance(exc, kind)),
+                     "Answering on the database '{database}' failed.")
+        retry = "Retry in a moment; if it keeps failing, ask" if isinstance(exc, BackendTimeout) else "Ask"
+        return CallError(f"{cause.format(database=database)} {retry} the server's operator: its "
+                         f"log has the details under question id {question_id}.", failure)
     for kind, prefix in _PREFIXES:
         if isinstance(exc, kind):
             if kind in (DatabasePathError, DatabaseWorkerError):
@@ -77,7 +121,8 @@ def unknown_database(given: str | None, aliases: Sequence[str]) -> CallError:
     if given is None:
         return CallError(f"Several databases are configured; pass one as `database`: {listed}.",
                          "unknown_database")
-    return CallError(f"Unknown database {given!r}; pass one of the configured aliases as "
+    shown = quoted_text(given, ECHO_CHARS, quote="'")  # the client's own text, on one line
+    return CallError(f"Unknown database {shown}; pass one of the configured aliases as "
                      f"`database`: {listed}.", "unknown_database")
 
 

@@ -18,7 +18,15 @@ from agent.sqlite.hiding import parse_hide_rule
 from agent.tools.environment import DEFAULT_ENVIRONMENT, ENVIRONMENT_NAMES
 
 from .config_file import default_config_path, file_tokens, read_config_file
-from .settings import DatabaseSpec, HideSpec, NotesSpec, ServerSettings, VerifiedSpec, check_alias
+from .settings import (
+    TOKEN_SESSIONS,
+    DatabaseSpec,
+    HideSpec,
+    NotesSpec,
+    ServerSettings,
+    VerifiedSpec,
+    check_alias,
+)
 
 _HELP_HINT = "see `sqale-mcp --help`"
 
@@ -105,11 +113,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--auth-token-env", metavar="NAME",
                    help="environment variable holding the HTTP bearer token (required off loopback)")
     p.add_argument("--token-max-concurrent", type=int, metavar="N",
-                   help=f"questions one token may have answered at once; more wait "
-                        f"(default {_default('token_max_concurrent')})")
+                   help=f"episodes one token may have running at once (a question with K samples "
+                        f"is K); more wait (default {_default('token_max_concurrent')})")
     p.add_argument("--token-per-minute", type=int, metavar="M",
-                   help=f"questions one token may ask per minute; more are refused "
-                        f"(default {_default('token_per_minute')})")
+                   help=f"episodes one token may start per minute (a question with K samples is "
+                        f"K); more are refused (default {_default('token_per_minute')})")
+    p.add_argument("--max-sessions", type=int, metavar="N",
+                   help=f"HTTP sessions open at once over all tokens (default {_default('max_sessions')})")
+    p.add_argument("--token-max-sessions", type=int, metavar="N",
+                   help="HTTP sessions one token may have open at once, below --max-sessions "
+                        f"(default {TOKEN_SESSIONS} or half of --max-sessions, whichever is less)")
+    p.add_argument("--session-idle-timeout", type=float, metavar="SECONDS",
+                   help="an HTTP session without a request for this long is closed "
+                        f"(default {_default('session_idle_timeout')})")
+    p.add_argument("--http-header-timeout", type=float, metavar="SECONDS",
+                   help="an HTTP connection must send a request's headers within this long of "
+                        f"opening or of its last response (default {_default('http_header_timeout')})")
+    p.add_argument("--http-body-timeout", type=float, metavar="SECONDS",
+                   help="an HTTP request's body must arrive within this long "
+                        f"(default {_default('http_body_timeout')})")
+    p.add_argument("--http-max-connections", type=int, metavar="N",
+                   help="HTTP connections open at once; more are closed at once "
+                        f"(default {_default('http_max_connections')})")
     p.add_argument("--metrics-token-env", metavar="NAME",
                    help="environment variable holding the bearer token for GET /metrics (HTTP mode)")
     p.add_argument("--drain-timeout", type=float, metavar="SECONDS",

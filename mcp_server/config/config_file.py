@@ -78,7 +78,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return values
 
 
-_TOKEN_KEYS = ("env", "databases", "max_concurrent", "questions_per_minute")
+_TOKEN_KEYS = ("env", "databases", "max_concurrent", "questions_per_minute", "max_sessions")
 
 
 def file_tokens(table: object, environ: Mapping[str, str], path: Path) -> tuple[TokenSpec, ...]:
@@ -107,7 +107,8 @@ def file_tokens(table: object, environ: Mapping[str, str], path: Path) -> tuple[
                 name=name, env=entry["env"], secret=secret,
                 databases=tuple(databases) if databases is not None else None,
                 max_concurrent=entry.get("max_concurrent"),
-                questions_per_minute=entry.get("questions_per_minute")))
+                questions_per_minute=entry.get("questions_per_minute"),
+                max_sessions=entry.get("max_sessions")))
         except ValidationError as exc:
             raise ConfigError(f"{where}: {validation_message(exc)}") from exc
     return tuple(specs)

@@ -18,7 +18,9 @@ from agent.errors import ConfigError
 from agent.notes import DEFAULT_MAX_NOTES_CHARS
 from agent.tools.environment import DEFAULT_ENVIRONMENT, Environment
 
-ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+TOKEN_SESSIONS = 32  # HTTP sessions one token may hold by default
+# \Z, not $: `$` also matches before a final newline, and a file named "x\n.db" is possible.
+ALIAS_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 
 
 class DatabaseSpec(BaseModel):
@@ -42,6 +44,7 @@ class TokenSpec(BaseModel):
     databases: tuple[str, ...] | None = None  # None: every configured database
     max_concurrent: int | None = Field(None, ge=1, le=1_024)  # None: --token-max-concurrent
     questions_per_minute: int | None = Field(None, ge=1, le=100_000)  # None: --token-per-minute
+    max_sessions: int | None = Field(None, ge=1, le=100_000)  # None: --token-max-sessions
 
 
 class NotesSpec(BaseModel):
@@ -111,8 +114,17 @@ class ServerSettings(BackendSettings):
     auth_token_env: str | None = None
     auth_token: SecretStr | None = None  # read from the variable named by auth_token_env
     tokens: tuple[TokenSpec, ...] = ()  # the config file's [tokens.NAME] tables
+    # Quotas count episodes: a question with K samples is K of them.
     token_max_concurrent: int = Field(16, ge=1, le=1_024)  # per token; more wait in its queue
-    token_per_minute: int = Field(600, ge=1, le=100_000)  # questions per token per minute
+    token_per_minute: int = Field(600, ge=1, le=100_000)  # episodes per token per minute
+    # HTTP sessions: one token may hold fewer than the whole server, so others always find room.
+    max_sessions: int = Field(1_000, ge=2, le=100_000)  # open at once, over all tokens
+    token_max_sessions: int | None = Field(None, ge=1, le=100_000)  # None: see token_sessions
+    session_idle_timeout: float = Field(600.0, gt=0, le=86_400)  # no request for this long: closed
+    # Slow or silent HTTP clients: each connection's request headers and body must arrive in time.
+    http_header_timeout: float = Field(10.0, gt=0, le=600)
+    http_body_timeout: float = Field(30.0, gt=0, le=3_600)
+    http_max_connections: int = Field(512, ge=8, le=1_000_000)  # more are closed at once
     metrics_token_env: str | None = None
     metrics_token: SecretStr | None = None  # GET /metrics needs it; no token: no /metrics
     drain_timeout: float = Field(30.0, ge=0, le=3_600)  # SIGTERM: seconds for questions in flight
@@ -141,11 +153,25 @@ class ServerSettings(BackendSettings):
         if self.verified_writable and not self.verified:
             raise ValueError("--verified-writable needs a library to write to: add --verified ALIAS=FILE "
                              "(or a [verified] table in the config file)")
+        for name, cap in [("--token-max-sessions", self.token_max_sessions),
+                          *((f"tokens.{t.name}.max-sessions", t.max_sessions) for t in self.tokens)]:
+            if cap is not None and cap >= self.max_sessions:
+                raise ValueError(f"{name} {cap} must be below --max-sessions {self.max_sessions}, so "
+                                 "that one token cannot take every session from the others; lower "
+                                 "it or raise --max-sessions")
         names = [t.name for t in self.tokens]
         if self.auth_token is not None and "default" in names:
             raise ValueError("[tokens.default] clashes with --auth-token-env, whose token is named "
                              "'default' in logs; rename the table")
         return self
+
+    @property
+    def token_sessions(self) -> int:
+        """Sessions a token without its own max-sessions may hold: --token-max-sessions, else
+        TOKEN_SESSIONS or half of --max-sessions, whichever is less."""
+        if self.token_max_sessions is not None:
+            return self.token_max_sessions
+        return min(TOKEN_SESSIONS, self.max_sessions // 2)
 
     @property
     def has_databases(self) -> bool:

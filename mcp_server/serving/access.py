@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agent.errors import ConfigError
@@ -22,6 +22,9 @@ class Caller:
 
     name: str
     databases: tuple[str, ...] | None = None  # None: every configured database
+    # Reached us over HTTP (loopback included): its errors name no server path, URL or exception;
+    # a stdio client started the server itself and owns the machine, so it gets the detail.
+    remote: bool = False
 
     def visible(self, aliases: Sequence[str]) -> tuple[str, ...]:
         """The configured `aliases` this caller may see, in their configured order."""
@@ -89,9 +92,10 @@ def token_table(settings: ServerSettings, aliases: Sequence[str]) -> TokenTable:
 
 
 def caller_of(request: Any) -> Caller:
-    """The Caller the HTTP layer attached to `request` (a Starlette request), else the local one."""
+    """The Caller of `request`: the one the HTTP layer attached to a Starlette request (or the
+    local caller on loopback without tokens), marked remote; the local caller on stdio."""
     scope: Mapping[str, Any] | None = getattr(request, "scope", None)
     if scope is None:
         return LOCAL_CALLER
     caller = scope.get(CALLER_SCOPE_KEY)
-    return caller if isinstance(caller, Caller) else LOCAL_CALLER
+    return replace(caller if isinstance(caller, Caller) else LOCAL_CALLER, remote=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import signal
 from collections.abc import Awaitable, Callable
@@ -17,8 +16,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..config.settings import ServerSettings
 from .access import CALLER_SCOPE_KEY, TokenTable
+from .connections import BodyDeadline, ensure_file_limit, guarded_protocol
 from .draining import DrainResult
+from .http_responses import send_json
 from .metrics import ServerMetrics
+from .sessions import SessionBook, SessionGuard
 
 logger = logging.getLogger(__name__)
 
@@ -36,16 +38,6 @@ def bearer_token(scope: Scope) -> bytes | None:
             scheme, _, token = value.partition(b" ")
             return token.strip() if scheme.lower() == b"bearer" else None
     return None
-
-
-async def send_json(send: Send, status: int, payload: dict[str, str],
-                    headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    """One complete JSON response."""
-    body = json.dumps(payload).encode()
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        *(headers or [])]})
-    await send({"type": "http.response.body", "body": body})
 
 
 class BearerTokenMiddleware:
@@ -117,8 +109,13 @@ class HealthEndpoint:
 
 def http_app(mcp_app: ASGIApp, settings: ServerSettings, tokens: TokenTable,
              metrics: ServerMetrics) -> ASGIApp:
-    """The ASGI app to serve: /metrics behind its token, the MCP app behind the client tokens."""
-    app = mcp_app
+    """The ASGI app to serve: /metrics behind its token, the MCP app behind the client tokens,
+    each token's sessions capped and bound to it, each request's body on a deadline."""
+    book = SessionBook(settings.session_idle_timeout)
+    metrics.watch_sessions(book.by_token)
+    app: ASGIApp = BodyDeadline(mcp_app, settings.http_body_timeout)
+    app = SessionGuard(app, settings, book,
+                       on_refused=lambda token: metrics.sessions_refused.labels(token).inc())
     if tokens.enabled:
         hint = (f"the token the server reads from its {settings.auth_token_env} environment variable"
                 if settings.auth_token_env and not settings.tokens
@@ -150,9 +147,12 @@ async def serve_http(app: ASGIApp, settings: ServerSettings,
     auth = ("bearer tokens" if settings.tokens
             else f"bearer token from ${settings.auth_token_env}" if settings.auth_token else "no auth")
     logger.info("serving MCP on http://%s:%d%s (%s)", settings.host, settings.port, MCP_PATH, auth)
+    ensure_file_limit(settings.http_max_connections)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
                             log_level=settings.log_level.lower(), access_log=False,
-                            timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)
+                            timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+                            http=guarded_protocol(settings.http_header_timeout,
+                                                  settings.http_max_connections))
     loop = asyncio.get_running_loop()
     terminated = anyio.Event()
 

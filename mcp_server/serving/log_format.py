@@ -4,12 +4,30 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
+
+from .sessions import session_tag
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Libraries that log a line per HTTP request at INFO: shown only with --log-level DEBUG.
 CHATTY_LOGGERS = ("httpx", "httpcore")
+# The MCP SDK logs session ids (32 hex digits) whole; with one, a token's holder can use the session.
+_SESSION_ID = re.compile(r"\b[0-9a-f]{32}\b")
+
+
+class SessionIdFilter(logging.Filter):
+    """Rewrites the session ids in the MCP SDK's log lines to a short hash (`session:1a2b3c4d`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Always keeps the record; only its text changes."""
+        if record.name.startswith("mcp."):
+            message = record.getMessage()
+            hidden = _SESSION_ID.sub(lambda m: f"session:{session_tag(m.group())}", message)
+            if hidden != message:
+                record.msg, record.args = hidden, None
+        return True
 
 
 class JsonLogFormatter(logging.Formatter):
@@ -32,10 +50,28 @@ class JsonLogFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
+class TextLogFormatter(logging.Formatter):
+    """TEXT_FORMAT, and `[question ID]` after the message of a question's lines: the id a remote
+    client is given with an error, so the operator finds its detail."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as text; a question's id (from `extra`) closes its first line."""
+        text = super().format(record)
+        question_id = getattr(record, "question_id", None)
+        if question_id is None:
+            return text
+        first, newline, rest = text.partition("\n")
+        return f"{first} [question {question_id}]{newline}{rest}"
+
+
 def configure_logging(level: str, log_format: str = "text") -> None:
     """Log to stderr only (on stdio, stdout carries the protocol), as text or JSON lines."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLogFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.setFormatter(JsonLogFormatter() if log_format == "json" else TextLogFormatter())
+    handler.addFilter(SessionIdFilter())
     logging.basicConfig(level=level, handlers=[handler])
     for name in CHATTY_LOGGERS:
         logging.getLogger(name).setLevel(level if level == "DEBUG" else "WARNING")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from agent.backends.base import Completion, ModelBackend
@@ -44,6 +44,9 @@ class ServerMetrics:
             ("queue",), registry=r)
         self.in_flight = Gauge("sqale_questions_in_flight", "Questions admitted and not yet answered",
                                registry=r)
+        self.sessions_refused = Counter(
+            "sqale_http_sessions_refused", "New HTTP sessions refused because the token holds its "
+            "most (--token-max-sessions)", ("token",), registry=r)
         self.answer_bytes = Histogram(
             "sqale_answer_bytes", "UTF-8 bytes of the answer's text", ("database",),
             buckets=ANSWER_BYTES_BUCKETS, registry=r)
@@ -61,6 +64,10 @@ class ServerMetrics:
     def watch_sqlite_workers(self, starts: Callable[[], int], kills: Callable[[], int]) -> None:
         """Export the SQLite worker pool's counters, read at every scrape."""
         self.registry.register(_WorkerCollector(starts, kills))
+
+    def watch_sessions(self, by_token: Callable[[], Mapping[str, int]]) -> None:
+        """Export the open HTTP sessions per token, read at every scrape."""
+        self.registry.register(_SessionCollector(by_token))
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
@@ -80,6 +87,20 @@ class _WorkerCollector(Collector):
         yield CounterMetricFamily("sqale_sqlite_worker_kills",
                                   "SQLite worker processes killed (query over its limits, cancelled, "
                                   "or found dead)", value=self._kills())
+
+
+class _SessionCollector(Collector):
+    """Reads the open sessions per token at scrape time."""
+
+    def __init__(self, by_token: Callable[[], Mapping[str, int]]) -> None:
+        self._by_token = by_token
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        """One gauge, a sample per token holding sessions."""
+        family = GaugeMetricFamily("sqale_http_sessions", "Open HTTP sessions, by token", labels=("token",))
+        for token, count in sorted(self._by_token().items()):
+            family.add_metric((token,), count)
+        yield family
 
 
 class MeteredBackend:

@@ -1,4 +1,5 @@
-"""Per-token quotas: questions at once (the rest queue, as for runtime slots) and per minute."""
+"""Per-token quotas, counted in episodes (a question with K samples is K episodes): episodes at
+once (the rest queue, as for runtime slots), episodes per minute, and open HTTP sessions."""
 
 from __future__ import annotations
 
@@ -14,20 +15,30 @@ from ..config.settings import ServerSettings
 from .access import Caller
 
 WINDOW_SECONDS = 60.0
+REFUSAL_LINES_PER_MINUTE = 10  # log lines one token's refused calls may write in a minute
 
 
 @dataclass(frozen=True)
 class QuotaExceeded(Exception):
-    """A token asked more questions in the last minute than it may."""
+    """A token asked for more episodes in the last minute than it may run."""
 
     token: str
     limit: int
-    retry_after: float  # seconds until the oldest question of the window leaves it
+    retry_after: float  # seconds until enough episodes of the window leave it
+    episodes: int = 1  # what the refused question needed (its samples)
 
     def __str__(self) -> str:
+        if self.episodes > self.limit:
+            return (f"Too many samples: token '{self.token}' may run {self.limit} episodes per "
+                    f"minute (each sample is one) and this question asks for {self.episodes}. Ask "
+                    f"for at most {self.limit} samples.")
         seconds = max(1, math.ceil(self.retry_after))
-        return (f"Too many questions: token '{self.token}' may ask {self.limit} per minute. "
-                f"Retry in {seconds} s.")
+        if self.episodes == 1:
+            return (f"Too many questions: token '{self.token}' may ask {self.limit} per minute. "
+                    f"Retry in {seconds} s.")
+        return (f"Too many questions: token '{self.token}' may run {self.limit} episodes per minute "
+                f"(each sample is one) and this question needs {self.episodes}. Retry in {seconds} "
+                "s, or ask for fewer samples.")
 
 
 class MinuteWindow:
@@ -38,23 +49,67 @@ class MinuteWindow:
         self._clock = clock
         self._times: deque[float] = deque()
 
-    def retry_after(self) -> float | None:
-        """Record one event now and return None, or the seconds to wait when the window is full."""
+    def retry_after(self, events: int = 1) -> float | None:
+        """Record `events` events now and return None, or the seconds to wait for room for all.
+
+        More events than the limit never fit: the wait is then infinite.
+        """
         now = self._clock()
         while self._times and now - self._times[0] >= WINDOW_SECONDS:
             self._times.popleft()
-        if len(self._times) >= self.limit:
-            return WINDOW_SECONDS - (now - self._times[0])
-        self._times.append(now)
+        if events > self.limit:
+            return math.inf
+        excess = len(self._times) + events - self.limit
+        if excess > 0:  # the `excess` oldest must leave the window first
+            return WINDOW_SECONDS - (now - self._times[excess - 1])
+        self._times.extend([now] * events)
         return None
+
+
+class LogBudget:
+    """At most `per_minute` log lines; says how many it held back when the next one is let through."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self._window = MinuteWindow(per_minute, clock)
+        self._held_back = 0
+
+    def allow(self) -> int | None:
+        """None when this line must be left out, else how many lines were left out before it."""
+        if self._window.retry_after() is not None:
+            self._held_back += 1
+            return None
+        held, self._held_back = self._held_back, 0
+        return held
+
+
+@dataclass(frozen=True)
+class QuotaLimits:
+    """One token's limits, from its [tokens.NAME] table or the server-wide defaults."""
+
+    concurrent: int  # episodes at once
+    per_minute: int  # episodes per minute
+    sessions: int  # HTTP sessions open at once
+
+
+def quota_limits(settings: ServerSettings, name: str) -> QuotaLimits:
+    """The limits of the token called `name` (a token without its own values gets the defaults)."""
+    spec = next((t for t in settings.tokens if t.name == name), None)
+    return QuotaLimits(
+        concurrent=(spec.max_concurrent if spec and spec.max_concurrent
+                    else settings.token_max_concurrent),
+        per_minute=(spec.questions_per_minute if spec and spec.questions_per_minute
+                    else settings.token_per_minute),
+        sessions=spec.max_sessions if spec and spec.max_sessions else settings.token_sessions)
 
 
 @dataclass(frozen=True)
 class TokenQuota:
-    """One token's gates: its own queue (runtime-slot mechanism) and its minute window."""
+    """One token's gates: its own episode queue (runtime-slot mechanism), its minute window, and
+    the budget of log lines its refused calls may write."""
 
     concurrent: RuntimeSlots
     per_minute: MinuteWindow
+    refusal_lines: LogBudget
 
 
 class TokenQuotas:
@@ -62,33 +117,32 @@ class TokenQuotas:
 
     def __init__(self, settings: ServerSettings, callers: Sequence[Caller]) -> None:
         self._settings = settings
-        configured = {t.name: t for t in settings.tokens}
         self._quotas: dict[str, TokenQuota] = {}
         for caller in callers:
-            spec = configured.get(caller.name)
-            self._quotas[caller.name] = self._make(
-                spec.max_concurrent if spec and spec.max_concurrent else settings.token_max_concurrent,
-                spec.questions_per_minute if spec and spec.questions_per_minute
-                else settings.token_per_minute)
-
-    def _make(self, concurrent: int, per_minute: int) -> TokenQuota:
-        return TokenQuota(RuntimeSlots(concurrent), MinuteWindow(per_minute))
+            self.of(caller)
 
     def of(self, caller: Caller) -> TokenQuota:
         """The quota of `caller` (the local caller gets the defaults)."""
         if caller.name not in self._quotas:
-            self._quotas[caller.name] = self._make(self._settings.token_max_concurrent,
-                                                   self._settings.token_per_minute)
+            limits = quota_limits(self._settings, caller.name)
+            self._quotas[caller.name] = TokenQuota(RuntimeSlots(limits.concurrent),
+                                                   MinuteWindow(limits.per_minute),
+                                                   LogBudget(REFUSAL_LINES_PER_MINUTE))
         return self._quotas[caller.name]
 
-    def check_rate(self, caller: Caller) -> None:
-        """Count one question of `caller`; QuotaExceeded when its minute is full."""
+    def check_rate(self, caller: Caller, episodes: int = 1) -> None:
+        """Count `episodes` episodes of `caller` (all or none); QuotaExceeded when they do not fit."""
         quota = self.of(caller)
-        wait = quota.per_minute.retry_after()
+        wait = quota.per_minute.retry_after(episodes)
         if wait is not None:
-            raise QuotaExceeded(caller.name, quota.per_minute.limit, wait)
+            raise QuotaExceeded(caller.name, quota.per_minute.limit, wait, episodes)
 
     @property
     def waiting(self) -> int:
-        """Questions waiting for their token's turn, over all tokens."""
+        """Episodes waiting for their token's turn, over all tokens."""
         return sum(q.concurrent.waiting for q in self._quotas.values())
+
+
+def token_waiting_message(ahead: int) -> str:
+    """The progress text of an episode waiting behind its own token's earlier episodes."""
+    return f"waiting for this token's earlier questions: {ahead} ahead"

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from agent.backends.base import Completion, ModelBackend
 from tests.support.policies import Policy, ScriptedReply, first_user_turn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,3 +117,25 @@ def running_http_server(tmp_path: Path, *flags: str, **env: str) -> Iterator[str
     finally:
         process.terminate()
         process.wait(timeout=15)
+
+
+class PeakBackend:
+    """Counts how many completions run at the same time (the queue's observable effect: one per
+    running episode)."""
+
+    def __init__(self, inner: ModelBackend) -> None:
+        self.inner, self.model = inner, inner.model
+        self.running = self.peak = 0
+
+    async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
+        """The inner completion, counted while it runs."""
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            return await self.inner.complete(prompt, max_tokens=max_tokens)
+        finally:
+            self.running -= 1
+
+    async def aclose(self) -> None:
+        """Close the inner backend."""
+        await self.inner.aclose()

@@ -20,6 +20,7 @@ from agent.sqlite import EngineLimits
 from agent.verified import VerifiedLibrary
 
 from .answer.error_results import StructuredToolErrors
+from .answer.saving import app_only_tools
 from .answer.scoping import ScopedToolList
 from .answer.sizing import result_size_meta
 from .answer.tool import TOOL_NAME, advertised_input_schema, answer_sql_question
@@ -105,6 +106,11 @@ class SqaleServer(MCPServer[ServerRuntime]):
             meta=result_size_meta(limits),  # a larger answer budget than Claude Code takes by default
             structured_output=True,
         )
+        # ISSUE 28 HOOK (the answer view, branch appview): once `AnswerView` is on main, register
+        # each of app_only_tools(settings) on it, so hosts with MCP Apps get "Save as verified":
+        #     for tool in app_only_tools(settings):
+        #         view.app_tool(tool.fn, name=tool.name, title=tool.title, description=tool.description)
+        self.app_only_tools = app_only_tools(settings)
         # The input schema comes from the function's signature; the aliases, lengths and ranges
         # in force are known only now.
         tool = self._tool_manager.get_tool(TOOL_NAME)

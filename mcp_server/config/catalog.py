@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from agent.episode_text import clip
 from agent.errors import ConfigError, DatabasePathError
@@ -27,6 +28,7 @@ from .limits import AnswerLimits, limits_paragraph
 from .settings import ALIAS_PATTERN, DatabaseSpec, NotesSpec, ServerSettings, VerifiedSpec
 
 logger = logging.getLogger(__name__)
+_AliasFile = TypeVar("_AliasFile", NotesSpec, VerifiedSpec)
 
 DB_DIR_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 SUMMARY_TABLE_NAMES = 6  # table names shown per database in the tool description
@@ -188,12 +190,7 @@ def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits,
 
 def attach_notes(catalog: Catalog, specs: Sequence[NotesSpec], max_chars: int) -> Catalog:
     """The catalog with each --notes file read into its database's entry; ConfigError if bad."""
-    by_alias = {spec.alias: spec for spec in specs}
-    unknown = [alias for alias in by_alias if alias not in catalog.aliases]
-    if unknown:
-        raise ConfigError(
-            f"--notes {unknown[0]}={by_alias[unknown[0]].path}: no database '{unknown[0]}' is "
-            f"configured (the aliases are {', '.join(catalog.aliases)}); use one of them")
+    by_alias = _files_by_alias(catalog, "--notes", specs)
     entries = []
     for entry in catalog.entries:
         spec = by_alias.get(entry.alias)
@@ -206,14 +203,20 @@ def attach_notes(catalog: Catalog, specs: Sequence[NotesSpec], max_chars: int) -
 
 def attach_verified(catalog: Catalog, specs: Sequence[VerifiedSpec]) -> Catalog:
     """The catalog with each --verified library named on its database's entry; ConfigError if bad."""
+    by_alias = _files_by_alias(catalog, "--verified", specs)
+    return Catalog(tuple(replace(e, verified=by_alias[e.alias].path.expanduser()) if e.alias in by_alias
+                         else e for e in catalog.entries))
+
+
+def _files_by_alias(catalog: Catalog, flag: str, specs: Sequence[_AliasFile]) -> dict[str, _AliasFile]:
+    """`specs` by alias; ConfigError naming `flag` for one whose alias is not configured."""
     by_alias = {spec.alias: spec for spec in specs}
     unknown = [alias for alias in by_alias if alias not in catalog.aliases]
     if unknown:
         raise ConfigError(
-            f"--verified {unknown[0]}={by_alias[unknown[0]].path}: no database '{unknown[0]}' is "
+            f"{flag} {unknown[0]}={by_alias[unknown[0]].path}: no database '{unknown[0]}' is "
             f"configured (the aliases are {', '.join(catalog.aliases)}); use one of them")
-    return Catalog(tuple(replace(e, verified=by_alias[e.alias].path.expanduser()) if e.alias in by_alias
-                         else e for e in catalog.entries))
+    return by_alias
 
 
 def log_hiding(entry: CatalogEntry) -> None:

@@ -33,6 +33,9 @@ class StopReason(StrEnum):
     VERIFIED = "verified_answer"  # the question was answered from the verified library: no exploration
 
 
+RESULT_CELL_CHARS = 10_000  # a longer text cell of an answer arrives clipped, with its length
+
+
 @dataclass(frozen=True)
 class EpisodeSettings:
     """Budgets exactly as trained, plus result limits; parsed once at the edge."""
@@ -43,7 +46,7 @@ class EpisodeSettings:
     max_turn_tokens: int = 2_048  # cap on one turn's num_predict, within what the budget leaves
     final_turn_min_tokens: int = 256  # tokens kept back so the final turn can still answer
     result_rows: int = 50  # rows of the final answer kept in the result
-    result_cell_chars: int | None = 10_000  # longer text cells arrive clipped (ClippedText)
+    result_cell_chars: int | None = RESULT_CELL_CHARS  # longer text cells arrive clipped (ClippedText)
     # What the final answer's rows may weigh as JSON; the SQLite worker cuts cells, columns
     # and rows to fit before they reach this process (QueryResult.cut says what was cut).
     result_bytes: int = 262_144

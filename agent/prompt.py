@@ -7,7 +7,6 @@ evidence note, tool results, the model's own call arguments echoed back) goes th
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import re
@@ -265,17 +264,6 @@ def render_round_message(environment: Environment, results: Sequence[tuple[ToolC
 def continue_prompt(prompt: str, completion: str, user_message: str) -> str:
     """The next prompt: strictly the previous one plus the completion and a new user turn."""
     return prompt + completion + "<|im_end|>\n" + chatml_turn("user", user_message) + ASSISTANT_OPENING
-
-
-def add_prompt_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """Add --reference-agent, --system-prompt and --user-template: the arguments of `load_prompts`."""
-    parser.add_argument("--reference-agent", type=Path, metavar="sqale_agent.py",
-                        help="the authors' sqale_agent.py: use its SYSTEM_PROMPT and USER_TEMPLATE "
-                             "(read, never executed)")
-    parser.add_argument("--system-prompt", type=Path, metavar="FILE",
-                        help="replace the system prompt with this UTF-8 text file")
-    parser.add_argument("--user-template", type=Path, metavar="FILE",
-                        help="replace the user turn template ({question}, {evidence}) with this file")
 
 
 def load_prompt_files(system_path: str | Path | None = None,

@@ -111,3 +111,9 @@ def format_count(n: int) -> str:
 def plural(n: int, word: str, many: str | None = None) -> str:
     """`1 row`, `3 rows` (with separators)."""
     return f"{format_count(n)} {word if n == 1 else many or word + 's'}"
+
+
+def sentence(text: str) -> str:
+    """`text` ending in one full stop, whether or not it had one: `...variable.` never `..`."""
+    text = text.rstrip()
+    return text if text.endswith((".", "?", "!")) else f"{text}."

@@ -40,6 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_INTERRUPTED
         try:
             server.run()
+        except ConfigError as exc:  # found only when serving starts: the HTTP port is taken
+            print(f"sqale-mcp: {exc}", file=sys.stderr)
+            return 2
         except KeyboardInterrupt:  # Ctrl-C stops the HTTP server (uvicorn re-raises it when done)
             return EXIT_INTERRUPTED
         return 0

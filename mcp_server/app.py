@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
 from mcp_types import ToolAnnotations
 
 from agent import package_version
@@ -35,6 +36,7 @@ from .config.catalog import (
     tool_description,
 )
 from .config.libraries import open_libraries
+from .config.limits import AnswerLimits
 from .config.settings import ServerSettings
 from .runtime import (
     BackendFactory,
@@ -91,34 +93,19 @@ class SqaleServer(MCPServer[ServerRuntime]):
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
                          lifespan=lifespan, log_level=settings.log_level,
                          middleware=[ScopedToolList(catalog, describe), StructuredToolErrors()],
-                         dependencies=list(MCP_DEV_DEPENDENCIES))
+                         dependencies=list(MCP_DEV_DEPENDENCIES),
+                         tools=[answer_tool(settings, catalog, describe(catalog), limits)])
         self.sqale_settings = settings
         self.catalog = catalog
         self.runtime_closed = runtime_closed
         self.tokens = tokens
         self.gate = gate
         self.metrics = metrics
-        self.add_tool(
-            answer_sql_question, name=TOOL_NAME, title="Answer a question with SQL",
-            description=describe(catalog),
-            annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False,
-                                        idempotent_hint=False, open_world_hint=False),
-            meta=result_size_meta(limits),  # a larger answer budget than Claude Code takes by default
-            structured_output=True,
-        )
         # ISSUE 28 HOOK (the answer view, branch appview): once `AnswerView` is on main, register
         # each of app_only_tools(settings) on it, so hosts with MCP Apps get "Save as verified":
         #     for tool in app_only_tools(settings):
         #         view.app_tool(tool.fn, name=tool.name, title=tool.title, description=tool.description)
         self.app_only_tools = app_only_tools(settings)
-        # The input schema comes from the function's signature; the aliases, lengths and ranges
-        # in force are known only now.
-        tool = self._tool_manager.get_tool(TOOL_NAME)
-        assert tool is not None
-        tool.parameters = advertised_input_schema(
-            tool.parameters, aliases=catalog.aliases, max_question_chars=settings.max_question_chars,
-            max_evidence_chars=settings.max_evidence_chars, max_samples=settings.max_samples,
-            example=example_question(catalog), verified=any(e.verified for e in catalog.entries))
 
     def run(self, transport: str | None = None, **kwargs: Any) -> None:
         """Serve on `transport` (default: the configured one) until stopped."""
@@ -151,6 +138,23 @@ class SqaleServer(MCPServer[ServerRuntime]):
                                            max_sessions=settings.max_sessions)
         await serve_http(http_app(mcp_app, settings, self.tokens, self.metrics), settings,
                          drain=self.gate.drain)
+
+
+def answer_tool(settings: ServerSettings, catalog: Catalog, description: str, limits: AnswerLimits) -> Tool:
+    """The one tool, built with the SDK's public `Tool.from_function`; its input schema, made from
+    the function's signature, then states the aliases, lengths and ranges in force."""
+    tool = Tool.from_function(
+        answer_sql_question, name=TOOL_NAME, title="Answer a question with SQL", description=description,
+        annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False,
+                                    idempotent_hint=False, open_world_hint=False),
+        meta=result_size_meta(limits),  # a larger answer budget than Claude Code takes by default
+        structured_output=True,
+    )
+    schema = advertised_input_schema(
+        tool.parameters, aliases=catalog.aliases, max_question_chars=settings.max_question_chars,
+        max_evidence_chars=settings.max_evidence_chars, max_samples=settings.max_samples,
+        example=example_question(catalog), verified=any(e.verified for e in catalog.entries))
+    return tool.model_copy(update={"parameters": schema})
 
 
 def build_server(settings: ServerSettings, *, environ: Mapping[str, str],

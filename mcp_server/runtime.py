@@ -33,13 +33,12 @@ from .serving.quotas import TokenQuotas
 logger = logging.getLogger(__name__)
 
 BackendFactory = Callable[[ServerSettings], ModelBackend]
-RESULT_CELL_CHARS = 10_000  # a cell longer than this reaches the client clipped, with its length
 STARTUP_PROBE_SECONDS = 3.0  # a dead local runtime answers at once; a black hole costs this
 
 
 def answer_limits(settings: ServerSettings) -> AnswerLimits:
     """The limits a server with these settings enforces on each answer."""
-    return AnswerLimits.from_settings(settings, cell_chars=RESULT_CELL_CHARS)
+    return AnswerLimits.from_settings(settings)
 
 
 def server_prompts(settings: ServerSettings) -> PromptSet:
@@ -144,7 +143,7 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
         runtime = ServerRuntime(
             settings=settings, catalog=catalog, databases=databases, backend=metered,
             prompts=prompts, episode_settings=EpisodeSettings(
-                result_rows=settings.max_rows, result_cell_chars=RESULT_CELL_CHARS,
+                result_rows=settings.max_rows,
                 result_bytes=settings.max_result_bytes, environment=settings.environment),
             limiter=limiter, slots=runtime_slots,
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,

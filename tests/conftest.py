@@ -3,6 +3,7 @@ worker pool per module, asyncio for async tests; the support modules are loaded 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +40,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         for relative in marker.args or ("",):
             if not (SHARED_DATA / relative).exists():
                 pytest.skip(f"{SHARED_DATA / relative} is absent (../shared/data is not next to this clone)")
+
+
+@pytest.fixture(autouse=True)
+def _no_user_settings(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user's config file and SQALE_* variables stay out of every test (the commands read them)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+    for name in [name for name in os.environ if name.startswith("SQALE_")]:
+        monkeypatch.delenv(name)
 
 
 @pytest.fixture

@@ -143,7 +143,7 @@ async def test_error_answers(fake_openai, policy: Any, fake_options: dict[str, A
 
 
 async def test_server_error_single_replica(fake_openai, caplog) -> None:
-    """500 from the only replica: BackendResponseError listing it; the failure is logged."""
+    """500 from the only server: BackendResponseError naming it, logged once, without replica talk."""
     fake = fake_openai(KeyedPolicy())
     backend = _backend([fake.url])
     with caplog.at_level(logging.WARNING, logger="agent.backends"), \
@@ -151,13 +151,23 @@ async def test_server_error_single_replica(fake_openai, caplog) -> None:
         await backend.complete("fail", max_tokens=8)
     await backend.aclose()
     assert str(caught.value) == (
-        f"Every replica tried failed for model '{DEFAULT_MODEL}':\n"
-        f"  {fake.url}: HTTP 500: CUDA out of memory\n"
-        "Check the servers' logs; failed replicas are retried after 30 s."
+        f"The model server at {fake.url} failed for model '{DEFAULT_MODEL}' (HTTP 500: CUDA out of "
+        "memory). Check its log."
     )
     assert [r.getMessage() for r in caplog.records] == [
-        f"replica {fake.url} failed (HTTP 500: CUDA out of memory); skipping it for 30 s",
+        f"the model server {fake.url} failed (HTTP 500: CUDA out of memory)",
     ]
+
+
+async def test_single_server_down_is_named_without_replicas(dead_url: str) -> None:
+    """The only base URL refuses connections: one sentence naming it, nothing about replicas or cooldowns."""
+    backend = _backend([f"{dead_url}/v1"])
+    with pytest.raises(BackendUnreachable) as caught:
+        await backend.complete(PROMPT, max_tokens=8)
+    await backend.aclose()
+    assert str(caught.value) == (
+        f"Could not reach the model server at {dead_url}/v1 (ConnectError: All connection attempts "
+        "failed). Start it or fix --base-url.")
 
 
 async def test_all_replicas_down(dead_url: str) -> None:
@@ -337,3 +347,14 @@ async def test_describe_model_asks_every_replica(fake_openai) -> None:
             await backend.describe_model()
     finally:
         await backend.aclose()
+
+
+async def test_single_server_down_at_the_model_check(dead_url: str) -> None:
+    """describe_model on the only base URL, refused: one sentence naming it, not "1 of 1 replicas"."""
+    backend = _backend([f"{dead_url}/v1"])
+    with pytest.raises(BackendUnreachable) as caught:
+        await backend.describe_model()
+    await backend.aclose()
+    assert str(caught.value) == (
+        f"Could not reach the model server at {dead_url}/v1 (ConnectError: All connection attempts "
+        "failed). Start it or fix --base-url.")

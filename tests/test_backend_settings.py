@@ -44,7 +44,8 @@ def test_defaults_come_from_the_fields() -> None:
 @pytest.mark.parametrize(("argv", "message"), [
     (["--backend", "openai"], "--backend openai needs at least one --base-url (e.g. http://host:8000/v1)"),
     (["--base-url", "http://h/v1"],
-     "--base-url is for --backend openai; give Ollama's address with --ollama-host"),
+     "--base-url is for an OpenAI-compatible server: add --backend openai (Ollama's address goes in "
+     "--ollama-host)"),
     (["--backend", "openai", "--base-url", "http://h/v1", "--ollama-host", "http://o:1"],
      "--ollama-host is for --backend ollama; for an OpenAI-compatible server use --base-url"),
     (["--backend", "openai", "--base-url", "http://h/v1", "--keep-alive", "5m"],

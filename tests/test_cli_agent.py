@@ -97,7 +97,7 @@ def test_doctor_shows_model_parameters_and_databases(fake_ollama, tmp_path, caps
     assert main(["doctor", "--ollama-host", server.url, "--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert f"[ok]   ollama at {server.url}: model {DEFAULT_MODEL} is available" in out
-    assert f"[ok]   database {db.resolve()}: 1 tables, 0 views" in out
+    assert f"[ok]   database {db.resolve()}: 1 table, 0 views" in out
     assert ("[info] runtime slots: 1 (Ollama's one slot per model (OLLAMA_NUM_PARALLEL is not set "
             "here)): questions beyond that wait their turn\n") in out
     assert out.endswith("all checks passed\n")
@@ -167,7 +167,7 @@ def test_doctor_lists_what_each_hide_rule_hides(fake_ollama, tmp_path, capsys) -
     assert main(["doctor", "--ollama-host", server.url, "--db", str(db),
                  "--hide", "customer.email", "--hide", "Custmer.*"]) == 0
     out = capsys.readouterr().out
-    assert (f"[ok]   database {db.resolve()}: 1 tables, 0 views\n"
+    assert (f"[ok]   database {db.resolve()}: 1 table, 0 views\n"
             "       hides (customer.email): Customer.Email\n"
             "[warn] hide rule 'Custmer.*' matches no table or column here; check its spelling "
             "(TABLE or TABLE.COLUMN globs, any case)\n"
@@ -202,7 +202,7 @@ def test_doctor_states_the_wal_files_sqlite_creates(fake_ollama, tmp_path, capsy
     server = fake_ollama(OraclePolicy({}))
     assert main(["doctor", "--ollama-host", server.url, "--db", str(db)]) == 0
     out = capsys.readouterr().out
-    assert (f"[ok]   database {db.resolve()}: 1 tables, 0 views\n       note: the database is in "
+    assert (f"[ok]   database {db.resolve()}: 1 table, 0 views\n       note: the database is in "
             "WAL mode and opening it created w.sqlite-wal and w.sqlite-shm beside it") in out
 
 
@@ -278,7 +278,7 @@ def test_doctor_warns_about_a_wal_database_opened_as_a_snapshot(fake_ollama, tmp
     finally:
         subprocess.run(["umount", str(path.parent)], capture_output=True)
     out = capsys.readouterr().out
-    assert f"[warn] database {path}: 1 tables, 0 views\n       note: opened as an immutable snapshot" in out
+    assert f"[warn] database {path}: 1 table, 0 views\n       note: opened as an immutable snapshot" in out
 
 
 @pytest.mark.slow

@@ -60,8 +60,6 @@ def test_args_default_to_an_empty_object(music: Path, capsys: pytest.CaptureFixt
     ("describe_table", '{"table_name": "artsit"}', "no table 'artsit'; did you mean Artist?"),
     ("run_query", '{"sql": "SELECT Nme FROM Artist"}',
      "Error: no such column: Nme\nhint: did you mean Artist.Name?"),
-    ("frobnicate", "{}", "unknown tool 'frobnicate'; the tools are: list_tables, describe_table, "
-                         "foreign_keys, join_path, sample_rows, distinct_values, run_query and submit_sql"),
     ("describe_table", "{}", 'describe_table needs "table_name" (a string); call it as '
                              '{"tool": "describe_table", "args": {"table_name": "<table>"}}'),
 ])
@@ -69,6 +67,22 @@ def test_model_error_texts_exit_zero(music: Path, capsys: pytest.CaptureFixture[
                                      args: str, text: str) -> None:
     """Errors the model could make print as the model would see them, with exit 0."""
     assert run(["tool", "--db", str(music), tool, args], capsys) == (0, text + "\n", "")
+
+
+def test_unknown_tool_is_a_usage_error(music: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A tool that does not exist: one stderr line naming the nearest and every tool, exit 2."""
+    assert run(["tool", "--db", str(music), "frobnicate"], capsys) == (
+        2, "", "sqale-agent tool: unknown tool 'frobnicate'; the tools are: list_tables, describe_table, "
+               "foreign_keys, join_path, sample_rows, distinct_values, run_query and submit_sql\n")
+    misspelt = run(["tool", "--db", str(music), "describe_tabel", '{"table_name": "Artist"}'], capsys)
+    assert misspelt[:2] == (2, "") and "did you mean describe_table?" in misspelt[2]
+
+
+def test_alias_equals_path_gets_the_plain_path_hint(music: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--db music=PATH` (the server's form): one line saying tool takes a plain path, exit 1."""
+    assert run(["tool", "--db", f"music={music}", "list_tables"], capsys) == (
+        1, "", f"sqale-agent tool: --db 'music={music}': `sqale-agent tool` takes a plain path (--db {music}); "
+               "ALIAS=PATH is how sqale-mcp names its databases\n")
 
 
 @pytest.mark.parametrize(("args", "reason"), [

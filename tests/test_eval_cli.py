@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from agent.commands import evaluate as eval_command
-from agent.commands.cli import build_parser
+from agent.commands.cli import build_parser, main
 from agent.sqlite import create_database
 from tests.support.policies import (
     DEFAULT_MODEL,
@@ -84,8 +85,9 @@ def test_dead_ollama_stops_with_exit_1(shop, tmp_path, dead_url, capsys):
     assert "sqale-agent eval: stopped early: 2 episodes in a row failed in the model backend: " in err
     *_, stopped, recorded = err.splitlines()
     assert stopped.endswith("fix the backend and rerun with --resume to continue")
-    assert recorded.startswith("sqale-agent eval: ") and recorded.endswith(
-        f" questions are recorded in {tmp_path / 'r.jsonl'}; rerun the same command with --resume to continue")
+    tail = f"{tmp_path / 'r.jsonl'}; rerun the same command with --resume to continue"
+    assert re.fullmatch(r"sqale-agent eval: (1 question is|(?!1 )\d+ questions are) recorded in "
+                        + re.escape(tail), recorded)
 
 
 def test_a_run_where_the_model_never_answered_exits_1_and_names_the_file_to_resume(
@@ -154,3 +156,27 @@ def test_scoring_timeout_and_its_old_spelling(capsys):
     assert capsys.readouterr().err == ("sqale-agent eval: --query-timeout is deprecated; it is now "
                                        "--scoring-timeout (the model's own statement limit is "
                                        "--tool-query-timeout)\n")
+
+
+def test_each_run_records_its_engine_and_a_comparison_shows_both(shop, tmp_path, fake_ollama, capsys):
+    """Results lines record the engine's address; the comparison page shows each run's, side by side."""
+    first, second = fake_ollama(OraclePolicy(QUESTIONS)), fake_ollama(OraclePolicy(QUESTIONS))
+    for name, server in (("a", first), ("b", second)):
+        assert cli(str(shop), "--ollama-host", server.url, "--out", str(tmp_path / f"{name}.jsonl")) == 0
+    record = json.loads((tmp_path / "a.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert record["run"]["settings"]["engine"] == first.url
+    out = tmp_path / "ab.html"
+    assert main(["report", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), "-o", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert f"<td>engine</td><td>{first.url}</td><td>{second.url}</td>" in page.replace(' class="num"', "")
+
+
+def test_report_of_a_summary_file_names_the_results_file(shop, tmp_path, fake_ollama, capsys):
+    """`report run.summary.json` (the file eval writes beside the results) says to pass run.jsonl."""
+    server = fake_ollama(OraclePolicy(QUESTIONS))
+    assert cli(str(shop), "--ollama-host", server.url, "--out", str(tmp_path / "run.jsonl")) == 0
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "run.summary.json")]) == 2
+    assert capsys.readouterr().err == (
+        f"sqale-agent report: {tmp_path / 'run.summary.json'} is the summary of an eval run; give its results "
+        f"file instead: {tmp_path / 'run.jsonl'} (the --out file, one JSON line per question)\n")

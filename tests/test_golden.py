@@ -108,7 +108,7 @@ def test_golden_add_runs_the_sql_and_stores_the_row_count(sales: Path, tmp_path:
                  "Which orders are over 25?", "SELECT id FROM orders WHERE amount > 25"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines() == [
-        f"added to {golden}: {RIGHT_Q!r} on data/sales.db (1 rows)",
+        f"added to {golden}: {RIGHT_Q!r} on data/sales.db (1 row)",
         f"already in {golden}: {RIGHT_Q!r} on data/sales.db",
         f"added to {golden}: 'Which orders are over 25?' on sales (2 rows)"]
     added = lines(golden)
@@ -160,8 +160,25 @@ def test_golden_add_from_log_turns_answers_into_candidates(sales: Path, tmp_path
     assert added == [{"question": RIGHT_Q, "sql": RIGHT_SQL, "database": "sales",
                       "tags": ["from-log"], "row_count": 1, "added_by": "ann"}]
     assert capsys.readouterr().out == (
-        f"1 candidate questions added to {golden} (tag from-log); 1 skipped (SQL fails now); 1 "
-        "skipped (no --db crm=PATH). The SQL is the model's: check each one, fix or delete it, "
-        "and drop the from-log tag once it is known good (a verified library serves no entry "
-        "still tagged so).\n")
+        f"1 candidate question added to {golden} (tag from-log) of the 6 questions in {log}; 1 left "
+        "out: no --db crm=PATH; 3 left out: not answered (failed, or only a fallback); 1 left out: their "
+        "SQL fails now. The SQL is the model's: check each one, fix or delete it, and drop the from-log "
+        "tag once it is known good (a verified library serves no entry still tagged so).\n")
     assert GoldenEntry.model_validate(lines(golden)[0]).tags == ("from-log",)
+    assert main(["golden", "add", "--from-log", str(log), "--db", f"sales={sales}",
+                 "--file", str(golden)]) == 0
+    assert capsys.readouterr().out == (
+        f"0 candidate questions added to {golden} (tag from-log) of the 6 questions in {log}; 1 left "
+        f"out: already in {golden}; 1 left out: no --db crm=PATH; 3 left out: not answered (failed, or "
+        "only a fallback); 1 left out: their SQL fails now.\n")
+
+
+def test_golden_add_from_an_empty_log_says_why_nothing_was_added(tmp_path: Path, capsys) -> None:
+    """A log with no question (empty, or not an episode log): 0 added, and that the file holds none."""
+    log = tmp_path / "episodes.jsonl"
+    log.write_text('{"not": "an episode"}\n', encoding="utf-8")
+    golden = tmp_path / "golden.jsonl"
+    assert main(["golden", "add", "--from-log", str(log), "--file", str(golden)]) == 0
+    assert capsys.readouterr().out == (
+        f"0 candidate questions added to {golden} (tag from-log): {log} holds no question; give the "
+        "file the server writes with --episode-log.\n")

@@ -10,11 +10,11 @@ import pytest
 from agent.errors import ConfigError
 from agent.sqlite import Database, EngineLimits, HideRules, create_database
 from mcp_server.config.catalog import (
-    NO_DATABASE,
     Catalog,
     CatalogEntry,
     collect_databases,
     load_catalog,
+    no_database,
     summarize,
     tool_description,
 )
@@ -47,7 +47,7 @@ def test_collect_databases_errors(tmp_path: Path) -> None:
     (folder / "a.sqlite").write_bytes(b"")
     empty = tmp_path / "empty"
     empty.mkdir()
-    cases = [([], NO_DATABASE),
+    cases = [([], no_database({})),
              (["--db-dir", str(folder)],
               "database alias 'a' is given twice (--db-dir file a.db and --db-dir file a.sqlite); "
               "rename one with --db OTHER_ALIAS=PATH"),
@@ -60,9 +60,11 @@ def test_collect_databases_errors(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as info:
             collect_databases(parse_settings(argv, {}), {})
         assert str(info.value) == message
-    assert NO_DATABASE == ("no database configured: pass --db ALIAS=PATH (repeatable), --db-dir DIR "
-                           "or --demo, or put them in a --config FILE.toml (read without --config from "
-                           "~/.config/sqale-mcp/config.toml)")
+    assert no_database({"HOME": "ignored"}) == (
+        "no database configured: pass --db ALIAS=PATH (repeatable), --db-dir DIR or --demo, or put them "
+        "in a --config FILE.toml (read without --config from ~/.config/sqale-mcp/config.toml)")
+    assert no_database({"XDG_CONFIG_HOME": str(tmp_path)}).endswith(
+        f"(read without --config from {tmp_path / 'sqale-mcp' / 'config.toml'})")
 
 
 def test_load_catalog_reads_tables_and_views(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,3 +109,17 @@ def test_token_variable_must_be_set(tmp_path: Path) -> None:
     assert (done.returncode, done.stderr) == (2, (
         "sqale-mcp: --auth-token-env SQALE_UNSET_TOKEN: the environment variable SQALE_UNSET_TOKEN "
         "is not set or empty; export SQALE_UNSET_TOKEN=<secret> before starting the server\n"))
+
+
+def test_busy_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """A port another program listens on: one line naming it and what to do, exit 2, no traceback,
+    and no "serving MCP on" before it."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_server_expecting_exit(tmp_path, "--demo", "--transport", "streamable-http",
+                                         "--port", str(port), "--log-level", "WARNING")
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", (
+        f"sqale-mcp: --port {port}: 127.0.0.1:{port} is already in use by another program; stop it or "
+        "give another --port\n"))

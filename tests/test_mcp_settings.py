@@ -108,8 +108,8 @@ def test_bad_settings_give_one_line_naming_what_and_how(tmp_path: Path) -> None:
         "--base-url 'host:8000/v1' must start with http:// or https:// (e.g. http://127.0.0.1:8000/v1); "
         "see `sqale-mcp --help`")
     assert config_error(["--base-url", "http://h/v1"]) == (
-        "--base-url is for --backend openai; give Ollama's address with --ollama-host; see "
-        "`sqale-mcp --help`")
+        "--base-url is for an OpenAI-compatible server: add --backend openai (Ollama's address goes "
+        "in --ollama-host); see `sqale-mcp --help`")
     assert config_error(["--config", str(tmp_path / "none.toml")]) == (
         f"--config {tmp_path / 'none.toml'}: no such file; check the path")
     assert config_error(["--config", str(bad_toml)]).startswith(f"--config {bad_toml}: not valid TOML (")
@@ -255,12 +255,12 @@ def test_plain_start_reads_the_user_config_with_paths_relative_to_it(tmp_path: P
     assert parse_settings(["--demo"], environ).databases == ()  # a database option: the file is not read
 
 
-def test_every_config_key_is_documented_in_the_configuration_page(tmp_path: Path) -> None:
-    """Each key the config file accepts (as its error message lists them) is named in docs/configuration.md."""
+def test_every_config_key_is_documented_in_the_options_page(tmp_path: Path) -> None:
+    """Each key the config file accepts (as its error message lists them) is named in docs/options.md."""
     unknown = tmp_path / "unknown.toml"
     unknown.write_text("colour = 1")
     known = config_error(["--config", str(unknown)]).split("; known: ", 1)[1].split(", ")
-    readme = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "options.md").read_text(encoding="utf-8")
     assert "db" in known and "max-question-chars" in known
     documented = ("`{}`", "`[{}]`", "`--{} ", "`--{}`", "`[{}.")
     assert [key for key in known if not any(form.format(key) in readme for form in documented)] == []

@@ -112,12 +112,12 @@ def test_bad_database_stops_start_up_with_one_line(tmp_path: Path) -> None:
 
 
 def test_no_database_says_how_to_configure_one(tmp_path: Path) -> None:
-    """No database: exit 2 with the ways to configure one."""
-    done = run_server_expecting_exit(tmp_path)
+    """No database: exit 2 with the ways to configure one, naming the config file XDG_CONFIG_HOME points at."""
+    done = run_server_expecting_exit(tmp_path)  # its XDG_CONFIG_HOME is tmp_path/config
     assert (done.returncode, done.stdout, done.stderr) == (2, "", (
         "sqale-mcp: no database configured: pass --db ALIAS=PATH (repeatable), --db-dir DIR or "
         "--demo, or put them in a --config FILE.toml (read without --config from "
-        "~/.config/sqale-mcp/config.toml)\n"))
+        f"{tmp_path / 'config' / 'sqale-mcp' / 'config.toml'})\n"))
 
 
 def test_bad_flag_exits_2_with_one_line(tmp_path: Path) -> None:

@@ -123,23 +123,23 @@ def test_a_failed_answer_has_no_agreement_and_shows_the_last_reply(
 
 def test_ask_says_what_the_model_last_wrote_and_json_has_no_agreement(shop: Path, fake_ollama: Any,
                                                                       capsys: Any) -> None:
-    """ask's text names the last reply; --json with samples reports agreement null."""
+    """ask's text names the last reply (exit 3: no SQL ran); --json with samples reports agreement null."""
     fake = fake_ollama(UNSURE)
-    assert main(["ask", "--db", str(shop), "--ollama-host", fake.url, QUESTION]) == 0
+    assert main(["ask", "--db", str(shop), "--ollama-host", fake.url, QUESTION]) == 3
     lines = capsys.readouterr().out.splitlines()
     assert lines[1:] == ["no SQL: no answer: the final answer had no SQL and no query ran without error "
                          "during exploration; try rephrasing the question or naming the tables it is about",
                          "the model's last reply: I am not sure."]
     argv = ["ask", "--db", str(shop), "--ollama-host", fake.url, "--samples", "2", "--json", QUESTION]
-    assert main(argv) == 0
+    assert main(argv) == 3
     data = json.loads(capsys.readouterr().out)
     assert (data["sql"], data["agreement"], data["candidates"]) == (None, None, [])
 
 
 def test_ask_and_doctor_on_a_database_with_no_tables(empty: Path, fake_ollama: Any, capsys: Any) -> None:
-    """ask answers at once without the model; doctor warns in one line naming the database."""
+    """ask answers at once without the model (exit 3); doctor warns in one line naming the database."""
     fake = fake_ollama(UNSURE)
-    assert main(["ask", "--db", str(empty), "--ollama-host", fake.url, QUESTION]) == 0
+    assert main(["ask", "--db", str(empty), "--ollama-host", fake.url, QUESTION]) == 3
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("status: failed (no_readable_tables); 0 rounds, 0 tool calls, ")
     assert lines[1:] == ["no SQL: the database has no readable tables: it has no tables or views"]

@@ -132,8 +132,9 @@ def test_doctor_and_ask_complete_against_the_engine(engine: LlamaServer, music_d
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert f"[ok]   openai at {engine.url}: model {DEFAULT_MODEL} is available" in doctor.stdout
     asked = agent_cli("ask", "--db", str(music_db), "--json", *backend, QUESTIONS[0])
-    assert asked.returncode == 0, asked.stderr
     result = json.loads(asked.stdout)
+    # Gemma does not know the protocol: a failed answer is likely, and ask then exits 3.
+    assert asked.returncode == (3 if result["status"] == "failed" else 0), asked.stderr
     assert result["status"] in STATUSES and result["stop_reason"]
     assert result["status"] != "failed" or result["error"]
     assert 0 < result["tokens"] <= BUDGET

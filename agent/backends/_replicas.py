@@ -77,9 +77,12 @@ class ReplicaPool:
         """Skip `replica` for the cooldown, remembering why (logged as a warning)."""
         replica.last_error = reason
         replica.down_until = self._clock() + self.cooldown
-        logger.warning(
-            "replica %s failed (%s); skipping it for %g s", replica.base_url, reason, self.cooldown,
-        )
+        if len(self._replicas) == 1:  # nothing to skip it for: the next request tries it again
+            logger.warning("the model server %s failed (%s)", replica.base_url, reason)
+        else:
+            logger.warning(
+                "replica %s failed (%s); skipping it for %g s", replica.base_url, reason, self.cooldown,
+            )
 
     def mark_answered(self, replica: Replica) -> None:
         """Forget `replica`'s last error: it answered as a healthy server does."""

@@ -116,12 +116,14 @@ class OpenAICompletionsBackend:
     async def describe_model(self) -> ModelInfo:
         """Check with GET {base_url}/models that every replica serves the model."""
         down: list[str] = []
+        connection = False
         for replica in self._pool.replicas:
             try:
                 payload = await self._request(replica, "/models")
             except _ReplicaFailed as failure:
                 self._pool.mark_down(replica, failure.reason)
                 down.append(f"  {replica.base_url}: {failure.reason}")
+                connection |= failure.connection
                 continue
             data = payload.get("data")
             served = [str(m.get("id")) for m in data if isinstance(m, dict)] if isinstance(data, list) else []
@@ -131,6 +133,8 @@ class OpenAICompletionsBackend:
                     f"{', '.join(served) or 'no model'}. Pass that name with --model, or start the "
                     f"server with the name (vLLM: --served-model-name {self.model})."
                 )
+        if down and len(self._pool.replicas) == 1:
+            raise self._all_failed(connection=connection)  # one server: said without replica talk
         if down:
             listing = "\n".join(down)
             raise BackendUnreachable(
@@ -296,6 +300,15 @@ class OpenAICompletionsBackend:
 
     def _all_failed(self, *, connection: bool) -> BackendError:
         listing = self._pool.failure_listing()
+        if len(self._pool.replicas) == 1:  # one server: no replica talk
+            only = self._pool.replicas[0]
+            if connection:
+                return BackendUnreachable(
+                    f"Could not reach the model server at {only.base_url} ({only.last_error}). Start it "
+                    "or fix --base-url.")
+            return BackendResponseError(
+                f"The model server at {only.base_url} failed for model '{self.model}' ({only.last_error}). "
+                "Check its log.")
         if connection:
             return BackendUnreachable(
                 f"No replica could serve model '{self.model}':\n{listing}\n"

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Mapping
-from typing import Any, Literal
+import typing
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
+from ..options import Option, add_flags
 from .base import ModelBackend, SamplingSettings
 
 DEFAULT_MODEL = "qwen3.5-2b-grpo-synsql"
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
-BACKENDS = ("ollama", "openai")
+BackendName = Literal["ollama", "openai"]
+BACKENDS: tuple[str, ...] = typing.get_args(BackendName)  # the one list: --backend's choices come from it
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Ollama's keep_alive: seconds as a number, or a Go duration such as 30m, 1h30m, -1m.
 _SECONDS = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)$")
@@ -37,14 +40,27 @@ class BackendSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    backend: Literal["ollama", "openai"] = "ollama"
-    model: str = Field(DEFAULT_MODEL, min_length=1)
-    ollama_host: str | None = None  # resolved when the backend starts: this, $OLLAMA_HOST, localhost
-    keep_alive: str | None = None  # how long Ollama keeps the model loaded ("30m", "-1": for ever)
-    base_urls: tuple[str, ...] = ()
-    api_key_env: str | None = None
+    backend: Annotated[BackendName, Option(env="SQALE_BACKEND")] = Field(
+        "ollama", description="the model runtime: openai for an OpenAI-compatible /v1/completions server "
+                              "(vLLM, SGLang, llama.cpp), ollama for a local Ollama")
+    model: Annotated[str, Option(metavar="NAME", env="SQALE_MODEL")] = Field(
+        DEFAULT_MODEL, min_length=1, description="model name in the runtime")
+    # Resolved when the backend starts: this, else $OLLAMA_HOST, else localhost.
+    ollama_host: Annotated[str | None, Option(
+        metavar="URL", env="SQALE_OLLAMA_HOST", backend="ollama",
+        default_text=f"$OLLAMA_HOST, else {DEFAULT_OLLAMA_HOST}")] = Field(None, description="Ollama address")
+    keep_alive: Annotated[str | None, Option(metavar="DURATION", backend="ollama",
+                                             default_text="Ollama's own, 5m")] = Field(
+        None, description="how long Ollama keeps the model loaded after a request, e.g. 30m, 1h, or -1 "
+                          "for ever")
+    base_urls: Annotated[tuple[str, ...], Option(name="base-url", metavar="URL", repeatable=True,
+                                                 env="SQALE_BASE_URL", backend="openai")] = Field(
+        (), description="OpenAI-compatible base URL such as http://HOST:8000/v1; repeat for replicas "
+                        "(in the config file a string or a list; in SQALE_BASE_URL separated by spaces)")
+    api_key_env: Annotated[str | None, Option(metavar="NAME", backend="openai")] = Field(
+        None, description="environment variable holding the API key of the openai backend")
     api_key: SecretStr | None = None  # read from the variable named by api_key_env
-    request_timeout: float = Field(300.0, gt=0, le=86_400)
+    request_timeout: float = Field(300.0, gt=0, le=86_400, description="seconds one model request may take")
 
     @field_validator("keep_alive")
     @classmethod
@@ -58,7 +74,8 @@ class BackendSettings(BaseModel):
         if self.backend == "openai" and not self.base_urls:
             raise ValueError("--backend openai needs at least one --base-url (e.g. http://host:8000/v1)")
         if self.backend == "ollama" and self.base_urls:
-            raise ValueError("--base-url is for --backend openai; give Ollama's address with --ollama-host")
+            raise ValueError("--base-url is for an OpenAI-compatible server: add --backend openai "
+                             "(Ollama's address goes in --ollama-host)")
         if self.backend == "openai" and self.ollama_host:
             raise ValueError("--ollama-host is for --backend ollama; "
                              "for an OpenAI-compatible server use --base-url")
@@ -86,28 +103,13 @@ class BackendSettings(BaseModel):
         return ", ".join(self.base_urls)
 
 
-def _default(field: str) -> Any:
-    return BackendSettings.model_fields[field].default
+BACKEND_FLAGS = ("backend", "model", "ollama_host", "base_urls", "api_key_env", "keep_alive", "request_timeout")
 
 
 def add_backend_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """Add --backend, --model, --ollama-host, --base-url, --api-key-env, --keep-alive and
     --request-timeout; every default is None so that the fields' defaults (or a config file) apply."""
-    parser.add_argument("--backend", choices=BACKENDS,
-                        help="the model runtime: ollama (a local Ollama) or openai (an OpenAI-compatible "
-                             f"/v1/completions server: vLLM, SGLang, llama.cpp); default {_default('backend')}")
-    parser.add_argument("--model", help=f"model name in the runtime (default {_default('model')})")
-    parser.add_argument("--ollama-host", metavar="URL",
-                        help=f"Ollama address (default $OLLAMA_HOST, else {DEFAULT_OLLAMA_HOST})")
-    parser.add_argument("--base-url", action="append", metavar="URL",
-                        help="OpenAI-compatible base URL such as http://HOST:8000/v1; repeat for replicas")
-    parser.add_argument("--api-key-env", metavar="NAME",
-                        help="environment variable holding the API key of the openai backend")
-    parser.add_argument("--keep-alive", metavar="DURATION",
-                        help="how long Ollama keeps the model loaded after a request, e.g. 30m, 1h, "
-                             "or -1 for ever (default: Ollama's own, 5m)")
-    parser.add_argument("--request-timeout", type=float, metavar="SECONDS",
-                        help=f"seconds one model request may take (default {_default('request_timeout'):g})")
+    add_flags(parser, BackendSettings, *BACKEND_FLAGS)
 
 
 def read_secret(env_name: object, environ: Mapping[str, str], flag: str,
@@ -140,8 +142,10 @@ def validation_message(exc: ValidationError) -> str:
     return message
 
 
-def backend_settings(flags: Mapping[str, Any], environ: Mapping[str, str]) -> BackendSettings:
-    """BackendSettings from parsed flags and the environment; ConfigError when they do not fit."""
+def backend_settings(flags: Mapping[str, Any], environ: Mapping[str, str],
+                     describe: Callable[[ValidationError], str] = validation_message) -> BackendSettings:
+    """BackendSettings from parsed flags (or values by field name) and the environment; ConfigError,
+    saying the problem with `describe`, when they do not fit."""
     values = {k: v for k, v in flags.items() if k in BackendSettings.model_fields and v is not None}
     if flags.get("base_url") is not None:
         values["base_urls"] = tuple(flags["base_url"])
@@ -149,7 +153,7 @@ def backend_settings(flags: Mapping[str, Any], environ: Mapping[str, str]) -> Ba
     try:
         settings = BackendSettings(**values)
     except ValidationError as exc:
-        raise ConfigError(validation_message(exc)) from exc
+        raise ConfigError(describe(exc)) from exc
     if settings.backend == "ollama":
         from .ollama import resolve_ollama_host
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -17,11 +16,14 @@ from ..asking import Asked, Question, SampleBackends, ask, summary_text
 from ..backends.base import SamplingSettings
 from ..backends.settings import make_backend
 from ..backends.slots import RuntimeSlots, default_runtime_slots
-from ..episode import EpisodeSettings, Round
+from ..episode import EpisodeResult, EpisodeSettings, EpisodeStatus, Round
 from ..episode_text import progress_message, render_answer, render_trace, result_as_json
 from ..errors import ConfigError
 from ..loop import run_episode
-from ..notes import DEFAULT_MAX_NOTES_CHARS, evidence_with_notes, read_notes
+from ..notes import evidence_with_notes, read_notes
+from ..options import add_flags
+from ..settings.agent_settings import AgentSettings
+from ..settings.aliases import check_plain_path
 from ..sqlite import Database
 from ..verified import Consulted, consult, provenance_text, similar_text
 from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
@@ -29,8 +31,7 @@ from .db_options import add_database_arguments, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
 from .verified_options import add_verified_arguments, open_library
 
-ALIAS_LIKE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")  # the server's alias form
-
+EXIT_NO_ANSWER = 3  # the model produced no runnable SQL (1: our error, 2: a usage error, 130: Ctrl-C)
 
 NAME = "ask"
 HELP = "answer a question on an SQLite database"
@@ -45,31 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--notes", metavar="FILE",
                         help="a UTF-8 file of facts about the data, one per line (e.g. 'amounts are "
                              "in cents'); the model reads them before --evidence")
-    parser.add_argument("--max-notes-chars", type=int, default=DEFAULT_MAX_NOTES_CHARS, metavar="N",
-                        help=f"longest notes allowed (default {DEFAULT_MAX_NOTES_CHARS:,})")
-    parser.add_argument("--seed", type=int, help="sampling seed, for repeatable answers (sample k: seed + k)")
-    parser.add_argument("--samples", type=int, default=1, metavar="K",
-                        help="answer K times concurrently and vote by execution result; stops once "
-                             "a majority agrees (default 1)")
-    parser.add_argument("--max-rows", type=int, default=50, help="rows of the answer kept (default 50)")
-    parser.add_argument("--max-result-bytes", type=int, default=EpisodeSettings.result_bytes,
-                        metavar="N", help="bytes the answer's rows may weigh as JSON; cells, columns "
-                                          f"and rows are cut to fit (default {EpisodeSettings.result_bytes:,})")
+    add_flags(parser, AgentSettings, "max_notes_chars", "seed", "samples", "max_rows", "max_result_bytes",
+              field_defaults=True)
     parser.add_argument("--json", action="store_true", help="print the whole episode result as JSON")
     parser.add_argument("--trace", action="store_true",
                         help="print each round: thoughts, calls and results")
-    add_verified_arguments(parser, hints_help="also give the model the most similar verified answers "
-                                              "as evidence")
+    add_verified_arguments(parser)
     add_backend_arguments(parser)
     add_environment_argument(parser)
-
-
-def check_plain_path(db: str) -> None:
-    """Refuse the server's ALIAS=PATH form (when no file has that name): `ask` takes a path."""
-    alias, sep, path = db.partition("=")
-    if sep and path and not Path(db).expanduser().exists() and ALIAS_LIKE.match(alias):
-        raise ConfigError(f"--db {db!r}: `sqale-agent ask` takes a plain path (--db {path}); "
-                          "ALIAS=PATH is how sqale-mcp names its databases")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
                           'sqale-agent ask --db shop.db "How many orders are there?"')
     if args.max_rows < 1:
         raise ConfigError(f"--max-rows {args.max_rows}: give 1 or more rows to keep")
-    check_plain_path(args.db)
+    check_plain_path(args.db, NAME)
     choice = backend_choice(args)
     prompts = prompts_from_args(args)
     rules = hide_rules(args)
@@ -137,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             data.update(asked.vote_fields())
         data.update(library_fields(consulted))
         print(json.dumps(data, ensure_ascii=False, indent=2))
-        return 0
+        return exit_status(chosen)
     if args.trace:
         print(render_trace(chosen))
         print()
@@ -148,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     for paragraph in library_paragraphs(consulted):
         print()
         print(paragraph)
-    return 0
+    return exit_status(chosen)
 
 
 def library_paragraphs(consulted: Consulted | None) -> list[str]:
@@ -181,3 +165,8 @@ def library_fields(consulted: Consulted | None) -> dict[str, Any]:
     return {"similar_verified": [{"question": e.question, "sql": e.sql, "line": e.line}
                                  for e in consulted.similar],
             "verified_note": consulted.not_served}
+
+
+def exit_status(result: EpisodeResult) -> int:
+    """0 when the model produced SQL that ran (even as a fallback); EXIT_NO_ANSWER when it did not."""
+    return EXIT_NO_ANSWER if result.status is EpisodeStatus.FAILED else 0

@@ -1,24 +1,64 @@
-"""Command-line options that choose the model backend and prompts, shared by the commands that run episodes."""
+"""Command-line options that choose the model backend and prompts, shared by the commands that run episodes.
+
+The backend's settings come, in this order, from the flags, the `SQALE_*` environment
+variables and the config file the server reads (--config, else the default one when it
+exists); see agent.settings.layers.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
-from ..backends.settings import BackendSettings, add_backend_flags, backend_settings
-from ..prompt import PromptSet, add_prompt_flags, load_prompts
+from ..backends.settings import BACKEND_FLAGS, BackendSettings, add_backend_flags, backend_settings
+from ..options import add_flags
+from ..prompt import PromptSet, load_prompts
+from ..settings.agent_settings import PROMPT_FLAGS, AgentSettings
+from ..settings.config_file import default_config_path, read_config_file
+from ..settings.layers import Layered, layered, problem_text
+
+CONFIG_HELP = ("the config file to take the model runtime's settings from (backend, model, addresses, "
+               "runtime slots; the server's other keys are left alone); flags and SQALE_* variables win "
+               "(default: $XDG_CONFIG_HOME/sqale-mcp/config.toml, else ~/.config/sqale-mcp/config.toml, "
+               "when it exists)")
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the backend flags (agent.backends.settings) and the prompt flags (agent.prompt)."""
+    """Add --config, the backend flags (agent.backends.settings) and the prompt flags."""
     group = parser.add_argument_group("model backend")
+    group.add_argument("--config", type=Path, metavar="FILE.toml", help=CONFIG_HELP)
     add_backend_flags(group)
-    add_prompt_flags(group)
+    add_flags(group, AgentSettings, *PROMPT_FLAGS)
+
+
+def config_path(args: argparse.Namespace, environ: Mapping[str, str]) -> Path | None:
+    """The config file the command reads: --config, else the default one if it exists."""
+    if args.config is not None:
+        return Path(args.config)
+    default = default_config_path(environ)
+    return default if default.is_file() else None
+
+
+def command_settings(args: argparse.Namespace, names: tuple[str, ...],
+                     environ: Mapping[str, str]) -> Layered:
+    """The AgentSettings fields `names`, from the flags, the SQALE_* variables and the config file."""
+    path = config_path(args, environ)
+    file_values = read_config_file(path, AgentSettings, others="ignore") if path is not None else {}
+    flags: dict[str, Any] = {name: getattr(args, name, None) for name in names}
+    if "base_urls" in names:
+        flags["base_urls"] = tuple(args.base_url) if args.base_url is not None else None
+    return layered(AgentSettings, flags, environ,
+                   {k: v for k, v in file_values.items() if k in names}, str(path))
 
 
 def backend_choice(args: argparse.Namespace) -> BackendSettings:
     """Check the backend options together and read the API key from the environment."""
-    return backend_settings(vars(args), os.environ)
+    layers = command_settings(args, BACKEND_FLAGS, os.environ)
+    return backend_settings(layers.values, os.environ,
+                            describe=lambda exc: problem_text(exc, BackendSettings, layers))
 
 
 def prompts_from_args(args: argparse.Namespace) -> PromptSet:

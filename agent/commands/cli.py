@@ -21,21 +21,29 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sqale-agent",
         description="Ask SQLite databases questions through a small local text-to-SQL agent.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for command in COMMANDS:
         command_parser = subparsers.add_parser(command.NAME, help=command.HELP,
                                                description=command.DESCRIPTION)
         command.add_arguments(command_parser)
-        command_parser.set_defaults(run=command.run)
+        command_parser.set_defaults(run=command.run, print_help=command_parser.print_help)
     return parser
 
 
+EXIT_USAGE = 2  # as argparse exits on a usage error
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped with Ctrl-C
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand; our errors become one line on stderr and exit status 1, Ctrl-C 130."""
-    args = build_parser().parse_args(argv)
+    """Run one subcommand; our errors become one line on stderr and exit status 1, Ctrl-C 130.
+
+    No subcommand: the help, which lists them, on stderr and exit 2.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
     try:
         return int(args.run(args))
     except SqaleError as exc:

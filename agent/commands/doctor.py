@@ -14,10 +14,12 @@ from ..backends.openai_compat import OpenAICompletionsBackend
 from ..backends.settings import BackendSettings, make_backend
 from ..backends.slots import resolve_runtime_slots
 from ..errors import SqaleError
-from ..notes import DEFAULT_MAX_NOTES_CHARS, read_notes
+from ..notes import read_notes
+from ..options import add_flags
+from ..settings.agent_settings import AgentSettings
 from ..sqlite import Database, HideRules, Schema, index_order_warning
 from ..text import plural
-from .backend_options import add_backend_arguments, backend_choice
+from .backend_options import add_backend_arguments, backend_choice, command_settings, config_path
 from .db_options import add_hide_argument, hide_rules
 
 OUR_DISTRIBUTION = "sqale-mcp"
@@ -37,11 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a database to check (repeatable)")
     parser.add_argument("--notes", action="append", default=[], metavar="FILE",
                         help="a notes file to check: UTF-8, within the size limit (repeatable)")
-    parser.add_argument("--max-notes-chars", type=int, default=DEFAULT_MAX_NOTES_CHARS, metavar="N",
-                        help=f"the notes size limit to check against (default {DEFAULT_MAX_NOTES_CHARS:,})")
+    add_flags(parser, AgentSettings, "max_notes_chars", field_defaults=True)
     add_hide_argument(parser)
-    parser.add_argument("--runtime-slots", type=int, metavar="N",
-                        help="the --runtime-slots you will give sqale-mcp (default: its default)")
+    add_flags(parser, AgentSettings, "runtime_slots")  # checked as sqale-mcp will use it
     add_backend_arguments(parser)
 
 
@@ -75,7 +75,8 @@ def _check_databases(paths: list[str], hide: HideRules | None) -> list[str]:
                   "it has none")
         else:
             mark = "[warn]" if snapshot else "[ok]  "
-            print(f"{mark} database {db.path}: {len(schema.tables) - views} tables, {views} views")
+            print(f"{mark} database {db.path}: {plural(len(schema.tables) - views, 'table')}, "
+                  f"{plural(views, 'view')}")
         for warning in schema.warnings:
             print(f"       note: {warning}")
         _print_hiding(schema)
@@ -150,7 +151,8 @@ async def _check_model(args: argparse.Namespace) -> bool:
 
 def _report_slots(args: argparse.Namespace, choice: BackendSettings, engine_slots: int | None) -> None:
     """What --runtime-slots will be, and the runtime's own parallelism where it says."""
-    slots = resolve_runtime_slots(args.runtime_slots, choice.backend, len(choice.base_urls), os.environ)
+    given = command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots")
+    slots = resolve_runtime_slots(given, choice.backend, len(choice.base_urls), os.environ)
     print(f"[info] runtime slots: {slots.slots} ({slots.reason}): questions beyond that wait their turn")
     if engine_slots is not None:
         print(f"       the engine reports {plural(engine_slots, 'slot')} "
@@ -167,6 +169,9 @@ def run(args: argparse.Namespace) -> int:
     """Print one line per check; exit 1 when something needs fixing."""
     for line in package_clashes(packages_distributions()):
         print(line)
+    config = config_path(args, os.environ)
+    if config is not None:
+        print(f"[info] settings from {config} (flags and SQALE_* variables win over it)")
     model_ok = anyio.run(_check_model, args)
     bad_dbs = _check_databases(args.db, hide_rules(args))
     bad_dbs += _check_notes(args.notes, args.max_notes_chars)

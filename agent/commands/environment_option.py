@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from ..tools.environment import DEFAULT_ENVIRONMENT, ENVIRONMENT_NAMES, Environment
+from ..options import add_flags
+from ..settings.agent_settings import AgentSettings
+from ..tools.environment import Environment
 
 
 def add_environment_argument(parser: argparse.ArgumentParser) -> None:
-    """Add --environment (default: the trained environment's texts)."""
-    parser.add_argument(
-        "--environment", choices=ENVIRONMENT_NAMES, default=DEFAULT_ENVIRONMENT.value,
-        help="the texts the model reads: tool outputs and turn texts as in training "
-             f"({DEFAULT_ENVIRONMENT}, default) or our richer formats (rich), to compare them")
+    """Add --environment (default: the trained environment's texts), as the server has it."""
+    add_flags(parser, AgentSettings, "environment", field_defaults=True)
 
 
 def environment_from_args(args: argparse.Namespace) -> Environment:

@@ -22,9 +22,12 @@ from ..evaluation.progress import ProgressLine
 from ..evaluation.records import TraceKind, read_records
 from ..evaluation.runner import EvalSettings, EvaluationAborted, RunResult, evaluate, run_info
 from ..evaluation.scoring import QueryLimits
-from ..evaluation.summary import render_summary, summarize, write_summary
+from ..evaluation.summary import render_summary, summarize, summary_path_for, write_summary
 from ..golden_file import is_golden_file
+from ..options import add_flags
+from ..settings.agent_settings import AgentSettings
 from ..sqlite import EngineLimits
+from ..text import plural
 from ..tools import DEFAULT_ENVIRONMENT, Environment
 from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
 from .environment_option import add_environment_argument, environment_from_args
@@ -68,16 +71,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--difficulty", action="append", default=[], metavar="LEVEL",
                       help="only this difficulty, e.g. easy/medium/hard/extra (Spider) or "
                            "simple/moderate/challenging (BIRD), or this tag (golden); repeatable")
-    data.add_argument("--offset", type=int, default=0, help="skip this many selected questions")
-    data.add_argument("--limit", type=int, help="run at most this many questions")
+    data.add_argument("--offset", type=int, default=0, metavar="N", help="skip this many selected questions")
+    data.add_argument("--limit", type=int, metavar="N", help="run at most this many questions")
     run_group = parser.add_argument_group("run")
-    run_group.add_argument("--concurrency", type=int, default=1, help="episodes at once (default 1)")
-    run_group.add_argument("--samples", type=int, default=1,
-                           help="episodes per question; K > 1 votes by execution result (default 1)")
+    run_group.add_argument("--concurrency", type=int, default=1, metavar="N",
+                           help="episodes at once (default 1)")
+    add_flags(run_group, AgentSettings, "samples", field_defaults=True)
     run_group.add_argument("--no-early-stop", dest="early_stop", action="store_false",
                            help="run all K samples of every question, even after a majority agrees "
                                 "(measures single-sample accuracy on every sample; the vote is the same)")
-    run_group.add_argument("--seed", type=int, default=0, help="sample k uses seed + k (default 0)")
+    add_flags(run_group, AgentSettings, "seed", defaults={"seed": 0})  # a run is repeatable by default
     run_group.add_argument("--scoring-timeout", type=float, default=30.0, metavar="SECONDS",
                            help="limit for executing gold and predicted SQL when scoring (default 30, "
                                 "as BIRD)")
@@ -93,9 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            help="a verified library (golden questions; it may be this very file): with "
                                 "--verified-hints, each question's most similar entries (its own left out) "
                                 "go to the model as evidence")
-    run_group.add_argument("--verified-hints", action="store_true",
-                           help="give the model the --verified library's hints; compare with a run "
-                                "without them: sqale-agent report A.jsonl B.jsonl")
+    add_flags(run_group, AgentSettings, "verified_hints", field_defaults=True)
     run_group.add_argument("--max-backend-failures", type=int, default=3, metavar="N",
                            help="stop after N episodes in a row fail in the backend (default 3)")
     out = parser.add_argument_group("output")
@@ -140,7 +141,9 @@ def run(args: argparse.Namespace) -> int:
     summary_path = Path(args.summary) if args.summary else summary_path_for(out_path)
     print(describe_run(dataset, selection, choice, out_path, settings.episode.environment), file=sys.stderr)
     progress = ProgressLine(len(selection.examples), settings.samples, sys.stderr, tty=sys.stderr.isatty())
-    run_details = run_info(settings, backend=choice.backend, extra={"prompts": prompt_label(args)})
+    # The engine's address: a comparison of two runs says which engine each ran on.
+    run_details = run_info(settings, backend=choice.backend,
+                           extra={"engine": choice.address, "prompts": prompt_label(args)})
     try:
         result: RunResult = anyio.run(partial(
             evaluate, dataset, selection, partial(make_backend, choice), model=choice.model,
@@ -148,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
             progress=progress, run=run_details))
     except EvaluationAborted as exc:
         print(f"sqale-agent eval: {exc}", file=sys.stderr)
-        print(f"sqale-agent eval: {len(read_records(out_path))} questions are recorded in {out_path}; "
+        print(f"sqale-agent eval: {recorded_text(len(read_records(out_path)))} in {out_path}; "
               f"{resume_hint(args, out_path)}", file=sys.stderr)
         return EXIT_ABORTED
     except SqaleError as exc:
@@ -156,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         recorded = len(read_records(out_path))
-        print(f"\nsqale-agent eval: interrupted; {recorded} questions are recorded in {out_path}; "
+        print(f"\nsqale-agent eval: interrupted; {recorded_text(recorded)} in {out_path}; "
               f"{resume_hint(args, out_path)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     summary = summarize(result.records, benchmark=dataset.benchmark.value, model=choice.model,
@@ -164,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
                         missing_db_ids=selection.missing_db_ids, missing_db=len(selection.missing_db))
     write_summary(summary, summary_path)
     print(render_summary(summary), end="")
-    print(f"\n{result.ran} questions run in {result.seconds:.1f} s ({result.resumed} kept from an "
+    print(f"\n{plural(result.ran, 'question')} run in {result.seconds:.1f} s ({result.resumed} kept from an "
           f"earlier run); results: {out_path}; summary: {summary_path}")
     if args.report:
         try:
@@ -249,9 +252,9 @@ def default_out_path(benchmark: Benchmark) -> Path:
     return Path("eval-results") / f"{benchmark.value}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
 
 
-def summary_path_for(out_path: Path) -> Path:
-    """results.jsonl -> results.summary.json, in the same folder."""
-    return out_path.with_name(f"{out_path.stem}.summary.json")
+def recorded_text(n: int) -> str:
+    """`1 question is recorded`, `3 questions are recorded`."""
+    return plural(n, "question is recorded", "questions are recorded")
 
 
 def describe_run(dataset: Dataset, selection: Selection, choice: BackendSettings, out_path: Path,
@@ -259,6 +262,7 @@ def describe_run(dataset: Dataset, selection: Selection, choice: BackendSettings
     """The line printed before the run starts."""
     missing = ", ".join(selection.missing_db_ids)
     skipped = f" ({len(selection.missing_db)} skipped: database missing: {missing})" if missing else ""
-    return (f"{dataset.benchmark.value}: {len(selection.examples)} questions from {dataset.source}{skipped}; "
+    questions = plural(len(selection.examples), "question")
+    return (f"{dataset.benchmark.value}: {questions} from {dataset.source}{skipped}; "
             f"model {choice.model} via {choice.backend} ({choice.address}); {environment} environment; "
             f"results -> {out_path}")

@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..golden_file import FROM_LOG_TAG, GoldenEntry, append_entries, database_reference, now_iso
 from ..sqlite import Database
+from ..text import plural
 
 DEFAULT_FILE = "golden.jsonl"
 COUNT_CAP = 1_000_000  # rows counted for row_count; past it the count is a lower bound
@@ -27,7 +28,7 @@ DESCRIPTION = ("Keep a JSON Lines file of questions with known-good SQL, then me
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `add` action of `sqale-agent golden` and its arguments."""
-    actions = parser.add_subparsers(dest="golden_command", required=True, metavar="ACTION")
+    actions = parser.add_subparsers(dest="golden_command", metavar="ACTION", title="actions")
     add = actions.add_parser(
         "add", help="append a checked question, or candidates from a server's episode log",
         description="Runs the SQL first (read-only) and appends the question with its row count; "
@@ -52,6 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Append one checked entry, or the candidates from a log; 1 when the SQL fails."""
+    if args.golden_command is None:  # `sqale-agent golden` alone: what it can do
+        args.print_help(sys.stderr)
+        return 2
     golden_file = Path(args.file).expanduser()
     if args.from_log:
         if args.question or args.sql:
@@ -75,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if not added:
         print(f"already in {golden_file}: {entry.question!r} on {name}")
         return 0
-    print(f"added to {golden_file}: {entry.question!r} on {name} ({rows:,} rows)")
+    print(f"added to {golden_file}: {entry.question!r} on {name} ({plural(rows, 'row')})")
     return 0
 
 
@@ -113,27 +117,44 @@ def _add_from_log(log: Path, golden_file: Path, args: argparse.Namespace) -> int
     who = added_by(args)
     candidates = []
     skipped: dict[str, int] = {}
+    read = 0
     for record in _log_records(log):
+        read += 1
         alias = str(record.get("database"))
+        rows: int | str = 0
         if record.get("status") not in ANSWERED or not record.get("sql"):
-            continue
-        if alias not in databases:
-            skipped[f"no --db {alias}=PATH"] = skipped.get(f"no --db {alias}=PATH", 0) + 1
-            continue
-        rows = checked_row_count(databases[alias], record["sql"])
-        if isinstance(rows, str):
-            skipped["SQL fails now"] = skipped.get("SQL fails now", 0) + 1
+            why = "not answered (failed, or only a fallback)"
+        elif alias not in databases:
+            why = f"no --db {alias}=PATH"
+        elif isinstance(rows := checked_row_count(databases[alias], record["sql"]), str):
+            why = "their SQL fails now"
+        else:
+            why = ""
+        if why or isinstance(rows, str):
+            skipped[why] = skipped.get(why, 0) + 1
             continue
         candidates.append(GoldenEntry(
             question=record["question"], sql=record["sql"], database=alias,
             evidence=record.get("evidence") or None, tags=(*args.tag, FROM_LOG_TAG), row_count=rows,
             added_by=who, added_at=now_iso()))
     added = append_entries(golden_file, candidates)
-    left = "".join(f"; {n} skipped ({why})" for why, n in sorted(skipped.items()))
-    print(f"{added} candidate questions added to {golden_file} (tag {FROM_LOG_TAG}){left}. The SQL is "
-          f"the model's: check each one, fix or delete it, and drop the {FROM_LOG_TAG} tag once it is "
-          "known good (a verified library serves no entry still tagged so).")
+    print(from_log_summary(log, golden_file, read=read, added=added,
+                           skipped={**skipped, f"already in {golden_file}": len(candidates) - added}))
     return 0
+
+
+def from_log_summary(log: Path, golden_file: Path, *, read: int, added: int, skipped: Mapping[str, int]) -> str:
+    """What `golden add --from-log` did: how many it added, and why it left each of the others out."""
+    head = f"{plural(added, 'candidate question')} added to {golden_file} (tag {FROM_LOG_TAG})"
+    if read == 0:
+        return (f"{head}: {log} holds no question; give the file the server writes with "
+                "--episode-log.")
+    left = "".join(f"; {n} left out: {why}" for why, n in sorted(skipped.items()) if n)
+    text = f"{head} of the {plural(read, 'question')} in {log}{left}."
+    if added:
+        text += (f" The SQL is the model's: check each one, fix or delete it, and drop the {FROM_LOG_TAG} "
+                 "tag once it is known good (a verified library serves no entry still tagged so).")
+    return text
 
 
 def _log_records(log: Path) -> Iterator[Mapping[str, Any]]:

@@ -6,16 +6,18 @@ import argparse
 import json
 import sys
 
+from ..settings.aliases import check_plain_path
 from ..sqlite import Database
-from ..tools import TOOL_NAMES, run_tool
+from ..tools import TOOL_NAMES, canonical_tool_name, run_tool, unknown_tool_text
 from .db_options import add_database_arguments, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
 
 NAME = "tool"
 HELP = "run one exploration tool and print exactly what the model would see"
 DESCRIPTION = ("Run one of the agent's tools on a database and print its result text exactly "
-               "as the model gets it. Mistakes in the call (unknown table, bad SQL...) are "
-               "printed as the model would see them, with exit status 0.")
+               "as the model gets it. Mistakes in the call's arguments (unknown table, bad SQL...) "
+               "are printed as the model would see them, with exit status 0; an unknown tool or ARGS "
+               "that are not a JSON object exit 2, a database that does not open 1.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the tool's text; 2 for ARGS that are not a JSON object."""
+    """Print the tool's text; 2 for an unknown tool or ARGS that are not a JSON object."""
     try:
         tool_args = json.loads(args.tool_args)
     except (ValueError, RecursionError) as exc:  # bad JSON, a 4,300+ digit number, deep nesting
@@ -41,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"sqale-agent tool: ARGS must be a JSON object, not {type(tool_args).__name__}; "
               'give an object such as \'{"table_name": "Track"}\'', file=sys.stderr)
         return 2
+    if canonical_tool_name(args.tool_name) is None:
+        print(f"sqale-agent tool: {unknown_tool_text(args.tool_name)}", file=sys.stderr)
+        return 2
+    check_plain_path(args.db, NAME)
     with Database(args.db, hide=hide_rules(args)) as db:
         outcome = run_tool(db, args.tool_name, tool_args, environment=environment_from_args(args))
     print(outcome.text)

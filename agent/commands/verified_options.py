@@ -9,17 +9,19 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..golden_file import database_reference
+from ..options import add_flags
+from ..settings.agent_settings import AgentSettings
 from ..verified import VerifiedLibrary
 
 
-def add_verified_arguments(parser: Any, *, hints_help: str) -> None:
-    """Add `--verified` and `--verified-hints`."""
+def add_verified_arguments(parser: Any) -> None:
+    """Add `--verified` and `--verified-hints` (declared once, in AgentSettings)."""
     parser.add_argument("--verified", metavar="[ALIAS=]FILE.jsonl",
                         help="a verified library (golden questions): the same question is answered "
                              "from it at once, similar ones are listed; entries for ALIAS (default: "
                              "the database file's name without its suffix, or its path as the "
                              "library names it)")
-    parser.add_argument("--verified-hints", action="store_true", help=hints_help)
+    add_flags(parser, AgentSettings, "verified_hints", field_defaults=True)
 
 
 def library_arg(value: str) -> tuple[str | None, Path]:

@@ -17,6 +17,7 @@ from ..backends.base import ModelBackend, SamplingSettings
 from ..episode import EpisodeSettings
 from ..errors import BackendAuthError, BackendError, ConfigError, DatabasePathError, ModelNotFound, SqaleError
 from ..sqlite import Database, EngineLimits, QueryEngine
+from ..text import sentence
 from .datasets import Dataset, Example, Selection
 from .hints import HintSource
 from .progress import ProgressSink
@@ -117,8 +118,8 @@ class BackendHealth:
         if self.reason is None and (fatal or self.consecutive >= self.max_consecutive):
             why = "the backend refused the model or our credentials" if fatal else (
                 f"{self.consecutive} episodes in a row failed in the model backend")
-            self.reason = (f"stopped early: {why}: {error}. Questions in flight were not recorded; "
-                           "fix the backend and rerun with --resume to continue")
+            self.reason = (f"stopped early: {why}: {sentence(str(error))} Questions in flight were not "
+                           "recorded; fix the backend and rerun with --resume to continue")
         return self.reason is not None
 
 

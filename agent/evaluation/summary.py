@@ -240,3 +240,16 @@ def _pct(value: float | None) -> str:
 
 def _num(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
+
+
+SUMMARY_SUFFIX = ".summary.json"
+
+
+def summary_path_for(out_path: Path) -> Path:
+    """results.jsonl -> results.summary.json, in the same folder."""
+    return out_path.with_name(f"{out_path.stem}{SUMMARY_SUFFIX}")
+
+
+def results_path_for(summary_path: Path) -> Path:
+    """results.summary.json -> results.jsonl: the results file a summary was written beside."""
+    return summary_path.with_name(f"{summary_path.name.removesuffix(SUMMARY_SUFFIX)}.jsonl")

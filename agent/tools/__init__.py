@@ -66,7 +66,7 @@ from .result_text import (
 __all__ = [
     "DEFAULT_ENVIRONMENT", "DEFAULT_TOOL_SETTINGS", "TOOLS", "TOOL_NAMES", "ArgProblem", "Environment",
     "Param", "QuerySpec", "ToolOutcome", "ToolSettings", "ToolSpec", "arun_tool", "call_label_args",
-    "canonical_tool_name", "nearest_tool_name", "parse_args", "run_tool",
+    "canonical_tool_name", "nearest_tool_name", "parse_args", "run_tool", "unknown_tool_text",
 ]
 
 # --- the tools, each a function of the schema and parsed arguments -------------------------
@@ -207,13 +207,17 @@ def call_label_args(tool: str, args: Mapping[str, Any]) -> tuple[str, ...]:
     return spec.label(args) if spec is not None else ()
 
 
+def unknown_tool_text(name: Any) -> str:
+    """What an unknown tool name gets: the nearest tool's name, and every tool's."""
+    near = nearest_tool_name(str(name))
+    guess = f"did you mean {near}? " if near else ""
+    return f"unknown tool {echo(str(name))}; {guess}the tools are: {join_names(TOOL_NAMES, 'and')}"
+
+
 def _resolve_tool(name: Any) -> str | ToolOutcome:
     if isinstance(name, str) and (tool := canonical_tool_name(name)) is not None:
         return tool
-    near = nearest_tool_name(str(name))
-    guess = f"did you mean {near}? " if near else ""
-    text = f"unknown tool {echo(str(name))}; {guess}the tools are: {join_names(TOOL_NAMES, 'and')}"
-    return ToolOutcome(text, False, frozenset())
+    return ToolOutcome(unknown_tool_text(name), False, frozenset())
 
 
 def _prepare(name: Any, args: Any) -> tuple[str, dict[str, Any]] | ToolOutcome:

@@ -14,7 +14,7 @@ from agent.asking import Candidate as AskedCandidate
 from agent.episode import EpisodeResult, EpisodeStatus, Round, StopReason
 from agent.episode_text import JsonCell, clip, cut_note, json_cell, last_reply_excerpt
 from agent.sqlite import ClippedText
-from agent.text import display_name, escape_unsafe, quoted_text
+from agent.text import display_name, escape_unsafe, plural, quoted_text, sentence
 from agent.verified import Provenance, provenance_text, similar_text
 
 from ..config.limits import AnswerLimits, LimitName, limit_lines, limits_hit
@@ -296,7 +296,7 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None,
                 parts.append(f"Showing {view.columns} of {len(answer.columns):,} columns; the "
                              "structured result holds all of them.")
         if answer.note is not None:
-            parts.append(f"Note: {answer.note}.")
+            parts.append(f"Note: {sentence(answer.note)}")
         read = tables_line(answer.tables, answer.columns_read)
         if read:
             parts.append(read)
@@ -397,7 +397,8 @@ def markdown_table(columns: list[str], rows: list[list[JsonCell]]) -> str:
 def queued_message(limit: float, samples: int = 1) -> str:
     """Progress text for a call waiting for free slots."""
     if samples == 1:
-        return f"queued: {limit:g} questions are being answered already (--max-concurrent)"
+        return (f"queued: {plural(int(limit), 'question is', 'questions are')} being answered already "
+                "(--max-concurrent)")
     return (f"queued: the {samples} samples of this question need {samples} of the {limit:g} "
             "episode slots (--max-concurrent); they start as slots free up")
 

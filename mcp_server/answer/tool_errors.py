@@ -23,7 +23,7 @@ from agent.errors import (
     ModelNotFound,
     SqaleError,
 )
-from agent.text import ECHO_CHARS, quoted_text
+from agent.text import ECHO_CHARS, quoted_text, sentence
 
 
 class CallError(ToolError):
@@ -109,7 +109,7 @@ def tool_error_for(exc: SqaleError, *, database: str, remote: bool = False,
     for kind, prefix in _PREFIXES:
         if isinstance(exc, kind):
             if kind in (DatabasePathError, DatabaseWorkerError):
-                return CallError(f"{prefix} ('{database}'): {_sentence(str(exc))} Ask the server's "
+                return CallError(f"{prefix} ('{database}'): {sentence(str(exc))} Ask the server's "
                                  "operator to check the database file, then retry.", failure)
             return CallError(f"{prefix}: {exc}", failure)
     return CallError(f"Answering failed: {exc}", failure)
@@ -164,7 +164,3 @@ def server_stopped_answering() -> ToolError:
     """A question still running when the drain time ran out."""
     return ToolError("The server shut down before this question was answered (it ran past the "
                      "server's drain time). Ask again once the server has restarted.")
-
-
-def _sentence(text: str) -> str:
-    return text.rstrip().rstrip(".") + "."

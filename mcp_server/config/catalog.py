@@ -12,6 +12,8 @@ from typing import TypeVar
 from agent.episode_text import clip
 from agent.errors import ConfigError, DatabasePathError
 from agent.notes import Notes, read_notes
+from agent.settings.aliases import ALIAS_PATTERN
+from agent.settings.config_file import default_config_path, shown_path
 from agent.sqlite import (
     Database,
     EngineLimits,
@@ -25,7 +27,7 @@ from agent.text import display_name, plural
 
 from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from .limits import AnswerLimits, limits_paragraph
-from .settings import ALIAS_PATTERN, DatabaseSpec, NotesSpec, ServerSettings, VerifiedSpec
+from .settings import DatabaseSpec, NotesSpec, ServerSettings, VerifiedSpec
 
 logger = logging.getLogger(__name__)
 _AliasFile = TypeVar("_AliasFile", NotesSpec, VerifiedSpec)
@@ -37,10 +39,11 @@ SUMMARY_NAME_CHARS = 40  # a longer name is cut in the description
 DESCRIPTION_BYTES = 2_048  # Claude Code cuts tool descriptions (and server instructions) at 2 KB
 MODEL_NAME_CHARS = 60  # a longer model name is cut in the description
 
-NO_DATABASE = (
-    "no database configured: pass --db ALIAS=PATH (repeatable), --db-dir DIR or --demo, "
-    "or put them in a --config FILE.toml (read without --config from ~/.config/sqale-mcp/config.toml)"
-)
+def no_database(environ: Mapping[str, str]) -> str:
+    """What to do when no database is configured, naming the config file this environment reads."""
+    config = shown_path(default_config_path(environ))
+    return ("no database configured: pass --db ALIAS=PATH (repeatable), --db-dir DIR or --demo, or put "
+            f"them in a --config FILE.toml (read without --config from {config})")
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ def collect_databases(settings: ServerSettings, environ: Mapping[str, str]) -> t
                 "set XDG_CACHE_HOME to a writable folder") from exc
         add(DatabaseSpec(alias=DEMO_ALIAS, path=path), "--demo")
     if not found:
-        raise ConfigError(NO_DATABASE)
+        raise ConfigError(no_database(environ))
     return tuple(spec for spec, _ in found.values())
 
 

@@ -1,9 +1,9 @@
-"""The optional TOML config file: where it is, what it may hold, and reading it into values."""
+"""The server's part of the config file: its tables ([db], [notes], [verified], [hide], [tokens.NAME]), and
+the options of the module-level server. Finding and reading the file: agent.settings.config_file."""
 
 from __future__ import annotations
 
 import shlex
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,9 +12,11 @@ from pydantic import ValidationError
 
 from agent.backends.settings import read_secret, validation_message
 from agent.errors import ConfigError
+from agent.settings.aliases import check_alias
+from agent.settings.config_file import default_config_path, read_config_file
 from agent.sqlite.hiding import parse_hide_rule
 
-from .settings import ServerSettings, TokenSpec, check_alias
+from .settings import ServerSettings, TokenSpec
 
 ARGS_ENV = "SQALE_MCP_ARGS"  # options for the module-level server of `mcp dev` / `mcp run`
 
@@ -32,49 +34,16 @@ def module_server_arguments(environ: Mapping[str, str]) -> tuple[list[str], str]
     return ["--demo"], f"no {ARGS_ENV} and no {config}: --demo"
 
 
-def default_config_path(environ: Mapping[str, str]) -> Path:
-    """$XDG_CONFIG_HOME/sqale-mcp/config.toml, else ~/.config/sqale-mcp/config.toml."""
-    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "sqale-mcp" / "config.toml"
-
-
-# Settings a config file may hold, by field name; `db` is the [db] alias table.
-_FILE_KEYS = frozenset(ServerSettings.model_fields) - {"databases", "notes", "verified", "api_key",
-                                                       "auth_token", "base_urls", "metrics_token"}
-_FILE_KEYS_WITH_ALIASES = _FILE_KEYS | {"db", "notes", "verified", "base_url"}
-_PATH_KEYS = ("db_dir", "reference_agent", "system_prompt", "user_template", "episode_log")
-
-
-def read_config_file(path: Path) -> dict[str, Any]:
-    """Settings from a TOML file; relative paths are taken relative to the file's folder."""
-    try:
-        raw = tomllib.loads(path.expanduser().read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"--config {path}: no such file; check the path") from exc
-    except OSError as exc:
-        raise ConfigError(f"--config {path}: cannot be read ({exc.strerror})") from exc
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"--config {path}: not valid TOML ({exc}); fix the file") from exc
+def read_server_config(path: Path) -> dict[str, Any]:
+    """Every setting in the config file at `path`, by field name: its [db], [notes] and [hide]
+    tables as aliases to paths and rules (`tokens` is read by `file_tokens`)."""
+    values = read_config_file(path, ServerSettings)
     base = path.expanduser().resolve().parent
-    values: dict[str, Any] = {}
-    for key, value in raw.items():
-        name = key.replace("-", "_")
-        if name not in _FILE_KEYS_WITH_ALIASES:
-            raise ConfigError(
-                f"--config {path}: unknown setting {key!r}; known: "
-                f"{', '.join(sorted(k.replace('_', '-') for k in _FILE_KEYS_WITH_ALIASES))}")
-        values[name] = value
-    for table in ("db", "notes", "verified"):
-        if table in values:
-            values[table] = _file_alias_paths(table, values[table], path, base)
+    for name, table in (("databases", "db"), ("notes", "notes"), ("verified", "verified")):
+        if name in values:
+            values[name] = _file_alias_paths(table, values[name], path, base)
     if "hide" in values:
         values["hide"] = _file_hide_rules(values["hide"], path)
-    if "base_url" in values:
-        urls = values.pop("base_url")
-        values["base_urls"] = tuple(urls) if isinstance(urls, list) else (urls,)
-    for key in _PATH_KEYS:
-        if isinstance(values.get(key), str):
-            values[key] = base / Path(values[key]).expanduser()
     return values
 
 

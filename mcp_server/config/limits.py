@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from agent.episode import RESULT_CELL_CHARS
+
 from .settings import ServerSettings
 
 LimitName = Literal["max_rows", "cell_chars", "result_bytes", "query_timeout"]
@@ -22,9 +24,9 @@ class AnswerLimits:
     max_result_bytes: int = ServerSettings.model_fields["max_result_bytes"].default
 
     @classmethod
-    def from_settings(cls, settings: ServerSettings, cell_chars: int) -> AnswerLimits:
-        """The limits a server started with `settings` enforces."""
-        return cls(max_rows=settings.max_rows, cell_chars=cell_chars,
+    def from_settings(cls, settings: ServerSettings) -> AnswerLimits:
+        """The limits a server started with `settings` enforces (cells: as an episode clips them)."""
+        return cls(max_rows=settings.max_rows, cell_chars=RESULT_CELL_CHARS,
                    query_timeout=settings.query_timeout, episode_timeout=settings.episode_timeout,
                    max_result_bytes=settings.max_result_bytes)
 

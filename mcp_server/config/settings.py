@@ -7,20 +7,15 @@ file (`config_file`) and the environment into a ServerSettings.
 from __future__ import annotations
 
 import ipaddress
-import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from agent.backends.settings import BackendSettings
-from agent.errors import ConfigError
-from agent.notes import DEFAULT_MAX_NOTES_CHARS
-from agent.tools.environment import DEFAULT_ENVIRONMENT, Environment
+from agent.options import Option, with_default
+from agent.settings.agent_settings import MAX_SAMPLES, AgentSettings
 
 TOKEN_SESSIONS = 32  # HTTP sessions one token may hold by default
-# \Z, not $: `$` also matches before a final newline, and a file named "x\n.db" is possible.
-ALIAS_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 
 
 class DatabaseSpec(BaseModel):
@@ -74,64 +69,107 @@ class HideSpec(BaseModel):
     rules: tuple[str, ...]
 
 
-class ServerSettings(BackendSettings):
+class ServerSettings(AgentSettings):
     """Everything the server needs to start; frozen, validated once at the edge.
 
-    The model backend's fields (backend, model, base_urls...) come from BackendSettings.
+    The model backend's fields (backend, model, base_urls...) and what the server shares with
+    `sqale-agent` (max_rows, samples, prompts...) come from AgentSettings. Each field's
+    description is its flag's help and its line in docs/options.md (see agent/options.py).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    databases: tuple[DatabaseSpec, ...] = ()  # from --db and the config file's [db] table
-    notes: tuple[NotesSpec, ...] = ()  # from --notes and the config file's [notes] table
-    max_notes_chars: int = Field(DEFAULT_MAX_NOTES_CHARS, ge=1, le=100_000)
-    hide: tuple[HideSpec, ...] = ()  # from --hide and the config file's [hide] table
-    verified: tuple[VerifiedSpec, ...] = ()  # from --verified and the config file's [verified] table
-    verified_hints: bool = False  # similar verified answers go to the model as evidence
-    verified_writable: bool = False  # the answer view's "Save as verified" appends to the libraries
-    db_dir: Path | None = None
-    demo: bool = False
-    max_rows: int = Field(50, ge=1, le=10_000)
-    # What an answer's rows may weigh as JSON; the SQLite worker cuts to fit before the rows
-    # reach the server. The default keeps a whole answer (text and structured content) under
-    # ~40,000 characters, the 10k tokens past which Claude Code warns (answer/sizing.py).
-    max_result_bytes: int = Field(16_384, ge=4_096, le=64 * 1024 * 1024)
-    query_timeout: float = Field(10.0, gt=0, le=3_600)
-    episode_timeout: float = Field(300.0, gt=0, le=86_400)
-    max_concurrent: int = Field(4, ge=1, le=64)
-    runtime_slots: int | None = Field(None, ge=1, le=256)  # None: the backend's default, at start
-    samples: int = Field(1, ge=1, le=64)  # default K: episodes per question, voting by result
-    max_samples: int = Field(8, ge=1, le=64)  # the most a caller may ask for
-    seed: int | None = Field(None, ge=0)  # sample k samples with seed + k; None: drawn per question
-    reference_agent: Path | None = None
-    system_prompt: Path | None = None
-    user_template: Path | None = None
-    episode_log: Path | None = None
-    environment: Environment = DEFAULT_ENVIRONMENT  # which texts the model reads
-    transport: Literal["stdio", "streamable-http"] = "stdio"
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=1, le=65_535)
-    auth_token_env: str | None = None
+    databases: Annotated[tuple[DatabaseSpec, ...],
+                         Option(name="db", metavar="ALIAS=PATH", repeatable=True)] = Field(
+        (), description="a database to serve under ALIAS (repeatable; in the config file, the [db] table "
+                        'of alias = "path" lines)')
+    notes: Annotated[tuple[NotesSpec, ...], Option(metavar="ALIAS=FILE", repeatable=True)] = Field(
+        (), description="a UTF-8 file of facts about that database's data, one per line, read with every "
+                        "question about it (repeatable; in the config file, a [notes] table)")
+    hide: Annotated[tuple[HideSpec, ...], Option(metavar="ALIAS=TABLE[.COLUMN]", repeatable=True)] = Field(
+        (), description="hide a table or column of database ALIAS from the model (repeatable; globs such "
+                        "as '*.password*' allowed, any case; in the config file, a [hide] table of "
+                        "alias = [rules] lines)")
+    verified: Annotated[tuple[VerifiedSpec, ...], Option(metavar="ALIAS=FILE", repeatable=True)] = Field(
+        (), description="a verified library for database ALIAS: golden questions (JSON Lines, as `sqale-agent "
+                        "golden add` writes them) answered at once when asked again, and listed beside the "
+                        "model's answer when a similar one is asked (repeatable; in the config file, a "
+                        "[verified] table)")
+    verified_writable: bool = Field(
+        False, description="let the answer view's 'Save as verified' append to the verified libraries")
+    db_dir: Annotated[Path | None, Option(metavar="DIR")] = Field(
+        None, description="serve every *.sqlite, *.sqlite3 and *.db file in DIR (alias = file stem; bad "
+                          "files are skipped with a warning)")
+    demo: bool = Field(False, description="also serve a small demo database (alias 'bookshop'), built on "
+                                          "first use in $XDG_CACHE_HOME/sqale-mcp")
+    # The default keeps a whole answer (text and structured content) under ~40,000 characters,
+    # the 10k tokens past which Claude Code warns (answer/sizing.py); `ask` keeps the episode's.
+    max_result_bytes: int = with_default(
+        AgentSettings, "max_result_bytes", 16_384,
+        also="past the default the answer budget grows and the tool declares it to Claude Code")
+    query_timeout: float = Field(10.0, gt=0, le=3_600, description="limit for one SQL statement")
+    episode_timeout: float = Field(300.0, gt=0, le=86_400,
+                                   description="limit for answering one question (time queued not counted)")
+    max_concurrent: int = Field(4, ge=1, le=64, description=(
+        "episodes answered at once (a question with K samples takes K); more wait in a queue"))
+    max_samples: Annotated[int, Option(metavar="K")] = Field(
+        8, ge=1, le=MAX_SAMPLES, description="the most samples a caller may ask for")
+    episode_log: Path | None = Field(
+        None, description="append one JSON line per answered question (question, database, SQL, status, "
+                          "trace, timings); its folder is created")
+    transport: Literal["stdio", "streamable-http"] = Field("stdio", description="the MCP transport")
+    host: str = Field("127.0.0.1", description="HTTP listen address")
+    port: int = Field(8000, ge=1, le=65_535, description="HTTP port")
+    auth_token_env: Annotated[str | None, Option(metavar="NAME")] = Field(
+        None, description="environment variable holding the HTTP bearer token (required off loopback "
+                          "unless [tokens.NAME] tables are set); its token opens every database and is "
+                          "named 'default' in logs")
     auth_token: SecretStr | None = None  # read from the variable named by auth_token_env
-    tokens: tuple[TokenSpec, ...] = ()  # the config file's [tokens.NAME] tables
+    tokens: Annotated[tuple[TokenSpec, ...], Option(flag=False)] = Field(
+        (), description="[tokens.NAME] tables, one per client token of HTTP mode: env (the variable "
+                        "holding it), databases (the aliases it may use; all when left out), "
+                        "max_concurrent, questions_per_minute and max_sessions (its own quotas)")
     # Quotas count episodes: a question with K samples is K of them.
-    token_max_concurrent: int = Field(16, ge=1, le=1_024)  # per token; more wait in its queue
-    token_per_minute: int = Field(600, ge=1, le=100_000)  # episodes per token per minute
+    token_max_concurrent: int = Field(16, ge=1, le=1_024, description=(
+        "episodes one token may have running at once (a question with K samples is K); more wait in "
+        "its own queue"))
+    token_per_minute: Annotated[int, Option(metavar="M")] = Field(600, ge=1, le=100_000, description=(
+        "episodes one token may start per minute (a question with K samples counts K, all or none); "
+        "more get a tool error saying when to retry"))
     # HTTP sessions: one token may hold fewer than the whole server, so others always find room.
-    max_sessions: int = Field(1_000, ge=2, le=100_000)  # open at once, over all tokens
-    token_max_sessions: int | None = Field(None, ge=1, le=100_000)  # None: see token_sessions
-    session_idle_timeout: float = Field(600.0, gt=0, le=86_400)  # no request for this long: closed
+    max_sessions: int = Field(1_000, ge=2, le=100_000,
+                              description="HTTP sessions open at once over all tokens (more get 503)")
+    token_max_sessions: Annotated[int | None, Option(
+        default_text=f"{TOKEN_SESSIONS} or half of --max-sessions, whichever is less")] = Field(
+        None, ge=1, le=100_000,
+        description="HTTP sessions one token may have open at once; it must stay below --max-sessions, "
+                    "and more get 429 saying when to retry")
+    session_idle_timeout: float = Field(600.0, gt=0, le=86_400, description=(
+        "an HTTP session without a request for this long is closed (its id then answers 404)"))
     # Slow or silent HTTP clients: each connection's request headers and body must arrive in time.
-    http_header_timeout: float = Field(10.0, gt=0, le=600)
-    http_body_timeout: float = Field(30.0, gt=0, le=3_600)
-    http_max_connections: int = Field(512, ge=8, le=1_000_000)  # more are closed at once
-    metrics_token_env: str | None = None
+    http_header_timeout: float = Field(10.0, gt=0, le=600, description=(
+        "an HTTP connection must send a request's headers within this long of opening or of its last "
+        "response, else it is closed"))
+    http_body_timeout: float = Field(30.0, gt=0, le=3_600, description=(
+        "an HTTP request's body must arrive within this long, else 408"))
+    http_max_connections: int = Field(512, ge=8, le=1_000_000,
+                                      description="HTTP connections open at once; more are closed at once (the "
+                                                  "open-file limit is raised to fit when it can be)")
+    metrics_token_env: Annotated[str | None, Option(metavar="NAME")] = Field(
+        None, description="environment variable holding the bearer token of GET /metrics (HTTP mode; "
+                          "no token, no endpoint)")
     metrics_token: SecretStr | None = None  # GET /metrics needs it; no token: no /metrics
-    drain_timeout: float = Field(30.0, ge=0, le=3_600)  # SIGTERM: seconds for questions in flight
-    log_format: Literal["text", "json"] = "text"
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    max_question_chars: int = Field(2_000, ge=10)
-    max_evidence_chars: int = Field(4_000, ge=0)
+    drain_timeout: float = Field(30.0, ge=0, le=3_600, description=(
+        "on SIGTERM in HTTP mode, time for questions in flight to finish before the rest are cancelled"))
+    log_format: Literal["text", "json"] = Field("text", description=(
+        "stderr log lines as text, or one JSON object per line (time, level, event, logger, "
+        "question_id, token) for log shippers"))
+    log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], Option(any_case=True)] = Field(
+        "INFO", description="stderr log level, any case (DEBUG also logs each model request)")
+    max_question_chars: Annotated[int, Option(flag=False)] = Field(
+        2_000, ge=10, description="the longest question accepted (longer: a tool error saying the limit)")
+    max_evidence_chars: Annotated[int, Option(flag=False)] = Field(
+        4_000, ge=0, description="the longest evidence accepted")
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -150,15 +188,15 @@ class ServerSettings(BackendSettings):
                 "(the token itself goes in that environment variable), [tokens.NAME] tables in the "
                 "--config file, or use --host 127.0.0.1"
             )
-        if self.verified_writable and not self.verified:
-            raise ValueError("--verified-writable needs a library to write to: add --verified ALIAS=FILE "
-                             "(or a [verified] table in the config file)")
         for name, cap in [("--token-max-sessions", self.token_max_sessions),
                           *((f"tokens.{t.name}.max-sessions", t.max_sessions) for t in self.tokens)]:
             if cap is not None and cap >= self.max_sessions:
                 raise ValueError(f"{name} {cap} must be below --max-sessions {self.max_sessions}, so "
                                  "that one token cannot take every session from the others; lower "
                                  "it or raise --max-sessions")
+        if self.verified_writable and not self.verified:
+            raise ValueError("--verified-writable needs a library to write to: add --verified ALIAS=FILE "
+                             "(or a [verified] table in the config file)")
         names = [t.name for t in self.tokens]
         if self.auth_token is not None and "default" in names:
             raise ValueError("[tokens.default] clashes with --auth-token-env, whose token is named "
@@ -187,12 +225,3 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def check_alias(alias: str, where: str) -> str:
-    """Return `alias` if it is a valid database alias, else raise ConfigError naming `where`."""
-    if not ALIAS_PATTERN.match(alias):
-        raise ConfigError(
-            f"{where}: alias {alias!r} is not usable; use letters, digits, '_', '-' or '.' "
-            "(at most 64, not starting with '-' or '.')")
-    return alias

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 import anyio
 
-logger = logging.getLogger("mcp_server")
+from agent.text import plural
+
+logger = logging.getLogger(__name__)
 
 CANCEL_GRACE_SECONDS = 10.0  # a cancelled question writes its log line well within this
 
@@ -24,6 +26,12 @@ class DrainResult:
 
     in_flight: int
     cancelled: int
+
+
+def drain_summary(result: DrainResult) -> str:
+    """What a drain found, for the log: `drained: 1 question was in flight, 0 cancelled; stopping`."""
+    return (f"drained: {plural(result.in_flight, 'question was', 'questions were')} in flight, "
+            f"{result.cancelled} cancelled; stopping")
 
 
 class QuestionGate:
@@ -60,8 +68,8 @@ class QuestionGate:
         self.draining = True
         in_flight = len(self._scopes)
         if self._scopes:
-            logger.info("stopping: waiting up to %g s for %d questions in flight", timeout,
-                        len(self._scopes))
+            logger.info("stopping: waiting up to %g s for %s in flight", timeout,
+                        plural(len(self._scopes), "question"))
         if self._idle is None:
             return DrainResult(0, 0)
         with anyio.move_on_after(timeout):

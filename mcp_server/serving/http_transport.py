@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import hmac
 import logging
 import signal
+import socket
 from collections.abc import Awaitable, Callable
 from types import FrameType
 
@@ -14,10 +16,12 @@ import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agent.errors import ConfigError
+
 from ..config.settings import ServerSettings
 from .access import CALLER_SCOPE_KEY, TokenTable
 from .connections import BodyDeadline, ensure_file_limit, guarded_protocol
-from .draining import DrainResult
+from .draining import DrainResult, drain_summary
 from .http_responses import send_json
 from .metrics import ServerMetrics
 from .sessions import SessionBook, SessionGuard
@@ -146,6 +150,7 @@ async def serve_http(app: ASGIApp, settings: ServerSettings,
     """Serve `app` until SIGTERM (drain, then return) or SIGINT; logs go through logging."""
     auth = ("bearer tokens" if settings.tokens
             else f"bearer token from ${settings.auth_token_env}" if settings.auth_token else "no auth")
+    sock = listening_socket(settings.host, settings.port)  # a busy port: one line, before "serving"
     logger.info("serving MCP on http://%s:%d%s (%s)", settings.host, settings.port, MCP_PATH, auth)
     ensure_file_limit(settings.http_max_connections)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
@@ -166,8 +171,7 @@ async def serve_http(app: ASGIApp, settings: ServerSettings,
         logger.info("SIGTERM: taking no new questions; draining for up to %g s",
                     settings.drain_timeout)
         drained = await drain(settings.drain_timeout)
-        logger.info("drained: %d questions were in flight, %d cancelled; stopping",
-                    drained.in_flight, drained.cancelled)
+        logger.info("%s", drain_summary(drained))
         if drained.in_flight:
             # Still listening a moment: clients that just got their answers end their sessions
             # (DELETE /mcp) instead of meeting a closed port.
@@ -176,5 +180,31 @@ async def serve_http(app: ASGIApp, settings: ServerSettings,
 
     async with anyio.create_task_group() as group:
         group.start_soon(drain_on_terminate)
-        await server.serve()
+        with sock:
+            await server.serve(sockets=[sock])
         group.cancel_scope.cancel()
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to host:port, ready for uvicorn; ConfigError saying what to change if not."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(f"--host {host}: not an address of this machine ({exc.strerror}); give an IP "
+                          "address or a host name that resolves, e.g. 127.0.0.1") from exc
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: restart over TIME_WAIT
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(f"--port {port}: {host}:{port} is already in use by another program; stop "
+                              "it or give another --port") from exc
+        if exc.errno == errno.EACCES:
+            raise ConfigError(f"--port {port}: not allowed to listen on it (ports below 1024 need root); "
+                              "give a --port above 1023") from exc
+        raise ConfigError(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); give an "
+                          "address of this machine, e.g. 127.0.0.1 or 0.0.0.0") from exc
+    return sock

@@ -16,7 +16,15 @@ from pathlib import Path
 
 from ...errors import ConfigError
 from ..records import BACKEND_ERROR_STATUS, QuestionRecord, RowsPreview, SampleRecord, read_records
-from ..summary import DIFFICULTY_ORDER, Summary, agreement_level, agreement_rank, summarize
+from ..summary import (
+    DIFFICULTY_ORDER,
+    SUMMARY_SUFFIX,
+    Summary,
+    agreement_level,
+    agreement_rank,
+    results_path_for,
+    summarize,
+)
 
 FINAL_ROUND = "final"
 NO_STOP_REASON = "none (backend error)"
@@ -59,6 +67,10 @@ def load_run(path: Path) -> Run:
     """Read a results file with its traces; an empty or missing file is an error."""
     if not path.is_file():
         raise ConfigError(f"{path}: no such results file; give the --out file of a `sqale-agent eval` run")
+    if path.name.endswith(SUMMARY_SUFFIX):  # eval writes it next to the results: an easy slip
+        results = results_path_for(path)
+        raise ConfigError(f"{path} is the summary of an eval run; give its results file instead: "
+                          f"{results} (the --out file, one JSON line per question)")
     records = read_records(path, traces=True)
     if not records:
         raise ConfigError(f"{path}: holds no result line yet; run `sqale-agent eval` first")

@@ -153,8 +153,8 @@ def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, model: 
         default = _argument_default(field) if field_defaults else None
         kwargs: dict[str, Any] = {"help": help_text(model, name, (defaults or {}).get(name, default)),
                                   "default": (defaults or {}).get(name, default)}
-        if plain is bool:
-            kwargs["action"] = "store_true"
+        if plain is bool:  # on by default: --name / --no-name; off by default: --name
+            kwargs["action"] = argparse.BooleanOptionalAction if field.default is True else "store_true"
         else:
             choices = choices_of(field)
             if choices is not None:

@@ -25,6 +25,7 @@ from .answer.saving import app_only_tools
 from .answer.scoping import ScopedToolList
 from .answer.sizing import result_size_meta
 from .answer.tool import TOOL_NAME, advertised_input_schema, answer_sql_question
+from .answer.view import AnswerView, ViewForAppsClients
 from .config.catalog import (
     Catalog,
     attach_notes,
@@ -90,9 +91,12 @@ class SqaleServer(MCPServer[ServerRuntime]):
             finally:
                 runtime_closed.set()
 
+        view = AnswerView() if settings.answer_view else None
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
                          lifespan=lifespan, log_level=settings.log_level,
-                         middleware=[ScopedToolList(catalog, describe), StructuredToolErrors()],
+                         middleware=[ScopedToolList(catalog, describe), StructuredToolErrors(),
+                                     *([ViewForAppsClients(view)] if view else [])],
+                         extensions=[view] if view else None,
                          dependencies=list(MCP_DEV_DEPENDENCIES),
                          tools=[answer_tool(settings, catalog, describe(catalog), limits)])
         self.sqale_settings = settings

@@ -114,7 +114,7 @@ def test_bad_settings_give_one_line_naming_what_and_how(tmp_path: Path) -> None:
         f"--config {tmp_path / 'none.toml'}: no such file; check the path")
     assert config_error(["--config", str(bad_toml)]).startswith(f"--config {bad_toml}: not valid TOML (")
     assert config_error(["--config", str(unknown)]).startswith(
-        f"--config {unknown}: unknown setting 'colour'; known: api-key-env, auth-token-env, backend,")
+        f"--config {unknown}: unknown setting 'colour'; known: answer-view, api-key-env, auth-token-env,")
 
 
 def test_loopback_detection() -> None:

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _options(parser: argparse.ArgumentParser) -> set[str]:
     """Every long option of `parser` and of its subcommands."""
-    found = {max(a.option_strings, key=len) for a in parser._actions if a.option_strings}
+    found = {o for a in parser._actions for o in a.option_strings if o.startswith("--")}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():

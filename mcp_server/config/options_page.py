@@ -108,6 +108,8 @@ def _typed(action: argparse.Action) -> str:
     """The option as a user types it: `--db ALIAS=PATH`, `--backend ollama|openai`, `QUESTION`."""
     if not action.option_strings:
         typed = _metavar(action) or action.dest.upper()
+    elif isinstance(action, argparse.BooleanOptionalAction):  # `--answer-view` / `--no-answer-view`
+        return " / ".join(f"`{o}`" for o in action.option_strings)
     elif action.nargs == 0:
         typed = max(action.option_strings, key=len)
     else:

@@ -170,6 +170,10 @@ class ServerSettings(AgentSettings):
         2_000, ge=10, description="the longest question accepted (longer: a tool error saying the limit)")
     max_evidence_chars: Annotated[int, Option(flag=False)] = Field(
         4_000, ge=0, description="the longest evidence accepted")
+    answer_view: bool = Field(True, description=(
+        "offer hosts that render MCP Apps (Claude, VS Code, the Inspector's web UI) a view of each answer: "
+        "a sortable table, a chart, the SQL with a copy button (--no-answer-view: no extension, resource "
+        "or _meta for anyone)"))
 
     @field_validator("log_level", mode="before")
     @classmethod

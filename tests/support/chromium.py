@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +36,13 @@ def find_chromium() -> str | None:
 class Chromium:
     """One headless browser with one page; use as a context manager."""
 
-    def __init__(self, executable: str, profile: Path) -> None:
+    def __init__(self, executable: str, profile: Path, extra_flags: tuple[str, ...] = ()) -> None:
         from websockets.sync.client import connect
 
         profile.mkdir(parents=True, exist_ok=True)
         self._log = (profile / "chromium.log").open("wb")
-        self.process = subprocess.Popen([executable, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        self.process = subprocess.Popen([executable, *FLAGS, *extra_flags, f"--user-data-dir={profile}",
+                                         "about:blank"],
                                         stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
         self.errors: list[str] = []
         self._events: list[dict[str, Any]] = []
@@ -108,7 +110,8 @@ class Chromium:
             self.errors.append("console: " + " ".join(str(a.get("value", a.get("description")))
                                                       for a in params.get("args", [])))
         elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
-            self.errors.append(f"log: {params['entry'].get('text')}")
+            entry = params["entry"]
+            self.errors.append(f"log: {entry.get('text')}" + (f" ({entry['url']})" if entry.get("url") else ""))
 
     def wait_for(self, method: str, timeout: float = 60.0) -> dict[str, Any]:
         """The first event named `method` since the last wait (waiting for it if needed)."""
@@ -127,9 +130,11 @@ class Chromium:
         self.send("Page.navigate", url=url)
         self.wait_for("Page.loadEventFired")
 
-    def evaluate(self, expression: str) -> Any:
-        """The JSON value of a JavaScript expression in the page."""
-        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+    def evaluate(self, expression: str, context_id: int | None = None) -> Any:
+        """The JSON value of a JavaScript expression in the page (or in the execution context given)."""
+        where = {} if context_id is None else {"contextId": context_id}
+        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True,
+                           **where)
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression[:80]}: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -139,8 +144,22 @@ class Chromium:
         box = self.evaluate(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
                             "e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect(); "
                             "return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        self.mouse_click(box[0], box[1])
+
+    def mouse_click(self, x: float, y: float) -> None:
+        """A real left click at (x, y) of the viewport (the pointer moves there first)."""
+        self.send("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
         for kind in ("mousePressed", "mouseReleased"):
-            self.send("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+            self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+
+    def poll(self, probe: Callable[[], Any], timeout: float = 30.0) -> Any:
+        """The first truthy value `probe` returns, asked every 50 ms; TimeoutError after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while not (value := probe()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing came within {timeout:g} s")
+            time.sleep(0.05)
+        return value
 
     def type_into(self, selector: str, text: str) -> None:
         """Focus an input and type `text` as a user would (input events fire)."""

@@ -92,6 +92,11 @@ class SqaleServer(MCPServer[ServerRuntime]):
                 runtime_closed.set()
 
         view = AnswerView() if settings.answer_view else None
+        if view is not None:
+            # App-only tools (e.g. "Save as verified" with --verified-writable): hosts with MCP Apps
+            # list them for the view's buttons; the model never sees them.
+            for extra in app_only_tools(settings):
+                view.app_tool(extra.fn, name=extra.name, title=extra.title, description=extra.description)
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
                          lifespan=lifespan, log_level=settings.log_level,
                          middleware=[ScopedToolList(catalog, describe), StructuredToolErrors(),
@@ -105,11 +110,6 @@ class SqaleServer(MCPServer[ServerRuntime]):
         self.tokens = tokens
         self.gate = gate
         self.metrics = metrics
-        # ISSUE 28 HOOK (the answer view, branch appview): once `AnswerView` is on main, register
-        # each of app_only_tools(settings) on it, so hosts with MCP Apps get "Save as verified":
-        #     for tool in app_only_tools(settings):
-        #         view.app_tool(tool.fn, name=tool.name, title=tool.title, description=tool.description)
-        self.app_only_tools = app_only_tools(settings)
 
     def run(self, transport: str | None = None, **kwargs: Any) -> None:
         """Serve on `transport` (default: the configured one) until stopped."""

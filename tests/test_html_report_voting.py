@@ -11,8 +11,8 @@ import pytest
 
 from agent.commands.cli import main
 from agent.evaluation.html_report import load_run
-from agent.evaluation.html_report.data import calibration, candidates
 from agent.evaluation.html_report.data import run_summary as summary_of
+from agent.evaluation.html_report.voting_data import calibration, candidates
 from tests.support.report_runs import QUESTIONS, run, voting_policy, write_dataset
 
 pytest.importorskip("matplotlib", reason="the report draws with matplotlib (the report extra)")

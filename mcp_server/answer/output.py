@@ -15,15 +15,14 @@ from agent.episode import EpisodeResult, EpisodeStatus, Round, StopReason
 from agent.episode_text import JsonCell, clip, cut_note, json_cell, last_reply_excerpt
 from agent.sqlite import ClippedText
 from agent.text import display_name, escape_unsafe, plural, quoted_text, sentence
-from agent.verified import Provenance, provenance_text, similar_text
 
 from ..config.limits import AnswerLimits, LimitName, limit_lines, limits_hit
 from .fence import fence_untrusted, looks_like_marker, neutralise_markers
+from .library_output import SimilarVerified, VerifiedSource, library_lines, verified_paragraph
 
 TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured content
 TEXT_COLUMNS = 20  # columns shown in the text content; all are in the structured content
 TEXT_CELL_CHARS = 60
-VERIFIED_QUESTION_CHARS = 200  # a verified library's question, as the text quotes it
 TRACE_ARG_CHARS = 2_000
 SUMMARY_CHARS = 160
 TABLES_LINE_CHARS = 600
@@ -59,27 +58,6 @@ class Candidate(BaseModel):
 AnswerStatus = Literal["submitted", "final_answer", "fallback", "failed", "verified", "error", "refused",
                        "cancelled"]
 NOT_ANSWERED: frozenset[AnswerStatus] = frozenset({"error", "refused", "cancelled"})
-
-
-class VerifiedSource(BaseModel):
-    """Where a verified answer's SQL comes from."""
-
-    library: str = Field(description="the verified library's file name")
-    line: int = Field(description="the entry's line in that file")
-    question: str = Field(description="the question as the library holds it")
-    added_by: str | None = Field(description="who added the entry, when the library says")
-    added_at: str | None = Field(description="when it was added (ISO 8601), when the library says")
-    tags: list[str] = Field(default_factory=list, description="the entry's labels")
-
-
-class SimilarVerified(BaseModel):
-    """A verified answer to a similar question, listed to compare with this answer."""
-
-    question: str = Field(description="the verified question")
-    sql: str = Field(description="its verified SQL")
-    line: int = Field(description="its line in the verified library")
-    added_by: str | None = None
-    added_at: str | None = None
 
 
 class AnswerOutput(BaseModel):
@@ -311,10 +289,9 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None,
         parts.extend(limit_lines(answer.limits_hit, limits))
     if answer.samples > 1:
         parts.append(votes_text(answer))
-    parts.extend(library_lines(answer))
+    parts.extend(library_lines(answer.verified_note, answer.similar_verified, fence=sql_fence))
     if answer.verified is not None:
-        said = provenance_text(_provenance(answer.verified), quote=_quoted_question)
-        parts.append(neutralise_markers(f"{said} Pass `verified: false` for a fresh answer from the model."))
+        parts.append(verified_paragraph(answer.verified))
         return "\n\n".join(parts)
     status = (f"Status {answer.status} after {_count(answer.rounds, 'round')} and "
               f"{_count(answer.tool_calls, 'tool call')} in {answer.seconds:.1f} s.")
@@ -323,27 +300,6 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None,
                    "relying on the result.")
     parts.append(status)
     return "\n\n".join(parts)
-
-
-def library_lines(answer: AnswerOutput) -> list[str]:
-    """What the verified library says beside a model's answer: why its own entry was not served,
-    and the similar verified questions with their SQL."""
-    lines = [f"Note: {answer.verified_note}."] if answer.verified_note else []
-    listed = similar_text(answer.similar_verified, fence=sql_fence, quote=_quoted_question)
-    return [*lines, listed] if listed else lines
-
-
-def _quoted_question(question: str) -> str:
-    """A library's question (which a user may have saved from any text), quoted on one line."""
-    return neutralise_markers(quoted_text(question, VERIFIED_QUESTION_CHARS))
-
-
-def _provenance(source: VerifiedSource) -> Provenance:
-    def safe(text: str | None) -> str | None:
-        return None if text is None else escape_unsafe(text)
-
-    return Provenance(safe(source.library) or "", source.line, source.question, safe(source.added_by),
-                      safe(source.added_at), tuple(source.tags), None)
 
 
 def sql_fence(sql: str, lang: str = "sql") -> str:

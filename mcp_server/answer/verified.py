@@ -14,7 +14,8 @@ from agent.notes import FACT_SEPARATOR
 from agent.verified import Consulted, consult
 
 from ..runtime import ServerRuntime
-from .output import AnswerOutput, SimilarVerified, VerifiedSource, answer_from_episode
+from .library_output import SimilarVerified, VerifiedSource
+from .output import AnswerOutput, answer_from_episode
 from .sampling import QuestionAsked
 
 VERIFIED_MODEL = "verified library"  # the `model` of a verified answer: no model wrote its SQL

@@ -16,15 +16,7 @@ from pathlib import Path
 
 from ...errors import ConfigError
 from ..records import BACKEND_ERROR_STATUS, QuestionRecord, RowsPreview, SampleRecord, read_records
-from ..summary import (
-    DIFFICULTY_ORDER,
-    SUMMARY_SUFFIX,
-    Summary,
-    agreement_level,
-    agreement_rank,
-    results_path_for,
-    summarize,
-)
+from ..summary import DIFFICULTY_ORDER, SUMMARY_SUFFIX, Summary, results_path_for, summarize
 
 FINAL_ROUND = "final"
 NO_STOP_REASON = "none (backend error)"
@@ -102,8 +94,6 @@ def _difficulty_rank(label: str) -> tuple[int, str]:
 DIFFICULTY = Grouping("difficulty", lambda r: (r.difficulty,) if r.difficulty else (), _difficulty_rank)
 DATABASE = Grouping("database", lambda r: (r.db_id,))
 TAGS = Grouping("tags", lambda r: tuple(r.tags))  # a golden question's labels; it may have several
-# How many of the K samples agreed with the answer: accuracy per level is the calibration chart.
-AGREEMENT = Grouping("agreement", lambda r: (level,) if (level := agreement_level(r)) else (), agreement_rank)
 # Labels a question set may carry; the page charts and filters by those present.
 LABEL_GROUPINGS = (DIFFICULTY, TAGS)
 
@@ -142,45 +132,6 @@ def accuracy_by(records: Iterable[QuestionRecord], grouping: Grouping) -> list[G
         rank = grouping.rank
         return sorted(groups, key=lambda g: rank(g.label))
     return sorted(groups, key=lambda g: (-g.accuracy, -g.questions, g.label))
-
-
-def calibration(run: Run) -> list[GroupAccuracy]:
-    """Accuracy by agreement level (`5 of 5 agree` first): how far to trust agreement on this data."""
-    return accuracy_by(run.records, AGREEMENT)
-
-
-def stopped_early(run: Run) -> int:
-    """Scored questions whose other samples were stopped once a strict majority agreed."""
-    return sum(r.stopped_early for r in run.scored)
-
-
-@dataclass(frozen=True)
-class CandidateView:
-    """One distinct result among a question's samples, as its earliest sample gave it."""
-
-    samples: tuple[int, ...]  # the samples that gave it
-    sql: str | None
-    rows: int | None
-    correct: bool
-    chosen: bool  # the answer's result
-
-    @property
-    def votes(self) -> int:
-        """Samples that gave this result."""
-        return len(self.samples)
-
-
-def candidates(record: QuestionRecord) -> list[CandidateView]:
-    """The question's results with their votes, most first (empty for files without vote groups)."""
-    by_index = {s.sample: s for s in record.samples}
-    out = []
-    for members in record.vote_groups:
-        first = by_index.get(members[0])
-        if first is None:
-            continue
-        out.append(CandidateView(tuple(members), first.sql, first.result_rows, first.correct,
-                                 record.voted_sample in members))
-    return out
 
 
 # ---- episode counts and distributions ---------------------------------------------------

@@ -15,7 +15,8 @@ from ...text import plural
 from ..records import QuestionRecord, RoundTrace, RowsPreview, SampleRecord
 from ..scoring import MATCH_RULES, MatchRule
 from ..summary import agreement_level, agreement_rank
-from .data import Grouping, Run, candidates, unmatched_rows
+from .data import Grouping, Run, unmatched_rows
+from .voting_data import candidates
 
 GOLD_ERROR = "gold error"
 

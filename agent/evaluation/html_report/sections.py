@@ -8,7 +8,6 @@ from ..records import QuestionRecord
 from ..summary import Summary
 from . import charts
 from .data import (
-    AGREEMENT,
     DATABASE,
     GroupAccuracy,
     Pairing,
@@ -18,7 +17,6 @@ from .data import (
     align_groups,
     align_tool_rounds,
     bin_edges,
-    calibration,
     distributions,
     gold_tables_table,
     label_groupings,
@@ -26,7 +24,6 @@ from .data import (
     run_summary,
     status_mix,
     stop_reason_mix,
-    stopped_early,
     tool_rounds,
 )
 from .episodes import (
@@ -39,6 +36,7 @@ from .episodes import (
     verdict,
     voted_sample,
 )
+from .voting_data import AGREEMENT, calibration, stopped_early
 
 MIXES = (("outcomes", "Outcome of each episode", outcome_mix),
          ("status", "How episodes produced their SQL (status)", status_mix),

@@ -20,6 +20,7 @@ from agent.episode import EpisodeSettings
 from agent.errors import BackendError, ConfigError
 from agent.prompt import PromptSet, load_prompts
 from agent.sqlite import Database, EngineLimits, QueryEngine
+from agent.verified import VerifiedLibrary
 
 from .config.catalog import Catalog
 from .config.limits import AnswerLimits
@@ -98,6 +99,7 @@ class ServerRuntime:
     gate: QuestionGate  # questions in flight; refuses new ones once the server is stopping
     metrics: ServerMetrics
     limits: AnswerLimits
+    verified: Mapping[str, VerifiedLibrary]  # the databases' verified libraries, by alias
 
     @asynccontextmanager
     async def episode_turn(self, caller: Caller, *, on_token_wait: OnWait,
@@ -117,7 +119,8 @@ class ServerRuntime:
 @asynccontextmanager
 async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
                        backend_factory: BackendFactory, *, gate: QuestionGate, metrics: ServerMetrics,
-                       callers: Sequence[Caller]) -> AsyncIterator[ServerRuntime]:
+                       callers: Sequence[Caller],
+                       libraries: Mapping[str, VerifiedLibrary] | None = None) -> AsyncIterator[ServerRuntime]:
     """Start the query workers and the backend, check the model once, and clean up at the end."""
     engine = QueryEngine(EngineLimits(workers=settings.max_concurrent,
                                       query_timeout=settings.query_timeout))
@@ -147,7 +150,7 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
             limiter=limiter, slots=runtime_slots,
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
             quotas=quotas, gate=gate, metrics=metrics,
-            limits=answer_limits(settings),
+            limits=answer_limits(settings), verified=dict(libraries or {}),
         )
         yield runtime
     finally:

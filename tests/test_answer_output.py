@@ -87,6 +87,7 @@ def test_answer_from_episode_has_every_field_and_a_compact_trace() -> None:
              "ok": True, "summary": "[1 row]"},
         ],
         "trace_omitted": 0, "last_reply": None, "limits_hit": [],
+        "verified": None, "similar_verified": [], "verified_note": None,
     }
 
 

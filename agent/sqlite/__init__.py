@@ -3,6 +3,7 @@
 Nothing outside this package opens a database. Statements run in killable worker
 processes (see `_worker`, cancelled through `_cancel`) on connections guarded by an allow-list
 authorizer (`_guard` opens them, `_authorizer` decides, `_schema_read` reads their schema).
+`similar` ranks similar questions with FTS5 in a private in-memory index (never a user's file).
 The owner's hide rules (`hiding`) are resolved against the whole file (`_hiding_file`) and
 enforced by the same authorizer; `_refusals` words what a refused statement is told, from the
 names `_sql_names` finds in it. A worker keeps one connection per file and rule set.
@@ -108,6 +109,10 @@ class Database:
     @property
     def limits(self) -> EngineLimits:
         return self.engine.limits
+
+    def file_signature(self) -> tuple[int, ...]:
+        """What changes when the file (or its WAL) changes: mtime, size and inode of each."""
+        return stat_signature(self.path)
 
     def schema(self) -> Schema:
         """Schema facts, cached and re-read when the file (or its WAL) changes.

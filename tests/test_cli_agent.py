@@ -168,10 +168,10 @@ def test_doctor_lists_what_each_hide_rule_hides(fake_ollama, tmp_path, capsys) -
                  "--hide", "customer.email", "--hide", "Custmer.*"]) == 0
     out = capsys.readouterr().out
     assert (f"[ok]   database {db.resolve()}: 1 table, 0 views\n"
-            "       hides (customer.email): Customer.Email\n"
-            "[warn] hide rule 'Custmer.*' matches no table or column here; check its spelling "
-            "(TABLE or TABLE.COLUMN globs, any case)\n"
-            "       also hidden, as they read hidden data: Mails\n") in out
+            "       hide rule 'customer.email' hides Customer.Email\n"
+            "[warn] hide rule 'Custmer.*' matches no table or column; check its spelling "
+            "(rules are TABLE or TABLE.COLUMN globs, any case)\n"
+            "       also hidden because they read hidden data: Mails\n") in out
 
 
 def test_doctor_reports_the_engines_slots_and_what_runtime_slots_will_be(fake_openai, capsys) -> None:

@@ -28,7 +28,7 @@ from ._worker import (
     SchemaRequest,
     stat_signature,
 )
-from .hiding import HideRules, index_order_warning
+from .hiding import HideRules, hiding_findings
 from .types import (
     BlobRef,
     ClippedText,
@@ -196,6 +196,6 @@ __all__ = [
     "Schema",
     "Table",
     "create_database",
-    "index_order_warning",
+    "hiding_findings",
     "validate_database_path",
 ]

@@ -20,7 +20,7 @@ from agent.sqlite import (
     HideReport,
     HideRules,
     QueryEngine,
-    index_order_warning,
+    hiding_findings,
     validate_database_path,
 )
 from agent.text import display_name, plural
@@ -224,19 +224,9 @@ def _files_by_alias(catalog: Catalog, flag: str, specs: Sequence[_AliasFile]) ->
 
 def log_hiding(entry: CatalogEntry) -> None:
     """One line per database with hide rules, and a warning for each rule that hides nothing."""
-    if entry.hiding is None:
-        return
-    for rule, names in entry.hiding.matches:
-        if names:
-            logger.info("database '%s': hide rule '%s' hides %s", entry.alias, rule, ", ".join(names))
-        else:
-            logger.warning("database '%s': hide rule '%s' matches no table or column; check its "
-                           "spelling (rules are TABLE or TABLE.COLUMN globs, any case)", entry.alias, rule)
-    if entry.hiding.derived:
-        logger.info("database '%s': also hidden because they read hidden data: %s", entry.alias,
-                    ", ".join(entry.hiding.derived))
-    if entry.hiding.indexes:
-        logger.warning("database '%s': %s", entry.alias, index_order_warning(entry.hiding.indexes))
+    if entry.hiding is not None:
+        for warning, text in hiding_findings(entry.hiding):
+            logger.log(logging.WARNING if warning else logging.INFO, "database '%s': %s", entry.alias, text)
 
 
 def summarize(entry: CatalogEntry, names_shown: int = SUMMARY_TABLE_NAMES) -> str:

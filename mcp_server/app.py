@@ -153,11 +153,7 @@ def answer_tool(settings: ServerSettings, catalog: Catalog, description: str, li
 def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
                  backend_factory: BackendFactory = make_backend) -> SqaleServer:
     """Validate every database, the prompts and the log path, then build the server."""
-    if settings.backend == "ollama":
-        from agent.backends.ollama import resolve_ollama_host
-
-        host = resolve_ollama_host(settings.ollama_host)  # a malformed address is a ConfigError now
-        settings = settings.model_copy(update={"ollama_host": host})
+    settings.address  # noqa: B018 - a malformed address (Ollama's host) is a ConfigError now
     specs = collect_databases(settings, environ)
     catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout),
                            hide_rules_by_alias(settings, specs))

@@ -14,8 +14,8 @@ from typing import Any
 
 import anyio
 
-from agent.backends.base import DescribableBackend, ModelBackend
-from agent.backends.slots import OnWait, RuntimeSlots, resolve_runtime_slots
+from agent.backends.base import DescribableBackend, EngineFacts, LocatedBackend, ModelBackend, ModelInfo
+from agent.backends.slots import OnWait, RuntimeSlots, engine_slots, gather_engine_facts, resolve_runtime_slots
 from agent.episode import EpisodeSettings
 from agent.errors import BackendError, ConfigError
 from agent.prompt import PromptSet, load_prompts
@@ -88,6 +88,7 @@ class ServerRuntime:
     catalog: Catalog
     databases: Mapping[str, Database]
     backend: ModelBackend
+    model_label: str  # the model answers name: the engine's own id when it ignores ours
     prompts: PromptSet
     episode_settings: EpisodeSettings
     limiter: anyio.CapacityLimiter
@@ -121,14 +122,14 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
     engine = QueryEngine(EngineLimits(workers=settings.max_concurrent,
                                       query_timeout=settings.query_timeout))
     backend: ModelBackend | None = None
-    slots = resolve_runtime_slots(settings.runtime_slots, settings.backend, len(settings.base_urls),
-                                  os.environ)
-    logger.info("runtime slots: %d (%s)", slots.slots, slots.reason)
     try:
         databases = {e.alias: Database(e.path, engine, hide=e.hide) for e in catalog.entries}
         backend = backend_factory(settings)
-        await warn_if_model_unavailable(backend)
-        metered = MeteredBackend(backend, settings.backend, _replica_label(settings), metrics)
+        info, facts = await check_runtime(backend)
+        slots = resolve_runtime_slots(settings.runtime_slots, backend, os.environ, facts)
+        log_runtime_slots(slots.slots, slots.reason, facts)
+        replica = backend.replica_label if isinstance(backend, LocatedBackend) else "default"
+        metered = MeteredBackend(backend, settings.backend, replica, metrics)
         limiter = anyio.CapacityLimiter(settings.max_concurrent)
         runtime_slots = RuntimeSlots(slots.slots)
         quotas = TokenQuotas(settings, callers)
@@ -139,6 +140,7 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
         metrics.watch_sqlite_workers(lambda: engine.starts, lambda: engine.kills)
         runtime = ServerRuntime(
             settings=settings, catalog=catalog, databases=databases, backend=metered,
+            model_label=info.label if info is not None else backend.model,
             prompts=prompts, episode_settings=EpisodeSettings(
                 result_rows=settings.max_rows,
                 result_bytes=settings.max_result_bytes, environment=settings.environment),
@@ -158,26 +160,61 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
                 await anyio.to_thread.run_sync(engine.close)
 
 
-def _replica_label(settings: ServerSettings) -> str:
-    """The replica a request is counted under when its completion does not say (failures)."""
-    if settings.backend == "ollama":
-        return str(settings.ollama_host or "default")
-    return settings.base_urls[0] if len(settings.base_urls) == 1 else "any"
+def log_runtime_slots(slots: int, reason: str, facts: Sequence[EngineFacts]) -> None:
+    """Log the runtime slots and why; warn when they exceed what the engines serve at once."""
+    logger.info("runtime slots: %d (%s)", slots, reason)
+    told = engine_slots(facts)
+    if told is not None and slots > told.slots:
+        logger.warning("--runtime-slots %d is more than the engine serves at once (%d: %s); the extra "
+                       "questions evict each other's cached prompt, or fail where the engine cuts a "
+                       "request off: give --runtime-slots %d", slots, told.slots, told.reason, told.slots)
+    for f in facts:
+        for note in f.notes:
+            logger.info("%s: %s", f.where, note)
 
 
-async def warn_if_model_unavailable(backend: ModelBackend) -> None:
-    """Log a warning when the runtime is down or lacks the model; the server runs on regardless."""
+async def check_runtime(backend: ModelBackend) -> tuple[ModelInfo | None, tuple[EngineFacts, ...]]:
+    """The model's description (None, and a warning, when unavailable) and the engines' facts.
+
+    Asked at the same time, so a runtime that never answers costs STARTUP_PROBE_SECONDS once.
+    """
+    info: list[ModelInfo | None] = [None]
+    facts: list[tuple[EngineFacts, ...]] = [()]
+
+    async def describe() -> None:
+        info[0] = await warn_if_model_unavailable(backend)
+
+    async def ask_engines() -> None:
+        facts[0] = await gather_engine_facts(backend, STARTUP_PROBE_SECONDS)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(describe)
+        group.start_soon(ask_engines)
+    return info[0], facts[0]
+
+
+async def warn_if_model_unavailable(backend: ModelBackend) -> ModelInfo | None:
+    """The runtime's word on the model; a warning (and None) when it is down or lacks the model.
+
+    The server runs on regardless.
+    """
     if not isinstance(backend, DescribableBackend):
-        return
+        return None
     try:
         with anyio.fail_after(STARTUP_PROBE_SECONDS):
-            await backend.describe_model()
+            info = await backend.describe_model()
     except BackendError as exc:
         # An MCP client shows a server that exits as broken; the tool reports this per call.
         logger.warning("%s (the server keeps running; every question will fail until this is fixed)",
                        exc)
+        return None
     except TimeoutError:
         logger.warning("the model runtime did not describe model '%s' within %g s; questions may "
                        "fail or be slow", backend.model, STARTUP_PROBE_SECONDS)
-    else:
+        return None
+    if info.served_as is None:
         logger.info("model '%s' is available", backend.model)
+    else:
+        logger.info("the engine does not list model '%s' but answers that name with its own model "
+                    "'%s'; answers are labelled '%s'", backend.model, info.served_as, info.served_as)
+    return info

@@ -5,10 +5,19 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from pydantic import ValidationError
 
+from agent.backends.base import (
+    DescribableBackend,
+    EngineAwareBackend,
+    LocatedBackend,
+    SeedableBackend,
+    SlotAdvisingBackend,
+)
 from agent.backends.ollama import OllamaBackend
 from agent.backends.openai_compat import OpenAICompletionsBackend
 from agent.backends.settings import (
+    BACKENDS,
     DEFAULT_MODEL,
     BackendSettings,
     add_backend_flags,
@@ -80,3 +89,26 @@ def test_ollama_settings_build_the_backend() -> None:
     assert isinstance(backend, OllamaBackend)
     assert (backend.model, backend.host, backend.keep_alive, backend.timeout) == (
         "m", "http://o:1", "30m", 9.0)
+
+
+def test_backend_names_come_from_one_registry() -> None:
+    """--backend's choices and the settings' check both read BACKENDS; an unknown name lists them."""
+    parser = argparse.ArgumentParser()
+    add_backend_flags(parser)
+    (action,) = [a for a in parser._actions if a.dest == "backend"]
+    assert tuple(action.choices or ()) == tuple(BACKENDS) == ("ollama", "openai")
+    with pytest.raises(ValidationError, match="Input should be 'ollama' or 'openai'"):
+        BackendSettings(backend="vllm")
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_every_backend_states_its_own_defaults(name: str) -> None:
+    """Each registered backend says where it runs, its default slots and its engines' facts itself.
+
+    A new backend that skipped one would fall into the neutral fallbacks; this keeps it honest.
+    """
+    urls = ("http://h/v1",) if name == "openai" else ()
+    backend = make_backend(BackendSettings(backend=name, base_urls=urls))
+    for protocol in (LocatedBackend, SlotAdvisingBackend, EngineAwareBackend, DescribableBackend,
+                     SeedableBackend):
+        assert isinstance(backend, protocol), (name, protocol.__name__)

@@ -19,7 +19,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from agent.backends.settings import DEFAULT_MODEL, DEFAULT_OLLAMA_HOST
+from agent.backends.ollama import DEFAULT_OLLAMA_HOST
+from agent.backends.settings import DEFAULT_MODEL
 from agent.errors import ConfigError
 from mcp_server.packaging.bundle import BUNDLE_OPTIONS, parse_bundle_args, server_arguments
 from tests.support.mcp import REPO, TOOL, server_env

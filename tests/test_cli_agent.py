@@ -175,21 +175,31 @@ def test_doctor_lists_what_each_hide_rule_hides(fake_ollama, tmp_path, capsys) -
 
 
 def test_doctor_reports_the_engines_slots_and_what_runtime_slots_will_be(fake_openai, capsys) -> None:
-    """llama-server's /props total_slots is reported, with a note when --runtime-slots differs."""
+    """llama-server's /props total_slots is reported and followed; more --runtime-slots is a warning."""
     one_slot = fake_openai(OraclePolicy({}), total_slots=1)
     assert main(["doctor", "--backend", "openai", "--base-url", one_slot.url]) == 0
     out = capsys.readouterr().out
-    assert ("[info] runtime slots: 4 (4 per replica for batching engines (vLLM, SGLang), 1 replica): "
+    assert ("[info] runtime slots: 1 (the engine's own: /props total_slots): "
             "questions beyond that wait their turn\n"
+            "       the engine is llama.cpp's llama-server\n"
+            "       the engine reports 1 slot (/props total_slots)\n") in out
+    assert "[warn]" not in out
+    assert main(["doctor", "--backend", "openai", "--base-url", one_slot.url, "--runtime-slots", "4"]) == 0
+    out = capsys.readouterr().out
+    assert ("[info] runtime slots: 4 (--runtime-slots): questions beyond that wait their turn\n"
+            "       the engine is llama.cpp's llama-server\n"
             "       the engine reports 1 slot (/props total_slots)\n"
-            "       note: give sqale-mcp --runtime-slots 1: more questions at once than slots evict "
-            "each other's cached prompt; fewer leave slots idle\n") in out
+            "[warn] 4 runtime slots but the engine serves 1 at once: give sqale-mcp --runtime-slots 1; "
+            "more questions at once than slots evict each other's cached prompt, or fail where the "
+            "engine cuts a request off\n") in out
     assert main(["doctor", "--backend", "openai", "--base-url", one_slot.url, "--runtime-slots", "1"]) == 0
     out = capsys.readouterr().out
     assert "[info] runtime slots: 1 (--runtime-slots): " in out and "note:" not in out
     silent = fake_openai(OraclePolicy({}))
     assert main(["doctor", "--backend", "openai", "--base-url", silent.url]) == 0
-    assert "the engine does not say how many sequences it runs at once" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "[info] runtime slots: 4 (4 per replica for batching engines (vLLM, SGLang), 1 replica): " in out
+    assert "the engine does not say how many sequences it runs at once" in out
 
 
 def test_doctor_states_the_wal_files_sqlite_creates(fake_ollama, tmp_path, capsys) -> None:

@@ -10,7 +10,8 @@ import pytest
 
 from agent.commands import evaluate as eval_command
 from agent.commands.cli import build_parser, main
-from agent.sqlite import create_database
+from tests.support.eval_runs import SHOP_QUESTIONS as QUESTIONS
+from tests.support.eval_runs import spider_shop
 from tests.support.policies import (
     DEFAULT_MODEL,
     OraclePolicy,
@@ -20,22 +21,11 @@ from tests.support.policies import (
     tool_call,
 )
 
-SHOP = """
-    CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT, city TEXT);
-    INSERT INTO customer VALUES (1, 'Ann', 'Oslo'), (2, 'Bob', 'Rome'), (3, 'Cy', 'Oslo');
-"""
-QUESTIONS = {"How many customers are there?": "SELECT count(*) FROM customer",
-             "Which customers live in Oslo?": "SELECT name FROM customer WHERE city = 'Oslo'",
-             "Which cities are there?": "SELECT DISTINCT city FROM customer"}
-
 
 @pytest.fixture
 def shop(tmp_path: Path) -> Path:
     """A Spider-layout folder with three questions on one database."""
-    create_database(tmp_path / "shop_set" / "database" / "shop" / "shop.sqlite", SHOP)
-    records = [{"db_id": "shop", "question": q, "query": sql} for q, sql in QUESTIONS.items()]
-    (tmp_path / "shop_set" / "dev.json").write_text(json.dumps(records), encoding="utf-8")
-    return tmp_path / "shop_set"
+    return spider_shop(tmp_path / "shop_set")
 
 
 def cli(*argv: str) -> int:

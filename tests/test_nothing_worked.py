@@ -143,7 +143,7 @@ def test_ask_and_doctor_on_a_database_with_no_tables(empty: Path, fake_ollama: A
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("status: failed (no_readable_tables); 0 rounds, 0 tool calls, ")
     assert lines[1:] == ["no SQL: the database has no readable tables: it has no tables or views"]
+    assert fake.bodies("/api/generate") == []  # ask never asked the model (doctor does, once, below)
     assert main(["doctor", "--ollama-host", fake.url, "--db", str(empty)]) == 0
     assert (f"[warn] database {empty.resolve()}: the database has no readable tables: it has no tables or "
             "views; every question on it is answered at once that it has none\n") in capsys.readouterr().out
-    assert fake.bodies("/api/generate") == []

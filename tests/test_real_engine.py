@@ -8,6 +8,7 @@ must free the engine; concurrent calls must queue and finish; no completion may 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ from agent.errors import BackendError
 from agent.loop import run_episode
 from agent.prompt import cut_at_chat_token
 from agent.sqlite import Database, create_database
+from tests.support.llama_launcher import FAULT_FLAG
 from tests.support.mcp import REPO, TOOL, server_command, server_env
 from tests.support.policies import DEFAULT_MODEL
 from tests.support.real_engine import LlamaServer, engine_missing, llama_server
@@ -117,13 +119,24 @@ def agent_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def mcp_params(tmp_path: Path, server: LlamaServer, db_path: Path) -> StdioServerParameters:
-    """The MCP server over stdio, answering from the real engine."""
-    cmd = server_command("--db", f"music={db_path}", "--backend", "openai", "--base-url", server.url,
-                         "--runtime-slots", "1")  # llama_cpp.server has one slot
+    """The MCP server over stdio, answering from the real engine (one runtime slot: it says so)."""
+    cmd = server_command("--db", f"music={db_path}", "--backend", "openai", "--base-url", server.url)
     return StdioServerParameters(command=cmd[0], args=cmd[1:], env=server_env(tmp_path), cwd=REPO)
 
 
 # ---------------------------------------------------------------------------------------------
+
+def test_the_engine_generates_without_extra_buffer_types(engine: LlamaServer) -> None:
+    """The engine really generates tokens, with no AMX or repacked weights (the AMX-fault-safe start)."""
+    response = httpx.post(f"{engine.url}/completions", timeout=120, json={
+        "model": DEFAULT_MODEL, "prompt": "The capital of France is", "max_tokens": 8, "temperature": 0})
+    response.raise_for_status()
+    answer = response.json()
+    assert answer["usage"]["completion_tokens"] > 0 and answer["choices"][0]["text"]
+    log = engine.log()
+    assert "CPU_Mapped model buffer size" in log  # the weights were loaded, and only there:
+    assert "CPU_REPACK model buffer" not in log and "AMX model buffer" not in log
+
 
 def test_doctor_and_ask_complete_against_the_engine(engine: LlamaServer, music_db: Path) -> None:
     """doctor passes; ask ends with a status and a reason within the budget, counting tokens."""
@@ -131,6 +144,10 @@ def test_doctor_and_ask_complete_against_the_engine(engine: LlamaServer, music_d
     doctor = agent_cli("doctor", "--db", str(music_db), *backend)
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert f"[ok]   openai at {engine.url}: model {DEFAULT_MODEL} is available" in doctor.stdout
+    assert f"[ok]   openai at {engine.url}: generated 1 token in " in doctor.stdout
+    assert ("[info] runtime slots: 1 (the engine's own: llama-cpp-python's server serves one request "
+            "at a time): questions beyond that wait their turn\n"
+            "       the engine is llama-cpp-python's server (llama_cpp.server)\n") in doctor.stdout
     asked = agent_cli("ask", "--db", str(music_db), "--json", *backend, QUESTIONS[0])
     result = json.loads(asked.stdout)
     # Gemma does not know the protocol: a failed answer is likely, and ask then exits 3.
@@ -140,6 +157,29 @@ def test_doctor_and_ask_complete_against_the_engine(engine: LlamaServer, music_d
     assert 0 < result["tokens"] <= BUDGET
     assert all(r["completion_tokens"] > 0 or r["completion"] == "" for r in result["rounds"])
     assert len(asked.stderr.strip().splitlines()) >= len(result["rounds"])  # a progress line a round
+
+
+def test_doctor_on_the_engine_with_a_name_it_does_not_list_and_too_many_slots(engine: LlamaServer) -> None:
+    """llama_cpp.server answers any model name: doctor passes and names its model; 3 slots: a warning."""
+    doctor = agent_cli("doctor", "--backend", "openai", "--base-url", engine.url, "--model", "other-model",
+                       "--runtime-slots", "3")
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert (f"[ok]   openai at {engine.url}: the engine does not list the model other-model but answers "
+            f"that name with its own model {DEFAULT_MODEL}; answers are labelled {DEFAULT_MODEL}\n"
+            ) in doctor.stdout
+    assert "[warn] 3 runtime slots but the engine serves 1 at once: " in doctor.stdout
+
+
+def test_doctor_fails_an_engine_that_crashes_on_its_first_completion(tmp_path: Path) -> None:
+    """An engine that lists its model, then dies generating (as with the AMX fault): doctor fails, exit 1."""
+    with llama_server(tmp_path, n_ctx=2048, extra=[FAULT_FLAG]) as faulty:
+        doctor = agent_cli("doctor", "--backend", "openai", "--base-url", faulty.url)
+        faulty.process.wait(timeout=30)
+        assert faulty.process.returncode == -signal.SIGSEGV
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    assert f"[ok]   openai at {faulty.url}: model {DEFAULT_MODEL} is available" in doctor.stdout
+    assert f"[fail] openai at {faulty.url}: a one-token test completion failed: " in doctor.stdout
+    assert "the runtime answers but cannot generate: check its log" in doctor.stdout
 
 
 def test_requests_fit_the_engine_and_completions_never_open_a_turn(engine: LlamaServer,

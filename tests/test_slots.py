@@ -5,8 +5,12 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from agent.backends.slots import RuntimeSlots, waiting_message
+from agent.backends.base import EngineFacts, SlotChoice
+from agent.backends.ollama import OllamaBackend
+from agent.backends.openai_compat import OpenAICompletionsBackend
+from agent.backends.slots import RuntimeSlots, resolve_runtime_slots, waiting_message
 from agent.errors import ConfigError
+from tests.support.policies import OraclePolicy, PolicyBackend
 
 pytestmark = pytest.mark.anyio
 
@@ -133,3 +137,31 @@ def test_at_least_one_slot_and_the_waiting_text() -> None:
         RuntimeSlots(0)
     assert [waiting_message(n) for n in (1, 2)] == [
         "waiting for the model: 1 question ahead", "waiting for the model: 2 questions ahead"]
+
+
+def _facts(*slots: int | None) -> tuple[EngineFacts, ...]:
+    return tuple(EngineFacts(where=f"http://e{i}/v1", slots=n, slots_source="/props total_slots")
+                 for i, n in enumerate(slots))
+
+
+def test_runtime_slots_come_from_the_flag_then_the_engines_then_the_backend() -> None:
+    """--runtime-slots wins; then what every engine says (summed); then the backend's own default."""
+    environ = {"OLLAMA_NUM_PARALLEL": "3"}
+    ollama = OllamaBackend("m", host="http://o:1")
+    openai = OpenAICompletionsBackend("m", ["http://a/v1", "http://b/v1"], api_key=None)
+    assert resolve_runtime_slots(2, openai, environ, _facts(1, 1)) == SlotChoice(2, "--runtime-slots")
+    assert resolve_runtime_slots(None, openai, environ, _facts(1, 2)) == SlotChoice(
+        3, "the engine's own: /props total_slots, 2 replicas")
+    assert resolve_runtime_slots(None, openai, environ, _facts(1, None)) == SlotChoice(
+        8, "4 per replica for batching engines (vLLM, SGLang), 2 replicas")
+    assert resolve_runtime_slots(None, ollama, environ) == SlotChoice(
+        3, "OLLAMA_NUM_PARALLEL=3 in this environment")
+    with pytest.raises(ConfigError, match="--runtime-slots must be at least 1"):
+        resolve_runtime_slots(0, ollama, environ)
+
+
+def test_a_backend_without_a_default_gets_one_slot_not_another_backends() -> None:
+    """A backend that states no default is given one slot, whatever OLLAMA_NUM_PARALLEL says."""
+    plain = PolicyBackend(OraclePolicy({}))
+    assert resolve_runtime_slots(None, plain, {"OLLAMA_NUM_PARALLEL": "8"}) == SlotChoice(
+        1, "this backend does not say how many requests its runtime serves at once")

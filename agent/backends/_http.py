@@ -21,3 +21,8 @@ def timed_out(server: str, seconds: float, model: str, likely_cause: str) -> Bac
         f"{server} did not answer within {seconds:g} s (model '{model}'){likely_cause}: retry, "
         "or give the backend a longer timeout."
     )
+
+
+def is_http_url(url: str) -> bool:
+    """True when `url` starts with http:// or https://, as every base URL must."""
+    return url.startswith(("http://", "https://"))

@@ -14,6 +14,10 @@ _B = TypeVar("_B")
 # never open one (models that do not know ChatML write `<|im_start|>user` as plain text).
 STOP_STRINGS: tuple[str, ...] = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
 
+# The prompt of the one-token completion that checks an engine really generates (doctor, and
+# whether an engine answers a model name it does not list).
+PROBE_PROMPT = "<|im_start|>user\nSay OK.<|im_end|>\n<|im_start|>assistant\n"
+
 
 @dataclass(frozen=True)
 class SamplingSettings:
@@ -58,6 +62,37 @@ class ModelInfo:
     template: str = ""
     details: dict[str, str] = field(default_factory=dict)  # family, parameter_size, replicas, ...
     capabilities: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # advice about how the model is set up, one sentence each
+    # The engine's own id for its model, when it does not know `name` but answers any name with
+    # the one model it serves (llama_cpp.server does): answers are labelled with it.
+    served_as: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The model to name in answers: the engine's own id when it ignores ours."""
+        return self.served_as or self.name
+
+
+@dataclass(frozen=True)
+class SlotChoice:
+    """How many runtime slots to use, and why (for doctor and the start-up log)."""
+
+    slots: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What one engine (one replica) tells about itself; None or empty where it does not say.
+
+    Gathered best effort: an engine that says nothing yields facts with only `where` set.
+    """
+
+    where: str  # the engine's address, as the user gave it
+    engine: str | None = None  # what it is, when it can be told: "llama.cpp's llama-server", ...
+    slots: int | None = None  # sequences it serves at once
+    slots_source: str = ""  # how we know `slots`: "/props total_slots", ...
+    notes: tuple[str, ...] = ()  # advice about this engine, one sentence each
 
 
 @runtime_checkable
@@ -101,4 +136,46 @@ class DescribableBackend(Protocol):
 
     async def describe_model(self) -> ModelInfo:
         """Ask the runtime about the model; raises BackendError subclasses (unreachable, not found)."""
+        ...
+
+
+@runtime_checkable
+class LocatedBackend(Protocol):
+    """A backend that says where its model runs (for messages and metrics labels)."""
+
+    @property
+    def where(self) -> str:
+        """Where the model runs, for messages: a host, or the replicas' base URLs."""
+        ...
+
+    @property
+    def replica_label(self) -> str:
+        """The replica a request is counted under when its completion does not name one."""
+        ...
+
+
+@runtime_checkable
+class SlotAdvisingBackend(Protocol):
+    """A backend that knows how many requests its runtime serves at once when the engine does not say."""
+
+    def default_slots(self, environ: Mapping[str, str]) -> SlotChoice:
+        """The runtime slots to use without --runtime-slots and without word from the engine."""
+        ...
+
+
+@runtime_checkable
+class EngineAwareBackend(Protocol):
+    """A backend that can ask its engines about themselves (slots, what they are, their models)."""
+
+    async def engine_facts(self) -> tuple[EngineFacts, ...]:
+        """One EngineFacts per engine (replica), best effort: silence is no error."""
+        ...
+
+
+@runtime_checkable
+class ReplicatedBackend(Protocol):
+    """A backend spread over several engines that can be addressed one at a time (for doctor)."""
+
+    def per_replica(self) -> tuple[ModelBackend, ...]:
+        """This backend once per replica, sharing the connections: close only the original."""
         ...

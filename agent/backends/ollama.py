@@ -7,7 +7,7 @@ import os
 import re
 import time
 import urllib.parse
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
 import httpx
@@ -16,15 +16,35 @@ import pydantic
 
 from ..errors import BackendError, BackendResponseError, BackendUnreachable, ConfigError, ModelNotFound
 from ._http import CONNECT_TIMEOUT, client_timeout, timed_out
-from .base import STOP_STRINGS, VLLM_NEUTRAL_SAMPLERS, Completion, ModelInfo, SamplingSettings, seeded_copy
-from .settings import DEFAULT_OLLAMA_HOST, GO_DURATION, KEEP_ALIVE_HINT
+from .base import (
+    STOP_STRINGS,
+    VLLM_NEUTRAL_SAMPLERS,
+    Completion,
+    EngineFacts,
+    ModelInfo,
+    SamplingSettings,
+    SlotChoice,
+    seeded_copy,
+)
 
+DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 _OLLAMA_PORT = 11434
+# Ollama's keep_alive: seconds as a number, or a Go duration such as 30m, 1h30m, -1m.
+_SECONDS = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)$")
+GO_DURATION = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+$")
+KEEP_ALIVE_HINT = "not a duration; give seconds (300, -1 for ever) or a number with a unit: 30m, 1h, 90s"
+# Ollama serves this many requests of one model at once (its default here: 1).
+OLLAMA_PARALLEL_ENV = "OLLAMA_NUM_PARALLEL"
 
 _T = TypeVar("_T")
 
 
 _HOSTNAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def is_keep_alive(text: str) -> bool:
+    """Whether `text` is a keep_alive Ollama accepts: seconds, or a number with a unit (30m, 1h)."""
+    return bool(_SECONDS.match(text.strip()) or GO_DURATION.match(text.strip()))
 
 
 def ollama_keep_alive(value: str | float | None) -> str | float | None:
@@ -112,6 +132,27 @@ class OllamaBackend:
         """This backend sampling with `seed`, on the same client (close only the original)."""
         return seeded_copy(self, seed)
 
+    @property
+    def where(self) -> str:
+        """The Ollama host in use."""
+        return self.host
+
+    @property
+    def replica_label(self) -> str:
+        """One Ollama, one label: its host."""
+        return self.host
+
+    def default_slots(self, environ: Mapping[str, str]) -> SlotChoice:
+        """OLLAMA_NUM_PARALLEL when this environment sets it (as the server's likely does), else 1."""
+        value = environ.get(OLLAMA_PARALLEL_ENV, "").strip()
+        if value.isdigit() and int(value) >= 1:
+            return SlotChoice(int(value), f"{OLLAMA_PARALLEL_ENV}={value} in this environment")
+        return SlotChoice(1, f"Ollama's one slot per model ({OLLAMA_PARALLEL_ENV} is not set here)")
+
+    async def engine_facts(self) -> tuple[EngineFacts, ...]:
+        """Ollama at its host; it does not say its parallelism over HTTP (OLLAMA_NUM_PARALLEL)."""
+        return (EngineFacts(where=self.host, engine="Ollama"),)
+
     def generate_options(self, max_tokens: int) -> dict[str, Any]:
         """The `options` object sent with every generate request (vLLM's neutral samplers included)."""
         options: dict[str, Any] = {
@@ -160,12 +201,17 @@ class OllamaBackend:
         if shown.details is not None:
             for key, value in shown.details.model_dump(exclude_none=True).items():
                 details[key] = ", ".join(value) if isinstance(value, list | tuple) else str(value)
+        template = shown.template or ""
+        notes = () if template.strip() in ("{{ .Prompt }}", "") else (
+            "its TEMPLATE is not the raw `{{ .Prompt }}` of our Modelfile; raw requests bypass it, "
+            "but re-create the model with `ollama create ... -f Modelfile` to be sure",)
         return ModelInfo(
             name=self.model,
             parameters=shown.parameters or "",
-            template=shown.template or "",
+            template=template,
             details=details,
             capabilities=tuple(shown.capabilities or ()),
+            notes=notes,
         )
 
     async def aclose(self) -> None:

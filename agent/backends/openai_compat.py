@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -16,13 +17,32 @@ from ..errors import (
     ConfigError,
     ModelNotFound,
 )
-from ._http import CONNECT_TIMEOUT, client_timeout, timed_out
+from ._http import CONNECT_TIMEOUT, client_timeout, is_http_url, timed_out
 from ._replicas import Replica, ReplicaPool
-from .base import STOP_STRINGS, Completion, ModelInfo, SamplingSettings, seeded_copy
-from .settings import is_http_url
+from .base import (
+    PROBE_PROMPT,
+    STOP_STRINGS,
+    Completion,
+    EngineFacts,
+    ModelBackend,
+    ModelInfo,
+    SamplingSettings,
+    SlotChoice,
+    seeded_copy,
+)
+from .openai_engines import engine_facts
 from .streaming import read_completion_stream
 
 _ATTEMPTS = 2  # the first replica, then one retry on another healthy replica
+# An engine that does not say its slots is taken for a batching one (vLLM, SGLang): they run many
+# sequences at once and share cached prefixes, so several episodes per replica do not evict
+# each other.
+SLOTS_PER_REPLICA = 4
+
+
+def replicas_address(base_urls: Sequence[str]) -> str:
+    """Where the model runs, for messages: the replicas' base URLs, normalised (no trailing slash)."""
+    return ", ".join(url.rstrip("/") for url in base_urls)
 
 
 class _ReplicaFailed(Exception):
@@ -81,6 +101,36 @@ class OpenAICompletionsBackend:
         """The replicas, normalised (no trailing slash)."""
         return tuple(r.base_url for r in self._pool.replicas)
 
+    @property
+    def where(self) -> str:
+        """The replicas' base URLs."""
+        return replicas_address(self.base_urls)
+
+    @property
+    def replica_label(self) -> str:
+        """The one replica, or "any" when a failed request may have tried several."""
+        return self.base_urls[0] if len(self.base_urls) == 1 else "any"
+
+    def default_slots(self, environ: Mapping[str, str]) -> SlotChoice:
+        """SLOTS_PER_REPLICA for each replica: engines that do not say are taken to batch."""
+        count = len(self.base_urls)
+        return SlotChoice(SLOTS_PER_REPLICA * count,
+                          f"{SLOTS_PER_REPLICA} per replica for batching engines (vLLM, SGLang), "
+                          f"{count} {'replica' if count == 1 else 'replicas'}")
+
+    def per_replica(self) -> tuple[ModelBackend, ...]:
+        """This backend once per replica, on the same client (close only the original)."""
+        views = []
+        for url in self.base_urls:
+            view = copy.copy(self)
+            view._pool = ReplicaPool([url], cooldown=self.failure_cooldown)
+            views.append(view)
+        return tuple(views)
+
+    async def engine_facts(self) -> tuple[EngineFacts, ...]:
+        """What each replica's engine says about itself (llama-server's /props, llama_cpp.server)."""
+        return tuple([await engine_facts(self._client, url, CONNECT_TIMEOUT) for url in self.base_urls])
+
     def request_body(self, prompt: str, max_tokens: int) -> dict[str, Any]:
         """The JSON body of one /completions request."""
         body: dict[str, Any] = {
@@ -116,6 +166,7 @@ class OpenAICompletionsBackend:
     async def describe_model(self) -> ModelInfo:
         """Check with GET {base_url}/models that every replica serves the model."""
         down: list[str] = []
+        served_as: str | None = None
         connection = False
         for replica in self._pool.replicas:
             try:
@@ -127,12 +178,16 @@ class OpenAICompletionsBackend:
                 continue
             data = payload.get("data")
             served = [str(m.get("id")) for m in data if isinstance(m, dict)] if isinstance(data, list) else []
-            if self.model not in served:
+            if self.model in served:
+                continue
+            # Only a problem if it matters: llama_cpp.server answers any name with its model.
+            if not await self._answers_any_name(replica):
                 raise ModelNotFound(
                     f"{replica.base_url} does not serve the model '{self.model}'; it serves "
                     f"{', '.join(served) or 'no model'}. Pass that name with --model, or start the "
                     f"server with the name (vLLM: --served-model-name {self.model})."
                 )
+            served_as = served_as or (served[0] if served else None)
         if down and len(self._pool.replicas) == 1:
             raise self._all_failed(connection=connection)  # one server: said without replica talk
         if down:
@@ -141,22 +196,17 @@ class OpenAICompletionsBackend:
                 f"{len(down)} of {len(self._pool.replicas)} replicas did not answer:\n{listing}\n"
                 "Start the server(s) or fix --base-url."
             )
-        return ModelInfo(name=self.model, details={"replicas": ", ".join(self.base_urls)})
+        return ModelInfo(name=self.model, details={"replicas": self.where},
+                         served_as=served_as)
 
-    async def engine_slots(self) -> int | None:
-        """Slots across all replicas where each engine says (llama-server's /props), else None."""
-        total = 0
-        for replica in self._pool.replicas:
-            url = f"{replica.base_url.removesuffix('/v1')}/props"
-            try:
-                response = await self._client.get(url, timeout=CONNECT_TIMEOUT)
-                slots = response.json().get("total_slots") if response.status_code == 200 else None
-            except (httpx.HTTPError, ValueError, AttributeError):
-                return None  # a best-effort probe: this engine does not say (vLLM, SGLang, ...)
-            if not isinstance(slots, int) or slots < 1:
-                return None
-            total += slots
-        return total
+    async def _answers_any_name(self, replica: Replica) -> bool:
+        """Whether the replica completes a one-token request for our model name all the same."""
+        probe = {"model": self.model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0}
+        try:
+            response = await self._client.post(f"{replica.base_url}/completions", json=probe)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
 
     async def aclose(self) -> None:
         """Close the HTTP connections to every replica."""

@@ -2,37 +2,89 @@
 
 The one source of the backend settings: the CLI commands and the MCP server both add their
 flags with `add_backend_flags`, validate them as a `BackendSettings` and build the backend
-with `make_backend`.
+with `make_backend`. `BACKENDS` is the one list of backends: each name, its help and its builder.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-import typing
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
 from ..options import Option, add_flags
+from ._http import is_http_url
 from .base import ModelBackend, SamplingSettings
+from .ollama import DEFAULT_OLLAMA_HOST, KEEP_ALIVE_HINT, OllamaBackend, is_keep_alive, resolve_ollama_host
+from .openai_compat import OpenAICompletionsBackend, replicas_address
 
 DEFAULT_MODEL = "qwen3.5-2b-grpo-synsql"
-DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
-BackendName = Literal["ollama", "openai"]
-BACKENDS: tuple[str, ...] = typing.get_args(BackendName)  # the one list: --backend's choices come from it
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Ollama's keep_alive: seconds as a number, or a Go duration such as 30m, 1h30m, -1m.
-_SECONDS = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)$")
-GO_DURATION = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+$")
-KEEP_ALIVE_HINT = "not a duration; give seconds (300, -1 for ever) or a number with a unit: 30m, 1h, 90s"
 
 
-def is_http_url(url: str) -> bool:
-    """True when `url` starts with http:// or https://, as every base URL must."""
-    return url.startswith(("http://", "https://"))
+@dataclass(frozen=True)
+class BackendKind:
+    """One value of --backend: what it is, which flags fit it, where its model runs, how to build it.
+
+    Every field is required: a new backend states each of these itself.
+    """
+
+    help: str  # completes "the model runtime: NAME for ..." in --backend's help
+    problem: Callable[[BackendSettings], str | None]  # what is wrong with the flags for this backend
+    where: Callable[[BackendSettings], str]  # where the model runs, from the settings alone
+    build: Callable[[BackendSettings, SamplingSettings], ModelBackend]
+
+
+def _ollama_problem(settings: BackendSettings) -> str | None:
+    if settings.base_urls:
+        return ("--base-url is for an OpenAI-compatible server: add --backend openai "
+                "(Ollama's address goes in --ollama-host)")
+    return None
+
+
+def _ollama(settings: BackendSettings, sampling: SamplingSettings) -> ModelBackend:
+    return OllamaBackend(settings.model, host=settings.ollama_host, sampling=sampling,
+                         timeout=settings.request_timeout, keep_alive=settings.keep_alive)
+
+
+def _openai_problem(settings: BackendSettings) -> str | None:
+    if not settings.base_urls:
+        return "--backend openai needs at least one --base-url (e.g. http://host:8000/v1)"
+    if settings.ollama_host:
+        return "--ollama-host is for --backend ollama; for an OpenAI-compatible server use --base-url"
+    if settings.keep_alive is not None:
+        return "--keep-alive is for --backend ollama; an OpenAI-compatible server keeps its model loaded"
+    return None
+
+
+def _openai(settings: BackendSettings, sampling: SamplingSettings) -> ModelBackend:
+    return OpenAICompletionsBackend(settings.model, settings.base_urls, api_key=settings.api_key_value,
+                                    sampling=sampling, timeout=settings.request_timeout,
+                                    api_key_env=settings.api_key_env)
+
+
+# The backends --backend can name: its choices, in this order. A new backend is a module with its
+# class and one entry here (see docs/contributing.md).
+BACKENDS: Mapping[str, BackendKind] = MappingProxyType({
+    "ollama": BackendKind(
+        help="a local Ollama",
+        problem=_ollama_problem,
+        # the host in use: the flag, else $OLLAMA_HOST, else localhost
+        where=lambda settings: resolve_ollama_host(settings.ollama_host),
+        build=_ollama,
+    ),
+    "openai": BackendKind(
+        help="an OpenAI-compatible /v1/completions server such as vLLM, SGLang or llama.cpp",
+        problem=_openai_problem,
+        where=lambda settings: replicas_address(settings.base_urls),
+        build=_openai,
+    ),
+})
 
 
 class BackendSettings(BaseModel):
@@ -40,9 +92,10 @@ class BackendSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    backend: Annotated[BackendName, Option(env="SQALE_BACKEND")] = Field(
-        "ollama", description="the model runtime: openai for an OpenAI-compatible /v1/completions server "
-                              "(vLLM, SGLang, llama.cpp), ollama for a local Ollama")
+    backend: Annotated[str, Option(env="SQALE_BACKEND")] = Field(
+        "ollama", json_schema_extra={"enum": list(BACKENDS)},  # --backend's choices
+        description="the model runtime: " + ", ".join(f"{name} for {kind.help}"
+                                                      for name, kind in BACKENDS.items()))
     model: Annotated[str, Option(metavar="NAME", env="SQALE_MODEL")] = Field(
         DEFAULT_MODEL, min_length=1, description="model name in the runtime")
     # Resolved when the backend starts: this, else $OLLAMA_HOST, else localhost.
@@ -62,26 +115,25 @@ class BackendSettings(BaseModel):
     api_key: SecretStr | None = None  # read from the variable named by api_key_env
     request_timeout: float = Field(300.0, gt=0, le=86_400, description="seconds one model request may take")
 
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        if value not in BACKENDS:
+            raise ValueError(f"Input should be {' or '.join(repr(name) for name in BACKENDS)}")
+        return value
+
     @field_validator("keep_alive")
     @classmethod
     def _ollama_duration(cls, value: str | None) -> str | None:
-        if value is not None and not (_SECONDS.match(value.strip()) or GO_DURATION.match(value.strip())):
+        if value is not None and not is_keep_alive(value):
             raise ValueError(KEEP_ALIVE_HINT)
         return value
 
     @model_validator(mode="after")
     def _consistent_backend(self) -> BackendSettings:
-        if self.backend == "openai" and not self.base_urls:
-            raise ValueError("--backend openai needs at least one --base-url (e.g. http://host:8000/v1)")
-        if self.backend == "ollama" and self.base_urls:
-            raise ValueError("--base-url is for an OpenAI-compatible server: add --backend openai "
-                             "(Ollama's address goes in --ollama-host)")
-        if self.backend == "openai" and self.ollama_host:
-            raise ValueError("--ollama-host is for --backend ollama; "
-                             "for an OpenAI-compatible server use --base-url")
-        if self.backend != "ollama" and self.keep_alive is not None:
-            raise ValueError("--keep-alive is for --backend ollama; an OpenAI-compatible server keeps "
-                             "its model loaded")
+        problem = BACKENDS[self.backend].problem(self)
+        if problem is not None:
+            raise ValueError(problem)
         for url in self.base_urls:
             if not is_http_url(url):
                 raise ValueError(f"--base-url {url!r} must start with http:// or https:// "
@@ -96,11 +148,7 @@ class BackendSettings(BaseModel):
     @property
     def address(self) -> str:
         """Where the model runs, for messages: the Ollama host or the replicas' base URLs."""
-        if self.backend == "ollama":
-            from .ollama import resolve_ollama_host
-
-            return resolve_ollama_host(self.ollama_host)  # the one in use: flag, $OLLAMA_HOST, localhost
-        return ", ".join(self.base_urls)
+        return BACKENDS[self.backend].where(self)
 
 
 BACKEND_FLAGS = ("backend", "model", "ollama_host", "base_urls", "api_key_env", "keep_alive", "request_timeout")
@@ -154,23 +202,11 @@ def backend_settings(flags: Mapping[str, Any], environ: Mapping[str, str],
         settings = BackendSettings(**values)
     except ValidationError as exc:
         raise ConfigError(describe(exc)) from exc
-    if settings.backend == "ollama":
-        from .ollama import resolve_ollama_host
-
-        resolve_ollama_host(settings.ollama_host)  # a malformed address is refused before anything starts
+    settings.address  # noqa: B018 - a malformed address (Ollama's host) is refused before anything starts
     return settings
 
 
 def make_backend(settings: BackendSettings, sampling: SamplingSettings = SamplingSettings()  # noqa: B008
                  ) -> ModelBackend:
     """The backend `settings` describe, sampling with `sampling` (one per seed when sampling several)."""
-    if settings.backend == "openai":
-        from .openai_compat import OpenAICompletionsBackend
-
-        return OpenAICompletionsBackend(settings.model, settings.base_urls, api_key=settings.api_key_value,
-                                        sampling=sampling, timeout=settings.request_timeout,
-                                        api_key_env=settings.api_key_env)
-    from .ollama import OllamaBackend
-
-    return OllamaBackend(settings.model, host=settings.ollama_host, sampling=sampling,
-                         timeout=settings.request_timeout, keep_alive=settings.keep_alive)
+    return BACKENDS[settings.backend].build(settings, sampling)

@@ -11,7 +11,7 @@ take the same slot one after another and reuse the shared system and question pr
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -19,6 +19,7 @@ import anyio
 
 from ..errors import ConfigError
 from ..text import plural
+from .base import EngineAwareBackend, EngineFacts, SlotAdvisingBackend, SlotChoice
 
 OnWait = Callable[[int], Awaitable[None]]  # called with the number of questions ahead
 
@@ -112,38 +113,38 @@ def waiting_message(ahead: int) -> str:
     return f"waiting for the model: {plural(ahead, 'question')} ahead"
 
 
-# An OpenAI-compatible engine such as vLLM or SGLang batches many sequences and shares cached
-# prefixes between them, so several episodes per replica do not evict each other.
-OPENAI_SLOTS_PER_REPLICA = 4
-OLLAMA_PARALLEL_ENV = "OLLAMA_NUM_PARALLEL"
+async def gather_engine_facts(backend: object, seconds: float) -> tuple[EngineFacts, ...]:
+    """What the backend's engines say about themselves within `seconds`; () when nothing is said."""
+    if not isinstance(backend, EngineAwareBackend):
+        return ()
+    with anyio.move_on_after(seconds):
+        return await backend.engine_facts()
+    return ()
 
 
-@dataclass(frozen=True)
-class SlotChoice:
-    """How many runtime slots to use, and why (for doctor and the start-up log)."""
-
-    slots: int
-    reason: str
-
-
-def default_runtime_slots(backend: str, replicas: int, environ: Mapping[str, str]) -> SlotChoice:
-    """The slots to use when --runtime-slots is not given, from the backend and the environment."""
-    if backend == "ollama":
-        value = environ.get(OLLAMA_PARALLEL_ENV, "").strip()
-        if value.isdigit() and int(value) >= 1:
-            return SlotChoice(int(value), f"{OLLAMA_PARALLEL_ENV}={value} in this environment")
-        return SlotChoice(1, f"Ollama's one slot per model ({OLLAMA_PARALLEL_ENV} is not set here)")
-    count = max(1, replicas)
-    return SlotChoice(OPENAI_SLOTS_PER_REPLICA * count,
-                      f"{OPENAI_SLOTS_PER_REPLICA} per replica for batching engines (vLLM, SGLang), "
-                      f"{count} {'replica' if count == 1 else 'replicas'}")
+def engine_slots(facts: Sequence[EngineFacts]) -> SlotChoice | None:
+    """The slots the engines say they have, summed over replicas; None unless every one says."""
+    if not facts or any(f.slots is None for f in facts):
+        return None
+    total = sum(f.slots or 0 for f in facts)
+    sources = sorted({f.slots_source for f in facts})
+    replicas = f", {plural(len(facts), 'replica')}" if len(facts) > 1 else ""
+    return SlotChoice(total, f"the engine's own: {'; '.join(sources)}{replicas}")
 
 
-def resolve_runtime_slots(given: int | None, backend: str, replicas: int,
-                          environ: Mapping[str, str]) -> SlotChoice:
-    """--runtime-slots when given, else the default for the backend."""
+def resolve_runtime_slots(given: int | None, backend: object, environ: Mapping[str, str],
+                          facts: Sequence[EngineFacts] = ()) -> SlotChoice:
+    """--runtime-slots when given, else what the engines say, else the backend's default.
+
+    A backend that has no default of its own gets one slot: nothing is assumed of its runtime.
+    """
     if given is not None:
         if given < 1:
             raise ConfigError(f"--runtime-slots must be at least 1 (got {given})")
         return SlotChoice(given, "--runtime-slots")
-    return default_runtime_slots(backend, replicas, environ)
+    told = engine_slots(facts)
+    if told is not None:
+        return told
+    if isinstance(backend, SlotAdvisingBackend):
+        return backend.default_slots(environ)
+    return SlotChoice(1, "this backend does not say how many requests its runtime serves at once")

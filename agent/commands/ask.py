@@ -12,7 +12,7 @@ import anyio
 from ..asking import Asked, Question, SampleBackends, ask, summary_text
 from ..backends.base import SamplingSettings
 from ..backends.settings import make_backend
-from ..backends.slots import RuntimeSlots, default_runtime_slots
+from ..backends.slots import RuntimeSlots, gather_engine_facts, resolve_runtime_slots
 from ..episode import EpisodeResult, EpisodeSettings, EpisodeStatus, Round
 from ..episode_text import progress_message, render_answer, render_trace, result_as_json
 from ..errors import ConfigError
@@ -22,11 +22,12 @@ from ..options import add_flags
 from ..settings.agent_settings import AgentSettings
 from ..settings.aliases import check_plain_path
 from ..sqlite import Database
-from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
+from .backend_options import add_backend_arguments, backend_choice, command_settings, prompts_from_args
 from .db_options import add_database_arguments, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
 
 EXIT_NO_ANSWER = 3  # the model produced no runnable SQL (1: our error, 2: a usage error, 130: Ctrl-C)
+FACTS_SECONDS = 5.0  # asking the engine how many requests it serves at once
 
 NAME = "ask"
 HELP = "answer a question on an SQLite database"
@@ -41,8 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--notes", metavar="FILE",
                         help="a UTF-8 file of facts about the data, one per line (e.g. 'amounts are "
                              "in cents'); the model reads them before --evidence")
-    add_flags(parser, AgentSettings, "max_notes_chars", "seed", "samples", "max_rows", "max_result_bytes",
-              field_defaults=True)
+    add_flags(parser, AgentSettings, "max_notes_chars", "seed", "samples", "runtime_slots", "max_rows",
+              "max_result_bytes", field_defaults=True)
     parser.add_argument("--json", action="store_true", help="print the whole episode result as JSON")
     parser.add_argument("--trace", action="store_true",
                         help="print each round: thoughts, calls and results")
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--max-rows {args.max_rows}: give 1 or more rows to keep")
     check_plain_path(args.db, NAME)
     choice = backend_choice(args)
+    given_slots = command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots")
     prompts = prompts_from_args(args)
     rules = hide_rules(args)
     settings = EpisodeSettings(result_rows=max(1, args.max_rows), environment=environment_from_args(args),
@@ -81,9 +83,11 @@ def run(args: argparse.Namespace) -> int:
 
     async def episodes() -> Asked:
         backend = make_backend(choice, SamplingSettings())
-        # As in the server: samples share the runtime's slots (OLLAMA_NUM_PARALLEL for Ollama).
-        slots = RuntimeSlots(default_runtime_slots(choice.backend, len(choice.base_urls), os.environ).slots)
         try:
+            # As in the server: samples share the runtime's slots (what the engine says it serves
+            # at once, else the backend's default). One sample needs no more than one.
+            facts = await gather_engine_facts(backend, FACTS_SECONDS) if args.samples > 1 else ()
+            slots = RuntimeSlots(resolve_runtime_slots(given_slots, backend, os.environ, facts).slots)
             with Database(args.db, hide=rules) as db:
                 asked = Question(question, db, evidence, settings, prompts)
                 return await ask(asked, SampleBackends.seeded(backend, args.samples, args.seed), run_episode,

@@ -9,10 +9,18 @@ from importlib.metadata import packages_distributions
 
 import anyio
 
-from ..backends.base import DescribableBackend, SamplingSettings
-from ..backends.openai_compat import OpenAICompletionsBackend
-from ..backends.settings import BackendSettings, make_backend
-from ..backends.slots import resolve_runtime_slots
+from ..backends.base import (
+    PROBE_PROMPT,
+    DescribableBackend,
+    EngineFacts,
+    LocatedBackend,
+    ModelBackend,
+    ModelInfo,
+    ReplicatedBackend,
+    SamplingSettings,
+)
+from ..backends.settings import make_backend
+from ..backends.slots import engine_slots, gather_engine_facts, resolve_runtime_slots
 from ..errors import SqaleError
 from ..notes import read_notes
 from ..options import add_flags
@@ -25,12 +33,14 @@ from .db_options import add_hide_argument, hide_rules
 OUR_DISTRIBUTION = "sqale-mcp"
 OUR_PACKAGES = ("agent", "mcp_server")
 PROBE_SECONDS = 5.0  # a runtime that accepts connections but never answers is reported after this
+GENERATION_SECONDS = 60.0  # a one-token completion: the runtime may first load the model
 
 
 NAME = "doctor"
 HELP = "check that the model runtime, the model and the databases are ready"
 DESCRIPTION = ("Checks the runtime is reachable, the model is installed (and shows its "
-               "parameters), and each --db opens; prints what to fix.")
+               "parameters), the runtime generates (one tiny completion), how many requests it serves "
+               "at once, and each --db opens; prints what to fix.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -116,53 +126,102 @@ def _print_hiding(schema: Schema) -> None:
 async def _check_model(args: argparse.Namespace) -> bool:
     choice = backend_choice(args)
     backend = make_backend(choice, SamplingSettings())
-    where = getattr(backend, "host", None) or ", ".join(choice.base_urls)
+    where = backend.where if isinstance(backend, LocatedBackend) else choice.address
+    subject = f"{choice.backend} at {where}"
     try:
         if not isinstance(backend, DescribableBackend):  # our backends all are; a plug-in may not be
-            print(f"[info] {choice.backend} at {where}: this backend cannot check its model in advance")
-            return True
-        with anyio.fail_after(PROBE_SECONDS):
-            info = await backend.describe_model()
-            engine_slots = (await backend.engine_slots()
-                            if isinstance(backend, OpenAICompletionsBackend) else None)
-    except SqaleError as exc:
-        print(f"[fail] {choice.backend} at {where}: {exc}")
-        return False
-    except TimeoutError:
-        print(f"[fail] {choice.backend} at {where}: accepted the connection but did not answer within "
-              f"{PROBE_SECONDS:g} s; check that this address is the model runtime and that it is not stuck")
-        return False
+            print(f"[info] {subject}: this backend cannot check its model in advance")
+        else:
+            info = await _describe(backend, subject)
+            if info is None:
+                return False
+            _print_model(subject, info)
+        generates = await _check_generation(backend, choice.backend, subject)
+        facts = await gather_engine_facts(backend, PROBE_SECONDS)
     finally:
         with anyio.CancelScope(shield=True):
             await backend.aclose()
-    print(f"[ok]   {choice.backend} at {where}: model {choice.model} is available")
+    _report_slots(command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots"),
+                  backend, facts)
+    return generates
+
+
+async def _describe(backend: DescribableBackend, subject: str) -> ModelInfo | None:
+    """The runtime's description of the model, or None after printing why there is none."""
+    try:
+        with anyio.fail_after(PROBE_SECONDS):
+            return await backend.describe_model()
+    except SqaleError as exc:
+        print(f"[fail] {subject}: {exc}")
+    except TimeoutError:
+        print(f"[fail] {subject}: accepted the connection but did not answer within "
+              f"{PROBE_SECONDS:g} s; check that this address is the model runtime and that it is not stuck")
+    return None
+
+
+def _print_model(subject: str, info: ModelInfo) -> None:
+    if info.served_as is None:
+        print(f"[ok]   {subject}: model {info.name} is available")
+    else:
+        print(f"[ok]   {subject}: the engine does not list the model {info.name} but answers that "
+              f"name with its own model {info.served_as}; answers are labelled {info.served_as}")
     for key, value in sorted(info.details.items()):
         print(f"       {key}: {value}")
     if info.parameters:
         print("       parameters:")
         for line in info.parameters.splitlines():
             print(f"         {line.strip()}")
-    if choice.backend == "ollama" and info.template.strip() not in ("{{ .Prompt }}", ""):
-        print("       note: its TEMPLATE is not the raw `{{ .Prompt }}` of our Modelfile; raw requests "
-              "bypass it, but re-create the model with `ollama create ... -f Modelfile` to be sure")
-    _report_slots(args, choice, engine_slots)
-    return True
+    for note in info.notes:
+        print(f"       note: {note}")
 
 
-def _report_slots(args: argparse.Namespace, choice: BackendSettings, engine_slots: int | None) -> None:
-    """What --runtime-slots will be, and the runtime's own parallelism where it says."""
-    given = command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots")
-    slots = resolve_runtime_slots(given, choice.backend, len(choice.base_urls), os.environ)
+async def _check_generation(backend: ModelBackend, kind: str, subject: str) -> bool:
+    """One tiny real completion on each replica: a runtime can list a model and still fail to run it."""
+    replicas = backend.per_replica() if isinstance(backend, ReplicatedBackend) else (backend,)
+    ok = True
+    for one in replicas:
+        at = f"{kind} at {one.where}" if len(replicas) > 1 and isinstance(one, LocatedBackend) else subject
+        try:
+            with anyio.fail_after(GENERATION_SECONDS):
+                completion = await one.complete(PROBE_PROMPT, max_tokens=1)
+        except SqaleError as exc:
+            print(f"[fail] {at}: a one-token test completion failed: {exc}")
+            print("       the runtime answers but cannot generate: check its log (a crash on the first "
+                  "completion: see docs/troubleshooting.md)")
+            ok = False
+        except TimeoutError:
+            print(f"[fail] {at}: a one-token test completion did not finish within {GENERATION_SECONDS:g} s: "
+                  "the runtime may still be loading the model, busy with other requests, or stuck; "
+                  "run doctor again, then check its log")
+            ok = False
+        else:
+            print(f"[ok]   {at}: generated {plural(completion.completion_tokens, 'token')} in "
+                  f"{completion.seconds:.2f} s (a one-token test completion)")
+    return ok
+
+
+def _report_slots(given: int | None, backend: ModelBackend, facts: tuple[EngineFacts, ...]) -> None:
+    """What --runtime-slots will be, the engines' own parallelism where they say, and the mismatch."""
+    slots = resolve_runtime_slots(given, backend, os.environ, facts)
     print(f"[info] runtime slots: {slots.slots} ({slots.reason}): questions beyond that wait their turn")
-    if engine_slots is not None:
-        print(f"       the engine reports {plural(engine_slots, 'slot')} "
-              "(/props total_slots)")
-        if engine_slots != slots.slots:
-            print(f"       note: give sqale-mcp --runtime-slots {engine_slots}: more questions at once than "
-                  "slots evict each other's cached prompt; fewer leave slots idle")
-    elif choice.backend == "openai":
-        print("       the engine does not say how many sequences it runs at once; for a one-slot "
-              "server (llama_cpp.server, llama-server -np 1) give --runtime-slots 1")
+    for f in facts:
+        at = f" at {f.where}" if len(facts) > 1 else ""
+        if f.engine is not None:
+            print(f"       the engine{at} is {f.engine}")
+        if f.slots is not None:
+            print(f"       the engine{at} reports {plural(f.slots, 'slot')} ({f.slots_source})")
+        for note in f.notes:
+            print(f"       {note}")
+    told = engine_slots(facts)
+    if told is None or told.slots == slots.slots:
+        return
+    if slots.slots > told.slots:
+        print(f"[warn] {plural(slots.slots, 'runtime slot')} but the engine serves {told.slots} at once: "
+              f"give sqale-mcp --runtime-slots {told.slots}; more questions at once than slots evict "
+              "each other's cached prompt, or fail where the engine cuts a request off")
+    else:
+        print(f"       note: give sqale-mcp --runtime-slots {told.slots}: fewer runtime slots than the "
+              "engine has leave slots idle")
 
 
 def run(args: argparse.Namespace) -> int:

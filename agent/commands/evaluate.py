@@ -6,13 +6,17 @@ import argparse
 import shlex
 import sys
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from ..backends.base import SlotChoice
+from ..backends.openai_engines import ENGINES_THAT_SAY
 from ..backends.settings import BackendSettings, make_backend
+from ..backends.slots import engine_slots, gather_engine_facts
 from ..episode import EpisodeSettings
 from ..errors import ConfigError, SqaleError
 from ..evaluation import html_report
@@ -32,6 +36,7 @@ from .backend_options import add_backend_arguments, backend_choice, prompts_from
 from .environment_option import add_environment_argument, environment_from_args
 
 EXIT_OK, EXIT_ABORTED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+FACTS_SECONDS = 5.0  # asking the engine how many requests it serves at once
 
 
 class _DeprecatedAlias(argparse.Action):
@@ -75,6 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run_group = parser.add_argument_group("run")
     run_group.add_argument("--concurrency", type=int, default=1, metavar="N",
                            help="episodes at once (default 1)")
+    run_group.add_argument("--runtime-slots", type=int, metavar="N",
+                           help="episodes talking to the model at once (default: --concurrency, or what "
+                                f"the engine serves at once if fewer: {ENGINES_THAT_SAY})")
     add_flags(run_group, AgentSettings, "samples", field_defaults=True)
     run_group.add_argument("--no-early-stop", dest="early_stop", action="store_false",
                            help="run all K samples of every question, even after a majority agrees "
@@ -134,6 +142,11 @@ def run(args: argparse.Namespace) -> int:
     out_path = Path(args.out) if args.out else default_out_path(dataset.benchmark)
     summary_path = Path(args.summary) if args.summary else summary_path_for(out_path)
     print(describe_run(dataset, selection, choice, out_path, settings.episode.environment), file=sys.stderr)
+    fewer = anyio.run(engine_serves_fewer, choice, settings)
+    if fewer is not None:
+        print(f"runtime slots: {fewer.slots} ({fewer.reason}): fewer episodes talk to the model at once "
+              f"than --concurrency {settings.concurrency}", file=sys.stderr)
+        settings = replace(settings, runtime_slots=fewer.slots)
     progress = ProgressLine(len(selection.examples), settings.samples, sys.stderr, tty=sys.stderr.isatty())
     # The engine's address: a comparison of two runs says which engine each ran on.
     run_details = run_info(settings, backend=choice.backend,
@@ -178,6 +191,18 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def engine_serves_fewer(choice: BackendSettings, settings: EvalSettings) -> SlotChoice | None:
+    """The engine's own slots when no --runtime-slots is given and it serves fewer than --concurrency."""
+    if settings.runtime_slots is not None or settings.concurrency == 1:
+        return None
+    backend = make_backend(choice)
+    try:
+        told = engine_slots(await gather_engine_facts(backend, FACTS_SECONDS))
+    finally:
+        await backend.aclose()
+    return told if told is not None and told.slots < settings.concurrency else None
+
+
 def any_model_answer(result: RunResult) -> bool:
     """True when at least one sample of the run got a reply from the model runtime."""
     return any(not sample.outcome.is_backend for record in result.records for sample in record.samples)
@@ -214,7 +239,7 @@ def database_flags(items: list[str]) -> dict[str, Path]:
 def settings_from_args(args: argparse.Namespace) -> EvalSettings:
     """The run settings the options describe (ConfigError when out of range)."""
     return EvalSettings(
-        samples=args.samples, concurrency=args.concurrency, seed=args.seed,
+        samples=args.samples, concurrency=args.concurrency, runtime_slots=args.runtime_slots, seed=args.seed,
         limits=QueryLimits(timeout=args.scoring_timeout, max_rows=args.max_result_rows),
         tool_query_timeout=args.tool_query_timeout, max_backend_failures=args.max_backend_failures,
         trace=TraceKind(args.trace), early_stop=args.early_stop,

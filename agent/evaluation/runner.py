@@ -53,7 +53,8 @@ class EvalSettings:
     """How a run goes; parsed once from the command line."""
 
     samples: int = 1
-    concurrency: int = 1
+    concurrency: int = 1  # questions at once
+    runtime_slots: int | None = None  # episodes talking to the model at once; None: `concurrency`
     seed: int = 0  # sample k uses seed + k
     limits: QueryLimits = field(default_factory=QueryLimits)
     tool_query_timeout: float = EngineLimits.query_timeout  # for the model's own queries
@@ -66,6 +67,8 @@ class EvalSettings:
     def __post_init__(self) -> None:
         if self.samples < 1 or self.concurrency < 1 or self.max_backend_failures < 1:
             raise ConfigError("--samples, --concurrency and --max-backend-failures must be 1 or more")
+        if self.runtime_slots is not None and self.runtime_slots < 1:
+            raise ConfigError(f"--runtime-slots must be at least 1 (got {self.runtime_slots})")
         if self.limits.timeout <= 0 or self.limits.max_rows < 1:
             raise ConfigError("--query-timeout must be above 0 and --max-result-rows at least 1")
 
@@ -76,6 +79,7 @@ def run_info(settings: EvalSettings, *, backend: str | None = None,
     episode = settings.episode
     described: dict[str, str | int | float | bool | None] = {
         "samples": settings.samples, "seed": settings.seed, "concurrency": settings.concurrency,
+        "runtime_slots": settings.runtime_slots,
         "scoring_timeout": settings.limits.timeout, "max_result_rows": settings.limits.max_rows,
         "tool_query_timeout": settings.tool_query_timeout, "trace": settings.trace.value,
         "environment": episode.environment.value, "max_tool_turns": episode.max_tool_turns,
@@ -160,8 +164,8 @@ async def evaluate(dataset: Dataset, selection: Selection, backend_factory: Back
             ctx = QuestionContext(
                 benchmark=dataset.benchmark, model=model, backends=tuple(backends), seeds=seeds,
                 episode_fn=episode_fn, episode_settings=settings.episode, prompts=prompts,
-                limits=settings.limits,
-                trace=settings.trace, episode_slots=anyio.CapacityLimiter(settings.concurrency),
+                limits=settings.limits, trace=settings.trace,
+                episode_slots=anyio.CapacityLimiter(settings.runtime_slots or settings.concurrency),
                 on_episode=on_episode, early_stop=settings.early_stop, run=run,
             )
             await _schedule(tg, todo, databases, ctx, settings.concurrency, out_path, new, progress)

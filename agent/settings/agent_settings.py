@@ -7,6 +7,9 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field
 
+from ..backends.ollama import OLLAMA_PARALLEL_ENV
+from ..backends.openai_compat import SLOTS_PER_REPLICA
+from ..backends.openai_engines import ENGINES_THAT_SAY
 from ..backends.settings import BackendSettings
 from ..episode import EpisodeSettings
 from ..notes import DEFAULT_MAX_NOTES_CHARS
@@ -14,6 +17,9 @@ from ..options import Option
 from ..tools.environment import DEFAULT_ENVIRONMENT, Environment
 
 MAX_SAMPLES = 64  # the most samples any front end runs for one question
+# How the runtime slots are chosen without --runtime-slots (agent/backends/slots.py).
+RUNTIME_SLOTS_DEFAULT = (f"what the engine serves at once where it says so: {ENGINES_THAT_SAY}; else "
+                         f"${OLLAMA_PARALLEL_ENV} or 1 for Ollama, {SLOTS_PER_REPLICA} per --base-url")
 
 
 class AgentSettings(BackendSettings):
@@ -41,8 +47,7 @@ class AgentSettings(BackendSettings):
     seed: Annotated[int | None, Option(default_text="the runtime's own for one sample, a random base "
                                                     "for several")] = Field(
         None, ge=0, description="sampling seed, for repeatable answers: sample k uses N + k")
-    runtime_slots: Annotated[int | None, Option(default_text="$OLLAMA_NUM_PARALLEL or 1 for Ollama, "
-                                                            "4 per --base-url")] = Field(
+    runtime_slots: Annotated[int | None, Option(default_text=RUNTIME_SLOTS_DEFAULT)] = Field(
         None, ge=1, le=256,
         description="episodes talking to the model at once, each keeping its slot for all its rounds; "
                     "the others wait in arrival order")

@@ -51,4 +51,4 @@ def failed_call_content(ctx: ServerRequestContext[Any, Any], message: str, kind:
         message, status="error", kind=kind,
         database=known_alias(database, aliases) if isinstance(database, str) else None,
         question=question[:runtime.settings.max_question_chars] if isinstance(question, str) else "",
-        model=runtime.backend.model).model_dump(mode="json")
+        model=runtime.model_label).model_dump(mode="json")

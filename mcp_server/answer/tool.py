@@ -73,7 +73,7 @@ async def answer_sql_question(
         # Returned, not raised: the failed call carries structured content like every other result.
         return error_response(error, database=known_alias(database, caller.visible(runtime.catalog.aliases)),
                               question=question[:runtime.settings.max_question_chars],
-                              model=runtime.backend.model)
+                              model=runtime.model_label)
 
 
 def error_response(error: CallError, *, database: str | None, question: str, model: str) -> CallToolResult:
@@ -322,7 +322,7 @@ async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, report_progr
     result = chosen.result
     # Built in a worker thread: other clients' requests go on being served meanwhile.
     answer = await anyio.to_thread.run_sync(lambda: answer_from_episode(
-        result, database=call.alias, model=runtime.backend.model, max_rows=runtime.settings.max_rows,
+        result, database=call.alias, model=runtime.model_label, max_rows=runtime.settings.max_rows,
         queued_seconds=chosen.queued_seconds))
     answer = with_vote(answer, asked)
     if call.samples == 1:
@@ -350,4 +350,4 @@ async def _audit(runtime: ServerRuntime, asker: _Asker, question: str, evidence:
             await runtime.episode_log.append({
                 "question_id": asker.question_id, "token": asker.token,
                 "question": question, "evidence": evidence, "database": alias, "notes": used,
-                "model": runtime.backend.model, **hidden, **fields})
+                "model": runtime.model_label, **hidden, **fields})

@@ -39,8 +39,9 @@ over its variable, which wins over the config file."""
 
 _AGENT_INTRO = """`ask`, `doctor` and `eval` take the model backend's settings (`--backend`, `--model`,
 `--ollama-host`, `--base-url`, `--api-key-env`, `--keep-alive`, `--request-timeout`) and
-`doctor` also `--runtime-slots` from the same `SQALE_*` variables and config file as
-`sqale-mcp`, in the same order: flag, variable, config file, default."""
+`ask` and `doctor` also `--runtime-slots` from the same `SQALE_*` variables and config file as
+`sqale-mcp`, in the same order: flag, variable, config file, default (`eval`'s `--runtime-slots`
+is a flag only: its default is `--concurrency`, or fewer when the engine serves fewer)."""
 
 
 def options_page() -> str:

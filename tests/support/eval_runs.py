@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from pathlib import Path
 
@@ -11,9 +12,25 @@ from agent.backends.base import SamplingSettings
 from agent.evaluation.datasets import Dataset, Selection
 from agent.evaluation.runner import EvalSettings, RunResult, evaluate
 from agent.evaluation.summary import Summary, summarize
+from agent.sqlite import create_database
 from tests.support.policies import OraclePolicy, PolicyBackend, ScriptPolicy, assistant_reply, tool_call
 
 MODEL = "scripted"
+SHOP = """
+    CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT, city TEXT);
+    INSERT INTO customer VALUES (1, 'Ann', 'Oslo'), (2, 'Bob', 'Rome'), (3, 'Cy', 'Oslo');
+"""
+SHOP_QUESTIONS = {"How many customers are there?": "SELECT count(*) FROM customer",
+                  "Which customers live in Oslo?": "SELECT name FROM customer WHERE city = 'Oslo'",
+                  "Which cities are there?": "SELECT DISTINCT city FROM customer"}
+
+
+def spider_shop(folder: Path) -> Path:
+    """`folder` made a Spider-layout set: SHOP_QUESTIONS on one database, shop (SHOP)."""
+    create_database(folder / "database" / "shop" / "shop.sqlite", SHOP)
+    records = [{"db_id": "shop", "question": q, "query": sql} for q, sql in SHOP_QUESTIONS.items()]
+    (folder / "dev.json").write_text(json.dumps(records), encoding="utf-8")
+    return folder
 
 
 def oracle_for(dataset: Dataset) -> OraclePolicy:

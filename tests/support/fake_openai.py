@@ -1,4 +1,5 @@
-"""The OpenAI-compatible API of the fake runtime: /v1/models, /v1/completions, and llama-server's /props."""
+"""The OpenAI-compatible API of the fake runtime: /v1/models, /v1/completions, llama-server's /props,
+and, when it plays llama_cpp.server, that server's /openapi.json and its one request at a time."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -23,6 +25,10 @@ class OpenAIApi:
 
     def __init__(self, server: FakeServer) -> None:
         self.server = server
+        # llama_cpp.server's two locks: a request waits on `outer` while another holds `inner`,
+        # which is how the one generating sees that another request is waiting.
+        self._outer = anyio.Lock()
+        self._inner = anyio.Lock()
 
     def routes(self) -> list[Route]:
         """The /v1 routes and /props, for the server's Starlette app."""
@@ -30,6 +36,7 @@ class OpenAIApi:
             Route("/v1/models", self._models, methods=["GET"]),
             Route("/v1/completions", self._completions, methods=["POST"]),
             Route("/props", self._props, methods=["GET"]),
+            Route("/openapi.json", self._openapi, methods=["GET"]),
         ]
 
     def _refused(self, recorded: RecordedRequest) -> JSONResponse | None:
@@ -52,12 +59,37 @@ class OpenAIApi:
             return JSONResponse({"detail": "Not Found"}, 404)
         return JSONResponse({"total_slots": self.server.total_slots, "model_path": "/models/fake.gguf"})
 
+    async def _openapi(self, request: Request) -> Response:
+        await self.server.record(request)
+        if not self.server.llama_cpp_python:
+            return JSONResponse({"detail": "Not Found"}, 404)
+        return JSONResponse({"openapi": "3.1.0", "info": {"title": "🦙 llama.cpp Python API",
+                                                          "version": "0.3.36"}, "paths": {}})
+
     async def _completions(self, request: Request) -> Response:
+        if not self.server.llama_cpp_python:
+            return await self._complete(request)
+        async with self._outer:
+            await self._inner.acquire()
+        try:
+            return await self._complete(request)
+        finally:
+            self._inner.release()
+
+    def _cut_off(self) -> bool:
+        """Whether llama_cpp.server would end the generation now: another request is waiting."""
+        return self.server.llama_cpp_python and self.server.interrupt_requests and self._outer.locked()
+
+    async def _complete(self, request: Request) -> Response:
         recorded = await self.server.record(request)
         if (refused := self._refused(recorded)) is not None:
             return refused
         body = recorded.body if isinstance(recorded.body, dict) else {}
         model = body.get("model") or ""
+        if self.server.crash_on_completion:
+            return StreamingResponse(_broken("the engine crashed"), media_type="text/event-stream")
+        if self.server.llama_cpp_python:
+            model = self.server.models[0]  # any name: it answers with the one model it serves
         if model not in self.server.models:
             return JSONResponse({
                 "object": "error", "message": f"The model `{model}` does not exist.",
@@ -67,7 +99,14 @@ class OpenAIApi:
         if self.server.context_tokens is not None and count_tokens(prompt) >= self.server.context_tokens:
             return self._context_exceeded(count_tokens(prompt), body)
         reply = self.server.ask_policy(prompt, model, body.get("seed"))
-        if await self.server.run_delay(request, recorded, reply.delay):
+        if self.server.llama_cpp_python and body.get("stream"):
+            # It generates during the delay; a request arriving meanwhile cuts it off.
+            with anyio.move_on_after(reply.delay):
+                while not self._cut_off():
+                    await anyio.sleep(0.01)
+            if self._cut_off():
+                return StreamingResponse(_interrupted(), media_type="text/event-stream")
+        elif await self.server.run_delay(request, recorded, reply.delay):
             return Response(status_code=499)
         if reply.http_status != 200:
             return JSONResponse({
@@ -98,11 +137,7 @@ class OpenAIApi:
 
     def _context_exceeded(self, prompt_tokens: int, body: dict[str, Any]) -> Response:
         if body.get("stream"):
-            async def broken() -> AsyncIterator[bytes]:
-                raise RuntimeError("fake runtime: the prompt does not fit (stream broken off)")
-                yield b""  # pragma: no cover - makes this an async generator
-
-            return StreamingResponse(broken(), media_type="text/event-stream")
+            return StreamingResponse(_broken("the prompt does not fit"), media_type="text/event-stream")
         max_tokens = int(body.get("max_tokens") or 16)
         return JSONResponse({"error": {
             "message": f"This model's maximum context length is {self.server.context_tokens} tokens, however "
@@ -126,3 +161,14 @@ class OpenAIApi:
         if usage is not None:
             yield event([], usage=usage)
         yield b"data: [DONE]\n\n"
+
+
+async def _broken(why: str) -> AsyncIterator[bytes]:
+    """A stream that breaks off before its first event (the server's task raised)."""
+    raise RuntimeError(f"fake runtime: {why} (stream broken off)")
+    yield b""  # pragma: no cover - makes this an async generator
+
+
+async def _interrupted() -> AsyncIterator[bytes]:
+    """What llama_cpp.server streams when another request cuts a generation off: [DONE] alone."""
+    yield b"data: [DONE]\n\n"

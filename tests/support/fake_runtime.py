@@ -22,6 +22,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 
+from agent.backends.base import PROBE_PROMPT
 from tests.support.fake_ollama import OllamaApi
 from tests.support.fake_openai import OpenAIApi
 from tests.support.policies import DEFAULT_MODEL, Policy, PromptCache, ScriptedReply, count_tokens, policy_reply
@@ -61,11 +62,21 @@ class FakeServer:
         show_overrides: Mapping[str, Any] | None = None,
         total_slots: int | None = None,
         context_tokens: int | None = None,
+        llama_cpp_python: bool = False,
+        interrupt_requests: bool = True,
+        crash_on_completion: bool = False,
     ) -> FakeServer:
         """Answer with `policy` and these options from now on, with nothing recorded yet.
 
         A pooled server (FakeServerPool) is configured afresh for each test that borrows it.
         """
+        # /v1 answers as llama_cpp.server: its OpenAPI title, any model name served (`models` is
+        # what /v1/models lists), one request at a time; with `interrupt_requests` (its default)
+        # a request arriving while another is generating ends that one's stream early.
+        self.llama_cpp_python = llama_cpp_python
+        self.interrupt_requests = interrupt_requests
+        # /v1/models answers, every /v1/completions breaks off: an engine that dies generating.
+        self.crash_on_completion = crash_on_completion
         self.policy = policy
         self.models = tuple(models)
         self.api_key = api_key  # required on /v1 routes when set
@@ -163,7 +174,12 @@ class FakeServer:
         return recorded
 
     def ask_policy(self, prompt: str, model: str, seed: int | None) -> ScriptedReply:
-        """The policy's reply; if the policy raises, a 500 naming the error (kept for stop())."""
+        """The policy's reply; if the policy raises, a 500 naming the error (kept for stop()).
+
+        The one-token check that the engine generates (doctor's) is answered as any model would.
+        """
+        if prompt == PROBE_PROMPT:
+            return ScriptedReply("OK")
         try:
             return policy_reply(self.policy, prompt, model, seed)
         except Exception as exc:  # recorded and re-raised by stop(): the test fails visibly

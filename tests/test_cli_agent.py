@@ -148,7 +148,7 @@ def test_doctor_checks_every_openai_replica_serves_the_model(fake_openai, dead_u
     good = fake_openai(OraclePolicy({}))
     assert main(["doctor", "--backend", "openai", "--base-url", good.url]) == 0
     assert f"[ok]   openai at {good.url}: model {DEFAULT_MODEL} is available\n" \
-           f"       replicas: {good.url}\n" in capsys.readouterr().out
+           f"       server: {good.url}\n" in capsys.readouterr().out
     assert main(["doctor", "--backend", "openai", "--base-url", good.url, "--base-url", dead_url]) == 1
     out = capsys.readouterr().out
     assert f"1 of 2 replicas did not answer:\n  {dead_url}: ConnectError" in out

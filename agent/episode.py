@@ -18,6 +18,7 @@ class EpisodeStatus(StrEnum):
     FINAL_ANSWER = "final_answer"  # the model answered with SQL in its final turn
     FALLBACK = "fallback"  # no usable answer: the last query that ran without error
     FAILED = "failed"  # nothing runnable at all
+    VERIFIED = "verified"  # no episode: a verified library's SQL for the same question, run now
 
 
 class StopReason(StrEnum):
@@ -29,6 +30,7 @@ class StopReason(StrEnum):
     TOKEN_BUDGET = "token_budget"  # the episode token budget ran out
     NO_CALL = "no_tool_call"  # a tool turn answered with SQL that ran, instead of calls
     NO_TABLES = "no_readable_tables"  # the database shows no table or view: the model was not asked
+    VERIFIED = "verified_answer"  # the question was answered from the verified library: no exploration
 
 
 RESULT_CELL_CHARS = 10_000  # a longer text cell of an answer arrives clipped, with its length

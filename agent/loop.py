@@ -105,7 +105,7 @@ class _Answer:
 def schema_reads(schema: Schema, result: QueryResult) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """The schema's tables and views (and their columns) a query read, in name order.
 
-    The authorizer also reports CTEs and subqueries it materialises, under their own names;
+    The worker also reports CTEs and subqueries SQLite materialises, under their own names;
     only names of the schema are kept, spelled as the schema spells them.
     """
     tables = {t.name for name in result.tables_read if (t := schema.find(name)) is not None}

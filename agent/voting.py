@@ -57,10 +57,14 @@ def answer_key(result: QueryResult | None, sql: str | None, rule: MatchRule) -> 
     return vote_key(result.rows, rule)
 
 
-async def execute_for_comparison(db: Database, sql: str, limits: CompareLimits) -> QueryResult:
-    """Run `sql` with whole cells and up to max_rows rows (one more tells a fit from an overflow)."""
+async def execute_for_comparison(db: Database, sql: str, limits: CompareLimits, *,
+                                 reads: bool = True) -> QueryResult:
+    """Run `sql` with whole cells and up to max_rows rows (one more tells a fit from an overflow).
+
+    Without `reads`, what it read is the authorizer's alone (see Database.query).
+    """
     return await db.aquery(sql, max_rows=limits.max_rows, count_cap=limits.max_rows + 1,
-                           timeout=limits.timeout)
+                           timeout=limits.timeout, reads=reads)
 
 
 def ran_sql(result: EpisodeResult) -> bool:
@@ -79,7 +83,9 @@ class Comparison:
         """`sql` run with whole cells and up to the limits' rows (once per distinct SQL)."""
         compared = self._executed.get(sql)
         if compared is None:
-            compared = self._executed[sql] = await execute_for_comparison(self.db, sql, self.limits)
+            # Only the rows vote: what the SQL read is the episode's own run's to report.
+            compared = self._executed[sql] = await execute_for_comparison(self.db, sql, self.limits,
+                                                                          reads=False)
         return compared
 
     async def vote(self, result: EpisodeResult) -> tuple[QueryResult | None, Hashable | None]:

@@ -3,7 +3,9 @@
     python bench/bench_tools.py [--repeat 200]
 
 Goals (issue 2): each exploration tool p95 < 5 ms on bakerydemo and < 20 ms on 1,000 tables;
-run_query overhead < 1 ms per query; every bomb released within deadline + 0.5 s.
+run_query overhead < 1 ms per query; every bomb released within deadline + 0.5 s. Also what
+completing tables_read from the statement's program (`reads`, on for run_query and the answer)
+adds to a query, on Chinook.
 """
 
 from __future__ import annotations
@@ -106,6 +108,36 @@ def bench_database(label: str, path: Path, repeat: int) -> None:
     engine.close()
 
 
+# Statements of the shapes the model writes: a scan, a three-table join with ON, the same join
+# with USING (what the program adds to the authorizer's reads), a correlated subquery.
+READ_QUERIES = {
+    "scan": "SELECT * FROM Track LIMIT 20",
+    "join ON": "SELECT g.Name, sum(il.Quantity) FROM Genre g JOIN Track t ON t.GenreId = g.GenreId "
+               "JOIN InvoiceLine il ON il.TrackId = t.TrackId GROUP BY g.Name",
+    "join USING": "SELECT g.Name, sum(il.Quantity) FROM Genre g JOIN Track t USING (GenreId) "
+                  "JOIN InvoiceLine il USING (TrackId) GROUP BY g.Name",
+    "subquery": "SELECT Name FROM Artist a WHERE EXISTS (SELECT 1 FROM Album al "
+                "WHERE al.ArtistId = a.ArtistId AND al.Title LIKE 'G%')",
+}
+
+
+def bench_reads(path: Path, repeat: int) -> None:
+    """Database.query p50 with and without `reads` (the statement's EXPLAIN, read in the worker)."""
+    engine = QueryEngine(EngineLimits())
+    db = Database(path, engine)
+    print("\ntables_read from the program (Chinook): Database.query p50, reads off / on")
+    for name, sql in READ_QUERIES.items():
+        samples: dict[bool, list[float]] = {False: [], True: []}
+        for _ in range(repeat + 1):  # alternated, so a busy spell on the machine hits both
+            for reads in (False, True):
+                start = time.perf_counter()
+                db.query(sql, max_rows=50, reads=reads)
+                samples[reads].append(time.perf_counter() - start)
+        off, on = (statistics.median(samples[r][1:]) * 1000 for r in (False, True))
+        print(f"  {name:<12} {off:8.3f} ms {on:8.3f} ms  {on - off:+.3f} ms ({on / off - 1:+.0%})")
+    engine.close()
+
+
 def bench_bombs(path: Path, deadline: float) -> None:
     engine = QueryEngine(EngineLimits(query_timeout=deadline, kill_grace=0.3))
     db = Database(path, engine)
@@ -138,6 +170,8 @@ def main() -> None:
                 bench_database(label, path, args.repeat)
             else:
                 print(f"\n{label}: skipped ({path} not found; ../shared/data is absent)")
+        if targets[0][1].exists():
+            bench_reads(targets[0][1], args.repeat)
         bench_bombs(create_database(Path(tmp) / "shop.sqlite", SHOP_SQL), args.deadline)
 
 

@@ -18,8 +18,10 @@ from agent.backends.settings import make_backend
 from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
+from agent.verified import VerifiedLibrary
 
 from .answer.error_results import StructuredToolErrors
+from .answer.saving import app_only_tools
 from .answer.scoping import ScopedToolList
 from .answer.sizing import result_size_meta
 from .answer.tool import TOOL_NAME, advertised_input_schema, answer_sql_question
@@ -27,12 +29,14 @@ from .answer.view import AnswerView, ViewForAppsClients
 from .config.catalog import (
     Catalog,
     attach_notes,
+    attach_verified,
     collect_databases,
     example_question,
     hide_rules_by_alias,
     load_catalog,
     tool_description,
 )
+from .config.libraries import open_libraries
 from .config.limits import AnswerLimits
 from .config.settings import ServerSettings
 from .runtime import (
@@ -66,7 +70,8 @@ class SqaleServer(MCPServer[ServerRuntime]):
     """The MCPServer with one tool; `run()` honours our transport, host, port and auth settings."""
 
     def __init__(self, settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
-                 backend_factory: BackendFactory, tokens: TokenTable) -> None:
+                 backend_factory: BackendFactory, tokens: TokenTable,
+                 libraries: Mapping[str, VerifiedLibrary] | None = None) -> None:
         gate, metrics = QuestionGate(), ServerMetrics()
         limits = answer_limits(settings)
 
@@ -80,12 +85,18 @@ class SqaleServer(MCPServer[ServerRuntime]):
         async def lifespan(_: MCPServer[ServerRuntime]) -> AsyncIterator[ServerRuntime]:
             try:
                 async with open_runtime(settings, catalog, prompts, backend_factory, gate=gate,
-                                        metrics=metrics, callers=tokens.callers) as runtime:
+                                        metrics=metrics, callers=tokens.callers,
+                                        libraries=libraries) as runtime:
                     yield runtime
             finally:
                 runtime_closed.set()
 
         view = AnswerView() if settings.answer_view else None
+        if view is not None:
+            # App-only tools (e.g. "Save as verified" with --verified-writable): hosts with MCP Apps
+            # list them for the view's buttons; the model never sees them.
+            for extra in app_only_tools(settings):
+                view.app_tool(extra.fn, name=extra.name, title=extra.title, description=extra.description)
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
                          lifespan=lifespan, log_level=settings.log_level,
                          middleware=[ScopedToolList(catalog, describe), StructuredToolErrors(),
@@ -146,7 +157,7 @@ def answer_tool(settings: ServerSettings, catalog: Catalog, description: str, li
     schema = advertised_input_schema(
         tool.parameters, aliases=catalog.aliases, max_question_chars=settings.max_question_chars,
         max_evidence_chars=settings.max_evidence_chars, max_samples=settings.max_samples,
-        example=example_question(catalog))
+        example=example_question(catalog), verified=any(e.verified for e in catalog.entries))
     return tool.model_copy(update={"parameters": schema})
 
 
@@ -158,6 +169,8 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
     catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout),
                            hide_rules_by_alias(settings, specs))
     catalog = attach_notes(catalog, settings.notes, settings.max_notes_chars)
+    catalog = attach_verified(catalog, settings.verified)
+    libraries = open_libraries(catalog, EngineLimits(query_timeout=settings.query_timeout))
     prompts = server_prompts(settings)
     if settings.episode_log is not None:
         EpisodeLog.check_writable(settings.episode_log)
@@ -168,4 +181,4 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
             logger.info("database '%s': notes %s (%d facts, %d characters)", entry.alias,
                         entry.notes.path, entry.notes.facts, entry.notes.chars)
     tokens = token_table(settings, catalog.aliases)
-    return SqaleServer(settings, catalog, prompts, backend_factory, tokens)
+    return SqaleServer(settings, catalog, prompts, backend_factory, tokens, libraries)

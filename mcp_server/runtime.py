@@ -23,6 +23,7 @@ from agent.errors import BackendError, ConfigError
 from agent.prompt import PromptSet, load_prompts
 from agent.prompt_cache import CacheWatch, next_reuse
 from agent.sqlite import Database, EngineLimits, QueryEngine
+from agent.verified import VerifiedLibrary
 
 from .config.catalog import Catalog
 from .config.limits import AnswerLimits
@@ -101,6 +102,7 @@ class ServerRuntime:
     gate: QuestionGate  # questions in flight; refuses new ones once the server is stopping
     metrics: ServerMetrics
     limits: AnswerLimits
+    verified: Mapping[str, VerifiedLibrary]  # the databases' verified libraries, by alias
     cache_watch: CacheWatch  # warns once per engine that keeps re-evaluating later rounds' prompts
     engine_label: str  # the engine a round is counted under when the backend does not name one
 
@@ -126,7 +128,8 @@ class ServerRuntime:
 @asynccontextmanager
 async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
                        backend_factory: BackendFactory, *, gate: QuestionGate, metrics: ServerMetrics,
-                       callers: Sequence[Caller]) -> AsyncIterator[ServerRuntime]:
+                       callers: Sequence[Caller],
+                       libraries: Mapping[str, VerifiedLibrary] | None = None) -> AsyncIterator[ServerRuntime]:
     """Start the query workers and the backend, check the model once, and clean up at the end."""
     engine = QueryEngine(EngineLimits(workers=settings.max_concurrent,
                                       query_timeout=settings.query_timeout))
@@ -160,7 +163,7 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
             limiter=limiter, slots=runtime_slots,
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
             quotas=quotas, gate=gate, metrics=metrics,
-            limits=answer_limits(settings),
+            limits=answer_limits(settings), verified=dict(libraries or {}),
             cache_watch=CacheWatch(lambda where: cache_advice(engines.get(where)), logger.warning),
             engine_label=replica,
         )

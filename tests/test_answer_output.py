@@ -92,6 +92,7 @@ def test_answer_from_episode_has_every_field_and_a_compact_trace() -> None:
                          {"round": 2, "prompt": 100, "cached": 90, "evaluated": 10},
                          {"round": 3, "prompt": 100, "cached": "unknown", "evaluated": "unknown"}],
         "trace_omitted": 0, "last_reply": None, "limits_hit": [],
+        "verified": None, "similar_verified": [], "verified_note": None,
     }
 
 

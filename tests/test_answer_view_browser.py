@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -294,3 +295,54 @@ def test_the_host_hears_the_views_console_errors_and_csp_violations(host, tmp_pa
     assert errors[0] == "console: from the view"
     assert all("violates the following Content Security Policy directive" in e for e in errors[1:])
     host.browser.errors.clear()
+
+
+def test_a_verified_answer_says_so_offers_no_save_and_asks_the_model_again(host, tmp_path, fake_ollama, shots):
+    """From the library: status Verified, no Save button even with a writable library; Ask again
+    asks the model (verified: false), since the library would answer the same."""
+    question = "How many books are there?"
+    library = tmp_path / "lib.jsonl"
+    library.write_text(json.dumps({"question": question, "sql": GOLD[question], "database": "bookshop",
+                                   "added_by": "ann"}) + "\n", encoding="utf-8")
+    fake = fake_ollama(OraclePolicy(GOLD))
+    html, [verified] = answers(tmp_path, ["--demo", "--ollama-host", fake.url, "--verified",
+                                          f"bookshop={library}", "--verified-writable"], {"question": question})
+    assert verified["structuredContent"]["status"] == "verified"
+    assert verified["_meta"][RESULT_META_KEY] == {"appTools": ["save_verified_answer"]}
+    host.show(html, {"question": question}, verified)
+    host.wait_view("document.querySelector('button.ask-again')")
+    assert "Verified" in host.view("document.querySelector('header.top').textContent")
+    assert host.view("document.querySelector('button.save')") is None
+    assert host.view("document.querySelector('button.ask-again').textContent") == "Ask the model (5 samples)"
+    assert host.view("document.querySelector('footer').textContent") == (
+        "From lib.jsonl line 1, added by ann: SQL someone verified, run now on the current data; no model "
+        "was asked.")
+    host.screenshot(shots / "answer-view-verified.png")
+    host.host(f"host.results[{TOOL!r}] = {json.dumps(verified)}")
+    host.click("button.ask-again")
+    deadline = time.monotonic() + 30
+    while not host.host("host.calls.length") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host.host("host.calls") == [{"name": TOOL, "arguments": {
+        "question": question, "database": "bookshop", "samples": 5, "verified": False}}]
+
+
+def test_a_models_answer_lists_the_similar_verified_ones_to_compare(host, tmp_path, fake_ollama, shots):
+    """A similar question: the model's answer, Save offered, and the similar verified SQL one click away."""
+    similar = "List the titles of books published before 1960."
+    library = tmp_path / "lib.jsonl"
+    library.write_text(json.dumps({"question": "List the titles of books published after 1990.",
+                                   "sql": "SELECT title FROM books WHERE published > 1990 ORDER BY title",
+                                   "database": "bookshop"}) + "\n", encoding="utf-8")
+    fake = fake_ollama(OraclePolicy(GOLD))
+    html, [result] = answers(tmp_path, ["--demo", "--ollama-host", fake.url, "--verified",
+                                        f"bookshop={library}", "--verified-writable"], {"question": similar})
+    host.show(html, {"question": similar}, result)
+    host.wait_view("document.getElementById('similar-verified')")
+    assert host.view("document.querySelector('#similar-verified summary').textContent") == (
+        "Verified answers to similar questions (1)")
+    assert host.view("document.querySelector('#similar-verified code').textContent") == (
+        "SELECT title FROM books WHERE published > 1990 ORDER BY title")
+    assert host.view("document.querySelector('button.save') !== null") is True
+    host.click("#similar-verified summary")
+    host.screenshot(shots / "answer-view-similar-verified.png")

@@ -148,7 +148,7 @@ def test_doctor_checks_every_openai_replica_serves_the_model(fake_openai, dead_u
     good = fake_openai(OraclePolicy({}))
     assert main(["doctor", "--backend", "openai", "--base-url", good.url]) == 0
     assert f"[ok]   openai at {good.url}: model {DEFAULT_MODEL} is available\n" \
-           f"       replicas: {good.url}\n" in capsys.readouterr().out
+           f"       server: {good.url}\n" in capsys.readouterr().out
     assert main(["doctor", "--backend", "openai", "--base-url", good.url, "--base-url", dead_url]) == 1
     out = capsys.readouterr().out
     assert f"1 of 2 replicas did not answer:\n  {dead_url}: ConnectError" in out
@@ -168,10 +168,10 @@ def test_doctor_lists_what_each_hide_rule_hides(fake_ollama, tmp_path, capsys) -
                  "--hide", "customer.email", "--hide", "Custmer.*"]) == 0
     out = capsys.readouterr().out
     assert (f"[ok]   database {db.resolve()}: 1 table, 0 views\n"
-            "       hides (customer.email): Customer.Email\n"
-            "[warn] hide rule 'Custmer.*' matches no table or column here; check its spelling "
-            "(TABLE or TABLE.COLUMN globs, any case)\n"
-            "       also hidden, as they read hidden data: Mails\n") in out
+            "       hide rule 'customer.email' hides Customer.Email\n"
+            "[warn] hide rule 'Custmer.*' matches no table or column; check its spelling "
+            "(rules are TABLE or TABLE.COLUMN globs, any case)\n"
+            "       also hidden because they read hidden data: Mails\n") in out
 
 
 def test_doctor_reports_the_engines_slots_and_what_runtime_slots_will_be(fake_openai, capsys) -> None:

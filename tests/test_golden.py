@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from agent.commands.cli import main
 from agent.errors import ConfigError
-from agent.evaluation.golden import GoldenEntry, load_golden, read_golden
+from agent.evaluation.golden import load_golden
+from agent.golden_file import GoldenEntry, read_golden
 from agent.sqlite import create_database
 from tests.support.policies import OraclePolicy
 
@@ -99,21 +101,23 @@ def test_golden_add_runs_the_sql_and_stores_the_row_count(sales: Path, tmp_path:
     """golden add appends a checked entry with its row count; the same question is not added twice."""
     golden = tmp_path / "golden.jsonl"
     argv = ["golden", "add", "--db", str(sales), "--file", str(golden), "--tag", "counts",
-            RIGHT_Q, RIGHT_SQL]
+            "--by", "ann", RIGHT_Q, RIGHT_SQL]
     assert main(argv) == 0
     assert main(argv) == 0
-    assert main(["golden", "add", "--db", f"sales={sales}", "--file", str(golden),
+    assert main(["golden", "add", "--db", f"sales={sales}", "--file", str(golden), "--by", "bob",
                  "Which orders are over 25?", "SELECT id FROM orders WHERE amount > 25"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines() == [
         f"added to {golden}: {RIGHT_Q!r} on data/sales.db (1 row)",
         f"already in {golden}: {RIGHT_Q!r} on data/sales.db",
         f"added to {golden}: 'Which orders are over 25?' on sales (2 rows)"]
-    assert lines(golden) == [
+    added = lines(golden)
+    assert [datetime.fromisoformat(str(line.pop("added_at"))).tzinfo for line in added] == [UTC, UTC]
+    assert added == [
         {"question": RIGHT_Q, "sql": RIGHT_SQL, "database": "data/sales.db", "tags": ["counts"],
-         "row_count": 1},
+         "row_count": 1, "added_by": "ann"},
         {"question": "Which orders are over 25?", "sql": "SELECT id FROM orders WHERE amount > 25",
-         "database": "sales", "row_count": 2}]
+         "database": "sales", "row_count": 2, "added_by": "bob"}]
     assert [e.database for e in read_golden(golden)] == ["data/sales.db", "sales"]
 
 
@@ -150,14 +154,16 @@ def test_golden_add_from_log_turns_answers_into_candidates(sales: Path, tmp_path
     ]) + "\n", encoding="utf-8")
     golden = tmp_path / "candidates.jsonl"
     assert main(["golden", "add", "--from-log", str(log), "--db", f"sales={sales}",
-                 "--file", str(golden)]) == 0
-    assert lines(golden) == [{"question": RIGHT_Q, "sql": RIGHT_SQL, "database": "sales",
-                              "tags": ["from-log"], "row_count": 1}]
+                 "--file", str(golden), "--by", "ann"]) == 0
+    added = lines(golden)
+    assert isinstance(added[0].pop("added_at"), str)
+    assert added == [{"question": RIGHT_Q, "sql": RIGHT_SQL, "database": "sales",
+                      "tags": ["from-log"], "row_count": 1, "added_by": "ann"}]
     assert capsys.readouterr().out == (
         f"1 candidate question added to {golden} (tag from-log) of the 6 questions in {log}; 1 left "
         "out: no --db crm=PATH; 3 left out: not answered (failed, or only a fallback); 1 left out: their "
         "SQL fails now. The SQL is the model's: check each one, fix or delete it, and drop the from-log "
-        "tag once it is known good.\n")
+        "tag once it is known good (a verified library serves no entry still tagged so).\n")
     assert GoldenEntry.model_validate(lines(golden)[0]).tags == ("from-log",)
     assert main(["golden", "add", "--from-log", str(log), "--db", f"sales={sales}",
                  "--file", str(golden)]) == 0

@@ -8,7 +8,7 @@ import pytest
 
 from agent.evaluation.html_report import write_report
 from tests.support.chromium import Chromium, find_chromium
-from tests.support.report_runs import run, run_a_policy, run_b_policy, write_dataset
+from tests.support.report_runs import run, run_a_policy, run_b_policy, voting_policy, write_dataset
 
 pytest.importorskip("websockets", reason="the browser test needs websockets (in the dev extra)")
 CHROMIUM = find_chromium()
@@ -33,7 +33,9 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("report-browser")
     dataset = write_dataset(root / "set")
     a, b = run(dataset, run_a_policy(), root / "a.jsonl"), run(dataset, run_b_policy(), root / "b.jsonl")
-    return {"run": write_report([a], root / "a.html"), "compare": write_report([a, b], root / "ab.html")}
+    k3 = run(dataset, voting_policy(), root / "k3.jsonl", samples=3, early_stop=False)
+    return {"run": write_report([a], root / "a.html"), "compare": write_report([a, b], root / "ab.html"),
+            "voting": write_report([k3], root / "k3.html")}
 
 
 @pytest.fixture
@@ -99,3 +101,24 @@ def test_comparison_page_in_chromium(pages, browser, tmp_path):
     assert browser.evaluate(samples) == 2
     browser.screenshot(tmp_path / "compare.png")
     assert browser.errors == []
+
+
+def test_voting_page_in_chromium(pages, browser, tmp_path):
+    """K = 3: the calibration chart is drawn; the agreement filter narrows; a question shows its vote."""
+    browser.open(pages["voting"].as_uri())
+    charts = {name: (items, width, height) for name, items, width, height in browser.evaluate(CHARTS)}
+    items, width, height = charts["calibration"]
+    assert items >= 4 and width >= 200 and height >= 40
+    browser.evaluate("(() => { const f = document.getElementById('filters'); "
+                     "f.elements.agreement.value = '2 of 3 agree'; f.elements.agreement.dispatchEvent("
+                     "new Event('change', {bubbles: true})); })()")
+    assert browser.evaluate(VISIBLE_KEYS) == ["0", "1"]
+    browser.click('details.ep[data-key="0"] > summary')
+    votes = browser.evaluate("[...document.querySelectorAll('details.ep[data-key=\"0\"] table.candidates "
+                             "tbody tr')].map(r => [r.className, r.cells[0].textContent, "
+                             "r.cells[3].textContent])")
+    assert votes == [["chosen", "2", "✓ right"], ["", "1", "✗ wrong"]]
+    browser.screenshot(tmp_path / "voting-light.png")
+    browser.screenshot(tmp_path / "voting-dark.png", dark=True)
+    assert browser.errors == []
+    assert all((tmp_path / name).stat().st_size > 10_000 for name in ("voting-light.png", "voting-dark.png"))

@@ -77,7 +77,7 @@ def test_headline_numbers(page_a):
 def test_every_question_in_the_browser(page_a):
     """One entry per question with its verdict, group, database and status for the filters."""
     entries = re.findall(r'<details class="ep" data-key="(\d+)" data-verdict="([^"]+)" data-group="([^"]*)" '
-                         r'data-db="([^"]+)" data-status="([^"]+)">', page_a)
+                         r'data-db="([^"]+)" data-status="([^"]+)" data-agreement="">', page_a)
     assert entries == [("0", "correct", "easy", "shop", "submitted"),
                        ("1", "wrong", "easy", "shop", "submitted"),
                        ("2", "wrong", "hard", "shop", "failed"), ("3", "correct", "medium", "zoo", "submitted"),

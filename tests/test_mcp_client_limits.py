@@ -12,6 +12,7 @@ import pytest
 from mcp import Client
 
 from agent.notes import read_notes
+from mcp_server.answer.library_output import SimilarVerified
 from mcp_server.answer.output import AnswerOutput, Candidate, TraceEntry
 from mcp_server.answer.sizing import DEFAULT_ANSWER_CHARS, RESULT_SIZE_META, answer_chars, fitted_response
 from mcp_server.config.catalog import Catalog, CatalogEntry, tool_description
@@ -106,7 +107,10 @@ def test_every_answer_fits_40_000_characters_with_the_default_limits() -> None:
     """Wide, long, many calls, eight samples, long SQL: text plus structured content ≤ 40,000."""
     limits = AnswerLimits(max_rows=50, cell_chars=10_000, query_timeout=10, episode_timeout=300)
     tall = [[f"row {r} " + "y" * 300] for r in range(50)]
+    similar = [SimilarVerified(question="v" * 2_000, sql="SELECT " + "x, " * 10_000 + "1", line=k)
+               for k in range(3)]
     cases = {"wide": long_answer(), "long": long_answer(columns=["text"], rows=tall),
+             "similar": long_answer(similar_verified=similar),
              "small": long_answer(candidates=[], trace=[], samples=1, question="q?", sql="SELECT 1",
                                   rows=[[1]], columns=["1"], columns_read={}, tables=[])}
     sizes = {}

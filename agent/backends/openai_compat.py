@@ -214,7 +214,9 @@ class OpenAICompletionsBackend:
                 f"{len(down)} of {len(self._pool.replicas)} replicas did not answer:\n{listing}\n"
                 "Start the server(s) or fix --base-url."
             )
-        return ModelInfo(name=self.model, details={"replicas": self.where},
+        # One base URL is a server, not a set of replicas (doctor prints this key as its label).
+        label = "server" if len(self._pool.replicas) == 1 else "replicas"
+        return ModelInfo(name=self.model, details={label: self.where},
                          served_as=served_as)
 
     async def _answers_any_name(self, replica: Replica) -> bool:

@@ -6,6 +6,9 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -25,9 +28,11 @@ from ..prompt_cache import episode_reuse, verdicts
 from ..settings.agent_settings import AgentSettings
 from ..settings.aliases import check_plain_path
 from ..sqlite import Database
+from ..verified import Consulted, consult, provenance_text, similar_text
 from .backend_options import add_backend_arguments, backend_choice, command_settings, prompts_from_args
 from .db_options import add_database_arguments, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
+from .verified_options import add_verified_arguments, open_library
 
 EXIT_NO_ANSWER = 3  # the model produced no runnable SQL (1: our error, 2: a usage error, 130: Ctrl-C)
 FACTS_SECONDS = 5.0  # asking the engine about itself: slots, context, what it is
@@ -50,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the whole episode result as JSON")
     parser.add_argument("--trace", action="store_true",
                         help="print each round: thoughts, calls and results")
+    add_verified_arguments(parser)
     add_backend_arguments(parser)
     add_environment_argument(parser)
 
@@ -72,7 +78,6 @@ def run(args: argparse.Namespace) -> int:
     settings = EpisodeSettings(result_rows=max(1, args.max_rows), environment=environment_from_args(args),
                                result_bytes=max(1024, args.max_result_bytes))
     notes = read_notes(args.notes, max_chars=args.max_notes_chars) if args.notes else None
-    evidence = evidence_with_notes(notes.text if notes else None, args.evidence)
     live = sys.stderr.isatty()
 
     async def report(k: int, played: Round) -> None:
@@ -84,29 +89,42 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(line, file=sys.stderr, flush=True)
 
-    async def episodes() -> Asked:
-        backend = make_backend(choice, SamplingSettings())
-        try:
-            # As in the server: samples share the runtime's slots (what the engine says it serves
-            # at once, else the backend's default), and the budget fits the engine's context.
-            facts = await gather_engine_facts(backend, FACTS_SECONDS)
-            slots = RuntimeSlots(resolve_runtime_slots(given_slots, backend, os.environ, facts).slots)
-            fitted, shrunk = fit_to_engines(settings, facts)
-            if shrunk is not None:
-                print(f"sqale-agent ask: {shrunk}", file=sys.stderr)
-            with Database(args.db, hide=rules) as db:
-                asked = Question(question, db, evidence, fitted, prompts)
+    library = open_library(args, Path(args.db).expanduser())
+
+    async def episodes() -> tuple[Asked | None, Consulted | None]:
+        with Database(args.db, hide=rules) as db:
+            consulted = None
+            if library is not None:
+                consulted = await consult(library, db, question, args.evidence, settings=settings)
+                if consulted.answer is not None:
+                    return None, consulted  # verified: no model asked
+            hints = consulted.hints() if consulted is not None and args.verified_hints else None
+            model_evidence = evidence_with_notes(evidence_with_notes(notes.text if notes else None, hints),
+                                                 args.evidence)
+            backend = make_backend(choice, SamplingSettings())
+            try:
+                # As in the server: samples share the runtime's slots (what the engine says it serves
+                # at once, else the backend's default), and the budget fits the engine's context.
+                facts = await gather_engine_facts(backend, FACTS_SECONDS)
+                slots = RuntimeSlots(resolve_runtime_slots(given_slots, backend, os.environ, facts).slots)
+                fitted, shrunk = fit_to_engines(settings, facts)
+                if shrunk is not None:
+                    print(f"sqale-agent ask: {shrunk}", file=sys.stderr)
+                asked = Question(question, db, model_evidence, fitted, prompts)
                 done = await ask(asked, SampleBackends.seeded(backend, args.samples, args.seed), run_episode,
                                  slot=lambda k: slots.slot(), on_round=report)
-            where = backend.where if isinstance(backend, LocatedBackend) else choice.address
-            warn_of_prompt_cache(done, where, next((f.engine for f in facts if f.engine), None))
-            return done
-        finally:
-            await backend.aclose()
-            if live:
-                print("\r\033[K", end="", file=sys.stderr, flush=True)
+                where = backend.where if isinstance(backend, LocatedBackend) else choice.address
+                warn_of_prompt_cache(done, where, next((f.engine for f in facts if f.engine), None))
+                return done, consulted
+            finally:
+                await backend.aclose()
+                if live:
+                    print("\r\033[K", end="", file=sys.stderr, flush=True)
 
-    asked = anyio.run(episodes)
+    asked, consulted = anyio.run(episodes)
+    if asked is None:
+        assert consulted is not None
+        return print_verified(consulted, as_json=args.json)
     # Without an episode timeout every sample finishes (or our error was raised).
     assert asked.chosen is not None and asked.chosen.result is not None
     chosen = asked.chosen.result
@@ -114,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         data = result_as_json(chosen)
         if args.samples > 1:
             data.update(asked.vote_fields())
+        data.update(library_fields(consulted))
         print(json.dumps(data, ensure_ascii=False, indent=2))
         return exit_status(chosen)
     if args.trace:
@@ -123,6 +142,9 @@ def run(args: argparse.Namespace) -> int:
     if args.samples > 1:
         print()
         print(summary_text(asked.summary()))
+    for paragraph in library_paragraphs(consulted):
+        print()
+        print(paragraph)
     return exit_status(chosen)
 
 
@@ -133,6 +155,38 @@ def warn_of_prompt_cache(asked: Asked, engine: str, kind: str | None) -> None:
     for verdict in verdicts(rounds):
         if verdict.unhealthy:
             print(f"\nsqale-agent ask: {verdict.warning(cache_advice(kind))}", file=sys.stderr)
+
+
+def library_paragraphs(consulted: Consulted | None) -> list[str]:
+    """Beside the model's answer: why the library's own entry was not used, the similar entries."""
+    if consulted is None:
+        return []
+    listed = similar_text(consulted.similar, fence=lambda sql: f"```sql\n{sql}\n```")
+    return [*([f"note: {consulted.not_served}"] if consulted.not_served else []), *([listed] if listed else [])]
+
+
+def print_verified(consulted: Consulted, *, as_json: bool) -> int:
+    """Print the library's answer to a repeated question (no model was asked)."""
+    assert consulted.answer is not None and consulted.provenance is not None
+    if as_json:
+        data = {**result_as_json(consulted.answer), **library_fields(consulted)}
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+        return 0
+    print(render_answer(consulted.answer))
+    print()
+    print(f"{provenance_text(consulted.provenance)} Leave out --verified for the model's own answer.")
+    return 0
+
+
+def library_fields(consulted: Consulted | None) -> dict[str, Any]:
+    """What the library adds to `ask --json`: the verified answer's source, or the similar entries."""
+    if consulted is None:
+        return {}
+    if consulted.provenance is not None:
+        return {"verified": asdict(consulted.provenance)}
+    return {"similar_verified": [{"question": e.question, "sql": e.sql, "line": e.line}
+                                 for e in consulted.similar],
+            "verified_note": consulted.not_served}
 
 
 def exit_status(result: EpisodeResult) -> int:

@@ -30,7 +30,7 @@ from ..notes import read_notes
 from ..options import add_flags
 from ..prompt_cache import DOCS
 from ..settings.agent_settings import AgentSettings
-from ..sqlite import Database, HideRules, Schema, index_order_warning
+from ..sqlite import Database, HideRules, Schema, hiding_findings
 from ..text import plural
 from .backend_options import add_backend_arguments, backend_choice, command_settings, config_path
 from .db_options import add_hide_argument, hide_rules
@@ -115,18 +115,9 @@ def _check_notes(paths: list[str], max_chars: int) -> list[str]:
 
 def _print_hiding(schema: Schema) -> None:
     """What each --hide rule hid on this database; a rule that hid nothing is a warning."""
-    if schema.hiding is None:
-        return
-    for rule, names in schema.hiding.matches:
-        if names:
-            print(f"       hides ({rule}): {', '.join(names)}")
-        else:
-            print(f"[warn] hide rule {rule!r} matches no table or column here; check its spelling "
-                  "(TABLE or TABLE.COLUMN globs, any case)")
-    if schema.hiding.derived:
-        print(f"       also hidden, as they read hidden data: {', '.join(schema.hiding.derived)}")
-    if schema.hiding.indexes:
-        print(f"[warn] {index_order_warning(schema.hiding.indexes)}")
+    if schema.hiding is not None:
+        for warning, text in hiding_findings(schema.hiding):
+            print(f"{'[warn]' if warning else '      '} {text}")
 
 
 async def _check_model(args: argparse.Namespace) -> bool:

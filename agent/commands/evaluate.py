@@ -23,13 +23,14 @@ from ..episode import EpisodeSettings
 from ..errors import ConfigError, SqaleError
 from ..evaluation import html_report
 from ..evaluation.datasets import KAGGLE_SPLITS, Benchmark, Dataset, Selection, load_dataset, select_examples
-from ..evaluation.golden import is_golden_file, load_golden
+from ..evaluation.golden import load_golden
 from ..evaluation.html_report.cache_reuse import results_verdicts
 from ..evaluation.progress import ProgressLine
 from ..evaluation.records import TraceKind, read_records
 from ..evaluation.runner import EvalSettings, EvaluationAborted, RunResult, evaluate, run_info
 from ..evaluation.scoring import QueryLimits
 from ..evaluation.summary import render_summary, summarize, summary_path_for, write_summary
+from ..golden_file import is_golden_file
 from ..options import add_flags
 from ..settings.agent_settings import AgentSettings
 from ..sqlite import EngineLimits
@@ -102,6 +103,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            help=f"limit for the model's own queries (default {EngineLimits.query_timeout:g})")
     run_group.add_argument("--max-result-rows", type=int, default=QueryLimits.max_rows, metavar="N",
                            help=f"results with more rows are not compared (default {QueryLimits.max_rows:,})")
+    run_group.add_argument("--verified", metavar="FILE.jsonl",
+                           help="a verified library (golden questions; it may be this very file): with "
+                                "--verified-hints, each question's most similar entries (its own left out) "
+                                "go to the model as evidence")
+    add_flags(run_group, AgentSettings, "verified_hints", field_defaults=True)
     run_group.add_argument("--max-backend-failures", type=int, default=3, metavar="N",
                            help="stop after N episodes in a row fail in the backend (default 3)")
     out = parser.add_argument_group("output")
@@ -262,7 +268,14 @@ def database_flags(items: list[str]) -> dict[str, Path]:
 
 def settings_from_args(args: argparse.Namespace) -> EvalSettings:
     """The run settings the options describe (ConfigError when out of range)."""
+    if bool(args.verified) != bool(args.verified_hints):
+        raise ConfigError("eval uses a verified library only for hints: give both --verified FILE.jsonl "
+                          "and --verified-hints (the run without them is the one to compare with)")
+    library = Path(args.verified).expanduser() if args.verified else None
+    if library is not None and not library.is_file():
+        raise ConfigError(f"--verified {args.verified}: no such file; give a golden-question file")
     return EvalSettings(
+        verified_hints=library,
         samples=args.samples, concurrency=args.concurrency, runtime_slots=args.runtime_slots, seed=args.seed,
         limits=QueryLimits(timeout=args.scoring_timeout, max_rows=args.max_result_rows),
         tool_query_timeout=args.tool_query_timeout, max_backend_failures=args.max_backend_failures,

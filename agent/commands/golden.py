@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import sys
 from collections.abc import Iterator, Mapping
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..evaluation.golden import GoldenEntry, append_entries, database_reference
+from ..golden_file import FROM_LOG_TAG, GoldenEntry, append_entries, database_reference, now_iso
 from ..sqlite import Database
 from ..text import plural
 
@@ -45,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="a label to group results by, e.g. revenue (repeatable)")
     add.add_argument("--from-log", metavar="EPISODES.jsonl",
                      help="take the answered questions of a server episode log as candidates")
+    add.add_argument("--by", metavar="NAME",
+                     help="who adds the entries, recorded as added_by with the time (default: your "
+                          "user name)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,13 +73,24 @@ def run(args: argparse.Namespace) -> int:
               "and return the right rows) before adding it", file=sys.stderr)
         return 1
     entry = GoldenEntry(question=args.question.strip(), sql=args.sql.strip(), database=name,
-                        evidence=args.evidence, tags=tuple(args.tag), row_count=rows)
+                        evidence=args.evidence, tags=tuple(args.tag), row_count=rows,
+                        added_by=added_by(args), added_at=now_iso())
     added = append_entries(golden_file, [entry])
     if not added:
         print(f"already in {golden_file}: {entry.question!r} on {name}")
         return 0
     print(f"added to {golden_file}: {entry.question!r} on {name} ({plural(rows, 'row')})")
     return 0
+
+
+def added_by(args: argparse.Namespace) -> str | None:
+    """Who adds the entries: --by, else the user name of this session (None when unknown)."""
+    if args.by and args.by.strip():
+        return str(args.by).strip()
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no user name in the environment or the password database
+        return None
 
 
 def checked_row_count(path: Path, sql: str) -> int | str:
@@ -99,6 +114,7 @@ def _database_arg(value: str, golden_file: Path) -> tuple[str, Path]:
 def _add_from_log(log: Path, golden_file: Path, args: argparse.Namespace) -> int:
     """Append each answered question of the log whose SQL runs as a candidate (tag from-log)."""
     databases = dict(_database_arg(v, golden_file) for v in args.db)
+    who = added_by(args)
     candidates = []
     skipped: dict[str, int] = {}
     read = 0
@@ -119,7 +135,8 @@ def _add_from_log(log: Path, golden_file: Path, args: argparse.Namespace) -> int
             continue
         candidates.append(GoldenEntry(
             question=record["question"], sql=record["sql"], database=alias,
-            evidence=record.get("evidence") or None, tags=(*args.tag, "from-log"), row_count=rows))
+            evidence=record.get("evidence") or None, tags=(*args.tag, FROM_LOG_TAG), row_count=rows,
+            added_by=who, added_at=now_iso()))
     added = append_entries(golden_file, candidates)
     print(from_log_summary(log, golden_file, read=read, added=added,
                            skipped={**skipped, f"already in {golden_file}": len(candidates) - added}))
@@ -128,15 +145,15 @@ def _add_from_log(log: Path, golden_file: Path, args: argparse.Namespace) -> int
 
 def from_log_summary(log: Path, golden_file: Path, *, read: int, added: int, skipped: Mapping[str, int]) -> str:
     """What `golden add --from-log` did: how many it added, and why it left each of the others out."""
-    head = f"{plural(added, 'candidate question')} added to {golden_file} (tag from-log)"
+    head = f"{plural(added, 'candidate question')} added to {golden_file} (tag {FROM_LOG_TAG})"
     if read == 0:
         return (f"{head}: {log} holds no question; give the file the server writes with "
                 "--episode-log.")
     left = "".join(f"; {n} left out: {why}" for why, n in sorted(skipped.items()) if n)
     text = f"{head} of the {plural(read, 'question')} in {log}{left}."
     if added:
-        text += (" The SQL is the model's: check each one, fix or delete it, and drop the from-log tag "
-                 "once it is known good.")
+        text += (f" The SQL is the model's: check each one, fix or delete it, and drop the {FROM_LOG_TAG} "
+                 "tag once it is known good (a verified library serves no entry still tagged so).")
     return text
 
 

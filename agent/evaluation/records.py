@@ -161,6 +161,9 @@ class QuestionRecord(_Record):
     any_correct: bool | None
     voted_sample: int | None  # the answer's sample (agent.asking's choice, with or without a vote)
     vote_counts: list[int]  # size of each result group, largest first
+    # The samples of each result group (sample indexes), in vote_counts' order; absent in files
+    # written before the report showed candidates.
+    vote_groups: list[list[int]] = []
     # Share of the K samples agreeing with the voted answer (agent.asking); None when that answer
     # has no SQL that ran, or the line was written before this field.
     agreement: float | None = None
@@ -171,6 +174,8 @@ class QuestionRecord(_Record):
     seconds: float  # wall time of the whole question
     samples: list[SampleRecord]
     run: RunInfo | None = None  # absent in files written before the HTML report
+    # The verified questions whose SQL went to the model as evidence (eval --verified-hints).
+    verified_hints: list[str] = []
 
     @property
     def backend_failed(self) -> bool:

@@ -19,6 +19,7 @@ from ..errors import BackendAuthError, BackendError, ConfigError, DatabasePathEr
 from ..sqlite import Database, EngineLimits, QueryEngine
 from ..text import sentence
 from .datasets import Dataset, Example, Selection
+from .hints import HintSource
 from .progress import ProgressSink
 from .records import (
     QuestionRecord,
@@ -63,6 +64,7 @@ class EvalSettings:
     early_stop: bool = True  # stop a question's samples once a strict majority agrees
     episode: EpisodeSettings = field(default_factory=EpisodeSettings)
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    verified_hints: Path | None = None  # a verified library giving each question hints
 
     def __post_init__(self) -> None:
         if self.samples < 1 or self.concurrency < 1 or self.max_backend_failures < 1:
@@ -86,6 +88,7 @@ def run_info(settings: EvalSettings, *, backend: str | None = None,
         "token_budget": episode.token_budget,
         "temperature": settings.sampling.temperature, "top_p": settings.sampling.top_p,
         "top_k": settings.sampling.top_k,
+        "verified_hints": settings.verified_hints.name if settings.verified_hints else "off",
     }
     return RunInfo(started=datetime.now(UTC).isoformat(timespec="seconds"), backend=backend,
                    settings={**described, **(extra or {})})
@@ -167,6 +170,7 @@ async def evaluate(dataset: Dataset, selection: Selection, backend_factory: Back
                 limits=settings.limits, trace=settings.trace,
                 episode_slots=anyio.CapacityLimiter(settings.runtime_slots or settings.concurrency),
                 on_episode=on_episode, early_stop=settings.early_stop, run=run,
+                hints=HintSource(settings.verified_hints) if settings.verified_hints else None,
             )
             await _schedule(tg, todo, databases, ctx, settings.concurrency, out_path, new, progress)
     finally:

@@ -25,6 +25,7 @@ from ..sqlite import Database, QueryResult, QueryStatus
 from ..voting import CompareLimits, Comparison, Tally, execute_for_comparison
 from .accuracy import MatchRule, has_top_level_order_by, results_match
 from .datasets import Benchmark, Example
+from .hints import Hinted, HintSource
 from .records import (
     BACKEND_ERROR_STATUS,
     CANCELLED_STATUS,
@@ -75,6 +76,7 @@ class QuestionContext:
     on_episode: Callable[[BackendError | None], None] | None = None  # after each episode: its backend error
     early_stop: bool = True  # cancel the other samples once a strict majority agrees
     run: RunInfo | None = None  # written on every line
+    hints: HintSource | None = None  # a verified library's similar entries as evidence (--verified-hints)
 
 
 def sampling_with_seed(base: SamplingSettings, seed: int | None) -> SamplingSettings:
@@ -102,7 +104,11 @@ async def evaluate_question(example: Example, db: Database, ctx: QuestionContext
         return _record(example, ctx, gold, [], None, started)
     rule = MATCH_RULES[ctx.benchmark]
     comparison = Comparison(db, ctx.limits, rule)  # the vote's runs score the answers too
-    question = Question(example.question, db, example.evidence, ctx.episode_settings, ctx.prompts)
+    hinted = (await ctx.hints.hints(example.db_id, db, example.question) if ctx.hints is not None
+              else Hinted(None, ()))
+    # As the server orders them: the hints, then the question's own evidence.
+    evidence = "; ".join(part for part in (hinted.evidence, example.evidence) if part) or None
+    question = Question(example.question, db, evidence, ctx.episode_settings, ctx.prompts)
     how = AskSettings(rule=rule, limits=ctx.limits, early_stop=ctx.early_stop, compare_single=True,
                       keep_backend_errors=True)
 
@@ -120,7 +126,8 @@ async def evaluate_question(example: Example, db: Database, ctx: QuestionContext
         run = asked.outcome.results.get(k)
         samples.append(_cancelled_sample(k, ctx) if run is None
                        else await _sample_record(run, ctx, comparison, gold_result, gold))
-    return _record(example, ctx, gold, samples, asked, started)
+    record = _record(example, ctx, gold, samples, asked, started)
+    return record.model_copy(update={"verified_hints": list(hinted.questions)}) if hinted.questions else record
 
 
 def unreadable_database_record(example: Example, ctx: QuestionContext, error: str) -> QuestionRecord:
@@ -204,6 +211,7 @@ def _record(example: Example, ctx: QuestionContext, gold: GoldRecord, samples: S
         any_correct=any(s.correct for s in finished) if scored and finished else None,
         voted_sample=chosen.sample if chosen else None,
         vote_counts=[g.votes for g in asked.outcome.groups] if asked else [],
+        vote_groups=[list(g.members) for g in asked.outcome.groups] if asked else [],
         agreement=asked.agreement if asked is not None and scored else None,
         stopped_early=asked.outcome.stopped_early if asked else False,
         rounds=chosen.rounds if chosen else 0, tool_calls=chosen.tool_calls if chosen else 0,

@@ -64,10 +64,14 @@ class Summary(_Model):
     benchmark: str
     model: str
     samples: int
+    environment: str | None  # the texts the model read (trained or rich; "trained / rich" if mixed)
     questions: QuestionCounts
     accuracy: Accuracy
     by_difficulty: dict[str, Accuracy]
     by_database: dict[str, Accuracy]
+    # Accuracy by how many of the K samples agreed with the answer ("3 of 5 agree"), most first,
+    # then "no SQL ran": how far agreement can be trusted on these questions. Empty with K = 1.
+    by_agreement: dict[str, Accuracy]
     episodes: EpisodeStats
     mean_tokens_per_question: float | None
     gold_errors: dict[str, int]  # by the gold query's status
@@ -84,8 +88,10 @@ def summarize(records: Sequence[QuestionRecord], *, benchmark: str, model: str, 
     ran = [s for s in episodes if s.status not in (BACKEND_ERROR_STATUS, CANCELLED_STATUS)]
     backend_failed = sum(s.status == BACKEND_ERROR_STATUS for s in episodes)
     levels = sorted({lv for r in scored for lv in record_levels(r)}, key=_difficulty_rank)
+    agreement_levels = sorted({level for r in scored if (level := agreement_level(r)) is not None},
+                              key=agreement_rank)
     return Summary(
-        benchmark=benchmark, model=model, samples=samples,
+        benchmark=benchmark, model=model, samples=samples, environment=_environment(ordered),
         questions=QuestionCounts(selected=selected, missing_db=missing_db,
                                  missing_db_ids=list(missing_db_ids), evaluated=len(ordered),
                                  gold_errors=len(ordered) - len(scored), scored=len(scored)),
@@ -93,6 +99,8 @@ def summarize(records: Sequence[QuestionRecord], *, benchmark: str, model: str, 
         by_difficulty={lv: _accuracy([r for r in scored if lv in record_levels(r)]) for lv in levels},
         by_database={db: _accuracy([r for r in scored if r.db_id == db])
                      for db in sorted({r.db_id for r in scored})},
+        by_agreement={level: _accuracy([r for r in scored if agreement_level(r) == level])
+                      for level in agreement_levels},
         episodes=EpisodeStats(
             total=len(episodes), by_status=_counts(s.status for s in episodes),
             outcomes=_counts(s.outcome.value for s in episodes),
@@ -111,6 +119,35 @@ def summarize(records: Sequence[QuestionRecord], *, benchmark: str, model: str, 
             mean_tool_seconds=_mean([s.tool_seconds for s in ran]),
         ),
     )
+
+
+NO_SQL_RAN = "no SQL ran"
+
+
+def agreement_level(record: QuestionRecord) -> str | None:
+    """`4 of 5 agree`: how many of the K samples gave the answer's result; `no SQL ran` when the
+    answer has none; None with one sample (nothing to agree on) or for a gold error."""
+    k = len(record.samples)
+    if record.gold_error or k < 2:
+        return None
+    if record.agreement is None:
+        return NO_SQL_RAN
+    return f"{round(record.agreement * k)} of {k} agree"
+
+
+def agreement_rank(level: str) -> tuple[int, str]:
+    """Most agreement first (a larger share), `no SQL ran` last."""
+    if level == NO_SQL_RAN:
+        return (1, "")
+    votes, _, rest = level.partition(" of ")
+    share = int(votes) / int(rest.split()[0])
+    return (0, f"{1 - share:.6f}")
+
+
+def _environment(records: Sequence[QuestionRecord]) -> str | None:
+    seen = dict.fromkeys(str(r.run.settings["environment"]) for r in records
+                         if r.run is not None and "environment" in r.run.settings)
+    return " / ".join(seen) or None
 
 
 def record_levels(record: QuestionRecord) -> tuple[str, ...]:

@@ -51,6 +51,9 @@ class AgentSettings(BackendSettings):
         None, ge=1, le=256,
         description="episodes talking to the model at once, each keeping its slot for all its rounds; "
                     "the others wait in arrival order")
+    verified_hints: bool = Field(
+        False, description="also give the model the most similar verified answers as evidence (off by "
+                           "default: measure it first with sqale-agent eval --verified FILE --verified-hints)")
     environment: Environment = Field(
         DEFAULT_ENVIRONMENT,
         description="the texts the model reads: trained, the tool outputs and turn texts it was trained "

@@ -3,9 +3,11 @@
 Nothing outside this package opens a database. Statements run in killable worker
 processes (see `_worker`, cancelled through `_cancel`) on connections guarded by an allow-list
 authorizer (`_guard` opens them, `_authorizer` decides, `_schema_read` reads their schema).
+`similar` ranks similar questions with FTS5 in a private in-memory index (never a user's file).
 The owner's hide rules (`hiding`) are resolved against the whole file (`_hiding_file`) and
 enforced by the same authorizer; `_refusals` words what a refused statement is told, from the
-names `_sql_names` finds in it. A worker keeps one connection per file and rule set.
+names `_sql_names` finds in it. What a statement read is the authorizer's reads completed from
+its program (`_reads`). A worker keeps one connection per file and rule set.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ._worker import (
     SchemaRequest,
     stat_signature,
 )
-from .hiding import HideRules, index_order_warning
+from .hiding import HideRules, hiding_findings
 from .types import (
     BlobRef,
     ClippedText,
@@ -109,6 +111,10 @@ class Database:
     def limits(self) -> EngineLimits:
         return self.engine.limits
 
+    def file_signature(self) -> tuple[int, ...]:
+        """What changes when the file (or its WAL) changes: mtime, size and inode of each."""
+        return stat_signature(self.path)
+
     def schema(self) -> Schema:
         """Schema facts, cached and re-read when the file (or its WAL) changes.
 
@@ -127,18 +133,22 @@ class Database:
 
     def query(self, sql: str, *, max_rows: int, cell_limit: int | None = None,
               count_cap: int | None = None, timeout: float | None = None,
-              cancel: CancelToken | None = None, byte_budget: int | None = None) -> QueryResult:
+              cancel: CancelToken | None = None, byte_budget: int | None = None,
+              reads: bool = True) -> QueryResult:
         """Run one read-only statement; every failure comes back as a QueryResult value.
 
         With `byte_budget`, the worker cuts cells, columns and rows so the rows weigh at most
-        that many bytes as JSON before they leave it (see QueryResult.cut_to_fit).
+        that many bytes as JSON before they leave it (see QueryResult.cut_to_fit). With `reads`
+        (the default), tables_read and columns_read are completed from the statement's program
+        (`_reads`); without, they are the authorizer's, which misses what USING and NATURAL
+        joins read: pass False only for statements whose reads nobody looks at.
         """
         request = QueryRequest(
             path=str(self.path), sql=sql, max_rows=max(0, max_rows),
             count_cap=self.limits.count_cap if count_cap is None else count_cap,
             cell_limit=cell_limit,
             timeout=self.limits.query_timeout if timeout is None else timeout, hide=self.hide,
-            byte_budget=byte_budget,
+            byte_budget=byte_budget, reads=reads,
         )
         return self.engine.run(request, cancel)
 
@@ -148,14 +158,14 @@ class Database:
 
     async def aquery(self, sql: str, *, max_rows: int, cell_limit: int | None = None,
                      count_cap: int | None = None, timeout: float | None = None,
-                     byte_budget: int | None = None) -> QueryResult:
+                     byte_budget: int | None = None, reads: bool = True) -> QueryResult:
         """`query()` without blocking the event loop; cancelling the caller interrupts the query."""
         token = CancelToken()
         try:
             return await anyio.to_thread.run_sync(
                 lambda: self.query(sql, max_rows=max_rows, cell_limit=cell_limit,
                                    count_cap=count_cap, timeout=timeout, cancel=token,
-                                   byte_budget=byte_budget),
+                                   byte_budget=byte_budget, reads=reads),
                 abandon_on_cancel=True,
             )
         except anyio.get_cancelled_exc_class():
@@ -191,6 +201,6 @@ __all__ = [
     "Schema",
     "Table",
     "create_database",
-    "index_order_warning",
+    "hiding_findings",
     "validate_database_path",
 ]

@@ -17,6 +17,7 @@ from . import hiding
 from ._authorizer import READING_KEYWORDS, StatementGuard, rtree_shadow_tables
 from ._fit import ResultFitter
 from ._hiding_file import resolve_on
+from ._reads import BtreeCatalog, Read, merged, statement_reads
 from ._refusals import Refusal, statement_refusal
 from ._schema_read import read_schema
 from .sql_text import first_keyword
@@ -68,6 +69,7 @@ class GuardedConnection:
         companions = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
         missing = [p for p in companions if not p.exists()]
         self._hiding: tuple[tuple[hiding.HideRules, int], tuple[hiding.Withheld, HideReport]] | None = None
+        self.catalog = BtreeCatalog()
         try:
             self.conn = self._connect(path, settings, immutable=False)
         except sqlite3.OperationalError:
@@ -109,8 +111,12 @@ class GuardedConnection:
 
     def run(self, sql: str, *, max_rows: int, count_cap: int, cell_limit: int | None,
             timeout: float, byte_budget: int | None = None,
-            hide: hiding.HideRules | None = None) -> QueryResult:
-        """Run one statement; errors come back as values; rows are cut to `byte_budget` here."""
+            hide: hiding.HideRules | None = None, reads: bool = True) -> QueryResult:
+        """Run one statement; errors come back as values; rows are cut to `byte_budget` here.
+
+        With `reads`, what it read is completed from its program (see `_reads`) before it runs;
+        without, it is what the authorizer saw (complete except for USING and NATURAL joins).
+        """
         start = time.monotonic()
         withheld = self.resolved_hiding(hide)[0] if hide else hiding.Withheld()
         if refusal := statement_refusal(withheld, sql):  # what SQLite resolves unauthorized
@@ -121,6 +127,10 @@ class GuardedConnection:
             return QueryResult(QueryStatus.DENIED, error=(
                 f"not allowed: {keyword.upper() or 'an empty statement'}; only reading "
                 "statements (SELECT / WITH) are allowed"), seconds=time.monotonic() - start)
+        tables: set[str] = set()
+        columns: set[Read] = set()
+        if reads and keyword in _PROGRAM_KEYWORDS:
+            tables, columns = self._program_reads(sql, withheld)
         try:
             cursor = self.conn.execute(sql)
             fitter = ResultFitter(tuple(d[0] for d in cursor.description or ()), cell_limit,
@@ -139,11 +149,40 @@ class GuardedConnection:
                                seconds=time.monotonic() - start)
         kept = fitter.kept_columns if fitter.kept_columns >= 0 else len(fitter.columns)
         return QueryResult(QueryStatus.OK, fitter.columns[:kept], tuple(fitter.rows), total,
-                           lower_bound, tables_read=frozenset(self.guard.tables_read),
-                           columns_read=frozenset(self.guard.columns_read),
+                           lower_bound, tables_read=merged(tables, self.guard.tables_read),
+                           columns_read=merged(columns, self.guard.columns_read),
                            seconds=time.monotonic() - start, columns_cut=fitter.columns_cut,
                            cells_cut_to=fitter.cells_cut_to, rows_cut=fitter.rows_cut,
                            byte_budget=byte_budget)
+
+    def _program_reads(self, sql: str, withheld: hiding.Withheld) -> tuple[set[str], set[Read]]:
+        """The tables and columns `sql`'s program reads, less anything `withheld` hides.
+
+        The program is prepared under the same authorizer and rules as the statement itself, so
+        it opens nothing the statement could not; the schema reads that name its b-trees are ours
+        (run with nothing withheld), and no hidden name is kept. Runs within the statement's own
+        deadline.
+        """
+        deadline = self.guard.deadline
+
+        def explain() -> list[Any]:
+            self.guard.reset(deadline, withheld, sql)
+            return self.conn.execute("EXPLAIN " + sql).fetchall()
+
+        def fetch(schema_sql: str, params: tuple[Any, ...]) -> list[Any]:
+            self.guard.reset(deadline)
+            return self.conn.execute(schema_sql, params).fetchall()
+
+        try:
+            tables, columns = statement_reads(explain, fetch, self.catalog)
+        except (sqlite3.Error, UnicodeEncodeError, MemoryError):
+            return set(), set()  # it cannot be prepared or ran out of time: running it says so
+        finally:
+            self.guard.reset(deadline, withheld, sql)
+        if withheld:
+            tables = {t for t in tables if not withheld.hides_table(t)}
+            columns = {(t, c) for t, c in columns if not withheld.hides_column(t, c)}
+        return tables, columns
 
     def _collect(self, cursor: sqlite3.Cursor, fitter: ResultFitter, max_rows: int,
                  count_cap: int) -> tuple[int, bool]:
@@ -222,6 +261,9 @@ class GuardedConnection:
 
     def close(self) -> None:
         self.conn.close()
+
+
+_PROGRAM_KEYWORDS = frozenset({"select", "with"})  # statements whose program reads tables
 
 
 def _refused(refusal: Refusal, seconds: float) -> QueryResult:

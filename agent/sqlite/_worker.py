@@ -48,6 +48,7 @@ class QueryRequest:
     timeout: float
     byte_budget: int | None = None  # bytes the rows may weigh as JSON; cut in the worker
     hide: HideRules | None = None  # tables and columns the statement may not read
+    reads: bool = True  # complete tables_read/columns_read from the statement's program
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
                 reply = guarded.run(request.sql, max_rows=request.max_rows,
                                     count_cap=request.count_cap, cell_limit=request.cell_limit,
                                     timeout=request.timeout, byte_budget=request.byte_budget,
-                                    hide=request.hide)
+                                    hide=request.hide, reads=request.reads)
         except sqlite3.Error as exc:  # the file cannot be opened or its schema read
             connections.pop(key, None)
             reply = WorkerFailure("sqlite", str(exc))

@@ -301,12 +301,25 @@ def _reads_hidden(obj: FileObject, storage: dict[str, set[str]], state: _Spreadi
     return bool(forced & withheld.indexes) or reads_hidden(obj.name, withheld)
 
 
-def index_order_warning(indexes: Sequence[str]) -> str:
-    """The operator's warning about indexes over hidden columns (HideReport.indexes)."""
-    return (f"indexes over hidden columns: {', '.join(indexes)}; a query without ORDER BY that "
-            "SQLite answers through one returns rows in the order of the hidden values (and "
-            "LIMIT picks by them): drop those indexes, or serve a copy without them, if that "
-            "order is secret too")
+def hiding_findings(report: HideReport) -> tuple[tuple[bool, str], ...]:
+    """What the hide rules did on one database, for the operator: (is a warning, text) lines.
+
+    One text for `doctor` and the server's start-up log: a rule that hid nothing is probably a
+    typo, and an index over a hidden column leaks the order of its values.
+    """
+    lines: list[tuple[bool, str]] = []
+    for rule, names in report.matches:
+        lines.append((False, f"hide rule '{rule}' hides {', '.join(names)}") if names else
+                     (True, f"hide rule '{rule}' matches no table or column; check its spelling "
+                            "(rules are TABLE or TABLE.COLUMN globs, any case)"))
+    if report.derived:
+        lines.append((False, f"also hidden because they read hidden data: {', '.join(report.derived)}"))
+    if report.indexes:
+        lines.append((True, f"indexes over hidden columns: {', '.join(report.indexes)}; a query without "
+                            "ORDER BY that SQLite answers through one returns rows in the order of the "
+                            "hidden values (and LIMIT picks by them): drop those indexes, or serve a copy "
+                            "without them, if that order is secret too"))
+    return tuple(lines)
 
 
 def quote_name(name: str) -> str:

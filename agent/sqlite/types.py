@@ -143,8 +143,10 @@ class QueryResult:
     total_rows: int = 0  # rows the statement produced, counted up to `count_cap`
     total_is_lower_bound: bool = False  # counting stopped at the cap or the deadline
     error: str | None = None
-    tables_read: frozenset[str] = frozenset()  # tables the authorizer saw being read
-    columns_read: frozenset[tuple[str, str]] = frozenset()  # (table, column) pairs it saw read
+    # What it read: the authorizer's reads (CTEs under their own names, a view with the columns
+    # named through it), completed from its program unless the query asked not to (`_reads`).
+    tables_read: frozenset[str] = frozenset()  # tables and views
+    columns_read: frozenset[tuple[str, str]] = frozenset()  # (table, column) pairs
     seconds: float = 0.0
     # Cuts made in the worker to fit `byte_budget` (bytes of the rows as JSON):
     columns_cut: int = 0  # trailing columns left out (`columns` holds the kept ones)

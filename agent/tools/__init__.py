@@ -113,7 +113,7 @@ _distinct_values = distinct_values_tool(
 
 
 _run_query = run_query_tool(
-    lambda sql, s: QuerySpec(sql, max_rows=s.query_rows, cell_limit=s.cell_chars),
+    lambda sql, s: QuerySpec(sql, max_rows=s.query_rows, cell_limit=s.cell_chars, reads=True),
     lambda result, s: render_query_result(result, s.cell_chars, s.result_chars),
     render_query_failure)
 

@@ -54,12 +54,15 @@ class QuerySpec:
     cell_limit: int | None = None
     timeout: float | None = None
     count_cap: int | None = None  # rows counted in all (None: the engine's default)
+    # What it read, completed from its program: only for the model's own SQL; a tool's own
+    # query of one table needs no more than the authorizer's reads.
+    reads: bool = False
 
     @property
     def options(self) -> dict[str, Any]:
         """The keyword arguments of Database.query/aquery for this statement."""
         return {"max_rows": self.max_rows, "cell_limit": self.cell_limit, "timeout": self.timeout,
-                "count_cap": self.count_cap}
+                "count_cap": self.count_cap, "reads": self.reads}
 
 
 Steps = Generator[QuerySpec, QueryResult, ToolOutcome]

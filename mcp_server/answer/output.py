@@ -18,6 +18,7 @@ from agent.text import display_name, escape_unsafe, plural, quoted_text, sentenc
 
 from ..config.limits import AnswerLimits, LimitName, limit_lines, limits_hit
 from .fence import fence_untrusted, looks_like_marker, neutralise_markers
+from .library_output import SimilarVerified, VerifiedSource, library_lines, verified_paragraph
 
 TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured content
 TEXT_COLUMNS = 20  # columns shown in the text content; all are in the structured content
@@ -67,7 +68,8 @@ class Candidate(BaseModel):
     status: str = Field(description="how that sample produced its SQL (submitted, final_answer, fallback)")
 
 
-AnswerStatus = Literal["submitted", "final_answer", "fallback", "failed", "error", "refused", "cancelled"]
+AnswerStatus = Literal["submitted", "final_answer", "fallback", "failed", "verified", "error", "refused",
+                       "cancelled"]
 NOT_ANSWERED: frozenset[AnswerStatus] = frozenset({"error", "refused", "cancelled"})
 
 
@@ -90,7 +92,9 @@ class AnswerOutput(BaseModel):
     status: AnswerStatus = Field(
         description="submitted: the model submitted the SQL; final_answer: SQL in its last "
                     "turn; fallback: no usable answer, the last query that ran without error; "
-                    "failed: nothing runnable; and for a call that was not answered (isError): "
+                    "failed: nothing runnable; verified: a verified library's SQL for this same "
+                    "question, run now (no model call; see `verified`); and for a call that was not "
+                    "answered (isError): "
                     "error (bad arguments, the model runtime or a database failed), refused "
                     "(quota, or the server is stopping) or cancelled (the server stopped first)")
     error: str | None = Field(description="why the episode failed, the final SQL's error, or why "
@@ -143,6 +147,13 @@ class AnswerOutput(BaseModel):
         description="server limits this answer ran into: max_rows (more rows exist), cell_chars "
                     "(text cells clipped), result_bytes (rows cut to fit the answer size, see "
                     "`note`), query_timeout (SQL stopped by the per-query limit)")
+    verified: VerifiedSource | None = Field(
+        default=None, description="status verified only: the library entry whose SQL answered; null otherwise")
+    similar_verified: list[SimilarVerified] = Field(
+        default_factory=list, description="verified answers to similar questions, most similar first, "
+                                          "to compare with this answer (they never replace it)")
+    verified_note: str | None = Field(
+        default=None, description="why a verified answer to this very question was not served, when one exists")
 
 
 def trace_entries(result: EpisodeResult) -> list[TraceEntry]:
@@ -305,6 +316,10 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None,
         parts.extend(limit_lines(answer.limits_hit, limits))
     if answer.samples > 1:
         parts.append(votes_text(answer))
+    parts.extend(library_lines(answer.verified_note, answer.similar_verified, fence=sql_fence))
+    if answer.verified is not None:
+        parts.append(verified_paragraph(answer.verified))
+        return "\n\n".join(parts)
     status = (f"Status {answer.status} after {_count(answer.rounds, 'round')} and "
               f"{_count(answer.tool_calls, 'tool call')} in {answer.seconds:.1f} s.")
     if answer.status != EpisodeStatus.FAILED.value:  # no result to rely on, nothing to check

@@ -33,6 +33,9 @@ class QuestionAsked:
     evidence: str | None  # the notes and the caller's evidence, as the model reads them
     samples: int
     caller: Caller = LOCAL_CALLER  # whose quota each sample's episode counts against
+    given_evidence: str | None = None  # the caller's own evidence (a verified answer must fit it)
+    notes: str | None = None  # the database's notes, as the evidence starts with them
+    use_verified: bool = True  # False: the caller asked for the model's answer (`verified: false`)
 
 
 class SampleProgress:

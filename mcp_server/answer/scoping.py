@@ -13,9 +13,13 @@ from ..serving.access import caller_of
 from .tool import TOOL_NAME
 
 
-def scoped_input_schema(schema: dict[str, Any], aliases: tuple[str, ...]) -> dict[str, Any]:
-    """`schema` with any list of database aliases (an `enum`) cut to `aliases`."""
+def scoped_input_schema(schema: dict[str, Any], aliases: tuple[str, ...],
+                        verified: bool = True) -> dict[str, Any]:
+    """`schema` with any list of database aliases (an `enum`) cut to `aliases`; without `verified`
+    (none of them has a verified library), no `verified` argument."""
     scoped = copy.deepcopy(schema)
+    if not verified:
+        scoped.get("properties", {}).pop("verified", None)
     database = scoped.get("properties", {}).get("database", {})
     for holder in (database, *database.get("anyOf", ())):
         if isinstance(holder, dict) and isinstance(holder.get("enum"), list):
@@ -54,7 +58,8 @@ class ScopedToolList(ServerMiddleware[Any]):
         description = self._describe(scoped)
         return {**result, "tools": [
             {**tool, "description": description,
-             "inputSchema": with_example(scoped_input_schema(tool.get("inputSchema", {}), aliases),
+             "inputSchema": with_example(scoped_input_schema(tool.get("inputSchema", {}), aliases,
+                                                             any(e.verified for e in scoped.entries)),
                                          example_question(self._catalog), example_question(scoped))}
             if tool.get("name") == TOOL_NAME else tool
             for tool in result.get("tools", [])]}

@@ -90,6 +90,13 @@ def _clip_candidate_sql(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[
     return answer.model_copy(update={"candidates": candidates}), view
 
 
+def _clip_similar_verified(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[AnswerOutput, TextView]:
+    similar = [s.model_copy(update={"sql": clip(s.sql, CANDIDATE_SQL_CHARS),
+                                    "question": clip(s.question, ECHO_CHARS)})
+               for s in answer.similar_verified]
+    return answer.model_copy(update={"similar_verified": similar}), view
+
+
 def _smaller_text_table(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[AnswerOutput, TextView]:
     return answer, replace(view, rows=3, columns=8)
 
@@ -152,6 +159,6 @@ def _rows_note(kept: int, budget: int) -> str:
 
 
 # In order: the least useful to the reader first, the SQL in the text last.
-_STEPS: tuple[_Step, ...] = (_clip_trace_arguments, _clip_candidate_sql, _smaller_text_table,
-                             _keep_last_calls, _drop_trace, _drop_columns_read, _cut_rows,
+_STEPS: tuple[_Step, ...] = (_clip_trace_arguments, _clip_candidate_sql, _clip_similar_verified,
+                             _smaller_text_table, _keep_last_calls, _drop_trace, _drop_columns_read, _cut_rows,
                              _clip_echoes, _clip_text_sql)

@@ -41,6 +41,7 @@ from .tool_errors import (
     tool_error_for,
     unknown_database,
 )
+from .verified import audit_fields, consult_library, hinted, verified_answer, with_library
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,9 @@ async def answer_sql_question(
                                                      "vote on by their results (more is slower but "
                                                      "says how sure the answer is: see `agreement`); "
                                                      "default: the server's")] = None,
+    verified: Annotated[bool | None, Field(description="false: answer with the model even when the "
+                                                       "database's verified library holds this "
+                                                       "question; default true")] = None,
 ) -> Annotated[CallToolResult, AnswerOutput]:
     """Answer a question about a configured SQLite database with a small local text-to-SQL model."""
     # The SDK types the lifespan's value as a dict; ours is the ServerRuntime open_runtime yields.
@@ -68,7 +72,8 @@ async def answer_sql_question(
     caller = caller_of(ctx.request_context.request)
     try:
         return await answer_question(runtime, question, database, evidence,
-                                     report_progress=ctx.report_progress, samples=samples, caller=caller)
+                                     report_progress=ctx.report_progress, samples=samples, caller=caller,
+                                     use_verified=verified is not False)
     except CallError as error:
         # Returned, not raised: the failed call carries structured content like every other result.
         return error_response(error, database=known_alias(database, caller.visible(runtime.catalog.aliases)),
@@ -93,12 +98,16 @@ def known_alias(given: str | None, aliases: Sequence[str]) -> str | None:
 
 
 def advertised_input_schema(schema: Mapping[str, Any], *, aliases: Sequence[str], max_question_chars: int,
-                            max_evidence_chars: int, max_samples: int, example: str) -> dict[str, Any]:
+                            max_evidence_chars: int, max_samples: int, example: str,
+                            verified: bool = True) -> dict[str, Any]:
     """The tool's input schema with what the server enforces: alias enum, lengths, ranges, an example.
 
-    Each limit is stated here once; the tool description states the answer's limits.
+    Each limit is stated here once; the tool description states the answer's limits. `verified`
+    is advertised only when a database has a verified library (`verified=False` drops it).
     """
     properties = copy.deepcopy(dict(schema["properties"]))
+    if not verified:
+        properties.pop("verified", None)
     given = properties["question"].get("description", "The question in plain language").rstrip(". ")
     properties["question"].update(
         description=f"{given}, e.g. '{example}'", maxLength=max_question_chars, examples=[example])
@@ -134,7 +143,8 @@ def checked_text(name: str, value: str | None, limit: int) -> str | None:
 
 async def answer_question(runtime: ServerRuntime, question: str, database: str | None,
                           evidence: str | None, *, report_progress: ReportProgress,
-                          samples: int | None = None, caller: Caller = LOCAL_CALLER) -> CallToolResult:
+                          samples: int | None = None, caller: Caller = LOCAL_CALLER,
+                          use_verified: bool = True) -> CallToolResult:
     """Run the call's samples (one episode by default) and return the CallToolResult; errors are ToolErrors.
 
     Every call that gets past its arguments leaves one episode-log line, one log line and a
@@ -154,7 +164,8 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
         raise samples_out_of_range(count, settings.max_samples)
     notes = runtime.catalog.entry(alias).notes
     call = QuestionAsked(question=asked, alias=alias, samples=count, caller=caller,
-                         evidence=evidence_with_notes(notes.text if notes else None, hint))
+                         evidence=evidence_with_notes(notes.text if notes else None, hint),
+                         given_evidence=hint, notes=notes.text if notes else None, use_verified=use_verified)
     played: list[Round] = []  # every round of every sample, as it ends
     started = time.perf_counter()
     try:
@@ -181,12 +192,13 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     record = {**answer.model_dump(mode="json", include=set(_AUDITED_ANSWER_FIELDS)), **replied,
               "model_seconds": round(episode.model_seconds, 3),
               "tool_seconds": round(episode.tool_seconds, 3),
-              "queued_seconds": round(answer.queued_seconds, 3), **voting}
+              "queued_seconds": round(answer.queued_seconds, 3), **voting, **audit_fields(answer)}
     runtime.metrics.questions.labels(alias, caller.name, answer.status, answer.stop_reason).inc()
     await _audit(runtime, asker, asked, hint, alias, record)
     response = await anyio.to_thread.run_sync(lambda: build_response(answer, runtime.limits))
     text_bytes = sum(len(c.text.encode()) for c in response.content if isinstance(c, TextContent))
-    runtime.metrics.observe_answer(alias, answer.seconds, answer.rounds, text_bytes)
+    if answer.verified is None:  # a verified answer is no episode: it would skew episode times
+        runtime.metrics.observe_answer(alias, answer.seconds, answer.rounds, text_bytes)
     logger.info("answered on '%s' for token '%s': %s after %d rounds, %d tool calls, %.1f s "
                 "(queued %.1f s)%s", alias, caller.name, answer.status, answer.rounds,
                 answer.tool_calls, answer.seconds, answer.queued_seconds,
@@ -293,11 +305,22 @@ async def _run_admitted(runtime: ServerRuntime, call: QuestionAsked, report_prog
                         played: list[Round]) -> tuple[AnswerOutput, EpisodeResult, dict[str, Any]]:
     """Count the call's episodes against its token's minute, check the server still takes
     questions, then run the samples (each waits for a unit of its token's quota)."""
+    # A question the verified library may answer counts as one episode until it is known not to.
+    library_first = call.use_verified and call.alias in runtime.verified
     try:
-        runtime.quotas.check_rate(call.caller, call.samples)
+        runtime.quotas.check_rate(call.caller, 1 if library_first else call.samples)
         with runtime.gate.admit() as stop_scope:
             with stop_scope:  # cancelled when the server's drain time runs out
-                return await _run_samples(runtime, call, report_progress, played)
+                consulted = await consult_library(runtime, call)
+                if consulted is not None and consulted.answer is not None:
+                    # No episode: no slot to wait for, no model to ask.
+                    return (verified_answer(consulted, call.alias, runtime.settings.max_rows),
+                            consulted.answer, {})
+                if library_first and call.samples > 1:
+                    runtime.quotas.check_rate(call.caller, call.samples - 1)
+                answer, result, voting = await _run_samples(
+                    runtime, hinted(call, consulted, runtime.settings.verified_hints), report_progress, played)
+                return with_library(answer, consulted), result, voting
             raise _Cancelled(str(server_stopped_answering()))
     except QuotaExceeded as exc:
         raise _Refused(str(exc), "quota") from exc

@@ -20,7 +20,7 @@ from agent.settings.layers import layered, problem_text
 from agent.sqlite.hiding import parse_hide_rule
 
 from .config_file import file_tokens, read_server_config
-from .settings import DatabaseSpec, HideSpec, NotesSpec, ServerSettings
+from .settings import DatabaseSpec, HideSpec, NotesSpec, ServerSettings, VerifiedSpec
 
 _HELP_HINT = "see `sqale-mcp --help`"
 
@@ -35,6 +35,7 @@ class _Parser(argparse.ArgumentParser):
 # The flags of `sqale-mcp --help` and docs/options.md, by group; each is a ServerSettings field.
 FLAG_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("databases", ("databases", "db_dir", "demo", "notes", "max_notes_chars", "hide")),
+    ("verified answers", ("verified", "verified_hints", "verified_writable")),
     ("model backend", BACKEND_FLAGS),
     ("answers", ("max_rows", "max_result_bytes", "query_timeout", "episode_timeout", "max_concurrent",
                  "runtime_slots", "samples", "max_samples", "seed")),
@@ -78,9 +79,12 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
     file_values = read_server_config(config_path) if config_path is not None else {}
     file_dbs: dict[str, Path] = file_values.pop("databases", {})
     file_notes: dict[str, Path] = file_values.pop("notes", {})
+    file_verified: dict[str, Path] = file_values.pop("verified", {})
     hidden: dict[str, tuple[str, ...]] = dict(file_values.pop("hide", {}))
     flag_dbs = parse_db_flags(args.pop("db") or [])
     flag_notes = parse_alias_files(args.pop("notes") or [], "--notes", "--notes chinook=~/notes/chinook.txt")
+    flag_verified = parse_alias_files(args.pop("verified") or [], "--verified",
+                                      "--verified chinook=~/chinook-verified.jsonl")
     for alias, rules in parse_hide_flags(args.pop("hide") or []).items():
         hidden[alias] = (*hidden.get(alias, ()), *rules)  # flags add to the file's rules
     base_urls = args.pop("base_url")
@@ -92,6 +96,8 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
     values["notes"] = tuple(
         NotesSpec(alias=a, path=p) for a, p in ({**file_notes, **flag_notes}).items())
     values["hide"] = tuple(HideSpec(alias=a, rules=r) for a, r in hidden.items())
+    values["verified"] = tuple(
+        VerifiedSpec(alias=a, path=p) for a, p in ({**file_verified, **flag_verified}).items())
     if values.get("auth_token_env") is not None:
         values["auth_token"] = read_secret(values["auth_token_env"], environ, "--auth-token-env")
     if values.get("metrics_token_env") is not None:

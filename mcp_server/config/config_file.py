@@ -1,4 +1,4 @@
-"""The server's part of the config file: its tables ([db], [notes], [hide], [tokens.NAME]), and
+"""The server's part of the config file: its tables ([db], [notes], [verified], [hide], [tokens.NAME]), and
 the options of the module-level server. Finding and reading the file: agent.settings.config_file."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def read_server_config(path: Path) -> dict[str, Any]:
     tables as aliases to paths and rules (`tokens` is read by `file_tokens`)."""
     values = read_config_file(path, ServerSettings)
     base = path.expanduser().resolve().parent
-    for name, table in (("databases", "db"), ("notes", "notes")):
+    for name, table in (("databases", "db"), ("notes", "notes"), ("verified", "verified")):
         if name in values:
             values[name] = _file_alias_paths(table, values[name], path, base)
     if "hide" in values:
@@ -84,8 +84,8 @@ def file_tokens(table: object, environ: Mapping[str, str], path: Path) -> tuple[
 
 
 def _file_alias_paths(name: str, table: object, path: Path, base: Path) -> dict[str, Path]:
-    """The [db] or [notes] table: alias = "path" lines, paths relative to the config file."""
-    example = "chinook.db" if name == "db" else "chinook-notes.txt"
+    """The [db], [notes] or [verified] table: alias = "path" lines, paths relative to the config file."""
+    example = {"db": "chinook.db", "notes": "chinook-notes.txt"}.get(name, "chinook-verified.jsonl")
     if not isinstance(table, dict):
         raise ConfigError(f"--config {path}: `{name}` must be a table of alias = \"path\" lines, "
                           f"e.g. [{name}]\\nchinook = \"data/{example}\"")

@@ -51,6 +51,15 @@ class NotesSpec(BaseModel):
     path: Path
 
 
+class VerifiedSpec(BaseModel):
+    """The verified library (a golden-question file) served for the database under `alias`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    alias: str
+    path: Path
+
+
 class HideSpec(BaseModel):
     """Tables and columns of one database the model may not see or read."""
 
@@ -81,6 +90,13 @@ class ServerSettings(AgentSettings):
         (), description="hide a table or column of database ALIAS from the model (repeatable; globs such "
                         "as '*.password*' allowed, any case; in the config file, a [hide] table of "
                         "alias = [rules] lines)")
+    verified: Annotated[tuple[VerifiedSpec, ...], Option(metavar="ALIAS=FILE", repeatable=True)] = Field(
+        (), description="a verified library for database ALIAS: golden questions (JSON Lines, as `sqale-agent "
+                        "golden add` writes them) answered at once when asked again, and listed beside the "
+                        "model's answer when a similar one is asked (repeatable; in the config file, a "
+                        "[verified] table)")
+    verified_writable: bool = Field(
+        False, description="let the answer view's 'Save as verified' append to the verified libraries")
     db_dir: Annotated[Path | None, Option(metavar="DIR")] = Field(
         None, description="serve every *.sqlite, *.sqlite3 and *.db file in DIR (alias = file stem; bad "
                           "files are skipped with a warning)")
@@ -182,6 +198,9 @@ class ServerSettings(AgentSettings):
                 raise ValueError(f"{name} {cap} must be below --max-sessions {self.max_sessions}, so "
                                  "that one token cannot take every session from the others; lower "
                                  "it or raise --max-sessions")
+        if self.verified_writable and not self.verified:
+            raise ValueError("--verified-writable needs a library to write to: add --verified ALIAS=FILE "
+                             "(or a [verified] table in the config file)")
         names = [t.name for t in self.tokens]
         if self.auth_token is not None and "default" in names:
             raise ValueError("[tokens.default] clashes with --auth-token-env, whose token is named "

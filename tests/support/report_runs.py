@@ -25,6 +25,7 @@ from tests.support.policies import (
     PolicyBackend,
     ScriptedReply,
     ScriptPolicy,
+    SeedSwitchPolicy,
     assistant_reply,
     first_user_turn,
     tool_call,
@@ -100,11 +101,17 @@ def run_b_policy() -> ByQuestion:
 
 
 def run(dataset: Dataset, policy: object, out: Path, *, trace: TraceKind = TraceKind.FULL,
-        samples: int = 1) -> Path:
+        samples: int = 1, early_stop: bool = True) -> Path:
     """Evaluate every question of `dataset` with `policy` (K samples) into `out`; returns `out`."""
     def factory(sampling: SamplingSettings) -> PolicyBackend:
         return PolicyBackend(policy, MODEL, sampling=sampling)  # type: ignore[arg-type]
 
     anyio.run(partial(evaluate, dataset, select_examples(dataset), factory, model=MODEL, out_path=out,
-                      settings=EvalSettings(trace=trace, samples=samples)))
+                      settings=EvalSettings(trace=trace, samples=samples, early_stop=early_stop)))
     return out
+
+
+def voting_policy() -> SeedSwitchPolicy:
+    """Three samples: seeds 0 and 1 answer as run A, seed 2 as run B. Q0 right 2 of 3, Q1 wrong 2 of
+    3, Q2 no SQL at all, Q3 right 3 of 3 (Q4's gold fails)."""
+    return SeedSwitchPolicy({0: run_a_policy(), 1: run_a_policy(), 2: run_b_policy()})

@@ -3,9 +3,10 @@
     write_report([results.jsonl], out)            one run
     write_report([a.jsonl, b.jsonl], out)        two runs compared question by question
 
-Layers: `data` computes every number from the records (pure), `charts` draws them with
-matplotlib (an optional extra), `episodes` renders the question browser, `sections` the parts
-of the page, `page` the document with its styles, script and security policy.
+Layers: `data` computes every number from the records (pure; the samples' vote in
+`voting_data`), `charts` draws them with matplotlib (an optional extra), `episodes` renders the
+question browser, `sections` the parts of the page, `page` the document with its styles,
+script and security policy.
 """
 
 from __future__ import annotations

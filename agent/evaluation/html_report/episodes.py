@@ -14,7 +14,9 @@ from collections.abc import Iterable, Sequence
 from ...text import plural
 from ..records import QuestionRecord, RoundTrace, RowsPreview, SampleRecord
 from ..scoring import MATCH_RULES, MatchRule
+from ..summary import agreement_level, agreement_rank
 from .data import Grouping, Run, unmatched_rows
+from .voting_data import candidates
 
 GOLD_ERROR = "gold error"
 
@@ -45,8 +47,10 @@ def browser(run: Run, grouping: Grouping) -> str:
                         key=grouping.rank or (lambda label: (0, label))),
         "db": sorted({r.db_id for r in records}),
         "status": sorted({status_of(r) for r in records}),
+        "agreement": sorted({level for r in records if (level := agreement_level(r))}, key=agreement_rank),
     }
-    names = {"verdict": "verdict", "group": grouping.name, "db": "database", "status": "status"}
+    names = {"verdict": "verdict", "group": grouping.name, "db": "database", "status": "status",
+             "agreement": "agreement"}
     selects = "".join(
         f'<label>{esc(names[key])} <select name="{key}"><option value="">all</option>'
         + "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in values)
@@ -67,12 +71,16 @@ def question_entry(record: QuestionRecord, grouping: Grouping) -> str:
     v = verdict(record)
     mark = {"correct": "✓", "wrong": "✗"}.get(v, "–")
     groups = grouping.labels_of(record)
+    level = agreement_level(record)
     attrs = (f'data-key="{esc(record.key)}" data-verdict="{esc(v)}" data-group="{esc(chr(10).join(groups))}" '
-             f'data-db="{esc(record.db_id)}" data-status="{esc(status_of(record))}"')
+             f'data-db="{esc(record.db_id)}" data-status="{esc(status_of(record))}" '
+             f'data-agreement="{esc(level or "")}"')
+    status = status_of(record) + (f" · {_votes_short(record)}" if level else "")
     summary = (f'<summary><span class="key">{esc(record.key)}</span>'
                f'<span class="v {v.replace(" ", "-")}" title="{esc(v)}">{mark}</span>'
                f'<span>{esc(", ".join(groups))}</span><span>{esc(record.db_id)}</span>'
-               f'<span>{esc(status_of(record))}</span><span class="q">{esc(record.question)}</span></summary>')
+               f'<span title="{esc(level or "")}">{esc(status)}</span>'
+               f'<span class="q">{esc(record.question)}</span></summary>')
     return f'<details class="ep" {attrs}>{summary}<div class="ep-body">{question_body(record)}</div></details>'
 
 
@@ -89,8 +97,45 @@ def question_body(record: QuestionRecord) -> str:
     parts.append(side_by_side(("predicted SQL", sql_block(record.predicted_sql)),
                              ("gold SQL", sql_block(record.gold_sql))))
     parts.append(results_side_by_side(record, voted))
+    if len(record.samples) > 1:
+        parts.append(vote_section(record))
     parts += [sample_details(record, s, voted=s is voted) for s in record.samples]
     return "".join(parts)
+
+
+def _votes_short(record: QuestionRecord) -> str:
+    """`3/5` agree, or `no SQL` when the answer has none."""
+    if record.agreement is None:
+        return "no SQL"
+    k = len(record.samples)
+    return f"{round(record.agreement * k)}/{k}"
+
+
+def vote_section(record: QuestionRecord) -> str:
+    """How the K samples voted: the agreement, then each distinct result with its votes and SQL."""
+    level = agreement_level(record) or ""
+    share = "" if record.agreement is None else f" (agreement {record.agreement:.2f})"
+    head = f"<h4>vote: {esc(level)}{esc(share)}</h4>"
+    if record.stopped_early:
+        head += '<p class="muted">The other samples were stopped once a strict majority agreed.</p>'
+    shown = candidates(record)
+    if not shown:
+        counts = ", ".join(str(n) for n in record.vote_counts) or "none"
+        return (f'<section class="vote">{head}<p class="muted">votes per result: {esc(counts)} (this results '
+                "file does not record which sample gave which result)</p></section>")
+    rows = "".join(
+        f'<tr{" class=chosen" if c.chosen else ""}><td class="num">{c.votes}</td>'
+        f'<td>{esc(", ".join(str(i) for i in c.samples))}</td>'
+        f'<td class="num">{"-" if c.rows is None else f"{c.rows:,}"}</td>'
+        f'<td class="v {"correct" if c.correct else "wrong"}">{"✓ right" if c.correct else "✗ wrong"}</td>'
+        f"<td>{'answer' if c.chosen else ''}</td><td>{sql_block(c.sql)}</td></tr>"
+        for c in shown)
+    abstained = len(record.samples) - sum(c.votes for c in shown)
+    note = (f'<p class="muted">{plural(abstained, "sample")} gave no result that could vote (no SQL, an '
+            "error, too many rows, or stopped early).</p>") if abstained else ""
+    return (f'<section class="vote">{head}<table class="candidates"><thead><tr><th>votes</th><th>samples</th>'
+            "<th>rows</th><th>verdict</th><th></th><th>SQL</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>{note}</section>")
 
 
 def voted_sample(record: QuestionRecord) -> SampleRecord | None:

@@ -59,6 +59,8 @@ pre{background:var(--code);border:1px solid var(--line);border-radius:6px;paddin
 white-space:pre-wrap;word-break:break-word;font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 table.rows{font-size:12px;margin:.2rem 0}.rows-note{color:var(--muted);font-size:.8rem;margin:.1rem 0}
 table.rows tr.diff td{background:var(--mark)}
+table.candidates{font-size:12px;margin:.2rem 0}table.candidates td.num{text-align:right}
+table.candidates tr.chosen td{font-weight:600}table.candidates pre{margin:0}
 .null{color:var(--muted);font-style:italic}
 details.sample{border:1px solid var(--line);border-radius:6px;margin:.5rem 0;padding:.2rem .6rem}
 details.sample>summary{cursor:pointer;color:var(--muted)}
@@ -87,12 +89,14 @@ SCRIPT = """
   function value(name) { var f = form.elements[name]; return f ? f.value : ""; }
   function apply() {
     var verdict = value("verdict"), group = value("group"), db = value("db"), status = value("status");
+    var agreement = value("agreement");
     var text = value("text").trim().toLowerCase();
     var n = 0;
     entries.forEach(function (e, i) {
       var d = e.dataset;
       var keep = (!verdict || d.verdict === verdict) && (!db || d.db === db) &&
         (!status || d.status === status) && (!group || d.group.split("\\n").indexOf(group) >= 0) &&
+        (!agreement || d.agreement === agreement) &&
         (!text || texts[i].indexOf(text) >= 0);
       e.hidden = !keep;
       if (keep) { n += 1; }

@@ -9,6 +9,7 @@ from ..summary import Summary
 from . import charts
 from .data import (
     DATABASE,
+    GroupAccuracy,
     Pairing,
     Run,
     ToolRounds,
@@ -35,6 +36,7 @@ from .episodes import (
     verdict,
     voted_sample,
 )
+from .voting_data import AGREEMENT, calibration, stopped_early
 
 MIXES = (("outcomes", "Outcome of each episode", outcome_mix),
          ("status", "How episodes produced their SQL (status)", status_mix),
@@ -121,6 +123,8 @@ def run_charts(run: Run) -> str:
         if groups:
             figures.append(figure(f"by-{grouping.name}", f"Accuracy by {grouping.name}",
                                   charts.accuracy_chart(groups, salt=f"{grouping.name}")))
+    if run.samples > 1:
+        figures.append(calibration_figure(run))
     for name, title, mix in MIXES:
         counts = mix(run)
         if counts:
@@ -132,6 +136,29 @@ def run_charts(run: Run) -> str:
     figures.append(tools_figure(run, None))
     figures.append(gold_tables_figure(run))
     return f'<div class="grid">{"".join(figures)}</div>'
+
+
+CALIBRATION_TITLE = "Accuracy by agreement: how often the answer was right when k of K samples agreed"
+
+
+def calibration_figure(run: Run, groups: list[GroupAccuracy] | None = None, salt: str = "agreement",
+                       prefix: str = "") -> str:
+    """The calibration chart: accuracy per agreement level, with what early stopping does to it."""
+    shown = calibration(run) if groups is None else groups
+    title = prefix + CALIBRATION_TITLE
+    if not any(g.questions for g in shown):
+        return figure("calibration", title,
+                      f'<p class="muted">{esc(run.name)} ran one sample per question: nothing to agree on '
+                      "(run eval with --samples 5).</p>")
+    note = ("The answer is the result most samples gave; a level is how many of the K samples gave it. "
+            "On your own golden questions this says how far to trust agreement on your data.")
+    early = stopped_early(run)
+    if early:
+        note += (f" {early} of {len(run.scored)} questions stopped early once a strict majority agreed, so "
+                 "their level counts only the samples that finished: run eval with --no-early-stop to "
+                 "see how often all K agree.")
+    return figure("calibration", title,
+                  charts.accuracy_chart(shown, salt=salt) + f'<p class="muted">{esc(note)}</p>')
 
 
 def tools_figure(run: Run, aligned: ToolRounds | None, salt: str = "tools", ymax: int | None = None) -> str:
@@ -207,6 +234,10 @@ def comparison_charts(a: Run, b: Run) -> str:
             rows.append(_pair(f"by-{grouping.name}", f"Accuracy by {grouping.name}",
                               charts.accuracy_chart(ga, salt=f"a-{grouping.name}"),
                               charts.accuracy_chart(gb, salt=f"b-{grouping.name}")))
+    if a.samples > 1 or b.samples > 1:
+        ga, gb = align_groups(accuracy_by(a.records, AGREEMENT), accuracy_by(b.records, AGREEMENT))
+        rows.append(f'<div class="pair">{calibration_figure(a, ga, "a-agreement", "A · ")}'
+                    f'{calibration_figure(b, gb, "b-agreement", "B · ")}</div>')
     for name, title, mix in MIXES:
         ca, cb = mix(a), mix(b)
         top = max([*ca.values(), *cb.values(), 0])

@@ -1,0 +1,140 @@
+"""The golden-question file: JSON Lines of questions with known-good SQL on a user's databases.
+
+One object per line: `question`, `sql` (the known-good SQL), `database` (an alias given with
+`--db ALIAS=PATH`, or a path relative to the file), and optionally `evidence`, `tags` (a list
+of labels; the summary groups by them as it groups the benchmarks by difficulty),
+`row_count` (how many rows the SQL returned when the entry was added), `added_by` and
+`added_at` (who added it and when, ISO 8601). `eval` measures the model on such a file; a
+verified library (agent.verified) serves one as answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError
+
+GOLDEN_SUFFIXES = (".jsonl", ".ndjson")
+FROM_LOG_TAG = "from-log"  # candidates taken from an episode log: the model's SQL, not yet reviewed
+LINE_EXAMPLE = ('{"question": "...", "sql": "SELECT ...", "database": "sales", '
+                '"tags": ["revenue"]}')
+
+
+class GoldenEntry(BaseModel):
+    """One line of a golden-question file."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    question: str = Field(min_length=1)
+    sql: str = Field(min_length=1)
+    database: str = Field(min_length=1)
+    evidence: str | None = None
+    tags: tuple[str, ...] = ()
+    row_count: int | None = None
+    added_by: str | None = None  # who added it: a user name, or the token that saved it
+    added_at: str | None = None  # when, ISO 8601 (UTC)
+
+
+def is_golden_file(path: Path) -> bool:
+    """True for a file named *.jsonl or *.ndjson (the golden-question format)."""
+    return path.is_file() and path.suffix.lower() in GOLDEN_SUFFIXES
+
+
+def read_text(path: Path) -> str:
+    """The file's text; ConfigError when it cannot be read or is not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror}); check the path") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text; save it as UTF-8 JSON Lines") from exc
+
+
+def parse_lines(text: str) -> Iterator[tuple[int, GoldenEntry | str]]:
+    """(line number, entry) for each non-blank line, or (line number, what is wrong with it)."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, GoldenEntry.model_validate_json(line)
+        except ValidationError as exc:
+            yield number, "; ".join(_problem(e) for e in exc.errors())
+
+
+def read_golden(path: Path) -> list[GoldenEntry]:
+    """Every entry of a golden file, in order; ConfigError names the first bad line."""
+    entries = []
+    for number, parsed in parse_lines(read_text(path)):
+        if isinstance(parsed, str):
+            raise ConfigError(
+                f"{path}: line {number} is not a golden question ({parsed}); each line is a JSON "
+                f"object like {LINE_EXAMPLE}")
+        entries.append(parsed)
+    return entries
+
+
+def _problem(error: Any) -> str:
+    where = ".".join(str(p) for p in error["loc"]) or "line"
+    if error["type"] == "missing":
+        return f"no {where}"
+    if error["type"] == "extra_forbidden":
+        return f"unknown field {where}"
+    if error["type"] == "json_invalid":
+        return "not a JSON object"
+    return f"{where}: {error['msg']}"
+
+
+def entry_line(entry: GoldenEntry) -> str:
+    """One JSON line for the file, newline included; empty optional fields left out."""
+    data = entry.model_dump(exclude_none=True)
+    if not data.get("tags"):
+        data.pop("tags", None)
+    return json.dumps(data, ensure_ascii=False) + "\n"
+
+
+def append_entries(path: Path, entries: Iterable[GoldenEntry]) -> int:
+    """Append entries not already in the file (same question and database); how many were added.
+
+    The new lines go out in one write to a file opened for appending, so a reader (a server
+    reloading its verified library) sees each line whole or not at all.
+    """
+    existing = {(e.question, e.database) for e in read_golden(path)} if path.exists() else set()
+    lines = []
+    for entry in entries:
+        if (entry.question, entry.database) not in existing:
+            existing.add((entry.question, entry.database))
+            lines.append(entry_line(entry))
+    if lines:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = "".join(lines).encode("utf-8")
+        if path.exists() and path.stat().st_size and not _ends_with_newline(path):
+            data = b"\n" + data  # a hand-edited file whose last line has no newline
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+    return len(lines)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"\n"
+
+
+def database_reference(db_path: Path, golden_file: Path) -> str:
+    """How a golden file names a database file: relative to the golden file's folder."""
+    return os.path.relpath(db_path.resolve(), golden_file.resolve().parent)
+
+
+def now_iso() -> str:
+    """The time now as `added_at` records it: ISO 8601, UTC, to the second."""
+    return datetime.now(UTC).isoformat(timespec="seconds")

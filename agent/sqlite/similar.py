@@ -1,0 +1,105 @@
+"""Similar questions, ranked by SQLite's own FTS5 full-text index with BM25.
+
+The index holds only the texts it is given (the questions of a verified library) in a
+private in-memory database of this process: it never opens or touches a user's database,
+and nothing a model writes reaches it. A query is the asked question's words, each quoted
+as an FTS5 string and joined with OR, so no text can be read as FTS5 syntax. Words that
+carry no meaning in a question ("how", "many", "the") are left out of the query; the porter
+tokenizer makes "singer" and "singers" one term.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import sqlite3
+import threading
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+_WORD = re.compile(r"\w+")
+# Question words and glue: they match nearly every question, so they only add noise.
+STOP_WORDS = frozenset({
+    "a", "about", "all", "also", "an", "and", "any", "are", "as", "at", "be", "by", "can", "could",
+    "did", "do", "does", "each", "for", "from", "give", "had", "has", "have", "how", "i", "in",
+    "is", "it", "its", "list", "many", "me", "much", "my", "of", "on", "or", "our", "please",
+    "return", "show", "that", "the", "their", "them", "there", "these", "this", "those", "to",
+    "us", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "whose", "why",
+    "will", "with", "would", "you", "your",
+})
+_TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+
+def query_terms(text: str) -> list[str]:
+    """The words of `text` a similar question is matched on: lower case, no stop words, each once."""
+    words = (w.lower() for w in _WORD.findall(text))
+    return list(dict.fromkeys(w for w in words if w not in STOP_WORDS and w != "_"))
+
+
+@functools.cache
+def fts5_available() -> bool:
+    """True when this Python's SQLite was built with FTS5 (almost every build is); checked once."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute(f"CREATE VIRTUAL TABLE probe USING fts5(text, tokenize='{_TOKENIZER}')")
+    except sqlite3.OperationalError:
+        logger.warning("this Python's SQLite has no FTS5, so no similar verified question can be "
+                       "ranked; repeated questions are still answered from the library")
+        return False
+    finally:
+        conn.close()
+    return True
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One indexed text that matches, with its BM25 score (lower is more similar, as FTS5 gives it)."""
+
+    position: int  # the text's index in the sequence the QuestionIndex was built from
+    score: float
+
+
+class QuestionIndex:
+    """An in-memory FTS5 index of question texts, searched by BM25 (thread-safe)."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        # check_same_thread=False: searches come from worker threads, one at a time (the lock).
+        self._conn = sqlite3.connect(":memory:", check_same_thread=False)
+        self._lock = threading.Lock()
+        self.size = len(texts)
+        try:
+            self._conn.execute(f"CREATE VIRTUAL TABLE question USING fts5(text, tokenize='{_TOKENIZER}')")
+            self._conn.executemany("INSERT INTO question(rowid, text) VALUES (?, ?)",
+                                   ((i + 1, text) for i, text in enumerate(texts)))
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def search(self, text: str, limit: int = 3, *, exclude: Collection[int] = ()) -> list[Ranked]:
+        """Up to `limit` indexed texts sharing a word with `text`, most similar first."""
+        terms = query_terms(text)
+        if not terms or limit <= 0 or not self.size:
+            return []
+        match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT rowid, bm25(question) FROM question WHERE question MATCH ? "
+                "ORDER BY bm25(question), rowid LIMIT ?", (match, limit + len(exclude))).fetchall()
+        ranked = [Ranked(rowid - 1, score) for rowid, score in rows if rowid - 1 not in exclude]
+        return ranked[:limit]
+
+    def close(self) -> None:
+        """Free the index."""
+        with self._lock:
+            self._conn.close()
+
+
+def question_index(texts: Sequence[str]) -> QuestionIndex | None:
+    """An index of `texts`; None when SQLite has no FTS5 (said once in the log)."""
+    return QuestionIndex(texts) if fts5_available() else None
+
+
+__all__ = ["STOP_WORDS", "QuestionIndex", "Ranked", "fts5_available", "query_terms", "question_index"]

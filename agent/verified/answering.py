@@ -1,0 +1,153 @@
+"""One question against a verified library: the same-question tier, similar questions, hints.
+
+`consult` is the one place `ask`, the server and `eval` use a library:
+- the same question (matching.normalise_question), when the caller's evidence fits the entry:
+  the entry's SQL runs now, through the same worker, limits and hide rules as any answer, and
+  becomes an EpisodeResult with status `verified` (no model call). SQL that fails now, or
+  reads hidden data, is never served: the model answers instead and the answer says why;
+- up to three similar verified questions (BM25), to list beside the model's answer;
+- their evidence note, for `--verified-hints`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..episode import EpisodeResult, EpisodeSettings, EpisodeStatus, StopReason
+from ..episode_text import clip
+from ..loop import schema_reads
+from ..sqlite import Database
+from .library import LibraryEntry, VerifiedLibrary, hidden_reads
+from .matching import HINT_ENTRIES, hint_evidence, hint_fact
+
+QUESTION_SHOWN_CHARS = 200  # a listed question is clipped to this
+SQL_SHOWN_CHARS = 2_000  # a listed SQL longer than this is clipped in the text (whole in the data)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a verified answer came from (the library's file name, never its path)."""
+
+    library: str
+    line: int
+    question: str  # the question as the library holds it
+    added_by: str | None
+    added_at: str | None
+    tags: tuple[str, ...]
+    evidence: str | None
+
+
+def provenance_of(entry: LibraryEntry, library: VerifiedLibrary) -> Provenance:
+    """The provenance of one library entry."""
+    e = entry.entry
+    return Provenance(library.path.name, entry.line, e.question, e.added_by, e.added_at, e.tags, e.evidence)
+
+
+@dataclass(frozen=True)
+class Consulted:
+    """What the library says about one question."""
+
+    answer: EpisodeResult | None = None  # the same-question tier's answer; None: ask the model
+    provenance: Provenance | None = None  # where `answer` came from
+    similar: tuple[LibraryEntry, ...] = ()  # similar verified questions (none beside a verified answer)
+    library: str | None = None  # the library's file name
+    # A verified entry asks this very question but was not served: why (its SQL fails now, or
+    # the caller's evidence differs from the entry's).
+    not_served: str | None = None
+
+    def hinted(self) -> tuple[LibraryEntry, ...]:
+        """The similar entries the hints give the model: the first HINT_ENTRIES short enough to give."""
+        return tuple(e for e in self.similar if hint_fact(e.question, e.sql) is not None)[:HINT_ENTRIES]
+
+    def hints(self) -> str | None:
+        """The similar entries as an evidence note for the model (matching.hint_evidence)."""
+        return hint_evidence([(e.question, e.sql) for e in self.hinted()])
+
+
+async def consult(library: VerifiedLibrary, database: Database, question: str, evidence: str | None,
+                  *, settings: EpisodeSettings, use_exact: bool = True,
+                  leave_out_same: bool = False) -> Consulted:
+    """The library's answer to `question`, or the similar entries to show beside the model's.
+
+    `use_exact=False` (the caller's `verified: false`) never serves an entry; `leave_out_same`
+    leaves an entry asking the same question out of the similar ones (eval's hints).
+    """
+    snapshot = await library.acurrent(database)
+    name = library.path.name
+    same = snapshot.exact(question) if use_exact else None
+    not_served = None
+    if same is not None:
+        fitting = snapshot.exact(question, evidence)
+        if fitting is None:
+            not_served = ("a verified answer to this question exists, but this call's evidence differs "
+                          "from the evidence it was verified with, so the model answered")
+        else:
+            answer, failure = await run_verified(fitting, question, evidence, database, settings)
+            if answer is not None:
+                return Consulted(answer, provenance_of(fitting, library), library=name)
+            not_served = (f"a verified answer to this question exists, but its SQL {failure} on the "
+                          "current data, so the model answered; ask the library's owner to check it")
+    similar = snapshot.similar(question, leave_out_same=leave_out_same)
+    return Consulted(similar=similar, library=name, not_served=not_served)
+
+
+async def run_verified(entry: LibraryEntry, question: str, evidence: str | None, database: Database,
+                       settings: EpisodeSettings) -> tuple[EpisodeResult | None, str | None]:
+    """The entry's SQL run now as an answer (the episode's own result limits); or None and why not."""
+    started = time.perf_counter()
+    result = await database.aquery(entry.sql, max_rows=settings.result_rows,
+                                   cell_limit=settings.result_cell_chars, byte_budget=settings.result_bytes)
+    if not result.ok:
+        return None, f"failed ({result.error or result.status.value})"
+    if hidden_reads(database, result) is not None:  # the worker refuses these; never serve one
+        return None, "reads data the hide rules hide"
+    tables, columns = schema_reads(await database.aschema(), result)
+    seconds = time.perf_counter() - started
+    return EpisodeResult(
+        question=question, evidence=evidence, sql=entry.sql, status=EpisodeStatus.VERIFIED,
+        stop_reason=StopReason.VERIFIED, columns=result.columns, rows=result.rows,
+        row_count=result.total_rows, truncated=result.truncated or result.cut_to_fit, error=None,
+        rounds=(), tokens=0, seconds=seconds, model_seconds=0.0, tool_seconds=seconds, prompt="",
+        cut=result.cut, tables_read=tables, columns_read=columns,
+    ), None
+
+
+def provenance_text(p: Provenance, quote: Callable[[str], str] | None = None) -> str:
+    """One paragraph saying the answer is verified, from where, and that no model wrote it."""
+    shown = quote or _quoted
+    who = "".join([f" by {p.added_by}" if p.added_by else "", f" on {p.added_at}" if p.added_at else ""])
+    added = f", added{who}" if who else ""
+    return (f"Verified answer: the SQL of {p.library} line {p.line} ({shown(p.question)}{added}), run now on "
+            "the current data; no model was asked.")
+
+
+def _quoted(question: str) -> str:
+    return f'"{clip(question, QUESTION_SHOWN_CHARS)}"'
+
+
+class QuestionWithSql(Protocol):
+    """A verified question and its SQL (a LibraryEntry, or the server's listed copy of one)."""
+
+    @property
+    def question(self) -> str: ...
+
+    @property
+    def sql(self) -> str: ...
+
+
+def similar_text(similar: Sequence[QuestionWithSql], fence: Callable[[str], str],
+                 quote: Callable[[str], str] | None = None) -> str | None:
+    """The similar verified questions with their SQL, for the caller to compare; None without any."""
+    if not similar:
+        return None
+    head = ("A verified answer exists for a similar question:" if len(similar) == 1 else
+            f"Verified answers exist for {len(similar)} similar questions:")
+    lines = [f"{head} (compare them with this answer; they do not replace it)"]
+    for entry in similar:
+        sql = entry.sql.strip()
+        shown = sql if len(sql) <= SQL_SHOWN_CHARS else sql[:SQL_SHOWN_CHARS] + "\n-- … (clipped)"
+        lines.append(f"- {(quote or _quoted)(entry.question)}:\n{fence(shown)}")
+    return "\n".join(lines)

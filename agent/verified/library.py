@@ -1,0 +1,302 @@
+"""A verified library: a golden-question file served as answers for one database.
+
+Loading checks every entry before it may be served. An entry is refused, with one line
+naming it (file, line, question) and why, when its line is not a golden question, its
+`database` names another alias than the file is served for, it is still tagged `from-log`
+(the model's SQL, not yet reviewed), its question is empty once normalised, another entry
+asks the same question with other SQL, or its SQL, run through the same guarded worker and
+hide rules as every answer, fails or reads a table or column the hide rules hide.
+
+The file is checked for changes (mtime, size, inode) on each question, which costs one
+stat(); a changed file is loaded again, and only entries whose SQL is new, or whose database
+changed since they were checked, are run again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+
+from ..episode_text import clip
+from ..golden_file import FROM_LOG_TAG, GoldenEntry, parse_lines
+from ..sqlite import Database, QueryResult, QueryStatus
+from ..sqlite.similar import QuestionIndex, question_index
+from .matching import normalise_question, same_evidence
+
+logger = logging.getLogger(__name__)
+
+SIMILAR_SHOWN = 3  # similar verified questions listed with an answer
+# A similar question scoring under this share of the best one's BM25 score is left out: on
+# Spider dev it lists 2.1 questions instead of 3 for 1.5 points less recall@3 (bench_verified).
+SIMILAR_RELATIVE_SCORE = 0.5
+REFUSAL_QUESTION_CHARS = 80
+CHECK_COUNT_CAP = 1  # a check runs the SQL to its first row: enough to prove it runs
+
+
+@dataclass(frozen=True)
+class LibraryEntry:
+    """One entry that passed the checks and may be served."""
+
+    line: int  # 1-based line of the file
+    entry: GoldenEntry
+    key: str  # the question as the same-question tier compares it
+
+    @property
+    def question(self) -> str:
+        """The question as the file holds it."""
+        return self.entry.question
+
+    @property
+    def sql(self) -> str:
+        """The verified SQL."""
+        return self.entry.sql
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An entry that is not served, and why."""
+
+    line: int
+    question: str | None  # None when the line could not be read as an entry
+    reason: str
+
+    def text(self, where: str) -> str:
+        """One line naming the entry: `where line N "question": refused: reason`."""
+        named = f' "{clip(self.question, REFUSAL_QUESTION_CHARS)}"' if self.question else ""
+        return f"{where} line {self.line}{named}: refused: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The library as last loaded: the entries served, those refused, and the similarity index."""
+
+    entries: tuple[LibraryEntry, ...] = ()
+    refusals: tuple[Refusal, ...] = ()
+    signature: tuple[int, ...] = ()
+    missing: bool = False  # the file does not exist (yet)
+    index: QuestionIndex | None = field(default=None, compare=False, repr=False)
+    _by_key: dict[str, LibraryEntry] = field(default_factory=dict, compare=False, repr=False)
+
+    def exact(self, question: str, evidence: str | None = None) -> LibraryEntry | None:
+        """The entry asking the same question (see matching), if the caller's evidence fits it."""
+        found = self._by_key.get(normalise_question(question))
+        return found if found is not None and same_evidence(evidence, found.entry.evidence) else None
+
+    def similar(self, question: str, limit: int = SIMILAR_SHOWN, *,
+                leave_out_same: bool = True) -> tuple[LibraryEntry, ...]:
+        """Up to `limit` entries whose questions are most like `question` (BM25), best first.
+
+        With `leave_out_same`, an entry asking the same question is not among them (eval leaves
+        a golden question's own entry out of its hints; the server answers it from the same-
+        question tier instead).
+        """
+        if self.index is None:
+            return ()
+        key = normalise_question(question)
+        same = {i for i, e in enumerate(self.entries) if e.key == key} if leave_out_same else set()
+        ranked = self.index.search(question, limit, exclude=same)
+        # BM25 scores are negative, the best the lowest.
+        return tuple(self.entries[r.position] for r in ranked
+                     if r.score <= SIMILAR_RELATIVE_SCORE * ranked[0].score)
+
+
+Checker = Callable[[str], str | None]  # SQL -> why it may not be served, or None
+
+
+class VerifiedLibrary:
+    """The verified answers of one database alias, read from one file and kept current."""
+
+    def __init__(self, path: Path, alias: str, *, names: Collection[str] = (),
+                 shared_with: Collection[str] = (), report: Callable[[str], None] | None = None) -> None:
+        self.path = path
+        self.alias = alias
+        # The `database` values that mean this database: the alias, and for `ask` the file's
+        # path as a golden file names it.
+        self.names = frozenset({alias, *names})
+        self.shared_with = frozenset(shared_with) - self.names  # other aliases served from this file
+        self.where = f"verified library '{alias}' ({path.name})"
+        self._report = report or (lambda line: logger.warning("%s", line))
+        self._snapshot = Snapshot()
+        self._loaded = False
+        self._lock = threading.Lock()
+        self.write_lock = threading.Lock()  # saves append one at a time (see saving)
+        # SQL -> (the database's signature when it was checked, why refused or None)
+        self._checked: dict[str, tuple[tuple[int, ...], str | None]] = {}
+
+    def current(self, database: Database) -> Snapshot:
+        """The library as the file now holds it: loaded again when the file changed (blocking)."""
+        signature = file_signature(self.path)
+        if self._loaded and signature == self._snapshot.signature:
+            return self._snapshot
+        with self._lock:
+            if not self._loaded or signature != self._snapshot.signature:
+                self._swap(self._load(database, signature))
+            return self._snapshot
+
+    async def acurrent(self, database: Database) -> Snapshot:
+        """`current()` without blocking the event loop (a reload runs the new entries' SQL)."""
+        signature = file_signature(self.path)
+        if self._loaded and signature == self._snapshot.signature:
+            return self._snapshot
+        return await anyio.to_thread.run_sync(self.current, database)
+
+    def _swap(self, snapshot: Snapshot) -> None:
+        before = {(r.line, r.question, r.reason) for r in self._snapshot.refusals} if self._loaded else set()
+        for refusal in snapshot.refusals:
+            if (refusal.line, refusal.question, refusal.reason) not in before:
+                self._report(refusal.text(self.where))
+        if self._loaded and snapshot.signature != self._snapshot.signature:
+            logger.info("%s: reloaded after the file changed: %d entries served, %d refused",
+                        self.where, len(snapshot.entries), len(snapshot.refusals))
+        self._snapshot, self._loaded = snapshot, True
+
+    def _load(self, database: Database, signature: tuple[int, ...]) -> Snapshot:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return Snapshot(signature=signature, missing=True)
+        except OSError as exc:
+            self._report(f"{self.where}: cannot be read ({exc.strerror}); no verified answer is served "
+                         "from it until it can")
+            return Snapshot(signature=signature)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self._report(f"{self.where}: not UTF-8 text; no verified answer is served from it until it "
+                         "is saved as UTF-8 JSON Lines")
+            return Snapshot(signature=signature)
+        return self._checked_snapshot(text, signature, database)
+
+    def _checked_snapshot(self, text: str, signature: tuple[int, ...], database: Database) -> Snapshot:
+        candidates: list[LibraryEntry] = []
+        refusals: list[Refusal] = []
+        for number, parsed in parse_lines(text):
+            if isinstance(parsed, str):
+                refusals.append(Refusal(number, None, f"not a golden question ({parsed})"))
+                continue
+            reason = self._entry_refusal(parsed)
+            if reason == "":  # another alias's entry in a file they share: not ours, not wrong
+                continue
+            if reason is not None:
+                refusals.append(Refusal(number, parsed.question, reason))
+                continue
+            candidates.append(LibraryEntry(number, parsed, normalise_question(parsed.question)))
+        candidates, clashes = _without_clashes(candidates)
+        refusals += clashes
+        served = []
+        db_signature = database.file_signature()
+        for candidate in candidates:
+            reason = self._sql_refusal(candidate.sql, database, db_signature)
+            if reason is not None:
+                refusals.append(Refusal(candidate.line, candidate.question, reason))
+            else:
+                served.append(candidate)
+        refusals.sort(key=lambda r: r.line)
+        return _snapshot(tuple(served), tuple(refusals), signature)
+
+    def _entry_refusal(self, entry: GoldenEntry) -> str | None:
+        """Why the entry may not be served before its SQL runs; "" when it is another alias's."""
+        if entry.database not in self.names:
+            if entry.database in self.shared_with:
+                return ""
+            return (f"its database is '{entry.database}', but this file is served for "
+                    f"'{self.alias}'; move it to that database's library or correct `database`")
+        if FROM_LOG_TAG in entry.tags:
+            return (f"still tagged {FROM_LOG_TAG} (the model's SQL, not reviewed yet); check it, "
+                    f"then drop the {FROM_LOG_TAG} tag")
+        if not normalise_question(entry.question):
+            return "the question is only punctuation"
+        return None
+
+    def _sql_refusal(self, sql: str, database: Database, db_signature: tuple[int, ...]) -> str | None:
+        cached = self._checked.get(sql)
+        if cached is not None and cached[0] == db_signature:
+            return cached[1]
+        reason = sql_refusal(database, sql)
+        self._checked[sql] = (db_signature, reason)
+        return reason
+
+
+def sql_refusal(database: Database, sql: str) -> str | None:
+    """Why `sql` may not be served as a verified answer on `database`, or None when it may.
+
+    It must run under the database's hide rules in the guarded worker (to its first row), and
+    the tables and columns the worker reports it read must all be visible.
+    """
+    result = database.query(sql, max_rows=0, count_cap=CHECK_COUNT_CAP)
+    if result.ok:
+        hidden = hidden_reads(database, result)
+        return None if hidden is None else f"its SQL reads {hidden}, which the hide rules hide"
+    if database.hide and result.status in (QueryStatus.SQL_ERROR, QueryStatus.HIDDEN):
+        # A hidden name fails as a missing one; run it without the rules (nothing of it is
+        # shown: only the names it read are checked) to tell the operator which it was.
+        plain = Database(database.path, database.engine).query(sql, max_rows=0, count_cap=CHECK_COUNT_CAP)
+        if plain.ok and (hidden := hidden_reads(database, plain)) is not None:
+            return f"its SQL reads {hidden}, which the hide rules hide"
+    return f"its SQL {_failure(result)}"
+
+
+def hidden_reads(database: Database, result: QueryResult) -> str | None:
+    """The first hidden table or column a query read (`table Invoice`, `column Customer.Email`)."""
+    rules = database.hide
+    if not rules:
+        return None
+    for table in sorted(result.tables_read):
+        if rules.hides_table(table):
+            return f"table {table}"
+    for table, column in sorted(result.columns_read):
+        if rules.hides_column(table, column):
+            return f"column {table}.{column}"
+    return None
+
+
+def _failure(result: QueryResult) -> str:
+    if result.status is QueryStatus.DENIED:
+        return f"is refused by the read-only guard ({result.error})"
+    if result.status in (QueryStatus.TIMEOUT, QueryStatus.KILLED):
+        return f"ran past the query time limit ({result.error}); it could not be served within it"
+    return f"fails: {result.error or result.status.value}"
+
+
+def _without_clashes(entries: Iterable[LibraryEntry]) -> tuple[list[LibraryEntry], list[Refusal]]:
+    """Entries asking the same question with other SQL are all refused: none is known right."""
+    by_key: dict[str, list[LibraryEntry]] = {}
+    for entry in entries:
+        by_key.setdefault(entry.key, []).append(entry)
+    kept: list[LibraryEntry] = []
+    refused: list[Refusal] = []
+    for group in by_key.values():
+        sqls = {" ".join(e.sql.split()).rstrip(";").rstrip() for e in group}
+        evidences = {normalise_question(e.entry.evidence or "") for e in group}
+        if len(sqls) == 1 and len(evidences) == 1:
+            kept.append(group[0])  # repeats of one answer: the first is served
+            continue
+        lines = ", ".join(str(e.line) for e in group)
+        refused += [Refusal(e.line, e.question, f"lines {lines} ask the same question with different "
+                                                 "SQL or evidence; keep the right one")
+                    for e in group]
+    kept.sort(key=lambda e: e.line)
+    return kept, refused
+
+
+def _snapshot(entries: tuple[LibraryEntry, ...], refusals: tuple[Refusal, ...],
+              signature: tuple[int, ...]) -> Snapshot:
+    index = question_index([e.question for e in entries]) if entries else None
+    return Snapshot(entries, refusals, signature, index=index, _by_key={e.key: e for e in entries})
+
+
+def file_signature(path: Path) -> tuple[int, ...]:
+    """What changes when the file is edited or replaced: mtime, size, inode (zeros when absent)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return (0, 0, 0)
+    except OSError:  # e.g. its folder became unreadable: loading it again says why
+        return (-1, -1, -1)
+    return (st.st_mtime_ns, st.st_size, st.st_ino)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.backends.ollama import parameter_warnings, parse_parameters
+from agent.backends.ollama_facts import parameter_warnings, parse_parameters
 from agent.commands.cli import build_parser, main
 from tests.support.eval_runs import SHOP_QUESTIONS, spider_shop
 from tests.support.fake_ollama import SHOW_PARAMETERS

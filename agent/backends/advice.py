@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .ollama import CACHE_ADVICE as OLLAMA_CACHE_ADVICE
-from .ollama import OLLAMA
+from .ollama_facts import CACHE_ADVICE as OLLAMA_CACHE_ADVICE
+from .ollama_facts import OLLAMA
 from .openai_engines import CACHE_ADVICE
 
 

@@ -9,7 +9,6 @@ import time
 import urllib.parse
 from collections.abc import Awaitable, Mapping, Sequence
 from contextvars import ContextVar
-from types import MappingProxyType
 from typing import Any, TypeVar
 
 import httpx
@@ -28,6 +27,17 @@ from .base import (
     SlotChoice,
     seeded_copy,
 )
+from .ollama_facts import (
+    CACHE_UNREPORTED,
+    CACHED_COUNT_SINCE,
+    DEFAULT_NUM_CTX,
+    OLLAMA,
+    OLLAMA_PARALLEL_ENV,
+    QWEN35_SINCE,
+    context_length,
+    parameter_warnings,
+    version_tuple,
+)
 
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 _OLLAMA_PORT = 11434
@@ -35,27 +45,6 @@ _OLLAMA_PORT = 11434
 _SECONDS = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)$")
 GO_DURATION = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+$")
 KEEP_ALIVE_HINT = "not a duration; give seconds (300, -1 for ever) or a number with a unit: 30m, 1h, 90s"
-# Ollama serves this many requests of one model at once (its default here: 1).
-OLLAMA_PARALLEL_ENV = "OLLAMA_NUM_PARALLEL"
-OLLAMA = "Ollama"
-# Ollama loads qwen3.5 models (the Gated DeltaNet hybrid) since 0.17.1, and reports the prompt
-# tokens it served from its cache (prompt_eval_cached_count) since 0.33.3.
-QWEN35_SINCE = (0, 17, 1)
-CACHED_COUNT_SINCE = (0, 33, 3)
-# The Modelfile's PARAMETER lines: sampling as trained and vLLM's neutral samplers (sent with
-# every request too), and the context an episode needs.
-DEFAULT_NUM_CTX = 16384
-MODELFILE_PARAMETERS: Mapping[str, float] = MappingProxyType({
-    "temperature": SamplingSettings.temperature, "top_p": SamplingSettings.top_p,
-    "top_k": SamplingSettings.top_k, **VLLM_NEUTRAL_SAMPLERS, "num_ctx": DEFAULT_NUM_CTX,
-})
-CACHE_ADVICE = ("use Ollama 0.33.3 or later (it reports the reuse; releases built on llama.cpp "
-                "before its checkpoint fix #28302 re-process Qwen3.5 prompts under 8,192 tokens), "
-                f"give sqale-mcp --runtime-slots equal to {OLLAMA_PARALLEL_ENV}, and keep the model "
-                "loaded (OLLAMA_KEEP_ALIVE=30m) with OLLAMA_CONTEXT_LENGTH=16384 so that other "
-                "clients of the model do not make Ollama reload it")
-CACHE_UNREPORTED = (f"Ollama before {'.'.join(map(str, CACHED_COUNT_SINCE))} does not report the "
-                    "prompt tokens it served from its cache: prompt reuse shows as unknown")
 # ollama-python (0.6) drops the fields of an answer it does not know, prompt_eval_cached_count
 # among them: a response hook keeps the body of this task's /api/generate answer here.
 _GENERATE_BODIES: ContextVar[list[dict[str, Any]] | None] = ContextVar("ollama_generate_bodies",
@@ -181,7 +170,7 @@ class OllamaBackend:
         version = await self._version()
         warnings: list[str] = []
         notes: list[str] = []
-        seen = _version_tuple(version) if version is not None else None
+        seen = version_tuple(version) if version is not None else None
         if seen is not None and seen < QWEN35_SINCE:
             warnings.append(f"Ollama {version} is older than {'.'.join(map(str, QWEN35_SINCE))}, the first "
                             "release that runs qwen3.5 models: upgrade Ollama")
@@ -194,7 +183,7 @@ class OllamaBackend:
             shown = None  # describe_model says why; the facts stay what Ollama said
         if shown is not None:
             warnings += parameter_warnings(shown.parameters or "")
-            trained = _context_length(shown.modelinfo or {})
+            trained = context_length(shown.modelinfo or {})
             if trained is not None and trained < context:
                 context = trained
         source = (f"num_ctx {self.num_ctx} sent with every request" if context == self.num_ctx
@@ -362,49 +351,3 @@ def _cached_count(body: Mapping[str, Any]) -> int | None:
     value = body.get("prompt_eval_cached_count")
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
-
-def _version_tuple(version: str) -> tuple[int, ...] | None:
-    """"0.17.1" or "v0.30.0-rc2" as (0, 17, 1); None for anything else (a development build)."""
-    match = re.match(r"^v?(\d+)\.(\d+)\.(\d+)", version.strip())
-    if match is None:
-        return None
-    parsed = tuple(int(part) for part in match.groups())
-    return None if parsed == (0, 0, 0) else parsed
-
-
-def _context_length(model_info: Mapping[str, Any]) -> int | None:
-    """The model's trained context from /api/show's model_info (`<architecture>.context_length`)."""
-    for key, value in model_info.items():
-        if key.endswith(".context_length") and isinstance(value, int) and not isinstance(value, bool):
-            return value if value > 0 else None
-    return None
-
-
-def parse_parameters(text: str) -> dict[str, str]:
-    """Ollama's PARAMETER lines as /api/show prints them (`name   value`); repeated names (stop) joined."""
-    found: dict[str, list[str]] = {}
-    for line in text.splitlines():
-        name, _, value = line.strip().partition(" ")
-        if name:
-            found.setdefault(name, []).append(value.strip())
-    return {name: " ".join(values) for name, values in found.items()}
-
-
-def parameter_warnings(text: str) -> list[str]:
-    """One warning per model parameter that differs from our Modelfile's (num_ctx is ours per request)."""
-    shown = parse_parameters(text)
-    warnings = []
-    for name, ours in MODELFILE_PARAMETERS.items():
-        if name not in shown or name == "num_ctx":
-            continue
-        try:
-            value = float(shown[name].strip('"'))
-        except ValueError:
-            value = None
-        if value is None or abs(value - ours) > 1e-6:
-            warnings.append(
-                f"the model's PARAMETER {name} is {shown[name]}, our Modelfile's is {ours:g}: sqale "
-                "sends its own value with every request, but other clients of this model (ollama "
-                "run, Open WebUI) sample differently than the model was trained; re-create it with "
-                "`ollama create ... -f Modelfile`")
-    return warnings

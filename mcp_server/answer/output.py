@@ -19,6 +19,7 @@ from agent.text import display_name, escape_unsafe, plural, quoted_text, sentenc
 from ..config.limits import AnswerLimits, LimitName, limit_lines, limits_hit
 from .fence import fence_untrusted, looks_like_marker, neutralise_markers
 from .library_output import SimilarVerified, VerifiedSource, library_lines, verified_paragraph
+from .prompt_cache_output import RoundPrompt, prompt_cache_of
 
 TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured content
 TEXT_COLUMNS = 20  # columns shown in the text content; all are in the structured content
@@ -44,19 +45,6 @@ class TraceEntry(BaseModel):
     arguments: dict[str, Any] = Field(description="arguments as the model wrote them")
     ok: bool = Field(description="false when the tool answered with an error")
     summary: str = Field(description="one line about what the tool returned")
-
-
-class RoundPrompt(BaseModel):
-    """One model round's prompt and what the engine served from its cache."""
-
-    round: int = Field(description="1-based round")
-    prompt: int | Literal["unknown"] = Field(
-        description="prompt tokens of the round, as the engine counted them; 'unknown' when it did not say")
-    cached: int | Literal["unknown"] = Field(
-        description="of which the engine served from its prompt cache; 'unknown' when the engine does "
-                    "not say")
-    evaluated: int | Literal["unknown"] = Field(
-        description="of which the engine evaluated anew (prompt minus cached); 'unknown' likewise")
 
 
 class Candidate(BaseModel):
@@ -170,15 +158,6 @@ def trace_of(rounds: Sequence[Round]) -> list[TraceEntry]:
         )
         for r in rounds for record in r.calls
     ]
-
-
-def prompt_cache_of(rounds: Sequence[Round]) -> list[RoundPrompt]:
-    """The compact per-round prompt and cache figures of `rounds`."""
-    # A prompt of 0 tokens is one the engine did not count (llama-cpp-python's streams).
-    return [RoundPrompt(round=r.index, prompt=r.prompt_tokens or "unknown",
-                        cached="unknown" if r.cached_tokens is None else r.cached_tokens,
-                        evaluated="unknown" if r.evaluated_tokens is None else r.evaluated_tokens)
-            for r in rounds]
 
 
 def answer_from_episode(result: EpisodeResult, *, database: str, model: str,

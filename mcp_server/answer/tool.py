@@ -26,7 +26,8 @@ from ..runtime import ServerRuntime
 from ..serving.access import LOCAL_CALLER, Caller, caller_of
 from ..serving.draining import ServerStopping
 from ..serving.quotas import QuotaExceeded
-from .output import AnswerOutput, answer_from_episode, prompt_cache_of, trace_of, unanswered, with_vote
+from .output import AnswerOutput, answer_from_episode, trace_of, unanswered, with_vote
+from .prompt_cache_output import prompt_cache_of
 from .sampling import QuestionAsked, ReportProgress, run_question
 from .sizing import fitted_response
 from .tool_errors import (

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from prometheus_client.parser import text_string_to_metric_families
 
 from agent.backends.ollama import OllamaBackend
 from agent.commands.cli import build_parser, main
@@ -18,7 +17,7 @@ from mcp_server.app import SqaleServer
 from tests.support.eval_runs import SHOP_QUESTIONS, spider_shop
 from tests.support.fake_runtime import FakeServer
 from tests.support.mcp import BOOK_GOLD, TOOL
-from tests.support.mcp_in_process import ask, build
+from tests.support.mcp_in_process import ask, build, metric
 from tests.support.policies import DEFAULT_MODEL, OraclePolicy, ScriptPolicy
 
 QUESTION = {"question": "How many books are there?"}
@@ -92,15 +91,6 @@ async def test_the_real_ollama_client_keeps_the_cached_count(fake_ollama) -> Non
         await backend.aclose()
     assert (first.cached_tokens, second.prompt_tokens, second.cached_tokens, second.details) == (
         0, 33, 16, {"cache": "prompt_eval_cached_count"})
-
-
-def metric(server: SqaleServer, name: str, **labels: str) -> float:
-    """One sample of the server's metrics (0 when absent)."""
-    for family in text_string_to_metric_families(server.metrics.render().decode()):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return sample.value
-    return 0.0
 
 
 @pytest.mark.anyio

@@ -137,7 +137,7 @@ async def _check_model(args: argparse.Namespace) -> bool:
         generates = await _check_generation(backend, choice.backend, subject)
         _report_slots(command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots"),
                       backend, facts)
-        _report_engines(facts)
+        _report_budget(facts)
         if generates:
             await _check_prompt_cache(backend, facts)
     finally:
@@ -201,7 +201,8 @@ async def _check_generation(backend: ModelBackend, kind: str, subject: str) -> b
 
 
 def _report_slots(given: int | None, backend: ModelBackend, facts: tuple[EngineFacts, ...]) -> None:
-    """What --runtime-slots will be, the engines' own parallelism where they say, and the mismatch."""
+    """What --runtime-slots will be, what each engine says of itself (what it is, its slots,
+    version and context, the traps of its set-up), and the mismatch."""
     slots = resolve_runtime_slots(given, backend, os.environ, facts)
     print(f"[info] runtime slots: {slots.slots} ({slots.reason}): questions beyond that wait their turn")
     for f in facts:
@@ -212,6 +213,12 @@ def _report_slots(given: int | None, backend: ModelBackend, facts: tuple[EngineF
             print(f"       the engine{at} reports {plural(f.slots, 'slot')} ({f.slots_source})")
         for note in f.notes:
             print(f"       {note}")
+        if f.version is not None:
+            print(f"       the engine{at} says its version is {f.version}")
+        if f.context_tokens is not None:
+            print(f"       the engine{at} holds {f.context_tokens:,} tokens per sequence ({f.context_source})")
+        for warning in f.warnings:
+            print(f"[warn] the engine{at}: {warning}")
     told = engine_slots(facts)
     if told is None or told.slots == slots.slots:
         return
@@ -224,16 +231,8 @@ def _report_slots(given: int | None, backend: ModelBackend, facts: tuple[EngineF
               "engine has leave slots idle")
 
 
-def _report_engines(facts: tuple[EngineFacts, ...]) -> None:
-    """Each engine's version and context, the traps it is set up with, and the budget that fits it."""
-    for f in facts:
-        at = f" at {f.where}" if len(facts) > 1 else ""
-        if f.version is not None:
-            print(f"       the engine{at} says its version is {f.version}")
-        if f.context_tokens is not None:
-            print(f"       the engine{at} holds {f.context_tokens:,} tokens per sequence ({f.context_source})")
-        for warning in f.warnings:
-            print(f"[warn] the engine{at}: {warning}")
+def _report_budget(facts: tuple[EngineFacts, ...]) -> None:
+    """The episode budget that fits the engines' context, when smaller than the trained one."""
     _, note = fit_to_engines(EpisodeSettings(), facts)
     if note is not None:
         print(f"[warn] {note}; sqale-mcp, ask and eval do so by themselves")

@@ -90,6 +90,15 @@ class Round:
     completion_tokens: int
     finish_reason: str
     context_tokens: int  # episode tokens used after this round
+    # Prompt tokens the engine served from its cache, as it reported them; None: it did not say.
+    # When set, prompt_tokens is the whole prompt (prompt_tokens - cached_tokens were evaluated).
+    cached_tokens: int | None = None
+    replica: str | None = None  # the engine (replica) that answered, when the backend says
+
+    @property
+    def evaluated_tokens(self) -> int | None:
+        """Prompt tokens the engine evaluated this round; None when it did not say what it reused."""
+        return None if self.cached_tokens is None else max(0, self.prompt_tokens - self.cached_tokens)
 
 
 @dataclass(frozen=True)

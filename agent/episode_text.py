@@ -123,8 +123,9 @@ def render_trace(result: EpisodeResult) -> str:
     out: list[str] = []
     for played in result.rounds:
         head = "final turn" if played.final else f"round {played.index}"
+        cached = "unknown" if played.cached_tokens is None else played.cached_tokens
         out.append(f"=== {head}  (model {played.model_seconds:.2f} s, tools {played.tool_seconds:.3f} s, "
-                   f"tokens {played.prompt_tokens}+{played.completion_tokens}, "
+                   f"tokens {played.prompt_tokens}+{played.completion_tokens}, cached {cached}, "
                    f"context {played.context_tokens})")
         if played.think:
             out += ["--- thinking", played.think.strip()]

@@ -330,7 +330,8 @@ class _Episode:
             calls=tuple(records), notes=tuple(notes), model_seconds=model_seconds,
             tool_seconds=tool_seconds, prompt_tokens=completion.prompt_tokens,
             completion_tokens=completion.completion_tokens, finish_reason=completion.finish_reason,
-            context_tokens=self.used,
+            context_tokens=self.used, cached_tokens=completion.cached_tokens,
+            replica=completion.details.get("replica"),
         )
         self.rounds.append(round_)
         if self.on_round is not None:

@@ -14,11 +14,14 @@ from typing import Any
 
 import anyio
 
+from agent.backends.advice import cache_advice
 from agent.backends.base import DescribableBackend, EngineFacts, LocatedBackend, ModelBackend, ModelInfo
 from agent.backends.slots import OnWait, RuntimeSlots, engine_slots, gather_engine_facts, resolve_runtime_slots
-from agent.episode import EpisodeSettings
+from agent.engine_fit import fit_to_engines
+from agent.episode import EpisodeSettings, Round
 from agent.errors import BackendError, ConfigError
 from agent.prompt import PromptSet, load_prompts
+from agent.prompt_cache import CacheWatch, next_reuse
 from agent.sqlite import Database, EngineLimits, QueryEngine
 from agent.verified import VerifiedLibrary
 
@@ -100,6 +103,12 @@ class ServerRuntime:
     metrics: ServerMetrics
     limits: AnswerLimits
     verified: Mapping[str, VerifiedLibrary]  # the databases' verified libraries, by alias
+    cache_watch: CacheWatch  # warns once per engine that keeps re-evaluating later rounds' prompts
+    engine_label: str  # the engine a round is counted under when the backend does not name one
+
+    def watch_round(self, previous: Round | None, played: Round) -> None:
+        """Note how the engine treated `played`'s prompt (`previous`: the round before, same episode)."""
+        self.cache_watch.observe(next_reuse(previous, played, self.engine_label))
 
     @asynccontextmanager
     async def episode_turn(self, caller: Caller, *, on_token_wait: OnWait,
@@ -141,16 +150,22 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
         metrics.watch_queue("runtime_slot", lambda: runtime_slots.waiting)
         metrics.in_flight.set_function(lambda: gate.in_flight)
         metrics.watch_sqlite_workers(lambda: engine.starts, lambda: engine.kills)
+        episode_settings, shrunk = fit_to_engines(EpisodeSettings(
+            result_rows=settings.max_rows, result_bytes=settings.max_result_bytes,
+            environment=settings.environment), facts)
+        if shrunk is not None:
+            logger.warning("%s", shrunk)
+        engines = {f.where: f.engine for f in facts}
         runtime = ServerRuntime(
             settings=settings, catalog=catalog, databases=databases, backend=metered,
             model_label=info.label if info is not None else backend.model,
-            prompts=prompts, episode_settings=EpisodeSettings(
-                result_rows=settings.max_rows,
-                result_bytes=settings.max_result_bytes, environment=settings.environment),
+            prompts=prompts, episode_settings=episode_settings,
             limiter=limiter, slots=runtime_slots,
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
             quotas=quotas, gate=gate, metrics=metrics,
             limits=answer_limits(settings), verified=dict(libraries or {}),
+            cache_watch=CacheWatch(lambda where: cache_advice(engines.get(where)), logger.warning),
+            engine_label=replica,
         )
         yield runtime
     finally:
@@ -174,6 +189,8 @@ def log_runtime_slots(slots: int, reason: str, facts: Sequence[EngineFacts]) -> 
     for f in facts:
         for note in f.notes:
             logger.info("%s: %s", f.where, note)
+        for warning in f.warnings:
+            logger.warning("%s: %s", f.where, warning)
 
 
 async def check_runtime(backend: ModelBackend) -> tuple[ModelInfo | None, tuple[EngineFacts, ...]]:

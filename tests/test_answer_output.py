@@ -39,10 +39,11 @@ def record(tool: str, args: dict[str, Any], text: str, ok: bool = True) -> CallR
     return CallRecord(call=ToolCall(tool, args), ok=ok, text=text, seconds=0.01)
 
 
-def make_round(index: int, calls: tuple[CallRecord, ...], final: bool = False) -> Round:
+def make_round(index: int, calls: tuple[CallRecord, ...], final: bool = False,
+               cached: int | None = None) -> Round:
     return Round(index=index, final=final, completion="", think=None, calls=calls, notes=(),
                  model_seconds=0.1, tool_seconds=0.01, prompt_tokens=100, completion_tokens=20,
-                 finish_reason="stop", context_tokens=120 * index)
+                 finish_reason="stop", context_tokens=120 * index, cached_tokens=cached)
 
 
 def make_episode(**changes: Any) -> EpisodeResult:
@@ -55,7 +56,7 @@ def make_episode(**changes: Any) -> EpisodeResult:
             make_round(2, (record("run_query", {"sql": "SELECT count(*) FROM Album"},
                                   "n\n---\n347\n[1 row]"),
                            record("describe_table", {"table_name": "Albm"},
-                                  "no table 'Albm'; did you mean Album?", ok=False))),
+                                  "no table 'Albm'; did you mean Album?", ok=False)), cached=90),
             make_round(3, (record("submit_sql", {"sql": "SELECT count(*) FROM Album"},
                                   "n\n---\n347\n[1 row]"),)),
         ),
@@ -69,7 +70,8 @@ def answer_of(**changes: Any) -> AnswerOutput:
 
 
 def test_answer_from_episode_has_every_field_and_a_compact_trace() -> None:
-    """The structured answer copies the episode's result and summarises each call in one line."""
+    """The structured answer copies the episode's result and summarises each call in one line; per
+    round, its prompt tokens and what the engine served from its cache ('unknown' where it did not say)."""
     assert answer_of().model_dump() == {
         "database": "chinook", "question": "How many albums?", "sql": "SELECT count(*) FROM Album",
         "columns": ["n"], "rows": [[347]], "row_count": 1, "truncated": False, "note": None,
@@ -86,6 +88,9 @@ def test_answer_from_episode_has_every_field_and_a_compact_trace() -> None:
             {"round": 3, "tool": "submit_sql", "arguments": {"sql": "SELECT count(*) FROM Album"},
              "ok": True, "summary": "[1 row]"},
         ],
+        "prompt_cache": [{"round": 1, "prompt": 100, "cached": "unknown", "evaluated": "unknown"},
+                         {"round": 2, "prompt": 100, "cached": 90, "evaluated": 10},
+                         {"round": 3, "prompt": 100, "cached": "unknown", "evaluated": "unknown"}],
         "trace_omitted": 0, "last_reply": None, "limits_hit": [],
         "verified": None, "similar_verified": [], "verified_note": None,
     }

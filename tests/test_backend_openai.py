@@ -53,7 +53,8 @@ def _no_time(completion: Completion) -> Completion:
 # ---- requests and results ----------------------------------------------------------------
 
 async def test_request_body_and_key(fake_openai) -> None:
-    """POST {base}/completions with the raw prompt, sampling, top_k, stops, seed and the bearer key."""
+    """POST {base}/completions with the raw prompt, sampling, top_k, the neutral samplers under both
+    spellings (an engine that does not say what it is), stops, seed and the bearer key."""
     fake = fake_openai(KeyedPolicy(), api_key="sekrit")
     backend = _backend([fake.url], api_key="sekrit", sampling=SamplingSettings(seed=3))
     await backend.complete(PROMPT, max_tokens=512)
@@ -62,7 +63,9 @@ async def test_request_body_and_key(fake_openai) -> None:
     assert (request.path, request.headers["authorization"], request.body) == (
         "/v1/completions", "Bearer sekrit", {
             "model": DEFAULT_MODEL, "prompt": PROMPT, "max_tokens": 512, "temperature": 0.6,
-            "top_p": 0.95, "top_k": 20, "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"], "seed": 3,
+            "top_p": 0.95, "top_k": 20, "repeat_penalty": 1.0, "repetition_penalty": 1.0,
+            "presence_penalty": 0.0, "frequency_penalty": 0.0, "min_p": 0.0, "typical_p": 1.0,
+            "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"], "seed": 3,
             "stream": True, "stream_options": {"include_usage": True},
         },
     )
@@ -263,7 +266,8 @@ async def test_concurrent_requests_alternate_replicas(fake_openai) -> None:
 
 
 async def test_busy_replica_is_avoided(fake_openai) -> None:
-    """While A holds a slow request, new requests go to B; once A is idle, ties go to A."""
+    """While A holds a slow request, new requests go to B; once A is idle, the prompt B holds in its
+    cache stays on B, and ties go to A."""
     a, b = fake_openai(KeyedPolicy()), fake_openai(KeyedPolicy())
     backend = _backend([a.url, b.url])
     answered: list[str] = []
@@ -280,8 +284,33 @@ async def test_busy_replica_is_avoided(fake_openai) -> None:
         group.cancel_scope.cancel()
     assert await a.await_disconnects(1, timeout=2.0)
     answered.append((await backend.complete(PROMPT, max_tokens=8)).details["replica"])
+    answered.append((await backend.complete("another prompt", max_tokens=8)).details["replica"])
     await backend.aclose()
-    assert answered == [b.url, b.url, b.url, a.url]
+    assert answered == [b.url, b.url, b.url, b.url, a.url]
+
+
+async def test_an_episodes_next_round_goes_back_to_the_replica_that_cached_its_prefix(fake_openai) -> None:
+    """A continuation of a prompt goes to the replica that evaluated it, even when another replica
+    is as busy (the least-busy rule alone would send it to the first listed, which must evaluate
+    the whole prompt again)."""
+    a, b = fake_openai(KeyedPolicy()), fake_openai(KeyedPolicy())
+    backend = _backend([a.url, b.url])
+
+    async def slow(prompt: str) -> None:
+        await backend.complete(prompt, max_tokens=8)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(slow, "slow q")  # holds A
+        while not a.requests:
+            await anyio.sleep(0.01)
+        first = await backend.complete(PROMPT, max_tokens=8)  # A is busy: B
+        group.start_soon(slow, "slow r")  # B is the less busy: it holds B too
+        while len(b.requests) < 2:
+            await anyio.sleep(0.01)
+        later = await backend.complete(PROMPT + "quick answer<|im_end|>\n<|im_start|>user\nmore", max_tokens=8)
+        group.cancel_scope.cancel()
+    await backend.aclose()
+    assert (first.details["replica"], later.details["replica"]) == (b.url, b.url)
 
 
 async def test_dead_replica_skipped_and_logged(fake_openai, dead_url: str, caplog) -> None:

@@ -189,6 +189,9 @@ def test_doctor_reports_the_engines_slots_and_what_runtime_slots_will_be(fake_op
     assert ("[info] runtime slots: 4 (--runtime-slots): questions beyond that wait their turn\n"
             "       the engine is llama.cpp's llama-server\n"
             "       the engine reports 1 slot (/props total_slots)\n"
+            "       the engine says its version is b9999-fake\n"
+            "       the engine holds 16,384 tokens per sequence (/props default_generation_settings.n_ctx "
+            "(per slot))\n"
             "[warn] 4 runtime slots but the engine serves 1 at once: give sqale-mcp --runtime-slots 1; "
             "more questions at once than slots evict each other's cached prompt, or fail where the "
             "engine cuts a request off\n") in out

@@ -64,6 +64,11 @@ def test_doctor_on_a_one_request_engine_follows_it_and_warns_of_more_slots(fake_
             "       a request that arrives while another one streams cuts that one off unless the server "
             "was started with --interrupt_requests False: keep one runtime slot and one sqale-agent or "
             "sqale-mcp in front of it\n"
+            "       it does not report which prompt tokens it served from its cache (its verbose log "
+            "does: 'prefix-match hit'), so prompt reuse shows as unknown\n"
+            "       the engine says its version is 0.3.36\n"
+            f"[info] prompt cache at {engine.url}: the engine does not report which prompt tokens it "
+            "serves from its cache, so whether it reuses our prompts is unknown (see docs/engines.md)\n"
             "[info] no --db given") in out
     assert doctor(engine.url, "--runtime-slots", "3") == 0
     assert ("[warn] 3 runtime slots but the engine serves 1 at once: give sqale-mcp --runtime-slots 1; "

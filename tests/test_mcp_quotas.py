@@ -10,27 +10,16 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client
-from prometheus_client.parser import text_string_to_metric_families
 
-from mcp_server.app import SqaleServer
 from mcp_server.serving.quotas import LogBudget, MinuteWindow, QuotaExceeded
 from mcp_server.serving.sessions import SessionBook
 from tests.support.mcp import BOOK_GOLD, TOOL, DelayedPolicy, KeyedPolicy, PeakBackend
-from tests.support.mcp_in_process import build, error_text
+from tests.support.mcp_in_process import build, error_text, metric
 from tests.support.policies import OraclePolicy, PolicyBackend, ScriptedReply, ScriptPolicy, tool_call
 
 pytestmark = pytest.mark.anyio
 
 QUESTION = "How many books are there?"
-
-
-def metric(server: SqaleServer, name: str, **labels: str) -> float:
-    """One sample of the server's metrics (0 when absent)."""
-    for family in text_string_to_metric_families(server.metrics.render().decode()):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return sample.value
-    return 0.0
 
 
 async def test_a_token_at_one_at_a_time_runs_its_samples_one_after_another(tmp_path: Path) -> None:

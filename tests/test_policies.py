@@ -282,7 +282,7 @@ async def test_fake_ollama_routes(fake_ollama) -> None:
     listed = await client.list()
     await client.close()
     assert (root.text, head.status_code, version.json(), [m.model for m in listed.models]) == (
-        "Ollama is running", 200, {"version": "0.12.6"}, ["m1:latest", "m2:q8"],
+        "Ollama is running", 200, {"version": "0.17.6"}, ["m1:latest", "m2:q8"],
     )
 
 

@@ -118,9 +118,9 @@ def agent_cli(*args: str) -> subprocess.CompletedProcess[str]:
                           stdin=subprocess.DEVNULL)
 
 
-def mcp_params(tmp_path: Path, server: LlamaServer, db_path: Path) -> StdioServerParameters:
+def mcp_params(tmp_path: Path, server: LlamaServer, db_path: Path, *flags: str) -> StdioServerParameters:
     """The MCP server over stdio, answering from the real engine (one runtime slot: it says so)."""
-    cmd = server_command("--db", f"music={db_path}", "--backend", "openai", "--base-url", server.url)
+    cmd = server_command("--db", f"music={db_path}", "--backend", "openai", "--base-url", server.url, *flags)
     return StdioServerParameters(command=cmd[0], args=cmd[1:], env=server_env(tmp_path), cwd=REPO)
 
 
@@ -148,8 +148,17 @@ def test_doctor_and_ask_complete_against_the_engine(engine: LlamaServer, music_d
     assert ("[info] runtime slots: 1 (the engine's own: llama-cpp-python's server serves one request "
             "at a time): questions beyond that wait their turn\n"
             "       the engine is llama-cpp-python's server (llama_cpp.server)\n") in doctor.stdout
+    # Its streams say nothing of its prompt cache: unknown, and no cache-health warning.
+    assert (f"[info] prompt cache at {engine.url}: the engine does not report which prompt tokens it "
+            "serves from its cache, so whether it reuses our prompts is unknown") in doctor.stdout
+    assert "[warn]" not in doctor.stdout
+    hits_before = engine.log().count("prefix-match hit")
     asked = agent_cli("ask", "--db", str(music_db), "--json", *backend, QUESTIONS[0])
     result = json.loads(asked.stdout)
+    assert {r["cached_tokens"] for r in result["rounds"]} == {None}
+    assert "prompt cache:" not in asked.stderr
+    # ... and the engine's own log shows it did reuse: each later round hit its prefix cache.
+    assert engine.log().count("prefix-match hit") - hits_before >= len(result["rounds"]) - 1
     # Gemma does not know the protocol: a failed answer is likely, and ask then exits 3.
     assert asked.returncode == (3 if result["status"] == "failed" else 0), asked.stderr
     assert result["status"] in STATUSES and result["stop_reason"]
@@ -250,7 +259,8 @@ async def test_concurrent_mcp_calls_queue_and_all_finish(tmp_path: Path, engine:
     """Three calls at once on the one-slot engine queue by slot, all finish, with progress on the way."""
     progress: dict[int, list[str]] = {i: [] for i in range(3)}
     results: dict[int, Any] = {}
-    async with Client(mcp_params(tmp_path, engine, music_db)) as client:
+    log = tmp_path / "episodes.jsonl"
+    async with Client(mcp_params(tmp_path, engine, music_db, "--episode-log", str(log))) as client:
 
         async def ask(i: int) -> None:
             async def on_progress(value: float, total: float | None, message: str | None) -> None:
@@ -270,6 +280,11 @@ async def test_concurrent_mcp_calls_queue_and_all_finish(tmp_path: Path, engine:
         assert 0 < answer["tokens"] <= BUDGET
         rounds = [m for m in progress[i] if m.startswith(("round ", "final answer"))]
         assert len(rounds) == answer["rounds"], progress[i]
+    # The episode log records what the engine said of each round's prompt: nothing (unknown).
+    unknown = {"prompt": "unknown", "cached": "unknown", "evaluated": "unknown"}
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [[{k: r[k] for k in unknown} for r in line["prompt_cache"]] for line in lines] == [
+        [unknown] * line["rounds"] for line in lines]
     waiting = {m for i in range(3) for m in progress[i] if m.startswith("waiting for the model")}
     assert waiting == {"waiting for the model: 1 question ahead",
                        "waiting for the model: 2 questions ahead"}, waiting

@@ -26,3 +26,25 @@ def timed_out(server: str, seconds: float, model: str, likely_cause: str) -> Bac
 def is_http_url(url: str) -> bool:
     """True when `url` starts with http:// or https://, as every base URL must."""
     return url.startswith(("http://", "https://"))
+
+
+def describe_error(exc: httpx.HTTPError) -> str:
+    """A short text for a transport error (httpx messages can be empty)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def error_message(response: httpx.Response) -> str:
+    """The error text inside an error answer, whatever the server's JSON shape."""
+    try:
+        payload = response.json()
+    except ValueError:
+        return response.text.strip()[:300] or response.reason_phrase
+    if isinstance(payload, dict):
+        error = payload.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        for candidate in (error, payload.get("message"), payload.get("detail")):
+            if candidate:
+                return str(candidate)
+    return str(payload)[:300]

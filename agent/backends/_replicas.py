@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,8 +40,9 @@ class ReplicaPool:
         """Every replica, in the order given."""
         return self._replicas
 
-    def pick(self, tried: Sequence[Replica] = ()) -> Replica | None:
-        """The healthy untried replica with the fewest outstanding requests (ties: first listed).
+    def pick(self, tried: Sequence[Replica] = (), prefer: str | None = None) -> Replica | None:
+        """The healthy untried replica `prefer` names, else the one with the fewest outstanding
+        requests (ties: first listed).
 
         When every replica is cooling down, the first attempt still probes the one whose
         cooldown ends soonest, so a recovered server is used without waiting out the cooldown.
@@ -48,17 +50,21 @@ class ReplicaPool:
         now = self._clock()
         untried = [r for r in self._replicas if r not in tried]
         healthy = [r for r in untried if r.down_until <= now]
+        preferred = [r for r in healthy if r.base_url == prefer]
+        if preferred:
+            return preferred[0]
         if healthy:
             return min(healthy, key=lambda r: r.outstanding)
         if not tried and untried:
             return min(untried, key=lambda r: r.down_until)
         return None
 
-    def attempts(self, limit: int) -> Iterator[Replica]:
-        """Up to `limit` distinct replicas to try in turn, each picked when the previous one failed."""
+    def attempts(self, limit: int, prefer: str | None = None) -> Iterator[Replica]:
+        """Up to `limit` distinct replicas to try in turn, each picked when the previous one failed;
+        the first is the one `prefer` names when it is healthy."""
         tried: list[Replica] = []
         for _ in range(limit):
-            replica = self.pick(tried)
+            replica = self.pick(tried, prefer)
             if replica is None:
                 return
             tried.append(replica)
@@ -101,3 +107,26 @@ class ReplicaPool:
                 state = f"{r.last_error} (cooldown over)"
             lines.append(f"  {r.base_url}: {state}")
         return "\n".join(lines)
+
+
+class PrefixAffinity:
+    """Which replica evaluated a prompt the next one continues: an episode's rounds go back to the
+    engine that holds their prefix in its cache (elsewhere they would be evaluated whole).
+
+    Bookkeeping only, bounded: the last `size` prompts and the replica that answered each.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self._recent: deque[tuple[str, str]] = deque(maxlen=size)
+
+    def replica_for(self, prompt: str) -> str | None:
+        """The replica of the longest remembered prompt that `prompt` continues, if any."""
+        best, longest = None, 0
+        for text, base_url in self._recent:
+            if len(text) > longest and prompt.startswith(text):
+                best, longest = base_url, len(text)
+        return best
+
+    def served(self, prompt: str, base_url: str) -> None:
+        """Remember that `base_url` evaluated `prompt`."""
+        self._recent.append((prompt, base_url))

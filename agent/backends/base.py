@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Protocol, TypeVar, runtime_checkable
@@ -51,6 +51,9 @@ class Completion:
     finish_reason: str = "stop"  # "stop" or "length"
     seconds: float = 0.0
     details: dict[str, str] = field(default_factory=dict)  # e.g. which replica answered
+    # Prompt tokens the engine says it served from its prompt cache; None when it does not say
+    # (never a guess). When set, `prompt_tokens` is the whole prompt, cached tokens included.
+    cached_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,11 @@ class EngineFacts:
     slots: int | None = None  # sequences it serves at once
     slots_source: str = ""  # how we know `slots`: "/props total_slots", ...
     notes: tuple[str, ...] = ()  # advice about this engine, one sentence each
+    version: str | None = None  # as the engine says it: Ollama's /api/version, vLLM's /version, ...
+    # Tokens one sequence may hold (prompt and completion), when the engine says.
+    context_tokens: int | None = None
+    context_source: str = ""  # how we know `context_tokens`: "/props n_ctx", ...
+    warnings: tuple[str, ...] = ()  # known traps this engine is set up with, one sentence each
 
 
 @runtime_checkable
@@ -169,6 +177,10 @@ class EngineAwareBackend(Protocol):
 
     async def engine_facts(self) -> tuple[EngineFacts, ...]:
         """One EngineFacts per engine (replica), best effort: silence is no error."""
+        ...
+
+    def remember_engines(self, facts: Sequence[EngineFacts]) -> None:
+        """Take what another instance's engine_facts() found (how to talk to each engine)."""
         ...
 
 

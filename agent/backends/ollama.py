@@ -7,7 +7,8 @@ import os
 import re
 import time
 import urllib.parse
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import httpx
@@ -26,6 +27,17 @@ from .base import (
     SlotChoice,
     seeded_copy,
 )
+from .ollama_facts import (
+    CACHE_UNREPORTED,
+    CACHED_COUNT_SINCE,
+    DEFAULT_NUM_CTX,
+    OLLAMA,
+    OLLAMA_PARALLEL_ENV,
+    QWEN35_SINCE,
+    context_length,
+    parameter_warnings,
+    version_tuple,
+)
 
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 _OLLAMA_PORT = 11434
@@ -33,8 +45,10 @@ _OLLAMA_PORT = 11434
 _SECONDS = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)$")
 GO_DURATION = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+$")
 KEEP_ALIVE_HINT = "not a duration; give seconds (300, -1 for ever) or a number with a unit: 30m, 1h, 90s"
-# Ollama serves this many requests of one model at once (its default here: 1).
-OLLAMA_PARALLEL_ENV = "OLLAMA_NUM_PARALLEL"
+# ollama-python (0.6) drops the fields of an answer it does not know, prompt_eval_cached_count
+# among them: a response hook keeps the body of this task's /api/generate answer here.
+_GENERATE_BODIES: ContextVar[list[dict[str, Any]] | None] = ContextVar("ollama_generate_bodies",
+                                                                      default=None)
 
 _T = TypeVar("_T")
 
@@ -113,7 +127,7 @@ class OllamaBackend:
         *,
         host: str | None = None,
         sampling: SamplingSettings = SamplingSettings(),  # noqa: B008 - frozen dataclass
-        num_ctx: int = 16384,
+        num_ctx: int = DEFAULT_NUM_CTX,
         keep_alive: str | float | None = None,
         timeout: float = 300.0,
     ) -> None:
@@ -126,6 +140,7 @@ class OllamaBackend:
         self._client = ollama.AsyncClient(
             host=self.host,
             timeout=client_timeout(timeout),
+            event_hooks={"response": [_keep_generate_body]},  # passed on to httpx
         )
 
     def with_seed(self, seed: int) -> OllamaBackend:
@@ -150,8 +165,45 @@ class OllamaBackend:
         return SlotChoice(1, f"Ollama's one slot per model ({OLLAMA_PARALLEL_ENV} is not set here)")
 
     async def engine_facts(self) -> tuple[EngineFacts, ...]:
-        """Ollama at its host; it does not say its parallelism over HTTP (OLLAMA_NUM_PARALLEL)."""
-        return (EngineFacts(where=self.host, engine="Ollama"),)
+        """Ollama's version (/api/version), the model's parameters and context (/api/show), and the
+        traps they reveal; it does not say its parallelism over HTTP (OLLAMA_NUM_PARALLEL)."""
+        version = await self._version()
+        warnings: list[str] = []
+        notes: list[str] = []
+        seen = version_tuple(version) if version is not None else None
+        if seen is not None and seen < QWEN35_SINCE:
+            warnings.append(f"Ollama {version} is older than {'.'.join(map(str, QWEN35_SINCE))}, the first "
+                            "release that runs qwen3.5 models: upgrade Ollama")
+        if seen is not None and seen < CACHED_COUNT_SINCE:
+            notes.append(CACHE_UNREPORTED)
+        context = self.num_ctx
+        try:
+            shown = await self._call(self._client.show(self.model))
+        except BackendError:
+            shown = None  # describe_model says why; the facts stay what Ollama said
+        if shown is not None:
+            warnings += parameter_warnings(shown.parameters or "")
+            trained = context_length(shown.modelinfo or {})
+            if trained is not None and trained < context:
+                context = trained
+        source = (f"num_ctx {self.num_ctx} sent with every request" if context == self.num_ctx
+                  else "the model's context_length (/api/show), below the num_ctx sent")
+        return (EngineFacts(where=self.host, engine=OLLAMA, version=version, context_tokens=context,
+                            context_source=source, notes=tuple(notes), warnings=tuple(warnings)),)
+
+    def remember_engines(self, facts: Sequence[EngineFacts]) -> None:
+        """Nothing to remember: every Ollama request is spelled the same."""
+
+    async def _version(self) -> str | None:
+        """GET /api/version; None when Ollama does not answer it."""
+        try:
+            async with httpx.AsyncClient(timeout=client_timeout(CONNECT_TIMEOUT)) as http:
+                response = await http.get(f"{self.host}/api/version")
+                payload = response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        version = payload.get("version") if isinstance(payload, dict) else None
+        return version if isinstance(version, str) and version else None
 
     def generate_options(self, max_tokens: int) -> dict[str, Any]:
         """The `options` object sent with every generate request (vLLM's neutral samplers included)."""
@@ -171,27 +223,37 @@ class OllamaBackend:
     async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
         """Continue `prompt` verbatim for at most `max_tokens` tokens."""
         started = time.perf_counter()
-        response = await self._call(
-            self._client.generate(
-                model=self.model,
-                prompt=prompt,
-                raw=True,
-                stream=False,
-                options=self.generate_options(max_tokens),
-                keep_alive=self.keep_alive,
+        bodies: list[dict[str, Any]] = []
+        kept = _GENERATE_BODIES.set(bodies)
+        try:
+            response = await self._call(
+                self._client.generate(
+                    model=self.model,
+                    prompt=prompt,
+                    raw=True,
+                    stream=False,
+                    options=self.generate_options(max_tokens),
+                    keep_alive=self.keep_alive,
+                )
             )
-        )
+        finally:
+            _GENERATE_BODIES.reset(kept)
         if response.response is None:
             raise BackendResponseError(
                 f"Ollama at {self.host} answered without any text for model '{self.model}' "
                 f"(done_reason={response.done_reason!r}); check the `ollama serve` log and retry."
             )
+        # prompt_eval_count is the whole prompt, cached tokens included (Ollama's
+        # promptEvalCount() = cache_n + prompt_n); the cached share only where Ollama says it.
+        cached = _cached_count(bodies[-1] if bodies else {})
         return Completion(
             text=response.response,
             prompt_tokens=response.prompt_eval_count or 0,
             completion_tokens=response.eval_count or 0,
             finish_reason="length" if response.done_reason == "length" else "stop",
             seconds=time.perf_counter() - started,
+            cached_tokens=cached,
+            details={"cache": "prompt_eval_cached_count"} if cached is not None else {},
         )
 
     async def describe_model(self) -> ModelInfo:
@@ -268,3 +330,24 @@ class OllamaBackend:
             f"(HTTP {exc.status_code}): {message}. Check the `ollama serve` log; if the model "
             "fails to load, recreate it with `ollama create`."
         )
+
+
+async def _keep_generate_body(response: httpx.Response) -> None:
+    """Keep the JSON body of an /api/generate answer for the task that asked (see _GENERATE_BODIES)."""
+    bodies = _GENERATE_BODIES.get()
+    if bodies is None or not response.request.url.path.endswith("/api/generate") or response.status_code != 200:
+        return
+    await response.aread()  # httpx keeps the body: the ollama client reads it again
+    try:
+        payload = json.loads(response.content)
+    except ValueError:
+        return  # the ollama client reports what is wrong with the answer
+    if isinstance(payload, dict):
+        bodies.append(payload)
+
+
+def _cached_count(body: Mapping[str, Any]) -> int | None:
+    """Ollama's prompt_eval_cached_count (0.33.3+); None when it is absent or not a count."""
+    value = body.get("prompt_eval_cached_count")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+

@@ -17,8 +17,8 @@ from ..errors import (
     ConfigError,
     ModelNotFound,
 )
-from ._http import CONNECT_TIMEOUT, client_timeout, is_http_url, timed_out
-from ._replicas import Replica, ReplicaPool
+from ._http import CONNECT_TIMEOUT, client_timeout, describe_error, error_message, is_http_url, timed_out
+from ._replicas import PrefixAffinity, Replica, ReplicaPool
 from .base import (
     PROBE_PROMPT,
     STOP_STRINGS,
@@ -30,7 +30,7 @@ from .base import (
     SlotChoice,
     seeded_copy,
 )
-from .openai_engines import engine_facts
+from .openai_engines import engine_facts, neutral_samplers
 from .streaming import read_completion_stream
 
 _ATTEMPTS = 2  # the first replica, then one retry on another healthy replica
@@ -86,6 +86,10 @@ class OpenAICompletionsBackend:
         self.api_key_env = api_key_env
         self._has_key = api_key is not None
         self._pool = ReplicaPool([url.rstrip("/") for url in base_urls], cooldown=failure_cooldown)
+        # What each replica's engine said about itself (engine_facts), by base URL: it decides
+        # how the neutral samplers are spelled. Shared by seeded and per-replica copies.
+        self._facts: dict[str, EngineFacts] = {}
+        self._affinity = PrefixAffinity()  # an episode's rounds stay on the replica caching their prefix
         headers = {"Authorization": f"Bearer {api_key}"} if api_key is not None else {}
         self._client = httpx.AsyncClient(
             timeout=client_timeout(timeout),
@@ -128,11 +132,18 @@ class OpenAICompletionsBackend:
         return tuple(views)
 
     async def engine_facts(self) -> tuple[EngineFacts, ...]:
-        """What each replica's engine says about itself (llama-server's /props, llama_cpp.server)."""
-        return tuple([await engine_facts(self._client, url, CONNECT_TIMEOUT) for url in self.base_urls])
+        """What each replica's engine says about itself (llama-server's /props, llama_cpp.server, vLLM)."""
+        facts = tuple([await engine_facts(self._client, url, CONNECT_TIMEOUT, self.model)
+                       for url in self.base_urls])
+        self.remember_engines(facts)
+        return facts
 
-    def request_body(self, prompt: str, max_tokens: int) -> dict[str, Any]:
-        """The JSON body of one /completions request."""
+    def remember_engines(self, facts: Sequence[EngineFacts]) -> None:
+        """Know each replica's engine: it decides how the neutral samplers are spelled."""
+        self._facts.update((f.where, f) for f in facts)
+
+    def request_body(self, prompt: str, max_tokens: int, engine: str | None = None) -> dict[str, Any]:
+        """The JSON body of one /completions request to `engine` (None: an engine not identified)."""
         body: dict[str, Any] = {
             "model": self.model,
             "prompt": prompt,
@@ -140,6 +151,8 @@ class OpenAICompletionsBackend:
             "temperature": self.sampling.temperature,
             "top_p": self.sampling.top_p,
             "top_k": self.sampling.top_k,  # an extension vLLM, SGLang and llama.cpp accept
+            # Sampled as in training, whatever the engine's own defaults (llama.cpp: min_p 0.05).
+            **neutral_samplers(engine),
             "stop": list(STOP_STRINGS),
             # Streamed so that a cancelled request stops the generation: llama_cpp.server, for
             # one, notices a client that went away only between streamed tokens.
@@ -152,12 +165,17 @@ class OpenAICompletionsBackend:
 
     async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
         """Continue `prompt` verbatim on the least busy healthy replica, retrying once elsewhere."""
-        body = self.request_body(prompt, max_tokens)
         started = time.perf_counter()
         any_connection_failure = False
-        for replica in self._pool.attempts(_ATTEMPTS):
+        several = len(self._pool.replicas) > 1
+        for replica in self._pool.attempts(_ATTEMPTS, self._affinity.replica_for(prompt) if several else None):
+            told = self._facts.get(replica.base_url)
+            body = self.request_body(prompt, max_tokens, told.engine if told is not None else None)
             try:
-                return await self._stream_completion(replica, body, started)
+                completion = await self._stream_completion(replica, body, started)
+                if several:
+                    self._affinity.served(prompt, replica.base_url)
+                return completion
             except _ReplicaFailed as failure:
                 any_connection_failure |= failure.connection
                 self._pool.mark_down(replica, failure.reason)
@@ -203,7 +221,9 @@ class OpenAICompletionsBackend:
 
     async def _answers_any_name(self, replica: Replica) -> bool:
         """Whether the replica completes a one-token request for our model name all the same."""
-        probe = {"model": self.model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0}
+        told = self._facts.get(replica.base_url)
+        probe = {"model": self.model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0,
+                 **neutral_samplers(told.engine if told is not None else None)}
         try:
             response = await self._client.post(f"{replica.base_url}/completions", json=probe)
         except httpx.HTTPError:
@@ -255,16 +275,19 @@ class OpenAICompletionsBackend:
                 if refusal is not None:
                     raise refusal from exc
                 if answered and isinstance(exc, httpx.TransportError):  # not unreachable: it broke off
-                    raise _ReplicaFailed(f"the completion stream broke off ({_describe(exc)})",
+                    raise _ReplicaFailed(f"the completion stream broke off ({describe_error(exc)})",
                                          connection=False) from exc
                 if isinstance(exc, httpx.HTTPError):
                     raise self._transport_failure(exc, url) from exc
                 raise
+        details = {"replica": replica.base_url, "usage": streamed.usage_source}
+        if streamed.cache_source:
+            details["cache"] = streamed.cache_source
         return Completion(
             text=streamed.text, prompt_tokens=streamed.prompt_tokens,
             completion_tokens=streamed.completion_tokens, finish_reason=streamed.finish_reason,
-            seconds=time.perf_counter() - started,
-            details={"replica": replica.base_url, "usage": streamed.usage_source},
+            seconds=time.perf_counter() - started, cached_tokens=streamed.cached_tokens,
+            details=details,
         )
 
     async def _refusal_behind(self, replica: Replica, body: dict[str, Any]) -> BackendError | None:
@@ -293,24 +316,24 @@ class OpenAICompletionsBackend:
     def _transport_failure(self, exc: httpx.HTTPError, url: str) -> Exception:
         """The error for an HTTP exchange that broke: another replica may serve it, or a timeout."""
         if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
-            return _ReplicaFailed(_describe(exc), connection=True)
+            return _ReplicaFailed(describe_error(exc), connection=True)
         if isinstance(exc, httpx.TimeoutException):
             return timed_out(url, self.timeout, self.model, "; the server may be overloaded")
         # The connection broke mid-request (a crash?) or the answer was not valid HTTP.
-        return _ReplicaFailed(_describe(exc), connection=True)
+        return _ReplicaFailed(describe_error(exc), connection=True)
 
     def _check_status(self, replica: Replica, path: str, response: httpx.Response) -> None:
         """Raise the error an answer other than 200 means; note a healthy replica otherwise."""
         if response.status_code >= 500:
             raise _ReplicaFailed(
-                f"HTTP {response.status_code}: {_error_message(response)}", connection=False
+                f"HTTP {response.status_code}: {error_message(response)}", connection=False
             )
         if response.status_code in (401, 403):
             raise BackendAuthError(self._auth_message(replica, response))
         if response.status_code == 404:
             raise self._not_found(replica, path, response)
         if response.status_code != 200:
-            message = _error_message(response)
+            message = error_message(response)
             if "context" in message.lower():
                 raise BackendResponseError(
                     f"{replica.base_url}{path} cannot hold the episode's prompt (HTTP "
@@ -325,7 +348,7 @@ class OpenAICompletionsBackend:
         self._pool.mark_answered(replica)
 
     def _auth_message(self, replica: Replica, response: httpx.Response) -> str:
-        answer = f"HTTP {response.status_code}: {_error_message(response)}"
+        answer = f"HTTP {response.status_code}: {error_message(response)}"
         if not self._has_key:
             return (
                 f"{replica.base_url} requires an API key ({answer}). Put the key in an "
@@ -338,7 +361,7 @@ class OpenAICompletionsBackend:
         )
 
     def _not_found(self, replica: Replica, path: str, response: httpx.Response) -> BackendError:
-        message = _error_message(response)
+        message = error_message(response)
         if "model" in message.lower():
             return ModelNotFound(
                 f"{replica.base_url} does not serve the model '{self.model}' ({message}). Pass "
@@ -373,24 +396,3 @@ class OpenAICompletionsBackend:
             f"{self.failure_cooldown:g} s."
         )
 
-
-def _describe(exc: httpx.HTTPError) -> str:
-    """A short text for a transport error (httpx messages can be empty)."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _error_message(response: httpx.Response) -> str:
-    """The error text inside an error answer, whatever the server's JSON shape."""
-    try:
-        payload = response.json()
-    except ValueError:
-        return response.text.strip()[:300] or response.reason_phrase
-    if isinstance(payload, dict):
-        error = payload.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-        for candidate in (error, payload.get("message"), payload.get("detail")):
-            if candidate:
-                return str(candidate)
-    return str(payload)[:300]

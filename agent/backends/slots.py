@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 import anyio
 
@@ -22,6 +23,7 @@ from ..text import plural
 from .base import EngineAwareBackend, EngineFacts, SlotAdvisingBackend, SlotChoice
 
 OnWait = Callable[[int], Awaitable[None]]  # called with the number of questions ahead
+_B = TypeVar("_B")
 
 
 @dataclass(eq=False)
@@ -120,6 +122,13 @@ async def gather_engine_facts(backend: object, seconds: float) -> tuple[EngineFa
     with anyio.move_on_after(seconds):
         return await backend.engine_facts()
     return ()
+
+
+def told_engines(backend: _B, facts: Sequence[EngineFacts]) -> _B:
+    """`backend`, knowing what another instance of it learnt from its engines (eval's per-seed backends)."""
+    if isinstance(backend, EngineAwareBackend):
+        backend.remember_engines(facts)
+    return backend
 
 
 def engine_slots(facts: Sequence[EngineFacts]) -> SlotChoice | None:

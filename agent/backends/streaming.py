@@ -12,6 +12,9 @@ from ..errors import BackendResponseError
 USAGE_FROM_SERVER = "server"
 # llama_cpp.server (the Python one) sends no usage in a stream: pieces are counted instead.
 USAGE_COUNTED = "counted: the server sent no usage; prompt tokens estimated"
+# Where a completion's cached prompt tokens came from (Completion.details["cache"]).
+CACHE_FROM_USAGE = "usage.prompt_tokens_details.cached_tokens"
+CACHE_FROM_TIMINGS = "timings.cache_n"  # llama.cpp's llama-server
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,8 @@ class StreamedCompletion:
     prompt_tokens: int  # 0 when the server sent no usage (the loop then estimates)
     completion_tokens: int
     usage_source: str  # USAGE_FROM_SERVER or USAGE_COUNTED
+    cached_tokens: int | None = None  # prompt tokens the engine served from its cache, if it said
+    cache_source: str = ""  # CACHE_FROM_USAGE or CACHE_FROM_TIMINGS; "" when it did not say
 
 
 async def read_completion_stream(lines: AsyncIterator[str], url: str) -> StreamedCompletion:
@@ -30,6 +35,7 @@ async def read_completion_stream(lines: AsyncIterator[str], url: str) -> Streame
     pieces: list[str] = []
     finish: str | None = None
     usage: dict[str, Any] | None = None
+    timings: dict[str, Any] | None = None
     async for line in lines:
         if not line.startswith("data:"):
             continue  # blank separators, comments (": ping"), event names
@@ -47,6 +53,8 @@ async def read_completion_stream(lines: AsyncIterator[str], url: str) -> Streame
                 finish = str(choice["finish_reason"])
         if isinstance(chunk.get("usage"), dict):
             usage = chunk["usage"]
+        if isinstance(chunk.get("timings"), dict):
+            timings = chunk["timings"]
     if finish is None:
         raise BackendResponseError(
             f"{url} ended the completion stream before the completion finished (no finish_reason): "
@@ -55,10 +63,40 @@ async def read_completion_stream(lines: AsyncIterator[str], url: str) -> Streame
         )
     finish_reason = "length" if finish == "length" else "stop"
     text = "".join(pieces)
+    cached, whole, cache_source = prompt_cache_report(usage, timings)
     if usage is None:
-        return StreamedCompletion(text, finish_reason, 0, len(pieces), USAGE_COUNTED)
-    return StreamedCompletion(text, finish_reason, int(usage.get("prompt_tokens") or 0),
-                              int(usage.get("completion_tokens") or 0), USAGE_FROM_SERVER)
+        return StreamedCompletion(text, finish_reason, whole or 0, len(pieces), USAGE_COUNTED,
+                                  cached, cache_source)
+    return StreamedCompletion(text, finish_reason, int(usage.get("prompt_tokens") or 0) or whole or 0,
+                              int(usage.get("completion_tokens") or 0), USAGE_FROM_SERVER,
+                              cached, cache_source)
+
+
+def prompt_cache_report(usage: dict[str, Any] | None,
+                        timings: dict[str, Any] | None) -> tuple[int | None, int | None, str]:
+    """(cached prompt tokens, whole prompt tokens, where from) as the engine reported them.
+
+    OpenAI-style `usage.prompt_tokens_details.cached_tokens` (vLLM with
+    --enable-prompt-tokens-details, SGLang, llama-server, Ollama's bridge), else llama-server's
+    `timings` (`cache_n` reused, `prompt_n` evaluated). (None, None, "") when neither says: the
+    cache is then unknown, never taken for 0.
+    """
+    details = usage.get("prompt_tokens_details") if usage is not None else None
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    if cached is not None:
+        return cached, _count(usage.get("prompt_tokens")) if usage is not None else None, CACHE_FROM_USAGE
+    if timings is not None:
+        reused, evaluated = _count(timings.get("cache_n")), _count(timings.get("prompt_n"))
+        if reused is not None and evaluated is not None:
+            return reused, reused + evaluated, CACHE_FROM_TIMINGS
+    return None, None, ""
+
+
+def _count(value: object) -> int | None:
+    """A token count as the engine sent it; None for anything that is not a count (a bool, -1, text)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
 
 
 def _decode(data: str, url: str) -> dict[str, Any]:

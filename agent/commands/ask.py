@@ -13,15 +13,18 @@ from typing import Any
 import anyio
 
 from ..asking import Asked, Question, SampleBackends, ask, summary_text
-from ..backends.base import SamplingSettings
+from ..backends.advice import cache_advice
+from ..backends.base import LocatedBackend, SamplingSettings
 from ..backends.settings import make_backend
 from ..backends.slots import RuntimeSlots, gather_engine_facts, resolve_runtime_slots
+from ..engine_fit import fit_to_engines
 from ..episode import EpisodeResult, EpisodeSettings, EpisodeStatus, Round
 from ..episode_text import progress_message, render_answer, render_trace, result_as_json
 from ..errors import ConfigError
 from ..loop import run_episode
 from ..notes import evidence_with_notes, read_notes
 from ..options import add_flags
+from ..prompt_cache import episode_reuse, verdicts
 from ..settings.agent_settings import AgentSettings
 from ..settings.aliases import check_plain_path
 from ..sqlite import Database
@@ -32,7 +35,7 @@ from .environment_option import add_environment_argument, environment_from_args
 from .verified_options import add_verified_arguments, open_library
 
 EXIT_NO_ANSWER = 3  # the model produced no runnable SQL (1: our error, 2: a usage error, 130: Ctrl-C)
-FACTS_SECONDS = 5.0  # asking the engine how many requests it serves at once
+FACTS_SECONDS = 5.0  # asking the engine about itself: slots, context, what it is
 
 NAME = "ask"
 HELP = "answer a question on an SQLite database"
@@ -101,12 +104,18 @@ def run(args: argparse.Namespace) -> int:
             backend = make_backend(choice, SamplingSettings())
             try:
                 # As in the server: samples share the runtime's slots (what the engine says it serves
-                # at once, else the backend's default). One sample needs no more than one.
-                facts = await gather_engine_facts(backend, FACTS_SECONDS) if args.samples > 1 else ()
+                # at once, else the backend's default), and the budget fits the engine's context.
+                facts = await gather_engine_facts(backend, FACTS_SECONDS)
                 slots = RuntimeSlots(resolve_runtime_slots(given_slots, backend, os.environ, facts).slots)
-                asked = Question(question, db, model_evidence, settings, prompts)
-                return await ask(asked, SampleBackends.seeded(backend, args.samples, args.seed), run_episode,
-                                 slot=lambda k: slots.slot(), on_round=report), consulted
+                fitted, shrunk = fit_to_engines(settings, facts)
+                if shrunk is not None:
+                    print(f"sqale-agent ask: {shrunk}", file=sys.stderr)
+                asked = Question(question, db, model_evidence, fitted, prompts)
+                done = await ask(asked, SampleBackends.seeded(backend, args.samples, args.seed), run_episode,
+                                 slot=lambda k: slots.slot(), on_round=report)
+                where = backend.where if isinstance(backend, LocatedBackend) else choice.address
+                warn_of_prompt_cache(done, where, next((f.engine for f in facts if f.engine), None))
+                return done, consulted
             finally:
                 await backend.aclose()
                 if live:
@@ -137,6 +146,15 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(paragraph)
     return exit_status(chosen)
+
+
+def warn_of_prompt_cache(asked: Asked, engine: str, kind: str | None) -> None:
+    """The cache-health warning when the rounds after the first kept re-evaluating their prompt."""
+    rounds = [r for run in asked.outcome.results.values() if run.result is not None
+              for r in episode_reuse(run.result.rounds, engine)]
+    for verdict in verdicts(rounds):
+        if verdict.unhealthy:
+            print(f"\nsqale-agent ask: {verdict.warning(cache_advice(kind))}", file=sys.stderr)
 
 
 def library_paragraphs(consulted: Consulted | None) -> list[str]:

@@ -9,6 +9,7 @@ from importlib.metadata import packages_distributions
 
 import anyio
 
+from ..backends.advice import cache_advice
 from ..backends.base import (
     PROBE_PROMPT,
     DescribableBackend,
@@ -21,9 +22,13 @@ from ..backends.base import (
 )
 from ..backends.settings import make_backend
 from ..backends.slots import engine_slots, gather_engine_facts, resolve_runtime_slots
+from ..cache_probe import CacheProbe, probe_cache
+from ..engine_fit import fit_to_engines
+from ..episode import EpisodeSettings
 from ..errors import SqaleError
 from ..notes import read_notes
 from ..options import add_flags
+from ..prompt_cache import DOCS
 from ..settings.agent_settings import AgentSettings
 from ..sqlite import Database, HideRules, Schema, hiding_findings
 from ..text import plural
@@ -39,8 +44,9 @@ GENERATION_SECONDS = 60.0  # a one-token completion: the runtime may first load 
 NAME = "doctor"
 HELP = "check that the model runtime, the model and the databases are ready"
 DESCRIPTION = ("Checks the runtime is reachable, the model is installed (and shows its "
-               "parameters), the runtime generates (one tiny completion), how many requests it serves "
-               "at once, and each --db opens; prints what to fix.")
+               "parameters), the runtime generates (one tiny completion), what the engine says about "
+               "itself (version, slots, context) and its known traps, that it serves a second round's "
+               "prompt from its cache (a two-round probe), and each --db opens; prints what to fix.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -120,6 +126,7 @@ async def _check_model(args: argparse.Namespace) -> bool:
     where = backend.where if isinstance(backend, LocatedBackend) else choice.address
     subject = f"{choice.backend} at {where}"
     try:
+        facts = await gather_engine_facts(backend, PROBE_SECONDS)  # first: how to talk to each engine
         if not isinstance(backend, DescribableBackend):  # our backends all are; a plug-in may not be
             print(f"[info] {subject}: this backend cannot check its model in advance")
         else:
@@ -128,12 +135,14 @@ async def _check_model(args: argparse.Namespace) -> bool:
                 return False
             _print_model(subject, info)
         generates = await _check_generation(backend, choice.backend, subject)
-        facts = await gather_engine_facts(backend, PROBE_SECONDS)
+        _report_slots(command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots"),
+                      backend, facts)
+        _report_budget(facts)
+        if generates:
+            await _check_prompt_cache(backend, facts)
     finally:
         with anyio.CancelScope(shield=True):
             await backend.aclose()
-    _report_slots(command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots"),
-                  backend, facts)
     return generates
 
 
@@ -192,7 +201,8 @@ async def _check_generation(backend: ModelBackend, kind: str, subject: str) -> b
 
 
 def _report_slots(given: int | None, backend: ModelBackend, facts: tuple[EngineFacts, ...]) -> None:
-    """What --runtime-slots will be, the engines' own parallelism where they say, and the mismatch."""
+    """What --runtime-slots will be, what each engine says of itself (what it is, its slots,
+    version and context, the traps of its set-up), and the mismatch."""
     slots = resolve_runtime_slots(given, backend, os.environ, facts)
     print(f"[info] runtime slots: {slots.slots} ({slots.reason}): questions beyond that wait their turn")
     for f in facts:
@@ -203,6 +213,12 @@ def _report_slots(given: int | None, backend: ModelBackend, facts: tuple[EngineF
             print(f"       the engine{at} reports {plural(f.slots, 'slot')} ({f.slots_source})")
         for note in f.notes:
             print(f"       {note}")
+        if f.version is not None:
+            print(f"       the engine{at} says its version is {f.version}")
+        if f.context_tokens is not None:
+            print(f"       the engine{at} holds {f.context_tokens:,} tokens per sequence ({f.context_source})")
+        for warning in f.warnings:
+            print(f"[warn] the engine{at}: {warning}")
     told = engine_slots(facts)
     if told is None or told.slots == slots.slots:
         return
@@ -213,6 +229,45 @@ def _report_slots(given: int | None, backend: ModelBackend, facts: tuple[EngineF
     else:
         print(f"       note: give sqale-mcp --runtime-slots {told.slots}: fewer runtime slots than the "
               "engine has leave slots idle")
+
+
+def _report_budget(facts: tuple[EngineFacts, ...]) -> None:
+    """The episode budget that fits the engines' context, when smaller than the trained one."""
+    _, note = fit_to_engines(EpisodeSettings(), facts)
+    if note is not None:
+        print(f"[warn] {note}; sqale-mcp, ask and eval do so by themselves")
+
+
+async def _check_prompt_cache(backend: ModelBackend, facts: tuple[EngineFacts, ...]) -> None:
+    """Two rounds on each engine: does the second round's prompt come from its cache?"""
+    replicas = backend.per_replica() if isinstance(backend, ReplicatedBackend) else (backend,)
+    kinds = {f.where: f.engine for f in facts}
+    for one in replicas:
+        where = one.where if isinstance(one, LocatedBackend) else backend.model
+        try:
+            with anyio.fail_after(GENERATION_SECONDS):
+                probe = await probe_cache(one, where)
+        except SqaleError as exc:
+            print(f"[warn] prompt cache at {where}: the two-round probe failed: {exc}")
+            continue
+        except TimeoutError:
+            print(f"[warn] prompt cache at {where}: the two-round probe did not finish within "
+                  f"{GENERATION_SECONDS:g} s")
+            continue
+        _print_probe(where, probe, kinds.get(where, facts[0].engine if len(facts) == 1 else None))
+
+
+def _print_probe(where: str, probe: CacheProbe, engine: str | None) -> None:
+    verdict = probe.verdict
+    second = probe.second
+    if verdict.state == "unknown":
+        print(f"[info] prompt cache at {where}: the engine does not report which prompt tokens it "
+              f"serves from its cache, so whether it reuses our prompts is unknown (see {DOCS})")
+    elif verdict.unhealthy:
+        print(f"[warn] {verdict.warning(cache_advice(engine))}")
+    else:
+        print(f"[ok]   prompt cache at {where}: the second of two rounds got {second.cached_tokens:,} of "
+              f"its {second.prompt_tokens:,} prompt tokens from the engine's cache ({probe.source})")
 
 
 def run(args: argparse.Namespace) -> int:

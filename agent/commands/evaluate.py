@@ -13,15 +13,18 @@ from typing import Any
 
 import anyio
 
-from ..backends.base import SlotChoice
+from ..backends.advice import cache_advice
+from ..backends.base import EngineFacts, SlotChoice
 from ..backends.openai_engines import ENGINES_THAT_SAY
 from ..backends.settings import BackendSettings, make_backend
-from ..backends.slots import engine_slots, gather_engine_facts
+from ..backends.slots import engine_slots, gather_engine_facts, told_engines
+from ..engine_fit import fit_to_engines
 from ..episode import EpisodeSettings
 from ..errors import ConfigError, SqaleError
 from ..evaluation import html_report
 from ..evaluation.datasets import KAGGLE_SPLITS, Benchmark, Dataset, Selection, load_dataset, select_examples
 from ..evaluation.golden import load_golden
+from ..evaluation.html_report.cache_reuse import results_verdicts
 from ..evaluation.progress import ProgressLine
 from ..evaluation.records import TraceKind, read_records
 from ..evaluation.runner import EvalSettings, EvaluationAborted, RunResult, evaluate, run_info
@@ -148,18 +151,26 @@ def run(args: argparse.Namespace) -> int:
     out_path = Path(args.out) if args.out else default_out_path(dataset.benchmark)
     summary_path = Path(args.summary) if args.summary else summary_path_for(out_path)
     print(describe_run(dataset, selection, choice, out_path, settings.episode.environment), file=sys.stderr)
-    fewer = anyio.run(engine_serves_fewer, choice, settings)
+    facts = anyio.run(ask_engines, choice)
+    fewer = engine_serves_fewer(facts, settings)
     if fewer is not None:
         print(f"runtime slots: {fewer.slots} ({fewer.reason}): fewer episodes talk to the model at once "
               f"than --concurrency {settings.concurrency}", file=sys.stderr)
         settings = replace(settings, runtime_slots=fewer.slots)
+    episode, shrunk = fit_to_engines(settings.episode, facts)
+    if shrunk is not None:
+        print(f"sqale-agent eval: {shrunk}", file=sys.stderr)
+        settings = replace(settings, episode=episode)
     progress = ProgressLine(len(selection.examples), settings.samples, sys.stderr, tty=sys.stderr.isatty())
-    # The engine's address: a comparison of two runs says which engine each ran on.
+    # The engine's address (and what it is): a comparison of two runs says which engine each ran on.
+    kind = next((f.engine for f in facts if f.engine is not None), None)
     run_details = run_info(settings, backend=choice.backend,
-                           extra={"engine": choice.address, "prompts": prompt_label(args)})
+                           extra={"engine": choice.address, "prompts": prompt_label(args),
+                                  **({"engine_kind": kind} if kind is not None else {})})
     try:
         result: RunResult = anyio.run(partial(
-            evaluate, dataset, selection, partial(make_backend, choice), model=choice.model,
+            evaluate, dataset, selection, lambda sampling: told_engines(make_backend(choice, sampling), facts),
+            model=choice.model,
             out_path=out_path, resume=args.resume, settings=settings, prompts=prompts,
             progress=progress, run=run_details))
     except EvaluationAborted as exc:
@@ -180,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
                         missing_db_ids=selection.missing_db_ids, missing_db=len(selection.missing_db))
     write_summary(summary, summary_path)
     print(render_summary(summary), end="")
+    warn_of_prompt_cache(out_path, choice.address, kind)
     print(f"\n{plural(result.ran, 'question')} run in {result.seconds:.1f} s ({result.resumed} kept from an "
           f"earlier run); results: {out_path}; summary: {summary_path}")
     if args.report:
@@ -197,16 +209,28 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def engine_serves_fewer(choice: BackendSettings, settings: EvalSettings) -> SlotChoice | None:
+async def ask_engines(choice: BackendSettings) -> tuple[EngineFacts, ...]:
+    """What the engines say about themselves (slots, context, what they are), best effort."""
+    backend = make_backend(choice)
+    try:
+        return await gather_engine_facts(backend, FACTS_SECONDS)
+    finally:
+        await backend.aclose()
+
+
+def engine_serves_fewer(facts: tuple[EngineFacts, ...], settings: EvalSettings) -> SlotChoice | None:
     """The engine's own slots when no --runtime-slots is given and it serves fewer than --concurrency."""
     if settings.runtime_slots is not None or settings.concurrency == 1:
         return None
-    backend = make_backend(choice)
-    try:
-        told = engine_slots(await gather_engine_facts(backend, FACTS_SECONDS))
-    finally:
-        await backend.aclose()
+    told = engine_slots(facts)
     return told if told is not None and told.slots < settings.concurrency else None
+
+
+def warn_of_prompt_cache(out_path: Path, engine: str, engine_kind: str | None) -> None:
+    """The cache-health warning, once per engine, when later rounds kept re-evaluating their prompt."""
+    for verdict in results_verdicts(out_path, engine):
+        if verdict.unhealthy:
+            print(f"sqale-agent eval: {verdict.warning(cache_advice(engine_kind))}", file=sys.stderr)
 
 
 def any_model_answer(result: RunResult) -> bool:

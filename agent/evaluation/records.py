@@ -98,6 +98,9 @@ class RoundTrace(_Record):
     finish_reason: str
     model_seconds: float
     tool_seconds: float
+    # Prompt tokens the engine served from its cache; None: it did not say (or an older file).
+    cached_tokens: int | None = None
+    replica: str | None = None  # the engine (replica) that answered, when the backend named it
 
 
 class GoldRecord(_Record):
@@ -209,6 +212,7 @@ def trace_of(result: EpisodeResult, kind: TraceKind) -> list[RoundTrace] | None:
             notes=list(r.notes), prompt_tokens=r.prompt_tokens,
             completion_tokens=r.completion_tokens, finish_reason=r.finish_reason,
             model_seconds=r.model_seconds, tool_seconds=r.tool_seconds,
+            cached_tokens=r.cached_tokens, replica=r.replica,
         )
         for r in result.rounds
     ]

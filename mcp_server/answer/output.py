@@ -19,6 +19,7 @@ from agent.text import display_name, escape_unsafe, plural, quoted_text, sentenc
 from ..config.limits import AnswerLimits, LimitName, limit_lines, limits_hit
 from .fence import fence_untrusted, looks_like_marker, neutralise_markers
 from .library_output import SimilarVerified, VerifiedSource, library_lines, verified_paragraph
+from .prompt_cache_output import RoundPrompt, prompt_cache_of
 
 TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured content
 TEXT_COLUMNS = 20  # columns shown in the text content; all are in the structured content
@@ -120,6 +121,11 @@ class AnswerOutput(BaseModel):
     trace: list[TraceEntry] = Field(description="every tool call of the exploration, in order")
     trace_omitted: int = Field(default=0, description="tool calls left out of `trace` (the earliest) "
                                                       "to keep the answer within its size")
+    prompt_cache: list[RoundPrompt] = Field(
+        default_factory=list,
+        description="per model round, its prompt tokens and how many the engine served from its cache "
+                    "('unknown' where it does not say); after the first round most should come from "
+                    "the cache, else every round is slow (see `sqale-agent doctor`)")
     last_reply: str | None = Field(
         None, description="failed answers only: the model's last reply (its tool calls as it wrote "
                           "them; the start of its thinking when it wrote nothing else), clipped, so "
@@ -174,7 +180,7 @@ def answer_from_episode(result: EpisodeResult, *, database: str, model: str,
         status=result.status.value, error=result.error, stop_reason=result.stop_reason.value,
         rounds=len(result.rounds), tool_calls=result.tool_calls, tokens=result.tokens,
         seconds=round(result.seconds, 3), queued_seconds=round(queued_seconds, 3), model=model,
-        trace=trace_entries(result), limits_hit=hit,
+        trace=trace_entries(result), limits_hit=hit, prompt_cache=prompt_cache_of(result.rounds),
         tables=list(result.tables_read), columns_read=columns_by_table(result.columns_read),
         last_reply=last_reply_excerpt(result) if result.status is EpisodeStatus.FAILED else None,
     )

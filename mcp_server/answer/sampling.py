@@ -120,9 +120,13 @@ async def run_question(runtime: ServerRuntime, asked: QuestionAsked, report_prog
                                         on_slot_wait=partial(progress.waiting, k)):
             yield
 
+    previous: dict[int, Round] = {}  # each sample's last round, for the prompt-cache watch
+
     async def on_round(k: int, done: Round) -> None:
         if played is not None:
             played.append(done)
+        runtime.watch_round(previous.get(k), done)
+        previous[k] = done
         await progress.round(k, done)
 
     question = Question(asked.question, runtime.databases[asked.alias], asked.evidence,

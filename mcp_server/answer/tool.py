@@ -27,6 +27,7 @@ from ..serving.access import LOCAL_CALLER, Caller, caller_of
 from ..serving.draining import ServerStopping
 from ..serving.quotas import QuotaExceeded
 from .output import AnswerOutput, answer_from_episode, trace_of, unanswered, with_vote
+from .prompt_cache_output import prompt_cache_of
 from .sampling import QuestionAsked, ReportProgress, run_question
 from .sizing import fitted_response
 from .tool_errors import (
@@ -263,7 +264,8 @@ def _activity(played: Sequence[Round], started: float) -> dict[str, Any]:
     trace = trace_of(played)
     return {"rounds": len(played), "tool_calls": len(trace),
             "seconds": round(time.perf_counter() - started, 3),
-            "trace": [entry.model_dump(mode="json") for entry in trace]}
+            "trace": [entry.model_dump(mode="json") for entry in trace],
+            "prompt_cache": [entry.model_dump(mode="json") for entry in prompt_cache_of(played)]}
 
 
 async def _record_unanswered(runtime: ServerRuntime, asker: _Asker, call: QuestionAsked,
@@ -329,7 +331,7 @@ async def _run_admitted(runtime: ServerRuntime, call: QuestionAsked, report_prog
 
 # What the audit line keeps of an answer (not the rows: the SQL and the count say what came back).
 _AUDITED_ANSWER_FIELDS = frozenset({"status", "sql", "error", "stop_reason", "row_count", "rounds",
-                                    "tool_calls", "tokens", "seconds", "trace"})
+                                    "tool_calls", "tokens", "seconds", "trace", "prompt_cache"})
 
 
 async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, report_progress: ReportProgress,

@@ -47,6 +47,10 @@ class ServerMetrics:
         self.sessions_refused = Counter(
             "sqale_http_sessions_refused", "New HTTP sessions refused because the token holds its "
             "most (--token-max-sessions)", ("token",), registry=r)
+        self.prompt_tokens = Counter(
+            "sqale_model_prompt_tokens", "Prompt tokens of model requests, by what the engine said it did "
+            "with them: evaluated, reused (served from its prompt cache) or unknown (it does not say)",
+            ("backend", "replica", "cache"), registry=r)
         self.answer_bytes = Histogram(
             "sqale_answer_bytes", "UTF-8 bytes of the answer's text", ("database",),
             buckets=ANSWER_BYTES_BUCKETS, registry=r)
@@ -127,7 +131,18 @@ class MeteredBackend:
         replica = completion.details.get("replica", self._replica)
         self._metrics.model_seconds.labels(self._backend, replica).observe(
             time.perf_counter() - started)
+        self._count_prompt(replica, completion)
         return completion
+
+    def _count_prompt(self, replica: str, completion: Completion) -> None:
+        """Evaluated and reused prompt tokens, as the engine reported them (unknown when it did not)."""
+        counter = self._metrics.prompt_tokens
+        if completion.cached_tokens is None:
+            counter.labels(self._backend, replica, "unknown").inc(completion.prompt_tokens)
+            return
+        cached = min(completion.cached_tokens, completion.prompt_tokens)
+        counter.labels(self._backend, replica, "reused").inc(cached)
+        counter.labels(self._backend, replica, "evaluated").inc(completion.prompt_tokens - cached)
 
     async def aclose(self) -> None:
         """Close the inner backend."""

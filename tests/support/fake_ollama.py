@@ -18,7 +18,8 @@ from tests.support.policies import Generated, ScriptedReply, generate
 if TYPE_CHECKING:
     from tests.support.fake_runtime import FakeServer
 
-OLLAMA_VERSION = "0.12.6"
+OLLAMA_VERSION = "0.17.6"  # runs qwen3.5; does not report prompt_eval_cached_count (0.33.3+)
+CACHED_COUNT_SINCE = (0, 33, 3)
 SHOW_PARAMETERS = "\n".join(
     f"{key:<30} {value}"
     for key, value in (
@@ -42,6 +43,10 @@ _DETAILS = {
 
 def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("-")[0].split(".")[:3])
 
 
 def ollama_name(name: str) -> str:
@@ -78,7 +83,7 @@ class OllamaApi:
 
     async def _version(self, request: Request) -> Response:
         await self.server.record(request)
-        return JSONResponse({"version": OLLAMA_VERSION})
+        return JSONResponse({"version": self.server.ollama_version})
 
     async def _tags(self, request: Request) -> Response:
         await self.server.record(request)
@@ -102,7 +107,8 @@ class OllamaApi:
             "parameters": SHOW_PARAMETERS,
             "template": "{{ .Prompt }}",
             "details": _DETAILS,
-            "model_info": {"general.architecture": "qwen35", "general.parameter_count": 2_000_000_000},
+            "model_info": {"general.architecture": "qwen35", "general.parameter_count": 2_000_000_000,
+                           "qwen35.context_length": 262_144},
             "capabilities": ["completion"],
             "modified_at": _now(),
         }
@@ -138,13 +144,17 @@ class OllamaApi:
         self, model: str, prompt: str, generated: Generated, reply: ScriptedReply
     ) -> dict[str, Any]:
         nanos = int(reply.delay * 1e9)
-        return {
+        prompt_tokens, cached = self.server.prompt_counts(model, prompt, generated.text)
+        final = {
             "model": model, "created_at": _now(), "response": "", "done": True,
             "done_reason": generated.finish_reason, "total_duration": nanos, "load_duration": 0,
-            "prompt_eval_count": self.server.prompt_tokens(model, prompt, generated.text),
+            "prompt_eval_count": prompt_tokens,
             "prompt_eval_duration": nanos // 4,
             "eval_count": generated.completion_tokens, "eval_duration": nanos - nanos // 4,
         }
+        if _version(self.server.ollama_version) >= CACHED_COUNT_SINCE:
+            final["prompt_eval_cached_count"] = cached  # a subset of prompt_eval_count
+        return final
 
     @staticmethod
     async def _stream(model: str, text: str, final: dict[str, Any]) -> AsyncIterator[bytes]:

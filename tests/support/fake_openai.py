@@ -37,6 +37,7 @@ class OpenAIApi:
             Route("/v1/completions", self._completions, methods=["POST"]),
             Route("/props", self._props, methods=["GET"]),
             Route("/openapi.json", self._openapi, methods=["GET"]),
+            Route("/version", self._version, methods=["GET"]),
         ]
 
     def _refused(self, recorded: RecordedRequest) -> JSONResponse | None:
@@ -49,15 +50,30 @@ class OpenAIApi:
         recorded = await self.server.record(request)
         if (refused := self._refused(recorded)) is not None:
             return refused
+        extra = {"max_model_len": self._context()} if self.server.vllm else {}
         return JSONResponse({"object": "list", "data": [
-            {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.server.models
+            {"id": m, "object": "model", "created": 0, "owned_by": "fake", **extra} for m in self.server.models
         ]})
+
+    def _context(self) -> int:
+        return self.server.context_tokens or 16_384
 
     async def _props(self, request: Request) -> Response:
         await self.server.record(request)
         if self.server.total_slots is None:
             return JSONResponse({"detail": "Not Found"}, 404)
-        return JSONResponse({"total_slots": self.server.total_slots, "model_path": "/models/fake.gguf"})
+        # llama-server's defaults: min_p 0.05 and top_k 40 unless a request says otherwise.
+        settings = {"id": 0, "n_ctx": self._context(),
+                    "params": {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
+                               "typical_p": 1.0, "repeat_penalty": 1.0}}
+        return JSONResponse({"default_generation_settings": settings, "total_slots": self.server.total_slots,
+                             "model_path": "/models/fake.gguf", "build_info": "b9999-fake"})
+
+    async def _version(self, request: Request) -> Response:
+        await self.server.record(request)
+        if not self.server.vllm:
+            return JSONResponse({"detail": "Not Found"}, 404)
+        return JSONResponse({"version": "0.26.0"})
 
     async def _openapi(self, request: Request) -> Response:
         await self.server.record(request)
@@ -118,21 +134,33 @@ class OpenAIApi:
             reply, max_tokens=body.get("max_tokens", 16),  # 16: the API's documented default
             stops=[*STOP_STRINGS, *([stop] if isinstance(stop, str) else stop)],
         )
-        prompt_tokens = self.server.prompt_tokens(model, prompt, generated.text)
+        prompt_tokens, cached = self.server.prompt_counts(model, prompt, generated.text)
         head = {"id": f"cmpl-{len(self.server.requests)}", "object": "text_completion",
                 "created": int(time.time()), "model": model}
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": generated.completion_tokens,
-                 "total_tokens": prompt_tokens + generated.completion_tokens}
+        usage: dict[str, Any] = {"prompt_tokens": prompt_tokens,
+                                 "completion_tokens": generated.completion_tokens,
+                                 "total_tokens": prompt_tokens + generated.completion_tokens}
+        llama_server = self.server.total_slots is not None
+        if llama_server or (self.server.vllm and self.server.prompt_tokens_details):
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        elif self.server.vllm:
+            usage["prompt_tokens_details"] = None  # vLLM without --enable-prompt-tokens-details
+        # llama-server's `timings`: prompt_n evaluated this request, cache_n served from its cache.
+        timings = {"cache_n": cached, "prompt_n": prompt_tokens - cached, "prompt_ms": 1.0,
+                   "predicted_n": generated.completion_tokens, "predicted_ms": 1.0} if llama_server else None
         if body.get("stream"):
             options = body.get("stream_options") or {}
             with_usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
-            return StreamingResponse(self._stream(head, generated, usage if with_usage else None),
+            with_usage = with_usage and not self.server.llama_cpp_python  # its streams carry no usage
+            # llama-server ends a /v1/completions stream with usage and timings whatever it is asked.
+            sent = usage if with_usage or llama_server else None
+            return StreamingResponse(self._stream(head, generated, sent, timings),
                                      media_type="text/event-stream")
         return JSONResponse({
             **head,
             "choices": [{"index": 0, "text": generated.text, "logprobs": None,
                          "finish_reason": generated.finish_reason}],
-            "usage": usage,
+            "usage": usage, **({"timings": timings} if timings is not None else {}),
         })
 
     def _context_exceeded(self, prompt_tokens: int, body: dict[str, Any]) -> Response:
@@ -148,18 +176,23 @@ class OpenAIApi:
         }}, 400)
 
     @staticmethod
-    async def _stream(head: dict[str, Any], generated: Generated,
-                             usage: dict[str, int] | None) -> AsyncIterator[bytes]:
-        """Server-sent events as vLLM sends them: text pieces, the finish reason, usage, [DONE]."""
+    async def _stream(head: dict[str, Any], generated: Generated, usage: dict[str, Any] | None,
+                      timings: dict[str, Any] | None = None) -> AsyncIterator[bytes]:
+        """Server-sent events as vLLM sends them: text pieces, the finish reason, usage, [DONE];
+        as llama-server does, the finish reason comes with usage and timings."""
         def event(choices: list[dict[str, Any]], **extra: Any) -> bytes:
             return f"data: {json.dumps({**head, 'choices': choices, **extra})}\n\n".encode()
 
         for start in range(0, len(generated.text), 4):
             piece = generated.text[start:start + 4]
             yield event([{"index": 0, "text": piece, "logprobs": None, "finish_reason": None}])
-        yield event([{"index": 0, "text": "", "logprobs": None, "finish_reason": generated.finish_reason}])
-        if usage is not None:
-            yield event([], usage=usage)
+        finish = [{"index": 0, "text": "", "logprobs": None, "finish_reason": generated.finish_reason}]
+        if timings is not None:
+            yield event(finish, usage=usage, timings=timings)
+        else:
+            yield event(finish)
+            if usage is not None:
+                yield event([], usage=usage)
         yield b"data: [DONE]\n\n"
 
 

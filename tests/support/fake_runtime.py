@@ -23,7 +23,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 
 from agent.backends.base import PROBE_PROMPT
-from tests.support.fake_ollama import OllamaApi
+from agent.cache_probe import CACHE_PROBE_MARK
+from tests.support.fake_ollama import OLLAMA_VERSION, OllamaApi
 from tests.support.fake_openai import OpenAIApi
 from tests.support.policies import DEFAULT_MODEL, Policy, PromptCache, ScriptedReply, count_tokens, policy_reply
 
@@ -65,6 +66,10 @@ class FakeServer:
         llama_cpp_python: bool = False,
         interrupt_requests: bool = True,
         crash_on_completion: bool = False,
+        ollama_version: str = OLLAMA_VERSION,
+        vllm: bool = False,
+        prompt_tokens_details: bool = False,
+        reprocesses: bool = False,
     ) -> FakeServer:
         """Answer with `policy` and these options from now on, with nothing recorded yet.
 
@@ -86,6 +91,17 @@ class FakeServer:
         # /v1 prompts of this many tokens or more fail as in llama_cpp.server: a 400 unstreamed,
         # a stream that breaks off once started.
         self.context_tokens = context_tokens
+        # What each engine reports about its prompt cache, keyed on what it is and what a request
+        # asks: Ollama's prompt_eval_cached_count from `ollama_version` 0.33.3 on; llama-server
+        # (`total_slots` set) its `timings` and usage.prompt_tokens_details; vLLM (`vllm`: /version,
+        # max_model_len in /v1/models) usage.prompt_tokens_details only when started with
+        # `prompt_tokens_details` (--enable-prompt-tokens-details) and, streamed, when the request
+        # sets stream_options.include_usage. `reprocesses`: an engine that evaluates every prompt
+        # whole (it reports 0 tokens from its cache).
+        self.ollama_version = ollama_version
+        self.vllm = vllm
+        self.prompt_tokens_details = prompt_tokens_details
+        self.reprocesses = reprocesses
         self.requests: list[RecordedRequest] = []
         self.disconnects: list[RecordedRequest] = []
         self.policy_errors: list[Exception] = []  # a policy that raised: a bug in the test
@@ -178,7 +194,7 @@ class FakeServer:
 
         The one-token check that the engine generates (doctor's) is answered as any model would.
         """
-        if prompt == PROBE_PROMPT:
+        if prompt == PROBE_PROMPT or CACHE_PROBE_MARK in prompt:
             return ScriptedReply("OK")
         try:
             return policy_reply(self.policy, prompt, model, seed)
@@ -213,9 +229,17 @@ class FakeServer:
 
     def prompt_tokens(self, model: str, prompt: str, completion: str) -> int:
         """The prompt's tokens as the runtime counts them: all, or only the uncached ones."""
-        if not self._prompt_cache:
-            return count_tokens(prompt)
+        return self.prompt_counts(model, prompt, completion)[0]
+
+    def prompt_counts(self, model: str, prompt: str, completion: str) -> tuple[int, int]:
+        """(the prompt's tokens as the runtime counts them, the tokens it served from its cache).
+
+        With `prompt_cache` the count is of the uncached tokens only (old Ollama); a `reprocesses`
+        engine serves nothing from its cache.
+        """
         cache = self._caches.setdefault(model, PromptCache())
-        tokens = cache.new_tokens(prompt)
+        new = cache.new_tokens(prompt)
         cache.remember(prompt + completion)
-        return tokens
+        whole = count_tokens(prompt)
+        cached = 0 if self.reprocesses else max(0, whole - new)
+        return (new if self._prompt_cache else whole), cached

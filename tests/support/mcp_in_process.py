@@ -8,6 +8,7 @@ from typing import Any
 import jsonschema
 from mcp import Client
 from mcp_types import CallToolResult
+from prometheus_client.parser import text_string_to_metric_families
 
 from agent.backends.base import ModelBackend
 from agent.backends.settings import make_backend
@@ -48,3 +49,12 @@ async def ask(server: SqaleServer, arguments: dict[str, Any]) -> CallToolResult:
     """One call of the tool on a fresh client session."""
     async with Client(server) as client:
         return await client.call_tool(TOOL, arguments)
+
+
+def metric(server: SqaleServer, name: str, **labels: str) -> float:
+    """One sample of the server's metrics (0 when absent)."""
+    for family in text_string_to_metric_families(server.metrics.render().decode()):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    return 0.0

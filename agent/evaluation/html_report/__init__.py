@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ...errors import ConfigError
+from .cache_reuse import cache_section
 from .charts import INSTALL_HINT, plotting_available, require_plotting
 from .data import DIFFICULTY, Run, label_groupings, load_run, pair_runs, run_summary
 from .episodes import browser, esc
@@ -31,6 +32,7 @@ def build_run_page(run: Run) -> str:
     title = f"{summary.benchmark} · {summary.model} · {_pct(summary.accuracy.ex)} EX"
     body = (f"<h1>Evaluation: {esc(title)}</h1>"
             f"{headline(run, summary)}<h2>Charts</h2>{run_charts(run)}"
+            f"<h2>Prompt cache reuse</h2>{cache_section(run)}"
             f"<h2>Questions</h2>{browser(run, (*label_groupings(run), DIFFICULTY)[0])}")
     return document(f"{title} · {run.name}", body)
 

@@ -237,7 +237,9 @@ def trace_html(trace: Iterable[RoundTrace] | None) -> str:
     rounds = []
     for played in trace:
         label = "final turn" if played.final else f"round {played.index}"
-        head = (f"{label} · {played.prompt_tokens:,}+{played.completion_tokens:,} tokens · model "
+        cached = "unknown" if played.cached_tokens is None else f"{played.cached_tokens:,}"
+        head = (f"{label} · {played.prompt_tokens:,}+{played.completion_tokens:,} tokens "
+                f"({cached} from cache) · model "
                 f"{played.model_seconds:.2f} s · tools {played.tool_seconds:.3f} s · {played.finish_reason}")
         parts = [f'<div class="round-head">{esc(head)}</div>',
                  f'<pre class="completion">{esc(played.completion)}</pre>']

@@ -1,0 +1,81 @@
+"""What we know of Ollama and what it tells about itself: the releases that matter for qwen3.5,
+our Modelfile's parameters, and the traps /api/version and /api/show reveal (pure; the backend
+asks)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from .base import VLLM_NEUTRAL_SAMPLERS, SamplingSettings
+
+# Ollama serves this many requests of one model at once (its default here: 1).
+OLLAMA_PARALLEL_ENV = "OLLAMA_NUM_PARALLEL"
+OLLAMA = "Ollama"
+# Ollama loads qwen3.5 models (the Gated DeltaNet hybrid) since 0.17.1, and reports the prompt
+# tokens it served from its cache (prompt_eval_cached_count) since 0.33.3.
+QWEN35_SINCE = (0, 17, 1)
+CACHED_COUNT_SINCE = (0, 33, 3)
+# The Modelfile's PARAMETER lines: sampling as trained and vLLM's neutral samplers (sent with
+# every request too), and the context an episode needs.
+DEFAULT_NUM_CTX = 16384
+MODELFILE_PARAMETERS: Mapping[str, float] = MappingProxyType({
+    "temperature": SamplingSettings.temperature, "top_p": SamplingSettings.top_p,
+    "top_k": SamplingSettings.top_k, **VLLM_NEUTRAL_SAMPLERS, "num_ctx": DEFAULT_NUM_CTX,
+})
+CACHE_ADVICE = ("use Ollama 0.33.3 or later (it reports the reuse; releases built on llama.cpp "
+                "before its checkpoint fix #28302 re-process Qwen3.5 prompts under 8,192 tokens), "
+                f"give sqale-mcp --runtime-slots equal to {OLLAMA_PARALLEL_ENV}, and keep the model "
+                "loaded (OLLAMA_KEEP_ALIVE=30m) with OLLAMA_CONTEXT_LENGTH=16384 so that other "
+                "clients of the model do not make Ollama reload it")
+CACHE_UNREPORTED = (f"Ollama before {'.'.join(map(str, CACHED_COUNT_SINCE))} does not report the "
+                    "prompt tokens it served from its cache: prompt reuse shows as unknown")
+
+
+def version_tuple(version: str) -> tuple[int, ...] | None:
+    """"0.17.1" or "v0.30.0-rc2" as (0, 17, 1); None for anything else (a development build)."""
+    match = re.match(r"^v?(\d+)\.(\d+)\.(\d+)", version.strip())
+    if match is None:
+        return None
+    parsed = tuple(int(part) for part in match.groups())
+    return None if parsed == (0, 0, 0) else parsed
+
+
+def context_length(model_info: Mapping[str, Any]) -> int | None:
+    """The model's trained context from /api/show's model_info (`<architecture>.context_length`)."""
+    for key, value in model_info.items():
+        if key.endswith(".context_length") and isinstance(value, int) and not isinstance(value, bool):
+            return value if value > 0 else None
+    return None
+
+
+def parse_parameters(text: str) -> dict[str, str]:
+    """Ollama's PARAMETER lines as /api/show prints them (`name   value`); repeated names (stop) joined."""
+    found: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        name, _, value = line.strip().partition(" ")
+        if name:
+            found.setdefault(name, []).append(value.strip())
+    return {name: " ".join(values) for name, values in found.items()}
+
+
+def parameter_warnings(text: str) -> list[str]:
+    """One warning per model parameter that differs from our Modelfile's (num_ctx is ours per request)."""
+    shown = parse_parameters(text)
+    warnings = []
+    for name, ours in MODELFILE_PARAMETERS.items():
+        if name not in shown or name == "num_ctx":
+            continue
+        try:
+            value = float(shown[name].strip('"'))
+        except ValueError:
+            value = None
+        if value is None or abs(value - ours) > 1e-6:
+            warnings.append(
+                f"the model's PARAMETER {name} is {shown[name]}, our Modelfile's is {ours:g}: sqale "
+                "sends its own value with every request, but other clients of this model (ollama "
+                "run, Open WebUI) sample differently than the model was trained; re-create it with "
+                "`ollama create ... -f Modelfile`")
+    return warnings

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.llama_launcher import CAP_FLAG, DECODE_LINE, DELAY_FLAG
 from tests.support.mcp import free_port
 from tests.support.policies import DEFAULT_MODEL
 
@@ -64,6 +65,10 @@ class LlamaServer:
         """Everything the server wrote so far (verbose: prefix-cache hits and timings)."""
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
+    def decodes(self) -> int:
+        """How many llama_decode calls the engine made (logged only with a decode delay)."""
+        return self.log().count(DECODE_LINE)
+
 
 def server_command(port: int, n_ctx: int, extra: Sequence[str] = (), *,
                    extra_buffers: bool = False) -> list[str]:
@@ -87,12 +92,25 @@ def server_command(port: int, n_ctx: int, extra: Sequence[str] = (), *,
 
 @contextmanager
 def llama_server(log_dir: Path, *, n_ctx: int = 16_384, extra: Sequence[str] = (),
-                 extra_buffers: bool = False) -> Iterator[LlamaServer]:
-    """Start llama_cpp.server on a free loopback port, wait until it serves, stop it at the end."""
+                 extra_buffers: bool = False, max_tokens_cap: int | None = None,
+                 decode_delay: float | None = None) -> Iterator[LlamaServer]:
+    """Start llama_cpp.server on a free loopback port, wait until it serves, stop it at the end.
+
+    `max_tokens_cap` and `decode_delay` are the launcher's test flags (llama_launcher.py): at
+    most that many tokens per completion, and a pause (and a log line) before every decode.
+    """
+    if extra_buffers and (max_tokens_cap is not None or decode_delay is not None):
+        raise ValueError("the test flags need the launcher: they cannot go with extra_buffers")
     port = free_port()
     log_path = log_dir / f"llama-server-{port}.log"
-    # llama_cpp.server lets HOST and PORT from the environment override its flags.
+    if max_tokens_cap is not None:
+        extra = [*extra, CAP_FLAG, str(max_tokens_cap)]
+    if decode_delay is not None:
+        extra = [*extra, DELAY_FLAG, str(decode_delay)]
+    # llama_cpp.server lets HOST and PORT from the environment override its flags. Unbuffered:
+    # what it prints ("Disconnected from client") reaches the log when it happens.
     env = {k: v for k, v in os.environ.items() if k not in ("HOST", "PORT", "CONFIG_FILE")}
+    env["PYTHONUNBUFFERED"] = "1"
     with log_path.open("wb") as log:
         process = subprocess.Popen(server_command(port, n_ctx, extra, extra_buffers=extra_buffers),
                                    stdin=subprocess.DEVNULL,

@@ -28,7 +28,9 @@ from .types import QueryResult, QueryStatus, Schema
 class EngineLimits:
     """Limits for the SQLite worker processes; parsed once from settings."""
 
-    query_timeout: float = 5.0  # seconds a statement may run before it is interrupted
+    # Seconds a statement may run before it is interrupted: the model's own statements get as
+    # long under `ask` and `eval` as under the server (--query-timeout takes its default here).
+    query_timeout: float = 10.0
     kill_grace: float = 0.3  # extra seconds before a stuck worker is killed
     memory_mb: int = 1024  # address-space cap of each worker
     max_sql_length: int = 100_000

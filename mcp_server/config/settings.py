@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from agent.options import Option, with_default
 from agent.settings.agent_settings import MAX_SAMPLES, AgentSettings
+from agent.sqlite import EngineLimits
 
 TOKEN_SESSIONS = 32  # HTTP sessions one token may hold by default
 
@@ -107,7 +108,8 @@ class ServerSettings(AgentSettings):
     max_result_bytes: int = with_default(
         AgentSettings, "max_result_bytes", 16_384,
         also="past the default the answer budget grows and the tool declares it to Claude Code")
-    query_timeout: float = Field(10.0, gt=0, le=3_600, description="limit for one SQL statement")
+    query_timeout: float = Field(EngineLimits.query_timeout, gt=0, le=3_600,
+                                 description="limit for one SQL statement")
     episode_timeout: float = Field(300.0, gt=0, le=86_400,
                                    description="limit for answering one question (time queued not counted)")
     max_concurrent: int = Field(4, ge=1, le=64, description=(

@@ -3,6 +3,8 @@ files: each is an actionable tool error."""
 
 from __future__ import annotations
 
+import logging
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,25 @@ async def test_unreachable_ollama_is_an_actionable_tool_error(tmp_path: Path, de
         "refused or host unknown). Start it with `ollama serve`, or give its address with "
         "--ollama-host or the OLLAMA_HOST environment variable.")
 
+
+
+async def test_a_dead_runtime_is_one_warning_in_the_servers_log(tmp_path: Path, dead_url: str,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """A server that is down: one warning at start-up, then one per failed call, nothing twice."""
+    server = build(tmp_path, ["--demo", "--backend", "openai", "--base-url", f"{dead_url}/v1"])
+    with caplog.at_level(logging.DEBUG):
+        await ask(server, {"question": "How many books are there?"})
+    reached = (f"Could not reach the model server at {dead_url}/v1 (ConnectError: All connection attempts "
+               "failed). Start it or fix --base-url.")
+    warnings = [(r.name, re.sub(r"[\d.]+ s: ", "T s: ", r.getMessage()))
+                for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == [
+        ("mcp_server.runtime", f"{reached} (the server keeps running; every question will fail until "
+                               "this is fixed)"),
+        ("mcp_server.answer.tool", "not answered on 'bookshop' for token 'local' (error, BackendUnreachable) "
+                                   "after 0 rounds, 0 tool calls, T s: The model runtime is unreachable: "
+                                   f"{reached}"),
+    ]
 
 async def test_missing_model_names_the_ollama_create_command(tmp_path: Path, fake_ollama: Any) -> None:
     """A runtime without the model: the error gives the `ollama create` command."""

@@ -80,11 +80,13 @@ class ReplicaPool:
             replica.outstanding -= 1
 
     def mark_down(self, replica: Replica, reason: str) -> None:
-        """Skip `replica` for the cooldown, remembering why (logged as a warning)."""
+        """Skip `replica` for the cooldown, remembering why (a warning when others serve meanwhile)."""
         replica.last_error = reason
         replica.down_until = self._clock() + self.cooldown
-        if len(self._replicas) == 1:  # nothing to skip it for: the next request tries it again
-            logger.warning("the model server %s failed (%s)", replica.base_url, reason)
+        if len(self._replicas) == 1:
+            # Nothing to skip it for, and the request fails with an error that says the same:
+            # the caller reports it (doctor and ask print it, the server logs it as a warning).
+            logger.debug("the model server %s failed (%s)", replica.base_url, reason)
         else:
             logger.warning(
                 "replica %s failed (%s); skipping it for %g s", replica.base_url, reason, self.cooldown,

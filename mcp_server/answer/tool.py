@@ -18,7 +18,7 @@ from pydantic import Field
 
 from agent.episode import EpisodeResult, Round
 from agent.episode_text import clip
-from agent.errors import SqaleError
+from agent.errors import BackendError, SqaleError
 from agent.notes import evidence_with_notes
 
 from ..config.limits import AnswerLimits
@@ -276,7 +276,10 @@ async def _record_unanswered(runtime: ServerRuntime, asker: _Asker, call: Questi
     await _audit(runtime, asker, call.question, hint, call.alias,
                  {"status": outcome[0], "stop_reason": outcome[1], "error": detail, **activity})
     internal = error is not None and not isinstance(error, SqaleError | ToolError)
-    logger.log(logging.ERROR if internal else logging.INFO,
+    # Our bug: an error with its traceback. The runtime failing: a warning, for the operator to
+    # act on (the backend leaves it to us, the caller). A cancel, a timeout, a limit: information.
+    level = logging.ERROR if internal else logging.WARNING if isinstance(error, BackendError) else logging.INFO
+    logger.log(level,
                "not answered on '%s' for token '%s' (%s, %s) after %d rounds, %d tool calls, %.1f s: %s",
                call.alias, asker.token, *outcome, activity["rounds"], activity["tool_calls"],
                activity["seconds"], detail, exc_info=error if internal else None,

@@ -17,7 +17,7 @@ from . import hiding
 from ._authorizer import READING_KEYWORDS, StatementGuard, rtree_shadow_tables
 from ._fit import ResultFitter
 from ._hiding_file import resolve_on
-from ._reads import BtreeCatalog, Read, merged, statement_reads
+from ._reads import BtreeCatalog, Read, counted_names, merged, statement_reads
 from ._refusals import Refusal, statement_refusal
 from ._schema_read import read_schema
 from .sql_text import first_keyword
@@ -127,10 +127,8 @@ class GuardedConnection:
             return QueryResult(QueryStatus.DENIED, error=(
                 f"not allowed: {keyword.upper() or 'an empty statement'}; only reading "
                 "statements (SELECT / WITH) are allowed"), seconds=time.monotonic() - start)
-        tables: set[str] = set()
-        columns: set[Read] = set()
-        if reads and keyword in _PROGRAM_KEYWORDS:
-            tables, columns = self._program_reads(sql, withheld)
+        program = self._program_reads(sql, withheld) if reads and keyword in _PROGRAM_KEYWORDS else None
+        tables, columns = program or (set(), set())
         try:
             cursor = self.conn.execute(sql)
             fitter = ResultFitter(tuple(d[0] for d in cursor.description or ()), cell_limit,
@@ -148,15 +146,19 @@ class GuardedConnection:
                                "more memory than the worker may use; aggregate or add LIMIT",
                                seconds=time.monotonic() - start)
         kept = fitter.kept_columns if fitter.kept_columns >= 0 else len(fitter.columns)
+        authorizer_tables = set(self.guard.tables_read)
+        if program is not None:  # a CTE only counted is no table read
+            authorizer_tables -= self.catalog.unread_counts(
+                counted_names(self.guard.tables_read, self.guard.columns_read), tables)
         return QueryResult(QueryStatus.OK, fitter.columns[:kept], tuple(fitter.rows), total,
-                           lower_bound, tables_read=merged(tables, self.guard.tables_read),
+                           lower_bound, tables_read=merged(tables, authorizer_tables),
                            columns_read=merged(columns, self.guard.columns_read),
                            seconds=time.monotonic() - start, columns_cut=fitter.columns_cut,
                            cells_cut_to=fitter.cells_cut_to, rows_cut=fitter.rows_cut,
                            byte_budget=byte_budget)
 
-    def _program_reads(self, sql: str, withheld: hiding.Withheld) -> tuple[set[str], set[Read]]:
-        """The tables and columns `sql`'s program reads, less anything `withheld` hides.
+    def _program_reads(self, sql: str, withheld: hiding.Withheld) -> tuple[set[str], set[Read]] | None:
+        """The tables and columns `sql`'s program reads, less anything `withheld` hides (None: not known).
 
         The program is prepared under the same authorizer and rules as the statement itself, so
         it opens nothing the statement could not; the schema reads that name its b-trees are ours
@@ -174,11 +176,14 @@ class GuardedConnection:
             return self.conn.execute(schema_sql, params).fetchall()
 
         try:
-            tables, columns = statement_reads(explain, fetch, self.catalog)
+            program = statement_reads(explain, fetch, self.catalog)
         except (sqlite3.Error, UnicodeEncodeError, MemoryError):
-            return set(), set()  # it cannot be prepared or ran out of time: running it says so
+            return None  # it cannot be prepared or ran out of time: running it says so
         finally:
             self.guard.reset(deadline, withheld, sql)
+        if program is None:
+            return None
+        tables, columns = program
         if withheld:
             tables = {t for t in tables if not withheld.hides_table(t)}
             columns = {(t, c) for t, c in columns if not withheld.hides_column(t, c)}

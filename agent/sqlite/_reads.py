@@ -15,6 +15,7 @@ followed far enough to tell the two apart.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -60,8 +61,8 @@ _FOUND_ROWS = object()  # a register holding rowids the program collected itself
 
 
 def statement_reads(explain: Callable[[], Program], fetch: Fetch,
-                    catalog: BtreeCatalog) -> tuple[set[str], set[Read]]:
-    """Tables and (table, column) pairs the program `explain` lists reads.
+                    catalog: BtreeCatalog) -> tuple[set[str], set[Read]] | None:
+    """Tables and (table, column) pairs the program `explain` lists reads (None: not known).
 
     `explain` prepares the statement under its own guard; `fetch` runs our schema reads. Raises
     sqlite3.Error when the statement cannot be prepared.
@@ -75,7 +76,13 @@ def statement_reads(explain: Callable[[], Program], fetch: Fetch,
         # connection has changed since (EXPLAIN never checks): a statement that reads a table
         # loads the new one.
         fetch("SELECT 1 FROM sqlite_master LIMIT 0", ())
-    return set(), set()  # the schema keeps changing under us: the authorizer's reads stand
+    return None  # the schema keeps changing under us: the authorizer's reads stand
+
+
+def counted_names(tables: Iterable[str], columns: Iterable[Read]) -> set[str]:
+    """The authorizer's tables read with no column (`count(*) FROM name`)."""
+    named = {_folded(table) for table, _ in columns}
+    return {table for table in tables if _folded(table) not in named}
 
 
 def merged(program: set[_Name], authorizer: set[_Name]) -> frozenset[_Name]:
@@ -273,6 +280,8 @@ class BtreeCatalog:
         self._indexes: frozenset[str] = frozenset()  # indexes with a b-tree of their own
         self._trees: dict[int, Btree | None] = {}
         self._tables: dict[str, Btree] = {}
+        self._stored: dict[str, bool] = {}  # folded table or view name: whether it has a b-tree
+        self._modules: frozenset[str] | None = None  # virtual table modules (None: not listed)
 
     @property
     def version(self) -> int | None:
@@ -284,11 +293,15 @@ class BtreeCatalog:
         version = fetch("PRAGMA schema_version", ())[0][0]
         if version != self._version:
             rows = fetch("SELECT rootpage, type, name, tbl_name FROM sqlite_master "
-                         "WHERE type IN ('table', 'index') AND rootpage > 0", ())
-            self._roots = {root: (kind, name, table) for root, kind, name, table in rows}
+                         "WHERE type IN ('table', 'index', 'view')", ())
+            self._roots = {root: (kind, name, table) for root, kind, name, table in rows
+                           if kind != "view" and root}
             self._indexes = frozenset(name for _, kind, name, _ in rows if kind == "index")
+            self._stored = {name.casefold(): bool(root) for root, kind, name, _ in rows if kind != "index"}
             self._trees, self._tables = {}, {}
             self._version = version
+        if self._modules is None:
+            self._modules = _module_names(fetch)
 
         def resolve(root: int) -> Btree | None:
             if root not in self._trees:
@@ -296,6 +309,26 @@ class BtreeCatalog:
             return self._trees[root]
 
         return resolve
+
+    def unread_counts(self, counted: Iterable[str], program_tables: Iterable[str]) -> set[str]:
+        """Of the names the authorizer saw only counted, those no table stands behind: CTEs.
+
+        SQLite tells the authorizer of `WITH a AS (...) SELECT count(*) FROM a` that table `a`
+        is read, as it does of a table; a table's b-tree is opened by the program, a CTE's never
+        is. So a counted name is a CTE when it is a table the program did not open, or no table,
+        view, virtual table or schema table at all (eponymous virtual tables, json_each or
+        pragma_*, stay: they are no CTE). Call after `resolver`, with that program's tables.
+        """
+        opened = {table.casefold() for table in program_tables}
+        ctes = set()
+        for name in counted:
+            folded = name.casefold()
+            if folded in opened or folded.startswith(("sqlite_", "pragma_")):
+                continue
+            btree = self._stored.get(folded)
+            if btree or (btree is None and self._modules is not None and folded not in self._modules):
+                ctes.add(name)
+        return ctes
 
     def _read(self, fetch: Fetch, root: int) -> Btree | None:
         if root not in self._roots:
@@ -306,6 +339,15 @@ class BtreeCatalog:
         if kind == "index":
             return _index_btree(fetch, name, self._tables[table])
         return self._tables[table]
+
+
+def _module_names(fetch: Fetch) -> frozenset[str] | None:
+    """The virtual table modules SQLite knows (json_each, fts5, ...): the eponymous ones are read
+    by name without a schema entry. None where this build does not list them."""
+    try:
+        return frozenset(str(name).casefold() for (name,) in fetch("SELECT name FROM pragma_module_list", ()))
+    except sqlite3.Error:
+        return None
 
 
 def _table_btree(fetch: Fetch, table: str, stored_indexes: frozenset[str]) -> Btree:

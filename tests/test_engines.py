@@ -156,3 +156,21 @@ def test_eval_follows_a_one_request_engine_and_takes_runtime_slots(fake_openai, 
     assert "overall  3  100.0%" in captured.out
     assert main([*run, "--runtime-slots", "0"]) == 2
     assert capsys.readouterr().err == "sqale-agent eval: --runtime-slots must be at least 1 (got 0)\n"
+
+
+def test_eval_labels_its_results_with_the_model_the_engine_served(fake_openai, tmp_path: Path,
+                                                                 capsys) -> None:
+    """An engine that answers our name with its own model: eval says so and its results name that model."""
+    spider_shop(tmp_path / "set")
+    engine = fake_openai(OraclePolicy(SHOP_QUESTIONS), models=(ENGINE_MODEL,), llama_cpp_python=True)
+    out = tmp_path / "r.jsonl"
+    assert main(["eval", str(tmp_path / "set"), "--backend", "openai", "--base-url", engine.url,
+                 "--out", str(out)]) == 0
+    assert (f"sqale-agent eval: the engine does not list the model {DEFAULT_MODEL} but answers that name "
+            f"with its own model {ENGINE_MODEL}; the results are labelled {ENGINE_MODEL}\n"
+            ) in capsys.readouterr().err
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    summary = json.loads(out.with_name("r.summary.json").read_text())
+    assert ({r["model"] for r in records}, summary["model"]) == ({ENGINE_MODEL}, ENGINE_MODEL)
+    # The requests still ask for our name: the engine serves it.
+    assert {b["model"] for b in engine.bodies("/v1/completions")} == {DEFAULT_MODEL}

@@ -14,13 +14,13 @@ from typing import Any
 import anyio
 
 from ..backends.advice import cache_advice
-from ..backends.base import EngineFacts, SlotChoice
+from ..backends.base import DescribableBackend, EngineFacts, ModelInfo, SlotChoice
 from ..backends.openai_engines import ENGINES_THAT_SAY
 from ..backends.settings import BackendSettings, make_backend
 from ..backends.slots import engine_slots, gather_engine_facts, told_engines
 from ..engine_fit import fit_to_engines
 from ..episode import EpisodeSettings
-from ..errors import ConfigError, SqaleError
+from ..errors import BackendError, ConfigError, SqaleError
 from ..evaluation import html_report
 from ..evaluation.datasets import KAGGLE_SPLITS, Benchmark, Dataset, Selection, load_dataset, select_examples
 from ..evaluation.golden import load_golden
@@ -151,7 +151,11 @@ def run(args: argparse.Namespace) -> int:
     out_path = Path(args.out) if args.out else default_out_path(dataset.benchmark)
     summary_path = Path(args.summary) if args.summary else summary_path_for(out_path)
     print(describe_run(dataset, selection, choice, out_path, settings.episode.environment), file=sys.stderr)
-    facts = anyio.run(ask_engines, choice)
+    facts, info = anyio.run(ask_engines, choice)
+    model = info.label if info is not None else choice.model
+    if info is not None and info.served_as is not None:
+        print(f"sqale-agent eval: the engine does not list the model {choice.model} but answers that name "
+              f"with its own model {model}; the results are labelled {model}", file=sys.stderr)
     fewer = engine_serves_fewer(facts, settings)
     if fewer is not None:
         print(f"runtime slots: {fewer.slots} ({fewer.reason}): fewer episodes talk to the model at once "
@@ -170,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result: RunResult = anyio.run(partial(
             evaluate, dataset, selection, lambda sampling: told_engines(make_backend(choice, sampling), facts),
-            model=choice.model,
+            model=model,
             out_path=out_path, resume=args.resume, settings=settings, prompts=prompts,
             progress=progress, run=run_details))
     except EvaluationAborted as exc:
@@ -186,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nsqale-agent eval: interrupted; {recorded_text(recorded)} in {out_path}; "
               f"{resume_hint(args, out_path)}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    summary = summarize(result.records, benchmark=dataset.benchmark.value, model=choice.model,
+    summary = summarize(result.records, benchmark=dataset.benchmark.value, model=model,
                         samples=settings.samples, selected=len(selection.examples),
                         missing_db_ids=selection.missing_db_ids, missing_db=len(selection.missing_db))
     write_summary(summary, summary_path)
@@ -209,11 +213,20 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def ask_engines(choice: BackendSettings) -> tuple[EngineFacts, ...]:
-    """What the engines say about themselves (slots, context, what they are), best effort."""
+async def ask_engines(choice: BackendSettings) -> tuple[tuple[EngineFacts, ...], ModelInfo | None]:
+    """What the engines say about themselves (slots, context, what they are) and of the model they
+    serve (None: nothing said), best effort."""
     backend = make_backend(choice)
     try:
-        return await gather_engine_facts(backend, FACTS_SECONDS)
+        facts = await gather_engine_facts(backend, FACTS_SECONDS)
+        if not isinstance(backend, DescribableBackend):
+            return facts, None
+        with anyio.move_on_after(FACTS_SECONDS):
+            try:
+                return facts, await backend.describe_model()
+            except BackendError:  # the run's own requests fail with it, and stop after a few
+                return facts, None
+        return facts, None
     finally:
         await backend.aclose()
 

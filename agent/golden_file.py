@@ -10,7 +10,6 @@ verified library (agent.verified) serves one as answers.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -20,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigError
+from .jsonl import append_lines, dumps_line, split_lines
 
 GOLDEN_SUFFIXES = (".jsonl", ".ndjson")
 FROM_LOG_TAG = "from-log"  # candidates taken from an episode log: the model's SQL, not yet reviewed
@@ -59,7 +59,7 @@ def read_text(path: Path) -> str:
 
 def parse_lines(text: str) -> Iterator[tuple[int, GoldenEntry | str]]:
     """(line number, entry) for each non-blank line, or (line number, what is wrong with it)."""
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in split_lines(text):
         if not line.strip():
             continue
         try:
@@ -96,7 +96,7 @@ def entry_line(entry: GoldenEntry) -> str:
     data = entry.model_dump(exclude_none=True)
     if not data.get("tags"):
         data.pop("tags", None)
-    return json.dumps(data, ensure_ascii=False) + "\n"
+    return dumps_line(data)
 
 
 def append_entries(path: Path, entries: Iterable[GoldenEntry]) -> int:
@@ -111,23 +111,8 @@ def append_entries(path: Path, entries: Iterable[GoldenEntry]) -> int:
         if (entry.question, entry.database) not in existing:
             existing.add((entry.question, entry.database))
             lines.append(entry_line(entry))
-    if lines:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = "".join(lines).encode("utf-8")
-        if path.exists() and path.stat().st_size and not _ends_with_newline(path):
-            data = b"\n" + data  # a hand-edited file whose last line has no newline
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
+    append_lines(path, lines)
     return len(lines)
-
-
-def _ends_with_newline(path: Path) -> bool:
-    with path.open("rb") as fh:
-        fh.seek(-1, os.SEEK_END)
-        return fh.read(1) == b"\n"
 
 
 def database_reference(db_path: Path, golden_file: Path) -> str:

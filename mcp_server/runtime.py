@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -20,6 +19,7 @@ from agent.backends.slots import OnWait, RuntimeSlots, engine_slots, gather_engi
 from agent.engine_fit import fit_to_engines
 from agent.episode import EpisodeSettings, Round
 from agent.errors import BackendError, ConfigError
+from agent.jsonl import dumps_line
 from agent.prompt import PromptSet, load_prompts
 from agent.prompt_cache import CacheWatch, next_reuse
 from agent.sqlite import Database, EngineLimits, QueryEngine
@@ -69,8 +69,7 @@ class EpisodeLog:
 
     async def append(self, record: Mapping[str, Any]) -> None:
         """Write `record` as one line; an unwritable log is reported on stderr, not to the client."""
-        line = json.dumps({"time": datetime.now(UTC).isoformat(timespec="seconds"), **record},
-                          ensure_ascii=False, default=str) + "\n"
+        line = dumps_line({"time": datetime.now(UTC).isoformat(timespec="seconds"), **record}, default=str)
         async with self._lock:
             try:
                 await anyio.to_thread.run_sync(self._write, line)

@@ -10,8 +10,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..errors import ConfigError
 from ..golden_file import FROM_LOG_TAG, GoldenEntry, append_entries, database_reference, now_iso
+from ..jsonl import split_lines
 from ..sqlite import Database
 from ..text import plural
 
@@ -133,10 +136,14 @@ def _add_from_log(log: Path, golden_file: Path, args: argparse.Namespace) -> int
         if why or isinstance(rows, str):
             skipped[why] = skipped.get(why, 0) + 1
             continue
-        candidates.append(GoldenEntry(
-            question=record["question"], sql=record["sql"], database=alias,
-            evidence=record.get("evidence") or None, tags=(*args.tag, FROM_LOG_TAG), row_count=rows,
-            added_by=who, added_at=now_iso()))
+        try:
+            candidates.append(GoldenEntry(
+                question=record["question"], sql=record["sql"], database=alias,
+                evidence=record.get("evidence") or None, tags=(*args.tag, FROM_LOG_TAG), row_count=rows,
+                added_by=who, added_at=now_iso()))
+        except ValidationError:  # e.g. a lone surrogate (JSON allows it, UTF-8 text does not)
+            why = "their question, SQL or evidence is not valid Unicode text"
+            skipped[why] = skipped.get(why, 0) + 1
     added = append_entries(golden_file, candidates)
     print(from_log_summary(log, golden_file, read=read, added=added,
                            skipped={**skipped, f"already in {golden_file}": len(candidates) - added}))
@@ -163,7 +170,7 @@ def _log_records(log: Path) -> Iterator[Mapping[str, Any]]:
     except OSError as exc:
         raise ConfigError(f"--from-log {log}: cannot be read ({exc.strerror}); give the server's "
                           "--episode-log file") from exc
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in split_lines(text):
         if not line.strip():
             continue
         try:

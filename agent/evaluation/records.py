@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
@@ -13,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..episode import EpisodeResult
 from ..episode_text import JsonCell, json_cell
 from ..errors import ConfigError
+from ..jsonl import complete_lines, dumps_line
 from ..sqlite import QueryResult
 
 
@@ -227,7 +227,7 @@ def without_trace(record: QuestionRecord) -> QuestionRecord:
 
 def to_line(record: QuestionRecord) -> str:
     """One JSON line, newline included; non-JSON values in tool args become strings."""
-    return json.dumps(record.model_dump(mode="json"), ensure_ascii=False, default=str) + "\n"
+    return dumps_line(record.model_dump(mode="json"), default=str)
 
 
 def read_records(path: Path, *, traces: bool = False) -> dict[str, QuestionRecord]:
@@ -242,9 +242,8 @@ def read_records(path: Path, *, traces: bool = False) -> dict[str, QuestionRecor
         return records
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc.strerror}); check the --out path") from exc
-    lines = text.split("\n")
-    complete = lines[:-1]  # whatever follows the last newline was cut off mid-write
-    for number, line in enumerate(complete, start=1):
+    # Whatever follows the last newline was cut off mid-write.
+    for number, line in complete_lines(text):
         if not line.strip():
             continue
         try:

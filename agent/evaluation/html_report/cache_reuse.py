@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ...backends.advice import cache_advice
+from ...jsonl import file_lines
 from ...prompt_cache import CacheVerdict, RoundReuse, episode_reuse, verdicts
 from ..records import QuestionRecord
 from .data import FINAL_ROUND, Run
@@ -107,12 +108,11 @@ def results_verdicts(path: Path, engine: str) -> list[CacheVerdict]:
     """The verdicts over a results file, read a line at a time (a long run's traces do not fit in
     memory); `engine` names the engine of rounds that do not name theirs."""
     def reuses() -> Iterable[RoundReuse]:
-        with path.open(encoding="utf-8") as lines:
-            for line in lines:
-                try:
-                    record = QuestionRecord.model_validate_json(line)
-                except ValidationError:
-                    continue  # a torn last line; read_records reports anything worse
-                for sample in record.samples:
-                    yield from episode_reuse(sample.trace or [], engine)
+        for _, line in file_lines(path):
+            try:
+                record = QuestionRecord.model_validate_json(line)
+            except ValidationError:
+                continue  # a torn last line; read_records reports anything worse
+            for sample in record.samples:
+                yield from episode_reuse(sample.trace or [], engine)
     return verdicts(reuses())

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import re
+import sys
+import tomllib
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted([*ROOT.glob("agent/**/*.py"), *ROOT.glob("mcp_server/**/*.py")])
@@ -30,3 +37,49 @@ def test_json_lines_go_through_the_one_codec() -> None:
     found = [str(p.relative_to(ROOT)) for p in SOURCES if p.name != "jsonl.py"
              and (by_hand.search(text := p.read_text(encoding="utf-8")) or split.search(text))]
     assert found == []
+
+
+def _imported_distributions() -> dict[str, set[str]]:
+    """Distribution -> how the product imports it: "module" (at import time) or "deferred"
+    (inside a function or `if TYPE_CHECKING:`, so an extra may provide it)."""
+    owners = importlib.metadata.packages_distributions()
+    found: dict[str, set[str]] = {}
+
+    def visit(node: ast.AST, deferred: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = deferred or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) or (
+                isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test))
+            names = ([a.name for a in child.names] if isinstance(child, ast.Import) else
+                     [child.module] if isinstance(child, ast.ImportFrom) and child.level == 0 and child.module
+                     else [])
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top in ("agent", "mcp_server"):
+                    continue
+                assert top in owners, f"{top} is imported but no installed distribution provides it"
+                for distribution in owners[top]:
+                    found.setdefault(canonicalize_name(distribution), set()).add(
+                        "deferred" if inner else "module")
+            visit(child, inner)
+
+    for path in SOURCES:
+        visit(ast.parse(path.read_text(encoding="utf-8")), False)
+    return found
+
+
+def test_every_imported_distribution_is_declared_with_bounds() -> None:
+    """What agent/ and mcp_server/ import is a dependency in pyproject.toml with a lower and an upper
+    bound; a distribution imported only where it is used (a function, type checking) may be an extra's."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    required = {canonicalize_name(r.name): r for r in map(Requirement, project["dependencies"])}
+    extras = {canonicalize_name(r.name): r for name, listed in project["optional-dependencies"].items()
+              if name != "dev" for r in map(Requirement, listed)}
+    imported = _imported_distributions()
+    assert {"mcp", "pydantic", "httpx", "uvicorn", "starlette"} <= set(imported)  # the walk sees imports
+    undeclared = sorted(d for d, how in imported.items()
+                        if d not in required and ("module" in how or d not in extras))
+    assert undeclared == [], "imported but not declared in [project] dependencies"
+    unbounded = sorted(str(r) for r in {**extras, **required}.values()
+                       if not ({s.operator for s in r.specifier} & {">=", "==", "~="}
+                               and {s.operator for s in r.specifier} & {"<", "==", "~="}))
+    assert unbounded == [], "a dependency needs a lower and an upper bound"

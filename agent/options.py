@@ -17,7 +17,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
@@ -35,6 +35,12 @@ class Option:
     flag: bool = True  # False: only the config file holds it
     env: str | None = None  # the environment variable that sets it (below a flag, above the file)
     backend: str | None = None  # it configures this backend only
+
+
+class ArgumentAdder(Protocol):
+    """A parser or one of its argument groups: what `add_flags` adds to."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action: ...
 
 
 def option_of(field: FieldInfo) -> Option:
@@ -136,11 +142,12 @@ def help_text(model: type[BaseModel], name: str, default: Any = None) -> str:
     return text.replace("%", "%%")  # argparse formats help with %
 
 
-def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, model: type[BaseModel],
+def add_flags(parser: ArgumentAdder, model: type[BaseModel],
               *names: str, field_defaults: bool = False, defaults: Mapping[str, Any] | None = None) -> None:
     """Add one flag per field of `model` named in `names`, in that order.
 
-    A flag's default is None, so that a config file or the field's own default applies later;
+    Each flag's value is parsed under the field's name (`--db` into `databases`). A flag's
+    default is None, so that a config file or the field's own default applies later;
     with `field_defaults` it is the field's default (a setting no config file holds), and
     `defaults` gives another one (with its help saying so).
     """
@@ -166,11 +173,7 @@ def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, model: 
             kwargs["metavar"] = option.metavar or (None if choices else _METAVARS.get(plain))
             if option.repeatable:
                 kwargs["action"] = "append"
-        parser.add_argument(f"--{setting_name(model, name)}", dest=_dest(model, name), **kwargs)
-
-
-def _dest(model: type[BaseModel], name: str) -> str:
-    return setting_name(model, name).replace("-", "_")
+        parser.add_argument(f"--{setting_name(model, name)}", dest=name, **kwargs)  # parsed by field name
 
 
 _METAVARS: dict[object, str] = {int: "N", float: "SECONDS", Path: "PATH"}

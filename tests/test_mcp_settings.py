@@ -108,8 +108,8 @@ def test_bad_settings_give_one_line_naming_what_and_how(tmp_path: Path) -> None:
         "--base-url 'host:8000/v1' must start with http:// or https:// (e.g. http://127.0.0.1:8000/v1); "
         "see `sqale-mcp --help`")
     assert config_error(["--base-url", "http://h/v1"]) == (
-        "--base-url is for an OpenAI-compatible server: add --backend openai (Ollama's address goes "
-        "in --ollama-host); see `sqale-mcp --help`")
+        "--base-url is for --backend openai, not ollama: add --backend openai, or leave --base-url out; "
+        "see `sqale-mcp --help`")
     assert config_error(["--config", str(tmp_path / "none.toml")]) == (
         f"--config {tmp_path / 'none.toml'}: no such file; check the path")
     assert config_error(["--config", str(bad_toml)]).startswith(f"--config {bad_toml}: not valid TOML (")

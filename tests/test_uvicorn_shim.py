@@ -44,8 +44,8 @@ def _uvicorns_own(owner: type, method: str) -> Any:
 
 def test_the_installed_uvicorn_is_in_the_pinned_range() -> None:
     """pyproject.toml pins uvicorn to a range with both bounds, and the installed one is inside it."""
-    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
-    (pinned,) = [Requirement(d) for d in dependencies if Requirement(d).name == "uvicorn"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    (pinned,) = [Requirement(d) for d in project["dependencies"] if Requirement(d).name == "uvicorn"]
     assert {s.operator for s in pinned.specifier} == {">=", "<"}, pinned
     assert pinned.specifier.contains(UVICORN), f"uvicorn {UVICORN} is outside {pinned}: check the shim"
 
@@ -60,7 +60,7 @@ def test_the_methods_the_shim_overrides_keep_their_signatures(owner: type, metho
                                                                parameters: list[str]) -> None:
     """Each method the shim overrides exists on uvicorn's class with the parameters it calls it with."""
     found = _uvicorns_own(owner, method)
-    assert found is not None, f"uvicorn {UVICORN}: {owner.__name__}.{method} is gone; uvicorn_shim.py overrides it"
+    assert found is not None, f"uvicorn {UVICORN}: {owner.__name__}.{method} is gone; the shim overrides it"
     assert _parameters(found) == parameters, (
         f"uvicorn {UVICORN}: {owner.__name__}.{method}{inspect.signature(found)} changed; "
         f"uvicorn_shim.py expects ({', '.join(parameters)})")
@@ -123,12 +123,12 @@ async def test_the_protocol_attributes_the_shim_reads_are_there() -> None:
 
 @pytest.mark.anyio
 async def test_headers_have_a_deadline_before_and_after_each_response() -> None:
-    """Silent: closed at the deadline. A request's cycle stops the clock; on_response_complete starts it again."""
+    """Silent: closed at its deadline. A request stops the clock; on_response_complete starts it again."""
     protocol = _protocol(0.05, 10, ServerState())
     transport = _Transport()
     protocol.connection_made(transport)
     await asyncio.sleep(0.2)
-    assert transport.closed, f"uvicorn {UVICORN}: a silent connection was not closed at its header deadline"
+    assert transport.closed, f"uvicorn {UVICORN}: a silent connection outlived its header deadline"
 
     protocol = _protocol(0.15, 10, ServerState())
     transport = _Transport()

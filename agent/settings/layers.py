@@ -52,9 +52,13 @@ def layered(model: type[BaseModel], flags: Mapping[str, Any], environ: Mapping[s
                    variables=frozenset(name for name, (rank, _, _) in ranked.items() if rank == ENVIRONMENT))
 
 
-def problem_text(exc: ValidationError, model: type[BaseModel], layers: Layered) -> str:
+def problem_text(exc: ValidationError, model: type[BaseModel], layers: Layered | None = None, *,
+                 table: str | None = None) -> str:
     """The first validation problem as one line, naming the setting as the user set it: its flag
-    (also for a config-file value: the key is the flag's name), or its environment variable."""
+    (also for a config-file value: the key is the flag's name), its environment variable, or
+    `table.key` for a key of a config-file table such as `tokens.NAME`. The one formatter of
+    settings errors: every front end and every table says a problem this way."""
+    layers = layers or Layered()
     err = exc.errors()[0]
     message = str(err["msg"]).removeprefix("Value error, ")
     loc = [str(part) for part in err["loc"]]
@@ -62,10 +66,11 @@ def problem_text(exc: ValidationError, model: type[BaseModel], layers: Layered) 
         outside = sorted({source for source in layers.sources.values() if not source.startswith("--")})
         return f"{message} (set by {', '.join(outside)})" if outside else message
     first = loc[0]
-    if first in layers.variables:
+    key = setting_name(model, first) if first in model.model_fields else first.replace("_", "-")
+    if table is not None:
+        name = f"{table}.{key}"
+    elif first in layers.variables:
         name = layers.sources[first]
-    elif first in model.model_fields:
-        name = f"--{setting_name(model, first)}"
     else:
-        name = f"--{first.replace('_', '-')}"
+        name = f"--{key}"
     return f"{'.'.join([name, *loc[1:]])}: {message} (got {err.get('input')!r})"

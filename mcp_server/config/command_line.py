@@ -72,7 +72,7 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
     """
     args = vars(build_parser().parse_args(list(argv)))
     config_path: Path | None = args.pop("config")
-    if config_path is None and not (args["db"] or args["db_dir"] or args["demo"]):
+    if config_path is None and not (args["databases"] or args["db_dir"] or args["demo"]):
         # Plain `sqale-mcp`: the user's config file, as `mcp dev` reads it.
         default = default_config_path(environ)
         config_path = default if default.is_file() else None
@@ -81,15 +81,13 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
     file_notes: dict[str, Path] = file_values.pop("notes", {})
     file_verified: dict[str, Path] = file_values.pop("verified", {})
     hidden: dict[str, tuple[str, ...]] = dict(file_values.pop("hide", {}))
-    flag_dbs = parse_db_flags(args.pop("db") or [])
+    flag_dbs = parse_db_flags(args.pop("databases") or [])
     flag_notes = parse_alias_files(args.pop("notes") or [], "--notes", "--notes chinook=~/notes/chinook.txt")
     flag_verified = parse_alias_files(args.pop("verified") or [], "--verified",
                                       "--verified chinook=~/chinook-verified.jsonl")
     for alias, rules in parse_hide_flags(args.pop("hide") or []).items():
         hidden[alias] = (*hidden.get(alias, ()), *rules)  # flags add to the file's rules
-    base_urls = args.pop("base_url")
-    flags = {**args, "base_urls": tuple(base_urls) if base_urls is not None else None}
-    layers = layered(ServerSettings, flags, environ, file_values, str(config_path))
+    layers = layered(ServerSettings, args, environ, file_values, str(config_path))
     values = dict(layers.values)
     values["databases"] = tuple(
         DatabaseSpec(alias=a, path=p) for a, p in ({**file_dbs, **flag_dbs}).items())

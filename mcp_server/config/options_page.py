@@ -76,8 +76,6 @@ def _commands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.A
 def _groups(parser: argparse.ArgumentParser, *, server_columns: bool = False,
             heading: str = "###") -> list[str]:
     """One table per argument group: the option as typed, (its key and variable), what it does."""
-    fields = {setting_name(ServerSettings, name).replace("-", "_"): name
-              for name in ServerSettings.model_fields}
     variables = env_variables(ServerSettings)
     out: list[str] = []
     for group in parser._action_groups:
@@ -94,7 +92,7 @@ def _groups(parser: argparse.ArgumentParser, *, server_columns: bool = False,
         for action in actions:
             meaning = _cell((action.help or "").replace("%%", "%").replace("%(prog)s", parser.prog))
             if server_columns:
-                name = fields.get(action.dest)
+                name = action.dest if action.dest in ServerSettings.model_fields else None
                 also = [] if name is None else [f"`{setting_name(ServerSettings, name)}`"]
                 if name in variables:
                     also.append(f"`{variables[name]}`")

@@ -93,6 +93,8 @@ def default_text(field: FieldInfo) -> str | None:
     option = option_of(field)
     if option.default_text is not None:
         return option.default_text
+    if field.is_required():
+        return None
     return _shown(field.get_default(call_default_factory=True))
 
 
@@ -152,28 +154,49 @@ def add_flags(parser: ArgumentAdder, model: type[BaseModel],
     `defaults` gives another one (with its help saying so).
     """
     for name in names:
-        field = model.model_fields[name]
-        option = option_of(field)
-        if not option.flag or is_secret(field):
-            raise ValueError(f"{model.__name__}.{name} is not a command-line setting")
-        plain = _plain(field.annotation)
-        default = _argument_default(field) if field_defaults else None
-        kwargs: dict[str, Any] = {"help": help_text(model, name, (defaults or {}).get(name, default)),
-                                  "default": (defaults or {}).get(name, default)}
-        if plain is bool:  # on by default: --name / --no-name; off by default: --name
-            kwargs["action"] = argparse.BooleanOptionalAction if field.default is True else "store_true"
-        else:
-            choices = choices_of(field)
-            if choices is not None:
-                kwargs["choices"] = choices
-                if option.any_case:
-                    kwargs["type"] = str.upper
-            elif not option.repeatable and plain in (int, float, Path):
-                kwargs["type"] = plain
-            kwargs["metavar"] = option.metavar or (None if choices else _METAVARS.get(plain))
-            if option.repeatable:
-                kwargs["action"] = "append"
-        parser.add_argument(f"--{setting_name(model, name)}", dest=name, **kwargs)  # parsed by field name
+        default = _argument_default(model.model_fields[name]) if field_defaults else None
+        parser.add_argument(f"--{setting_name(model, name)}",
+                            **flag_arguments(model, name, (defaults or {}).get(name, default)))
+
+
+def flag_arguments(model: type[BaseModel], name: str, default: Any = None) -> dict[str, Any]:
+    """What `add_argument` takes for the field's flag, besides the flag itself: its help, its
+    default, its kind (a switch, choices, a type, repeatable), its metavar; its value is parsed
+    under the field's name."""
+    field = model.model_fields[name]
+    option = option_of(field)
+    if not option.flag or is_secret(field):
+        raise ValueError(f"{model.__name__}.{name} is not a command-line setting")
+    plain = _plain(field.annotation)
+    kwargs: dict[str, Any] = {"help": help_text(model, name, default), "default": default, "dest": name}
+    if plain is bool:  # on by default: --name / --no-name; off by default: --name
+        kwargs["action"] = argparse.BooleanOptionalAction if field.default is True else "store_true"
+        return kwargs
+    choices = choices_of(field)
+    if choices is not None:
+        kwargs["choices"] = choices
+        if option.any_case:
+            kwargs["type"] = str.upper
+    elif not option.repeatable and plain in (int, float, Path):
+        kwargs["type"] = plain
+    kwargs["metavar"] = option.metavar or (None if choices else _METAVARS.get(plain))
+    if option.repeatable:
+        kwargs["action"] = "append"
+    return kwargs
+
+
+def flag_usage(model: type[BaseModel], name: str) -> tuple[str, ...]:
+    """The flag as a user types it, as --help shows it: (`--db ALIAS=PATH`,), (`--transport
+    stdio|streamable-http`,), (`--demo`,), or both forms of a switch on by default (`--answer-view`,
+    `--no-answer-view`)."""
+    flag = f"--{setting_name(model, name)}"
+    kwargs = flag_arguments(model, name)
+    if kwargs.get("action") is argparse.BooleanOptionalAction:
+        return flag, f"--no-{flag[2:]}"
+    if kwargs.get("action") == "store_true":
+        return (flag,)
+    value = kwargs["metavar"] or ("|".join(kwargs["choices"]) if "choices" in kwargs else name.upper())
+    return (f"{flag} {value}",)
 
 
 _METAVARS: dict[object, str] = {int: "N", float: "SECONDS", Path: "PATH"}

@@ -24,6 +24,7 @@ from agent.backends.settings import (
     backend_settings,
     make_backend,
 )
+from agent.commands.argparse_shim import option_groups
 from agent.errors import ConfigError
 from agent.options import option_of, setting_name
 
@@ -115,7 +116,7 @@ def test_backend_names_come_from_one_registry() -> None:
     """--backend's choices and the settings' check both read BACKENDS; an unknown name lists them."""
     parser = argparse.ArgumentParser()
     add_backend_flags(parser)
-    (action,) = [a for a in parser._actions if a.dest == "backend"]
+    (action,) = [a for _, actions in option_groups(parser) for a in actions if a.dest == "backend"]
     assert tuple(action.choices or ()) == tuple(BACKENDS) == ("ollama", "openai")
     with pytest.raises(ValidationError, match="Input should be 'ollama' or 'openai'"):
         BackendSettings(backend="vllm")

@@ -28,6 +28,38 @@ def test_the_mcp_sdk_is_used_through_its_public_api() -> None:
     assert [str(p.relative_to(ROOT)) for p in SOURCES if private.search(p.read_text(encoding="utf-8"))] == []
 
 
+# What may be used only inside one shim module each, with its test (tests/test_*_shim.py):
+# the private attributes of argparse and uvicorn's internals.
+SHIMS = {
+    "agent/commands/argparse_shim.py": re.compile(r"\b(argparse\._[A-Za-z]\w*|\._actions\b|\._action_groups\b|"
+                                                  r"\._group_actions\b)"),
+    "mcp_server/serving/uvicorn_shim.py": re.compile(r"from uvicorn\.|import uvicorn\.|\(uvicorn\.\w+\)|"
+                                                     r"H11Protocol|\bhandle_exit\b|\bshould_exit\b"),
+}
+
+
+def test_private_apis_are_used_only_in_their_shim() -> None:
+    """No module but its shim reads argparse's privates or subclasses uvicorn's classes."""
+    found = [f"{p.relative_to(ROOT)}: {m.group()}" for shim, pattern in SHIMS.items()
+             for p in SOURCES if str(p.relative_to(ROOT)) != shim
+             for m in pattern.finditer(p.read_text(encoding="utf-8"))]
+    assert found == []
+
+
+def test_the_sdk_is_used_through_its_public_modules() -> None:
+    """No import of a private module of the MCP SDK (`mcp.server._x`, `mcp_types._x`), and no
+    private attribute of an SDK object (`server._lowlevel_server`, `ctx._request`)."""
+    private_module = re.compile(r"^\s*(from|import)\s+(mcp|mcp_types)(\.\w+)*\._", re.MULTILINE)
+    private_attribute = re.compile(r"\b(?!self\b|cls\b)[a-z]\w*\._(?!_|exit\b)[a-z]\w*")
+    sdk_users = [p for p in SOURCES if re.search(r"^\s*(from|import)\s+(mcp|mcp_types)\b",
+                                                p.read_text(encoding="utf-8"), re.MULTILINE)]
+    assert len(sdk_users) >= 5  # the scan sees the modules that use the SDK
+    found = [f"{p.relative_to(ROOT)}: {m.group()}" for p in sdk_users
+             for pattern in (private_module, private_attribute)
+             for m in pattern.finditer(p.read_text(encoding="utf-8"))]
+    assert found == []
+
+
 def test_json_lines_go_through_the_one_codec() -> None:
     """No module but agent/jsonl.py writes a JSON line by hand (`json.dumps(...) + "\\n"`) or splits a
     file's text with `splitlines()` after json: a line ends at "\\n" only, and one codec says so."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import re
 import signal
 import tomllib
 from importlib.metadata import version
@@ -167,9 +166,3 @@ def test_sigterm_drains_and_sigint_is_uvicorns() -> None:
     assert drains == [True]
 
 
-def test_only_the_shim_touches_uvicorn_internals() -> None:
-    """No module but uvicorn_shim.py subclasses uvicorn's classes or imports below uvicorn's top level."""
-    inside = re.compile(r"from uvicorn\.|import uvicorn\.|\(uvicorn\.\w+\)|H11Protocol|handle_exit|should_exit")
-    sources = sorted([*ROOT.glob("agent/**/*.py"), *ROOT.glob("mcp_server/**/*.py")])
-    assert [str(p.relative_to(ROOT)) for p in sources if p.name != "uvicorn_shim.py"
-            and inside.search(p.read_text(encoding="utf-8"))] == []

@@ -51,13 +51,21 @@ CONFIG_HELP = ("TOML file with the same settings, keys named as the long options
                "else ~/.config/sqale-mcp/config.toml, when no database option is given)")
 
 
+PROG = "sqale-mcp"
+DESCRIPTION = ("MCP server with one tool, answer_sql_question: a small local text-to-SQL model explores your "
+               "SQLite databases and returns SQL with its result.")
+# The options that are no settings, as typed and with their help (--help and docs/options.md).
+VERSION_OPTION = ("--version", "show program's version number and exit")
+CONFIG_OPTION = ("--config FILE.toml", CONFIG_HELP)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `sqale-mcp` command line; every default is None so the config file can fill it."""
-    p = _Parser(prog="sqale-mcp", description=(
-        "MCP server with one tool, answer_sql_question: a small local text-to-SQL model "
-        "explores your SQLite databases and returns SQL with its result."))
-    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
-    p.add_argument("--config", type=Path, metavar="FILE.toml", help=CONFIG_HELP)
+    p = _Parser(prog=PROG, description=DESCRIPTION)
+    p.add_argument(VERSION_OPTION[0], action="version", version=f"%(prog)s {package_version()}",
+                   help=VERSION_OPTION[1])
+    flag, metavar = CONFIG_OPTION[0].split()
+    p.add_argument(flag, type=Path, metavar=metavar, help=CONFIG_OPTION[1])
     for title, names in FLAG_GROUPS:
         add_flags(p.add_argument_group(title), ServerSettings, *names)
     return p

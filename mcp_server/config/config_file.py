@@ -20,6 +20,7 @@ from agent.sqlite.hiding import parse_hide_rule
 from .settings import ServerSettings, TokenSpec
 
 ARGS_ENV = "SQALE_MCP_ARGS"  # options for the module-level server of `mcp dev` / `mcp run`
+TOKEN_GIVEN = ("name",)  # the TokenSpec field a [tokens.NAME] table's header gives, not a key of it
 
 
 def module_server_arguments(environ: Mapping[str, str]) -> tuple[list[str], str]:
@@ -59,7 +60,7 @@ def file_tokens(table: object, environ: Mapping[str, str], path: Path) -> tuple[
         if not isinstance(entry, dict):
             raise ConfigError(f"{where} must be a table like {example}")
         check_alias(name, where)  # the same safe characters as an alias: it is logged
-        values = table_settings(entry, TokenSpec, where=where, base=path.parent, given=("name",))
+        values = table_settings(entry, TokenSpec, where=where, base=path.parent, given=TOKEN_GIVEN)
         secret = read_secret(values.get("env"), environ, f"{where}.env")
         try:
             specs.append(TokenSpec(**values, name=name, secret=secret))

@@ -37,7 +37,8 @@ class TokenSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str  # the table's NAME, logged
-    env: str = Field(description="the environment variable holding this token (never the token itself)")
+    env: str = Field(
+        description="required: the environment variable holding this token (never the token itself)")
     secret: SecretStr  # read from the variable `env` names, never from a file
     databases: tuple[str, ...] | None = Field(
         None, description="the database aliases this token may use (all when left out)")

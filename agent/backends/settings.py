@@ -7,7 +7,6 @@ with `make_backend`. `BACKENDS` is the one list of backends: each name, its help
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -17,14 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from ..errors import ConfigError
 from ..options import ArgumentAdder, Option, add_flags, option_of, setting_name
-from ..settings.layers import Layered, problem_text
+from ..settings.layers import Layered, problem_text, with_secrets
 from ._http import is_http_url
 from .base import ModelBackend, SamplingSettings
 from .ollama import DEFAULT_OLLAMA_HOST, KEEP_ALIVE_HINT, OllamaBackend, is_keep_alive, resolve_ollama_host
 from .openai_compat import OpenAICompletionsBackend, replicas_address
 
 DEFAULT_MODEL = "qwen3.5-2b-grpo-synsql"
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -161,32 +159,12 @@ def add_backend_flags(parser: ArgumentAdder) -> None:
     add_flags(parser, BackendSettings, *BACKEND_FLAGS)
 
 
-def read_secret(env_name: object, environ: Mapping[str, str], flag: str,
-                when: str = "before starting the server") -> SecretStr:
-    """The non-empty value of the environment variable `env_name`; ConfigError saying how to set it."""
-    if not isinstance(env_name, str) or not _ENV_NAME.match(env_name):
-        raise ConfigError(f"{flag} {env_name!r}: give the NAME of an environment variable, not its value")
-    value = environ.get(env_name, "").strip()
-    if not value:
-        raise ConfigError(f"{flag} {env_name}: the environment variable {env_name} is not set or empty; "
-                          f"export {env_name}=<secret> {when}")
-    return SecretStr(value)
-
-
-def with_api_key(values: dict[str, Any], environ: Mapping[str, str],
-                 when: str = "before starting the server") -> dict[str, Any]:
-    """`values` with `api_key` read from the variable that `api_key_env` names, if it names one."""
-    if values.get("api_key_env") is not None:
-        values["api_key"] = read_secret(values["api_key_env"], environ, "--api-key-env", when)
-    return values
-
-
 def backend_settings(values: Mapping[str, Any], environ: Mapping[str, str],
                      layers: Layered | None = None) -> BackendSettings:
     """BackendSettings from values by field name (parsed flags, or `layers.values`; None: not
     given) and the environment; ConfigError naming the setting as `layers` says it was set."""
     given = {k: v for k, v in values.items() if k in BackendSettings.model_fields and v is not None}
-    given = with_api_key(given, environ, when="and run the command again")
+    given = with_secrets(BackendSettings, given, environ, when="and run the command again")
     try:
         settings = BackendSettings(**given)
     except ValidationError as exc:

@@ -10,13 +10,13 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from agent import package_version
-from agent.backends.settings import BACKEND_FLAGS, read_secret, with_api_key
+from agent.backends.settings import BACKEND_FLAGS
 from agent.errors import ConfigError
 from agent.options import add_flags
 from agent.settings.agent_settings import PROMPT_FLAGS
 from agent.settings.aliases import check_alias, parse_alias_files
 from agent.settings.config_file import default_config_path
-from agent.settings.layers import layered, problem_text
+from agent.settings.layers import layered, problem_text, with_secrets
 from agent.sqlite.hiding import parse_hide_rule
 
 from .config_file import file_tokens, read_server_config
@@ -104,14 +104,10 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
     values["hide"] = tuple(HideSpec(alias=a, rules=r) for a, r in hidden.items())
     values["verified"] = tuple(
         VerifiedSpec(alias=a, path=p) for a, p in ({**file_verified, **flag_verified}).items())
-    if values.get("auth_token_env") is not None:
-        values["auth_token"] = read_secret(values["auth_token_env"], environ, "--auth-token-env")
-    if values.get("metrics_token_env") is not None:
-        values["metrics_token"] = read_secret(values["metrics_token_env"], environ, "--metrics-token-env")
     if "tokens" in values:
         values["tokens"] = file_tokens(values["tokens"], environ, config_path or Path("?"))
     try:
-        return ServerSettings(**with_api_key(values, environ))
+        return ServerSettings(**with_secrets(ServerSettings, values, environ))
     except ValidationError as exc:
         raise ConfigError(f"{problem_text(exc, ServerSettings, layers)}; {_HELP_HINT}") from exc
 

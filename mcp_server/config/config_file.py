@@ -10,11 +10,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent.backends.settings import read_secret
 from agent.errors import ConfigError
 from agent.settings.aliases import check_alias
 from agent.settings.config_file import default_config_path, read_config_file, table_settings
-from agent.settings.layers import problem_text
+from agent.settings.layers import problem_text, read_secret
 from agent.sqlite.hiding import parse_hide_rule
 
 from .settings import ServerSettings, TokenSpec

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from agent.backends.settings import BACKEND_FLAGS, BackendSettings
 from agent.commands.argparse_shim import option_groups, subcommands
 from agent.commands.cli import build_parser as agent_parser
 from agent.options import env_variables, file_keys, flag_usage, help_text, is_secret, option_of, setting_name
@@ -39,13 +40,13 @@ prints it. How the settings fit together (the config file, environment variables
 wins): [Configuration](configuration.md).
 """
 
+_BACKEND_FLAGS = ", ".join(f"`--{setting_name(BackendSettings, name)}`" for name in BACKEND_FLAGS)
 _SERVER_INTRO = """Each option below, except `--config` and `--version`, is also a key of the config file,
 named as the long option without `--` (`max-rows = 100`); a repeatable option takes a list
 there. A setting with a variable may also be given in that environment variable: a flag wins
 over its variable, which wins over the config file."""
 
-_AGENT_INTRO = """`ask`, `doctor` and `eval` take the model backend's settings (`--backend`, `--model`,
-`--ollama-host`, `--base-url`, `--api-key-env`, `--keep-alive`, `--request-timeout`) and
+_AGENT_INTRO = f"""`ask`, `doctor` and `eval` take the model backend's settings ({_BACKEND_FLAGS}) and
 `ask` and `doctor` also `--runtime-slots` from the same `SQALE_*` variables and config file as
 `sqale-mcp`, in the same order: flag, variable, config file, default (`eval`'s `--runtime-slots`
 is a flag only: its default is `--concurrency`, or fewer when the engine serves fewer)."""

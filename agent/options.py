@@ -17,7 +17,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
@@ -35,6 +35,12 @@ class Option:
     flag: bool = True  # False: only the config file holds it
     env: str | None = None  # the environment variable that sets it (below a flag, above the file)
     backend: str | None = None  # it configures this backend only
+
+
+class ArgumentAdder(Protocol):
+    """A parser or one of its argument groups: what `add_flags` adds to."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action: ...
 
 
 def option_of(field: FieldInfo) -> Option:
@@ -87,6 +93,8 @@ def default_text(field: FieldInfo) -> str | None:
     option = option_of(field)
     if option.default_text is not None:
         return option.default_text
+    if field.is_required():
+        return None
     return _shown(field.get_default(call_default_factory=True))
 
 
@@ -136,41 +144,59 @@ def help_text(model: type[BaseModel], name: str, default: Any = None) -> str:
     return text.replace("%", "%%")  # argparse formats help with %
 
 
-def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, model: type[BaseModel],
+def add_flags(parser: ArgumentAdder, model: type[BaseModel],
               *names: str, field_defaults: bool = False, defaults: Mapping[str, Any] | None = None) -> None:
     """Add one flag per field of `model` named in `names`, in that order.
 
-    A flag's default is None, so that a config file or the field's own default applies later;
+    Each flag's value is parsed under the field's name (`--db` into `databases`). A flag's
+    default is None, so that a config file or the field's own default applies later;
     with `field_defaults` it is the field's default (a setting no config file holds), and
     `defaults` gives another one (with its help saying so).
     """
     for name in names:
-        field = model.model_fields[name]
-        option = option_of(field)
-        if not option.flag or is_secret(field):
-            raise ValueError(f"{model.__name__}.{name} is not a command-line setting")
-        plain = _plain(field.annotation)
-        default = _argument_default(field) if field_defaults else None
-        kwargs: dict[str, Any] = {"help": help_text(model, name, (defaults or {}).get(name, default)),
-                                  "default": (defaults or {}).get(name, default)}
-        if plain is bool:  # on by default: --name / --no-name; off by default: --name
-            kwargs["action"] = argparse.BooleanOptionalAction if field.default is True else "store_true"
-        else:
-            choices = choices_of(field)
-            if choices is not None:
-                kwargs["choices"] = choices
-                if option.any_case:
-                    kwargs["type"] = str.upper
-            elif not option.repeatable and plain in (int, float, Path):
-                kwargs["type"] = plain
-            kwargs["metavar"] = option.metavar or (None if choices else _METAVARS.get(plain))
-            if option.repeatable:
-                kwargs["action"] = "append"
-        parser.add_argument(f"--{setting_name(model, name)}", dest=_dest(model, name), **kwargs)
+        default = _argument_default(model.model_fields[name]) if field_defaults else None
+        parser.add_argument(f"--{setting_name(model, name)}",
+                            **flag_arguments(model, name, (defaults or {}).get(name, default)))
 
 
-def _dest(model: type[BaseModel], name: str) -> str:
-    return setting_name(model, name).replace("-", "_")
+def flag_arguments(model: type[BaseModel], name: str, default: Any = None) -> dict[str, Any]:
+    """What `add_argument` takes for the field's flag, besides the flag itself: its help, its
+    default, its kind (a switch, choices, a type, repeatable), its metavar; its value is parsed
+    under the field's name."""
+    field = model.model_fields[name]
+    option = option_of(field)
+    if not option.flag or is_secret(field):
+        raise ValueError(f"{model.__name__}.{name} is not a command-line setting")
+    plain = _plain(field.annotation)
+    kwargs: dict[str, Any] = {"help": help_text(model, name, default), "default": default, "dest": name}
+    if plain is bool:  # on by default: --name / --no-name; off by default: --name
+        kwargs["action"] = argparse.BooleanOptionalAction if field.default is True else "store_true"
+        return kwargs
+    choices = choices_of(field)
+    if choices is not None:
+        kwargs["choices"] = choices
+        if option.any_case:
+            kwargs["type"] = str.upper
+    elif not option.repeatable and plain in (int, float, Path):
+        kwargs["type"] = plain
+    kwargs["metavar"] = option.metavar or (None if choices else _METAVARS.get(plain))
+    if option.repeatable:
+        kwargs["action"] = "append"
+    return kwargs
+
+
+def flag_usage(model: type[BaseModel], name: str) -> tuple[str, ...]:
+    """The flag as a user types it, as --help shows it: (`--db ALIAS=PATH`,), (`--transport
+    stdio|streamable-http`,), (`--demo`,), or both forms of a switch on by default (`--answer-view`,
+    `--no-answer-view`)."""
+    flag = f"--{setting_name(model, name)}"
+    kwargs = flag_arguments(model, name)
+    if kwargs.get("action") is argparse.BooleanOptionalAction:
+        return flag, f"--no-{flag[2:]}"
+    if kwargs.get("action") == "store_true":
+        return (flag,)
+    value = kwargs["metavar"] or ("|".join(kwargs["choices"]) if "choices" in kwargs else name.upper())
+    return (f"{flag} {value}",)
 
 
 _METAVARS: dict[object, str] = {int: "N", float: "SECONDS", Path: "PATH"}

@@ -24,7 +24,9 @@ from agent.backends.settings import (
     backend_settings,
     make_backend,
 )
+from agent.commands.argparse_shim import option_groups
 from agent.errors import ConfigError
+from agent.options import option_of, setting_name
 
 
 def parse(argv: list[str], environ: dict[str, str] | None = None) -> BackendSettings:
@@ -53,12 +55,11 @@ def test_defaults_come_from_the_fields() -> None:
 @pytest.mark.parametrize(("argv", "message"), [
     (["--backend", "openai"], "--backend openai needs at least one --base-url (e.g. http://host:8000/v1)"),
     (["--base-url", "http://h/v1"],
-     "--base-url is for an OpenAI-compatible server: add --backend openai (Ollama's address goes in "
-     "--ollama-host)"),
+     "--base-url is for --backend openai, not ollama: add --backend openai, or leave --base-url out"),
     (["--backend", "openai", "--base-url", "http://h/v1", "--ollama-host", "http://o:1"],
-     "--ollama-host is for --backend ollama; for an OpenAI-compatible server use --base-url"),
+     "--ollama-host is for --backend ollama, not openai: add --backend ollama, or leave --ollama-host out"),
     (["--backend", "openai", "--base-url", "http://h/v1", "--keep-alive", "5m"],
-     "--keep-alive is for --backend ollama; an OpenAI-compatible server keeps its model loaded"),
+     "--keep-alive is for --backend ollama, not openai: add --backend ollama, or leave --keep-alive out"),
     (["--backend", "openai", "--base-url", "h:8000/v1"],
      "--base-url 'h:8000/v1' must start with http:// or https:// (e.g. http://127.0.0.1:8000/v1)"),
     (["--request-timeout", "0"], "--request-timeout: Input should be greater than 0 (got 0.0)"),
@@ -69,6 +70,26 @@ def test_defaults_come_from_the_fields() -> None:
 def test_mistakes_are_one_line_naming_the_flag(argv: list[str], message: str) -> None:
     """Each inconsistent combination is one ConfigError line naming the flag and the fix."""
     assert problem(argv) == message
+
+
+def test_every_flag_a_backend_owns_is_refused_for_the_other() -> None:
+    """Exclusivity follows each field's Option(backend=...): every owned flag, none listed by hand,
+    is refused for the other backend with the same one line."""
+    owned = {name: option_of(field).backend for name, field in BackendSettings.model_fields.items()
+             if option_of(field).backend}
+    assert owned == {"ollama_host": "ollama", "keep_alive": "ollama", "base_urls": "openai",
+                     "api_key_env": "openai"}
+    values = {"ollama_host": "http://o:1", "keep_alive": "5m", "base_urls": ("http://h/v1",),
+              "api_key_env": "KEY"}
+    for name, owner in owned.items():
+        other = next(b for b in BACKENDS if b != owner)
+        given = {"backend": other, name: values[name], **({"base_urls": values["base_urls"]}
+                                                         if other == "openai" else {})}
+        with pytest.raises(ConfigError) as info:
+            backend_settings(given, {"KEY": "k"})
+        flag = f"--{setting_name(BackendSettings, name)}"
+        assert str(info.value) == (f"{flag} is for --backend {owner}, not {other}: add --backend {owner}, "
+                                   f"or leave {flag} out")
 
 
 def test_openai_settings_build_the_backend_with_key_and_limit() -> None:
@@ -95,7 +116,7 @@ def test_backend_names_come_from_one_registry() -> None:
     """--backend's choices and the settings' check both read BACKENDS; an unknown name lists them."""
     parser = argparse.ArgumentParser()
     add_backend_flags(parser)
-    (action,) = [a for a in parser._actions if a.dest == "backend"]
+    (action,) = [a for _, actions in option_groups(parser) for a in actions if a.dest == "backend"]
     assert tuple(action.choices or ()) == tuple(BACKENDS) == ("ollama", "openai")
     with pytest.raises(ValidationError, match="Input should be 'ollama' or 'openai'"):
         BackendSettings(backend="vllm")

@@ -68,6 +68,15 @@ def test_another_config_file_and_a_file_the_command_cannot_use(tmp_path: Path) -
         choice("--config", str(other))
 
 
+def test_a_flag_of_the_other_backend_in_the_file_is_refused_naming_the_file(user_config: Path) -> None:
+    """The file's own keep-alive beside its `backend = "openai"`: one line, saying the file set it."""
+    user_config.write_text('backend = "openai"\nbase-url = "http://127.0.0.1:8080/v1"\nkeep-alive = "5m"\n')
+    with pytest.raises(ConfigError) as info:
+        choice()
+    assert str(info.value) == ("--keep-alive is for --backend ollama, not openai: add --backend ollama, or "
+                               f"leave --keep-alive out (set by {user_config})")
+
+
 def test_a_bad_variable_is_named_as_the_user_set_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """A wrong value from SQALE_BACKEND names the variable; a rule it breaks says which variable set it."""
     monkeypatch.setenv("SQALE_BACKEND", "opnai")
@@ -85,8 +94,8 @@ def test_base_url_without_backend_suggests_backend_openai() -> None:
     """`ask --base-url URL` alone: add --backend openai (not: use --ollama-host)."""
     with pytest.raises(ConfigError) as info:
         choice("--base-url", "http://127.0.0.1:8080/v1")
-    assert str(info.value) == ("--base-url is for an OpenAI-compatible server: add --backend openai "
-                               "(Ollama's address goes in --ollama-host)")
+    assert str(info.value) == ("--base-url is for --backend openai, not ollama: add --backend openai, or "
+                               "leave --base-url out")
 
 
 def test_the_server_reads_the_same_variables_below_its_flags(tmp_path: Path) -> None:

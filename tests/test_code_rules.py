@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import re
+import sys
+import tomllib
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted([*ROOT.glob("agent/**/*.py"), *ROOT.glob("mcp_server/**/*.py")])
@@ -21,6 +28,38 @@ def test_the_mcp_sdk_is_used_through_its_public_api() -> None:
     assert [str(p.relative_to(ROOT)) for p in SOURCES if private.search(p.read_text(encoding="utf-8"))] == []
 
 
+# What may be used only inside one shim module each, with its test (tests/test_*_shim.py):
+# the private attributes of argparse and uvicorn's internals.
+SHIMS = {
+    "agent/commands/argparse_shim.py": re.compile(r"\b(argparse\._[A-Za-z]\w*|\._actions\b|\._action_groups\b|"
+                                                  r"\._group_actions\b)"),
+    "mcp_server/serving/uvicorn_shim.py": re.compile(r"from uvicorn\.|import uvicorn\.|\(uvicorn\.\w+\)|"
+                                                     r"H11Protocol|\bhandle_exit\b|\bshould_exit\b"),
+}
+
+
+def test_private_apis_are_used_only_in_their_shim() -> None:
+    """No module but its shim reads argparse's privates or subclasses uvicorn's classes."""
+    found = [f"{p.relative_to(ROOT)}: {m.group()}" for shim, pattern in SHIMS.items()
+             for p in SOURCES if str(p.relative_to(ROOT)) != shim
+             for m in pattern.finditer(p.read_text(encoding="utf-8"))]
+    assert found == []
+
+
+def test_the_sdk_is_used_through_its_public_modules() -> None:
+    """No import of a private module of the MCP SDK (`mcp.server._x`, `mcp_types._x`), and no
+    private attribute of an SDK object (`server._lowlevel_server`, `ctx._request`)."""
+    private_module = re.compile(r"^\s*(from|import)\s+(mcp|mcp_types)(\.\w+)*\._", re.MULTILINE)
+    private_attribute = re.compile(r"\b(?!self\b|cls\b)[a-z]\w*\._(?!_|exit\b)[a-z]\w*")
+    sdk_users = [p for p in SOURCES if re.search(r"^\s*(from|import)\s+(mcp|mcp_types)\b",
+                                                p.read_text(encoding="utf-8"), re.MULTILINE)]
+    assert len(sdk_users) >= 5  # the scan sees the modules that use the SDK
+    found = [f"{p.relative_to(ROOT)}: {m.group()}" for p in sdk_users
+             for pattern in (private_module, private_attribute)
+             for m in pattern.finditer(p.read_text(encoding="utf-8"))]
+    assert found == []
+
+
 def test_json_lines_go_through_the_one_codec() -> None:
     """No module but agent/jsonl.py writes a JSON line by hand (`json.dumps(...) + "\\n"`) or splits a
     file's text with `splitlines()` after json: a line ends at "\\n" only, and one codec says so."""
@@ -30,3 +69,49 @@ def test_json_lines_go_through_the_one_codec() -> None:
     found = [str(p.relative_to(ROOT)) for p in SOURCES if p.name != "jsonl.py"
              and (by_hand.search(text := p.read_text(encoding="utf-8")) or split.search(text))]
     assert found == []
+
+
+def _imported_distributions() -> dict[str, set[str]]:
+    """Distribution -> how the product imports it: "module" (at import time) or "deferred"
+    (inside a function or `if TYPE_CHECKING:`, so an extra may provide it)."""
+    owners = importlib.metadata.packages_distributions()
+    found: dict[str, set[str]] = {}
+
+    def visit(node: ast.AST, deferred: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = deferred or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) or (
+                isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test))
+            names = ([a.name for a in child.names] if isinstance(child, ast.Import) else
+                     [child.module] if isinstance(child, ast.ImportFrom) and child.level == 0 and child.module
+                     else [])
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top in ("agent", "mcp_server"):
+                    continue
+                assert top in owners, f"{top} is imported but no installed distribution provides it"
+                for distribution in owners[top]:
+                    found.setdefault(canonicalize_name(distribution), set()).add(
+                        "deferred" if inner else "module")
+            visit(child, inner)
+
+    for path in SOURCES:
+        visit(ast.parse(path.read_text(encoding="utf-8")), False)
+    return found
+
+
+def test_every_imported_distribution_is_declared_with_bounds() -> None:
+    """What agent/ and mcp_server/ import is a dependency in pyproject.toml with a lower and an upper
+    bound; a distribution imported only where it is used (a function, type checking) may be an extra's."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    required = {canonicalize_name(r.name): r for r in map(Requirement, project["dependencies"])}
+    extras = {canonicalize_name(r.name): r for name, listed in project["optional-dependencies"].items()
+              if name != "dev" for r in map(Requirement, listed)}
+    imported = _imported_distributions()
+    assert {"mcp", "pydantic", "httpx", "uvicorn", "starlette"} <= set(imported)  # the walk sees imports
+    undeclared = sorted(d for d, how in imported.items()
+                        if d not in required and ("module" in how or d not in extras))
+    assert undeclared == [], "imported but not declared in [project] dependencies"
+    unbounded = sorted(str(r) for r in {**extras, **required}.values()
+                       if not ({s.operator for s in r.specifier} & {">=", "==", "~="}
+                               and {s.operator for s in r.specifier} & {"<", "==", "~="}))
+    assert unbounded == [], "a dependency needs a lower and an upper bound"

@@ -108,8 +108,8 @@ def test_bad_settings_give_one_line_naming_what_and_how(tmp_path: Path) -> None:
         "--base-url 'host:8000/v1' must start with http:// or https:// (e.g. http://127.0.0.1:8000/v1); "
         "see `sqale-mcp --help`")
     assert config_error(["--base-url", "http://h/v1"]) == (
-        "--base-url is for an OpenAI-compatible server: add --backend openai (Ollama's address goes "
-        "in --ollama-host); see `sqale-mcp --help`")
+        "--base-url is for --backend openai, not ollama: add --backend openai, or leave --base-url out; "
+        "see `sqale-mcp --help`")
     assert config_error(["--config", str(tmp_path / "none.toml")]) == (
         f"--config {tmp_path / 'none.toml'}: no such file; check the path")
     assert config_error(["--config", str(bad_toml)]).startswith(f"--config {bad_toml}: not valid TOML (")
@@ -264,3 +264,20 @@ def test_every_config_key_is_documented_in_the_options_page(tmp_path: Path) -> N
     assert "db" in known and "max-question-chars" in known
     documented = ("`{}`", "`[{}]`", "`--{} ", "`--{}`", "`[{}.")
     assert [key for key in known if not any(form.format(key) in readme for form in documented)] == []
+
+
+def test_every_secret_is_read_from_the_variable_its_env_setting_names() -> None:
+    """Each SecretStr field X has its setting X_env, read the same way for all: the value of that
+    variable, and one line naming the flag when it is unset."""
+    from agent.options import is_secret
+
+    secrets = [name for name, field in ServerSettings.model_fields.items() if is_secret(field)]
+    assert secrets == ["api_key", "auth_token", "metrics_token"]
+    assert all(f"{name}_env" in ServerSettings.model_fields for name in secrets)
+    argv = ["--backend", "openai", "--base-url", "http://127.0.0.1:1/v1", "--api-key-env", "K",
+            "--auth-token-env", "A", "--metrics-token-env", "M"]
+    settings = parse_settings(argv, {"K": "k", "A": "a", "M": "m"})
+    assert [getattr(settings, name) for name in secrets] == [SecretStr("k"), SecretStr("a"), SecretStr("m")]
+    assert config_error(argv, {"K": "k", "A": "a"}) == (
+        "--metrics-token-env M: the environment variable M is not set or empty; export M=<secret> "
+        "before starting the server")

@@ -50,11 +50,27 @@ def test_token_tables_refuse_what_they_cannot_use(tmp_path: Path) -> None:
         f"{where}.env TOK_X: the environment variable TOK_X is not set or empty; export "
         "TOK_X=<secret> before starting the server")
     assert config_error(tmp_path, '[tokens.a]\nenv = "TOK_A"\ntoken = "x"\n') == (
-        f"{where}: unknown key 'token'; known: env, databases, max_concurrent, questions_per_minute, "
-        "max_sessions")
+        f"{where}: unknown setting 'token'; known: databases, env, max-concurrent, max-sessions, "
+        "questions-per-minute")
     assert config_error(tmp_path, '[tokens.a]\nenv = "TOK_A"\ndatabases = []\n') == (
-        f"{where}: databases must be a non-empty list of aliases, e.g. databases = "
-        '["sales", "chinook"] (leave it out for all)')
+        f"{where}.databases: give a non-empty list of aliases, e.g. databases = "
+        '["sales", "chinook"] (leave it out for all) (got [])')
+
+
+def test_token_tables_are_validated_by_their_model(tmp_path: Path) -> None:
+    """A key of [tokens.NAME] is checked as TokenSpec declares it and named as `tokens.NAME.key`
+    (not as a server flag); `secret` and `name` are no keys: the token never sits in the file."""
+    where = f"--config {tmp_path / 'c.toml'}: tokens.a"
+    assert config_error(tmp_path, '[tokens.a]\nenv = "TOK_A"\nmax-concurrent = 0\n') == (
+        f"{where}.max-concurrent: Input should be greater than or equal to 1 (got 0)")
+    assert config_error(tmp_path, '[tokens.a]\nenv = "TOK_A"\nquestions_per_minute = "many"\n') == (
+        f"{where}.questions-per-minute: Input should be a valid integer, unable to parse string as an "
+        "integer (got 'many')")
+    assert config_error(tmp_path, '[tokens.a]\nenv = "TOK_A"\ndatabases = ["sales", 3]\n') == (
+        f"{where}.databases.1: Input should be a valid string (got 3)")
+    for key in ("secret", "name"):
+        assert config_error(tmp_path, f'[tokens.a]\nenv = "TOK_A"\n{key} = "x"\n').startswith(
+            f"{where}: unknown setting '{key}'; known: databases, env,")
 
 
 def test_token_table_checks_scopes_and_finds_callers(tmp_path: Path) -> None:

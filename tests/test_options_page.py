@@ -9,24 +9,25 @@ from pathlib import Path
 
 import pytest
 
+from agent.commands.argparse_shim import option_groups, subcommands
 from agent.commands.cli import build_parser as agent_parser
 from agent.options import file_keys, help_text, is_secret, option_of
 from agent.settings.agent_settings import AgentSettings
 from mcp_server.config.command_line import build_parser as server_parser
-from mcp_server.config.options_page import GENERATOR, PAGE, main, options_page
+from mcp_server.config.options_page import GENERATOR, PAGE, _cell, _typed, main, options_page
 from mcp_server.config.settings import ServerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [action for _, actions in option_groups(parser) for action in actions]
+
+
 def _options(parser: argparse.ArgumentParser) -> set[str]:
     """Every long option of `parser` and of its subcommands."""
-    found = {o for a in parser._actions for o in a.option_strings if o.startswith("--")}
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                found |= _options(sub)
-    return found - {"--help"}
+    return {o for p in (parser, *subcommands(parser)) for a in _actions(p) for o in a.option_strings
+            if o.startswith("--")}
 
 
 def test_the_options_page_is_up_to_date() -> None:
@@ -66,6 +67,17 @@ def test_every_setting_has_a_description_and_a_flag_or_a_key() -> None:
                   if option_of(ServerSettings.model_fields[name]).flag and f"--{k}" not in server_flags) == []
 
 
+def test_the_servers_rows_are_its_flags_as_help_shows_them() -> None:
+    """Each sqale-mcp row, written from the declared settings, is the row its parser's option would
+    give (the flag as typed, the same help), in --help's order: the page reads no server parser."""
+    page = options_page()
+    server_part = page[page.index("## sqale-mcp"):page.index("### Only in the config file")]
+    rows = [line.split(" | ")[0] + " | " + line.rsplit(" | ", 1)[1] for line in server_part.splitlines()
+            if line.startswith("| `-")]
+    assert rows == [f"| {_typed(a)} | {_cell((a.help or '').replace('%%', '%'))} |"
+                    for a in _actions(server_parser())]
+
+
 def test_the_help_and_the_page_say_max_concurrent_counts_episodes() -> None:
     """`sqale-mcp --help` says --max-concurrent counts episodes (a question with K samples takes K)."""
     text = server_parser().format_help()
@@ -75,11 +87,10 @@ def test_the_help_and_the_page_say_max_concurrent_counts_episodes() -> None:
 def test_shared_settings_have_one_help_in_both_front_ends() -> None:
     """A setting both front ends take (--max-rows, --samples, --environment...) reads the same in both."""
     def helps(parser: argparse.ArgumentParser) -> dict[str, str]:
-        return {max(a.option_strings, key=len): a.help or "" for a in parser._actions if a.option_strings}
+        return {max(a.option_strings, key=len): a.help or "" for a in _actions(parser) if a.option_strings}
 
     server = helps(server_parser())
-    ask = helps(next(a for a in agent_parser()._actions
-                     if isinstance(a, argparse._SubParsersAction)).choices["ask"])
+    ask = helps(next(p for p in subcommands(agent_parser()) if p.prog == "sqale-agent ask"))
     shared = ["--max-rows", "--samples", "--seed", "--max-notes-chars", "--environment",
               "--backend", "--model", "--base-url", "--reference-agent"]
     assert {o: ask[o] for o in shared} == {o: server[o] for o in shared}

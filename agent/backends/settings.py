@@ -7,8 +7,6 @@ with `make_backend`. `BACKENDS` is the one list of backends: each name, its help
 
 from __future__ import annotations
 
-import argparse
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -17,14 +15,14 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
-from ..options import Option, add_flags
+from ..options import ArgumentAdder, Option, add_flags, option_of, setting_name
+from ..settings.layers import Layered, problem_text, with_secrets
 from ._http import is_http_url
 from .base import ModelBackend, SamplingSettings
 from .ollama import DEFAULT_OLLAMA_HOST, KEEP_ALIVE_HINT, OllamaBackend, is_keep_alive, resolve_ollama_host
 from .openai_compat import OpenAICompletionsBackend, replicas_address
 
 DEFAULT_MODEL = "qwen3.5-2b-grpo-synsql"
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -35,16 +33,15 @@ class BackendKind:
     """
 
     help: str  # completes "the model runtime: NAME for ..." in --backend's help
-    problem: Callable[[BackendSettings], str | None]  # what is wrong with the flags for this backend
+    # What this backend lacks among the flags given (a flag of another backend's is refused by
+    # BackendSettings itself, from the field's Option(backend=...)).
+    problem: Callable[[BackendSettings], str | None]
     where: Callable[[BackendSettings], str]  # where the model runs, from the settings alone
     build: Callable[[BackendSettings, SamplingSettings], ModelBackend]
 
 
 def _ollama_problem(settings: BackendSettings) -> str | None:
-    if settings.base_urls:
-        return ("--base-url is for an OpenAI-compatible server: add --backend openai "
-                "(Ollama's address goes in --ollama-host)")
-    return None
+    return None  # every setting of Ollama's has a default
 
 
 def _ollama(settings: BackendSettings, sampling: SamplingSettings) -> ModelBackend:
@@ -55,10 +52,6 @@ def _ollama(settings: BackendSettings, sampling: SamplingSettings) -> ModelBacke
 def _openai_problem(settings: BackendSettings) -> str | None:
     if not settings.base_urls:
         return "--backend openai needs at least one --base-url (e.g. http://host:8000/v1)"
-    if settings.ollama_host:
-        return "--ollama-host is for --backend ollama; for an OpenAI-compatible server use --base-url"
-    if settings.keep_alive is not None:
-        return "--keep-alive is for --backend ollama; an OpenAI-compatible server keeps its model loaded"
     return None
 
 
@@ -131,6 +124,12 @@ class BackendSettings(BaseModel):
 
     @model_validator(mode="after")
     def _consistent_backend(self) -> BackendSettings:
+        for name, field in type(self).model_fields.items():  # a flag belongs to the backend its field names
+            owner = option_of(field).backend
+            if owner not in (None, self.backend) and getattr(self, name) != field.get_default():
+                flag = f"--{setting_name(type(self), name)}"
+                raise ValueError(f"{flag} is for --backend {owner}, not {self.backend}: add --backend "
+                                 f"{owner}, or leave {flag} out")
         problem = BACKENDS[self.backend].problem(self)
         if problem is not None:
             raise ValueError(problem)
@@ -154,54 +153,22 @@ class BackendSettings(BaseModel):
 BACKEND_FLAGS = ("backend", "model", "ollama_host", "base_urls", "api_key_env", "keep_alive", "request_timeout")
 
 
-def add_backend_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+def add_backend_flags(parser: ArgumentAdder) -> None:
     """Add --backend, --model, --ollama-host, --base-url, --api-key-env, --keep-alive and
     --request-timeout; every default is None so that the fields' defaults (or a config file) apply."""
     add_flags(parser, BackendSettings, *BACKEND_FLAGS)
 
 
-def read_secret(env_name: object, environ: Mapping[str, str], flag: str,
-                when: str = "before starting the server") -> SecretStr:
-    """The non-empty value of the environment variable `env_name`; ConfigError saying how to set it."""
-    if not isinstance(env_name, str) or not _ENV_NAME.match(env_name):
-        raise ConfigError(f"{flag} {env_name!r}: give the NAME of an environment variable, not its value")
-    value = environ.get(env_name, "").strip()
-    if not value:
-        raise ConfigError(f"{flag} {env_name}: the environment variable {env_name} is not set or empty; "
-                          f"export {env_name}=<secret> {when}")
-    return SecretStr(value)
-
-
-def with_api_key(values: dict[str, Any], environ: Mapping[str, str],
-                 when: str = "before starting the server") -> dict[str, Any]:
-    """`values` with `api_key` read from the variable that `api_key_env` names, if it names one."""
-    if values.get("api_key_env") is not None:
-        values["api_key"] = read_secret(values["api_key_env"], environ, "--api-key-env", when)
-    return values
-
-
-def validation_message(exc: ValidationError) -> str:
-    """The first validation problem as one line naming the setting as its flag."""
-    err = exc.errors()[0]
-    loc = ".".join(str(part) for part in err["loc"])
-    message = str(err["msg"]).removeprefix("Value error, ")
-    if loc:
-        return f"--{loc.replace('_', '-')}: {message} (got {err.get('input')!r})"
-    return message
-
-
-def backend_settings(flags: Mapping[str, Any], environ: Mapping[str, str],
-                     describe: Callable[[ValidationError], str] = validation_message) -> BackendSettings:
-    """BackendSettings from parsed flags (or values by field name) and the environment; ConfigError,
-    saying the problem with `describe`, when they do not fit."""
-    values = {k: v for k, v in flags.items() if k in BackendSettings.model_fields and v is not None}
-    if flags.get("base_url") is not None:
-        values["base_urls"] = tuple(flags["base_url"])
-    values = with_api_key(values, environ, when="and run the command again")
+def backend_settings(values: Mapping[str, Any], environ: Mapping[str, str],
+                     layers: Layered | None = None) -> BackendSettings:
+    """BackendSettings from values by field name (parsed flags, or `layers.values`; None: not
+    given) and the environment; ConfigError naming the setting as `layers` says it was set."""
+    given = {k: v for k, v in values.items() if k in BackendSettings.model_fields and v is not None}
+    given = with_secrets(BackendSettings, given, environ, when="and run the command again")
     try:
-        settings = BackendSettings(**values)
+        settings = BackendSettings(**given)
     except ValidationError as exc:
-        raise ConfigError(describe(exc)) from exc
+        raise ConfigError(problem_text(exc, BackendSettings, layers)) from exc
     settings.address  # noqa: B018 - a malformed address (Ollama's host) is refused before anything starts
     return settings
 

@@ -18,7 +18,7 @@ from ..options import add_flags
 from ..prompt import PromptSet, load_prompts
 from ..settings.agent_settings import PROMPT_FLAGS, AgentSettings
 from ..settings.config_file import default_config_path, read_config_file
-from ..settings.layers import Layered, layered, problem_text
+from ..settings.layers import Layered, layered
 
 CONFIG_HELP = ("the config file to take the model runtime's settings from (backend, model, addresses, "
                "runtime slots; the server's other keys are left alone); flags and SQALE_* variables win "
@@ -48,8 +48,6 @@ def command_settings(args: argparse.Namespace, names: tuple[str, ...],
     path = config_path(args, environ)
     file_values = read_config_file(path, AgentSettings, others="ignore") if path is not None else {}
     flags: dict[str, Any] = {name: getattr(args, name, None) for name in names}
-    if "base_urls" in names:
-        flags["base_urls"] = tuple(args.base_url) if args.base_url is not None else None
     return layered(AgentSettings, flags, environ,
                    {k: v for k, v in file_values.items() if k in names}, str(path))
 
@@ -57,8 +55,7 @@ def command_settings(args: argparse.Namespace, names: tuple[str, ...],
 def backend_choice(args: argparse.Namespace) -> BackendSettings:
     """Check the backend options together and read the API key from the environment."""
     layers = command_settings(args, BACKEND_FLAGS, os.environ)
-    return backend_settings(layers.values, os.environ,
-                            describe=lambda exc: problem_text(exc, BackendSettings, layers))
+    return backend_settings(layers.values, os.environ, layers)
 
 
 def prompts_from_args(args: argparse.Namespace) -> PromptSet:

@@ -36,28 +36,41 @@ def shown_path(path: Path) -> str:
 
 def read_config_file(path: Path, model: type[BaseModel], *,
                      others: Literal["refuse", "ignore"] = "refuse") -> dict[str, Any]:
-    """The settings of `model` in the TOML file at `path`, by field name.
+    """The settings of `model` in the TOML file at `path`, by field name (see `table_settings`)."""
+    return table_settings(read_toml(path), model, where=f"--config {path}",
+                          base=path.expanduser().resolve().parent, others=others)
 
-    A key `model` lacks is refused (`others="refuse"`: the server, which takes every key) or
-    left alone (`"ignore"`: a command, which leaves the server's keys to the server). A
-    repeatable setting may be one string or a list; relative paths are relative to the file.
-    """
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The TOML file at `path`; ConfigError, naming it, when it is missing, unreadable or not TOML."""
     try:
-        raw = tomllib.loads(path.expanduser().read_text(encoding="utf-8"))
+        return tomllib.loads(path.expanduser().read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise ConfigError(f"--config {path}: no such file; check the path") from exc
     except OSError as exc:
         raise ConfigError(f"--config {path}: cannot be read ({exc.strerror})") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--config {path}: not valid TOML ({exc}); fix the file") from exc
-    keys = file_keys(model)
-    base = path.expanduser().resolve().parent
+
+
+def table_settings(table: Mapping[str, Any], model: type[BaseModel], *, where: str, base: Path,
+                   others: Literal["refuse", "ignore"] = "refuse",
+                   given: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The settings of `model` in one table of a config file (the file's top level, or a
+    `[tokens.NAME]` table), by field name; `where` names the table in messages.
+
+    A key `model` lacks, or one naming a field in `given` (what the caller sets itself), is
+    refused (`others="refuse"`) or left alone (`"ignore"`: a command, which leaves the server's
+    keys to the server). A repeatable setting may be one string or a list; relative paths are
+    relative to `base`, the file's folder.
+    """
+    keys = {key: name for key, name in file_keys(model).items() if name not in given}
     values: dict[str, Any] = {}
-    for key, value in raw.items():
+    for key, value in table.items():
         name = keys.get(key.replace("_", "-"))
         if name is None:
             if others == "refuse":
-                raise ConfigError(f"--config {path}: unknown setting {key!r}; known: {', '.join(sorted(keys))}")
+                raise ConfigError(f"{where}: unknown setting {key!r}; known: {', '.join(sorted(keys))}")
             continue
         if option_of(model.model_fields[name]).repeatable and isinstance(value, str | list):
             value = tuple(value) if isinstance(value, list) else (value,)

@@ -10,13 +10,13 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from agent import package_version
-from agent.backends.settings import BACKEND_FLAGS, read_secret, with_api_key
+from agent.backends.settings import BACKEND_FLAGS
 from agent.errors import ConfigError
 from agent.options import add_flags
 from agent.settings.agent_settings import PROMPT_FLAGS
 from agent.settings.aliases import check_alias, parse_alias_files
 from agent.settings.config_file import default_config_path
-from agent.settings.layers import layered, problem_text
+from agent.settings.layers import layered, problem_text, with_secrets
 from agent.sqlite.hiding import parse_hide_rule
 
 from .config_file import file_tokens, read_server_config
@@ -51,13 +51,21 @@ CONFIG_HELP = ("TOML file with the same settings, keys named as the long options
                "else ~/.config/sqale-mcp/config.toml, when no database option is given)")
 
 
+PROG = "sqale-mcp"
+DESCRIPTION = ("MCP server with one tool, answer_sql_question: a small local text-to-SQL model explores your "
+               "SQLite databases and returns SQL with its result.")
+# The options that are no settings, as typed and with their help (--help and docs/options.md).
+VERSION_OPTION = ("--version", "show program's version number and exit")
+CONFIG_OPTION = ("--config FILE.toml", CONFIG_HELP)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `sqale-mcp` command line; every default is None so the config file can fill it."""
-    p = _Parser(prog="sqale-mcp", description=(
-        "MCP server with one tool, answer_sql_question: a small local text-to-SQL model "
-        "explores your SQLite databases and returns SQL with its result."))
-    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
-    p.add_argument("--config", type=Path, metavar="FILE.toml", help=CONFIG_HELP)
+    p = _Parser(prog=PROG, description=DESCRIPTION)
+    p.add_argument(VERSION_OPTION[0], action="version", version=f"%(prog)s {package_version()}",
+                   help=VERSION_OPTION[1])
+    flag, metavar = CONFIG_OPTION[0].split()
+    p.add_argument(flag, type=Path, metavar=metavar, help=CONFIG_OPTION[1])
     for title, names in FLAG_GROUPS:
         add_flags(p.add_argument_group(title), ServerSettings, *names)
     return p
@@ -72,7 +80,7 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
     """
     args = vars(build_parser().parse_args(list(argv)))
     config_path: Path | None = args.pop("config")
-    if config_path is None and not (args["db"] or args["db_dir"] or args["demo"]):
+    if config_path is None and not (args["databases"] or args["db_dir"] or args["demo"]):
         # Plain `sqale-mcp`: the user's config file, as `mcp dev` reads it.
         default = default_config_path(environ)
         config_path = default if default.is_file() else None
@@ -81,15 +89,13 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
     file_notes: dict[str, Path] = file_values.pop("notes", {})
     file_verified: dict[str, Path] = file_values.pop("verified", {})
     hidden: dict[str, tuple[str, ...]] = dict(file_values.pop("hide", {}))
-    flag_dbs = parse_db_flags(args.pop("db") or [])
+    flag_dbs = parse_db_flags(args.pop("databases") or [])
     flag_notes = parse_alias_files(args.pop("notes") or [], "--notes", "--notes chinook=~/notes/chinook.txt")
     flag_verified = parse_alias_files(args.pop("verified") or [], "--verified",
                                       "--verified chinook=~/chinook-verified.jsonl")
     for alias, rules in parse_hide_flags(args.pop("hide") or []).items():
         hidden[alias] = (*hidden.get(alias, ()), *rules)  # flags add to the file's rules
-    base_urls = args.pop("base_url")
-    flags = {**args, "base_urls": tuple(base_urls) if base_urls is not None else None}
-    layers = layered(ServerSettings, flags, environ, file_values, str(config_path))
+    layers = layered(ServerSettings, args, environ, file_values, str(config_path))
     values = dict(layers.values)
     values["databases"] = tuple(
         DatabaseSpec(alias=a, path=p) for a, p in ({**file_dbs, **flag_dbs}).items())
@@ -98,14 +104,10 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
     values["hide"] = tuple(HideSpec(alias=a, rules=r) for a, r in hidden.items())
     values["verified"] = tuple(
         VerifiedSpec(alias=a, path=p) for a, p in ({**file_verified, **flag_verified}).items())
-    if values.get("auth_token_env") is not None:
-        values["auth_token"] = read_secret(values["auth_token_env"], environ, "--auth-token-env")
-    if values.get("metrics_token_env") is not None:
-        values["metrics_token"] = read_secret(values["metrics_token_env"], environ, "--metrics-token-env")
     if "tokens" in values:
         values["tokens"] = file_tokens(values["tokens"], environ, config_path or Path("?"))
     try:
-        return ServerSettings(**with_api_key(values, environ))
+        return ServerSettings(**with_secrets(ServerSettings, values, environ))
     except ValidationError as exc:
         raise ConfigError(f"{problem_text(exc, ServerSettings, layers)}; {_HELP_HINT}") from exc
 

@@ -10,15 +10,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent.backends.settings import read_secret, validation_message
 from agent.errors import ConfigError
 from agent.settings.aliases import check_alias
-from agent.settings.config_file import default_config_path, read_config_file
+from agent.settings.config_file import default_config_path, read_config_file, table_settings
+from agent.settings.layers import problem_text, read_secret
 from agent.sqlite.hiding import parse_hide_rule
 
 from .settings import ServerSettings, TokenSpec
 
 ARGS_ENV = "SQALE_MCP_ARGS"  # options for the module-level server of `mcp dev` / `mcp run`
+TOKEN_GIVEN = ("name",)  # the TokenSpec field a [tokens.NAME] table's header gives, not a key of it
 
 
 def module_server_arguments(environ: Mapping[str, str]) -> tuple[list[str], str]:
@@ -47,11 +48,8 @@ def read_server_config(path: Path) -> dict[str, Any]:
     return values
 
 
-_TOKEN_KEYS = ("env", "databases", "max_concurrent", "questions_per_minute", "max_sessions")
-
-
 def file_tokens(table: object, environ: Mapping[str, str], path: Path) -> tuple[TokenSpec, ...]:
-    """The [tokens.NAME] tables, each secret read from the environment variable it names."""
+    """The [tokens.NAME] tables, each validated as a TokenSpec, its secret read from the variable it names."""
     example = '[tokens.analytics]\\nenv = "SQALE_TOKEN_ANALYTICS"\\ndatabases = ["sales"]'
     if not isinstance(table, dict):
         raise ConfigError(f"--config {path}: `tokens` must be tables like {example}")
@@ -60,26 +58,14 @@ def file_tokens(table: object, environ: Mapping[str, str], path: Path) -> tuple[
         where = f"--config {path}: tokens.{name}"
         if not isinstance(entry, dict):
             raise ConfigError(f"{where} must be a table like {example}")
-        entry = {key.replace("-", "_"): value for key, value in entry.items()}
-        unknown = sorted(set(entry) - set(_TOKEN_KEYS))
-        if unknown:
-            raise ConfigError(f"{where}: unknown key {unknown[0]!r}; known: {', '.join(_TOKEN_KEYS)}")
         check_alias(name, where)  # the same safe characters as an alias: it is logged
-        databases = entry.get("databases")
-        if databases is not None and (not isinstance(databases, list) or not databases
-                                      or not all(isinstance(d, str) for d in databases)):
-            raise ConfigError(f"{where}: databases must be a non-empty list of aliases, "
-                              'e.g. databases = ["sales", "chinook"] (leave it out for all)')
-        secret = read_secret(entry.get("env"), environ, f"{where}.env")
+        values = table_settings(entry, TokenSpec, where=where, base=path.parent, given=TOKEN_GIVEN)
+        secret = read_secret(values.get("env"), environ, f"{where}.env")
         try:
-            specs.append(TokenSpec(
-                name=name, env=entry["env"], secret=secret,
-                databases=tuple(databases) if databases is not None else None,
-                max_concurrent=entry.get("max_concurrent"),
-                questions_per_minute=entry.get("questions_per_minute"),
-                max_sessions=entry.get("max_sessions")))
+            specs.append(TokenSpec(**values, name=name, secret=secret))
         except ValidationError as exc:
-            raise ConfigError(f"{where}: {validation_message(exc)}") from exc
+            problem = problem_text(exc, TokenSpec, table=f"tokens.{name}")
+            raise ConfigError(f"--config {path}: {problem}") from exc
     return tuple(specs)
 
 

@@ -30,17 +30,35 @@ class DatabaseSpec(BaseModel):
 
 
 class TokenSpec(BaseModel):
-    """One client token of HTTP mode: its name (logged), its variable, and the aliases it may use."""
+    """One client token of HTTP mode: a `[tokens.NAME]` table of the config file, validated as it
+    stands (each field but `name` and `secret` is one of its keys; its description, its line in
+    docs/options.md)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str
-    env: str
+    name: str  # the table's NAME, logged
+    env: str = Field(
+        description="required: the environment variable holding this token (never the token itself)")
     secret: SecretStr  # read from the variable `env` names, never from a file
-    databases: tuple[str, ...] | None = None  # None: every configured database
-    max_concurrent: int | None = Field(None, ge=1, le=1_024)  # None: --token-max-concurrent
-    questions_per_minute: int | None = Field(None, ge=1, le=100_000)  # None: --token-per-minute
-    max_sessions: int | None = Field(None, ge=1, le=100_000)  # None: --token-max-sessions
+    databases: tuple[str, ...] | None = Field(
+        None, description="the database aliases this token may use (all when left out)")
+    max_concurrent: int | None = Field(
+        None, ge=1, le=1_024,
+        description="episodes this token may have running at once (default: --token-max-concurrent)")
+    questions_per_minute: int | None = Field(
+        None, ge=1, le=100_000,
+        description="episodes this token may start per minute (default: --token-per-minute)")
+    max_sessions: int | None = Field(
+        None, ge=1, le=100_000,
+        description="HTTP sessions this token may have open at once (default: --token-max-sessions)")
+
+    @field_validator("databases")
+    @classmethod
+    def _some_databases(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None and not value:
+            raise ValueError('give a non-empty list of aliases, e.g. databases = ["sales", "chinook"] '
+                             "(leave it out for all)")
+        return value
 
 
 class NotesSpec(BaseModel):
@@ -128,9 +146,7 @@ class ServerSettings(AgentSettings):
                           "named 'default' in logs")
     auth_token: SecretStr | None = None  # read from the variable named by auth_token_env
     tokens: Annotated[tuple[TokenSpec, ...], Option(flag=False)] = Field(
-        (), description="[tokens.NAME] tables, one per client token of HTTP mode: env (the variable "
-                        "holding it), databases (the aliases it may use; all when left out), "
-                        "max_concurrent, questions_per_minute and max_sessions (its own quotas)")
+        (), description="[tokens.NAME] tables, one per client token of HTTP mode, with the keys below")
     # Quotas count episodes: a question with K samples is K of them.
     token_max_concurrent: int = Field(16, ge=1, le=1_024, description=(
         "episodes one token may have running at once (a question with K samples is K); more wait in "

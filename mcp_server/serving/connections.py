@@ -1,25 +1,21 @@
 """Connections a slow or silent client cannot hold: each request's headers and body must arrive in
 time, and open connections are capped below the process's file limit.
 
-uvicorn times a connection out only between requests (`timeout_keep_alive`, armed after a
-response): a client that connects and sends nothing, or sends its headers a byte at a time,
-keeps its socket for ever. So the h11 protocol is extended with a header deadline and a cap on
-open connections, and an ASGI layer gives each request's body a deadline.
+The header deadline and the cap live in uvicorn's h11 protocol (uvicorn_shim.py, the one module
+that knows uvicorn's internals); here are what they count with (`ConnectionCap`), the ASGI layer
+that gives each request's body a deadline, and the open-file limit.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import resource
 import time
 from collections import deque
-from typing import Any
 
 import anyio
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .http_responses import send_json
 
@@ -46,54 +42,6 @@ class ConnectionCap:
             logger.warning("refused %d connections: %d are open (--http-max-connections)",
                            self.refused, self.max_connections)
             self._warned_at, self.refused = now, 0
-
-
-class _GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, with a deadline for every request's headers and a connection cap."""
-
-    cap: ConnectionCap  # set on the subclass made for one server
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._header_timer: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """Accept, then close at once past the cap; else start the first request's header deadline."""
-        super().connection_made(transport)
-        if len(self.connections) > self.cap.max_connections:
-            self.cap.refuse_one()
-            transport.close()
-            return
-        self._arm_header_deadline()
-
-    def on_response_complete(self) -> None:
-        """After a response the next request's headers get their own deadline."""
-        super().on_response_complete()
-        if not self.transport.is_closing():
-            self._arm_header_deadline()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        """Drop the deadline with the connection."""
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-        super().connection_lost(exc)
-
-    def _arm_header_deadline(self) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-        waiting_after = self.cycle  # a new request replaces the cycle as soon as its headers are in
-        self._header_timer = self.loop.call_later(self.cap.header_timeout, self._header_deadline,
-                                                  waiting_after)
-
-    def _header_deadline(self, waiting_after: object) -> None:
-        if self.cycle is waiting_after and not self.transport.is_closing():
-            self.transport.close()  # connection_lost tells h11 and uvicorn
-
-
-def guarded_protocol(header_timeout: float, max_connections: int) -> type[H11Protocol]:
-    """The h11 protocol class for one server, with its header deadline and connection cap."""
-    cap = ConnectionCap(header_timeout, max_connections)
-    return type("GuardedH11Protocol", (_GuardedH11Protocol,), {"cap": cap})
 
 
 class BodyDeadline:

@@ -6,10 +6,8 @@ import asyncio
 import errno
 import hmac
 import logging
-import signal
 import socket
 from collections.abc import Awaitable, Callable
-from types import FrameType
 
 import anyio
 import uvicorn
@@ -20,11 +18,12 @@ from agent.errors import ConfigError
 
 from ..config.settings import ServerSettings
 from .access import CALLER_SCOPE_KEY, TokenTable
-from .connections import BodyDeadline, ensure_file_limit, guarded_protocol
+from .connections import BodyDeadline, ensure_file_limit
 from .draining import DrainResult, drain_summary
 from .http_responses import send_json
 from .metrics import ServerMetrics
 from .sessions import SessionBook, SessionGuard
+from .uvicorn_shim import DrainingServer, guarded_protocol
 
 logger = logging.getLogger(__name__)
 
@@ -130,21 +129,6 @@ def http_app(mcp_app: ASGIApp, settings: ServerSettings, tokens: TokenTable,
     return HealthEndpoint(app)
 
 
-class _DrainingServer(uvicorn.Server):
-    """uvicorn, except that SIGTERM starts our drain instead of closing connections at once."""
-
-    def __init__(self, config: uvicorn.Config, on_terminate: Callable[[], None]) -> None:
-        super().__init__(config)
-        self._on_terminate = on_terminate
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        """SIGTERM: drain (once); SIGINT: uvicorn's own behaviour (Ctrl-C, exit 130)."""
-        if sig == signal.SIGTERM and not self.should_exit:
-            self._on_terminate()
-            return
-        super().handle_exit(sig, frame)
-
-
 async def serve_http(app: ASGIApp, settings: ServerSettings,
                      drain: Callable[[float], Awaitable[DrainResult]]) -> None:
     """Serve `app` until SIGTERM (drain, then return) or SIGINT; logs go through logging."""
@@ -164,7 +148,7 @@ async def serve_http(app: ASGIApp, settings: ServerSettings,
     def on_terminate() -> None:  # in the signal handler: wake the loop safely
         loop.call_soon_threadsafe(terminated.set)
 
-    server = _DrainingServer(config, on_terminate)
+    server = DrainingServer(config, on_terminate)
 
     async def drain_on_terminate() -> None:
         await terminated.wait()
@@ -176,7 +160,7 @@ async def serve_http(app: ASGIApp, settings: ServerSettings,
             # Still listening a moment: clients that just got their answers end their sessions
             # (DELETE /mcp) instead of meeting a closed port.
             await anyio.sleep(SESSION_CLOSE_SECONDS)
-        server.should_exit = True
+        server.stop()
 
     async with anyio.create_task_group() as group:
         group.start_soon(drain_on_terminate)

@@ -51,7 +51,7 @@ async def test_an_apps_client_saves_a_checked_entry_that_answers_the_next_questi
         f"Saved as verified in lib.jsonl line 1: \"{GENRES_Q}\" on 'bookshop' is now answered at once "
         "with this SQL."))
     assert (hidden.is_error, hidden.content[0].text) == (
-        True, "Not saved: its SQL reads column customers.city, which the hide rules hide.")
+        True, "Not saved: its SQL fails: no such column: city.")
     assert unknown.is_error and "Unknown database 'sales'" in unknown.content[0].text
     line = json.loads(path.read_text(encoding="utf-8"))
     assert (line["question"], line["sql"], line["database"], line["added_by"]) == (

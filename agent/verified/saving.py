@@ -1,8 +1,10 @@
 """Adding one entry to a verified library (the answer view's "Save as verified").
 
 The entry is checked as loading checks it (its SQL runs in the guarded worker under the hide
-rules and may read nothing hidden) and must not contradict an entry already there; then it
-is appended as one line, with who saved it and when.
+rules, and only under them, and may read nothing hidden) and must not contradict an entry
+already there; then it is appended as one line, with who saved it and when. What the saver is
+told comes from the run under the rules alone: a hidden name reads as a missing one, and no
+library line's reason is repeated to them.
 """
 
 from __future__ import annotations
@@ -44,12 +46,12 @@ def save_entry(library: VerifiedLibrary, database: Database, *, question: str, s
                                 "other SQL. Ask the library's owner to correct that line.")
         refused = next((r for r in snapshot.refusals
                         if r.question is not None and normalise_question(r.question) == key), None)
-        if refused is not None:
+        if refused is not None:  # its reason is the operator's to read, in the server log
             return Saved(False, f"Not saved: {name} line {refused.line} asks this question already and is "
-                                f"refused ({refused.reason}). Ask the library's owner to fix that line.")
-        reason = sql_refusal(database, query)
-        if reason is not None:
-            return Saved(False, f"Not saved: {reason}.")
+                                "not served; ask the library's owner to fix that line.")
+        verdict = sql_refusal(database, query)  # under the rules only: see its docstring
+        if verdict is not None:
+            return Saved(False, f"Not saved: {verdict.reason}.")
         entry = GoldenEntry(question=asked, sql=query, database=library.alias,
                             evidence=(evidence or "").strip() or None, added_by=added_by, added_at=now_iso())
         append_entries(library.path, [entry])

@@ -1,4 +1,4 @@
-"""The verified library: the same-question rule, the load checks, reloading, similar questions, saving."""
+"""The verified library: the same-question rule, the load checks, reloading, similar questions."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from agent.sqlite import Database, HideRules, QueryEngine, create_database
 from agent.sqlite.similar import QuestionIndex, query_terms
 from agent.verified import VerifiedLibrary, consult, normalise_question
 from agent.verified.matching import hint_evidence, same_evidence
-from agent.verified.saving import save_entry
 
 pytestmark = pytest.mark.anyio
 
@@ -262,32 +261,3 @@ async def test_similar_questions_are_listed_not_served(shop: Path, tmp_path: Pat
     assert [e.question for e in consulted.similar] == [COUNT_Q, "What is the total order amount?"]
     assert consulted.hints() == ('"How many orders are there?" refers to SELECT count(*) FROM orders; '
                                  '"What is the total order amount?" refers to SELECT sum(amount) FROM orders')
-
-
-def test_saving_checks_the_sql_and_appends_who_and_when(shop: Path, tmp_path: Path, pool: QueryEngine) -> None:
-    """A good entry is appended and served; a repeat, a contradiction, failing or hidden SQL are not."""
-    library_file = tmp_path / "new" / "lib.jsonl"
-    database = Database(shop, pool, hide=HideRules.parse(["customer.email"]))
-    library = VerifiedLibrary(library_file, "shop")
-    saved = save_entry(library, database, question=COUNT_Q, sql=COUNT_SQL, evidence=None, added_by="ann")
-    assert (saved.added, saved.line, saved.message) == (
-        True, 1, "Saved as verified in lib.jsonl line 1: \"How many orders are there?\" on 'shop' is now "
-                 "answered at once with this SQL.")
-    line = json.loads(library_file.read_text(encoding="utf-8"))
-    assert (line["added_by"], line["database"], sorted(line)) == (
-        "ann", "shop", ["added_at", "added_by", "database", "question", "sql"])
-    again = save_entry(library, database, question=" how many orders are there ", sql=COUNT_SQL,
-                       evidence=None, added_by="bob")
-    assert (again.added, again.message) == (False, "Already verified: lib.jsonl line 1 holds this question "
-                                                   "with this SQL.")
-    other = save_entry(library, database, question=COUNT_Q, sql="SELECT 3", evidence=None, added_by="bob")
-    assert other.message == ("Not saved: lib.jsonl line 1 already answers this question with other SQL. "
-                             "Ask the library's owner to correct that line.")
-    hidden = save_entry(library, database, question="Emails?", sql="SELECT email FROM customer",
-                        evidence=None, added_by="bob")
-    assert hidden.message == "Not saved: its SQL fails: no such column: email."
-    writes = save_entry(library, database, question="Drop?", sql="DROP TABLE orders", evidence=None,
-                        added_by="bob")
-    assert not writes.added
-    assert writes.message.startswith("Not saved: its SQL is refused by the read-only guard")
-    assert len(library_file.read_text(encoding="utf-8").splitlines()) == 1

@@ -13,7 +13,8 @@ import pytest
 
 from agent.sqlite import Database, HideRules, QueryEngine, create_database
 from agent.verified import VerifiedLibrary
-from agent.verified.saving import save_entry
+from agent.verified.proposals import proposals_path
+from agent.verified.saving import SaveOutcome, propose_entry
 from tests.support.hiding import CONDITION_PROBES, HIDDEN_AND_MISSING, RULES, SCHEMA_SQL, SECRETS
 
 
@@ -41,19 +42,19 @@ def test_each_probe_is_a_real_bit_without_the_rules(secrets_db: Path, pool: Quer
 
 def test_no_condition_on_hidden_data_changes_what_a_save_says(
         secrets_db: Path, tmp_path: Path, pool: QueryEngine) -> None:
-    """For every pair the true and the false statement get the same refusal, nothing is saved,
+    """For every pair the true and the false statement get the same refusal, nothing is proposed,
     and no secret is in any answer."""
     database = Database(secrets_db, pool, hide=HideRules.parse(RULES))
     library = VerifiedLibrary(tmp_path / "lib.jsonl", "secrets")
     said = []
     for number, (true, false) in enumerate(CONDITION_PROBES):
-        answers = [save_entry(library, database, question=f"probe {number} {side}", sql=sql,
-                              evidence=None, added_by="mallory")
+        answers = [propose_entry(library, database, question=f"probe {number} {side}", sql=sql,
+                                 evidence=None, proposed_by="mallory")
                    for side, sql in (("a", true), ("b", false))]
-        said.append((answers[0].added, answers[0].message == answers[1].message, answers[1].added))
+        said.append((answers[0].outcome, answers[0].message == answers[1].message, answers[1].outcome))
         assert not any(secret in a.message for a in answers for secret in SECRETS)
-    assert said == [(False, True, False)] * len(CONDITION_PROBES)
-    assert not library.path.exists()
+    assert said == [(SaveOutcome.REFUSED, True, SaveOutcome.REFUSED)] * len(CONDITION_PROBES)
+    assert not proposals_path(library.path).exists()
 
 
 @pytest.mark.parametrize(("sql", "hidden", "missing"), HIDDEN_AND_MISSING)
@@ -63,8 +64,8 @@ def test_a_save_answers_a_hidden_name_exactly_as_a_missing_one(
     name, itself what a query of the model is told."""
     database = Database(secrets_db, pool, hide=HideRules.parse(RULES))
     library = VerifiedLibrary(tmp_path / "lib.jsonl", "secrets")
-    told = [save_entry(library, database, question=f"q {name}", sql=sql.replace(hidden, name),
-                       evidence=None, added_by="mallory").message.replace(name, "NAME")
+    told = [propose_entry(library, database, question=f"q {name}", sql=sql.replace(hidden, name),
+                          evidence=None, proposed_by="mallory").message.replace(name, "NAME")
             for name in (hidden, missing)]
     query = database.query(sql.replace(hidden, missing), max_rows=0)
     assert told == [told[1], f"Not saved: its SQL fails: {query.error}.".replace(missing, "NAME")]
@@ -82,8 +83,8 @@ def test_a_library_line_refused_for_hidden_data_is_not_explained_to_a_saver(
     database = Database(secrets_db, pool, hide=HideRules.parse(RULES))
     logged: list[str] = []
     library = VerifiedLibrary(library_file, "s", report=logged.append)
-    told = [save_entry(library, database, question=q, sql="SELECT FirstName FROM Customer",
-                       evidence=None, added_by="mallory").message for q in ("Mails?", "Mials?")]
+    told = [propose_entry(library, database, question=q, sql="SELECT FirstName FROM Customer",
+                          evidence=None, proposed_by="mallory").message for q in ("Mails?", "Mials?")]
     assert told == [f"Not saved: lib.jsonl line {n} asks this question already and is not served; ask the "
                     "library's owner to fix that line." for n in (1, 2)]
     assert [line.split(": refused: ")[1] for line in logged] == [  # the operator's log tells them apart

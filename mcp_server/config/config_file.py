@@ -47,7 +47,7 @@ def read_server_config(path: Path) -> dict[str, Any]:
     return values
 
 
-_TOKEN_KEYS = ("env", "databases", "max_concurrent", "questions_per_minute", "max_sessions")
+_TOKEN_KEYS = ("env", "databases", "max_concurrent", "questions_per_minute", "max_sessions", "save_verified")
 
 
 def file_tokens(table: object, environ: Mapping[str, str], path: Path) -> tuple[TokenSpec, ...]:
@@ -77,7 +77,7 @@ def file_tokens(table: object, environ: Mapping[str, str], path: Path) -> tuple[
                 databases=tuple(databases) if databases is not None else None,
                 max_concurrent=entry.get("max_concurrent"),
                 questions_per_minute=entry.get("questions_per_minute"),
-                max_sessions=entry.get("max_sessions")))
+                max_sessions=entry.get("max_sessions"), save_verified=entry.get("save_verified", False)))
         except ValidationError as exc:
             raise ConfigError(f"{where}: {validation_message(exc)}") from exc
     return tuple(specs)

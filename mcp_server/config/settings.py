@@ -41,6 +41,8 @@ class TokenSpec(BaseModel):
     max_concurrent: int | None = Field(None, ge=1, le=1_024)  # None: --token-max-concurrent
     questions_per_minute: int | None = Field(None, ge=1, le=100_000)  # None: --token-per-minute
     max_sessions: int | None = Field(None, ge=1, le=100_000)  # None: --token-max-sessions
+    # May propose verified answers (with --verified-writable); off unless the operator grants it.
+    save_verified: bool = Field(False, strict=True)
 
 
 class NotesSpec(BaseModel):
@@ -97,7 +99,10 @@ class ServerSettings(AgentSettings):
                         "model's answer when a similar one is asked (repeatable; in the config file, a "
                         "[verified] table)")
     verified_writable: bool = Field(
-        False, description="let the answer view's 'Save as verified' append to the verified libraries")
+        False, description="let the answer view's 'Save as verified' propose entries for the verified "
+                           "libraries (none is served until the owner accepts it with `sqale-agent golden "
+                           "accept`): the stdio client may, and over HTTP each token whose [tokens.NAME] "
+                           "table says save-verified = true")
     db_dir: Annotated[Path | None, Option(metavar="DIR")] = Field(
         None, description="serve every *.sqlite, *.sqlite3 and *.db file in DIR (alias = file stem; bad "
                           "files are skipped with a warning)")
@@ -130,7 +135,8 @@ class ServerSettings(AgentSettings):
     tokens: Annotated[tuple[TokenSpec, ...], Option(flag=False)] = Field(
         (), description="[tokens.NAME] tables, one per client token of HTTP mode: env (the variable "
                         "holding it), databases (the aliases it may use; all when left out), "
-                        "max_concurrent, questions_per_minute and max_sessions (its own quotas)")
+                        "max_concurrent, questions_per_minute and max_sessions (its own quotas), "
+                        "save_verified (true: it may propose verified answers; off by default)")
     # Quotas count episodes: a question with K samples is K of them.
     token_max_concurrent: int = Field(16, ge=1, le=1_024, description=(
         "episodes one token may have running at once (a question with K samples is K); more wait in "
@@ -203,6 +209,10 @@ class ServerSettings(AgentSettings):
         if self.verified_writable and not self.verified:
             raise ValueError("--verified-writable needs a library to write to: add --verified ALIAS=FILE "
                              "(or a [verified] table in the config file)")
+        granted = [t.name for t in self.tokens if t.save_verified]
+        if granted and not self.verified_writable:
+            raise ValueError(f"tokens.{granted[0]}: save-verified = true needs --verified-writable (or "
+                             "verified-writable = true in the config file) and a --verified library")
         names = [t.name for t in self.tokens]
         if self.auth_token is not None and "default" in names:
             raise ValueError("[tokens.default] clashes with --auth-token-env, whose token is named "

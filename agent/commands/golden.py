@@ -26,9 +26,11 @@ ANSWERED = ("submitted", "final_answer")  # episode-log statuses whose SQL is th
 
 
 NAME = "golden"
-HELP = "build golden questions (question + known-good SQL) on your own database"
+HELP = "build golden questions (question + known-good SQL) on your own database, review proposals"
 DESCRIPTION = ("Keep a JSON Lines file of questions with known-good SQL, then measure the "
-               "model on it with `sqale-agent eval FILE.jsonl --db ALIAS=PATH`.")
+               "model on it with `sqale-agent eval FILE.jsonl --db ALIAS=PATH` or serve it as a "
+               "verified library; review what clients proposed for a library with `proposals`, "
+               "`accept` and `reject`.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -81,7 +81,8 @@ async def test_declaring_mcp_apps_is_no_permission_to_save_and_a_granted_save_is
         team_server: Any, tmp_path: Path) -> None:
     """Over HTTP only [tokens.books] has save-verified: [tokens.all], declaring the extension like any
     host, is not shown the tool and is refused when it calls it anyway (logged, counted); the books
-    token's save is a proposal, and the other token asking that question gets the model's answer."""
+    token's save is a proposal, and the other token asking that question gets the model's answer; a
+    database failing under a save is said without a server path."""
     books = tmp_path / "books.jsonl"
     server = team_server("--verified", f"bookshop={books}", "--verified-writable",
                          books_quota="save-verified = true\n")
@@ -101,6 +102,14 @@ async def test_declaring_mcp_apps_is_no_permission_to_save_and_a_granted_save_is
     metrics = server.metrics()
     assert [metrics.get(f"sqale_verified_saves_total{{database={d},outcome={o},token={t}}}")
             for d, o, t in (("", "not_permitted", "all"), ("bookshop", "proposed", "books"))] == [1.0, 1.0]
+    (demo,) = (tmp_path / "cache").rglob("bookshop*.sqlite")
+    demo.rename(tmp_path / "moved.sqlite")  # the database fails under the save: no path reaches the client
+    _, failed = await as_apps_host(server.url, BOOKS, {**save, "question": "How many authors are there?"})
+    assert failed.is_error and failed.content[0].text.startswith(
+        "Not saved: The database 'bookshop' cannot be read: its file is missing, unreadable or not an SQLite "
+        "database. Ask the server's operator: its log has the details under question id ")
     log = server.stderr.read_text()
+    assert str(tmp_path) not in failed.content[0].text and str(demo) in log
     assert "save on '-' for token 'all': not_permitted" in log
     assert "save on 'bookshop' for token 'books': proposed" in log
+    assert "save on 'bookshop' for token 'books': error" in log

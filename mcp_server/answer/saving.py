@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import getpass
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, cast
@@ -29,6 +30,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
 from agent.episode_text import clip
+from agent.errors import SqaleError
 from agent.verified.proposals import sql_digest
 from agent.verified.saving import Saved, propose_entry
 
@@ -37,7 +39,7 @@ from ..runtime import ServerRuntime
 from ..serving.access import Caller, caller_of
 from ..serving.quotas import QuotaExceeded
 from .tool import checked_text, resolve_alias
-from .tool_errors import CallError
+from .tool_errors import CallError, edge_error
 
 logger = logging.getLogger(__name__)
 
@@ -98,9 +100,22 @@ async def save_answer(runtime: ServerRuntime, caller: Caller, *, database: str, 
         return attempt.ended(runtime, alias, "no_library", (
             f"Not saved: '{alias}' has no verified library (the server's operator sets one with "
             "--verified ALIAS=FILE)."), failed=True)
-    saved: Saved = await anyio.to_thread.run_sync(lambda: propose_entry(
-        library, runtime.databases[alias], question=asked or "", sql=sql, evidence=hint,
-        proposed_by=saver(caller)))
+    try:
+        saved: Saved = await anyio.to_thread.run_sync(lambda: propose_entry(
+            library, runtime.databases[alias], question=asked or "", sql=sql, evidence=hint,
+            proposed_by=saver(caller)))
+    except Exception as exc:
+        # The database or its worker failed (or a bug of ours): mapped as for a question, so a
+        # remote client reads no server path; the log line has the detail under this id.
+        ident = uuid.uuid4().hex[:12]
+        failure = edge_error(exc, database=alias, remote=caller.remote, question_id=ident)
+        logger.log(logging.WARNING if isinstance(exc, SqaleError) else logging.ERROR,
+                   "save on '%s' for token '%s' failed (id %s): %r", alias, caller.name, ident, exc,
+                   exc_info=not isinstance(exc, SqaleError), extra={"token": caller.name})
+        result = attempt.ended(runtime, alias, "error", f"Not saved: {failure or 'a bug of ours'}", failed=True)
+        if failure is None:  # our own bug, on stdio: it propagates as it is
+            raise
+        return result
     return attempt.ended(runtime, alias, saved.outcome.value, saved.message, failed=saved.failed)
 
 

@@ -53,7 +53,7 @@ class ServerMetrics:
             ("backend", "replica", "cache"), registry=r)
         self.saves = Counter(
             "sqale_verified_saves", "Save-as-verified calls, by database, token and outcome (proposed, "
-            "already_verified, already_proposed, refused, invalid, not_permitted, no_library, quota)",
+            "already_verified, already_proposed, refused, invalid, not_permitted, no_library, quota, error)",
             ("database", "token", "outcome"), registry=r)
         self.answer_bytes = Histogram(
             "sqale_answer_bytes", "UTF-8 bytes of the answer's text", ("database",),

@@ -21,7 +21,7 @@ from agent.verified import VerifiedLibrary
 from agent.verified.proposals import proposals_path, read_proposals, sql_digest
 from agent.verified.reviewing import accept
 from mcp_server.answer.output import AnswerOutput
-from mcp_server.answer.saving import SAVE_TOOL_NAME, SAVE_TOOL_TITLE, may_save
+from mcp_server.answer.saving import SAVE_TOOL_NAME, SAVE_TOOL_TITLE, app_only_tools, may_save
 from mcp_server.answer.view import RESULT_META_KEY
 from mcp_server.config.command_line import parse_settings
 from mcp_server.config.settings import TokenSpec
@@ -136,7 +136,8 @@ async def test_saves_count_against_the_tokens_quota_and_refusals_say_when_to_ret
 
 def test_saving_is_a_permission_the_operator_grants_per_token() -> None:
     """The stdio client may with --verified-writable; over HTTP only a token whose table says
-    save-verified, never the --auth-token-env token, tokenless loopback, or anyone without the flag."""
+    save-verified, never the --auth-token-env token, tokenless loopback, or anyone without the flag;
+    the tool is offered to those whose databases have a library."""
     granted = TokenSpec(name="writer", env="W", secret="w", save_verified=True)  # type: ignore[arg-type]
     plain = TokenSpec(name="reader", env="R", secret="r")  # type: ignore[arg-type]
     settings = parse_settings(["--demo", "--verified", "bookshop=lib.jsonl", "--verified-writable"], {})
@@ -144,8 +145,11 @@ def test_saving_is_a_permission_the_operator_grants_per_token() -> None:
     callers = [LOCAL_CALLER, Caller("writer", remote=True), Caller("reader", remote=True),
                Caller("default", remote=True), Caller("local", remote=True)]
     assert [may_save(settings, c) for c in callers] == [True, True, False, False, False]
+    (tool,) = app_only_tools(settings)  # shown to those, when one of their databases has a library
+    elsewhere = Caller("writer", databases=("sales",), remote=True)
+    assert [tool.offered(c) for c in (*callers, elsewhere)] == [True, True, False, False, False, False]
     off = settings.model_copy(update={"verified_writable": False})
-    assert [may_save(off, c) for c in callers] == [False] * 5
+    assert ([may_save(off, c) for c in callers], app_only_tools(off)) == ([False] * 5, ())
 
 
 def test_a_token_granted_saving_without_a_writable_library_is_refused_at_start(tmp_path: Path) -> None:

@@ -169,5 +169,10 @@ def app_only_tools(settings: ServerSettings) -> tuple[AppOnlyTool, ...]:
     """The app-only tools these settings enable: "Propose as verified" with --verified-writable."""
     if not (settings.verified_writable and settings.verified):
         return ()
+    with_library = [spec.alias for spec in settings.verified]
+
+    def offered(caller: Caller) -> bool:  # it may save, and one of its databases has a library
+        return may_save(settings, caller) and bool(caller.visible(with_library))
+
     return (AppOnlyTool(save_verified_answer, SAVE_TOOL_NAME, SAVE_TOOL_TITLE, SAVE_TOOL_DESCRIPTION,
-                        lambda caller: may_save(settings, caller)),)
+                        offered),)

@@ -75,7 +75,7 @@ async def play(server: LlamaServer, db_path: Path, question: str,
     backend = RecordingBackend(OpenAICompletionsBackend(DEFAULT_MODEL, [server.url], api_key=None))
     started = time.perf_counter()
     try:
-        with Database(db_path) as db:
+        with Database.unruled(db_path) as db:
             result = await run_episode(question, db, backend, settings=settings)
     finally:
         await backend.aclose()

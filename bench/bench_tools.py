@@ -79,7 +79,7 @@ def pick_tables(db: Database) -> tuple[str, str, str]:
 
 def bench_database(label: str, path: Path, repeat: int) -> None:
     engine = QueryEngine(EngineLimits())
-    db = Database(path, engine)
+    db = Database.unruled(path, engine)
     table, far, column = pick_tables(db)
     quoted = '"' + table.replace('"', '""') + '"'
     calls = {
@@ -124,7 +124,7 @@ READ_QUERIES = {
 def bench_reads(path: Path, repeat: int) -> None:
     """Database.query p50 with and without `reads` (the statement's EXPLAIN, read in the worker)."""
     engine = QueryEngine(EngineLimits())
-    db = Database(path, engine)
+    db = Database.unruled(path, engine)
     print("\ntables_read from the program (Chinook): Database.query p50, reads off / on")
     for name, sql in READ_QUERIES.items():
         samples: dict[bool, list[float]] = {False: [], True: []}
@@ -140,7 +140,7 @@ def bench_reads(path: Path, repeat: int) -> None:
 
 def bench_bombs(path: Path, deadline: float) -> None:
     engine = QueryEngine(EngineLimits(query_timeout=deadline, kill_grace=0.3))
-    db = Database(path, engine)
+    db = Database.unruled(path, engine)
     db.query("SELECT 1", max_rows=1)
     print(f"\nbombs (deadline {deadline:g} s; goal: released within {deadline + 0.5:g} s)")
     for name, sql in BOMBS.items():

@@ -93,10 +93,12 @@ class SqaleServer(MCPServer[ServerRuntime]):
 
         view = AnswerView() if settings.answer_view else None
         if view is not None:
-            # App-only tools (e.g. "Save as verified" with --verified-writable): hosts with MCP Apps
-            # list them for the view's buttons; the model never sees them.
+            # App-only tools (e.g. "Propose as verified" with --verified-writable): hosts with MCP
+            # Apps list them for the view's buttons, to the callers they are offered to; the model
+            # never sees them.
             for extra in app_only_tools(settings):
-                view.app_tool(extra.fn, name=extra.name, title=extra.title, description=extra.description)
+                view.app_tool(extra.fn, name=extra.name, title=extra.title, description=extra.description,
+                              offered=extra.offered)
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
                          lifespan=lifespan, log_level=settings.log_level,
                          middleware=[ScopedToolList(catalog, describe), StructuredToolErrors(),

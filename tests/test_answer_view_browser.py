@@ -249,17 +249,23 @@ def test_markup_in_cells_columns_and_question_stays_text(host, tmp_path, fake_ol
 
 
 def test_save_button_appears_only_when_the_host_offers_the_save_tool(host, tmp_path, fake_ollama):
-    """Once the result's _meta names the save tool: confirm, then tools/call with the contract's arguments."""
+    """Once the result's _meta names the save tool: it proposes (the confirmation says the owner
+    reviews it first), then tools/call with the contract's arguments, and the server's text shows."""
     html, result = demo_answer(tmp_path, fake_ollama, CITIES)
     meta = {**result.get("_meta", {}), RESULT_META_KEY: {"appTools": ["save_verified_answer"]}}
     offered = {**result, "_meta": meta}
     host.show(html, {"question": CITIES, "evidence": "city means the customer's city"}, offered)
     host.wait_view("document.querySelector('button.save')")
-    host.host("host.results.save_verified_answer = {content: [{type: 'text', text: 'Saved <b>as</b> it.'}]}")
+    assert host.view("document.querySelector('button.save').textContent") == "Propose as verified"
+    host.host("host.results.save_verified_answer = {content: [{type: 'text', text: "
+              "'Proposed, awaiting review: <b>it</b>.'}]}")
     host.click("button.save")
+    assert host.view("document.querySelector('.confirm').textContent") == (
+        "Propose this SQL as the verified answer to this question? The library's owner reviews it; no one "
+        "is answered with it until they accept it.ProposeCancel")
     host.click("button.save-confirm")
     notice = "document.querySelector('.notice.ok') && document.querySelector('.notice.ok').textContent"
-    assert host.wait_view(notice) == "Saved <b>as</b> it."
+    assert host.wait_view(notice) == "Proposed, awaiting review: <b>it</b>."
     assert host.host("host.calls") == [{"name": "save_verified_answer", "arguments": {
         "database": "bookshop", "question": CITIES, "sql": GOLD[CITIES],
         "evidence": "city means the customer's city"}}]

@@ -164,7 +164,7 @@ def test_a_hidden_name_answers_like_a_missing_one(tmp_path: Path, engine: QueryE
               "CREATE INDEX CustomerEmail ON Customer (Email);"
               "CREATE VIEW Spend AS SELECT CustomerId, count(*) AS n FROM Invoice GROUP BY 1;"
               "CREATE VIEW Spend2 AS SELECT * FROM Spend;")
-    plain = Database(create_database(tmp_path / "plain.db", visible), engine)
+    plain = Database.unruled(create_database(tmp_path / "plain.db", visible), engine)
     ruled = Database(create_database(tmp_path / "ruled.db", visible + hidden), engine,
                      hide=HideRules.parse(["Customer.Email", "Invoice"]))
     probes = (
@@ -270,7 +270,7 @@ def test_two_rule_sets_on_one_file_never_share_a_connection(leak_path: Path) -> 
     visible to another: each (file, rules) pair has its own connection in the worker."""
     engine = QueryEngine(EngineLimits(workers=1))
     try:
-        full = Database(leak_path, engine)
+        full = Database.unruled(leak_path, engine)
         redacted = Database(leak_path, engine, hide=HideRules.parse(["Customer.Email"]))
         assert redacted.query("SELECT body FROM pub WHERE pub MATCH 'apple'", max_rows=5).ok
         seen = full.query("SELECT sql FROM sqlite_stmt WHERE sql LIKE '%pub%'", max_rows=50)

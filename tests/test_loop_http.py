@@ -33,7 +33,7 @@ QUESTION = "How many pets are older than 3?"
 def db(tmp_path: Path):
     path = create_database(tmp_path / "pets.sqlite", "CREATE TABLE pet (id INTEGER PRIMARY KEY, age INTEGER);"
                            "INSERT INTO pet (age) VALUES (1), (4), (5);")
-    with Database(path) as database:
+    with Database.unruled(path) as database:
         yield database
 
 

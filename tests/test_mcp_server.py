@@ -28,7 +28,7 @@ needs_spider = pytest.mark.needs_shared("spider_dev/dev.json")
 
 
 def gold_rows(path: Path, sql: str, max_rows: int = 50) -> tuple[list[list[Any]], int]:
-    with Database(path) as db:
+    with Database.unruled(path) as db:
         result = db.query(sql, max_rows=max_rows)
     assert result.ok, result.error
     return [[json_cell(c) for c in row] for row in result.rows], result.total_rows

@@ -51,7 +51,7 @@ def test_token_tables_refuse_what_they_cannot_use(tmp_path: Path) -> None:
         "TOK_X=<secret> before starting the server")
     assert config_error(tmp_path, '[tokens.a]\nenv = "TOK_A"\ntoken = "x"\n') == (
         f"{where}: unknown setting 'token'; known: databases, env, max-concurrent, max-sessions, "
-        "questions-per-minute")
+        "questions-per-minute, save-verified")
     assert config_error(tmp_path, '[tokens.a]\nenv = "TOK_A"\ndatabases = []\n') == (
         f"{where}.databases: give a non-empty list of aliases, e.g. databases = "
         '["sales", "chinook"] (leave it out for all) (got [])')

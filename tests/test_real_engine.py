@@ -105,7 +105,7 @@ def episode(server: LlamaServer, db_path: Path, question: str,
         backend = RecordingBackend(inner)
         backend_box.append(backend)
         try:
-            with Database(db_path) as db:
+            with Database.unruled(db_path) as db:
                 return await run_episode(question, db, backend, settings=settings)
         finally:
             await backend.aclose()

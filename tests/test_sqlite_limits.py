@@ -25,7 +25,7 @@ def engine(deadline_engine: QueryEngine) -> QueryEngine:
 def test_bomb_returns_within_deadline_and_next_query_works(name: str, shop: Path,
                                                            engine: QueryEngine) -> None:
     """Each bomb releases the caller within the deadline plus 1 s; the next query works."""
-    db = Database(shop, engine)
+    db = Database.unruled(shop, engine)
     db.query("SELECT 1", max_rows=1)  # the worker has started: its start-up is not timed
     start = time.monotonic()
     result = db.query(BOMBS[name], max_rows=5)
@@ -39,7 +39,7 @@ def test_cancel_token_interrupts_a_running_query(shop: Path) -> None:
     """Cancelling from another thread stops a long query well before its deadline."""
     eng = QueryEngine(EngineLimits(query_timeout=30))
     try:
-        db = Database(shop, eng)
+        db = Database.unruled(shop, eng)
         token = CancelToken()
         threading.Timer(0.3, token.cancel).start()
         start = time.monotonic()
@@ -56,7 +56,7 @@ def test_async_query_cancelled_by_caller_interrupts_worker(shop: Path) -> None:
     import anyio
 
     eng = QueryEngine(EngineLimits(query_timeout=30))
-    db = Database(shop, eng)
+    db = Database.unruled(shop, eng)
 
     async def scenario() -> tuple[float, QueryStatus]:
         start = time.monotonic()
@@ -76,7 +76,7 @@ def test_async_query_cancelled_by_caller_interrupts_worker(shop: Path) -> None:
 @pytest.mark.slow
 def test_view_chain_bomb_returns_within_deadline(geo: Path, engine: QueryEngine) -> None:
     """Querying a view that doubles 17 times fails within the deadline; the next query works."""
-    db = Database(geo, engine)
+    db = Database.unruled(geo, engine)
     db.query("SELECT 1", max_rows=1)  # the worker has started: its start-up is not timed
     start = time.monotonic()
     result = db.query("SELECT count(*) FROM chain17", max_rows=1)
@@ -92,7 +92,7 @@ def test_schema_kept_per_database_is_bounded(tmp_path: Path) -> None:
     path = build_db(tmp_path / "wide.sqlite", script)
     eng = QueryEngine(EngineLimits(schema_chars=50_000))
     try:
-        schema = Database(path, eng).schema()
+        schema = Database.unruled(path, eng).schema()
     finally:
         eng.close()
     kept = sum(len(t.columns) for t in schema.tables)
@@ -129,7 +129,7 @@ def test_size_bomb_is_cut_in_the_worker(name: str, shop: Path) -> None:
     sql, total, cut, kept = SIZE_BOMBS[name]
     eng = QueryEngine(EngineLimits(query_timeout=30))
     try:
-        result = Database(shop, eng).query(sql, max_rows=50, cell_limit=10_000, byte_budget=262_144)
+        result = Database.unruled(shop, eng).query(sql, max_rows=50, cell_limit=10_000, byte_budget=262_144)
     finally:
         eng.close()
     assert (result.status, result.total_rows, result.cut, len(result.rows)) == (
@@ -141,7 +141,7 @@ def test_tool_budget_cuts_columns_and_says_how_many(shop: Path) -> None:
     """With short cells, columns past the budget are left out and counted."""
     eng = QueryEngine(EngineLimits(query_timeout=30))
     try:
-        result = Database(shop, eng).query(BALLOON_SQL, max_rows=50, cell_limit=100,
+        result = Database.unruled(shop, eng).query(BALLOON_SQL, max_rows=50, cell_limit=100,
                                            byte_budget=65_536)
     finally:
         eng.close()
@@ -151,5 +151,5 @@ def test_tool_budget_cuts_columns_and_says_how_many(shop: Path) -> None:
 
 def test_no_budget_keeps_every_row_and_column(shop: Path, engine: QueryEngine) -> None:
     """Without a byte budget only max_rows and cell_limit apply (evaluation compares whole rows)."""
-    result = Database(shop, engine).query("SELECT id, note FROM \"order\" ORDER BY id", max_rows=5)
+    result = Database.unruled(shop, engine).query("SELECT id, note FROM \"order\" ORDER BY id", max_rows=5)
     assert (result.rows, result.cut) == (((1, "first"), (2, "second"), (3, "third")), None)

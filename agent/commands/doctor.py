@@ -73,7 +73,7 @@ def package_clashes(providers: Mapping[str, Sequence[str]]) -> list[str]:
     return lines
 
 
-def _check_databases(paths: list[str], hide: HideRules | None) -> list[str]:
+def _check_databases(paths: list[str], hide: HideRules) -> list[str]:
     problems = []
     for path in paths:
         try:

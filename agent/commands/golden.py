@@ -1,4 +1,5 @@
-"""`sqale-agent golden add`: build a set of golden questions on your own database as you work."""
+"""`sqale-agent golden`: build golden questions on your own database as you work (`add`), and
+review what clients proposed for a verified library (`proposals`, `accept`, `reject`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ..golden_file import FROM_LOG_TAG, GoldenEntry, append_entries, database_re
 from ..jsonl import split_lines
 from ..sqlite import Database
 from ..text import plural
+from .golden_review import add_review_actions, run_review
 
 DEFAULT_FILE = "golden.jsonl"
 COUNT_CAP = 1_000_000  # rows counted for row_count; past it the count is a lower bound
@@ -24,16 +26,21 @@ ANSWERED = ("submitted", "final_answer")  # episode-log statuses whose SQL is th
 
 
 NAME = "golden"
-HELP = "build golden questions (question + known-good SQL) on your own database"
+HELP = "build golden questions (question + known-good SQL) on your own database, review proposals"
 DESCRIPTION = ("Keep a JSON Lines file of questions with known-good SQL, then measure the "
-               "model on it with `sqale-agent eval FILE.jsonl --db ALIAS=PATH`.")
+               "model on it with `sqale-agent eval FILE.jsonl --db ALIAS=PATH` or serve it as a "
+               "verified library; review what clients proposed for a library with `proposals`, "
+               "`accept` and `reject`.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `add` action of `sqale-agent golden` and its arguments."""
+    """The actions of `sqale-agent golden` and their arguments."""
     actions = parser.add_subparsers(dest="golden_command", metavar="ACTION", title="actions")
+    by = argparse.ArgumentParser(add_help=False)
+    by.add_argument("--by", metavar="NAME",
+                    help="who adds or decides, recorded with the time (default: your user name)")
     add = actions.add_parser(
-        "add", help="append a checked question, or candidates from a server's episode log",
+        "add", parents=[by], help="append a checked question, or candidates from a server's episode log",
         description="Runs the SQL first (read-only) and appends the question with its row count; "
                     "SQL that fails is refused. With --from-log, answered questions of the "
                     "server's --episode-log become candidate entries to review.")
@@ -49,9 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="a label to group results by, e.g. revenue (repeatable)")
     add.add_argument("--from-log", metavar="EPISODES.jsonl",
                      help="take the answered questions of a server episode log as candidates")
-    add.add_argument("--by", metavar="NAME",
-                     help="who adds the entries, recorded as added_by with the time (default: your "
-                          "user name)")
+    add_review_actions(actions, DEFAULT_FILE, by)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
     if args.golden_command is None:  # `sqale-agent golden` alone: what it can do
         args.print_help(sys.stderr)
         return 2
+    if args.golden_command != "add":
+        return run_review(args, added_by)
     golden_file = Path(args.file).expanduser()
     if args.from_log:
         if args.question or args.sql:
@@ -98,7 +105,8 @@ def added_by(args: argparse.Namespace) -> str | None:
 
 def checked_row_count(path: Path, sql: str) -> int | str:
     """How many rows `sql` returns on the database, or SQLite's error text."""
-    with Database(path) as db:
+    # The operator's own SQL on their own file (golden add has no hide rules to apply).
+    with Database.unruled(path) as db:
         result = db.query(sql, max_rows=0, count_cap=COUNT_CAP)
     if not result.ok:
         return result.error or result.status.value

@@ -5,7 +5,9 @@
 - `library`: loading a file, the checks that refuse an entry, reloading when the file changes;
 - `answering`: one question against a library (`consult`): the verified answer, the similar
   questions to list, the hints;
-- `saving`: adding an entry (the answer view's "Save as verified"), checked like any other.
+- `saving`: a client's "Save as verified", checked like any entry and kept as a proposal
+  (`proposals`: the file beside the library), never served;
+- `reviewing`: the owner accepting a proposal into the library (checked again) or rejecting it.
 """
 
 from __future__ import annotations

@@ -7,6 +7,11 @@ naming it (file, line, question) and why, when its line is not a golden question
 asks the same question with other SQL, or its SQL, run through the same guarded worker and
 hide rules as every answer, fails or reads a table or column the hide rules hide.
 
+Nothing here runs SQL without the database's rules. Under them a hidden name fails as a
+missing one does, and that is all a refusal's `reason` says, so it may be told to whoever
+wrote the SQL; only the operator's log line adds the hidden names the SQL writes, found from
+its text (`Database.hidden_names`), never from a run.
+
 The file is checked for changes (mtime, size, inode) on each question, which costs one
 stat(); a changed file is loaded again, and only entries whose SQL is new, or whose database
 changed since they were checked, are run again.
@@ -64,12 +69,28 @@ class Refusal:
 
     line: int
     question: str | None  # None when the line could not be read as an entry
-    reason: str
+    reason: str  # what anyone may be told: a hidden name reads as a missing one
+    logged: str | None = None  # the operator's log only: the reason with the hidden names it writes
 
-    def text(self, where: str) -> str:
-        """One line naming the entry: `where line N "question": refused: reason`."""
+    def log_line(self, where: str) -> str:
+        """The operator's line naming the entry: `where line N "question": refused: reason`."""
         named = f' "{clip(self.question, REFUSAL_QUESTION_CHARS)}"' if self.question else ""
-        return f"{where} line {self.line}{named}: refused: {self.reason}"
+        return f"{where} line {self.line}{named}: refused: {self.logged or self.reason}"
+
+
+@dataclass(frozen=True)
+class SqlRefusal:
+    """Why SQL may not be served: what anyone may be told, and what the operator's log adds."""
+
+    reason: str  # the outcome under the rules: a hidden name fails here as a missing one does
+    hidden: tuple[str, ...] = ()  # operator only: hidden names the SQL writes (Database.hidden_names)
+
+    @property
+    def logged(self) -> str | None:
+        """The reason as the operator's log gives it, when it has more to say than `reason`."""
+        if not self.hidden:
+            return None
+        return f"its SQL names {', '.join(self.hidden)}, which the hide rules hide ({self.reason})"
 
 
 @dataclass(frozen=True)
@@ -127,7 +148,7 @@ class VerifiedLibrary:
         self._lock = threading.Lock()
         self.write_lock = threading.Lock()  # saves append one at a time (see saving)
         # SQL -> (the database's signature when it was checked, why refused or None)
-        self._checked: dict[str, tuple[tuple[int, ...], str | None]] = {}
+        self._checked: dict[str, tuple[tuple[int, ...], SqlRefusal | None]] = {}
 
     def current(self, database: Database) -> Snapshot:
         """The library as the file now holds it: loaded again when the file changed (blocking)."""
@@ -147,10 +168,10 @@ class VerifiedLibrary:
         return await anyio.to_thread.run_sync(self.current, database)
 
     def _swap(self, snapshot: Snapshot) -> None:
-        before = {(r.line, r.question, r.reason) for r in self._snapshot.refusals} if self._loaded else set()
+        before = set(self._snapshot.refusals) if self._loaded else set()
         for refusal in snapshot.refusals:
-            if (refusal.line, refusal.question, refusal.reason) not in before:
-                self._report(refusal.text(self.where))
+            if refusal not in before:
+                self._report(refusal.log_line(self.where))
         if self._loaded and snapshot.signature != self._snapshot.signature:
             logger.info("%s: reloaded after the file changed: %d entries served, %d refused",
                         self.where, len(snapshot.entries), len(snapshot.refusals))
@@ -180,7 +201,7 @@ class VerifiedLibrary:
             if isinstance(parsed, str):
                 refusals.append(Refusal(number, None, f"not a golden question ({parsed})"))
                 continue
-            reason = self._entry_refusal(parsed)
+            reason = self.entry_refusal(parsed)
             if reason == "":  # another alias's entry in a file they share: not ours, not wrong
                 continue
             if reason is not None:
@@ -192,15 +213,15 @@ class VerifiedLibrary:
         served = []
         db_signature = database.file_signature()
         for candidate in candidates:
-            reason = self._sql_refusal(candidate.sql, database, db_signature)
-            if reason is not None:
-                refusals.append(Refusal(candidate.line, candidate.question, reason))
+            refused = self._sql_refusal(candidate.sql, database, db_signature)
+            if refused is not None:
+                refusals.append(Refusal(candidate.line, candidate.question, refused.reason, refused.logged))
             else:
                 served.append(candidate)
         refusals.sort(key=lambda r: r.line)
         return _snapshot(tuple(served), tuple(refusals), signature)
 
-    def _entry_refusal(self, entry: GoldenEntry) -> str | None:
+    def entry_refusal(self, entry: GoldenEntry) -> str | None:
         """Why the entry may not be served before its SQL runs; "" when it is another alias's."""
         if entry.database not in self.names:
             if entry.database in self.shared_with:
@@ -214,32 +235,31 @@ class VerifiedLibrary:
             return "the question is only punctuation"
         return None
 
-    def _sql_refusal(self, sql: str, database: Database, db_signature: tuple[int, ...]) -> str | None:
+    def _sql_refusal(self, sql: str, database: Database, db_signature: tuple[int, ...]) -> SqlRefusal | None:
         cached = self._checked.get(sql)
         if cached is not None and cached[0] == db_signature:
             return cached[1]
-        reason = sql_refusal(database, sql)
-        self._checked[sql] = (db_signature, reason)
-        return reason
+        refused = sql_refusal(database, sql)
+        self._checked[sql] = (db_signature, refused)
+        return refused
 
 
-def sql_refusal(database: Database, sql: str) -> str | None:
+def sql_refusal(database: Database, sql: str) -> SqlRefusal | None:
     """Why `sql` may not be served as a verified answer on `database`, or None when it may.
 
     It must run under the database's hide rules in the guarded worker (to its first row), and
-    the tables and columns the worker reports it read must all be visible.
+    the tables and columns the worker reports it read must all be visible. It runs under the
+    rules only: they refuse a statement naming hidden data before it runs, whatever the data
+    holds, so the outcome (and `reason`) is the same for a hidden name as for a missing one
+    and for any condition on hidden values.
     """
     result = database.query(sql, max_rows=0, count_cap=CHECK_COUNT_CAP)
     if result.ok:
         hidden = hidden_reads(database, result)
-        return None if hidden is None else f"its SQL reads {hidden}, which the hide rules hide"
-    if database.hide and result.status in (QueryStatus.SQL_ERROR, QueryStatus.HIDDEN):
-        # A hidden name fails as a missing one; run it without the rules (nothing of it is
-        # shown: only the names it read are checked) to tell the operator which it was.
-        plain = Database(database.path, database.engine).query(sql, max_rows=0, count_cap=CHECK_COUNT_CAP)
-        if plain.ok and (hidden := hidden_reads(database, plain)) is not None:
-            return f"its SQL reads {hidden}, which the hide rules hide"
-    return f"its SQL {_failure(result)}"
+        # The worker refuses these before they run; should one ever run, it is never served.
+        return None if hidden is None else SqlRefusal("its SQL reads data the hide rules hide", (hidden,))
+    named = database.hidden_names(sql) if result.status in (QueryStatus.SQL_ERROR, QueryStatus.HIDDEN) else ()
+    return SqlRefusal(f"its SQL {_failure(result)}", named)
 
 
 def hidden_reads(database: Database, result: QueryResult) -> str | None:
@@ -272,9 +292,7 @@ def _without_clashes(entries: Iterable[LibraryEntry]) -> tuple[list[LibraryEntry
     kept: list[LibraryEntry] = []
     refused: list[Refusal] = []
     for group in by_key.values():
-        sqls = {" ".join(e.sql.split()).rstrip(";").rstrip() for e in group}
-        evidences = {normalise_question(e.entry.evidence or "") for e in group}
-        if len(sqls) == 1 and len(evidences) == 1:
+        if len({answer_key(e.entry) for e in group}) == 1:
             kept.append(group[0])  # repeats of one answer: the first is served
             continue
         lines = ", ".join(str(e.line) for e in group)
@@ -283,6 +301,12 @@ def _without_clashes(entries: Iterable[LibraryEntry]) -> tuple[list[LibraryEntry
                     for e in group]
     kept.sort(key=lambda e: e.line)
     return kept, refused
+
+
+def answer_key(entry: GoldenEntry) -> tuple[str, str]:
+    """What entries asking the same question must share not to clash: the SQL (whitespace and a
+    final `;` aside) and the evidence."""
+    return " ".join(entry.sql.split()).rstrip(";").rstrip(), normalise_question(entry.evidence or "")
 
 
 def _snapshot(entries: tuple[LibraryEntry, ...], refusals: tuple[Refusal, ...],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -55,7 +55,7 @@ class CatalogEntry:
     tables: tuple[str, ...]
     views: tuple[str, ...]
     notes: Notes | None = None  # the user's facts about this database's data
-    hide: HideRules | None = None  # what the model may not see or read
+    hide: HideRules = field(default_factory=HideRules)  # what the model may not see or read
     hiding: HideReport | None = None  # what those rules hid on this database
     verified: Path | None = None  # its verified library (a golden-question file), if it has one
 
@@ -163,7 +163,8 @@ def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits,
         for spec in specs:
             try:
                 path = validate_database_path(spec.path)
-                schema = Database(path, engine, hide=hide.get(spec.alias)).schema()
+                rules = hide.get(spec.alias, HideRules())
+                schema = Database(path, engine, hide=rules).schema()
             except DatabasePathError as exc:
                 if not spec.skippable:  # named explicitly: the user must fix it
                     raise ConfigError(f"database '{spec.alias}': {exc}") from exc
@@ -180,7 +181,7 @@ def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits,
                 alias=spec.alias, path=path,
                 tables=tuple(t.name for t in schema.tables if t.kind == "table"),
                 views=tuple(t.name for t in schema.tables if t.kind == "view"),
-                hide=hide.get(spec.alias), hiding=schema.hiding,
+                hide=rules, hiding=schema.hiding,
             ))
             log_hiding(entries[-1])
         if not entries:

@@ -51,6 +51,9 @@ class TokenSpec(BaseModel):
     max_sessions: int | None = Field(
         None, ge=1, le=100_000,
         description="HTTP sessions this token may have open at once (default: --token-max-sessions)")
+    save_verified: bool = Field(
+        False, strict=True,
+        description="true: this token may propose verified answers (with --verified-writable); off by default")
 
     @field_validator("databases")
     @classmethod
@@ -115,7 +118,10 @@ class ServerSettings(AgentSettings):
                         "model's answer when a similar one is asked (repeatable; in the config file, a "
                         "[verified] table)")
     verified_writable: bool = Field(
-        False, description="let the answer view's 'Save as verified' append to the verified libraries")
+        False, description="let the answer view's 'Save as verified' propose entries for the verified "
+                           "libraries (none is served until the owner accepts it with `sqale-agent golden "
+                           "accept`): the stdio client may, and over HTTP each token whose [tokens.NAME] "
+                           "table says save-verified = true")
     db_dir: Annotated[Path | None, Option(metavar="DIR")] = Field(
         None, description="serve every *.sqlite, *.sqlite3 and *.db file in DIR (alias = file stem; bad "
                           "files are skipped with a warning)")
@@ -219,6 +225,10 @@ class ServerSettings(AgentSettings):
         if self.verified_writable and not self.verified:
             raise ValueError("--verified-writable needs a library to write to: add --verified ALIAS=FILE "
                              "(or a [verified] table in the config file)")
+        granted = [t.name for t in self.tokens if t.save_verified]
+        if granted and not self.verified_writable:
+            raise ValueError(f"tokens.{granted[0]}: save-verified = true needs --verified-writable (or "
+                             "verified-writable = true in the config file) and a --verified library")
         names = [t.name for t in self.tokens]
         if self.auth_token is not None and "default" in names:
             raise ValueError("[tokens.default] clashes with --auth-token-env, whose token is named "

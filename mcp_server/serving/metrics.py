@@ -51,6 +51,10 @@ class ServerMetrics:
             "sqale_model_prompt_tokens", "Prompt tokens of model requests, by what the engine said it did "
             "with them: evaluated, reused (served from its prompt cache) or unknown (it does not say)",
             ("backend", "replica", "cache"), registry=r)
+        self.saves = Counter(
+            "sqale_verified_saves", "Save-as-verified calls, by database, token and outcome (proposed, "
+            "already_verified, already_proposed, refused, invalid, not_permitted, no_library, quota, error)",
+            ("database", "token", "outcome"), registry=r)
         self.answer_bytes = Histogram(
             "sqale_answer_bytes", "UTF-8 bytes of the answer's text", ("database",),
             buckets=ANSWER_BYTES_BUCKETS, registry=r)

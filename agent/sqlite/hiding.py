@@ -146,6 +146,9 @@ class FileObject:
     sql: str
     columns: tuple[Column, ...] | None  # None: not needed by any rule, or SQLite cannot list them
     owner: str | None = None  # the virtual table whose storage (shadow table) this table is
+    # The columns its rows are stored in order of (scans return them in that order): the
+    # rowid alias (INTEGER PRIMARY KEY) or a WITHOUT ROWID table's primary key; () otherwise.
+    key: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -206,8 +209,10 @@ def resolve_rules(rules: HideRules, objects: Sequence[FileObject], indexes: Sequ
     withheld = state.withheld()
     unsafe = sorted((i.name for i in indexes if i.name.casefold() in withheld.indexes
                      and not withheld.hides_table(i.table)), key=lambda n: (n.casefold(), n))
+    keys = [f"{obj.name}.{column}" for obj in objects if not withheld.hides_table(obj.name)
+            for column in obj.key if withheld.hides_column(obj.name, column)]
     report = HideReport(tuple((text, tuple(hit)) for text, hit in matches.items()),
-                        tuple(derived), tuple(unsafe))
+                        tuple(derived), tuple(unsafe), tuple(sorted(keys, key=lambda n: (n.casefold(), n))))
     return withheld, report
 
 
@@ -305,7 +310,8 @@ def hiding_findings(report: HideReport) -> tuple[tuple[bool, str], ...]:
     """What the hide rules did on one database, for the operator: (is a warning, text) lines.
 
     One text for `doctor` and the server's start-up log: a rule that hid nothing is probably a
-    typo, and an index over a hidden column leaks the order of its values.
+    typo, and an index over a hidden column, or a hidden key a table's rows are stored by, leaks
+    the order of its values.
     """
     lines: list[tuple[bool, str]] = []
     for rule, names in report.matches:
@@ -319,6 +325,12 @@ def hiding_findings(report: HideReport) -> tuple[tuple[bool, str], ...]:
                             "ORDER BY that SQLite answers through one returns rows in the order of the "
                             "hidden values (and LIMIT picks by them): drop those indexes, or serve a copy "
                             "without them, if that order is secret too"))
+    if report.keys:
+        lines.append((True, f"hidden keys that order their tables' rows: {', '.join(report.keys)} (an "
+                            "INTEGER PRIMARY KEY, or a WITHOUT ROWID table's primary key); a query "
+                            "without ORDER BY returns those tables' rows in the order of the hidden "
+                            "values (and LIMIT picks by them): serve a copy that stores the rows in "
+                            "another order, or without that key, if that order is secret too"))
     return tuple(lines)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from . import hiding
-from ._authorizer import READING_KEYWORDS, StatementGuard, rtree_shadow_tables
+from ._authorizer import READING_KEYWORDS, StatementGuard, module_names, rtree_shadow_tables
 from ._fit import ResultFitter
 from ._formats import TOO_BIG, CheckedFormats, names_formats, used_by_schema
 from ._hiding_file import resolve_on
@@ -100,6 +100,7 @@ class GuardedConnection:
             conn.execute(f"PRAGMA busy_timeout = {int(settings.busy_timeout_ms)}")
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # fails now, not later
             self.guard.rtree_shadow_tables = rtree_shadow_tables(conn)
+            self.guard.modules = module_names(conn)
             size = path.stat().st_size
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(settings.min_value_length, size))
             conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, settings.max_sql_length)

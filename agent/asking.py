@@ -36,6 +36,7 @@ from .episode import EpisodeResult, EpisodeSettings, Round
 from .errors import BackendError, SqaleError
 from .sqlite import Database, QueryResult
 from .text import plural
+from .untrusted import sql_block
 from .voting import CompareLimits, Comparison, MatchRule, Tally, VoteOutcome, ran_sql
 
 if TYPE_CHECKING:  # agent.prompt loads the tools; this module only passes a PromptSet along
@@ -293,7 +294,7 @@ async def run_samples(samples: int, run_one: SampleFn[T], *, early_stop: bool = 
 
 
 def summary_text(summary: VoteSummary, *, shown: int = OTHER_ANSWERS_SHOWN,
-                 fence: Callable[[str], str] = lambda sql: f"```sql\n{sql}\n```") -> str:
+                 fence: Callable[[str], str] = sql_block) -> str:
     """What K samples say about the answer: how many agree, and the other answers' SQL."""
     if not summary.candidates:
         if summary.answer_ran:

@@ -11,7 +11,8 @@ from agent.episode_text import result_as_json
 from agent.errors import ConfigError
 from agent.loop import run_episode
 from agent.sqlite import Database, HideRules, QueryStatus, create_database
-from agent.sqlite.hiding import parse_hide_rule, sql_names, uses_unchecked_join
+from agent.sqlite._sql_names import sql_names, unchecked_joins
+from agent.sqlite.hiding import parse_hide_rule
 from agent.tools import TOOL_NAMES, run_tool
 from agent.tools.environment import Environment
 from tests.support.hiding import ATTACKS, RULES, SCHEMA_SQL, SECRETS
@@ -61,7 +62,7 @@ def test_rules_parse_and_match_case_insensitively() -> None:
 
 def test_sql_scanning_skips_literals_and_comments() -> None:
     """USING/NATURAL count only as keywords; quoted identifiers are names; strings are not."""
-    assert [uses_unchecked_join(s) for s in (
+    assert [bool(unchecked_joins(s)) for s in (
         "SELECT 1 FROM a JOIN b USING (x)", "SELECT 'using' FROM a", 'SELECT "using" FROM a',
         "SELECT 1 -- using\nFROM a", "SELECT 1 FROM a natural join b")] == [
         True, False, False, False, True]

@@ -41,6 +41,8 @@ ERAS = [pytest.param("legacy", "2025-11-25", id="2025-11-25"),
 SALES_GOLD = {"How many sales are there?": "SELECT count(*) FROM sales"}
 TOKENS = {"SQALE_TOKEN_BOOKS": "books-secret", "SQALE_TOKEN_ALL": "all-secret"}
 BOOK_QUESTION = "How many books are there?"
+MISTYPED = (f"Error executing tool {TOOL}: `question` must be text: the question in plain language, not a "
+            "list; `samples` must be a whole number from 1 to 8, or null for the server's default, not text.")
 
 
 @pytest.fixture
@@ -106,6 +108,9 @@ async def check_contract(client: Client, fake: Any, version: str, aliases: list[
         failed = await client.call_tool(TOOL, arguments)
         assert failed.is_error and failed.structured_content["stop_reason"] == kind, failed
         jsonschema.validate(failed.structured_content, tool.output_schema)
+    mistyped = await client.call_tool(TOOL, {"question": ["How", "many?"], "samples": "many"})
+    assert mistyped.content[0].text == MISTYPED, mistyped  # one line, nothing of pydantic's
+    assert mistyped.structured_content["error"] == MISTYPED.removeprefix(f"Error executing tool {TOOL}: ")
     again = await client.call_tool(TOOL, {"question": BOOK_QUESTION, "database": "bookshop"})
     assert again.structured_content["rows"] == [[16]]  # the cancelled call left nothing behind
 

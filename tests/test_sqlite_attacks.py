@@ -63,6 +63,9 @@ ATTACKS = [
     # issue 10: model output that used to crash the worker instead of failing as a value
     "SELECT '\ud800' FROM customer",
     "SELECT name FROM \"customer\ud800\"",
+    # issue 31: a value past the length cap fails (printf returned NULL with status OK)
+    "SELECT name FROM customer WHERE printf('%.*c', 17000000, 'x') IS NULL",
+    "SELECT length(format('%s%s', printf('%.*c', 9000000, 'a'), printf('%.*c', 9000000, 'b')))",
 ]
 
 

@@ -19,7 +19,7 @@ from ..backends.settings import make_backend
 from ..backends.slots import RuntimeSlots, gather_engine_facts, resolve_runtime_slots
 from ..engine_fit import fit_to_engines
 from ..episode import EpisodeResult, EpisodeSettings, EpisodeStatus, Round
-from ..episode_text import progress_message, render_answer, render_trace, result_as_json
+from ..episode_text import EXACT_SQL, progress_message, render_answer, render_trace, result_as_json
 from ..errors import ConfigError
 from ..loop import run_episode
 from ..notes import evidence_with_notes, read_notes
@@ -28,6 +28,7 @@ from ..prompt_cache import episode_reuse, verdicts
 from ..settings.agent_settings import AgentSettings
 from ..settings.aliases import check_plain_path
 from ..sqlite import Database
+from ..untrusted import sql_block
 from ..verified import Consulted, consult, provenance_text, similar_text
 from .backend_options import add_backend_arguments, backend_choice, command_settings, prompts_from_args
 from .db_options import add_database_arguments, hide_rules
@@ -141,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     print(render_answer(chosen))
     if args.samples > 1:
         print()
-        print(summary_text(asked.summary()))
+        print(summary_text(asked.summary(), fence=lambda sql: sql_block(sql, exact=EXACT_SQL)))
     for paragraph in library_paragraphs(consulted):
         print()
         print(paragraph)
@@ -161,7 +162,7 @@ def library_paragraphs(consulted: Consulted | None) -> list[str]:
     """Beside the model's answer: why the library's own entry was not used, the similar entries."""
     if consulted is None:
         return []
-    listed = similar_text(consulted.similar, fence=lambda sql: f"```sql\n{sql}\n```")
+    listed = similar_text(consulted.similar, exact=EXACT_SQL)
     return [*([f"note: {consulted.not_served}"] if consulted.not_served else []), *([listed] if listed else [])]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 def skip_comment(sql: str, i: int) -> int:
     """The index just past the `--` or `/* */` comment that starts at `i`; `i` when none starts there.
@@ -49,3 +51,27 @@ def first_keyword(sql: str) -> str:
     while j < len(sql) and (sql[j].isalnum() or sql[j] == "_"):
         j += 1
     return sql[i:j].lower()
+
+
+_QUOTE_CLOSE = {"'": "'", '"': '"', "`": "`", "[": "]"}
+_OPENING = re.compile(r"--|/\*|['\"`\[]")  # where a comment or a quoted text may start
+
+
+def quoted_and_comments(sql: str) -> list[tuple[str, str]]:
+    """The comments and quoted texts of `sql`, in order, as (kind, text as written).
+
+    kind is "comment" (`--` or `/* */`), "string" ('...') or "name" ("...", `...`, [...]); an
+    unclosed one runs to the end of the text, as SQLite reads it.
+    """
+    found: list[tuple[str, str]] = []
+    i = 0
+    while (start := _OPENING.search(sql, i)) is not None:
+        i = start.start()
+        if (end := skip_comment(sql, i)) > i:
+            found.append(("comment", sql[i:end]))
+        else:
+            close = _QUOTE_CLOSE[sql[i]]
+            end = skip_quoted(sql, i, close)
+            found.append(("string" if close == "'" else "name", sql[i:end]))
+        i = end
+    return found

@@ -20,6 +20,7 @@ from ..episode import EpisodeResult, EpisodeSettings, EpisodeStatus, StopReason
 from ..episode_text import clip
 from ..loop import schema_reads
 from ..sqlite import Database
+from ..untrusted import SqlAuthor, sql_block
 from .library import LibraryEntry, VerifiedLibrary, hidden_reads
 from .matching import HINT_ENTRIES, hint_evidence, hint_fact
 
@@ -138,16 +139,19 @@ class QuestionWithSql(Protocol):
     def sql(self) -> str: ...
 
 
-def similar_text(similar: Sequence[QuestionWithSql], fence: Callable[[str], str],
+def similar_text(similar: Sequence[QuestionWithSql], *, exact: str,
                  quote: Callable[[str], str] | None = None) -> str | None:
-    """The similar verified questions with their SQL, for the caller to compare; None without any."""
+    """The similar verified questions with their SQL, for the caller to compare; None without any.
+
+    Each SQL is shown as any answer's is (`sql_block`), cut past SQL_SHOWN_CHARS with a line
+    saying that `exact` holds all of it.
+    """
     if not similar:
         return None
     head = ("A verified answer exists for a similar question:" if len(similar) == 1 else
             f"Verified answers exist for {len(similar)} similar questions:")
     lines = [f"{head} (compare them with this answer; they do not replace it)"]
     for entry in similar:
-        sql = entry.sql.strip()
-        shown = sql if len(sql) <= SQL_SHOWN_CHARS else sql[:SQL_SHOWN_CHARS] + "\n-- … (clipped)"
-        lines.append(f"- {(quote or _quoted)(entry.question)}:\n{fence(shown)}")
+        block = sql_block(entry.sql.strip(), author=SqlAuthor.LIBRARY, limit=SQL_SHOWN_CHARS, exact=exact)
+        lines.append(f"- {(quote or _quoted)(entry.question)}:\n{block}")
     return "\n".join(lines)

@@ -3,7 +3,7 @@ similar verified answers listed beside a model's (the models and their text)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
@@ -42,12 +42,11 @@ def verified_paragraph(source: VerifiedSource) -> str:
     return neutralise_markers(f"{said} Pass `verified: false` for a fresh answer from the model.")
 
 
-def library_lines(note: str | None, similar: Sequence[SimilarVerified],
-                  fence: Callable[[str], str]) -> list[str]:
+def library_lines(note: str | None, similar: Sequence[SimilarVerified]) -> list[str]:
     """Beside a model's answer: why the library's own entry was not served, and the similar
-    verified questions with their SQL (each in `fence`)."""
+    verified questions with their SQL."""
     lines = [f"Note: {note}."] if note else []
-    listed = similar_text(similar, fence=fence, quote=_quoted_question)
+    listed = similar_text(similar, exact="the structured result's `similar_verified`", quote=_quoted_question)
     return [*lines, listed] if listed else lines
 
 

@@ -125,6 +125,9 @@ class ServerSettings(AgentSettings):
     db_dir: Annotated[Path | None, Option(metavar="DIR")] = Field(
         None, description="serve every *.sqlite, *.sqlite3 and *.db file in DIR (alias = file stem; bad "
                           "files are skipped with a warning)")
+    db_dir_outside_links: bool = Field(
+        False, description="also serve a symlink in --db-dir that points to a file outside DIR (by "
+                           "default such a link is skipped with a warning)")
     demo: bool = Field(False, description="also serve a small demo database (alias 'bookshop'), built on "
                                           "first use in $XDG_CACHE_HOME/sqale-mcp")
     # The default keeps a whole answer (text and structured content) under ~40,000 characters,

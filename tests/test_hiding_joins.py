@@ -109,5 +109,5 @@ def test_a_cte_named_like_a_virtual_table_opens_nothing(db: Database, sql: str) 
 
 def test_without_rules_the_same_joins_answer(tmp_path: Path) -> None:
     """Nothing of this applies without rules (the refused joins are valid SQL)."""
-    with Database(create_database(tmp_path / "plain.db", SCHEMA)) as plain:
+    with Database.unruled(create_database(tmp_path / "plain.db", SCHEMA)) as plain:
         assert plain.query(REFUSED[3], max_rows=5).status is QueryStatus.OK

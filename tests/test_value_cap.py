@@ -30,7 +30,7 @@ PAST_THE_CAP = {
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory, engine: QueryEngine) -> Database:
-    return Database(create_database(tmp_path_factory.mktemp("cap") / "cap.db", SCHEMA), engine)
+    return Database.unruled(create_database(tmp_path_factory.mktemp("cap") / "cap.db", SCHEMA), engine)
 
 
 @pytest.mark.parametrize("sql", PAST_THE_CAP.values(), ids=PAST_THE_CAP.keys())

@@ -1,4 +1,4 @@
-"""Streamable HTTP transport: bearer tokens, GET /metrics, and a drain on SIGTERM."""
+"""Streamable HTTP transport: security headers, bearer tokens, GET /metrics, and a drain on SIGTERM."""
 
 from __future__ import annotations
 
@@ -13,15 +13,18 @@ from types import FrameType
 
 import anyio
 import uvicorn
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent.errors import ConfigError
 
 from ..config.settings import ServerSettings
-from .access import CALLER_SCOPE_KEY, TokenTable
+from .access import TokenTable
 from .connections import BodyDeadline, ensure_file_limit, guarded_protocol
 from .draining import DrainResult, drain_summary
+from .headers import SecurityHeaderCheck, security_headers
 from .http_responses import send_json
 from .metrics import ServerMetrics
 from .sessions import SessionBook, SessionGuard
@@ -35,37 +38,33 @@ SHUTDOWN_GRACE_SECONDS = 3  # after the drain, for answers already written to re
 SESSION_CLOSE_SECONDS = 1.0  # after the drain, still listening: clients close their sessions
 
 
-def bearer_token(scope: Scope) -> bytes | None:
-    """The token of an `Authorization: Bearer <token>` header, or None."""
-    for name, value in scope.get("headers", ()):
-        if name.lower() == b"authorization":
-            scheme, _, token = value.partition(b" ")
-            return token.strip() if scheme.lower() == b"bearer" else None
-    return None
+class RequireToken:
+    """Answers 401 to every HTTP request the SDK's bearer backend did not authenticate.
 
+    The SDK's own `RequireAuthMiddleware` cannot say where the token comes from, or name our realm:
+    its 401 is always `Bearer error="invalid_token", error_description="Authentication required"`
+    (mcp/server/auth/middleware/bearer_auth.py, `_send_auth_error`).
+    """
 
-class BearerTokenMiddleware:
-    """Answers 401 to every HTTP request without a known bearer token; tags the others' caller."""
-
-    def __init__(self, app: ASGIApp, tokens: TokenTable, hint: str) -> None:
+    def __init__(self, app: ASGIApp, hint: str) -> None:
         self.app = app
-        self._tokens = tokens
         self._hint = hint  # where the client's token comes from, for the refusal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        presented = bearer_token(scope)
-        caller = self._tokens.find(presented) if presented else None
-        if caller is None:
+        if scope["type"] == "http" and not isinstance(scope.get("user"), AuthenticatedUser):
             await send_json(send, 401, {
                 "error": "invalid_token",
                 "error_description": f"missing or wrong bearer token: send 'Authorization: Bearer "
                                      f"<token>' with {self._hint}"},
                 [(b"www-authenticate", b'Bearer realm="sqale-mcp", error="invalid_token"')])
             return
-        await self.app({**scope, CALLER_SCOPE_KEY: caller}, receive, send)
+        await self.app(scope, receive, send)
+
+
+def bearer_auth(app: ASGIApp, tokens: TokenTable, hint: str) -> ASGIApp:
+    """`app` behind the client tokens: the SDK's bearer backend authenticates (its user binds the
+    sessions), and a request it does not authenticate gets our 401."""
+    return AuthenticationMiddleware(RequireToken(app, hint), backend=BearerAuthBackend(tokens))
 
 
 class MetricsEndpoint:
@@ -81,7 +80,7 @@ class MetricsEndpoint:
             await self.app(scope, receive, send)
             return
         # Its own token: a scraper's credential cannot ask questions, a client's cannot scrape.
-        presented = bearer_token(scope) or b""
+        presented = (security_headers(scope).bearer_token or "").encode("latin-1")
         if not hmac.compare_digest(presented, self._token):
             await send_json(send, 401, {
                 "error": "invalid_token",
@@ -113,7 +112,8 @@ class HealthEndpoint:
 
 def http_app(mcp_app: ASGIApp, settings: ServerSettings, tokens: TokenTable,
              metrics: ServerMetrics) -> ASGIApp:
-    """The ASGI app to serve: /metrics behind its token, the MCP app behind the client tokens,
+    """The ASGI app to serve: security headers read once (a repeat is 400), /health answered
+    first, /metrics behind its token, the MCP app behind the client tokens,
     each token's sessions capped and bound to it, each request's body on a deadline."""
     book = SessionBook(settings.session_idle_timeout)
     metrics.watch_sessions(book.by_token)
@@ -124,10 +124,10 @@ def http_app(mcp_app: ASGIApp, settings: ServerSettings, tokens: TokenTable,
         hint = (f"the token the server reads from its {settings.auth_token_env} environment variable"
                 if settings.auth_token_env and not settings.tokens
                 else "the token the server's operator gave you")
-        app = BearerTokenMiddleware(app, tokens, hint)
+        app = bearer_auth(app, tokens, hint)
     if settings.metrics_token is not None:
         app = MetricsEndpoint(app, metrics, settings.metrics_token.get_secret_value())
-    return HealthEndpoint(app)
+    return SecurityHeaderCheck(HealthEndpoint(app))
 
 
 class _DrainingServer(uvicorn.Server):

@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 MCP_PATH = "/mcp"
 HEALTH_PATH = "/health"  # unauthenticated liveness probe: 200, no data
 METRICS_PATH = "/metrics"
+WELL_KNOWN = "/.well-known/"  # a path with this segment is discovery metadata (RFC 8615)
 SHUTDOWN_GRACE_SECONDS = 3  # after the drain, for answers already written to reach their clients
 SESSION_CLOSE_SECONDS = 1.0  # after the drain, still listening: clients close their sessions
 
@@ -110,10 +111,27 @@ class HealthEndpoint:
         await self.app(scope, receive, send)
 
 
+class WellKnownNotFound:
+    """Answers 404 to `/.well-known/...` (OAuth and OpenID metadata, in every place clients look)
+    before any token check, as a server without OAuth does: a 401 there sends clients into OAuth."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and WELL_KNOWN in f"{scope['path']}/":
+            await send_json(send, 404, {
+                "error": "not_found",
+                "error_description": "this server has no OAuth metadata: send 'Authorization: Bearer "
+                                     "<token>' to /mcp with the token its operator gave you"})
+            return
+        await self.app(scope, receive, send)
+
+
 def http_app(mcp_app: ASGIApp, settings: ServerSettings, tokens: TokenTable,
              metrics: ServerMetrics) -> ASGIApp:
-    """The ASGI app to serve: security headers read once (a repeat is 400), /health answered
-    first, /metrics behind its token, the MCP app behind the client tokens,
+    """The ASGI app to serve: security headers read once (a repeat is 400), /health and
+    /.well-known/ answered first, /metrics behind its token, the MCP app behind the client tokens,
     each token's sessions capped and bound to it, each request's body on a deadline."""
     book = SessionBook(settings.session_idle_timeout)
     metrics.watch_sessions(book.by_token)
@@ -127,7 +145,7 @@ def http_app(mcp_app: ASGIApp, settings: ServerSettings, tokens: TokenTable,
         app = bearer_auth(app, tokens, hint)
     if settings.metrics_token is not None:
         app = MetricsEndpoint(app, metrics, settings.metrics_token.get_secret_value())
-    return SecurityHeaderCheck(HealthEndpoint(app))
+    return SecurityHeaderCheck(HealthEndpoint(WellKnownNotFound(app)))
 
 
 class _DrainingServer(uvicorn.Server):

@@ -35,6 +35,8 @@ MCP_PATH = "/mcp"
 HEALTH_PATH = "/health"  # unauthenticated liveness probe: 200, no data
 METRICS_PATH = "/metrics"
 WELL_KNOWN = "/.well-known/"  # a path with this segment is discovery metadata (RFC 8615)
+# Where MCP clients (2025-03-26 spec) register and authorize when a server publishes no metadata.
+OAUTH_FALLBACK_PATHS = frozenset({"/authorize", "/token", "/register"})
 SHUTDOWN_GRACE_SECONDS = 3  # after the drain, for answers already written to reach their clients
 SESSION_CLOSE_SECONDS = 1.0  # after the drain, still listening: clients close their sessions
 
@@ -111,27 +113,32 @@ class HealthEndpoint:
         await self.app(scope, receive, send)
 
 
-class WellKnownNotFound:
-    """Answers 404 to `/.well-known/...` (OAuth and OpenID metadata, in every place clients look)
-    before any token check, as a server without OAuth does: a 401 there sends clients into OAuth."""
+class NoOAuth:
+    """Answers 404 before the token check where OAuth clients look for an authorization server:
+    any `/.well-known/` path (OAuth and OpenID metadata, every place they look) and the endpoints
+    they fall back to without metadata (/authorize, /token, /register), as a server without OAuth
+    does. A 401 there read as "OAuth, behind auth"; the 404 body says how to send the token,
+    which is what clients that try OAuth anyway show."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, hint: str) -> None:
         self.app = app
+        self._hint = hint  # where the client's token comes from
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and WELL_KNOWN in f"{scope['path']}/":
+        if scope["type"] == "http" and (WELL_KNOWN in f"{scope['path']}/"
+                                        or scope["path"].rstrip("/") in OAUTH_FALLBACK_PATHS):
             await send_json(send, 404, {
                 "error": "not_found",
-                "error_description": "this server has no OAuth metadata: send 'Authorization: Bearer "
-                                     "<token>' to /mcp with the token its operator gave you"})
+                "error_description": f"this server has no OAuth: send 'Authorization: Bearer <token>' "
+                                     f"to /mcp with {self._hint}"})
             return
         await self.app(scope, receive, send)
 
 
 def http_app(mcp_app: ASGIApp, settings: ServerSettings, tokens: TokenTable,
              metrics: ServerMetrics) -> ASGIApp:
-    """The ASGI app to serve: security headers read once (a repeat is 400), /health and
-    /.well-known/ answered first, /metrics behind its token, the MCP app behind the client tokens,
+    """The ASGI app to serve: security headers read once (a repeat is 400), /health answered
+    first, /metrics behind its token, OAuth's paths 404, the MCP app behind the client tokens,
     each token's sessions capped and bound to it, each request's body on a deadline."""
     book = SessionBook(settings.session_idle_timeout)
     metrics.watch_sessions(book.by_token)
@@ -142,10 +149,10 @@ def http_app(mcp_app: ASGIApp, settings: ServerSettings, tokens: TokenTable,
         hint = (f"the token the server reads from its {settings.auth_token_env} environment variable"
                 if settings.auth_token_env and not settings.tokens
                 else "the token the server's operator gave you")
-        app = bearer_auth(app, tokens, hint)
+        app = NoOAuth(bearer_auth(app, tokens, hint), hint)
     if settings.metrics_token is not None:
         app = MetricsEndpoint(app, metrics, settings.metrics_token.get_secret_value())
-    return SecurityHeaderCheck(HealthEndpoint(WellKnownNotFound(app)))
+    return SecurityHeaderCheck(HealthEndpoint(app))
 
 
 class _DrainingServer(uvicorn.Server):

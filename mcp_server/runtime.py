@@ -31,7 +31,7 @@ from .config.settings import ServerSettings
 from .serving.access import Caller
 from .serving.draining import QuestionGate
 from .serving.metrics import MeteredBackend, ServerMetrics
-from .serving.quotas import TokenQuotas
+from .serving.quotas import TokenQuotas, place_sharing_note
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +115,11 @@ class ServerRuntime:
                            on_slot_wait: OnWait) -> AsyncIterator[None]:
         """Hold what one episode runs on, taken in this order: one unit of the caller's quota,
         a worker, a runtime slot. Each sample of a question is an episode and takes its own, so a
-        token allowed N at once never has more than N episodes running, whatever its samples."""
+        token allowed N at once never has more than N episodes running, whatever its samples.
+
+        The quota comes first: a token's episodes past it wait in its own queue, never in the
+        worker or runtime-slot queues other tokens' episodes wait in, and with several tokens no
+        token's quota reaches the last place (serving/quotas.py)."""
         async with self.quotas.of(caller).concurrent.slot(on_token_wait):
             if self.limiter.available_tokens < 1:
                 # Tell the client why nothing happens yet (progress also keeps some client timeouts alive).
@@ -143,7 +147,10 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
         metered = MeteredBackend(backend, settings.backend, replica, metrics)
         limiter = anyio.CapacityLimiter(settings.max_concurrent)
         runtime_slots = RuntimeSlots(slots.slots)
-        quotas = TokenQuotas(settings, callers)
+        places = min(settings.max_concurrent, runtime_slots.slots)
+        quotas = TokenQuotas(settings, callers, places)
+        if (sharing := place_sharing_note(places, len(callers))) is not None:
+            logger.log(*sharing)
         metrics.watch_queue("token", lambda: quotas.waiting)
         metrics.watch_queue("worker", lambda: limiter.statistics().tasks_waiting)
         metrics.watch_queue("runtime_slot", lambda: runtime_slots.waiting)

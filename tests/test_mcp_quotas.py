@@ -11,7 +11,16 @@ import anyio
 import pytest
 from mcp import Client
 
-from mcp_server.serving.quotas import LogBudget, MinuteWindow, QuotaExceeded
+from mcp_server.config.command_line import parse_settings
+from mcp_server.serving.access import Caller
+from mcp_server.serving.quotas import (
+    LogBudget,
+    MinuteWindow,
+    QuotaExceeded,
+    TokenQuotas,
+    place_sharing_note,
+    token_places,
+)
 from mcp_server.serving.sessions import SessionBook
 from tests.support.mcp import BOOK_GOLD, TOOL, DelayedPolicy, KeyedPolicy, PeakBackend
 from tests.support.mcp_in_process import build, error_text, metric
@@ -172,3 +181,26 @@ def test_session_book_counts_each_tokens_sessions_and_expires_idle_ones() -> Non
     assert book.held("a") == 1  # a request (a GET stream) in flight keeps it
     book.closed("s2")
     assert book.held("a") == 0
+
+
+def test_several_tokens_never_get_the_last_place(tmp_path: Path) -> None:
+    """With several tokens each gets at most places - 1 at once (its own max-concurrent if lower),
+    one place at least; a lone token (or the local caller) keeps what its settings say."""
+    assert [token_places(places, tokens) for places, tokens in [(4, 2), (8, 5), (2, 2), (1, 3), (4, 1), (4, 0)]
+            ] == [3, 7, 1, 1, None, None]
+    config = tmp_path / "t.toml"
+    config.write_text('[tokens.a]\nenv = "A"\n[tokens.b]\nenv = "B"\nmax-concurrent = 2\n')
+    settings = parse_settings(["--token-max-concurrent", "16", "--config", str(config)],
+                              {"A": "secret-a", "B": "secret-b"})
+    a, b = Caller("a"), Caller("b")
+    shared = TokenQuotas(settings, [a, b], places=4)
+    assert (shared.of(a).concurrent.slots, shared.of(b).concurrent.slots) == (3, 2)
+    assert TokenQuotas(settings, [a, b], places=1).of(a).concurrent.slots == 1
+    assert TokenQuotas(settings, [a], places=4).of(a).concurrent.slots == 16
+    assert place_sharing_note(4, 1) is None
+    assert place_sharing_note(4, 2) == (logging.INFO, (
+        "2 tokens share 4 places (the smaller of --max-concurrent and the runtime slots): each runs at "
+        "most 3 episodes at once (fewer where its max-concurrent says so), so one place is always left "
+        "for the others"))
+    one_place = place_sharing_note(1, 2)
+    assert one_place is not None and one_place[0] == logging.WARNING

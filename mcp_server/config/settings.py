@@ -159,7 +159,8 @@ class ServerSettings(AgentSettings):
     # Quotas count episodes: a question with K samples is K of them.
     token_max_concurrent: int = Field(16, ge=1, le=1_024, description=(
         "episodes one token may have running at once (a question with K samples is K); more wait in "
-        "its own queue"))
+        "its own queue; with several tokens, never more than the server's places (the smaller of "
+        "--max-concurrent and the runtime slots) less one, so one is left for the others"))
     token_per_minute: Annotated[int, Option(metavar="M")] = Field(600, ge=1, le=100_000, description=(
         "episodes one token may start per minute (a question with K samples counts K, all or none); "
         "more get a tool error saying when to retry"))

@@ -65,14 +65,20 @@ def sample_key(name: str, labels: dict[str, str]) -> str:
     return name + "{" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())) + "}"
 
 
+PLACES = ("--runtime-slots", "8", "--max-concurrent", "8")  # the team tests' default
+
+
 @pytest.fixture
 def team_server(tmp_path: Path, fake_ollama: Any) -> Iterator[Callable[..., TeamServer]]:
     """Start servers with two databases and tokens [tokens.books] (bookshop) and [tokens.all];
-    `books_quota` adds lines to [tokens.books]; `ollama_url` replaces the fake model runtime."""
+    `books_quota` adds lines to [tokens.books]; `ollama_url` replaces the fake model runtime;
+    `places` are the flags giving workers and runtime slots (() for the defaults); `environ` is
+    added to the server's environment."""
     started: list[TeamServer] = []
 
     def start(*flags: str, delay: float = 0.0, books_quota: str = "",
-              ollama_url: str | None = None) -> TeamServer:
+              ollama_url: str | None = None, places: tuple[str, ...] = PLACES,
+              environ: dict[str, str] | None = None) -> TeamServer:
         sales = create_database(tmp_path / "sales.db", "CREATE TABLE sales (id INTEGER PRIMARY KEY, "
                                 "amount REAL); INSERT INTO sales (amount) VALUES (1.5), (2.5);")
         policy = OraclePolicy({**BOOK_GOLD, **SALES_GOLD})
@@ -89,9 +95,8 @@ def team_server(tmp_path: Path, fake_ollama: Any) -> Iterator[Callable[..., Team
                 server_command("--config", str(config), "--demo", "--ollama-host", url,
                                "--transport", "streamable-http", "--port", str(port),
                                "--metrics-token-env", "SQALE_METRICS_TOKEN",
-                               "--episode-log", str(server.episode_log), "--runtime-slots", "8",
-                               "--max-concurrent", "8", *flags),
-                cwd=REPO, env=server_env(tmp_path, **TOKENS), stdin=subprocess.DEVNULL,
+                               "--episode-log", str(server.episode_log), *places, *flags),
+                cwd=REPO, env=server_env(tmp_path, **TOKENS, **(environ or {})), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=err)
         started.append(server)
         wait_for_port(port, server.process)

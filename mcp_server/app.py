@@ -157,7 +157,8 @@ def answer_tool(settings: ServerSettings, catalog: Catalog, description: str, li
     schema = advertised_input_schema(
         tool.parameters, aliases=catalog.aliases, max_question_chars=settings.max_question_chars,
         max_evidence_chars=settings.max_evidence_chars, max_samples=settings.max_samples,
-        example=example_question(catalog), verified=any(e.verified for e in catalog.entries))
+        default_samples=settings.samples, example=example_question(catalog),
+        verified=any(e.verified for e in catalog.entries))
     return tool.model_copy(update={"parameters": schema})
 
 

@@ -151,19 +151,19 @@ async def test_input_schema_says_what_the_server_enforces(tmp_path: Path) -> Non
     example = "How many rows does the table parcel have?"
     question = tool.input_schema["properties"]["question"]
     assert question["description"] == f"The question in plain language, e.g. '{example}'"
-    assert tool.input_schema["properties"]["samples"]["anyOf"] == [
-        {"type": "integer", "minimum": 1, "maximum": 8}, {"type": "null"}]
+    samples = tool.input_schema["properties"]["samples"]
+    assert {k: v for k, v in samples.items() if k != "description"} == {
+        "type": "integer", "minimum": 1, "maximum": 8, "default": 1, "title": "Samples"}
     assert {k: v for k, v in tool.input_schema["properties"].items() if k != "samples"} == {
         "question": {"description": question["description"], "title": "Question",
                      "type": "string", "maxLength": 2000, "examples": [example]},
-        "database": {"anyOf": [{"type": "string", "enum": ["shop", "bookshop"]}, {"type": "null"}],
-                     "default": None, "title": "Database",
+        "database": {"type": "string", "enum": ["shop", "bookshop"], "title": "Database",
                      "description": "Alias of a configured database (listed in the tool description); "
                                     "may be omitted when only one is configured"},
-        "evidence": {"anyOf": [{"type": "string", "maxLength": 4000}, {"type": "null"}], "default": None,
-                     "title": "Evidence",
+        "evidence": {"type": "string", "maxLength": 4000, "title": "Evidence",
                      "description": "Optional hints about the data, e.g. what a term means in columns "
                                     "and values"}}
+    assert tool.input_schema["required"] == ["question"]
     assert "Which 5 artists" not in json.dumps(tool.input_schema)
 
 

@@ -14,7 +14,14 @@ from mcp import Client
 from mcp_server.answer.sampling import ProgressClock
 from tests.support.mcp import BOOK_GOLD, TOOL, DelayedPolicy
 from tests.support.mcp_in_process import build, valid_answer
-from tests.support.policies import OraclePolicy, PolicyBackend
+from tests.support.policies import (
+    OraclePolicy,
+    PolicyBackend,
+    ScriptPolicy,
+    SeedSwitchPolicy,
+    assistant_reply,
+    tool_call,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -104,3 +111,22 @@ async def test_every_wait_of_a_call_moves_progress_forward(tmp_path: Path) -> No
     for kind in ("waiting for this token's earlier questions", "queued: ", "waiting for the model",
                  "round 1/6", "finished: submitted"):
         assert any(kind in m for m in messages), (kind, messages)
+
+
+async def test_reporting_progress_does_not_reorder_the_samples(tmp_path: Path) -> None:
+    """With one worker the samples run in their order (1 to 5) whether or not the client listens
+    to progress: the first two disagree, the last three agree, so all five run and three results
+    come back. (A send no one waits on does not yield, so no sample overtakes another in the queue.)"""
+    def submits(sql: str) -> ScriptPolicy:
+        return ScriptPolicy([assistant_reply("look", tool_call("list_tables")),
+                             assistant_reply("answer", tool_call("submit_sql", sql=sql))])
+
+    oracle = OraclePolicy(BOOK_GOLD)
+    backend = PolicyBackend(SeedSwitchPolicy({
+        100: submits("SELECT 12"), 101: submits("SELECT count(*) FROM authors"), 102: oracle, 103: oracle,
+        104: oracle}))
+    server = build(tmp_path, ["--demo", "--seed", "100", "--max-concurrent", "1"], backend)
+    async with Client(server) as client:
+        result = await client.call_tool(TOOL, {"question": "How many books are there?", "samples": 5})
+    answer = valid_answer(result)
+    assert (answer["samples_finished"], [c["votes"] for c in answer["candidates"]]) == (5, [3, 1, 1])

@@ -156,8 +156,9 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
         metrics.watch_queue("runtime_slot", lambda: runtime_slots.waiting)
         metrics.in_flight.set_function(lambda: gate.in_flight)
         metrics.watch_sqlite_workers(lambda: engine.starts, lambda: engine.kills)
+        limits = answer_limits(settings)
         episode_settings, shrunk = fit_to_engines(EpisodeSettings(
-            result_rows=settings.max_rows, result_bytes=settings.max_result_bytes,
+            result_rows=settings.max_rows, result_bytes=limits.max_result_bytes,
             environment=settings.environment), facts)
         if shrunk is not None:
             logger.warning("%s", shrunk)
@@ -169,7 +170,7 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
             limiter=limiter, slots=runtime_slots,
             episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
             quotas=quotas, gate=gate, metrics=metrics,
-            limits=answer_limits(settings), verified=dict(libraries or {}),
+            limits=limits, verified=dict(libraries or {}),
             cache_watch=CacheWatch(lambda where: cache_advice(engines.get(where)), logger.warning),
             engine_label=replica,
         )

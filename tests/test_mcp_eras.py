@@ -8,6 +8,7 @@ each token may see and ask.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -61,7 +62,7 @@ def team_url(tmp_path: Path, fake: Any) -> Iterator[str]:
     config.write_text(f'[db]\nsales = "{sales}"\n\n[tokens.books]\nenv = "SQALE_TOKEN_BOOKS"\n'
                       'databases = ["bookshop"]\n\n[tokens.all]\nenv = "SQALE_TOKEN_ALL"\n')
     with running_http_server(tmp_path, "--config", str(config), "--demo", "--ollama-host", fake.url,
-                     **TOKENS) as url:
+                             "--runtime-slots", "1", **TOKENS) as url:
         yield url
 
 
@@ -74,23 +75,31 @@ async def http_client(url: str, token: str, mode: str) -> AsyncIterator[Client]:
 
 
 async def check_contract(client: Client, fake: Any, version: str, aliases: list[str]) -> None:
-    """List, call with progress, cancel mid-episode, errors: what every client relies on."""
+    """List, calls with progress (strictly increasing, through a vote's waits), cancel
+    mid-episode, errors: what every client relies on."""
     assert client.protocol_version == version
     (tool,) = (await client.list_tools()).tools
     assert tool.name == TOOL and tool.output_schema is not None
-    assert tool.input_schema["properties"]["database"]["anyOf"][0]["enum"] == aliases
+    assert tool.input_schema["properties"]["database"]["enum"] == aliases
     assert all(f"- {alias}: " in (tool.description or "") for alias in aliases)
 
-    progress: list[str | None] = []
+    for samples in (1, 3):  # three samples on one runtime slot: two of them wait their turn
+        progress: list[tuple[float, str | None]] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
-        progress.append(message)
+        async def on_progress(done: float, total: float | None, message: str | None,
+                              into: list[tuple[float, str | None]] = progress) -> None:
+            into.append((done, message))
 
-    answered = await client.call_tool(TOOL, {"question": BOOK_QUESTION, "database": "bookshop"},
-                                      progress_callback=on_progress)
-    assert (answered.is_error, answered.structured_content["rows"]) == (False, [[16]])
-    jsonschema.validate(answered.structured_content, tool.output_schema)
-    assert progress and all(m and m.startswith(("round ", "final answer")) for m in progress), progress
+        answered = await client.call_tool(TOOL, {"question": BOOK_QUESTION, "database": "bookshop",
+                                                 "samples": samples}, progress_callback=on_progress)
+        assert (answered.is_error, answered.structured_content["rows"]) == (False, [[16]])
+        jsonschema.validate(answered.structured_content, tool.output_schema)
+        values = [v for v, _ in progress]
+        assert values and all(a < b for a, b in itertools.pairwise(values)), progress
+        if samples == 1:
+            assert all(m and m.startswith(("round ", "final answer")) for _, m in progress), progress
+        else:
+            assert any("waiting for the model" in (m or "") for _, m in progress), progress
 
     before = len(fake.disconnects)
     async with anyio.create_task_group() as group:
@@ -118,7 +127,7 @@ async def check_contract(client: Client, fake: Any, version: str, aliases: list[
 @pytest.mark.parametrize(("mode", "version"), ERAS)
 async def test_stdio_contract(tmp_path: Path, fake: Any, mode: str, version: str) -> None:
     """Over stdio: the whole contract, in this era."""
-    command = server_command("--demo", "--ollama-host", fake.url)
+    command = server_command("--demo", "--ollama-host", fake.url, "--runtime-slots", "1")
     params = StdioServerParameters(command=command[0], args=command[1:], env=server_env(tmp_path), cwd=REPO)
     async with Client(params, mode=mode) as client:
         await check_contract(client, fake, version, ["bookshop"])
@@ -136,7 +145,7 @@ async def test_http_contract_with_scoped_tokens(team_url: str, fake: Any, mode: 
         assert refused.content[0].text.endswith("as `database`: bookshop.")
     async with http_client(team_url, TOKENS["SQALE_TOKEN_ALL"], mode) as client:
         (tool,) = (await client.list_tools()).tools
-        assert tool.input_schema["properties"]["database"]["anyOf"][0]["enum"] == ["sales", "bookshop"]
+        assert tool.input_schema["properties"]["database"]["enum"] == ["sales", "bookshop"]
         sales = await client.call_tool(TOOL, {"question": "How many sales are there?", "database": "sales"})
         assert sales.structured_content["rows"] == [[2]]
     first = {"legacy": "initialize", "auto": "server/discover"}[mode]  # each era's first request

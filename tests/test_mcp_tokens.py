@@ -137,11 +137,11 @@ def test_scoped_schema_keeps_only_the_callers_aliases() -> None:
     """An alias enum in the schema is cut to the caller's aliases; the rest is untouched."""
     schema = {"type": "object", "properties": {
         "question": {"type": "string"},
-        "database": {"anyOf": [{"type": "string", "enum": ["sales", "hr"]}, {"type": "null"}]}}}
+        "database": {"type": "string", "enum": ["sales", "hr"]}}}
     assert scoped_input_schema(schema, ("hr",)) == {"type": "object", "properties": {
         "question": {"type": "string"},
-        "database": {"anyOf": [{"type": "string", "enum": ["hr"]}, {"type": "null"}]}}}
-    assert schema["properties"]["database"]["anyOf"][0]["enum"] == ["sales", "hr"]
+        "database": {"type": "string", "enum": ["hr"]}}}
+    assert schema["properties"]["database"]["enum"] == ["sales", "hr"]
 
 
 def test_json_log_lines_carry_time_level_event_and_question_id() -> None:

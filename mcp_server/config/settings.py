@@ -17,6 +17,7 @@ from agent.settings.agent_settings import MAX_SAMPLES, AgentSettings
 from agent.sqlite import EngineLimits
 
 TOKEN_SESSIONS = 32  # HTTP sessions one token may hold by default
+MAX_ANSWER_CHARS = 500_000  # the most one answer may weigh: what a tool may declare to Claude Code
 
 
 class DatabaseSpec(BaseModel):
@@ -134,7 +135,8 @@ class ServerSettings(AgentSettings):
     # the 10k tokens past which Claude Code warns (answer/sizing.py); `ask` keeps the episode's.
     max_result_bytes: int = with_default(
         AgentSettings, "max_result_bytes", 16_384,
-        also="past the default the answer budget grows and the tool declares it to Claude Code")
+        also=f"past the default the answer budget grows by as much, up to {MAX_ANSWER_CHARS:,} characters, "
+             "and the tool declares it to Claude Code")
     query_timeout: float = Field(EngineLimits.query_timeout, gt=0, le=3_600,
                                  description="limit for one SQL statement")
     episode_timeout: float = Field(300.0, gt=0, le=86_400,

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from agent.backends.advice import cache_advice
-from agent.backends.base import DescribableBackend, EngineFacts, LocatedBackend, ModelBackend, ModelInfo
+from agent.backends.base import EngineFacts, ModelBackend, ModelInfo
 from agent.backends.slots import OnWait, RuntimeSlots, engine_slots, gather_engine_facts, resolve_runtime_slots
 from agent.engine_fit import fit_to_engines
 from agent.episode import EpisodeSettings, Round
@@ -139,8 +139,8 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
         info, facts = await check_runtime(backend)
         slots = resolve_runtime_slots(settings.runtime_slots, backend, os.environ, facts)
         log_runtime_slots(slots.slots, slots.reason, facts)
-        replica = backend.replica_label if isinstance(backend, LocatedBackend) else "default"
-        metered = MeteredBackend(backend, settings.backend, replica, metrics)
+        replica = backend.replica_label
+        metered = MeteredBackend(backend, settings.backend, metrics)
         limiter = anyio.CapacityLimiter(settings.max_concurrent)
         runtime_slots = RuntimeSlots(slots.slots)
         quotas = TokenQuotas(settings, callers)
@@ -217,8 +217,6 @@ async def warn_if_model_unavailable(backend: ModelBackend) -> ModelInfo | None:
 
     The server runs on regardless.
     """
-    if not isinstance(backend, DescribableBackend):
-        return None
     try:
         with anyio.fail_after(STARTUP_PROBE_SECONDS):
             info = await backend.describe_model()
@@ -230,6 +228,8 @@ async def warn_if_model_unavailable(backend: ModelBackend) -> ModelInfo | None:
     except TimeoutError:
         logger.warning("the model runtime did not describe model '%s' within %g s; questions may "
                        "fail or be slow", backend.model, STARTUP_PROBE_SECONDS)
+        return None
+    if info is None:  # this backend cannot check its model in advance
         return None
     if info.served_as is None:
         logger.info("model '%s' is available", backend.model)

@@ -20,10 +20,10 @@ import anyio
 
 from ..errors import ConfigError
 from ..text import plural
-from .base import EngineAwareBackend, EngineFacts, SlotAdvisingBackend, SlotChoice
+from .base import EngineFacts, ModelBackend, SlotChoice
 
 OnWait = Callable[[int], Awaitable[None]]  # called with the number of questions ahead
-_B = TypeVar("_B")
+_B = TypeVar("_B", bound=ModelBackend)
 
 
 @dataclass(eq=False)
@@ -115,10 +115,8 @@ def waiting_message(ahead: int) -> str:
     return f"waiting for the model: {plural(ahead, 'question')} ahead"
 
 
-async def gather_engine_facts(backend: object, seconds: float) -> tuple[EngineFacts, ...]:
+async def gather_engine_facts(backend: ModelBackend, seconds: float) -> tuple[EngineFacts, ...]:
     """What the backend's engines say about themselves within `seconds`; () when nothing is said."""
-    if not isinstance(backend, EngineAwareBackend):
-        return ()
     with anyio.move_on_after(seconds):
         return await backend.engine_facts()
     return ()
@@ -126,8 +124,7 @@ async def gather_engine_facts(backend: object, seconds: float) -> tuple[EngineFa
 
 def told_engines(backend: _B, facts: Sequence[EngineFacts]) -> _B:
     """`backend`, knowing what another instance of it learnt from its engines (eval's per-seed backends)."""
-    if isinstance(backend, EngineAwareBackend):
-        backend.remember_engines(facts)
+    backend.remember_engines(facts)
     return backend
 
 
@@ -141,7 +138,7 @@ def engine_slots(facts: Sequence[EngineFacts]) -> SlotChoice | None:
     return SlotChoice(total, f"the engine's own: {'; '.join(sources)}{replicas}")
 
 
-def resolve_runtime_slots(given: int | None, backend: object, environ: Mapping[str, str],
+def resolve_runtime_slots(given: int | None, backend: ModelBackend, environ: Mapping[str, str],
                           facts: Sequence[EngineFacts] = ()) -> SlotChoice:
     """--runtime-slots when given, else what the engines say, else the backend's default.
 
@@ -154,6 +151,4 @@ def resolve_runtime_slots(given: int | None, backend: object, environ: Mapping[s
     told = engine_slots(facts)
     if told is not None:
         return told
-    if isinstance(backend, SlotAdvisingBackend):
-        return backend.default_slots(environ)
-    return SlotChoice(1, "this backend does not say how many requests its runtime serves at once")
+    return backend.default_slots(environ)

@@ -14,7 +14,7 @@ import anyio
 
 from ..asking import Asked, Question, SampleBackends, ask, summary_text
 from ..backends.advice import cache_advice
-from ..backends.base import LocatedBackend, SamplingSettings
+from ..backends.base import SamplingSettings
 from ..backends.settings import make_backend
 from ..backends.slots import RuntimeSlots, gather_engine_facts, resolve_runtime_slots
 from ..engine_fit import fit_to_engines
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
                 asked = Question(question, db, model_evidence, fitted, prompts)
                 done = await ask(asked, SampleBackends.seeded(backend, args.samples, args.seed), run_episode,
                                  slot=lambda k: slots.slot(), on_round=report)
-                where = backend.where if isinstance(backend, LocatedBackend) else choice.address
+                where = backend.where or choice.address
                 warn_of_prompt_cache(done, where, next((f.engine for f in facts if f.engine), None))
                 return done, consulted
             finally:

@@ -10,16 +10,7 @@ from importlib.metadata import packages_distributions
 import anyio
 
 from ..backends.advice import cache_advice
-from ..backends.base import (
-    PROBE_PROMPT,
-    DescribableBackend,
-    EngineFacts,
-    LocatedBackend,
-    ModelBackend,
-    ModelInfo,
-    ReplicatedBackend,
-    SamplingSettings,
-)
+from ..backends.base import PROBE_PROMPT, EngineFacts, ModelBackend, ModelInfo, SamplingSettings
 from ..backends.settings import make_backend
 from ..backends.slots import engine_slots, gather_engine_facts, resolve_runtime_slots
 from ..cache_probe import CacheProbe, probe_cache
@@ -123,16 +114,16 @@ def _print_hiding(schema: Schema) -> None:
 async def _check_model(args: argparse.Namespace) -> bool:
     choice = backend_choice(args)
     backend = make_backend(choice, SamplingSettings())
-    where = backend.where if isinstance(backend, LocatedBackend) else choice.address
+    where = backend.where or choice.address
     subject = f"{choice.backend} at {where}"
     try:
         facts = await gather_engine_facts(backend, PROBE_SECONDS)  # first: how to talk to each engine
-        if not isinstance(backend, DescribableBackend):  # our backends all are; a plug-in may not be
+        described, info = await _describe(backend, subject)
+        if not described:
+            return False
+        if info is None:  # our backends all can; a plug-in may not
             print(f"[info] {subject}: this backend cannot check its model in advance")
         else:
-            info = await _describe(backend, subject)
-            if info is None:
-                return False
             _print_model(subject, info)
         generates = await _check_generation(backend, choice.backend, subject)
         _report_slots(command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots"),
@@ -146,17 +137,18 @@ async def _check_model(args: argparse.Namespace) -> bool:
     return generates
 
 
-async def _describe(backend: DescribableBackend, subject: str) -> ModelInfo | None:
-    """The runtime's description of the model, or None after printing why there is none."""
+async def _describe(backend: ModelBackend, subject: str) -> tuple[bool, ModelInfo | None]:
+    """Whether the runtime answered, and its description of the model (None: it cannot check);
+    (False, None) after printing why it failed."""
     try:
         with anyio.fail_after(PROBE_SECONDS):
-            return await backend.describe_model()
+            return True, await backend.describe_model()
     except SqaleError as exc:
         print(f"[fail] {subject}: {exc}")
     except TimeoutError:
         print(f"[fail] {subject}: accepted the connection but did not answer within "
               f"{PROBE_SECONDS:g} s; check that this address is the model runtime and that it is not stuck")
-    return None
+    return False, None
 
 
 def _print_model(subject: str, info: ModelInfo) -> None:
@@ -177,10 +169,10 @@ def _print_model(subject: str, info: ModelInfo) -> None:
 
 async def _check_generation(backend: ModelBackend, kind: str, subject: str) -> bool:
     """One tiny real completion on each replica: a runtime can list a model and still fail to run it."""
-    replicas = backend.per_replica() if isinstance(backend, ReplicatedBackend) else (backend,)
+    replicas = backend.per_replica()
     ok = True
     for one in replicas:
-        at = f"{kind} at {one.where}" if len(replicas) > 1 and isinstance(one, LocatedBackend) else subject
+        at = f"{kind} at {one.where}" if len(replicas) > 1 and one.where is not None else subject
         try:
             with anyio.fail_after(GENERATION_SECONDS):
                 completion = await one.complete(PROBE_PROMPT, max_tokens=1)
@@ -240,10 +232,9 @@ def _report_budget(facts: tuple[EngineFacts, ...]) -> None:
 
 async def _check_prompt_cache(backend: ModelBackend, facts: tuple[EngineFacts, ...]) -> None:
     """Two rounds on each engine: does the second round's prompt come from its cache?"""
-    replicas = backend.per_replica() if isinstance(backend, ReplicatedBackend) else (backend,)
     kinds = {f.where: f.engine for f in facts}
-    for one in replicas:
-        where = one.where if isinstance(one, LocatedBackend) else backend.model
+    for one in backend.per_replica():
+        where = one.where or backend.model
         try:
             with anyio.fail_after(GENERATION_SECONDS):
                 probe = await probe_cache(one, where)

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from ..backends.advice import cache_advice
-from ..backends.base import DescribableBackend, EngineFacts, ModelInfo, SlotChoice
+from ..backends.base import EngineFacts, ModelInfo, SlotChoice
 from ..backends.openai_engines import ENGINES_THAT_SAY
 from ..backends.settings import BackendSettings, make_backend
 from ..backends.slots import engine_slots, gather_engine_facts, told_engines
@@ -219,8 +219,6 @@ async def ask_engines(choice: BackendSettings) -> tuple[tuple[EngineFacts, ...],
     backend = make_backend(choice)
     try:
         facts = await gather_engine_facts(backend, FACTS_SECONDS)
-        if not isinstance(backend, DescribableBackend):
-            return facts, None
         with anyio.move_on_after(FACTS_SECONDS):
             try:
                 return facts, await backend.describe_model()

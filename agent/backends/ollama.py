@@ -7,7 +7,7 @@ import os
 import re
 import time
 import urllib.parse
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -22,6 +22,7 @@ from .base import (
     VLLM_NEUTRAL_SAMPLERS,
     Completion,
     EngineFacts,
+    ModelBackend,
     ModelInfo,
     SamplingSettings,
     SlotChoice,
@@ -118,7 +119,7 @@ def _normalise_host(host: str) -> str:
     return f"{scheme.lower()}://{hostname}:{port}{path}"
 
 
-class OllamaBackend:
+class OllamaBackend(ModelBackend):
     """Completes raw ChatML prompts with an Ollama model (raw=True: no template applied)."""
 
     def __init__(
@@ -190,9 +191,6 @@ class OllamaBackend:
                   else "the model's context_length (/api/show), below the num_ctx sent")
         return (EngineFacts(where=self.host, engine=OLLAMA, version=version, context_tokens=context,
                             context_source=source, notes=tuple(notes), warnings=tuple(warnings)),)
-
-    def remember_engines(self, facts: Sequence[EngineFacts]) -> None:
-        """Nothing to remember: every Ollama request is spelled the same."""
 
     async def _version(self) -> str | None:
         """GET /api/version; None when Ollama does not answer it."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import socket
@@ -11,8 +12,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Self
 
 from agent.backends.base import Completion, ModelBackend
+from agent.backends.wrapper import BackendWrapper
 from tests.support.policies import Policy, ScriptedReply, first_user_turn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -119,23 +122,38 @@ def running_http_server(tmp_path: Path, *flags: str, **env: str) -> Iterator[str
         process.wait(timeout=15)
 
 
-class PeakBackend:
+@dataclasses.dataclass
+class Concurrency:
+    """Completions running now, and the most that ran at once."""
+
+    running: int = 0
+    peak: int = 0
+
+
+class PeakBackend(BackendWrapper):
     """Counts how many completions run at the same time (the queue's observable effect: one per
-    running episode)."""
+    running episode), its seeded copies' included."""
 
     def __init__(self, inner: ModelBackend) -> None:
-        self.inner, self.model = inner, inner.model
-        self.running = self.peak = 0
+        super().__init__(inner)
+        self.counts = Concurrency()
+
+    def rewrap(self, inner: ModelBackend) -> Self:
+        """A copy in front of `inner`, counting into the same counts (and a subclass's records)."""
+        twin = copy.copy(self)
+        twin.inner, twin.model = inner, inner.model
+        return twin
+
+    @property
+    def peak(self) -> int:
+        """The most completions that ran at once."""
+        return self.counts.peak
 
     async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
         """The inner completion, counted while it runs."""
-        self.running += 1
-        self.peak = max(self.peak, self.running)
+        self.counts.running += 1
+        self.counts.peak = max(self.counts.peak, self.counts.running)
         try:
             return await self.inner.complete(prompt, max_tokens=max_tokens)
         finally:
-            self.running -= 1
-
-    async def aclose(self) -> None:
-        """Close the inner backend."""
-        await self.inner.aclose()
+            self.counts.running -= 1

@@ -6,7 +6,8 @@ backend how to talk to each engine), check the model (the engine's own id labels
 when it ignores ours), choose the runtime slots, and fit the episode budget to the engines'
 context. `engine_session` yields that as one frozen `EngineSession`; a front end adds only what
 is its own (the server its metrics wrapper and start-up log, eval its per-run seed, doctor its
-checks and report) and says it in its own words.
+checks and report) and says it in its own words. The session's backend traces each model call
+(agent/backends/traced.py): a no-op until OpenTelemetry is configured.
 
 An engine that accepts connections but never answers costs `seconds` once: when its facts do
 not come within them, the model check is not tried and counts as timed out.
@@ -25,6 +26,7 @@ import anyio
 from .backends.base import EngineFacts, ModelBackend, ModelInfo, SlotChoice
 from .backends.settings import BackendSettings, make_backend
 from .backends.slots import resolve_runtime_slots
+from .backends.traced import Engines, traced
 from .engine_fit import fit_to_engines
 from .episode import EpisodeSettings
 from .errors import BackendError
@@ -92,13 +94,14 @@ async def engine_session(settings: _S, episode: EpisodeSettings, *, runtime_slot
     backend = build(settings) if build is not None else make_backend(settings)
     try:
         facts, answered = await _engine_facts(backend, seconds)
+        used = traced(backend, Engines.of(settings.backend, facts))  # each model call a span
         check = ModelCheck()
         if check_model:
             check = await _check_model(backend, seconds) if answered else ModelCheck(asked=True, timed_out=True)
         slots = resolve_runtime_slots(runtime_slots, backend, os.environ if environ is None else environ,
                                       facts, wanted=wanted_slots)
         fitted, note = fit_to_engines(episode, facts)
-        yield EngineSession(backend=backend, where=backend.where or settings.address, facts=facts,
+        yield EngineSession(backend=used, where=backend.where or settings.address, facts=facts,
                             model_check=check, slots=slots, episode=fitted, budget_note=note)
     finally:
         with anyio.CancelScope(shield=True):  # a cancelled front end still closes its connections

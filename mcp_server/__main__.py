@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from types import FrameType
 
 from agent.errors import ConfigError, PromptConfigError
+from agent.telemetry.setup import start_telemetry
 
-from .app import build_server, configure_logging
+from .app import SERVICE, build_server, configure_logging
 from .config.command_line import parse_settings
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
@@ -32,6 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             settings = parse_settings(sys.argv[1:] if argv is None else argv, os.environ)
             configure_logging(settings.log_level, settings.log_format)
+            start_telemetry(SERVICE)
             server = build_server(settings, environ=os.environ)
         except (ConfigError, PromptConfigError) as exc:
             print(f"sqale-mcp: {exc}", file=sys.stderr)

@@ -53,11 +53,13 @@ from .serving.http_transport import MCP_PATH, http_app, serve_http
 from .serving.log_format import configure_logging
 from .serving.metrics import ServerMetrics
 from .serving.stopping import exit_on_stop_signal, print_tty_notice
+from .serving.tracing import McpTelemetry
 
 __all__ = ["SqaleServer", "build_server", "configure_logging"]  # configure_logging: for callers
 
 logger = logging.getLogger(__name__)
 
+SERVICE = "sqale-mcp"  # OpenTelemetry's service name, unless OTEL_SERVICE_NAME says otherwise
 # `mcp dev` adds these to the `uv run --with mcp==X mcp run ...` it starts: `mcp run` needs typer.
 MCP_DEV_DEPENDENCIES = ("mcp[cli]",)
 INSTRUCTIONS = (
@@ -106,6 +108,9 @@ class SqaleServer(MCPServer[ServerRuntime]):
                          extensions=[view] if view else None,
                          dependencies=list(MCP_DEV_DEPENDENCIES),
                          tools=[answer_tool(settings, catalog, describe(catalog), limits)])
+        # Outermost, before the SDK's OpenTelemetry span: the HTTP headers' trace, the MCP metric.
+        tools = frozenset({TOOL_NAME, *(extra.name for extra in app_only_tools(settings))})
+        self.middleware.insert(0, McpTelemetry(tools))
         self.sqale_settings = settings
         self.catalog = catalog
         self.runtime_closed = runtime_closed

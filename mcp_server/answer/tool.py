@@ -20,6 +20,7 @@ from agent.episode import EpisodeResult, Round
 from agent.episode_text import clip
 from agent.errors import BackendError, SqaleError
 from agent.notes import evidence_with_notes
+from agent.telemetry.spans import question_span, question_trace
 
 from ..config.limits import AnswerLimits
 from ..runtime import ServerRuntime
@@ -71,15 +72,18 @@ async def answer_sql_question(
     # The SDK types the lifespan's value as a dict; ours is the ServerRuntime open_runtime yields.
     runtime = cast(ServerRuntime, ctx.request_context.lifespan_context)
     caller = caller_of(ctx.request_context.request)
-    try:
-        return await answer_question(runtime, question, database, evidence,
-                                     report_progress=ctx.report_progress, samples=samples, caller=caller,
-                                     use_verified=verified is not False)
-    except CallError as error:
-        # Returned, not raised: the failed call carries structured content like every other result.
-        return error_response(error, database=known_alias(database, caller.visible(runtime.catalog.aliases)),
-                              question=question[:runtime.settings.max_question_chars],
-                              model=runtime.model_label)
+    with question_span("mcp", capture_content=runtime.settings.trace_content) as traced:
+        try:
+            return await answer_question(runtime, question, database, evidence,
+                                         report_progress=ctx.report_progress, samples=samples, caller=caller,
+                                         use_verified=verified is not False)
+        except CallError as error:
+            if not traced.ended:  # refused and failed calls ended their span where they were recorded
+                traced.finish(error.status, error.kind)
+            alias = known_alias(database, caller.visible(runtime.catalog.aliases))
+            # Returned, not raised: the failed call carries structured content like every other result.
+            return error_response(error, database=alias, model=runtime.model_label,
+                                  question=question[:runtime.settings.max_question_chars])
 
 
 def error_response(error: CallError, *, database: str | None, question: str, model: str) -> CallToolResult:
@@ -182,6 +186,8 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     call = QuestionAsked(question=asked, alias=alias, samples=count, caller=caller,
                          evidence=evidence_with_notes(notes.text if notes else None, hint),
                          given_evidence=hint, notes=notes.text if notes else None, use_verified=use_verified)
+    question_trace().describe(database=alias, samples=count, token=caller.name, question=asked, evidence=hint,
+                              hidden_names=runtime.databases[alias].all_hidden_names)
     played: list[Round] = []  # every round of every sample, as it ends
     started = time.perf_counter()
     try:
@@ -210,6 +216,9 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
               "tool_seconds": round(episode.tool_seconds, 3),
               "queued_seconds": round(answer.queued_seconds, 3), **voting, **audit_fields(answer)}
     runtime.metrics.questions.labels(alias, caller.name, answer.status, answer.stop_reason).inc()
+    tier = "same_question" if answer.verified else None  # the verified library answered it
+    question_trace().finish(answer.status, answer.stop_reason, rows=answer.row_count, sql=answer.sql,
+                            agreement=answer.agreement, verified_tier=tier)
     await _audit(runtime, asker, asked, hint, alias, record)
     response = await anyio.to_thread.run_sync(lambda: build_response(answer, runtime.limits))
     text_bytes = sum(len(c.text.encode()) for c in response.content if isinstance(c, TextContent))
@@ -286,8 +295,9 @@ def _activity(played: Sequence[Round], started: float) -> dict[str, Any]:
 async def _record_unanswered(runtime: ServerRuntime, asker: _Asker, call: QuestionAsked,
                              hint: str | None, outcome: tuple[str, str], detail: str,
                              activity: dict[str, Any], error: BaseException | None = None) -> None:
-    """The metric, the whole episode-log line and a log line of a failed or cancelled call."""
+    """The metric, the span's end, the whole episode-log line and a log line of a failed or cancelled call."""
     runtime.metrics.questions.labels(call.alias, asker.token, *outcome).inc()
+    question_trace().finish(*outcome)
     await _audit(runtime, asker, call.question, hint, call.alias,
                  {"status": outcome[0], "stop_reason": outcome[1], "error": detail, **activity})
     internal = error is not None and not isinstance(error, SqaleError | ToolError)
@@ -303,8 +313,9 @@ async def _record_unanswered(runtime: ServerRuntime, asker: _Asker, call: Questi
 
 async def _record_refused(runtime: ServerRuntime, asker: _Asker, call: QuestionAsked,
                           refused: _Refused) -> None:
-    """The metric of a refused call, and (a few per token and minute) a short log line of it."""
+    """The metric and span of a refused call, and (a few per token and minute) a short log line of it."""
     runtime.metrics.questions.labels(call.alias, asker.token, "refused", refused.reason).inc()
+    question_trace().finish("refused", refused.reason)
     held_back = runtime.quotas.of(call.caller).refusal_lines.allow()
     if held_back is None:  # a flood of refusals must not fill the disk: counted, not written
         return

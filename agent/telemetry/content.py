@@ -4,9 +4,9 @@ hidden name taken out.
 Content is the question, the evidence, SQL, tool results (cell values among them) and what the
 model wrote. Without `--trace-content` no span holds any of it: spans carry names from fixed
 lists, counts, statuses and durations only. With it, each content attribute goes through
-`ContentPolicy.text`, which replaces every hidden table and column name (as a whole word, any
-case) with `[hidden]`: a name the owner hides never reaches a span, even when the question or
-the model's SQL writes it.
+`ContentPolicy.text`, which replaces every hidden table and column name (in any case, inside
+longer words too) with `[hidden]`: a name the owner hides never reaches a span, even when the
+question or the model's SQL writes it.
 
 The policy of the question being answered travels in a context variable, set by the front end
 around the question (`capture`) and read by every span below it (the model calls, tools and
@@ -39,8 +39,9 @@ class ContentPolicy:
 
     def __post_init__(self) -> None:
         if self.hidden:
+            # Inside longer words too: `Email_dump` would still spell the hidden `Email`.
             words = "|".join(re.escape(w) for w in sorted(self.hidden, key=len, reverse=True))
-            object.__setattr__(self, "_pattern", re.compile(rf"(?<![\w$])(?:{words})(?![\w$])", re.IGNORECASE))
+            object.__setattr__(self, "_pattern", re.compile(words, re.IGNORECASE))
 
     @classmethod
     def of(cls, capture: bool, hidden_names: Iterable[str] = ()) -> ContentPolicy:

@@ -56,8 +56,9 @@ class TelemetryPlan:
             return f"OpenTelemetry: {self.problem}"
         if not self.on:
             return f"OpenTelemetry: off ({self.reason})"
-        where = "; ".join(self.destinations) or self.reason
-        return f"OpenTelemetry: on ({self.reason}): {where}; service {self.service}; sampler {self.sampler}"
+        parts = [*self.destinations, *([f"service {self.service}"] if self.service else []),
+                 *([f"sampler {self.sampler}"] if self.sampler else [])]
+        return f"OpenTelemetry: on ({self.reason})" + (f": {'; '.join(parts)}" if parts else "")
 
 
 def extra_installed() -> bool:
@@ -134,10 +135,16 @@ def start_telemetry(service: str) -> TelemetryPlan:
     os.environ.setdefault("OTEL_EXPORTER_OTLP_PROTOCOL", DEFAULT_PROTOCOL)
     if "service.name=" not in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", ""):
         os.environ.setdefault("OTEL_SERVICE_NAME", service)
+    # Its loader logs a traceback before raising; the error below says the same in one line.
+    loader = logging.getLogger(initialize.__module__)
+    level = loader.level
+    loader.setLevel(logging.CRITICAL)
     try:
         initialize(swallow_exceptions=False)
     except Exception as exc:  # the SDK's own error for a variable it cannot use
         raise ConfigError(f"OpenTelemetry could not start ({exc}); check the OTEL_* variables "
                           "(docs/deployment.md#opentelemetry)") from exc
+    finally:
+        loader.setLevel(level)
     logger.info("%s", plan.describe())
     return plan

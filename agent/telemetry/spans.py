@@ -111,13 +111,18 @@ def question_trace() -> QuestionTrace:
 def question_span(front_end: str, *, capture_content: bool,
                   attributes: Mapping[str, Any] | None = None) -> Iterator[QuestionTrace]:
     """The question's span, current for the block; content captured only with `capture_content`."""
-    with span(f"{n.WORKFLOW} {n.WORKFLOW_NAME}", {n.OPERATION_NAME: n.WORKFLOW,
-                                                   n.WORKFLOW_NAME_KEY: n.WORKFLOW_NAME,
-                                                   n.FRONT_END: front_end, **(attributes or {})}) as current, \
+    started = {n.OPERATION_NAME: n.WORKFLOW, n.WORKFLOW_NAME_KEY: n.WORKFLOW_NAME, n.FRONT_END: front_end,
+               **(attributes or {})}
+    with TRACER.start_as_current_span(f"{n.WORKFLOW} {n.WORKFLOW_NAME}", attributes=started,
+                                      record_exception=False, set_status_on_exception=False) as current, \
             capture(ContentPolicy.of(capture_content)):
         handle = QuestionTrace(current, capture_content)
         token = _QUESTION.set(handle)
         try:
             yield handle
+        except BaseException as exc:
+            if not handle.ended and current.is_recording():  # the front end did not say how it ended
+                fail(current, failure_kind(exc))
+            raise
         finally:
             _QUESTION.reset(token)

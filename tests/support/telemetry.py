@@ -90,6 +90,10 @@ class Telemetry:
         return sorted((s for s in self.spans() if s.parent is not None and s.parent.span_id == own),
                       key=lambda s: s.start_time or 0)
 
+    def descendants(self, root: ReadableSpan) -> list[ReadableSpan]:
+        """`root` and every span under it."""
+        return [root, *(d for child in self.children(root) for d in self.descendants(child))]
+
     def tree(self, root: ReadableSpan, depth: int = 0) -> list[str]:
         """The span names under `root`, indented two spaces a level (a picture to compare whole)."""
         lines = [f"{'  ' * depth}{root.name}"]

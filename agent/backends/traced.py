@@ -25,7 +25,7 @@ from opentelemetry.trace import SpanKind
 from .. import package_version
 from ..telemetry import names as n
 from ..telemetry.content import content_policy
-from ..telemetry.spans import failure_kind, span
+from ..telemetry.spans import failure_kind, sdk_configured, span
 from .base import Completion, EngineFacts, ModelBackend
 from .wrapper import BackendWrapper
 
@@ -80,6 +80,8 @@ class TracedBackend(BackendWrapper):
 
     async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
         """The inner completion inside its span."""
+        if not sdk_configured():  # nothing would record a span or a measurement
+            return await self.inner.complete(prompt, max_tokens=max_tokens)
         base = {n.OPERATION_NAME: n.COMPLETION, n.PROVIDER_NAME: self.engines.provider,
                 n.REQUEST_MODEL: self.model}
         started = time.perf_counter()

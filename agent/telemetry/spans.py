@@ -7,16 +7,17 @@
           execute_tool TOOL                  one tool call (ok, rows)
             SELECT                           each statement the worker runs (agent/sqlite)
 
-Only the OpenTelemetry API is used: with no SDK installed, or none configured, every span is the
-API's non-recording no-op. Spans never record exceptions or their messages (either may quote a
-question or SQL): a failure sets `error.type` and a status description from a fixed list.
+Only the OpenTelemetry API is used. With no SDK installed, or none configured, no span is even
+started (`sdk_configured`): the API's own no-op would still attach a context for each span.
+Spans never record exceptions or their messages (either may quote a question or SQL): a
+failure sets `error.type` and a status description from a fixed list.
 Content goes in only through `content.ContentPolicy` (off by default).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any
 
@@ -33,6 +34,12 @@ TRACER = trace.get_tracer(n.INSTRUMENTATION_SCOPE, package_version())
 UNANSWERED = frozenset({"refused", "cancelled", "error", "failed"})
 
 
+def sdk_configured() -> bool:
+    """True once an SDK (or another implementation) provides the tracers: before that, spans are
+    skipped outright, cheaper than the API's own no-op (which still attaches a context per span)."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 def fail(span: Span, kind: str, description: str | None = None) -> None:
     """End-state of a failed operation: `error.type` and an ERROR status (both from fixed lists)."""
     span.set_attribute(n.ERROR_TYPE, kind)
@@ -44,9 +51,18 @@ def failure_kind(exc: BaseException) -> str:
     return "cancelled" if isinstance(exc, anyio.get_cancelled_exc_class()) else type(exc).__qualname__
 
 
+def span(name: str, attributes: Mapping[str, Any], *,
+         kind: SpanKind = SpanKind.INTERNAL) -> AbstractContextManager[Span]:
+    """A current span that, when the block raises, ends in error naming the exception's class only
+    (the invalid span, at the cost of a null context, while no SDK is configured)."""
+    return _recorded(name, attributes, kind) if sdk_configured() else NOTHING
+
+
+NOTHING = nullcontext(trace.INVALID_SPAN)
+
+
 @contextmanager
-def span(name: str, attributes: Mapping[str, Any], *, kind: SpanKind = SpanKind.INTERNAL) -> Iterator[Span]:
-    """A current span that, when the block raises, ends in error naming the exception's class only."""
+def _recorded(name: str, attributes: Mapping[str, Any], kind: SpanKind) -> Iterator[Span]:
     with TRACER.start_as_current_span(name, kind=kind, attributes=attributes, record_exception=False,
                                       set_status_on_exception=False) as current:
         try:
@@ -69,10 +85,10 @@ class QuestionTrace:
                  evidence: str | None = None, hidden_names: Callable[[], Iterable[str]] = tuple) -> None:
         """What is asked, where, by whom; the content (when captured) without the database's hidden
         names (`hidden_names()`, asked only when content is captured)."""
-        policy = ContentPolicy.of(True, hidden_names()) if self.capture_content else ContentPolicy()
-        narrow(policy)
         if not self.span.is_recording():
             return
+        policy = ContentPolicy.of(True, hidden_names()) if self.capture_content else ContentPolicy()
+        narrow(policy)
         self.span.set_attributes({n.DATABASE: database, n.SAMPLES: samples})
         if token is not None:
             self.span.set_attribute(n.TOKEN, token)
@@ -107,10 +123,17 @@ def question_trace() -> QuestionTrace:
     return current if current is not None else QuestionTrace(trace.INVALID_SPAN, False)
 
 
-@contextmanager
 def question_span(front_end: str, *, capture_content: bool,
-                  attributes: Mapping[str, Any] | None = None) -> Iterator[QuestionTrace]:
+                  attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[QuestionTrace]:
     """The question's span, current for the block; content captured only with `capture_content`."""
+    if not sdk_configured():
+        return nullcontext(QuestionTrace(trace.INVALID_SPAN, False))
+    return _question(front_end, capture_content, attributes)
+
+
+@contextmanager
+def _question(front_end: str, capture_content: bool,
+              attributes: Mapping[str, Any] | None) -> Iterator[QuestionTrace]:
     started = {n.OPERATION_NAME: n.WORKFLOW, n.WORKFLOW_NAME_KEY: n.WORKFLOW_NAME, n.FRONT_END: front_end,
                **(attributes or {})}
     with TRACER.start_as_current_span(f"{n.WORKFLOW} {n.WORKFLOW_NAME}", attributes=started,

@@ -8,7 +8,7 @@ imports nothing of theirs. The model call's span is the backend wrapper's
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import anyio
@@ -17,7 +17,7 @@ from opentelemetry.trace import Span, SpanKind
 
 from . import names as n
 from .content import content_policy
-from .spans import TRACER, fail, failure_kind, span
+from .spans import NOTHING, TRACER, fail, failure_kind, sdk_configured, span
 
 # Statement kinds a statement span names (db.operation.name); any other first word is _OTHER,
 # so text the model wrote never becomes a span's name.
@@ -59,9 +59,13 @@ class EpisodeTrace:
             fail(self.span, "episode_timeout", "error (episode_timeout)")
 
 
-@contextmanager
-def episode_span(sample: int, seed: int | None, model: str) -> Iterator[EpisodeTrace]:
+def episode_span(sample: int, seed: int | None, model: str) -> AbstractContextManager[EpisodeTrace]:
     """A sample's episode, current for the block; a sample the vote stopped is no error."""
+    return _episode(sample, seed, model) if sdk_configured() else nullcontext(EpisodeTrace(trace.INVALID_SPAN))
+
+
+@contextmanager
+def _episode(sample: int, seed: int | None, model: str) -> Iterator[EpisodeTrace]:
     attributes: dict[str, Any] = {n.OPERATION_NAME: n.AGENT, n.AGENT_NAME_KEY: n.AGENT_NAME,
                                   n.REQUEST_MODEL: model, n.SAMPLE_INDEX: sample}
     if seed is not None:
@@ -80,11 +84,9 @@ def episode_span(sample: int, seed: int | None, model: str) -> Iterator[EpisodeT
             raise
 
 
-@contextmanager
-def round_span(index: int, final: bool) -> Iterator[Span]:
+def round_span(index: int, final: bool) -> AbstractContextManager[Span]:
     """One model turn and what it called."""
-    with span(n.ROUND, {n.ROUND_INDEX: index, n.ROUND_FINAL: final}) as current:
-        yield current
+    return span(n.ROUND, {n.ROUND_INDEX: index, n.ROUND_FINAL: final}) if sdk_configured() else NOTHING
 
 
 def round_played(*, tool_calls: int, context_tokens: int) -> None:
@@ -114,10 +116,14 @@ class ToolTrace:
             fail(self.span, "tool_error")
 
 
-@contextmanager
 def tool_span(tool: str, known: bool, arguments: Mapping[str, Any], *,
-              implicit: bool = False) -> Iterator[ToolTrace]:
+              implicit: bool = False) -> AbstractContextManager[ToolTrace]:
     """A call of `tool` (named only when `known`: the model may write any name)."""
+    return _tool(tool, known, arguments, implicit) if sdk_configured() else _NO_TOOL
+
+
+@contextmanager
+def _tool(tool: str, known: bool, arguments: Mapping[str, Any], implicit: bool) -> Iterator[ToolTrace]:
     name = tool if known else n.OTHER
     attributes: dict[str, Any] = {n.OPERATION_NAME: n.TOOL, n.TOOL_NAME: name, n.TOOL_TYPE: "function"}
     if implicit:
@@ -147,9 +153,13 @@ class StatementTrace:
             fail(self.span, status)
 
 
-@contextmanager
-def statement_span(operation: str, namespace: str, sql: str | None) -> Iterator[StatementTrace]:
+def statement_span(operation: str, namespace: str, sql: str | None) -> AbstractContextManager[StatementTrace]:
     """A statement the worker runs (`operation`: its first keyword; SCHEMA_READ for the schema)."""
+    return _statement(operation, namespace, sql) if sdk_configured() else _NO_STATEMENT
+
+
+@contextmanager
+def _statement(operation: str, namespace: str, sql: str | None) -> Iterator[StatementTrace]:
     kind = operation if operation in STATEMENT_KINDS or operation == SCHEMA_READ else n.OTHER
     with span(kind, {n.DB_SYSTEM: "sqlite", n.DB_OPERATION: kind, n.DB_NAMESPACE: namespace},
               kind=SpanKind.CLIENT) as current:
@@ -157,3 +167,8 @@ def statement_span(operation: str, namespace: str, sql: str | None) -> Iterator[
         if text is not None:
             current.set_attribute(n.DB_QUERY_TEXT, text)
         yield StatementTrace(current)
+
+
+# What the helpers hand out while no SDK is configured: non-recording, reusable, free.
+_NO_TOOL = nullcontext(ToolTrace(trace.INVALID_SPAN))
+_NO_STATEMENT = nullcontext(StatementTrace(trace.INVALID_SPAN))

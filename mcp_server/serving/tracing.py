@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from agent import package_version
 from agent.telemetry import names as n
+from agent.telemetry.spans import sdk_configured
 
 _METER = metrics.get_meter(n.INSTRUMENTATION_SCOPE, package_version())
 SERVER_DURATION = _METER.create_histogram(
@@ -68,6 +69,8 @@ class McpTelemetry(ServerMiddleware[Any]):
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """The rest of the chain, timed, under the caller's trace."""
+        if not sdk_configured():  # nothing would record it
+            return await call_next(ctx)
         headers = headers_of(ctx.request)
         token = None
         if headers is not None and not carries_trace(ctx.meta) and carries_trace(headers):

@@ -11,7 +11,9 @@ alternating for `--rounds` rounds so that machine load falls on all of them alik
 - no-op:  the product as installed, no OTEL_* variable set: every span the API's non-recording one;
 - export: OTEL_EXPORTER_OTLP_ENDPOINT set to a receiver in this process, nothing else: the SDK
           with its defaults (batch span processor, 512 spans a batch; metrics every 60 s), OTLP/HTTP
-          protobuf.
+          protobuf;
+- sampled: the same, with OTEL_TRACES_SAMPLER=parentbased_traceidratio and OTEL_TRACES_SAMPLER_ARG=0.1
+          (one question in ten traced; a dropped question starts no span below it).
 
 Prints the median wall time per episode of each mode and the ratios to `off`.
 Goal (issue 36): no-op/off <= 1.01, export/off <= 1.05.
@@ -37,7 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-MODES = ("off", "no-op", "export")
+MODES = ("off", "no-op", "export", "sampled")
 SCHEMA = """
 CREATE TABLE authors (author_id INTEGER PRIMARY KEY, name TEXT, country TEXT);
 CREATE TABLE books (book_id INTEGER PRIMARY KEY, title TEXT, author_id INTEGER REFERENCES authors(author_id),
@@ -110,7 +112,7 @@ def child(mode: str, episodes: int) -> None:
     if mode == "off":
         _switch_off()
     plan = start_telemetry("bench")
-    assert plan.on == (mode == "export"), plan.describe()
+    assert plan.on == (mode in ("export", "sampled")), plan.describe()
     policy = _script()
     walls: list[float] = []
     with tempfile.TemporaryDirectory() as folder, \
@@ -173,8 +175,10 @@ def main() -> None:
         for _ in range(args.rounds):
             for mode in MODES:
                 env = dict(base)
-                if mode == "export":  # the SDK's defaults otherwise (batches of 512 spans, metrics every 60 s)
-                    env.update(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint)
+                if mode in ("export", "sampled"):  # the SDK's defaults otherwise (batches of 512 spans,
+                    env.update(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint)  # metrics every 60 s)
+                if mode == "sampled":
+                    env.update(OTEL_TRACES_SAMPLER="parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG="0.1")
                 command = [sys.executable, __file__, "--child", mode, "--episodes", str(args.episodes)]
                 done = subprocess.run(command, env=env, capture_output=True, text=True, check=False,
                                       timeout=600)
@@ -185,10 +189,11 @@ def main() -> None:
     print(f"{args.rounds} rounds x {args.episodes} questions per mode (one sample of 7 rounds, 14 tool calls; "
           f"load average {os.getloadavg()[0]:.1f})")
     for mode in MODES:
-        print(f"  {mode:7s} median {medians[mode] * 1000:7.2f} ms per question")
+        print(f"  {mode:8s} median {medians[mode] * 1000:7.2f} ms per question")
     print(f"  ratio no-op/off  {medians['no-op'] / medians['off']:.3f}  (goal <= 1.01)")
     print(f"  ratio export/off {medians['export'] / medians['off']:.3f}  (goal <= 1.05); "
           f"{len(received)} OTLP requests, {sum(received):,} bytes received")
+    print(f"  ratio sampled/off {medians['sampled'] / medians['off']:.3f}  (one question in ten traced)")
 
 
 if __name__ == "__main__":

@@ -82,6 +82,7 @@ class TracedBackend(BackendWrapper):
         """The inner completion inside its span."""
         if not sdk_configured():  # nothing would record a span or a measurement
             return await self.inner.complete(prompt, max_tokens=max_tokens)
+        # The metrics count every call, sampled or not; the span only when it would be recorded.
         base = {n.OPERATION_NAME: n.COMPLETION, n.PROVIDER_NAME: self.engines.provider,
                 n.REQUEST_MODEL: self.model}
         started = time.perf_counter()

@@ -7,8 +7,9 @@
           execute_tool TOOL                  one tool call (ok, rows)
             SELECT                           each statement the worker runs (agent/sqlite)
 
-Only the OpenTelemetry API is used. With no SDK installed, or none configured, no span is even
-started (`sdk_configured`): the API's own no-op would still attach a context for each span.
+Only the OpenTelemetry API is used. A span that would not be recorded is not even started
+(`wanted`: no SDK configured, or a parent the sampler dropped): the API's own no-op would still
+attach a context for each span.
 Spans never record exceptions or their messages (either may quote a question or SQL): a
 failure sets `error.type` and a status description from a fixed list.
 Content goes in only through `content.ContentPolicy` (off by default).
@@ -40,6 +41,13 @@ def sdk_configured() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
+def wanted() -> bool:
+    """Whether a span started here would be recorded: under a current span, when that one records
+    (a trace the sampler dropped costs its children nothing); with none, when an SDK is configured."""
+    parent = trace.get_current_span()
+    return parent.is_recording() if parent.get_span_context().is_valid else sdk_configured()
+
+
 def fail(span: Span, kind: str, description: str | None = None) -> None:
     """End-state of a failed operation: `error.type` and an ERROR status (both from fixed lists)."""
     span.set_attribute(n.ERROR_TYPE, kind)
@@ -54,8 +62,8 @@ def failure_kind(exc: BaseException) -> str:
 def span(name: str, attributes: Mapping[str, Any], *,
          kind: SpanKind = SpanKind.INTERNAL) -> AbstractContextManager[Span]:
     """A current span that, when the block raises, ends in error naming the exception's class only
-    (the invalid span, at the cost of a null context, while no SDK is configured)."""
-    return _recorded(name, attributes, kind) if sdk_configured() else NOTHING
+    (the invalid span, at the cost of a null context, when it would not be recorded: `wanted`)."""
+    return _recorded(name, attributes, kind) if wanted() else NOTHING
 
 
 NOTHING = nullcontext(trace.INVALID_SPAN)
@@ -126,7 +134,7 @@ def question_trace() -> QuestionTrace:
 def question_span(front_end: str, *, capture_content: bool,
                   attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[QuestionTrace]:
     """The question's span, current for the block; content captured only with `capture_content`."""
-    if not sdk_configured():
+    if not wanted():
         return nullcontext(QuestionTrace(trace.INVALID_SPAN, False))
     return _question(front_end, capture_content, attributes)
 

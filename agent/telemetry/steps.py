@@ -17,7 +17,7 @@ from opentelemetry.trace import Span, SpanKind
 
 from . import names as n
 from .content import content_policy
-from .spans import NOTHING, TRACER, fail, failure_kind, sdk_configured, span
+from .spans import NOTHING, TRACER, fail, failure_kind, span, wanted
 
 # Statement kinds a statement span names (db.operation.name); any other first word is _OTHER,
 # so text the model wrote never becomes a span's name.
@@ -61,7 +61,7 @@ class EpisodeTrace:
 
 def episode_span(sample: int, seed: int | None, model: str) -> AbstractContextManager[EpisodeTrace]:
     """A sample's episode, current for the block; a sample the vote stopped is no error."""
-    return _episode(sample, seed, model) if sdk_configured() else nullcontext(EpisodeTrace(trace.INVALID_SPAN))
+    return _episode(sample, seed, model) if wanted() else nullcontext(EpisodeTrace(trace.INVALID_SPAN))
 
 
 @contextmanager
@@ -86,7 +86,7 @@ def _episode(sample: int, seed: int | None, model: str) -> Iterator[EpisodeTrace
 
 def round_span(index: int, final: bool) -> AbstractContextManager[Span]:
     """One model turn and what it called."""
-    return span(n.ROUND, {n.ROUND_INDEX: index, n.ROUND_FINAL: final}) if sdk_configured() else NOTHING
+    return span(n.ROUND, {n.ROUND_INDEX: index, n.ROUND_FINAL: final}) if wanted() else NOTHING
 
 
 def round_played(*, tool_calls: int, context_tokens: int) -> None:
@@ -119,7 +119,7 @@ class ToolTrace:
 def tool_span(tool: str, known: bool, arguments: Mapping[str, Any], *,
               implicit: bool = False) -> AbstractContextManager[ToolTrace]:
     """A call of `tool` (named only when `known`: the model may write any name)."""
-    return _tool(tool, known, arguments, implicit) if sdk_configured() else _NO_TOOL
+    return _tool(tool, known, arguments, implicit) if wanted() else _NO_TOOL
 
 
 @contextmanager
@@ -155,7 +155,7 @@ class StatementTrace:
 
 def statement_span(operation: str, namespace: str, sql: str | None) -> AbstractContextManager[StatementTrace]:
     """A statement the worker runs (`operation`: its first keyword; SCHEMA_READ for the schema)."""
-    return _statement(operation, namespace, sql) if sdk_configured() else _NO_STATEMENT
+    return _statement(operation, namespace, sql) if wanted() else _NO_STATEMENT
 
 
 @contextmanager

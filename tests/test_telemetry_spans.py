@@ -209,3 +209,28 @@ async def test_the_conventions_metrics_are_recorded(tmp_path: Path, otel: Teleme
     assert {(a[n.TOOL_NAME], a[n.OPERATION_NAME], a[n.NETWORK_TRANSPORT]) for a, _ in tool_calls} == {
         (TOOL, "execute_tool", "pipe")}
     assert tool_calls[0][1].explicit_bounds[:3] == (0.01, 0.02, 0.05)
+
+
+def test_eval_makes_each_question_a_trace_of_its_own(tmp_path: Path, otel: Telemetry) -> None:
+    """`eval`: one trace per question, rooted at its question span (front end eval, the dataset's
+    key), holding the gold SQL's statement, the sample's episode with its rounds, tools and
+    statements, and the scoring's run of the answer; the model calls are spans too (traced)."""
+    from agent.backends.traced import Engines, traced
+    from agent.evaluation.datasets import select_examples
+    from tests.support.eval_runs import MODEL as EVAL_MODEL
+    from tests.support.eval_runs import backends_of, oracle_for, run_eval
+    from tests.test_eval_runner import shop_dataset
+
+    dataset = shop_dataset(tmp_path)
+    plain = backends_of(oracle_for(dataset))
+    run_eval(dataset, select_examples(dataset, limit=2),
+             lambda sampling: traced(plain(sampling), Engines("ollama")), tmp_path / "r.jsonl")
+    roots = [s for s in otel.spans() if s.parent is None and s.name != "read_schema"]
+    assert [(r.name, r.attributes[n.FRONT_END], r.attributes[n.EVAL_QUESTION], r.attributes[n.STATUS])
+            for r in sorted(roots, key=lambda r: r.attributes[n.EVAL_QUESTION])] == [
+        ("invoke_workflow answer_sql_question", "eval", key, "submitted") for key in ("0", "1")]
+    assert len({r.context.trace_id for r in roots}) == 2
+    tree = otel.tree(sorted(roots, key=lambda r: r.attributes[n.EVAL_QUESTION])[0])
+    assert [line for line in tree[:4] if "read_schema" not in line] == [
+        "invoke_workflow answer_sql_question", "  SELECT", "  invoke_agent sqale-agent"]  # the gold SQL first
+    assert tree.count("    sqale.round") == 3 and f"      text_completion {EVAL_MODEL}" in tree

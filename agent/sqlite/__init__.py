@@ -20,12 +20,13 @@ import os
 import sqlite3
 import tempfile
 import threading
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
 from ..errors import DatabasePathError
-from ..telemetry.steps import SCHEMA_READ, statement_span
 from ._cancel import CancelToken
 from ._sql_names import sql_names
 from ._worker import (
@@ -49,6 +50,9 @@ from .types import (
     Schema,
     Table,
 )
+
+if TYPE_CHECKING:
+    from ..telemetry.steps import StatementTrace
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 # Reading the schema is our own statement, not the model's: a large schema (or a loaded
@@ -99,6 +103,15 @@ def create_database(target: Path, script: str) -> Path:
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
     return target
+
+
+def _statement_span(operation: str | None, namespace: str,
+                    sql: str | None) -> AbstractContextManager[StatementTrace]:
+    """The span of one worker request (None: the schema read), from agent/telemetry/steps.py,
+    imported when first used: the worker processes import this package and need no telemetry."""
+    from ..telemetry.steps import SCHEMA_READ, statement_span
+
+    return statement_span(SCHEMA_READ if operation is None else operation, namespace, sql)
 
 
 class Database:
@@ -180,7 +193,7 @@ class Database:
         with self._schema_lock:
             if self._schema is None or sig != self._schema_sig:
                 timeout = max(self.limits.query_timeout, SCHEMA_READ_MIN_SECONDS)
-                with statement_span(SCHEMA_READ, self.path.name, None) as traced:
+                with _statement_span(None, self.path.name, None) as traced:
                     result = self.engine.run(SchemaRequest(str(self.path), timeout, self._hide))
                     if isinstance(result, QueryResult):  # the schema read itself was killed
                         traced.finished(status=result.status.value, returned=0, total=0, cut=False,
@@ -210,7 +223,7 @@ class Database:
             timeout=self.limits.query_timeout if timeout is None else timeout, hide=self._hide,
             byte_budget=byte_budget, reads=reads,
         )
-        with statement_span(first_keyword(sql).upper(), self.path.name, sql) as traced:
+        with _statement_span(first_keyword(sql).upper(), self.path.name, sql) as traced:
             result = self.engine.run(request, cancel)
             traced.finished(status=result.status.value, returned=len(result.rows), total=result.total_rows,
                             cut=result.truncated or result.cut_to_fit, seconds=result.seconds)

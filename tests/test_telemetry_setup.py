@@ -6,9 +6,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from agent.commands.doctor import telemetry_line
 from agent.sqlite import create_database
-from agent.telemetry.setup import telemetry_plan
+from agent.telemetry.setup import extra_installed, telemetry_plan
 from tests.support.console import console_script
 from tests.support.mcp import REPO, server_env
 
@@ -61,6 +63,7 @@ def test_a_process_already_instrumented_is_left_as_it_is() -> None:
                                                 "opentelemetry-instrument)")
 
 
+@pytest.mark.skipif(not extra_installed(), reason="the otel extra is not installed (pip install -e '.[dev]')")
 def test_an_exporter_the_sdk_cannot_start_is_one_clear_error(tmp_path: Path) -> None:
     """OTEL_TRACES_EXPORTER naming an exporter that is not installed: `ask` exits 1 with one line
     saying OpenTelemetry could not start and where to look, before any model is asked."""

@@ -104,11 +104,13 @@ async def test_the_callers_trace_continues_from_meta_in_both_eras(tmp_path: Path
     can carry it."""
     server = build(tmp_path, ["--demo"], PolicyBackend(OraclePolicy(BOOK_GOLD)))
     caller = trace.NonRecordingSpan(trace.SpanContext(int(CALLER_TRACE, 16), int(CALLER_SPAN, 16),
-                                                      is_remote=True, trace_flags=trace.TraceFlags(1)))
+                                                      is_remote=True, trace_flags=trace.TraceFlags(1),
+                                                      trace_state=trace.TraceState([("rojo", "t61rcWkgMzE")])))
     async with Client(server, mode=mode) as client:  # type: ignore[arg-type]
         token = context.attach(trace.set_span_in_context(caller))
         try:
-            await client.call_tool(TOOL, {"question": QUESTION}, meta={"traceparent": TRACEPARENT})
+            await client.call_tool(TOOL, {"question": QUESTION},
+                                   meta={"traceparent": TRACEPARENT, "tracestate": "rojo=t61rcWkgMzE"})
         finally:
             context.detach(token)
     call = the_call(otel)
@@ -118,6 +120,7 @@ async def test_the_callers_trace_continues_from_meta_in_both_eras(tmp_path: Path
     assert call.attributes["mcp.protocol.version"] == ("2025-11-25" if mode == "legacy" else "2026-07-28")
     assert {format(s.context.trace_id, "032x") for s in otel.descendants(call)} == {CALLER_TRACE}
     assert len(otel.descendants(call)) == 16  # the question, its episode and everything below
+    assert {s.context.trace_state.get("rojo") for s in otel.descendants(call)} == {"t61rcWkgMzE"}
 
 
 def question_status(otel: Telemetry) -> tuple[str, str | None, Any]:

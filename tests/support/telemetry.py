@@ -41,7 +41,10 @@ if INSTALLED:
 
         def should_sample(self, parent_context: Any, trace_id: int, name: str, kind: Any = None,
                           attributes: Any = None, links: Any = None, trace_state: Any = None) -> SamplingResult:
-            return SamplingResult(Decision.RECORD_AND_SAMPLE if self.on else Decision.DROP, attributes)
+            # The parent's trace state carries on, as the SDK's own parent-based samplers keep it.
+            parent = trace.get_current_span(parent_context).get_span_context()
+            return SamplingResult(Decision.RECORD_AND_SAMPLE if self.on else Decision.DROP, attributes,
+                                  trace_state=parent.trace_state if parent.is_valid else None)
 
         def get_description(self) -> str:
             return "tests.support.telemetry gate"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from ._reads import BtreeCatalog, Read, counted_names, merged, statement_reads
 from ._refusals import Refusal, statement_refusal
 from ._schema_read import read_schema
 from .sql_text import first_keyword
-from .types import HideReport, QueryResult, QueryStatus, Schema
+from .types import HideReport, QueryResult, QueryStatus, Schema, SqlValue
 
 IMMUTABLE_WARNING = (
     "opened as an immutable snapshot: the database is in WAL mode and its folder is read-only "
@@ -111,11 +112,14 @@ class GuardedConnection:
 
     def run(self, sql: str, *, max_rows: int, count_cap: int, cell_limit: int | None,
             timeout: float, byte_budget: int | None = None,
-            hide: hiding.HideRules | None = None, reads: bool = True) -> QueryResult:
+            hide: hiding.HideRules | None = None, reads: bool = True,
+            params: Mapping[str, SqlValue] | None = None) -> QueryResult:
         """Run one statement; errors come back as values; rows are cut to `byte_budget` here.
 
         With `reads`, what it read is completed from its program (see `_reads`) before it runs;
         without, it is what the authorizer saw (complete except for USING and NATURAL joins).
+        `params` are bound to its named parameters by SQLite (its program is read with them
+        bound too); without them nothing is bound.
         """
         start = time.monotonic()
         withheld = self.resolved_hiding(hide)[0] if hide else hiding.Withheld()
@@ -127,10 +131,12 @@ class GuardedConnection:
             return QueryResult(QueryStatus.DENIED, error=(
                 f"not allowed: {keyword.upper() or 'an empty statement'}; only reading "
                 "statements (SELECT / WITH) are allowed"), seconds=time.monotonic() - start)
-        program = self._program_reads(sql, withheld) if reads and keyword in _PROGRAM_KEYWORDS else None
+        bound = params or ()
+        program = (self._program_reads(sql, withheld, bound) if reads and keyword in _PROGRAM_KEYWORDS
+                   else None)
         tables, columns = program or (set(), set())
         try:
-            cursor = self.conn.execute(sql)
+            cursor = self.conn.execute(sql, bound)
             fitter = ResultFitter(tuple(d[0] for d in cursor.description or ()), cell_limit,
                                   byte_budget)
             total, lower_bound = self._collect(cursor, fitter, max_rows, count_cap)
@@ -157,7 +163,8 @@ class GuardedConnection:
                            cells_cut_to=fitter.cells_cut_to, rows_cut=fitter.rows_cut,
                            byte_budget=byte_budget)
 
-    def _program_reads(self, sql: str, withheld: hiding.Withheld) -> tuple[set[str], set[Read]] | None:
+    def _program_reads(self, sql: str, withheld: hiding.Withheld,
+                       bound: Mapping[str, SqlValue] | tuple[()]) -> tuple[set[str], set[Read]] | None:
         """The tables and columns `sql`'s program reads, less anything `withheld` hides (None: not known).
 
         The program is prepared under the same authorizer and rules as the statement itself, so
@@ -169,7 +176,7 @@ class GuardedConnection:
 
         def explain() -> list[Any]:
             self.guard.reset(deadline, withheld, sql)
-            return self.conn.execute("EXPLAIN " + sql).fetchall()
+            return self.conn.execute("EXPLAIN " + sql, bound).fetchall()
 
         def fetch(schema_sql: str, params: tuple[Any, ...]) -> list[Any]:
             self.guard.reset(deadline)

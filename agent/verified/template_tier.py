@@ -1,0 +1,159 @@
+"""The template tier: a question read into one verified template's slots, or why it is not.
+
+A question is served from a template only when exactly one template fits it in exactly one way
+(templates.TEMPLATE_RULE): its words fit the template's (templates.splits), and each slot's text
+reads as one value of the slot's type (slots.read_slot), a `value` slot's as one value its
+column holds, equal to the text but for the case of A-Z (looked up in the guarded worker under
+the database's hide rules, so only visible data is ever a value). Anything else is a miss,
+classified (TemplateMiss) so the caller can be told what to write, and a benchmark can count why:
+
+- PARAPHRASE: no template's words fit the question;
+- SLOT_NOT_READ: a template's words fit, but a slot's text reads as nothing of its type (not a
+  month, outside its bounds, no value of its column);
+- AMBIGUOUS: two templates fit, a slot's text reads two ways (`3/5/2024`), a text matches two
+  values that differ only in case, or the words fit in more than one way that reads.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ..golden_file import SlotType
+from ..sqlite import Database
+from ..text import quoted_text
+from .library import LibraryEntry
+from .slots import SlotValue, ascii_lower, read_slot
+from .templates import VALUE_CANDIDATES, FoldedQuestion, Slot, fold_question, splits, value_lookup_sql
+
+SHOWN_TEXT_CHARS = 80  # a slot's text, quoted in what the caller is told
+
+
+class TemplateMiss(StrEnum):
+    """Why no template answered a question."""
+
+    PARAPHRASE = "paraphrase"
+    SLOT_NOT_READ = "slot_not_read"
+    AMBIGUOUS = "ambiguous"
+
+
+@dataclass(frozen=True)
+class BoundParam:
+    """One slot's value as a verified answer used it: read from the question, bound to the SQL."""
+
+    name: str
+    type: str  # the slot's type (golden_file.SlotType)
+    text: str  # the question's text it was read from
+    value: SlotValue  # what the SQL was given as :name
+
+
+@dataclass(frozen=True)
+class TemplateFit:
+    """The template that answers a question with its values, or the miss and what to tell the caller."""
+
+    entry: LibraryEntry | None = None
+    params: tuple[BoundParam, ...] = ()
+    miss: TemplateMiss | None = None
+    why: str | None = None  # a miss where a template's words fit: why it was not served
+    remedy: str | None = None  # and what the caller can write instead
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What one template made of the question: its distinct bindings, or why it read none."""
+
+    bindings: tuple[tuple[BoundParam, ...], ...] = ()
+    why_not: str | None = None
+    too_many: bool = False  # the words fit in more than MAX_SPLITS ways
+
+
+async def fit_template(templates: Sequence[LibraryEntry], database: Database, question: str) -> TemplateFit:
+    """The one template answering `question` with its values, or the miss (see the module docs)."""
+    if not templates:
+        return TemplateFit(miss=TemplateMiss.PARAPHRASE)
+    folded = fold_question(question)
+    read: list[tuple[LibraryEntry, _Reading]] = []
+    for entry in templates:
+        reading = await _read(entry, folded, database)
+        if reading is not None:
+            read.append((entry, reading))
+    fitting = [(e, r) for e, r in read if r.bindings or r.too_many]
+    if len(fitting) == 1 and len(fitting[0][1].bindings) == 1 and not fitting[0][1].too_many:
+        entry, reading = fitting[0]
+        return TemplateFit(entry, reading.bindings[0])
+    if len(fitting) > 1:
+        lines = ", ".join(str(e.line) for e, _ in fitting)
+        return TemplateFit(miss=TemplateMiss.AMBIGUOUS, why=(
+            f"this question fits {len(fitting)} verified templates (lines {lines}), so none is known right"),
+            remedy="ask it in the words of one of them")
+    if fitting:
+        entry, reading = fitting[0]
+        return TemplateFit(miss=TemplateMiss.AMBIGUOUS, why=(
+            f"the verified template {_shown(entry.question)} (line {entry.line}) reads this question "
+            f"{'in too many ways' if reading.too_many else 'in more than one way'}"
+            f"{_ways(reading.bindings)}, so none is known right"),
+            remedy="write the values so they read one way (a date as 2024-03-05)")
+    near = [(e, r) for e, r in read if r.why_not]
+    if near:
+        entry, reading = near[0]
+        return TemplateFit(miss=TemplateMiss.SLOT_NOT_READ, why=(
+            f"the verified template {_shown(entry.question)} (line {entry.line}) fits this question's words, "
+            f"but {reading.why_not}"), remedy="write the value in a form the template reads")
+    return TemplateFit(miss=TemplateMiss.PARAPHRASE)
+
+
+async def _read(entry: LibraryEntry, question: FoldedQuestion, database: Database) -> _Reading | None:
+    """Every binding of the entry's slots that the question reads as; None when its words do not fit."""
+    template = entry.template
+    assert template is not None
+    ways = splits(template, question)
+    if ways is None:
+        return _Reading(too_many=True)
+    if not ways:
+        return None
+    bindings: dict[tuple[SlotValue, ...], tuple[BoundParam, ...]] = {}
+    why_not = None
+    for texts in ways:
+        options: list[tuple[SlotValue, ...]] = []
+        for slot, text in zip(template.slots, texts, strict=True):
+            values, why = await _slot_values(slot, text, database)
+            if not values:
+                why_not = why_not or why
+                break
+            options.append(values)
+        else:
+            for combo in itertools.product(*options):
+                bindings.setdefault(tuple(combo), tuple(
+                    BoundParam(s.name, s.kind.value, t, v) for s, t, v in zip(template.slots, texts, combo,
+                                                                               strict=True)))
+    return _Reading(tuple(bindings.values()), None if bindings else why_not)
+
+
+async def _slot_values(slot: Slot, text: str, database: Database) -> tuple[tuple[SlotValue, ...], str]:
+    """The values `text` reads as for `slot` (several: ambiguous), and why when there is none."""
+    spec = slot.spec
+    if spec.type is not SlotType.VALUE:
+        reading = read_slot(spec.type, text, minimum=spec.min, maximum=spec.max)
+        return reading.values, f"{_shown(text)} {reading.why_not} for {{{slot.name}}}"
+    result = await database.aquery(value_lookup_sql(spec.column or ""), max_rows=VALUE_CANDIDATES,
+                                   params={"text": text}, reads=False)
+    if not result.ok:
+        return (), (f"{spec.column} could not be read to look up {_shown(text)} "
+                    f"({_shown(result.error or result.status.value)})")
+    wanted = ascii_lower(text)
+    values = tuple(dict.fromkeys(value for value, as_text in result.rows
+                                 if isinstance(value, int | float | str) and isinstance(as_text, str)
+                                 and ascii_lower(as_text) == wanted))
+    return values, (f"{_shown(text)} is no value of {spec.column} (compared but for the case of A-Z) for "
+                    f"{{{slot.name}}}")
+
+
+def _ways(bindings: Sequence[Sequence[BoundParam]]) -> str:
+    shown = ["; ".join(f"{p.name} = {_shown(str(p.value))}" for p in binding) for binding in bindings[:3]]
+    return f" ({' or '.join(shown)})" if shown else ""
+
+
+def _shown(text: str) -> str:
+    return quoted_text(text, SHOWN_TEXT_CHARS)

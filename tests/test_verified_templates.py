@@ -3,12 +3,13 @@ every way a question's words fit one."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.golden_file import GoldenEntry, SlotType, parse_lines
-from agent.verified import normalise_question
+from agent.verified import TEMPLATE_RULE, normalise_question
 from agent.verified.slots import Reading, read_slot, sample_value
 from agent.verified.templates import Template, fold_question, splits, template_of, unbound_refusal
 
@@ -164,3 +165,10 @@ def test_a_question_folds_exactly_as_the_same_question_tier_folds_it(question: s
     assert folded.folded == normalise_question(question)
     assert original is not None and normalise_question(original) == folded.folded
     assert folded.spaced.startswith(original)
+
+
+def test_the_docs_state_the_matching_rule_in_its_one_sentence() -> None:
+    """docs/verified-answers.md says TEMPLATE_RULE word for word (the rule the code follows)."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "verified-answers.md").read_text(encoding="utf-8")
+    flat = " ".join(page.replace("**", "").split())
+    assert f"{TEMPLATE_RULE[0].upper()}{TEMPLATE_RULE[1:]}." in flat

@@ -200,8 +200,10 @@ async def test_loading_checks_each_template_with_sample_values_and_refuses_it_in
             "genre.nosuch", None),
         (7, "its parameter s is a value of genre.empty, but that column holds no text or number to check the "
             "SQL with", None),
-        (8, "lines 8, 9 ask the same question with different SQL or evidence; keep the right one", None),
-        (9, "lines 8, 9 ask the same question with different SQL or evidence; keep the right one", None)]
+        (8, "lines 8, 9 ask the same question with different SQL, evidence or params; keep the right one",
+         None),
+        (9, "lines 8, 9 ask the same question with different SQL, evidence or params; keep the right one",
+         None)]
     assert len(reported) == 8 and reported[3].startswith(
         "verified library 'shop' (shop-verified.jsonl) line 5 \"Orders of secret {s}?\": refused: its "
         "parameter s names column genre.secret")
@@ -219,3 +221,28 @@ async def test_a_template_failing_on_the_current_data_is_not_served(tmp_path: Pa
     assert failed.answer is None and failed.not_served == (
         "the verified template of line 1 answers this question, but its SQL failed (integer overflow) on the "
         "current data, so the model answered; ask the library's owner to check it")
+
+
+async def test_no_hidden_data_is_ever_a_value_whatever_hides_it(tmp_path: Path, pool: QueryEngine) -> None:
+    """A value slot over a hidden table, a view reading a hidden column, a generated column computed
+    from one, or a hidden column itself: refused as a missing column is, word for word."""
+    path = create_database(tmp_path / "h.db", """
+        CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT, salary INTEGER,
+                             band TEXT GENERATED ALWAYS AS (CASE WHEN salary > 50 THEN 'high' ELSE 'low' END));
+        CREATE TABLE payroll (id INTEGER, iban TEXT);
+        CREATE VIEW pay AS SELECT name, salary FROM people;
+        INSERT INTO people (id, name, salary) VALUES (1, 'Ann', 90), (2, 'Bob', 10);
+        INSERT INTO payroll VALUES (1, 'DE00');
+    """)
+    database = Database(path, pool, hide=HideRules.parse(["people.salary", "payroll"]))
+    columns = ["payroll.iban", "pay.salary", "people.band", "people.salary", "people.nosuch", "nosuch.name"]
+    library = library_of(tmp_path, *(template(f"Who has {c} {{v}}?", "SELECT name FROM people WHERE :v > 0",
+                                              v={"type": "value", "column": c}) for c in columns))
+    refusals = library.current(database).refusals
+    said = {"payroll.iban": "no such table: payroll", "pay.salary": "no such table: pay",
+            "people.band": "no such column: people.band", "people.salary": "no such column: people.salary",
+            "people.nosuch": "no such column: people.nosuch", "nosuch.name": "no such table: nosuch"}
+    assert [r.reason for r in refusals] == [
+        f"its parameter v is a value of {c}, but reading that column fails: {said[c]}" for c in columns]
+    assert [bool(r.logged) for r in refusals] == [True, True, True, True, False, False]
+    assert (await ask(library, database, "Who has people.salary 90?")).answer is None

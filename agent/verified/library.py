@@ -90,11 +90,8 @@ class Snapshot:
     missing: bool = False  # the file does not exist (yet)
     index: QuestionIndex | None = field(default=None, compare=False, repr=False)
     _by_key: dict[str, LibraryEntry] = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def templates(self) -> tuple[LibraryEntry, ...]:
-        """The entries with params, which the template tier reads a question into."""
-        return tuple(e for e in self.entries if e.template is not None)
+    # The entries with params, which the template tier reads a question into.
+    templates: tuple[LibraryEntry, ...] = field(default=(), compare=False, repr=False)
 
     def exact(self, question: str, evidence: str | None = None) -> LibraryEntry | None:
         """The entry without params asking the same question (see matching), if the caller's
@@ -263,8 +260,9 @@ def _without_clashes(entries: Iterable[LibraryEntry]) -> tuple[list[LibraryEntry
             kept.append(group[0])  # repeats of one answer: the first is served
             continue
         lines = ", ".join(str(e.line) for e in group)
+        differ = "SQL, evidence or params" if group[0].template is not None else "SQL or evidence"
         refused += [Refusal(e.line, e.question, f"lines {lines} ask the same question with different "
-                                                 "SQL or evidence; keep the right one")
+                                                 f"{differ}; keep the right one")
                     for e in group]
     kept.sort(key=lambda e: e.line)
     return kept, refused
@@ -281,7 +279,8 @@ def _snapshot(entries: tuple[LibraryEntry, ...], refusals: tuple[Refusal, ...],
               signature: tuple[int, ...]) -> Snapshot:
     index = question_index([e.question for e in entries]) if entries else None
     return Snapshot(entries, refusals, signature, index=index,
-                    _by_key={e.key: e for e in entries if e.template is None})
+                    _by_key={e.key: e for e in entries if e.template is None},
+                    templates=tuple(e for e in entries if e.template is not None))
 
 
 def file_signature(path: Path) -> tuple[int, ...]:

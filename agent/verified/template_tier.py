@@ -26,7 +26,7 @@ from ..sqlite import Database
 from ..text import quoted_text
 from .library import LibraryEntry
 from .slots import SlotValue, ascii_lower, read_slot
-from .templates import VALUE_CANDIDATES, FoldedQuestion, Slot, fold_question, splits, value_lookup_sql
+from .templates import VALUE_CANDIDATES, FoldedQuestion, fold_question, splits, value_lookup_sql
 
 SHOWN_TEXT_CHARS = 80  # a slot's text, quoted in what the caller is told
 
@@ -75,8 +75,9 @@ async def fit_template(templates: Sequence[LibraryEntry], database: Database, qu
         return TemplateFit(miss=TemplateMiss.PARAPHRASE)
     folded = fold_question(question)
     read: list[tuple[LibraryEntry, _Reading]] = []
+    looked_up: dict[tuple[str, str], tuple[tuple[SlotValue, ...], str]] = {}  # one lookup per column and text
     for entry in templates:
-        reading = await _read(entry, folded, database)
+        reading = await _read(entry, folded, database, looked_up)
         if reading is not None:
             read.append((entry, reading))
     fitting = [(e, r) for e, r in read if r.bindings or r.too_many]
@@ -104,8 +105,13 @@ async def fit_template(templates: Sequence[LibraryEntry], database: Database, qu
     return TemplateFit(miss=TemplateMiss.PARAPHRASE)
 
 
-async def _read(entry: LibraryEntry, question: FoldedQuestion, database: Database) -> _Reading | None:
-    """Every binding of the entry's slots that the question reads as; None when its words do not fit."""
+async def _read(entry: LibraryEntry, question: FoldedQuestion, database: Database,
+                looked_up: dict[tuple[str, str], tuple[tuple[SlotValue, ...], str]]) -> _Reading | None:
+    """Every binding of the entry's slots that the question reads as; None when its words do not fit.
+
+    The slots read without the database come first: a value slot is looked up only when they read,
+    and each column and text once per question (`looked_up`).
+    """
     template = entry.template
     assert template is not None
     ways = splits(template, question)
@@ -115,14 +121,23 @@ async def _read(entry: LibraryEntry, question: FoldedQuestion, database: Databas
         return None
     bindings: dict[tuple[SlotValue, ...], tuple[BoundParam, ...]] = {}
     why_not = None
+    order = sorted(range(len(template.slots)), key=lambda i: template.slots[i].kind is SlotType.VALUE)
     for texts in ways:
-        options: list[tuple[SlotValue, ...]] = []
-        for slot, text in zip(template.slots, texts, strict=True):
-            values, why = await _slot_values(slot, text, database)
+        options: list[tuple[SlotValue, ...]] = [()] * len(texts)
+        for i in order:
+            slot, text = template.slots[i], texts[i]
+            if slot.kind is SlotType.VALUE:
+                key = (slot.spec.column or "", text)
+                if key not in looked_up:
+                    looked_up[key] = await _column_values(slot.spec.column or "", text, database)
+                values, why = looked_up[key]
+            else:
+                reading = read_slot(slot.kind, text, minimum=slot.spec.min, maximum=slot.spec.max)
+                values, why = reading.values, f"{_shown(text)} {reading.why_not}"
             if not values:
-                why_not = why_not or why
+                why_not = why_not or f"{why} for {{{slot.name}}}"
                 break
-            options.append(values)
+            options[i] = values
         else:
             for combo in itertools.product(*options):
                 bindings.setdefault(tuple(combo), tuple(
@@ -131,23 +146,19 @@ async def _read(entry: LibraryEntry, question: FoldedQuestion, database: Databas
     return _Reading(tuple(bindings.values()), None if bindings else why_not)
 
 
-async def _slot_values(slot: Slot, text: str, database: Database) -> tuple[tuple[SlotValue, ...], str]:
-    """The values `text` reads as for `slot` (several: ambiguous), and why when there is none."""
-    spec = slot.spec
-    if spec.type is not SlotType.VALUE:
-        reading = read_slot(spec.type, text, minimum=spec.min, maximum=spec.max)
-        return reading.values, f"{_shown(text)} {reading.why_not} for {{{slot.name}}}"
-    result = await database.aquery(value_lookup_sql(spec.column or ""), max_rows=VALUE_CANDIDATES,
-                                   params={"text": text}, reads=False)
+async def _column_values(column: str, text: str, database: Database) -> tuple[tuple[SlotValue, ...], str]:
+    """The values of `column` equal to `text` but for the case of A-Z (several: ambiguous), looked up
+    under the database's hide rules; and why when there is none."""
+    result = await database.aquery(value_lookup_sql(column), max_rows=VALUE_CANDIDATES, params={"text": text},
+                                   reads=False)
     if not result.ok:
-        return (), (f"{spec.column} could not be read to look up {_shown(text)} "
-                    f"({_shown(result.error or result.status.value)})")
+        said = _shown(result.error or result.status.value)
+        return (), f"{column} could not be read to look up {_shown(text)} ({said})"
     wanted = ascii_lower(text)
     values = tuple(dict.fromkeys(value for value, as_text in result.rows
                                  if isinstance(value, int | float | str) and isinstance(as_text, str)
                                  and ascii_lower(as_text) == wanted))
-    return values, (f"{_shown(text)} is no value of {spec.column} (compared but for the case of A-Z) for "
-                    f"{{{slot.name}}}")
+    return values, f"{_shown(text)} is no value of {column} (compared but for the case of A-Z)"
 
 
 def _ways(bindings: Sequence[Sequence[BoundParam]]) -> str:

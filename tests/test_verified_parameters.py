@@ -133,12 +133,12 @@ async def test_ambiguity_is_a_miss(tmp_path: Path, database: Database) -> None:
     date = await ask(library, database, "Which orders shipped on 3/5/2024?")
     metal = await ask(library, database, "How many metal orders are there?")
     assert [(g.answer, g.template_miss) for g in (two, date, metal)] == [(None, TemplateMiss.AMBIGUOUS)] * 3
-    assert two.not_served == ("this question fits 2 verified templates (lines 3, 4), so none is known right, "
-                              "so the model answered; ask it in the words of one of them")
+    assert two.not_served == ("this question fits 2 verified templates (lines 3, 4), so the model answered; "
+                              "ask it in the words of one of them")
     assert date.not_served == ('the verified template "Which orders shipped on {day}?" (line 2) reads this '
                                'question in more than one way (day = "2024-03-05" or day = "2024-05-03"), so '
-                               "none is known right, so the model answered; write the values so they read one "
-                               "way (a date as 2024-03-05)")
+                               "the model answered; write the values so they read one way (a date as "
+                               "2024-03-05)")
     day_first = await ask(library, database, "Which orders shipped on 5/3/2024?")  # 5 March or 3 May: both real
     unique = await ask(library, database, "Which orders shipped on 20/3/2024?")
     assert (day_first.answer, unique.answer is not None) == (None, True)

@@ -87,14 +87,14 @@ async def fit_template(templates: Sequence[LibraryEntry], database: Database, qu
     if len(fitting) > 1:
         lines = ", ".join(str(e.line) for e, _ in fitting)
         return TemplateFit(miss=TemplateMiss.AMBIGUOUS, why=(
-            f"this question fits {len(fitting)} verified templates (lines {lines}), so none is known right"),
+            f"this question fits {len(fitting)} verified templates (lines {lines})"),
             remedy="ask it in the words of one of them")
     if fitting:
         entry, reading = fitting[0]
         return TemplateFit(miss=TemplateMiss.AMBIGUOUS, why=(
             f"the verified template {_shown(entry.question)} (line {entry.line}) reads this question "
             f"{'in too many ways' if reading.too_many else 'in more than one way'}"
-            f"{_ways(reading.bindings)}, so none is known right"),
+            f"{_ways(reading.bindings)}"),
             remedy="write the values so they read one way (a date as 2024-03-05)")
     near = [(e, r) for e, r in read if r.why_not]
     if near:

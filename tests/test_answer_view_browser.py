@@ -36,7 +36,7 @@ from tests.support.wire import apps_extension
 pytest.importorskip("websockets", reason="the browser test needs websockets (in the dev extra)")
 CHROMIUM = find_chromium()
 MISSING = missing_tools()
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600),
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(600),
               pytest.mark.skipif(CHROMIUM is None,
                                  reason="Chromium is not installed (apt-get install chromium)"),
               pytest.mark.skipif(MISSING is not None, reason=MISSING or "")]

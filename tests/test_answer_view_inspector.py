@@ -29,7 +29,7 @@ NODE_BIN = REPO / ".ci" / "node" / "node_modules" / ".bin"
 INSPECTOR = NODE_BIN / "mcp-inspector"
 CHROMIUM = find_chromium()
 pytestmark = [
-    pytest.mark.slow, pytest.mark.timeout(600),
+    pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(600),
     pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)"),
     pytest.mark.skipif(not INSPECTOR.is_file(), reason=(
         f"{INSPECTOR} is absent; install it with `npm install --prefix .ci/node "

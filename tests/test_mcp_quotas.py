@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 
 import anyio
@@ -87,6 +88,20 @@ def test_log_budget_lets_a_few_lines_through_and_counts_the_rest() -> None:
     assert budget.allow() == 3
 
 
+@pytest.fixture
+def still_minute(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every MinuteWindow's clock stands still: many calls fit in one minute however long they take
+    (300 calls took more than a minute on a loaded machine, and the window let one through)."""
+    started = time.monotonic()
+    init = MinuteWindow.__init__
+
+    def still(self: MinuteWindow, limit: int, clock: object = None) -> None:
+        init(self, limit, lambda: started)
+
+    monkeypatch.setattr(MinuteWindow, "__init__", still)
+
+
+@pytest.mark.usefixtures("still_minute")
 async def test_refused_calls_write_short_lines_and_few_of_them(tmp_path: Path,
                                                                caplog: pytest.LogCaptureFixture) -> None:
     """300 refused calls with long questions and evidence: every one is counted, but the episode

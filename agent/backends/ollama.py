@@ -29,15 +29,12 @@ from .base import (
     seeded_copy,
 )
 from .ollama_facts import (
-    CACHE_UNREPORTED,
-    CACHED_COUNT_SINCE,
     DEFAULT_NUM_CTX,
     OLLAMA,
     OLLAMA_PARALLEL_ENV,
-    QWEN35_SINCE,
     context_length,
     parameter_warnings,
-    version_tuple,
+    release_facts,
 )
 
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
@@ -169,14 +166,7 @@ class OllamaBackend(ModelBackend):
         """Ollama's version (/api/version), the model's parameters and context (/api/show), and the
         traps they reveal; it does not say its parallelism over HTTP (OLLAMA_NUM_PARALLEL)."""
         version = await self._version()
-        warnings: list[str] = []
-        notes: list[str] = []
-        seen = version_tuple(version) if version is not None else None
-        if seen is not None and seen < QWEN35_SINCE:
-            warnings.append(f"Ollama {version} is older than {'.'.join(map(str, QWEN35_SINCE))}, the first "
-                            "release that runs qwen3.5 models: upgrade Ollama")
-        if seen is not None and seen < CACHED_COUNT_SINCE:
-            notes.append(CACHE_UNREPORTED)
+        warnings, notes = release_facts(version)
         context = self.num_ctx
         try:
             shown = await self._call(self._client.show(self.model))

@@ -42,10 +42,13 @@ def sdk_configured() -> bool:
 
 
 def wanted() -> bool:
-    """Whether a span started here would be recorded: under a current span, when that one records
-    (a trace the sampler dropped costs its children nothing); with none, when an SDK is configured."""
+    """Whether a span started here would be recorded: never while no SDK is configured (asked first:
+    it is the cheaper question); under a current span, when that one records (a trace the sampler
+    dropped costs its children nothing); with none, always."""
+    if not sdk_configured():
+        return False
     parent = trace.get_current_span()
-    return parent.is_recording() if parent.get_span_context().is_valid else sdk_configured()
+    return parent.is_recording() if parent.get_span_context().is_valid else True
 
 
 def fail(span: Span, kind: str, description: str | None = None) -> None:

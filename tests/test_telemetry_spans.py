@@ -4,6 +4,7 @@ both protocol eras, the error status of a question that was not answered, and th
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -237,3 +238,27 @@ def test_eval_makes_each_question_a_trace_of_its_own(tmp_path: Path, otel: Telem
     assert [line for line in tree[:4] if "read_schema" not in line] == [
         "invoke_workflow answer_sql_question", "  SELECT", "  invoke_agent sqale-agent"]  # the gold SQL first
     assert tree.count("    sqale.round") == 3 and f"      text_completion {EVAL_MODEL}" in tree
+
+
+async def test_a_verified_answer_names_its_tier_and_calls_no_model(tmp_path: Path, otel: Telemetry) -> None:
+    """The same question and a template's question: status verified, sqale.verified.tier same_question
+    and template, no episode or model call, only the library's statements under the question."""
+    entries = [{"database": "bookshop", "question": QUESTION, "sql": "SELECT count(*) FROM books"},
+               {"database": "bookshop", "question": "How many {genre} books are there?",
+                "sql": "SELECT count(*) FROM books WHERE genre = :genre",
+                "params": {"genre": {"type": "value", "column": "books.genre"}}}]
+    path = tmp_path / "bookshop-verified.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+    backend = PolicyBackend(OraclePolicy(BOOK_GOLD))
+    async with Client(build(tmp_path, ["--demo", "--verified", f"bookshop={path}"], backend)) as client:
+        for question in (QUESTION, "How many fantasy books are there?"):
+            result = await client.call_tool(TOOL, {"question": question})
+            assert not result.is_error, result.content
+    questions = otel.named("invoke_workflow answer_sql_question")
+    assert [attributes(q, [n.STATUS, n.VERIFIED_TIER]) for q in questions] == [
+        {n.STATUS: "verified", n.VERIFIED_TIER: "same_question"},
+        {n.STATUS: "verified", n.VERIFIED_TIER: "template"}]
+    assert [otel.tree(q)[1:] for q in questions] == [
+        ["  SELECT", "  read_schema"],  # the entry's SQL, then the schema for the tables it read
+        ["  SELECT", "  SELECT"]]  # the genre read against the column's values, then the template's SQL
+    assert backend.requests == []

@@ -101,9 +101,9 @@ def run(args: argparse.Namespace) -> int:
             asked, consulted = await episodes(db)
             if asked is not None:
                 trace_outcome(traced, asked)
-            elif consulted is not None and consulted.answer is not None:
+            elif consulted is not None and consulted.answer is not None and consulted.provenance is not None:
                 traced.finish("verified", consulted.answer.stop_reason.value, rows=consulted.answer.row_count,
-                              verified_tier="same_question", sql=consulted.answer.sql)
+                              verified_tier=consulted.provenance.tier, sql=consulted.answer.sql)
             return asked, consulted
 
     async def episodes(db: Database) -> tuple[Asked | None, Consulted | None]:

@@ -21,6 +21,7 @@ from agent.episode_text import clip
 from agent.errors import BackendError, SqaleError
 from agent.notes import evidence_with_notes
 from agent.telemetry.spans import question_span, question_trace
+from agent.verified import verified_tier
 
 from ..config.limits import AnswerLimits
 from ..runtime import ServerRuntime
@@ -216,7 +217,7 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
               "tool_seconds": round(episode.tool_seconds, 3),
               "queued_seconds": round(answer.queued_seconds, 3), **voting, **audit_fields(answer)}
     runtime.metrics.questions.labels(alias, caller.name, answer.status, answer.stop_reason).inc()
-    tier = "same_question" if answer.verified else None  # the verified library answered it
+    tier = None if answer.verified is None else verified_tier(answer.verified.params)  # the library answered it
     question_trace().finish(answer.status, answer.stop_reason, rows=answer.row_count, sql=answer.sql,
                             agreement=answer.agreement, verified_tier=tier)
     await _audit(runtime, asker, asked, hint, alias, record)

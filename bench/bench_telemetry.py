@@ -1,22 +1,26 @@
 """What tracing costs a fake-model episode: off, on the API's no-op, and exporting over OTLP.
 
-    python bench/bench_telemetry.py [--episodes 40] [--rounds 3]
+    python bench/bench_telemetry.py [--episodes 40] [--rounds 3] [--model-ms 100]
 
 One question (one sample) of seven rounds with a zero-latency scripted model on a small database:
-a question span, the episode, its rounds, model calls, 14 tool calls and their statements. Each
-mode runs in its own process (OpenTelemetry's providers are set once per process), the modes
-alternating for `--rounds` rounds so that machine load falls on all of them alike:
+a question span, the episode, its rounds, model calls, 11 tool calls and 9 statements: 36 spans (the
+harshest case: nothing but our own code and the spans' cost). With `--model-ms`, the same again
+with a model that takes that long for each completion (slept: a stand-in for an engine's latency,
+CPU-free), so the ratios show what the same spans cost beside a model that takes time. Each
+mode runs in its own process (OpenTelemetry's providers are set once per process), question by
+question alternating with questions whose tracing is switched off in the same process (every
+span helper replaced by the cheapest stand-in, the backend untraced: the code as it was before),
+so that each ratio compares like with like; the modes alternate for `--rounds` rounds:
 
-- off:    the span helpers replaced by no-ops and no traced backend (what the code cost before);
-- no-op:  the product as installed, no OTEL_* variable set: every span the API's non-recording one;
+- no-op:  the product as installed, no OTEL_* variable set (no span is started at all);
 - export: OTEL_EXPORTER_OTLP_ENDPOINT set to a receiver in this process, nothing else: the SDK
           with its defaults (batch span processor, 512 spans a batch; metrics every 60 s), OTLP/HTTP
           protobuf;
 - sampled: the same, with OTEL_TRACES_SAMPLER=parentbased_traceidratio and OTEL_TRACES_SAMPLER_ARG=0.1
           (one question in ten traced; a dropped question starts no span below it).
 
-Prints the median wall time and CPU time (this process's threads) per question of each mode,
-and their ratios to `off`. Under load, wall times vary far more than CPU times.
+Prints the median wall and CPU time (this process's threads) per question of each mode and of
+the questions beside it with tracing off, and their ratios. Under load, wall times vary more.
 Goal (issue 36): no-op/off <= 1.01, export/off <= 1.05.
 """
 
@@ -40,7 +44,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-MODES = ("off", "no-op", "export", "sampled")
+MODES = ("no-op", "export", "sampled")
+SPANS = 36  # spans a traced question of the script makes (the schema cached)
 SCHEMA = """
 CREATE TABLE authors (author_id INTEGER PRIMARY KEY, name TEXT, country TEXT);
 CREATE TABLE books (book_id INTEGER PRIMARY KEY, title TEXT, author_id INTEGER REFERENCES authors(author_id),
@@ -52,8 +57,8 @@ SELECT 'Book ' || i, 1 + i % 3, 1900 + i % 120, i * 0.5 FROM n;
 """
 
 
-def _script() -> Any:
-    from tests.support.policies import ScriptPolicy, assistant_reply, fenced, tool_call
+def _script(delay: float) -> Any:
+    from tests.support.policies import ScriptedReply, ScriptPolicy, assistant_reply, fenced, tool_call
 
     sql = "SELECT b.title, a.name FROM books b JOIN authors a USING (author_id) WHERE b.year < 1950 LIMIT 5"
     turns = [
@@ -70,11 +75,13 @@ def _script() -> Any:
         assistant_reply("Test it.", tool_call("run_query", sql=sql),
                         tool_call("run_query", sql="SELECT min(year), max(year) FROM books")),
     ]
-    return ScriptPolicy(turns, final=assistant_reply("Answer.", fenced(sql, "sql")))
+    return ScriptPolicy([ScriptedReply(turn, delay=delay) for turn in turns],
+                        final=ScriptedReply(assistant_reply("Answer.", fenced(sql, "sql")), delay=delay))
 
 
-def _switch_off() -> None:
-    """Replace every span helper where it is used by the cheapest stand-in (the code without tracing)."""
+def _switches() -> dict[str, Any]:
+    """Turn tracing off and on in this process: off, every span helper is the cheapest stand-in
+    where it is used, and the backend untraced (the code as it was without tracing)."""
     import agent.asking
     import agent.loop
     import agent.sqlite
@@ -89,20 +96,25 @@ def _switch_off() -> None:
         def finished(self, **kwargs: Any) -> None:
             return None
 
-    off = contextlib.nullcontext(_Nothing())
+    stand_in = contextlib.nullcontext(_Nothing())
 
     def nothing(*args: Any, **kwargs: Any) -> Any:
-        return off
+        return stand_in
 
-    agent.loop.round_span = agent.loop.tool_span = nothing  # type: ignore[assignment]
-    agent.loop.round_played = nothing  # type: ignore[assignment]
-    agent.asking.episode_span = nothing  # type: ignore[assignment]
-    agent.asking._episode_ended = nothing  # type: ignore[assignment]
-    agent.sqlite.statement_span = nothing  # type: ignore[assignment]
+    places = [(agent.loop, "round_span"), (agent.loop, "tool_span"), (agent.loop, "round_played"),
+              (agent.asking, "episode_span"), (agent.asking, "_episode_ended"),
+              (agent.sqlite, "_statement_span")]
+    real = {(module, name): getattr(module, name) for module, name in places}
+
+    def switch(on: bool) -> None:
+        for (module, name), helper in real.items():
+            setattr(module, name, helper if on else nothing)
+
+    return {"switch": switch}
 
 
-def child(mode: str, episodes: int) -> None:
-    """Run `episodes` questions in this process under `mode`; print their wall times as JSON."""
+def child(mode: str, episodes: int, delay: float) -> None:
+    """Alternate questions with tracing off and as `mode` sets it up; print (mode, wall, cpu) as JSON."""
     import anyio
 
     from agent.asking import Question, SampleBackends, ask
@@ -113,31 +125,38 @@ def child(mode: str, episodes: int) -> None:
     from agent.telemetry.spans import question_span
     from tests.support.policies import PolicyBackend
 
-    if mode == "off":
-        _switch_off()
     plan = start_telemetry("bench")
     assert plan.on == (mode in ("export", "sampled")), plan.describe()
-    policy = _script()
-    walls: list[tuple[float, float]] = []
+    switch = _switches()["switch"]
+    policy = _script(delay)
+    measured: list[tuple[str, float, float]] = []
     with tempfile.TemporaryDirectory() as folder, \
             Database.unruled(create_database(Path(folder) / "books.db", SCHEMA)) as db:
-        async def one() -> tuple[float, float]:
+        async def one(traced_now: bool) -> tuple[float, float]:
             plain = PolicyBackend(policy, record=False)
-            backend = plain if mode == "off" else traced(plain, Engines("ollama"))
+            backend = traced(plain, Engines("ollama")) if traced_now else plain
+            question = Question("Which books came out before 1950?", db)
             started, cpu = time.perf_counter(), time.process_time()
-            with question_span("bench", capture_content=False) as question:
-                question.describe(database="books", samples=1)
-                asked = await ask(Question("Which books came out before 1950?", db), SampleBackends((None,),
-                                  (backend,)), run_episode)
-                assert asked.chosen is not None and asked.chosen.result is not None
-                assert len(asked.chosen.result.rounds) == 7
+            if traced_now:
+                with question_span("bench", capture_content=False) as traced_question:
+                    traced_question.describe(database="books", samples=1)
+                    asked = await ask(question, SampleBackends((None,), (backend,)), run_episode)
+            else:
+                asked = await ask(question, SampleBackends((None,), (backend,)), run_episode)
+            assert asked.chosen is not None and asked.chosen.result is not None
+            assert len(asked.chosen.result.rounds) == 7
             return time.perf_counter() - started, time.process_time() - cpu
 
         for _ in range(3):  # warm: the worker, the schema cache, imports
-            anyio.run(one)
-        for _ in range(episodes):
-            walls.append(anyio.run(one))
-    print(json.dumps(walls))
+            for on in (False, True):
+                switch(on)
+                anyio.run(one, on)
+        for episode in range(episodes):
+            for on in ((False, True) if episode % 2 else (True, False)):  # neither always goes first
+                switch(on)
+                wall, cpu = anyio.run(one, on)
+                measured.append((mode if on else "off", wall, cpu))
+    print(json.dumps(measured))
 
 
 @contextlib.contextmanager
@@ -168,37 +187,48 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--model-ms", type=float, default=0.0,
+                        help="also measure with a model taking this long per completion")
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.episodes)
+        child(args.child, args.episodes, args.model_ms / 1000)
         return
+    print(f"{args.rounds} rounds x {args.episodes} questions per mode, each beside as many with tracing off in "
+          f"the same process (one sample of 7 rounds, 11 tool calls, {SPANS} spans)")
+    print("  (cpu: this process's threads; the SQLite worker's are excluded, so the cpu ratio overstates)")
+    for model_ms in (0.0, *([args.model_ms] if args.model_ms else [])):
+        measure(args.rounds, args.episodes, model_ms)
+
+
+def measure(rounds: int, episodes: int, model_ms: float) -> None:
+    """Run the modes alternating, each in its own process, for `rounds` rounds; print the ratios."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    walls: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
+    runs: dict[str, list[tuple[str, float, float]]] = {mode: [] for mode in MODES}
     with receiver() as (endpoint, received):
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             for mode in MODES:
                 env = dict(base)
                 if mode in ("export", "sampled"):  # the SDK's defaults otherwise (batches of 512 spans,
                     env.update(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint)  # metrics every 60 s)
                 if mode == "sampled":
                     env.update(OTEL_TRACES_SAMPLER="parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG="0.1")
-                command = [sys.executable, __file__, "--child", mode, "--episodes", str(args.episodes)]
+                command = [sys.executable, __file__, "--child", mode, "--episodes", str(episodes),
+                           "--model-ms", str(model_ms)]
                 done = subprocess.run(command, env=env, capture_output=True, text=True, check=False,
                                       timeout=600)
                 if done.returncode != 0:
                     raise SystemExit(f"{mode}: {done.stderr}")
-                walls[mode] += json.loads(done.stdout.splitlines()[-1])
-    wall = {mode: statistics.median(w for w, _ in values) for mode, values in walls.items()}
-    cpu = {mode: statistics.median(c for _, c in values) for mode, values in walls.items()}
-    print(f"{args.rounds} rounds x {args.episodes} questions per mode (one sample of 7 rounds, 14 tool calls; "
-          f"load average {os.getloadavg()[0]:.1f})")
-    print("  (wall: per question; cpu: this process's threads, the SQLite worker's excluded, so the cpu ratio "
-          "overstates)")
+                runs[mode] += [tuple(one) for one in json.loads(done.stdout.splitlines()[-1])]
+    print(f"model {model_ms:g} ms per completion (load average {os.getloadavg()[0]:.1f}):")
     for mode in MODES:
-        print(f"  {mode:8s} wall {wall[mode] * 1000:7.2f} ms, cpu {cpu[mode] * 1000:7.2f} ms"
-              + ("" if mode == "off" else f"   ratio to off: wall {wall[mode] / wall['off']:.3f}, "
-                                          f"cpu {cpu[mode] / cpu['off']:.3f}"))
+        def median(kind: str, column: int, measured: list[tuple[str, float, float]] = runs[mode]) -> float:
+            return statistics.median(m[column] for m in measured if m[0] == kind)
+        wall, cpu = median(mode, 1), median(mode, 2)
+        off_wall, off_cpu = median("off", 1), median("off", 2)
+        print(f"  {mode:8s} wall {wall * 1000:6.2f} ms (off {off_wall * 1000:6.2f}), cpu {cpu * 1000:6.2f} ms "
+              f"(off {off_cpu * 1000:6.2f}): ratio to off: wall {wall / off_wall:.3f}, cpu {cpu / off_cpu:.3f} "
+              f"(+{(cpu - off_cpu) * 1000:.2f} ms)")
     print(f"  goals: no-op <= 1.01, export <= 1.05; {len(received)} OTLP requests, {sum(received):,} bytes "
           "received")
 

@@ -119,7 +119,7 @@ def plain_label(text: str, limit: int) -> str:
     flat = escape_unsafe(" ".join(text.split()))
     flat = _TAG_OPENER.sub("< ", _ENTITY.sub("& ", flat))
     flat = _SCHEME.sub(r"\1[:]", _WWW.sub(r"\1[.]", _AT.sub("[@]", flat)))
-    flat = _LINK_SYNTAX.sub(lambda m: " ".join(m.group()), flat)
+    flat = _LINK_SYNTAX.sub(lambda m: f"{m.group()[0]} {m.group()[-1]}", flat)  # idempotent: `] (` stays
     return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
 
 

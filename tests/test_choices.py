@@ -104,3 +104,6 @@ def test_plain_label_breaks_what_renderers_would_render() -> None:
         "< b>x< /b> & amp; [a] (b) ! [c] (d) https[:]//e.example www[.]f.example g[@]h.example")
     assert plain_label("price < 10 AND a <= b\n\tOR c", 200) == "price < 10 AND a <= b OR c"
     assert plain_label("abc def", 4) == "abc…"
+    once = plain_label(HOSTILE_CELLS[1] + " " + HOSTILE_CELLS[7], 200)
+    assert plain_label(once, 200) == once == ("[click me] (https[:]//evil.example/steal) "
+                                              "! [pixel] (http[:]//evil.example/p.png)")

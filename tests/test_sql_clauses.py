@@ -46,6 +46,8 @@ def test_compound_branches_and_non_selects() -> None:
     assert sql_parts("PRAGMA table_info(t)") == ()
     assert sql_parts("") == ()
     assert sql_parts("SELECT x FROM t WHERE y IN (1, 2")[-1] == SqlPart(F, "y IN (1, 2)")  # unclosed
+    assert sql_parts("SELECT 1.5e3, 0x1F FROM t WHERE published<1960")[1:] == (
+        SqlPart(C, "0x1F"), SqlPart(PartKind.FROM, "t"), SqlPart(F, "published < 1960"))
 
 
 def test_differences_say_the_differing_filter_join_or_grouping() -> None:

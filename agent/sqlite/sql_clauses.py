@@ -54,6 +54,7 @@ class _Token:
 
 
 _WORD = re.compile(r"[A-Za-z_\u0080-\U0010ffff][\w$\u0080-\U0010ffff]*")
+_NUMBER = re.compile(r"0[xX][0-9A-Fa-f]+|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _OPERATOR = frozenset("=<>!|+-*/%&~")
 _CLOSE = {"'": "'", '"': '"', "`": "`", "[": "]"}
 _JOIN_WORDS = frozenset({"join", "left", "right", "full", "inner", "cross", "natural", "outer"})
@@ -115,6 +116,9 @@ def _top_level_tokens(sql: str) -> list[_Token]:
             i = end
         elif match := _WORD.match(sql, i):
             out.append(_Token(match.group(), word=True))
+            i = match.end()
+        elif match := _NUMBER.match(sql, i):
+            out.append(_Token(match.group(), word=False))
             i = match.end()
         else:
             # An operator (`<=`, `||`, `!=`) is one token; anything else one character each.

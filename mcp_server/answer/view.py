@@ -105,7 +105,8 @@ class ViewForAppsClients(ServerMiddleware[Any]):
         if ctx.method == "resources/list" and not apps:
             return {**result, "resources": [r for r in result.get("resources", [])
                                             if not str(r.get("uri", "")).startswith("ui://")]}
-        if ctx.method == "tools/call" and apps and called == TOOL_NAME and offered:
+        if (ctx.method == "tools/call" and apps and called == TOOL_NAME and offered
+                and result.get("resultType") != "input_required"):  # the form first; the answer later
             return {**result, "_meta": {**result.get("_meta", {}), RESULT_META_KEY: {"appTools": offered}}}
         return result
 

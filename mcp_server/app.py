@@ -24,6 +24,7 @@ from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 from agent.verified import VerifiedLibrary
 
+from .answer.choice_tool import choice_tools
 from .answer.error_results import StructuredToolErrors
 from .answer.saving import app_only_tools
 from .answer.scoping import ScopedToolList
@@ -103,7 +104,7 @@ class SqaleServer(MCPServer[ServerRuntime]):
             # App-only tools (e.g. "Propose as verified" with --verified-writable): hosts with MCP
             # Apps list them for the view's buttons, to the callers they are offered to; the model
             # never sees them.
-            for extra in app_only_tools(settings):
+            for extra in (*app_only_tools(settings), *choice_tools(settings)):
                 view.app_tool(extra.fn, name=extra.name, title=extra.title, description=extra.description,
                               offered=extra.offered)
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,

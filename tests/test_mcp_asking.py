@@ -15,6 +15,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
 from agent.sqlite import create_database
+from mcp_server.answer.view import RESULT_META_KEY
+from mcp_server.answer.view_choice import CHOOSE_TOOL_NAME as CHOOSE
 from mcp_server.app import SqaleServer
 from tests.support.choosing import (
     AUTHORS,
@@ -28,6 +30,7 @@ from tests.support.choosing import (
 from tests.support.mcp import BOOK_GOLD, TOOL
 from tests.support.mcp_in_process import build, valid_answer
 from tests.support.policies import OraclePolicy, PolicyBackend
+from tests.support.wire import apps_extension
 
 pytestmark = pytest.mark.anyio
 
@@ -240,3 +243,47 @@ async def test_hostile_candidates_make_plain_bounded_options(tmp_path: Path, mod
     assert len(titles) == 3 and all(len(t) <= 200 and "\n" not in t for t in titles)
     for bad in ("<img", "](", "https://", "<b>", "/*", "--"):
         assert not any(bad in t for t in titles), (bad, titles)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_an_apps_host_without_forms_gets_the_choice_in_the_answer_view(tmp_path: Path,
+                                                                             mode: str) -> None:
+    """An MCP Apps client that answers no form: the same answer (and one sample by default), plus in
+    `_meta` the form's options and a sealed token; the view's app-only choose_answer makes the
+    picked one the answer. A forged token or one from another server is refused; an option past
+    the last leaves the vote's answer."""
+    arguments = {"question": BOOKS, "samples": 2}  # one each way: no early stop, the same every run
+    options = [o.replace("2 of 3", "1 of 2").replace("1 of 3", "1 of 2") for o in OPTIONS]
+    async with Client(server(tmp_path / "plain"), mode=mode) as client:
+        plain = await client.call_tool(TOOL, arguments)
+    async with Client(server(tmp_path / "apps"), mode=mode, extensions=[apps_extension()]) as client:
+        default = valid_answer(await client.call_tool(TOOL, {"question": BOOKS}))
+        first = await client.call_tool(TOOL, arguments)
+        meta = (first.meta or {})[RESULT_META_KEY]
+        token = meta["choice"]["token"]
+        picked = await client.call_tool(CHOOSE, {"choice": token, "option": 2, "question": BOOKS})
+        past = await client.call_tool(CHOOSE, {"choice": token, "option": 9, "question": BOOKS})
+        forged = await client.call_tool(CHOOSE, {"choice": token[:-4] + "AAAA", "option": 2,
+                                                 "question": BOOKS})
+    assert default["samples"] == 1  # no form to answer: the server's default samples
+    assert meta == {"choice": {"options": options[:-1], "token": token}, "appTools": [CHOOSE]}
+    assert without_timings(first.structured_content) == without_timings(plain.structured_content)
+    assert (valid_answer(picked)["sql"], valid_answer(picked)["chosen_by"], valid_answer(picked)["asked"]) == (
+        OLD_BOOKS, "user", {"options": options, "reply": "chose", "chosen": 2, "proposal": None})
+    assert (valid_answer(past)["sql"], valid_answer(past)["asked"]["reply"]) == (COUNT, "invalid_reply")
+    assert forged.is_error and valid_answer(forged)["stop_reason"] == "stale_reply"
+    async with Client(server(tmp_path / "other"), mode=mode, extensions=[apps_extension()]) as client:
+        elsewhere = await client.call_tool(CHOOSE, {"choice": token, "option": 2, "question": BOOKS})
+    assert elsewhere.is_error and "cannot resume" in elsewhere.content[0].text  # another process's key
+    async with Client(server(tmp_path / "no-apps"), mode=mode) as client:
+        unknown = await client.call_tool(CHOOSE, {"choice": token, "option": 2, "question": BOOKS})
+    assert unknown.is_error and unknown.content[0].text == f"Unknown tool: {CHOOSE}"
+    async with Client(server(tmp_path / "off", "--ask-to-choose", "off"), mode=mode,
+                      extensions=[apps_extension()]) as client:
+        tools = [t.name for t in (await client.list_tools()).tools]
+        off = await client.call_tool(TOOL, arguments)
+    assert (tools, off.meta is None or RESULT_META_KEY not in off.meta) == ([TOOL], True)
+
+
+def without_timings(structured: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (structured or {}).items() if k not in ("seconds", "queued_seconds", "tokens")}

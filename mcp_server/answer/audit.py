@@ -57,6 +57,7 @@ class Answered:
     model_seconds: float = 0.0
     tool_seconds: float = 0.0
     voting: dict[str, Any] = field(default_factory=dict)  # the vote, the person's reply
+    meta: dict[str, Any] | None = None  # the result's `_meta` (the answer view's choice), not audited
 
 
 class Refused(CallError):

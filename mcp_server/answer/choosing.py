@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from mcp.server.apps import client_supports_apps
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult, TextContent
@@ -54,11 +55,13 @@ SendForm = Callable[[str, dict[str, Any]], Awaitable[ElicitResult]]
 
 @dataclass(frozen=True)
 class PersonAsker:
-    """How this call may ask its person: in the call (2025-11-25) or through a retry (2026-07-28)."""
+    """How this call may ask its person: a form in the call (2025-11-25) or through a retry
+    (2026-07-28); or, for an MCP Apps host that answers no form, the answer view's choice."""
 
     mode: AskMode
     timeout: float
-    send: SendForm | None = None  # 2025-11-25: sends the form and waits for the reply; None: 2026-07-28
+    send: SendForm | None = None  # 2025-11-25: sends the form and waits for the reply
+    by_form: bool = True  # False: the answer view offers the choice (view_choice.py); nothing is sent
 
     @property
     def in_call(self) -> bool:
@@ -68,8 +71,11 @@ class PersonAsker:
 
 def person_asker(ctx: Context[Any, Any], settings: ServerSettings) -> PersonAsker | None:
     """Whether and how this call's client lets the server ask its person; None: it does not."""
-    if settings.ask_to_choose is AskMode.OFF or not answers_forms(ctx.client_capabilities):
+    if settings.ask_to_choose is AskMode.OFF:
         return None
+    if not answers_forms(ctx.client_capabilities):
+        apps = settings.answer_view and client_supports_apps(ctx)
+        return PersonAsker(settings.ask_to_choose, settings.ask_timeout, by_form=False) if apps else None
     version = ctx.protocol_version
     if version is not None and is_version_at_least(version, INPUT_REQUIRED_VERSION):
         return PersonAsker(settings.ask_to_choose, settings.ask_timeout)
@@ -142,15 +148,15 @@ def option_record(group: int, run: SampleRun, answer: AnswerOutput) -> OptionRec
 
 
 def choice_state(question_id: str, asked_at: float, form: ChoiceForm, records: list[OptionRecord],
-                 vote_answer: AnswerOutput) -> ChoiceState:
-    """The state of a 2026-07-28 question awaiting its person (traces dropped past STATE_MAX_CHARS)."""
+                 vote_answer: AnswerOutput, max_chars: int = STATE_MAX_CHARS) -> ChoiceState:
+    """The state of a question awaiting its person's choice (traces dropped past `max_chars`)."""
     state = ChoiceState(
         question_id=question_id, asked_at=asked_at, alias=vote_answer.database or "",
         question=vote_answer.question, model=vote_answer.model, labels=[o.label for o in form.choice.options],
         more=form.choice.more, propose=form.propose, options=records, samples=vote_answer.samples,
         samples_finished=vote_answer.samples_finished, candidates=vote_answer.candidates,
         similar_verified=vote_answer.similar_verified, verified_note=vote_answer.verified_note)
-    if len(state.encode()) <= STATE_MAX_CHARS:
+    if len(state.encode()) <= max_chars:
         return state
     lighter = [r.model_copy(update={"trace": [], "trace_omitted": r.trace_omitted + len(r.trace)})
                for r in records]

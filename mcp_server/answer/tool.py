@@ -39,7 +39,7 @@ from .audit import (
     record_refused,
     record_unanswered,
 )
-from .choice_form import ChoiceForm, ChoiceState
+from .choice_form import ChoiceForm, ChoiceState, PersonReply
 from .choosing import (
     PersonAsker,
     answer_from_state,
@@ -65,6 +65,7 @@ from .tool_errors import (
     stale_reply,
 )
 from .verified import consult_library, hinted, verified_answer, with_library
+from .view_choice import VIEW_STATE_MAX_CHARS, seal_choice, view_choice_meta
 
 T = TypeVar("T")
 TOOL_NAME = "answer_sql_question"
@@ -169,14 +170,15 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     # Out of scope and nonexistent aliases get the same error: it lists only the caller's own.
     alias = resolve_alias(database, caller.visible(runtime.catalog.aliases))
     log = CallLog(uuid.uuid4().hex[:12], caller.name)
-    count = samples if samples is not None else settings.ask_samples if person is not None else settings.samples
+    by_form = person is not None and person.by_form
+    count = samples if samples is not None else settings.ask_samples if by_form else settings.samples
     if not 1 <= count <= settings.max_samples:
         raise samples_out_of_range(count, settings.max_samples)
     notes = runtime.catalog.entry(alias).notes
     call = QuestionAsked(question=asked, alias=alias, samples=count, caller=caller,
                          evidence=evidence_with_notes(notes.text if notes else None, hint),
                          given_evidence=hint, notes=notes.text if notes else None, use_verified=use_verified,
-                         run_all=person is not None)
+                         run_all=by_form)
 
     async def admitted(played: list[Round]) -> Answered | _AwaitingChoice:
         return await _run_admitted(runtime, call, log, report_progress, played, person)
@@ -191,16 +193,25 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
 async def answer_reply(runtime: ServerRuntime, sealed: str, responses: InputResponses | None, *, question: str,
                        evidence: str | None, caller: Caller) -> CallToolResult:
     """2026-07-28: the answer a person's reply makes, from the question's state (the SDK checked it is
-    ours, unexpired, for this tool, these arguments and this token). Counts one unit of the token's
-    minute, as its SQL runs again."""
+    ours, unexpired, for this tool, these arguments and this token)."""
     state = ChoiceState.decode(sealed)
+    hint = checked_text("evidence", evidence, runtime.settings.max_evidence_chars)
+    return await answer_choice(runtime, caller, state, question=question, evidence=hint, read=lambda form: (
+        form.read_retry(responses, state.asked_at if state else 0.0, runtime.settings.ask_timeout)))
+
+
+async def answer_choice(runtime: ServerRuntime, caller: Caller, state: ChoiceState | None, *, question: str,
+                        evidence: str | None, read: Callable[[ChoiceForm], PersonReply],
+                        via: str = "form") -> CallToolResult:
+    """The answer a person's reply (`read` from the form) makes of a question's state: a 2026-07-28
+    retry's, or the answer view's (`via`). Counts one unit of the token's minute, as its SQL runs
+    again; leaves its lines under the question's id."""
     if state is None or state.alias not in caller.visible(runtime.catalog.aliases):
         raise stale_reply()
-    hint = checked_text("evidence", evidence, runtime.settings.max_evidence_chars)
     log = CallLog(state.question_id, caller.name)
     call = QuestionAsked(question=checked_text("question", question, runtime.settings.max_question_chars) or "",
-                         alias=state.alias, evidence=hint, samples=state.samples, caller=caller,
-                         given_evidence=hint)
+                         alias=state.alias, evidence=evidence, samples=state.samples, caller=caller,
+                         given_evidence=evidence)
 
     async def admitted(_: list[Round]) -> Answered:
         try:
@@ -208,18 +219,18 @@ async def answer_reply(runtime: ServerRuntime, sealed: str, responses: InputResp
             with runtime.gate.admit() as stop_scope:
                 with stop_scope:
                     form = state.form()
-                    reply = form.read_retry(responses, state.asked_at, runtime.settings.ask_timeout)
+                    reply = read(form)
                     group = reply.group if reply.reply == "chose" else None
                     answer = await settled(runtime, call, form, reply,
                                            await answer_from_state(runtime, state, group))
-                    return Answered(answer, voting={"retry": True, "asked_person": _asked_fields(answer)})
+                    return Answered(answer, voting={"reply_via": via, "asked_person": _asked_fields(answer)})
                 raise Cancelled(str(server_stopped_answering()))
         except QuotaExceeded as exc:
             raise Refused(str(exc), "quota") from exc
         except ServerStopping as exc:
             raise Refused(str(server_stopping()), "stopping") from exc
 
-    return await _respond(runtime, log, call, hint, await _recorded(runtime, log, call, hint, admitted))
+    return await _respond(runtime, log, call, evidence, await _recorded(runtime, log, call, evidence, admitted))
 
 
 @dataclass(frozen=True)
@@ -261,7 +272,7 @@ async def _respond(runtime: ServerRuntime, log: CallLog, call: QuestionAsked, hi
     """The answer's response, recorded."""
     response = await anyio.to_thread.run_sync(lambda: build_response(answered.answer, runtime.limits))
     await record_answered(runtime, log, call, hint, answered, response)
-    return response
+    return response if answered.meta is None else response.model_copy(update={"meta": answered.meta})
 
 
 async def _run_admitted(runtime: ServerRuntime, call: QuestionAsked, log: CallLog,
@@ -314,11 +325,21 @@ async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, log: CallLog
     voting = {} if call.samples == 1 else {
         **asked.vote_fields(), "chosen_sample": chosen.index,
         "seeds_finished": [run.seed for _, run in sorted(asked.outcome.results.items())]}
-    if person is None or not should_ask(person.mode, asked.samples, len(asked.outcome.groups)):
+    runs = [asked.outcome.results[group.members[0]] for group in asked.outcome.groups]
+    asks = person is not None and should_ask(person.mode, asked.samples, len(runs))
+    if person is None or not asks or (not person.by_form and len(runs) < 2):
         result = chosen.result
         return Answered(await answer_of(chosen), result.model_seconds, result.tool_seconds, voting)
-    form = ChoiceForm(choice_for(asked, call.question), propose=may_propose(runtime, call))
-    runs = [asked.outcome.results[group.members[0]] for group in asked.outcome.groups]
+    form = ChoiceForm(choice_for(asked, call.question), propose=may_propose(runtime, call) and person.by_form)
+    offered = [option.group for option in form.choice.options]
+    if not person.by_form:  # an MCP Apps host without forms: the answer view offers the same choice
+        answer = await answer_of(chosen)
+        records = [option_record(k, runs[k], await answer_of(runs[k])) for k in offered]
+        state = choice_state(log.question_id, time.time(), form, records, answer, VIEW_STATE_MAX_CHARS)
+        assert chosen.result is not None
+        token = seal_choice(runtime.view_choices, state, call.caller)
+        return Answered(answer, chosen.result.model_seconds, chosen.result.tool_seconds, voting,
+                        meta=view_choice_meta([option.label for option in form.choice.options], token))
     if person.in_call:  # 2025-11-25: ask now, and wait
         reply = await ask_in_call(person, form)
         run = runs[reply.group] if reply.reply == "chose" and reply.group is not None else chosen
@@ -326,7 +347,6 @@ async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, log: CallLog
         assert run.result is not None
         return Answered(answer, run.result.model_seconds, run.result.tool_seconds,
                         {**voting, "chosen_sample": run.index, "asked_person": _asked_fields(answer)})
-    offered = [option.group for option in form.choice.options]
     records = [option_record(k, runs[k], await answer_of(runs[k])) for k in offered]
     state = choice_state(log.question_id, time.time(), form, records, await answer_of(chosen))
     return _AwaitingChoice(form.input_required(state),

@@ -20,7 +20,15 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
-from tests.support.choosing import BOOKS, OLD_BOOKS, SEED_FLAGS, FormReplies, accept, disagreeing_policy
+from tests.support.choosing import (
+    AUTHORS,
+    BOOKS,
+    OLD_BOOKS,
+    SEED_FLAGS,
+    FormReplies,
+    accept,
+    disagreeing_policy,
+)
 from tests.support.mcp import BOOK_GOLD, REPO, TOOL, running_http_server, server_command, server_env
 from tests.support.node_tools import NODE_BIN, node_env
 from tests.support.wire import wire_responses, without_timings
@@ -74,31 +82,54 @@ def chosen(result: CallToolResult) -> tuple[str | None, str | None, str | None]:
     return answer.get("sql"), answer.get("chosen_by"), (answer.get("asked") or {}).get("reply")
 
 
+async def two_at_once(client: Client) -> dict[str, tuple[str | None, str | None, str | None]]:
+    """Both demo questions asked at once on one session (their forms open together)."""
+    got: dict[str, tuple[str | None, str | None, str | None]] = {}
+
+    async def one(question: str) -> None:
+        got[question] = chosen(await client.call_tool(TOOL, {"question": question}))
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as group:
+            group.start_soon(one, BOOKS)
+            group.start_soon(one, AUTHORS)
+    return got
+
+
 @pytest.mark.parametrize(("mode", "version"), ERAS)
 async def test_python_client_over_stdio(tmp_path: Path, fake: Any, mode: str, version: str) -> None:
-    """The server as a subprocess on stdio: the form reaches the callback, the choice is the answer."""
+    """The server as a subprocess on stdio: the form reaches the callback and the choice is the
+    answer; a cancel leaves the vote's; two questions at once get their own forms."""
     command = server_command("--demo", "--ollama-host", fake.url, *SEED_FLAGS)
     params = StdioServerParameters(command=command[0], args=command[1:], env=server_env(tmp_path), cwd=REPO)
-    replies = FormReplies({BOOKS: accept("2")})
+    replies = FormReplies({BOOKS: accept("2"), AUTHORS: ElicitResult(action="cancel")}, both_open=anyio.Event())
     async with Client(params, mode=mode, elicitation_callback=replies) as client:  # type: ignore[arg-type]
         assert client.protocol_version == version
-        with anyio.fail_after(120):
-            result = await client.call_tool(TOOL, {"question": BOOKS})
-    assert chosen(result) == (OLD_BOOKS, "user", "chose") and len(replies.seen) == 1
+        got = await two_at_once(client)
+    assert got == {BOOKS: (OLD_BOOKS, "user", "chose"), AUTHORS: (BOOK_GOLD[AUTHORS], "vote", "cancelled")}
+    assert len(replies.seen) == 2
 
 
 @pytest.mark.parametrize(("mode", "version"), ERAS)
 async def test_python_client_over_http_with_scoped_tokens(tmp_path: Path, fake: Any, mode: str,
                                                           version: str) -> None:
-    """Each token's client gets its own form and answer; a decline leaves the vote's answer."""
-    with http_servers(tmp_path, fake, 1) as (url,):
-        choosing = FormReplies({BOOKS: accept("2")})
-        async with http_client(url, TOKENS["SQALE_TOKEN_BOOKS"], mode, choosing) as books:
+    """Each token's client gets its own forms and answers: a choice and a decline on two questions
+    at once; no reply within --ask-timeout (2025-11-25: the call stops waiting; 2026-07-28: the
+    reply comes back late) and a cancel leave the vote's answer."""
+    with http_servers(tmp_path, fake, 1, "--ask-timeout", "3") as (url,):
+        both = FormReplies({BOOKS: accept("2"), AUTHORS: ElicitResult(action="decline")},
+                           both_open=anyio.Event())
+        async with http_client(url, TOKENS["SQALE_TOKEN_BOOKS"], mode, both) as books:
             assert books.protocol_version == version
-            assert chosen(await books.call_tool(TOOL, {"question": BOOKS})) == (OLD_BOOKS, "user", "chose")
-        declining = FormReplies({BOOKS: ElicitResult(action="decline")})
-        async with http_client(url, TOKENS["SQALE_TOKEN_ALL"], mode, declining) as everyone:
-            assert chosen(await everyone.call_tool(TOOL, {"question": BOOKS})) == (COUNT, "vote", "declined")
+            assert await two_at_once(books) == {BOOKS: (OLD_BOOKS, "user", "chose"),
+                                                AUTHORS: (BOOK_GOLD[AUTHORS], "vote", "declined")}
+        slow = FormReplies({BOOKS: accept("2")}, delay=6)
+        async with http_client(url, TOKENS["SQALE_TOKEN_ALL"], mode, slow) as everyone:
+            late = "no_reply" if mode == "legacy" else "late_reply"
+            assert chosen(await everyone.call_tool(TOOL, {"question": BOOKS})) == (COUNT, "vote", late)
+        cancelling = FormReplies({BOOKS: ElicitResult(action="cancel")})
+        async with http_client(url, TOKENS["SQALE_TOKEN_ALL"], mode, cancelling) as everyone:
+            assert chosen(await everyone.call_tool(TOOL, {"question": BOOKS})) == (COUNT, "vote", "cancelled")
 
 
 async def test_a_reply_lands_on_a_second_server_process(tmp_path: Path, fake: Any) -> None:

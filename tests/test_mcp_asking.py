@@ -14,10 +14,12 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
+from agent.errors import ConfigError
 from agent.sqlite import create_database
 from mcp_server.answer.view import RESULT_META_KEY
 from mcp_server.answer.view_choice import CHOOSE_TOOL_NAME as CHOOSE
 from mcp_server.app import SqaleServer
+from mcp_server.config.command_line import parse_settings
 from tests.support.choosing import (
     AUTHORS,
     BOOKS,
@@ -287,3 +289,22 @@ async def test_an_apps_host_without_forms_gets_the_choice_in_the_answer_view(tmp
 
 def without_timings(structured: dict[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (structured or {}).items() if k not in ("seconds", "queued_seconds", "tokens")}
+
+
+@pytest.mark.parametrize(("argv", "environ", "said"), [
+    (["--ask-samples", "9"], {}, "--ask-samples 9 is above --max-samples 8; lower it or raise --max-samples; "
+                                 "see `sqale-mcp --help`"),
+    (["--request-state-key-env", "K"], {"K": "short"},
+     "--request-state-key-env K: it holds 5 bytes; the key needs at least 32 bytes of randomness, e.g. from: "
+     "python -c 'import secrets; print(secrets.token_urlsafe(32))'; see `sqale-mcp --help`"),
+    (["--request-state-key-env", "K"], {},
+     "--request-state-key-env K: the environment variable K is not set or empty; export K=<secret> before "
+     "starting the server"),
+    (["--ask-to-choose", "sometimes"], {}, "argument --ask-to-choose: invalid choice: 'sometimes' (choose from "
+                                           "'off', 'disagreement', 'always'); see `sqale-mcp --help`")])
+def test_asking_settings_refuse_what_cannot_work(argv: list[str], environ: dict[str, str], said: str) -> None:
+    """More --ask-samples than --max-samples, a key too short to seal with, an unset key variable,
+    an unknown mode: one line naming the setting and the fix."""
+    with pytest.raises(ConfigError) as refused:
+        parse_settings(["--demo", *argv], environ)
+    assert str(refused.value) == said

@@ -195,8 +195,7 @@ async def answer_reply(runtime: ServerRuntime, sealed: str, responses: InputResp
     """2026-07-28: the answer a person's reply makes, from the question's state (the SDK checked it is
     ours, unexpired, for this tool, these arguments and this token)."""
     state = ChoiceState.decode(sealed)
-    hint = checked_text("evidence", evidence, runtime.settings.max_evidence_chars)
-    return await answer_choice(runtime, caller, state, question=question, evidence=hint, read=lambda form: (
+    return await answer_choice(runtime, caller, state, question=question, evidence=evidence, read=lambda form: (
         form.read_retry(responses, state.asked_at if state else 0.0, runtime.settings.ask_timeout)))
 
 
@@ -208,6 +207,7 @@ async def answer_choice(runtime: ServerRuntime, caller: Caller, state: ChoiceSta
     again; leaves its lines under the question's id."""
     if state is None or state.alias not in caller.visible(runtime.catalog.aliases):
         raise stale_reply()
+    evidence = checked_text("evidence", evidence, runtime.settings.max_evidence_chars)
     log = CallLog(state.question_id, caller.name)
     call = QuestionAsked(question=checked_text("question", question, runtime.settings.max_question_chars) or "",
                          alias=state.alias, evidence=evidence, samples=state.samples, caller=caller,

@@ -238,8 +238,9 @@ class ServerSettings(AgentSettings):
         key = self.request_state_key
         if key is not None and len(key.get_secret_value().encode()) < REQUEST_STATE_KEY_BYTES:
             raise ValueError(
-                f"${self.request_state_key_env} holds {len(key.get_secret_value().encode())} bytes; the "
-                f"request-state key needs at least {REQUEST_STATE_KEY_BYTES} bytes of randomness, e.g. from: "
+                f"--request-state-key-env {self.request_state_key_env}: it holds "
+                f"{len(key.get_secret_value().encode())} bytes; the key needs at least "
+                f"{REQUEST_STATE_KEY_BYTES} bytes of randomness, e.g. from: "
                 "python -c 'import secrets; print(secrets.token_urlsafe(32))'")
         if (self.transport == "streamable-http" and self.auth_token is None and not self.tokens
                 and not is_loopback(self.host)):

@@ -371,8 +371,7 @@ def test_the_samples_results_side_by_side_and_the_one_picked_becomes_the_answer(
             html = (await client.read_resource(VIEW_URI)).contents[0].text  # type: ignore[union-attr]
             first = await client.call_tool(TOOL, arguments)
             token = (first.meta or {})[RESULT_META_KEY]["choice"]["token"]
-            chosen = await client.call_tool(CHOOSE_TOOL_NAME, {"choice": token, "option": 2,
-                                                               "question": CHOOSING})
+            chosen = await client.call_tool(CHOOSE_TOOL_NAME, {"choice": token, "option": 2})
         dump = {"mode": "json", "by_alias": True, "exclude_none": True}
         return html, first.model_dump(**dump), chosen.model_dump(**dump)  # type: ignore[arg-type]
 
@@ -396,7 +395,7 @@ def test_the_samples_results_side_by_side_and_the_one_picked_becomes_the_answer(
               "document.querySelector('header.top strong.ok').textContent")
     assert host.wait_view(strong) == "Chosen by the person among 2 answers (1 of 2 samples gave it)"
     assert host.host("host.calls") == [{"name": CHOOSE_TOOL_NAME, "arguments": {
-        "choice": token, "option": 2, "question": CHOOSING}}]
+        "choice": token, "option": 2}}]
     assert host.view("document.querySelector('.single .value').textContent") == "3"
     assert host.view("document.querySelector('section.choice')") is None
     [update] = host.host("host.contextUpdates")

@@ -263,10 +263,9 @@ async def test_an_apps_host_without_forms_gets_the_choice_in_the_answer_view(tmp
         first = await client.call_tool(TOOL, arguments)
         meta = (first.meta or {})[RESULT_META_KEY]
         token = meta["choice"]["token"]
-        picked = await client.call_tool(CHOOSE, {"choice": token, "option": 2, "question": BOOKS})
-        past = await client.call_tool(CHOOSE, {"choice": token, "option": 9, "question": BOOKS})
-        forged = await client.call_tool(CHOOSE, {"choice": token[:-4] + "AAAA", "option": 2,
-                                                 "question": BOOKS})
+        picked = await client.call_tool(CHOOSE, {"choice": token, "option": 2})
+        past = await client.call_tool(CHOOSE, {"choice": token, "option": 9})
+        forged = await client.call_tool(CHOOSE, {"choice": token[:-4] + "AAAA", "option": 2})
     assert default["samples"] == 1  # no form to answer: the server's default samples
     assert meta == {"choice": {"options": options[:-1], "token": token}, "appTools": [CHOOSE]}
     assert without_timings(first.structured_content) == without_timings(plain.structured_content)
@@ -275,10 +274,10 @@ async def test_an_apps_host_without_forms_gets_the_choice_in_the_answer_view(tmp
     assert (valid_answer(past)["sql"], valid_answer(past)["asked"]["reply"]) == (COUNT, "invalid_reply")
     assert forged.is_error and valid_answer(forged)["stop_reason"] == "stale_reply"
     async with Client(server(tmp_path / "other"), mode=mode, extensions=[apps_extension()]) as client:
-        elsewhere = await client.call_tool(CHOOSE, {"choice": token, "option": 2, "question": BOOKS})
+        elsewhere = await client.call_tool(CHOOSE, {"choice": token, "option": 2})
     assert elsewhere.is_error and "cannot resume" in elsewhere.content[0].text  # another process's key
     async with Client(server(tmp_path / "no-apps"), mode=mode) as client:
-        unknown = await client.call_tool(CHOOSE, {"choice": token, "option": 2, "question": BOOKS})
+        unknown = await client.call_tool(CHOOSE, {"choice": token, "option": 2})
     assert unknown.is_error and unknown.content[0].text == f"Unknown tool: {CHOOSE}"
     async with Client(server(tmp_path / "off", "--ask-to-choose", "off"), mode=mode,
                       extensions=[apps_extension()]) as client:

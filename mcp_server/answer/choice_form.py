@@ -158,6 +158,7 @@ class ChoiceState(BaseModel):
     asked_at: float  # time.time() when the form went out
     alias: str
     question: str  # the question as the answer shows it
+    evidence: str | None  # the caller's own evidence (a proposal is filed with it)
     model: str
     labels: list[str]  # the options' lines, as the form showed them
     more: int

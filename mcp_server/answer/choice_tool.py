@@ -28,9 +28,7 @@ from .view_choice import CHOOSE_TOOL_DESCRIPTION, CHOOSE_TOOL_NAME, CHOOSE_TOOL_
 async def choose_answer(
     choice: Annotated[str, Field(description="the answer's sealed choice, as its _meta gave it to the view")],
     option: Annotated[int, Field(ge=1, description="the 1-based number of the option the person picked")],
-    question: Annotated[str, Field(description="the question, as it was asked")],
     ctx: Context,
-    evidence: Annotated[str | None, Field(description="the evidence the question was asked with")] = None,
 ) -> CallToolResult:
     """Make the option the person picked in the answer view the answer."""
     runtime = cast(ServerRuntime, ctx.request_context.lifespan_context)
@@ -44,11 +42,10 @@ async def choose_answer(
         return PersonReply("chose", options[option - 1].group, option)
 
     try:
-        return await answer_choice(runtime, caller, state, question=question, evidence=evidence, read=picked,
-                                   via="answer_view")
+        return await answer_choice(runtime, caller, state, read=picked, via="answer_view")
     except CallError as error:
-        return error_response(error, database=state.alias if state else None, question=question,
-                              model=runtime.model_label)
+        return error_response(error, database=state.alias if state else None,
+                              question=state.question if state else "", model=runtime.model_label)
 
 
 def choice_tools(settings: ServerSettings) -> tuple[AppOnlyTool, ...]:

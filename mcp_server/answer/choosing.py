@@ -148,14 +148,16 @@ def option_record(group: int, run: SampleRun, answer: AnswerOutput) -> OptionRec
 
 
 def choice_state(question_id: str, asked_at: float, form: ChoiceForm, records: list[OptionRecord],
-                 vote_answer: AnswerOutput, max_chars: int = STATE_MAX_CHARS) -> ChoiceState:
+                 vote_answer: AnswerOutput, evidence: str | None,
+                 max_chars: int = STATE_MAX_CHARS) -> ChoiceState:
     """The state of a question awaiting its person's choice (traces dropped past `max_chars`)."""
     state = ChoiceState(
         question_id=question_id, asked_at=asked_at, alias=vote_answer.database or "",
-        question=vote_answer.question, model=vote_answer.model, labels=[o.label for o in form.choice.options],
-        more=form.choice.more, propose=form.propose, options=records, samples=vote_answer.samples,
-        samples_finished=vote_answer.samples_finished, candidates=vote_answer.candidates,
-        similar_verified=vote_answer.similar_verified, verified_note=vote_answer.verified_note)
+        question=vote_answer.question, evidence=evidence, model=vote_answer.model,
+        labels=[o.label for o in form.choice.options], more=form.choice.more, propose=form.propose,
+        options=records, samples=vote_answer.samples, samples_finished=vote_answer.samples_finished,
+        candidates=vote_answer.candidates, similar_verified=vote_answer.similar_verified,
+        verified_note=vote_answer.verified_note)
     if len(state.encode()) <= max_chars:
         return state
     lighter = [r.model_copy(update={"trace": [], "trace_omitted": r.trace_omitted + len(r.trace)})

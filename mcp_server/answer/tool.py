@@ -15,6 +15,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, InputRequiredResult, InputResponses, TextContent
 from pydantic import Field
 
+from agent.asking import SampleRun
 from agent.choices import should_ask
 from agent.episode import Round
 from agent.notes import evidence_with_notes
@@ -94,8 +95,7 @@ async def answer_sql_question(
     caller = caller_of(ctx.request_context.request)
     try:
         if ctx.request_state is not None:  # 2026-07-28: the retry bringing the person's reply
-            return await answer_reply(runtime, ctx.request_state, ctx.input_responses, question=question,
-                                      evidence=evidence, caller=caller)
+            return await answer_reply(runtime, ctx.request_state, ctx.input_responses, caller=caller)
         return await answer_question(runtime, question, database, evidence,
                                      report_progress=ctx.report_progress, samples=samples, caller=caller,
                                      use_verified=verified is not False,
@@ -190,28 +190,26 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     return await _respond(runtime, log, call, hint, outcome)
 
 
-async def answer_reply(runtime: ServerRuntime, sealed: str, responses: InputResponses | None, *, question: str,
-                       evidence: str | None, caller: Caller) -> CallToolResult:
+async def answer_reply(runtime: ServerRuntime, sealed: str, responses: InputResponses | None, *,
+                       caller: Caller) -> CallToolResult:
     """2026-07-28: the answer a person's reply makes, from the question's state (the SDK checked it is
     ours, unexpired, for this tool, these arguments and this token)."""
     state = ChoiceState.decode(sealed)
-    return await answer_choice(runtime, caller, state, question=question, evidence=evidence, read=lambda form: (
+    return await answer_choice(runtime, caller, state, read=lambda form: (
         form.read_retry(responses, state.asked_at if state else 0.0, runtime.settings.ask_timeout)))
 
 
-async def answer_choice(runtime: ServerRuntime, caller: Caller, state: ChoiceState | None, *, question: str,
-                        evidence: str | None, read: Callable[[ChoiceForm], PersonReply],
-                        via: str = "form") -> CallToolResult:
+async def answer_choice(runtime: ServerRuntime, caller: Caller, state: ChoiceState | None, *,
+                        read: Callable[[ChoiceForm], PersonReply], via: str = "form") -> CallToolResult:
     """The answer a person's reply (`read` from the form) makes of a question's state: a 2026-07-28
     retry's, or the answer view's (`via`). Counts one unit of the token's minute, as its SQL runs
-    again; leaves its lines under the question's id."""
+    again; leaves its lines under the question's id. The question and evidence are the state's."""
     if state is None or state.alias not in caller.visible(runtime.catalog.aliases):
         raise stale_reply()
-    evidence = checked_text("evidence", evidence, runtime.settings.max_evidence_chars)
+    evidence = state.evidence
     log = CallLog(state.question_id, caller.name)
-    call = QuestionAsked(question=checked_text("question", question, runtime.settings.max_question_chars) or "",
-                         alias=state.alias, evidence=evidence, samples=state.samples, caller=caller,
-                         given_evidence=evidence)
+    call = QuestionAsked(question=state.question, alias=state.alias, evidence=evidence, samples=state.samples,
+                         caller=caller, given_evidence=evidence)
 
     async def admitted(_: list[Round]) -> Answered:
         try:
@@ -313,9 +311,11 @@ async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, log: CallLog
     chosen = asked.chosen
     if chosen is None or chosen.result is None:  # every sample ran out of time
         raise episode_timeout(runtime.settings.episode_timeout)
+    voted = chosen.result
 
-    async def answer_of(run: Any) -> AnswerOutput:
+    async def answer_of(run: SampleRun) -> AnswerOutput:
         result = run.result
+        assert result is not None  # every run answered here finished (the chosen, or a group's)
         # Built in a worker thread: other clients' requests go on being served meanwhile.
         built = await anyio.to_thread.run_sync(lambda: answer_from_episode(
             result, database=call.alias, model=runtime.model_label, max_rows=runtime.settings.max_rows,
@@ -328,17 +328,16 @@ async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, log: CallLog
     runs = [asked.outcome.results[group.members[0]] for group in asked.outcome.groups]
     asks = person is not None and should_ask(person.mode, asked.samples, len(runs))
     if person is None or not asks or (not person.by_form and len(runs) < 2):
-        result = chosen.result
-        return Answered(await answer_of(chosen), result.model_seconds, result.tool_seconds, voting)
+        return Answered(await answer_of(chosen), voted.model_seconds, voted.tool_seconds, voting)
     form = ChoiceForm(choice_for(asked, call.question), propose=may_propose(runtime, call) and person.by_form)
     offered = [option.group for option in form.choice.options]
     if not person.by_form:  # an MCP Apps host without forms: the answer view offers the same choice
         answer = await answer_of(chosen)
         records = [option_record(k, runs[k], await answer_of(runs[k])) for k in offered]
-        state = choice_state(log.question_id, time.time(), form, records, answer, VIEW_STATE_MAX_CHARS)
-        assert chosen.result is not None
+        state = choice_state(log.question_id, time.time(), form, records, answer, call.given_evidence,
+                             VIEW_STATE_MAX_CHARS)
         token = seal_choice(runtime.view_choices, state, call.caller)
-        return Answered(answer, chosen.result.model_seconds, chosen.result.tool_seconds, voting,
+        return Answered(answer, voted.model_seconds, voted.tool_seconds, voting,
                         meta=view_choice_meta([option.label for option in form.choice.options], token))
     if person.in_call:  # 2025-11-25: ask now, and wait
         reply = await ask_in_call(person, form)
@@ -348,7 +347,8 @@ async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, log: CallLog
         return Answered(answer, run.result.model_seconds, run.result.tool_seconds,
                         {**voting, "chosen_sample": run.index, "asked_person": _asked_fields(answer)})
     records = [option_record(k, runs[k], await answer_of(runs[k])) for k in offered]
-    state = choice_state(log.question_id, time.time(), form, records, await answer_of(chosen))
+    vote_answer = await answer_of(chosen)
+    state = choice_state(log.question_id, time.time(), form, records, vote_answer, call.given_evidence)
     return _AwaitingChoice(form.input_required(state),
                            {**voting, "asked_person": {"options": form.titles, "reply": "awaiting"}})
 

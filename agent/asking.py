@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 
-from .backends.base import ModelBackend, SeedableBackend
+from .backends.base import ModelBackend
 from .episode import EpisodeResult, EpisodeSettings, Round
 from .errors import BackendError, SqaleError
 from .sqlite import Database, QueryResult
@@ -64,9 +64,11 @@ def sample_seeds(samples: int, seed: int | None) -> tuple[int | None, ...]:
 
 
 def seeded_backends(backend: ModelBackend, seeds: Sequence[int | None]) -> list[ModelBackend]:
-    """One backend per sample, sharing `backend`'s connections, each sampling with its seed."""
-    if not isinstance(backend, SeedableBackend):
-        return [backend] * len(seeds)  # cannot set a seed: the runtime's own randomness varies them
+    """One backend per sample, sharing `backend`'s connections, each sampling with its seed.
+
+    A backend that cannot set a seed answers `with_seed` with itself: the runtime's own
+    randomness varies the samples.
+    """
     return [backend if seed is None else backend.with_seed(seed) for seed in seeds]
 
 

@@ -8,20 +8,23 @@ with no rounds.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from .episode import EpisodeResult, EpisodeSettings, EpisodeStatus, StopReason
 from .loop import TIMED_OUT, schema_reads
-from .sqlite import Database, QueryResult
+from .sqlite import Database, QueryResult, SqlValue
 
 
 async def answer_from_sql(sql: str, database: Database, settings: EpisodeSettings, *, question: str,
                           evidence: str | None, status: EpisodeStatus,
-                          stop_reason: StopReason) -> tuple[EpisodeResult, QueryResult]:
-    """`sql` run now as the answer to `question` (when it fails, the answer carries SQLite's error),
-    and the statement's own result (what it read, as the worker reported it)."""
+                          stop_reason: StopReason,
+                          params: Mapping[str, SqlValue] | None = None) -> tuple[EpisodeResult, QueryResult]:
+    """`sql` run now as the answer to `question`, with `params` bound by SQLite (when it fails, the
+    answer carries SQLite's error), and the statement's own result (what it read, as the worker
+    reported it)."""
     started = time.perf_counter()
     result = await database.aquery(sql, max_rows=settings.result_rows, cell_limit=settings.result_cell_chars,
-                                   byte_budget=settings.result_bytes)
+                                   byte_budget=settings.result_bytes, params=params)
     ran = result if result.ok else None
     tables, columns = schema_reads(await database.aschema(), result) if ran is not None else ((), ())
     seconds = time.perf_counter() - started

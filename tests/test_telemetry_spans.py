@@ -14,6 +14,7 @@ from mcp import Client
 from opentelemetry import context, trace
 
 from agent.telemetry import names as n
+from tests.support.choosing import BOOKS, SEED_FLAGS, FormReplies, accept, disagreeing_policy
 from tests.support.mcp import BOOK_GOLD, TOOL
 from tests.support.mcp_in_process import build
 from tests.support.policies import OraclePolicy, PolicyBackend, ScriptedReply, ScriptPolicy, tool_call
@@ -262,3 +263,23 @@ async def test_a_verified_answer_names_its_tier_and_calls_no_model(tmp_path: Pat
         ["  SELECT", "  read_schema"],  # the entry's SQL, then the schema for the tables it read
         ["  SELECT", "  SELECT"]]  # the genre read against the column's values, then the template's SQL
     assert backend.requests == []
+
+
+@pytest.mark.parametrize(("mode", "ended"), [
+    pytest.param("legacy", [("submitted", "submit_sql")], id="2025-11-25"),
+    pytest.param("auto", [("awaiting_choice", "person_asked"), ("submitted", "submit_sql")], id="2026-07-28")])
+async def test_a_question_that_asks_its_person_ends_without_error(tmp_path: Path, otel: Telemetry, mode: str,
+                                                                  ended: list[tuple[str, str]]) -> None:
+    """The samples disagree and the person chooses: in the 2025-11-25 era one question span; in the
+    2026-07-28 era the call asking (awaiting_choice, no error) and the retry bringing the reply, each
+    its own question with the database, samples and token."""
+    replies = FormReplies({BOOKS: accept("2")})
+    app = build(tmp_path, ["--demo", *SEED_FLAGS], PolicyBackend(disagreeing_policy()))
+    async with Client(app, mode=mode, elicitation_callback=replies) as client:  # type: ignore[arg-type]
+        result = await client.call_tool(TOOL, {"question": BOOKS})
+    assert not result.is_error and len(replies.seen) == 1
+    questions = otel.named("invoke_workflow answer_sql_question")
+    assert [(q.attributes[n.STATUS], q.attributes[n.STOP_REASON], q.status.status_code.name,
+             attributes(q, [n.DATABASE, n.SAMPLES, n.TOKEN])) for q in questions] == [
+        (status, reason, "UNSET", {n.DATABASE: "bookshop", n.SAMPLES: 3, n.TOKEN: "local"})
+        for status, reason in ended]

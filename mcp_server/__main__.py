@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from types import FrameType
 
 from agent.errors import ConfigError, PromptConfigError
+from agent.version import print_version_if_alone
 
-from .app import build_server, configure_logging
-from .config.command_line import parse_settings
+from . import PROG
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_TERMINATED = 143  # 128 + SIGTERM
@@ -27,10 +27,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Ctrl-C or SIGTERM while serving stdio ends the process with 130 or 143 (see `stopping`).
     """
+    arguments = sys.argv[1:] if argv is None else argv
+    print_version_if_alone(PROG, arguments)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         try:
-            settings = parse_settings(sys.argv[1:] if argv is None else argv, os.environ)
+            # Imported here, not at the top: `sqale-mcp --version` needs neither the settings nor
+            # the MCP SDK (seconds on a small machine).
+            from .app import build_server, configure_logging
+            from .config.command_line import parse_settings
+
+            settings = parse_settings(arguments, os.environ)
             configure_logging(settings.log_level, settings.log_format)
             server = build_server(settings, environ=os.environ)
         except (ConfigError, PromptConfigError) as exc:

@@ -13,12 +13,12 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import ToolAnnotations
 
-from agent import package_version
 from agent.backends.settings import make_backend
 from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 from agent.verified import VerifiedLibrary
+from agent.version import package_version
 
 from .answer.error_results import StructuredToolErrors
 from .answer.saving import app_only_tools

@@ -66,10 +66,14 @@ class OllamaBackend(ModelBackend):
         self.num_ctx = num_ctx
         self.keep_alive = ollama_keep_alive(keep_alive)
         self.timeout = timeout
+        # One TLS context for both clients (this one and /api/version's): loading the CA bundle
+        # takes longer than the whole exchange with a local Ollama, and the server waits for it.
+        self._tls = httpx.create_ssl_context()
         self._client = ollama.AsyncClient(
             host=self.host,
             timeout=client_timeout(timeout),
             event_hooks={"response": [_keep_generate_body]},  # passed on to httpx
+            verify=self._tls,
         )
 
     def with_seed(self, seed: int) -> OllamaBackend:
@@ -123,7 +127,7 @@ class OllamaBackend(ModelBackend):
     async def _version(self) -> str | None:
         """GET /api/version; None when Ollama does not answer it."""
         try:
-            async with httpx.AsyncClient(timeout=client_timeout(CONNECT_TIMEOUT)) as http:
+            async with httpx.AsyncClient(timeout=client_timeout(CONNECT_TIMEOUT), verify=self._tls) as http:
                 response = await http.get(f"{self.host}/api/version")
                 payload = response.json() if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError):

@@ -7,6 +7,7 @@ $SQALE_SCREENSHOTS (default: the test's tmp folder). Skips without Chromium or t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -36,7 +37,7 @@ from tests.support.wire import apps_extension
 pytest.importorskip("websockets", reason="the browser test needs websockets (in the dev extra)")
 CHROMIUM = find_chromium()
 MISSING = missing_tools()
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600),
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(600),
               pytest.mark.skipif(CHROMIUM is None,
                                  reason="Chromium is not installed (apt-get install chromium)"),
               pytest.mark.skipif(MISSING is not None, reason=MISSING or "")]
@@ -213,7 +214,7 @@ def test_ask_again_with_five_samples_shows_the_agreement(host, tmp_path, fake_ol
 def hostile_database(path: Path) -> Path:
     markup = ["<script>document.title='pwned'</script>", "<img src=x onerror=\"document.title='pwned'\">",
               "<b>bold</b> & <i>it</i>", "</td></tr><tr><td>broken out"]
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:  # closed, not only committed
         db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
         db.executemany("INSERT INTO notes (body) VALUES (?)", [(m,) for m in markup])
         db.execute("INSERT INTO notes (body) VALUES (NULL)")

@@ -73,20 +73,40 @@ async def test_per_minute_quota_is_per_token_and_says_when_to_retry(team_server:
 
 
 async def test_concurrency_quota_queues_only_its_own_token(team_server: Any) -> None:
-    """A token allowed one question at once queues its second; the other token's goes straight on."""
-    server = team_server(delay=0.3, books_quota="max_concurrent = 1\n")  # about 0.9 s an episode
+    """A token allowed one question at once queues its second; the other token's goes straight on.
+
+    The runtime holds every generation until the test has seen that state (two questions with the
+    model, one queued), so no bound depends on how fast the machine is: the queued one waited at
+    least from then to the release, the others at most until they were seen with the model
+    (queued_seconds is rounded to the millisecond).
+    """
+    server = team_server(books_quota="max_concurrent = 1\n")
     answers: dict[str, Any] = {}
 
     async def one(key: str, token: str) -> None:
         answers[key] = await ask(server.url, token, {"question": BOOK_QUESTION, "database": "bookshop"})
 
+    def with_the_model() -> int:
+        return sum(BOOK_QUESTION in r.body["prompt"] for r in server.runtime.generating)
+
+    server.runtime.hold()
+    asked_at = time.monotonic()
     async with anyio.create_task_group() as group:
         group.start_soon(one, "books-1", BOOKS)
         group.start_soon(one, "books-2", BOOKS)
         group.start_soon(one, "all", ALL)
+        await wait_until(lambda: with_the_model() == 2)
+        seen_at = time.monotonic()
+        await wait_until(lambda: server.metrics()["sqale_queue_length{queue=token}"] == 1)
+        queued_at = time.monotonic()
+        await anyio.sleep(0.5)  # a wait the queued one's queued_seconds must include
+        assert with_the_model() == 2  # the queued one has not reached the model meanwhile
+        released_at = time.monotonic()
+        server.runtime.release()
     queued = sorted(answers[k].structured_content["queued_seconds"] for k in ("books-1", "books-2"))
-    assert queued[0] < 0.3 and queued[1] > 0.6
-    assert answers["all"].structured_content["queued_seconds"] < 0.3
+    assert queued[0] <= seen_at - asked_at + 0.001
+    assert queued[1] + 0.001 >= released_at - queued_at >= 0.5
+    assert answers["all"].structured_content["queued_seconds"] <= seen_at - asked_at + 0.001
 
 
 SLOW_GOLD = {**SALES_GOLD, "What do the sales amount to?": "SELECT sum(amount) FROM sales"}
@@ -186,21 +206,23 @@ def server_replica(metrics: dict[str, float]) -> str:
 
 async def test_sigterm_drains_questions_in_flight(team_server: Any) -> None:
     """SIGTERM with three questions running: they finish, a new one is refused, the log is whole, exit 0."""
-    server = team_server("--drain-timeout", "20", "--log-format", "json", delay=0.5)  # 1.5 s an episode
+    server = team_server("--drain-timeout", "20", "--log-format", "json")
     questions = list(BOOK_GOLD)[:3]
     answers: dict[str, Any] = {}
 
     async def one(question: str) -> None:
         answers[question] = await ask(server.url, ALL, {"question": question, "database": "bookshop"})
 
+    server.runtime.hold()  # the three stay in flight until the late question has been refused
     async with anyio.create_task_group() as group:
         for question in questions:
             group.start_soon(one, question)
         await wait_until(lambda: server.metrics()["sqale_questions_in_flight{}"] == 3)
         stopped_at = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
-        await anyio.sleep(0.2)
+        await wait_until(lambda: "SIGTERM: taking no new questions" in server.stderr.read_text())
         late = error_text(await ask(server.url, ALL, {"question": BOOK_QUESTION, "database": "bookshop"}))
+        server.runtime.release()
     assert late == ("The server is shutting down and takes no new questions. Ask again in a minute, "
                     "once it has restarted (or ask its operator).")
     assert {q: a.structured_content["sql"] for q, a in answers.items()} == {q: BOOK_GOLD[q] for q in questions}

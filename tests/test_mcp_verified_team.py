@@ -113,3 +113,20 @@ async def test_declaring_mcp_apps_is_no_permission_to_save_and_a_granted_save_is
     assert "save on '-' for token 'all': not_permitted" in log
     assert "save on 'bookshop' for token 'books': proposed" in log
     assert "save on 'bookshop' for token 'books': error" in log
+
+
+async def test_a_token_reads_values_for_a_template_of_its_own_database_only(
+        team_server: Any, tmp_path: Path) -> None:
+    """Over HTTP with scoped tokens: the bookshop token's question fits the bookshop template (values bound,
+    verified.params); a question on sales, which has no library, is the model's, the template not listed."""
+    books = tmp_path / "books.jsonl"
+    books.write_text(json.dumps({
+        "question": "How many {genre} books are there?", "database": "bookshop",
+        "sql": "SELECT count(*) AS n FROM books WHERE genre = :genre",
+        "params": {"genre": {"type": "value", "column": "books.genre"}}}) + "\n", encoding="utf-8")
+    server = team_server("--verified", f"bookshop={books}")
+    mine = await answer(server.url, BOOKS, {"question": "How many fantasy books are there?"})
+    assert (mine.status, mine.rows, mine.verified and mine.verified.model_dump()["params"]) == (
+        "verified", [[1]], {"genre": {"type": "value", "value": "fantasy", "text": "fantasy"}})
+    elsewhere = await answer(server.url, ALL, {"question": "How many sales are there?", "database": "sales"})
+    assert (elsewhere.status, elsewhere.verified, elsewhere.similar_verified) == ("submitted", None, [])

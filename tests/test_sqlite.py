@@ -74,6 +74,24 @@ def test_sql_errors_are_values(shop: Path, engine: QueryEngine) -> None:
     assert (result.status, result.error) == (QueryStatus.SQL_ERROR, "no such column: nme")
 
 
+def test_parameters_are_bound_by_sqlite_never_spliced_into_the_text(shop: Path, engine: QueryEngine) -> None:
+    """Named parameters take the values given (quotes and SQL in them stay data); what the statement
+    read is known with them bound; a parameter left unbound or bound by position is an SQL error value."""
+    db = Database.unruled(shop, engine)
+    sql = "SELECT name, :said AS said FROM customer WHERE name = :name OR id = :id"
+    hostile = "x' OR 1=1; DROP TABLE customer; --"
+    result = db.query(sql, max_rows=5, params={"name": hostile, "id": 1, "said": "it's"})
+    assert (result.status, result.rows, result.tables_read, result.columns_read) == (
+        QueryStatus.OK, (("Ann", "it's"),), frozenset({"customer"}),
+        frozenset({("customer", "name"), ("customer", "id")}))
+    unbound = db.query("SELECT name FROM customer WHERE id = :id", max_rows=5)
+    positional = db.query("SELECT name FROM customer WHERE id = ?", max_rows=5, params={"id": 1})
+    assert [(r.status, r.error) for r in (unbound, positional)] == [
+        (QueryStatus.SQL_ERROR, "Incorrect number of bindings supplied. The current statement uses 1, and "
+                                "there are 0 supplied."),
+        (QueryStatus.SQL_ERROR, "Binding 1 has no name, but you supplied a dictionary (which has only names).")]
+
+
 def test_repeated_statement_still_reports_tables_read(shop: Path, engine: QueryEngine) -> None:
     """The same SQL run twice reports the tables it reads both times (no statement cache)."""
     db = Database.unruled(shop, engine)

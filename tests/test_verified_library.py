@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -94,6 +96,16 @@ def test_fts5_ranks_paraphrases_first_and_reads_no_syntax_from_the_question() ->
     assert index.search('" OR * NEAR( -- ') == []
     assert [r.position for r in index.search('singers" OR "x', exclude={0})] == [2]
     assert query_terms("How many singers are there?") == ["singers"]
+
+
+def test_an_index_nobody_holds_closes_its_connection() -> None:
+    """A replaced library snapshot's index is closed once dropped (Python 3.13 warns of an open one)."""
+    index = QuestionIndex(["How many singers do we have?"])
+    connection = index._conn
+    del index
+    gc.collect()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
+        connection.execute("SELECT 1")
 
 
 def test_loading_serves_checked_entries_and_refuses_each_bad_one_in_one_line(

@@ -26,17 +26,14 @@ from .base import (
     seeded_copy,
 )
 from .ollama_facts import (
-    CACHE_UNREPORTED,
-    CACHED_COUNT_SINCE,
     DEFAULT_NUM_CTX,
     OLLAMA,
     OLLAMA_PARALLEL_ENV,
-    QWEN35_SINCE,
     context_length,
     ollama_keep_alive,
     parameter_warnings,
+    release_facts,
     resolve_ollama_host,
-    version_tuple,
 )
 
 # ollama-python (0.6) drops the fields of an answer it does not know, prompt_eval_cached_count
@@ -101,14 +98,7 @@ class OllamaBackend(ModelBackend):
         """Ollama's version (/api/version), the model's parameters and context (/api/show), and the
         traps they reveal; it does not say its parallelism over HTTP (OLLAMA_NUM_PARALLEL)."""
         version = await self._version()
-        warnings: list[str] = []
-        notes: list[str] = []
-        seen = version_tuple(version) if version is not None else None
-        if seen is not None and seen < QWEN35_SINCE:
-            warnings.append(f"Ollama {version} is older than {'.'.join(map(str, QWEN35_SINCE))}, the first "
-                            "release that runs qwen3.5 models: upgrade Ollama")
-        if seen is not None and seen < CACHED_COUNT_SINCE:
-            notes.append(CACHE_UNREPORTED)
+        warnings, notes = release_facts(version)
         context = self.num_ctx
         try:
             shown = await self._call(self._client.show(self.model))

@@ -27,7 +27,7 @@ from ..settings.agent_settings import AgentSettings
 from ..settings.aliases import check_plain_path
 from ..sqlite import Database
 from ..untrusted import sql_block
-from ..verified import Consulted, consult, provenance_text, similar_text
+from ..verified import Consulted, consult, params_text, provenance_text, similar_text
 from .backend_options import add_backend_arguments, backend_choice, command_settings, prompts_from_args
 from .db_options import add_database_arguments, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
@@ -167,6 +167,9 @@ def print_verified(consulted: Consulted, *, as_json: bool) -> int:
         return 0
     print(render_answer(consulted.answer))
     print()
+    read = params_text(consulted.provenance.params)  # a template's values, as read from the question
+    if read:
+        print(read)
     print(f"{provenance_text(consulted.provenance)} Leave out --verified for the model's own answer.")
     return 0
 

@@ -19,6 +19,7 @@ import os
 import sqlite3
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
@@ -44,6 +45,7 @@ from .types import (
     QueryStatus,
     ResultCut,
     Schema,
+    SqlValue,
     Table,
 )
 
@@ -176,21 +178,23 @@ class Database:
     def query(self, sql: str, *, max_rows: int, cell_limit: int | None = None,
               count_cap: int | None = None, timeout: float | None = None,
               cancel: CancelToken | None = None, byte_budget: int | None = None,
-              reads: bool = True) -> QueryResult:
+              reads: bool = True, params: Mapping[str, SqlValue] | None = None) -> QueryResult:
         """Run one read-only statement; every failure comes back as a QueryResult value.
 
         With `byte_budget`, the worker cuts cells, columns and rows so the rows weigh at most
         that many bytes as JSON before they leave it (see QueryResult.cut_to_fit). With `reads`
         (the default), tables_read and columns_read are completed from the statement's program
         (`_reads`); without, they are the authorizer's, which misses what USING and NATURAL
-        joins read: pass False only for statements whose reads nobody looks at.
+        joins read: pass False only for statements whose reads nobody looks at. `params` are
+        bound to the statement's named parameters (`:month`) by SQLite in the worker, never
+        spliced into its text.
         """
         request = QueryRequest(
             path=str(self.path), sql=sql, max_rows=max(0, max_rows),
             count_cap=self.limits.count_cap if count_cap is None else count_cap,
             cell_limit=cell_limit,
             timeout=self.limits.query_timeout if timeout is None else timeout, hide=self._hide,
-            byte_budget=byte_budget, reads=reads,
+            byte_budget=byte_budget, reads=reads, params=tuple((params or {}).items()),
         )
         return self.engine.run(request, cancel)
 
@@ -200,14 +204,15 @@ class Database:
 
     async def aquery(self, sql: str, *, max_rows: int, cell_limit: int | None = None,
                      count_cap: int | None = None, timeout: float | None = None,
-                     byte_budget: int | None = None, reads: bool = True) -> QueryResult:
+                     byte_budget: int | None = None, reads: bool = True,
+                     params: Mapping[str, SqlValue] | None = None) -> QueryResult:
         """`query()` without blocking the event loop; cancelling the caller interrupts the query."""
         token = CancelToken()
         try:
             return await anyio.to_thread.run_sync(
                 lambda: self.query(sql, max_rows=max_rows, cell_limit=cell_limit,
                                    count_cap=count_cap, timeout=timeout, cancel=token,
-                                   byte_budget=byte_budget, reads=reads),
+                                   byte_budget=byte_budget, reads=reads, params=params),
                 abandon_on_cancel=True,
             )
         except anyio.get_cancelled_exc_class():
@@ -241,6 +246,7 @@ __all__ = [
     "QueryStatus",
     "ResultCut",
     "Schema",
+    "SqlValue",
     "Table",
     "create_database",
     "hiding_findings",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from ._reads import BtreeCatalog, Read, counted_names, merged, statement_reads
 from ._refusals import Refusal, statement_refusal
 from ._schema_read import read_schema
 from .sql_text import first_keyword
-from .types import HideReport, QueryResult, QueryStatus, Schema
+from .types import HideReport, QueryResult, QueryStatus, Schema, SqlValue
 
 IMMUTABLE_WARNING = (
     "opened as an immutable snapshot: the database is in WAL mode and its folder is read-only "
@@ -114,11 +115,14 @@ class GuardedConnection:
 
     def run(self, sql: str, *, max_rows: int, count_cap: int, cell_limit: int | None,
             timeout: float, byte_budget: int | None = None,
-            hide: hiding.HideRules | None = None, reads: bool = True) -> QueryResult:
+            hide: hiding.HideRules | None = None, reads: bool = True,
+            params: Mapping[str, SqlValue] | None = None) -> QueryResult:
         """Run one statement; errors come back as values; rows are cut to `byte_budget` here.
 
         With `reads`, what it read is completed from its program (see `_reads`) before it runs;
         without, it is what the authorizer saw (complete except for USING and NATURAL joins).
+        `params` are bound to its named parameters by SQLite (its program is read with them
+        bound too); without them nothing is bound.
         """
         start = time.monotonic()
         withheld = self.resolved_hiding(hide)[0] if hide else hiding.Withheld()
@@ -132,28 +136,30 @@ class GuardedConnection:
                 "statements (SELECT / WITH) are allowed"), seconds=time.monotonic() - start)
         reads = reads and keyword in _PROGRAM_KEYWORDS
         limits = (max_rows, count_cap, cell_limit, byte_budget)
+        bound = params or ()
         checked = self._checked_connection() if names_formats(sql) else None
         if checked is not None:
-            result = self._execute(checked, sql, withheld, start, limits, reads)
+            result = self._execute(checked, sql, bound, withheld, start, limits, reads)
             if result is not None:
                 return result
             # SQLite refused our printf where the schema calls it: run on its own functions.
             self.guard.reset(start + timeout, withheld, sql)
-        result = self._execute(self.conn, sql, withheld, start, limits, reads)
+        result = self._execute(self.conn, sql, bound, withheld, start, limits, reads)
         assert result is not None  # only the twin's own functions are refused
         return result
 
-    def _execute(self, conn: sqlite3.Connection, sql: str, withheld: hiding.Withheld, start: float,
-                 limits: tuple[int, int, int | None, int | None], reads: bool) -> QueryResult | None:
+    def _execute(self, conn: sqlite3.Connection, sql: str, bound: Mapping[str, SqlValue] | tuple[()],
+                 withheld: hiding.Withheld, start: float, limits: tuple[int, int, int | None, int | None],
+                 reads: bool) -> QueryResult | None:
         """Run `sql` on `conn` (this connection, or its twin with checked formats; None when SQLite
         refused the twin's functions where the schema calls them)."""
         max_rows, count_cap, cell_limit, byte_budget = limits
-        program = self._program_reads(conn, sql, withheld) if reads else None
+        program = self._program_reads(conn, sql, withheld, bound) if reads else None
         tables, columns = program or (set(), set())
         if self._formats is not None:
             self._formats[1].overflowed = None
         try:
-            cursor = conn.execute(sql)
+            cursor = conn.execute(sql, bound)
             fitter = ResultFitter(tuple(d[0] for d in cursor.description or ()), cell_limit,
                                   byte_budget)
             total, lower_bound = self._collect(cursor, fitter, max_rows, count_cap)
@@ -182,8 +188,8 @@ class GuardedConnection:
                            cells_cut_to=fitter.cells_cut_to, rows_cut=fitter.rows_cut,
                            byte_budget=byte_budget)
 
-    def _program_reads(self, conn: sqlite3.Connection, sql: str,
-                       withheld: hiding.Withheld) -> tuple[set[str], set[Read]] | None:
+    def _program_reads(self, conn: sqlite3.Connection, sql: str, withheld: hiding.Withheld,
+                       bound: Mapping[str, SqlValue] | tuple[()]) -> tuple[set[str], set[Read]] | None:
         """The tables and columns `sql`'s program reads, less anything `withheld` hides (None: not known).
 
         The program is prepared under the same authorizer and rules as the statement itself, so
@@ -195,7 +201,7 @@ class GuardedConnection:
 
         def explain() -> list[Any]:
             self.guard.reset(deadline, withheld, sql)
-            return conn.execute("EXPLAIN " + sql).fetchall()
+            return conn.execute("EXPLAIN " + sql, bound).fetchall()
 
         def fetch(schema_sql: str, params: tuple[Any, ...]) -> list[Any]:
             self.guard.reset(deadline)

@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+# A value SQLite binds to a parameter: what a verified answer's parameters bind.
+SqlValue = int | float | str | None
+
 
 @dataclass(frozen=True)
 class Column:

@@ -16,7 +16,8 @@ from pathlib import Path
 from ..golden_file import GoldenEntry, append_entries, now_iso
 from ..sqlite import Database
 from ..text import quoted_text
-from .library import VerifiedLibrary, answer_key, sql_refusal
+from .checks import sql_refusal
+from .library import VerifiedLibrary, answer_key
 from .matching import normalise_question
 from .proposals import Decision, ProposalBook, Proposed, append_decision, proposals_path
 
@@ -57,7 +58,7 @@ def accept(library: VerifiedLibrary, database: Database, proposed: Proposed, *, 
         if why:
             return _kept(p.proposal, why)
         snapshot = library.current(database)
-        held = next((e for e in snapshot.entries if e.key == key), None)
+        held = next((e for e in snapshot.entries if e.template is None and e.key == key), None)
         if held is not None and answer_key(held.entry) != answer_key(entry):
             return _kept(p.proposal, f"{library.path.name} line {held.line} answers this question with other "
                                      "SQL or evidence; edit or delete that line first, or reject this proposal")
@@ -71,7 +72,8 @@ def accept(library: VerifiedLibrary, database: Database, proposed: Proposed, *, 
             if refused is not None:
                 return _kept(p.proposal, refused.logged or refused.reason)
             append_entries(library.path, [entry])
-            held = next((e for e in library.current(database).entries if e.key == key), None)
+            held = next((e for e in library.current(database).entries
+                         if e.template is None and e.key == key), None)
         if held is None:  # e.g. the file was edited at the same moment
             return _kept(p.proposal, f"{library.path.name} refused it on reload; see the line it names")
         append_decision(proposals_path(library.path), Decision(

@@ -18,7 +18,8 @@ from pathlib import Path
 from ..episode_text import clip
 from ..golden_file import now_iso
 from ..sqlite import Database
-from .library import VerifiedLibrary, sql_refusal
+from .checks import sql_refusal
+from .library import VerifiedLibrary
 from .matching import normalise_question
 from .proposals import Proposal, append_proposal, new_id, proposals_path, read_proposals, sql_digest
 
@@ -65,7 +66,7 @@ def propose_entry(library: VerifiedLibrary, database: Database, *, question: str
     hint = (evidence or "").strip() or None
     with library.write_lock:
         snapshot = library.current(database)
-        held = next((e for e in snapshot.entries if e.key == key), None)
+        held = next((e for e in snapshot.entries if e.template is None and e.key == key), None)
         if held is not None:
             if _spaced(held.sql) == written:
                 return Saved(SaveOutcome.ALREADY_VERIFIED, f"Already verified: {name} line {held.line} holds "

@@ -85,7 +85,8 @@ class AnswerOutput(BaseModel):
         description="submitted: the model submitted the SQL; final_answer: SQL in its last "
                     "turn; fallback: no usable answer, the last query that ran without error; "
                     "failed: nothing runnable; verified: a verified library's SQL for this same "
-                    "question, run now (no model call; see `verified`); and for a call that was not "
+                    "question, or a verified template's with the values read from it, run now (no model "
+                    "call; see `verified`); and for a call that was not "
                     "answered (isError): "
                     "error (bad arguments, the model runtime or a database failed), refused "
                     "(quota, or the server is stopping) or cancelled (the server stopped first)")

@@ -364,5 +364,6 @@ _NOTES_LINE = (
     "codes); the model reads them with every question.\n")
 
 _VERIFIED_LINE = (
-    "A database that `has verified answers` answers a question its users verified before at once "
-    "(status `verified`: their SQL, run now); pass `verified: false` for the model's own answer.\n")
+    "A database that `has verified answers` answers a question its users verified before (or in a "
+    "verified form with another month, number or name) at once (status `verified`: their SQL, run "
+    "now); pass `verified: false` for the model's own answer.\n")

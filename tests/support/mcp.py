@@ -78,9 +78,10 @@ def server_command(*args: str) -> list[str]:
 
 
 def run_server_expecting_exit(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """Run a server that must refuse to start; it gets no stdin and 30 s at most."""
+    """Run a server that must refuse to start; it gets no stdin and 90 s at most (a backstop, as
+    wait_for_port's: a loaded machine took more than 30 s to start the interpreter and say no)."""
     return subprocess.run(server_command(*args), cwd=REPO, env=server_env(tmp_path, **env),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=90)
 
 
 def free_port() -> int:
@@ -90,8 +91,12 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    """Block until something accepts connections on `port`; fail if the process exits first."""
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 90.0) -> None:
+    """Block until something accepts connections on `port`; fail if the process exits first.
+
+    `timeout` is a backstop for a server that hangs, not a speed: on two cores shared by several
+    test runs a server took 18 s to listen, and more than 30 s once.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

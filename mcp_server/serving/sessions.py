@@ -32,6 +32,8 @@ from .quotas import REFUSAL_LINES_PER_MINUTE, LogBudget, quota_limits
 logger = logging.getLogger(__name__)
 
 SESSION_ID_HEADER = MCP_SESSION_ID_HEADER.encode()  # of the SDK's responses
+
+
 @dataclass
 class _Session:
     token: str

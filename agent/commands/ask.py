@@ -35,8 +35,6 @@ from .verified_options import add_verified_arguments, open_library
 
 EXIT_NO_ANSWER = 3  # the model produced no runnable SQL (1: our error, 2: a usage error, 130: Ctrl-C)
 
-NAME = "ask"
-HELP = "answer a question on an SQLite database"
 DESCRIPTION = ("The model explores the database with its tools, tests its SQL and answers.")
 
 
@@ -68,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
                           'sqale-agent ask --db shop.db "How many orders are there?"')
     if args.max_rows < 1:
         raise ConfigError(f"--max-rows {args.max_rows}: give 1 or more rows to keep")
-    check_plain_path(args.db, NAME)
+    check_plain_path(args.db, args.command)
     choice = backend_choice(args)
     given_slots = command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots")
     prompts = prompts_from_args(args)

@@ -52,8 +52,6 @@ class _DeprecatedAlias(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-NAME = "eval"
-HELP = "measure execution accuracy on Spider, BIRD or KaggleDBQA"
 DESCRIPTION = ("Run the agent on each question of a text-to-SQL benchmark, execute its SQL and "
                "the gold SQL, and report execution accuracy.")
 

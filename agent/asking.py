@@ -36,14 +36,15 @@ from .backends.base import ModelBackend
 from .episode import EpisodeResult, EpisodeSettings, Round
 from .errors import BackendError, SqaleError
 from .sqlite import Database, QueryResult
-from .telemetry.spans import QuestionTrace, fail
-from .telemetry.steps import EpisodeTrace, episode_span
+from .telemetry.gate import Untraced, episode_span
 from .text import plural
 from .untrusted import sql_block
 from .voting import CompareLimits, Comparison, MatchRule, Tally, VoteOutcome, ran_sql
 
 if TYPE_CHECKING:  # agent.prompt loads the tools; this module only passes a PromptSet along
     from .prompt import PromptSet
+    from .telemetry.spans import QuestionTrace
+    from .telemetry.steps import EpisodeTrace
 
 T = TypeVar("T")
 SEED_RANGE = 2**31 - 1024  # base seeds drawn when none is given stay below 2**31 with seed + k
@@ -224,7 +225,7 @@ async def ask(question: Question, backends: SampleBackends, episode: EpisodeFn,
     compare = count > 1 or settings.compare_single
     options = {} if question.prompts is None else {"prompts": question.prompts}
 
-    traces: dict[int, EpisodeTrace] = {}
+    traces: dict[int, EpisodeTrace | Untraced] = {}
 
     async def one(k: int) -> tuple[SampleRun, Hashable | None]:
         arrived = time.perf_counter()
@@ -262,19 +263,20 @@ async def ask(question: Question, backends: SampleBackends, episode: EpisodeFn,
     return Asked(outcome, choose(outcome))
 
 
-def _episode_ended(traced: EpisodeTrace, result: EpisodeResult | None, failure: BackendError | None) -> None:
+def _episode_ended(traced: EpisodeTrace | Untraced, result: EpisodeResult | None,
+                   failure: BackendError | None) -> None:
     """The episode span's outcome: the result's, the backend's failure, or the episode timeout."""
     if result is not None:
         traced.finished(status=result.status.value, stop_reason=result.stop_reason.value,
                         rounds=len(result.rounds), tool_calls=result.tool_calls, tokens=result.tokens,
                         rows=result.row_count)
     elif failure is not None:
-        fail(traced.span, type(failure).__name__)
+        traced.failed(type(failure).__name__)
     else:
         traced.timed_out()
 
 
-def trace_outcome(traced: QuestionTrace, asked: Asked) -> None:
+def trace_outcome(traced: QuestionTrace | Untraced, asked: Asked) -> None:
     """End the question's span with the chosen answer (ask, eval; the server ends it with its own)."""
     chosen = asked.chosen.result if asked.chosen is not None else None
     if chosen is None:  # every sample ran out of time

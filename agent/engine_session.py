@@ -16,7 +16,7 @@ not come within them, the model check is not tried and counts as timed out.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TypeVar
@@ -26,10 +26,10 @@ import anyio
 from .backends.base import EngineFacts, ModelBackend, ModelInfo, SlotChoice
 from .backends.settings import BackendSettings, make_backend
 from .backends.slots import resolve_runtime_slots
-from .backends.traced import Engines, traced
 from .engine_fit import fit_to_engines
 from .episode import EpisodeSettings
 from .errors import BackendError
+from .telemetry.gate import tracing_on
 
 ENGINE_PROBE_SECONDS = 5.0  # asking the engines about themselves and the model (the server: less)
 
@@ -94,7 +94,7 @@ async def engine_session(settings: _S, episode: EpisodeSettings, *, runtime_slot
     backend = build(settings) if build is not None else make_backend(settings)
     try:
         facts, answered = await _engine_facts(backend, seconds)
-        used = traced(backend, Engines.of(settings.backend, facts))  # each model call a span
+        used = traced_backend(backend, settings.backend, facts)  # each model call a span
         check = ModelCheck()
         if check_model:
             check = await _check_model(backend, seconds) if answered else ModelCheck(asked=True, timed_out=True)
@@ -126,3 +126,13 @@ async def _check_model(backend: ModelBackend, seconds: float) -> ModelCheck:
         return ModelCheck(asked=True, error=exc)
     except TimeoutError:
         return ModelCheck(asked=True, timed_out=True)
+
+
+def traced_backend(backend: ModelBackend, provider: str, facts: Sequence[EngineFacts]) -> ModelBackend:
+    """`backend` with each model call a GenAI span (agent/backends/traced.py) once OpenTelemetry is
+    on; as it is otherwise (the front ends start it before they make their backends)."""
+    if not tracing_on():
+        return backend
+    from .backends.traced import Engines, traced
+
+    return traced(backend, Engines.of(provider, facts))

@@ -54,7 +54,7 @@ from .prompt import (
 )
 from .replies import ParsedCompletion, extract_final_sql, parse_completion, sql_argument
 from .sqlite import Database, QueryResult, QueryStatus, Schema
-from .telemetry.steps import round_played, round_span, tool_span
+from .telemetry.gate import round_played, round_span, tool_span
 from .text import replace_lone_surrogates
 
 # Rough size of a token, only for text the runtime has not counted yet (the next user turn).

@@ -118,11 +118,11 @@ def child(mode: str, episodes: int, delay: float) -> None:
     import anyio
 
     from agent.asking import Question, SampleBackends, ask
-    from agent.backends.traced import Engines, traced
+    from agent.engine_session import traced_backend
     from agent.loop import run_episode
     from agent.sqlite import Database, create_database
+    from agent.telemetry.gate import question_span
     from agent.telemetry.setup import start_telemetry
-    from agent.telemetry.spans import question_span
     from tests.support.policies import PolicyBackend
 
     plan = start_telemetry("bench")
@@ -134,7 +134,7 @@ def child(mode: str, episodes: int, delay: float) -> None:
             Database.unruled(create_database(Path(folder) / "books.db", SCHEMA)) as db:
         async def one(traced_now: bool) -> tuple[float, float]:
             plain = PolicyBackend(policy, record=False)
-            backend = traced(plain, Engines("ollama")) if traced_now else plain
+            backend = traced_backend(plain, "ollama", ()) if traced_now else plain  # as the product's
             question = Question("Which books came out before 1950?", db)
             started, cpu = time.perf_counter(), time.process_time()
             if traced_now:

@@ -47,8 +47,8 @@ from agent.backends.settings import make_backend  # noqa: E402
 from agent.episode import EpisodeSettings  # noqa: E402
 from agent.evaluation.accuracy import MatchRule, has_top_level_order_by, results_match  # noqa: E402
 from agent.sqlite import Database, EngineLimits, QueryEngine, QueryResult  # noqa: E402
-from agent.sqlite.similar import QuestionIndex  # noqa: E402
 from agent.verified import VerifiedLibrary, consult, normalise_question  # noqa: E402
+from agent.verified.similar import QuestionIndex  # noqa: E402
 from agent.voting import CompareLimits, execute_for_comparison  # noqa: E402
 from mcp_server.app import build_server  # noqa: E402
 from mcp_server.config.command_line import parse_settings  # noqa: E402

@@ -7,12 +7,15 @@ import signal
 import sys
 from collections.abc import Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from agent.errors import ConfigError, PromptConfigError
-from agent.telemetry.setup import start_telemetry
+from agent.version import print_version_if_alone
 
-from .app import SERVICE, build_server, configure_logging
-from .config.command_line import parse_settings
+from . import PROG
+
+if TYPE_CHECKING:
+    from .app import SqaleServer
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_TERMINATED = 143  # 128 + SIGTERM
@@ -23,18 +26,45 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(EXIT_TERMINATED)
 
 
+def _checked_server(arguments: Sequence[str]) -> SqaleServer:
+    """The server for these arguments, every database checked; ConfigError when they are wrong.
+
+    The modules are imported here, not at the top: `sqale-mcp --version` needs neither the
+    settings nor the MCP SDK (seconds on a small machine). The SQLite worker the databases are
+    checked on starts before the SDK is imported, so that its interpreter starts meanwhile.
+    """
+    from agent.sqlite import EngineLimits
+
+    from .config.catalog import startup_engine
+    from .config.command_line import parse_settings
+    from .serving.log_format import configure_logging
+
+    settings = parse_settings(arguments, os.environ)
+    configure_logging(settings.log_level, settings.log_format)
+    checks = startup_engine(EngineLimits(query_timeout=settings.query_timeout))
+    try:
+        checks.start_worker()
+        from agent.telemetry.setup import start_telemetry
+
+        from .app import SERVICE, build_server
+
+        start_telemetry(SERVICE)  # the SDK, when the OTEL_* variables ask for it (docs/deployment.md)
+        return build_server(settings, environ=os.environ, checks=checks)
+    finally:
+        checks.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the server; exit 2 with one line on stderr when the configuration is wrong.
 
     Ctrl-C or SIGTERM while serving stdio ends the process with 130 or 143 (see `stopping`).
     """
+    arguments = sys.argv[1:] if argv is None else argv
+    print_version_if_alone(PROG, arguments)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         try:
-            settings = parse_settings(sys.argv[1:] if argv is None else argv, os.environ)
-            configure_logging(settings.log_level, settings.log_format)
-            start_telemetry(SERVICE)
-            server = build_server(settings, environ=os.environ)
+            server = _checked_server(arguments)
         except (ConfigError, PromptConfigError) as exc:
             print(f"sqale-mcp: {exc}", file=sys.stderr)
             return 2

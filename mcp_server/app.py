@@ -16,13 +16,14 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.request_state import RequestStateSecurity
 from mcp_types import ToolAnnotations
 
-from agent import package_version
 from agent.backends.settings import make_backend
 from agent.choices import AskMode
 from agent.errors import ConfigError
 from agent.prompt import PromptSet
-from agent.sqlite import EngineLimits
+from agent.sqlite import EngineLimits, QueryEngine
+from agent.telemetry.gate import tracing_on
 from agent.verified import VerifiedLibrary
+from agent.version import package_version
 
 from .answer.choice_tool import choice_tools
 from .answer.error_results import StructuredToolErrors
@@ -54,11 +55,9 @@ from .runtime import (
 )
 from .serving.access import TokenTable, caller_of, token_table
 from .serving.draining import QuestionGate
-from .serving.http_transport import MCP_PATH, http_app, serve_http
 from .serving.log_format import configure_logging
 from .serving.metrics import ServerMetrics
 from .serving.stopping import exit_on_stop_signal, print_tty_notice
-from .serving.tracing import McpTelemetry
 
 __all__ = ["SqaleServer", "build_server", "configure_logging"]  # configure_logging: for callers
 
@@ -118,9 +117,12 @@ class SqaleServer(MCPServer[ServerRuntime]):
                          request_state_security=request_state_security(settings),
                          dependencies=list(MCP_DEV_DEPENDENCIES),
                          tools=[answer_tool(settings, catalog, describe(catalog), limits)])
-        # Outermost, before the SDK's OpenTelemetry span: the HTTP headers' trace, the MCP metric.
-        tools = frozenset({TOOL_NAME, *(extra.name for extra in app_only_tools(settings))})
-        self.middleware.insert(0, McpTelemetry(tools))
+        if tracing_on():  # started before the server is built (__main__, server.py)
+            from .serving.tracing import McpTelemetry
+
+            # Outermost, before the SDK's OpenTelemetry span: the HTTP headers' trace, the MCP metric.
+            tools = frozenset({TOOL_NAME, *(extra.name for extra in app_only_tools(settings))})
+            self.middleware.insert(0, McpTelemetry(tools))
         self.sqale_settings = settings
         self.catalog = catalog
         self.runtime_closed = runtime_closed
@@ -154,6 +156,10 @@ class SqaleServer(MCPServer[ServerRuntime]):
 
     async def serve_http(self, settings: ServerSettings) -> None:
         """Serve streamable HTTP on settings.host:port, behind the bearer token when one is set."""
+        # Imported here: the HTTP layers (uvicorn, starlette's middleware) are no part of a stdio
+        # server, which Claude Desktop and IDEs start, and wait for, at every launch.
+        from .serving.http_transport import MCP_PATH, http_app, serve_http
+
         mcp_app = self.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host,
                                            session_idle_timeout=settings.session_idle_timeout,
                                            max_sessions=settings.max_sessions)
@@ -201,15 +207,20 @@ def answer_tool(settings: ServerSettings, catalog: Catalog, description: str, li
 
 
 def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
-                 backend_factory: BackendFactory = make_backend) -> SqaleServer:
-    """Validate every database, the prompts and the log path, then build the server."""
+                 backend_factory: BackendFactory = make_backend,
+                 checks: QueryEngine | None = None) -> SqaleServer:
+    """Validate every database, the prompts and the log path, then build the server.
+
+    `checks`: the engine the databases and verified libraries are checked on (its owner closes
+    it); None: one of its own, closed when they are checked.
+    """
     settings.address  # noqa: B018 - a malformed address (Ollama's host) is a ConfigError now
     specs = collect_databases(settings, environ)
-    catalog = load_catalog(specs, EngineLimits(query_timeout=settings.query_timeout),
-                           hide_rules_by_alias(settings, specs))
+    limits = EngineLimits(query_timeout=settings.query_timeout)
+    catalog = load_catalog(specs, limits, hide_rules_by_alias(settings, specs), engine=checks)
     catalog = attach_notes(catalog, settings.notes, settings.max_notes_chars)
     catalog = attach_verified(catalog, settings.verified)
-    libraries = open_libraries(catalog, EngineLimits(query_timeout=settings.query_timeout))
+    libraries = open_libraries(catalog, limits, engine=checks)
     prompts = server_prompts(settings)
     if settings.episode_log is not None:
         EpisodeLog.check_writable(settings.episode_log)

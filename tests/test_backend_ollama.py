@@ -10,7 +10,8 @@ import ollama
 import pytest
 
 from agent.backends.base import VLLM_NEUTRAL_SAMPLERS, Completion, ModelInfo, SamplingSettings
-from agent.backends.ollama import OllamaBackend, resolve_ollama_host
+from agent.backends.ollama import OllamaBackend
+from agent.backends.ollama_facts import resolve_ollama_host
 from agent.errors import (
     BackendResponseError,
     BackendTimeout,
@@ -283,7 +284,7 @@ async def test_fake_streams_ndjson_like_ollama(fake_ollama) -> None:
 
 def test_keep_alive_numbers_are_seconds_and_durations_stay_text() -> None:
     """'-1' and '300' become numbers (seconds, -1 for ever); '30m' stays a duration string."""
-    from agent.backends.ollama import ollama_keep_alive
+    from agent.backends.ollama_facts import ollama_keep_alive
 
     assert [ollama_keep_alive(v) for v in ("-1", "300", "1.5", "30m", None, 60)] == [
         -1, 300, 1.5, "30m", None, 60]

@@ -316,7 +316,7 @@ def test_doctor_warns_when_another_distribution_provides_our_packages(fake_ollam
 @pytest.mark.slow
 def test_both_commands_print_their_version() -> None:
     """`sqale-agent --version` and `sqale-mcp --version` print the installed version."""
-    from agent import package_version
+    from agent.version import package_version
 
     for name in ("sqale-agent", "sqale-mcp"):
         done = subprocess.run([console_script(name), "--version"], capture_output=True, text=True, timeout=60)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import anyio
@@ -11,6 +12,7 @@ from agent.episode_text import result_as_json
 from agent.errors import ConfigError
 from agent.loop import run_episode
 from agent.sqlite import Database, HideRules, QueryStatus, create_database
+from agent.sqlite._sql_names import _WORD as NAME
 from agent.sqlite._sql_names import sql_names, unchecked_joins
 from agent.sqlite.hiding import parse_hide_rule
 from agent.tools import TOOL_NAMES, run_tool
@@ -68,6 +70,15 @@ def test_sql_scanning_skips_literals_and_comments() -> None:
         True, False, False, False, True]
     assert sql_names('SELECT "E""x", [Br], `c` FROM t WHERE a = \'Email\'') == frozenset(
         {"select", 'e"x', "br", "c", "from", "t", "where", "a"})
+
+
+def test_a_name_is_scanned_as_its_readable_class_says() -> None:
+    """A name starts with a letter, _ or any non-ASCII character and goes on with those, digits
+    and $: the scanner's fast-compiling pattern takes exactly these, for every code point."""
+    readable = re.compile(r"[A-Za-z_\u0080-\U0010ffff][\w$\u0080-\U0010ffff]*")
+    every = [chr(code) for code in range(0x110000)]
+    for written in (every, [f"a{c}" for c in every]):  # a name's first character, then the others
+        assert [w for w in written if bool(NAME.fullmatch(w)) != bool(readable.fullmatch(w))] == []
 
 
 def test_schema_facts_leave_hidden_things_out(hidden_db: Database) -> None:

@@ -15,6 +15,7 @@ from mcp_server.config.catalog import (
     collect_databases,
     load_catalog,
     no_database,
+    startup_engine,
     summarize,
     tool_description,
 )
@@ -73,6 +74,22 @@ def test_load_catalog_reads_tables_and_views(tmp_path: Path) -> None:
                                          "CREATE VIEW v AS SELECT x FROM b;")
     catalog = load_catalog([DatabaseSpec(alias="shop", path=path)], EngineLimits())
     assert catalog == Catalog((CatalogEntry("shop", path.resolve(), ("a", "b"), ("v",)),))
+
+
+def test_load_catalog_runs_on_a_given_engine_and_leaves_it_open(tmp_path: Path) -> None:
+    """On the engine the server started its worker on, the check uses that worker and leaves the
+    engine to its owner: the same catalog, one worker started, none killed, the engine still serving."""
+    path = make_db(tmp_path / "shop.db", "CREATE TABLE a (y);")
+    engine = startup_engine(EngineLimits())
+    try:
+        engine.start_worker()
+        catalog = load_catalog([DatabaseSpec(alias="shop", path=path)], EngineLimits(), engine=engine)
+        assert catalog == Catalog((CatalogEntry("shop", path.resolve(), ("a",), ()),))
+        assert (engine.starts, engine.kills) == (1, 0)
+        assert [t.name for t in Database(path, engine, hide=HideRules()).schema().tables] == ["a"]
+        assert engine.starts == 1
+    finally:
+        engine.close()
 
 
 def test_load_catalog_names_the_bad_alias(tmp_path: Path) -> None:

@@ -30,9 +30,8 @@ from mcp_server.answer.tool_errors import edge_error, tool_error_for
 from mcp_server.runtime import ServerRuntime, open_runtime, server_prompts
 from mcp_server.serving.access import LOCAL_CALLER, Caller, caller_of
 from mcp_server.serving.draining import QuestionGate
-from mcp_server.serving.log_format import SessionIdFilter, TextLogFormatter
+from mcp_server.serving.log_format import SessionIdFilter, TextLogFormatter, session_tag
 from mcp_server.serving.metrics import ServerMetrics
-from mcp_server.serving.sessions import session_tag
 from tests.support.mcp_in_process import build
 from tests.support.policies import PolicyBackend, ScriptPolicy, assistant_reply, tool_call
 

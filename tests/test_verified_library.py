@@ -14,9 +14,10 @@ import pytest
 
 from agent.episode import EpisodeSettings, EpisodeStatus, StopReason
 from agent.sqlite import Database, HideRules, QueryEngine, create_database
-from agent.sqlite.similar import QuestionIndex, query_terms
+from agent.sqlite.text_index import TextIndex
 from agent.verified import VerifiedLibrary, consult, normalise_question
 from agent.verified.matching import hint_evidence, same_evidence
+from agent.verified.similar import QuestionIndex, query_terms
 
 pytestmark = pytest.mark.anyio
 
@@ -100,7 +101,7 @@ def test_fts5_ranks_paraphrases_first_and_reads_no_syntax_from_the_question() ->
 
 def test_an_index_nobody_holds_closes_its_connection() -> None:
     """A replaced library snapshot's index is closed once dropped (Python 3.13 warns of an open one)."""
-    index = QuestionIndex(["How many singers do we have?"])
+    index = TextIndex(["How many singers do we have?"])
     connection = index._conn
     del index
     gc.collect()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import httpx
+from typing import TYPE_CHECKING
 
 from ..errors import BackendTimeout
+
+if TYPE_CHECKING:  # httpx is imported by the backends that use it, not by the settings that read this
+    import httpx
 
 # A dead or firewalled host should fail fast even though a generation may take minutes.
 CONNECT_TIMEOUT = 10.0
@@ -12,6 +15,8 @@ CONNECT_TIMEOUT = 10.0
 
 def client_timeout(seconds: float) -> httpx.Timeout:
     """`seconds` for a whole request, of which at most CONNECT_TIMEOUT for the connection."""
+    import httpx
+
     return httpx.Timeout(seconds, connect=min(seconds, CONNECT_TIMEOUT))
 
 

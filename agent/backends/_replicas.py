@@ -11,6 +11,16 @@ from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
 
+# An engine that does not say its slots is taken for a batching one (vLLM, SGLang): they run many
+# sequences at once and share cached prefixes, so several episodes per replica do not evict
+# each other.
+SLOTS_PER_REPLICA = 4
+
+
+def replicas_address(base_urls: Sequence[str]) -> str:
+    """Where the model runs, for messages: the replicas' base URLs, normalised (no trailing slash)."""
+    return ", ".join(url.rstrip("/") for url in base_urls)
+
 
 @dataclass(eq=False)  # identity matters: two replicas may share a URL
 class Replica:

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import re
 import time
-import urllib.parse
 from collections.abc import Awaitable, Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -15,7 +12,7 @@ import httpx
 import ollama
 import pydantic
 
-from ..errors import BackendError, BackendResponseError, BackendUnreachable, ConfigError, ModelNotFound
+from ..errors import BackendError, BackendResponseError, BackendUnreachable, ModelNotFound
 from ._http import CONNECT_TIMEOUT, client_timeout, timed_out
 from .base import (
     STOP_STRINGS,
@@ -33,87 +30,18 @@ from .ollama_facts import (
     OLLAMA,
     OLLAMA_PARALLEL_ENV,
     context_length,
+    ollama_keep_alive,
     parameter_warnings,
     release_facts,
+    resolve_ollama_host,
 )
 
-DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
-_OLLAMA_PORT = 11434
-# Ollama's keep_alive: seconds as a number, or a Go duration such as 30m, 1h30m, -1m.
-_SECONDS = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)$")
-GO_DURATION = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+$")
-KEEP_ALIVE_HINT = "not a duration; give seconds (300, -1 for ever) or a number with a unit: 30m, 1h, 90s"
 # ollama-python (0.6) drops the fields of an answer it does not know, prompt_eval_cached_count
 # among them: a response hook keeps the body of this task's /api/generate answer here.
 _GENERATE_BODIES: ContextVar[list[dict[str, Any]] | None] = ContextVar("ollama_generate_bodies",
                                                                       default=None)
 
 _T = TypeVar("_T")
-
-
-_HOSTNAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-
-
-def is_keep_alive(text: str) -> bool:
-    """Whether `text` is a keep_alive Ollama accepts: seconds, or a number with a unit (30m, 1h)."""
-    return bool(_SECONDS.match(text.strip()) or GO_DURATION.match(text.strip()))
-
-
-def ollama_keep_alive(value: str | float | None) -> str | float | None:
-    """Ollama's keep_alive: a bare number is seconds (-1: keep loaded), else a duration like 30m.
-
-    Raises ConfigError for anything Ollama would refuse (e.g. "forever").
-    """
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    try:
-        return float(text) if "." in text else int(text)
-    except ValueError:
-        pass
-    if not GO_DURATION.match(text):
-        raise ConfigError(f"--keep-alive {value!r}: {KEEP_ALIVE_HINT}")
-    return text
-
-
-def resolve_ollama_host(explicit: str | None) -> str:
-    """The Ollama URL to use: the argument, else $OLLAMA_HOST, else http://127.0.0.1:11434."""
-    for candidate in (explicit, os.environ.get("OLLAMA_HOST")):
-        if candidate is not None and candidate.strip():
-            return _normalise_host(candidate.strip())
-    return DEFAULT_OLLAMA_HOST
-
-
-def _normalise_host(host: str) -> str:
-    """Spell a host the way Ollama's own client reads it (scheme and port filled in)."""
-    scheme, sep, rest = host.partition("://")
-    if not sep:
-        scheme, rest, default_port = "http", host, _OLLAMA_PORT
-    else:
-        default_port = {"http": 80, "https": 443}.get(scheme.lower(), _OLLAMA_PORT)
-    if scheme.lower() not in ("http", "https"):
-        raise ConfigError(
-            f"Ollama host {host!r} has the scheme {scheme!r}; "
-            "give http://HOST:PORT or https://HOST:PORT (for example http://127.0.0.1:11434)."
-        )
-    try:
-        split = urllib.parse.urlsplit(f"{scheme}://{rest}")
-        port = split.port or default_port
-    except ValueError as exc:
-        raise ConfigError(
-            f"Ollama host {host!r} is not a valid address ({exc}); "
-            "give HOST:PORT or a URL like http://127.0.0.1:11434."
-        ) from exc
-    hostname = split.hostname or "127.0.0.1"
-    if not (_HOSTNAME.match(hostname) or ":" in hostname) or split.query or split.fragment:
-        raise ConfigError(
-            f"Ollama host {host!r} is not a valid address; "
-            "give HOST:PORT or a URL like http://127.0.0.1:11434."
-        )
-    if ":" in hostname:  # IPv6 literal: urlsplit drops the brackets
-        hostname = f"[{hostname}]"
-    path = split.path.rstrip("/")
-    return f"{scheme.lower()}://{hostname}:{port}{path}"
 
 
 class OllamaBackend(ModelBackend):
@@ -135,10 +63,14 @@ class OllamaBackend(ModelBackend):
         self.num_ctx = num_ctx
         self.keep_alive = ollama_keep_alive(keep_alive)
         self.timeout = timeout
+        # One TLS context for both clients (this one and /api/version's): loading the CA bundle
+        # takes longer than the whole exchange with a local Ollama, and the server waits for it.
+        self._tls = httpx.create_ssl_context()
         self._client = ollama.AsyncClient(
             host=self.host,
             timeout=client_timeout(timeout),
             event_hooks={"response": [_keep_generate_body]},  # passed on to httpx
+            verify=self._tls,
         )
 
     def with_seed(self, seed: int) -> OllamaBackend:
@@ -185,7 +117,7 @@ class OllamaBackend(ModelBackend):
     async def _version(self) -> str | None:
         """GET /api/version; None when Ollama does not answer it."""
         try:
-            async with httpx.AsyncClient(timeout=client_timeout(CONNECT_TIMEOUT)) as http:
+            async with httpx.AsyncClient(timeout=client_timeout(CONNECT_TIMEOUT), verify=self._tls) as http:
                 response = await http.get(f"{self.host}/api/version")
                 payload = response.json() if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError):

@@ -1,14 +1,18 @@
-"""What we know of Ollama and what it tells about itself: the releases that matter for qwen3.5,
-our Modelfile's parameters, and the traps /api/version and /api/show reveal (pure; the backend
-asks)."""
+"""What we know of Ollama and what it tells about itself: where it listens, the keep_alive values
+it takes, the releases that matter for qwen3.5, our Modelfile's parameters, and the traps
+/api/version and /api/show reveal (pure; the backend asks). The settings read this module, never
+the backend's, which imports the ollama client."""
 
 from __future__ import annotations
 
+import os
 import re
+import urllib.parse
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from ..errors import ConfigError
 from .base import VLLM_NEUTRAL_SAMPLERS, SamplingSettings
 
 # Ollama serves this many requests of one model at once (its default here: 1).
@@ -109,3 +113,78 @@ def parameter_warnings(text: str) -> list[str]:
                 "run, Open WebUI) sample differently than the model was trained; re-create it with "
                 "`ollama create ... -f Modelfile`")
     return warnings
+
+
+# Where Ollama listens, and the keep_alive values it takes: what the settings check before any
+# backend is built (agent/backends/settings.py), so they live here, not beside the client.
+DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
+_OLLAMA_PORT = 11434
+# Ollama's keep_alive: seconds as a number, or a Go duration such as 30m, 1h30m, -1m.
+_SECONDS = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)$")
+GO_DURATION = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+$")
+KEEP_ALIVE_HINT = "not a duration; give seconds (300, -1 for ever) or a number with a unit: 30m, 1h, 90s"
+
+
+_HOSTNAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def is_keep_alive(text: str) -> bool:
+    """Whether `text` is a keep_alive Ollama accepts: seconds, or a number with a unit (30m, 1h)."""
+    return bool(_SECONDS.match(text.strip()) or GO_DURATION.match(text.strip()))
+
+
+def ollama_keep_alive(value: str | float | None) -> str | float | None:
+    """Ollama's keep_alive: a bare number is seconds (-1: keep loaded), else a duration like 30m.
+
+    Raises ConfigError for anything Ollama would refuse (e.g. "forever").
+    """
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    try:
+        return float(text) if "." in text else int(text)
+    except ValueError:
+        pass
+    if not GO_DURATION.match(text):
+        raise ConfigError(f"--keep-alive {value!r}: {KEEP_ALIVE_HINT}")
+    return text
+
+
+def resolve_ollama_host(explicit: str | None) -> str:
+    """The Ollama URL to use: the argument, else $OLLAMA_HOST, else http://127.0.0.1:11434."""
+    for candidate in (explicit, os.environ.get("OLLAMA_HOST")):
+        if candidate is not None and candidate.strip():
+            return _normalise_host(candidate.strip())
+    return DEFAULT_OLLAMA_HOST
+
+
+def _normalise_host(host: str) -> str:
+    """Spell a host the way Ollama's own client reads it (scheme and port filled in)."""
+    scheme, sep, rest = host.partition("://")
+    if not sep:
+        scheme, rest, default_port = "http", host, _OLLAMA_PORT
+    else:
+        default_port = {"http": 80, "https": 443}.get(scheme.lower(), _OLLAMA_PORT)
+    if scheme.lower() not in ("http", "https"):
+        raise ConfigError(
+            f"Ollama host {host!r} has the scheme {scheme!r}; "
+            "give http://HOST:PORT or https://HOST:PORT (for example http://127.0.0.1:11434)."
+        )
+    try:
+        split = urllib.parse.urlsplit(f"{scheme}://{rest}")
+        port = split.port or default_port
+    except ValueError as exc:
+        raise ConfigError(
+            f"Ollama host {host!r} is not a valid address ({exc}); "
+            "give HOST:PORT or a URL like http://127.0.0.1:11434."
+        ) from exc
+    hostname = split.hostname or "127.0.0.1"
+    if not (_HOSTNAME.match(hostname) or ":" in hostname) or split.query or split.fragment:
+        raise ConfigError(
+            f"Ollama host {host!r} is not a valid address; "
+            "give HOST:PORT or a URL like http://127.0.0.1:11434."
+        )
+    if ":" in hostname:  # IPv6 literal: urlsplit drops the brackets
+        hostname = f"[{hostname}]"
+    path = split.path.rstrip("/")
+    return f"{scheme.lower()}://{hostname}:{port}{path}"

@@ -18,7 +18,7 @@ from ..errors import (
     ModelNotFound,
 )
 from ._http import CONNECT_TIMEOUT, client_timeout, describe_error, error_message, is_http_url, timed_out
-from ._replicas import PrefixAffinity, Replica, ReplicaPool
+from ._replicas import SLOTS_PER_REPLICA, PrefixAffinity, Replica, ReplicaPool, replicas_address
 from .base import (
     PROBE_PROMPT,
     STOP_STRINGS,
@@ -34,15 +34,6 @@ from .openai_engines import engine_facts, neutral_samplers
 from .streaming import read_completion_stream
 
 _ATTEMPTS = 2  # the first replica, then one retry on another healthy replica
-# An engine that does not say its slots is taken for a batching one (vLLM, SGLang): they run many
-# sequences at once and share cached prefixes, so several episodes per replica do not evict
-# each other.
-SLOTS_PER_REPLICA = 4
-
-
-def replicas_address(base_urls: Sequence[str]) -> str:
-    """Where the model runs, for messages: the replicas' base URLs, normalised (no trailing slash)."""
-    return ", ".join(url.rstrip("/") for url in base_urls)
 
 
 class _ReplicaFailed(Exception):

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from .base import VLLM_NEUTRAL_SAMPLERS, EngineFacts
+
+if TYPE_CHECKING:  # the caller's client brings httpx in; the settings read this module's texts without it
+    import httpx
 
 LLAMA_SERVER = "llama.cpp's llama-server"
 ENGINES_THAT_SAY = "llama-server's /props, 1 for llama-cpp-python's server"  # for help texts
@@ -136,6 +137,8 @@ def _count(value: object) -> int | None:
 
 async def _get_json(client: httpx.AsyncClient, url: str, timeout: float) -> dict[str, Any] | None:
     """The JSON object a GET of `url` answers with 200, or None (any failure: the engine does not say)."""
+    import httpx
+
     try:
         response = await client.get(url, timeout=timeout)
         payload = response.json() if response.status_code == 200 else None

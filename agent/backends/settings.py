@@ -18,9 +18,9 @@ from ..errors import ConfigError
 from ..options import ArgumentAdder, Option, add_flags, option_of, setting_name
 from ..settings.layers import Layered, problem_text, with_secrets
 from ._http import is_http_url
+from ._replicas import replicas_address
 from .base import ModelBackend, SamplingSettings
-from .ollama import DEFAULT_OLLAMA_HOST, KEEP_ALIVE_HINT, OllamaBackend, is_keep_alive, resolve_ollama_host
-from .openai_compat import OpenAICompletionsBackend, replicas_address
+from .ollama_facts import DEFAULT_OLLAMA_HOST, KEEP_ALIVE_HINT, is_keep_alive, resolve_ollama_host
 
 DEFAULT_MODEL = "qwen3.5-2b-grpo-synsql"
 
@@ -44,7 +44,11 @@ def _ollama_problem(settings: BackendSettings) -> str | None:
     return None  # every setting of Ollama's has a default
 
 
+# A builder imports its backend's module: only a command that talks to the model pays for the
+# HTTP client (ollama, httpx); the settings read the light modules above.
 def _ollama(settings: BackendSettings, sampling: SamplingSettings) -> ModelBackend:
+    from .ollama import OllamaBackend
+
     return OllamaBackend(settings.model, host=settings.ollama_host, sampling=sampling,
                          timeout=settings.request_timeout, keep_alive=settings.keep_alive)
 
@@ -56,6 +60,8 @@ def _openai_problem(settings: BackendSettings) -> str | None:
 
 
 def _openai(settings: BackendSettings, sampling: SamplingSettings) -> ModelBackend:
+    from .openai_compat import OpenAICompletionsBackend
+
     return OpenAICompletionsBackend(settings.model, settings.base_urls, api_key=settings.api_key_value,
                                     sampling=sampling, timeout=settings.request_timeout,
                                     api_key_env=settings.api_key_env)

@@ -22,10 +22,10 @@ from urllib.parse import urlsplit
 from opentelemetry import metrics
 from opentelemetry.trace import SpanKind
 
-from .. import package_version
 from ..telemetry import names as n
 from ..telemetry.content import content_policy
 from ..telemetry.spans import failure_kind, sdk_configured, span
+from ..version import package_version
 from .base import Completion, EngineFacts, ModelBackend
 from .wrapper import BackendWrapper
 

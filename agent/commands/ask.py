@@ -26,8 +26,8 @@ from ..prompt_cache import episode_reuse, verdicts
 from ..settings.agent_settings import AgentSettings
 from ..settings.aliases import check_plain_path
 from ..sqlite import Database
+from ..telemetry.gate import question_span
 from ..telemetry.setup import start_telemetry
-from ..telemetry.spans import question_span
 from ..untrusted import sql_block
 from ..verified import Consulted, consult, params_text, provenance_text, similar_text
 from .backend_options import add_backend_arguments, backend_choice, command_settings, prompts_from_args
@@ -38,8 +38,6 @@ from .verified_options import add_verified_arguments, open_library
 SERVICE = "sqale-agent"  # OpenTelemetry's service name for ask and eval, unless OTEL_SERVICE_NAME says
 EXIT_NO_ANSWER = 3  # the model produced no runnable SQL (1: our error, 2: a usage error, 130: Ctrl-C)
 
-NAME = "ask"
-HELP = "answer a question on an SQLite database"
 DESCRIPTION = ("The model explores the database with its tools, tests its SQL and answers.")
 
 
@@ -72,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
                           'sqale-agent ask --db shop.db "How many orders are there?"')
     if args.max_rows < 1:
         raise ConfigError(f"--max-rows {args.max_rows}: give 1 or more rows to keep")
-    check_plain_path(args.db, NAME)
+    check_plain_path(args.db, args.command)
     choice = backend_choice(args)
     given_slots = command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots")
     prompts = prompts_from_args(args)

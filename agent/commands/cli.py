@@ -1,33 +1,73 @@
-"""The `sqale-agent` command line: one subcommand per module beside this one."""
+"""The `sqale-agent` command line: one subcommand per module beside this one.
+
+A command's module is imported only when that command runs (or its options are listed): each
+one pulls in what it runs on (the engine session and the backends for `ask`, the evaluation for
+`eval`), and the others need none of it. So `sqale-agent --version`, `--help` and `tool` start
+in a fraction of the time importing every command took.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import re
 import sys
+from collections.abc import Collection, Sequence
+from typing import NamedTuple
 
-from .. import package_version
 from ..errors import SqaleError
-from . import ask, doctor, evaluate, golden, html_report, run_tool
-
-# Each module has NAME, HELP, DESCRIPTION, add_arguments(parser) and run(args) -> exit status.
-COMMANDS = (ask, doctor, evaluate, golden, html_report, run_tool)
+from ..version import add_version_flag, print_version_if_alone
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand registered."""
+class Command(NamedTuple):
+    """One subcommand: its name, its line in `sqale-agent --help`, and the module that runs it.
+
+    The module has DESCRIPTION, add_arguments(parser) and run(args) -> exit status.
+    """
+
+    name: str
+    help: str
+    module: str  # relative to this package
+
+
+PROG = "sqale-agent"
+COMMANDS: tuple[Command, ...] = (
+    Command("ask", "answer a question on an SQLite database", ".ask"),
+    Command("doctor", "check that the model runtime, the model and the databases are ready", ".doctor"),
+    Command("eval", "measure execution accuracy on Spider, BIRD or KaggleDBQA", ".evaluate"),
+    Command("golden", "build golden questions (question + known-good SQL) on your own database, "
+                      "review proposals", ".golden"),
+    Command("report", "an HTML page of an eval run, or of two runs compared", ".html_report"),
+    Command("tool", "run one exploration tool and print exactly what the model would see", ".run_tool"),
+)
+
+
+def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every subcommand listed; each gets its options (its module is
+    imported) unless `only` names others."""
     parser = argparse.ArgumentParser(
-        prog="sqale-agent",
+        prog=PROG,
         description="Ask SQLite databases questions through a small local text-to-SQL agent.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    add_version_flag(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for command in COMMANDS:
-        command_parser = subparsers.add_parser(command.NAME, help=command.HELP,
-                                               description=command.DESCRIPTION)
-        command.add_arguments(command_parser)
-        command_parser.set_defaults(run=command.run, print_help=command_parser.print_help)
+        command_parser = subparsers.add_parser(command.name, help=command.help)
+        if only is None or command.name in only:
+            module = importlib.import_module(command.module, __package__)
+            command_parser.description = module.DESCRIPTION
+            module.add_arguments(command_parser)
+            command_parser.set_defaults(run=module.run, print_help=command_parser.print_help)
     return parser
+
+
+def named_command(argv: Sequence[str]) -> tuple[str, ...]:
+    """The command a command line names: its first argument that is not an option.
+
+    The options before a command (--help, --version) take no value, so that argument is the one
+    argparse reads as the command; () when there is none.
+    """
+    return next(((arg,) for arg in argv if not arg.startswith("-")), ())
 
 
 EXIT_USAGE = 2  # as argparse exits on a usage error
@@ -39,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
 
     No subcommand: the help, which lists them, on stderr and exit 2.
     """
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    print_version_if_alone(PROG, argv)
+    parser = build_parser(only=named_command(argv))
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)

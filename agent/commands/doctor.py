@@ -32,8 +32,6 @@ PROBE_SECONDS = 5.0  # a runtime that accepts connections but never answers is r
 GENERATION_SECONDS = 60.0  # a one-token completion: the runtime may first load the model
 
 
-NAME = "doctor"
-HELP = "check that the model runtime, the model and the databases are ready"
 DESCRIPTION = ("Checks the runtime is reachable, the model is installed (and shows its "
                "parameters), the runtime generates (one tiny completion), what the engine says about "
                "itself (version, slots, context) and its known traps, that it serves a second round's "

@@ -19,8 +19,7 @@ from ..backends.advice import cache_advice
 from ..backends.base import EngineFacts, ModelBackend, SamplingSettings
 from ..backends.openai_engines import ENGINES_THAT_SAY
 from ..backends.settings import BackendSettings, make_backend
-from ..backends.traced import Engines, traced
-from ..engine_session import EngineSession, engine_session
+from ..engine_session import EngineSession, engine_session, traced_backend
 from ..episode import EpisodeSettings
 from ..errors import ConfigError, SqaleError
 from ..evaluation import html_report
@@ -56,8 +55,6 @@ class _DeprecatedAlias(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-NAME = "eval"
-HELP = "measure execution accuracy on Spider, BIRD or KaggleDBQA"
 DESCRIPTION = ("Run the agent on each question of a text-to-SQL benchmark, execute its SQL and "
                "the gold SQL, and report execution accuracy.")
 
@@ -237,7 +234,7 @@ def backend_for_run(choice: BackendSettings, facts: Sequence[EngineFacts], sampl
     """One of the run's backends (one per seed), told what the engines said of themselves."""
     backend = make_backend(choice, sampling)
     backend.remember_engines(facts)
-    return traced(backend, Engines.of(choice.backend, facts))  # as the session's: each model call a span
+    return traced_backend(backend, choice.backend, facts)  # as the session's: each model call a span
 
 
 def warn_of_prompt_cache(out_path: Path, engine: str, engine_kind: str | None) -> None:

@@ -36,8 +36,6 @@ COUNT_CAP = 1_000_000  # rows counted for row_count; past it the count is a lowe
 ANSWERED = ("submitted", "final_answer")  # episode-log statuses whose SQL is the model's answer
 
 
-NAME = "golden"
-HELP = "build golden questions (question + known-good SQL) on your own database, review proposals"
 DESCRIPTION = ("Keep a JSON Lines file of questions with known-good SQL, then measure the "
                "model on it with `sqale-agent eval FILE.jsonl --db ALIAS=PATH` or serve it as a "
                "verified library; review what clients proposed for a library with `proposals`, "

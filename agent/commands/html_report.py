@@ -12,8 +12,6 @@ from ..evaluation.html_report import default_report_path, write_report
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
-NAME = "report"
-HELP = "an HTML page of an eval run, or of two runs compared"
 DESCRIPTION = ("Build one self-contained HTML page from the results file of `sqale-agent eval`: "
                "accuracy, charts and every question with its SQL, results and trace. With two "
                "files, compare the runs question by question. Needs: pip install 'sqale-mcp[report]'.")

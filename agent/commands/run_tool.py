@@ -12,8 +12,6 @@ from ..tools import TOOL_NAMES, canonical_tool_name, run_tool, unknown_tool_text
 from .db_options import add_database_arguments, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
 
-NAME = "tool"
-HELP = "run one exploration tool and print exactly what the model would see"
 DESCRIPTION = ("Run one of the agent's tools on a database and print its result text exactly "
                "as the model gets it. Mistakes in the call's arguments (unknown table, bad SQL...) "
                "are printed as the model would see them, with exit status 0; an unknown tool or ARGS "
@@ -46,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if canonical_tool_name(args.tool_name) is None:
         print(f"sqale-agent tool: {unknown_tool_text(args.tool_name)}", file=sys.stderr)
         return 2
-    check_plain_path(args.db, NAME)
+    check_plain_path(args.db, args.command)
     with Database(args.db, hide=hide_rules(args)) as db:
         outcome = run_tool(db, args.tool_name, tool_args, environment=environment_from_args(args))
     print(outcome.text)

@@ -23,8 +23,8 @@ from ..errors import (
     ModelNotFound,
 )
 from ..sqlite import Database, QueryResult, QueryStatus
+from ..telemetry.gate import question_span, question_trace
 from ..telemetry.names import EVAL_QUESTION
-from ..telemetry.spans import question_span, question_trace
 from ..voting import CompareLimits, Comparison, Tally, execute_for_comparison
 from .accuracy import MatchRule, has_top_level_order_by, results_match
 from .datasets import Benchmark, Example

@@ -7,8 +7,8 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field
 
+from ..backends._replicas import SLOTS_PER_REPLICA
 from ..backends.ollama_facts import OLLAMA_PARALLEL_ENV
-from ..backends.openai_compat import SLOTS_PER_REPLICA
 from ..backends.openai_engines import ENGINES_THAT_SAY
 from ..backends.settings import BackendSettings
 from ..episode import EpisodeSettings

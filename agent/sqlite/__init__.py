@@ -54,6 +54,7 @@ from .types import (
 )
 
 if TYPE_CHECKING:
+    from ..telemetry.gate import Untraced
     from ..telemetry.steps import StatementTrace
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -108,10 +109,10 @@ def create_database(target: Path, script: str) -> Path:
 
 
 def _statement_span(operation: str | None, namespace: str,
-                    sql: str | None) -> AbstractContextManager[StatementTrace]:
-    """The span of one worker request (None: the schema read), from agent/telemetry/steps.py,
+                    sql: str | None) -> AbstractContextManager[StatementTrace | Untraced]:
+    """The span of one worker request (None: the schema read), from agent/telemetry/gate.py,
     imported when first used: the worker processes import this package and need no telemetry."""
-    from ..telemetry.steps import SCHEMA_READ, statement_span
+    from ..telemetry.gate import SCHEMA_READ, statement_span
 
     return statement_span(SCHEMA_READ if operation is None else operation, namespace, sql)
 

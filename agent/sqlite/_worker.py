@@ -311,6 +311,17 @@ class QueryEngine:
             raise DatabaseWorkerError(f"{reply.kind}: {reply.message}")
         return reply
 
+    def start_worker(self) -> None:
+        """Start one worker now rather than at the first request, so that its interpreter starts
+        while the caller does other work (the server imports the MCP SDK meanwhile)."""
+        with self._lock:
+            if self._closed:
+                raise DatabaseWorkerError("the query engine is closed")
+            worker = _Worker(self.limits)
+            self._all.add(worker)
+            self.starts += 1
+        self._idle.put(worker)
+
     def _checkout(self) -> _Worker:
         try:
             worker = self._idle.get_nowait()

@@ -106,3 +106,4 @@ OPERATION_DURATION_BUCKETS: Final = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1
                                      20.48, 40.96, 81.92)
 MCP_SERVER_DURATION: Final = "mcp.server.operation.duration"
 MCP_SERVER_DURATION_BUCKETS: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+SCHEMA_READ: Final = "read_schema"  # the span of the worker reading a database's schema (several statements)

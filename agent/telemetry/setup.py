@@ -24,9 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from opentelemetry import trace
-
 from ..errors import ConfigError
+from .gate import tracing_on
 
 logger = logging.getLogger(__name__)
 
@@ -124,8 +123,12 @@ def start_telemetry(service: str) -> TelemetryPlan:
     Raises ConfigError when the OTEL_* variables name what the SDK cannot start (an exporter that
     is not installed, a protocol it does not know).
     """
-    already = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
-    plan = telemetry_plan(os.environ, installed=extra_installed(), service=service, already_configured=already)
+    already = tracing_on()
+    # Whether the extra is installed is asked only when the variables turn tracing on: finding its
+    # modules imports their parent packages, which a run without OTEL_* has no use for.
+    plan = telemetry_plan(os.environ, installed=True, service=service, already_configured=already)
+    if plan.on and not already and not extra_installed():
+        plan = telemetry_plan(os.environ, installed=False, service=service)
     if plan.problem is not None:
         logger.warning("%s", plan.problem)
     if not plan.on or already:

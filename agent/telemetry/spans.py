@@ -26,7 +26,7 @@ import anyio
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from .. import package_version
+from ..version import package_version
 from . import names as n
 from .content import ContentPolicy, capture, content_policy, narrow
 

@@ -17,6 +17,7 @@ from opentelemetry.trace import Span, SpanKind
 
 from . import names as n
 from .content import content_policy
+from .names import SCHEMA_READ
 from .spans import NOTHING, TRACER, fail, failure_kind, span, wanted
 
 # Statement kinds a statement span names (db.operation.name); any other first word is _OTHER,
@@ -25,7 +26,6 @@ STATEMENT_KINDS = frozenset({
     "SELECT", "WITH", "VALUES", "PRAGMA", "EXPLAIN", "INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE",
     "DROP", "ALTER", "ATTACH", "DETACH", "BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE",
     "ANALYZE", "VACUUM", "REINDEX"})
-SCHEMA_READ = "read_schema"  # the worker's reading of a database's schema (several statements)
 INTERRUPTED = frozenset({"timeout", "killed", "cancelled"})  # QueryStatus values that stopped a statement
 
 
@@ -51,6 +51,11 @@ class EpisodeTrace:
                                   n.TOOL_CALLS: tool_calls, n.CONTEXT_TOKENS: tokens, n.ROWS: rows})
         if status == "failed":
             fail(self.span, stop_reason, f"failed ({stop_reason})")
+
+    def failed(self, kind: str) -> None:
+        """The episode's backend failed (`kind`: the error's class)."""
+        if self.span.is_recording():
+            fail(self.span, kind)
 
     def timed_out(self) -> None:
         """The episode ran past the server's episode timeout."""

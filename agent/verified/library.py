@@ -31,9 +31,9 @@ import anyio
 from ..episode_text import clip
 from ..golden_file import FROM_LOG_TAG, GoldenEntry, parse_lines
 from ..sqlite import Database
-from ..sqlite.similar import QuestionIndex, question_index
 from .checks import SqlRefusal, sql_refusal, template_sample
 from .matching import normalise_question, same_evidence
+from .similar import QuestionIndex, question_index
 from .templates import Template, template_of, unbound_refusal
 
 logger = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from mcp_types import CallToolResult, TextContent
 from agent.episode import Round
 from agent.episode_text import clip
 from agent.errors import BackendError, SqaleError
-from agent.telemetry.spans import question_trace
+from agent.telemetry.gate import question_trace
 from agent.verified import verified_tier
 
 from ..runtime import ServerRuntime

@@ -14,7 +14,7 @@ from mcp_types import CallToolResult
 from pydantic import Field
 
 from agent.choices import AskMode
-from agent.telemetry.spans import question_span
+from agent.telemetry.gate import question_span
 
 from ..config.settings import ServerSettings
 from ..runtime import ServerRuntime

@@ -19,7 +19,7 @@ from agent.asking import SampleRun
 from agent.choices import should_ask
 from agent.episode import Round
 from agent.notes import evidence_with_notes
-from agent.telemetry.spans import question_span, question_trace
+from agent.telemetry.gate import question_span, question_trace
 from agent.verified import Consulted
 
 from ..config.limits import AnswerLimits

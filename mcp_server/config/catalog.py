@@ -6,7 +6,8 @@ import errno
 import logging
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
@@ -185,23 +186,40 @@ def hide_rules_by_alias(settings: ServerSettings,
     return out
 
 
+def startup_engine(limits: EngineLimits) -> QueryEngine:
+    """The engine the start-up checks (the catalog, the verified libraries) run on: one worker."""
+    return QueryEngine(EngineLimits(workers=1, query_timeout=limits.query_timeout))
+
+
+@contextmanager
+def checking_engine(limits: EngineLimits, given: QueryEngine | None) -> Iterator[QueryEngine]:
+    """`given` (its owner closes it), else a new start-up engine closed when the block ends."""
+    if given is not None:
+        yield given
+        return
+    engine = startup_engine(limits)
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
 def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits,
-                 hide: Mapping[str, HideRules] | None = None) -> Catalog:
-    """Validate every database and read its table names.
+                 hide: Mapping[str, HideRules] | None = None, *, engine: QueryEngine | None = None) -> Catalog:
+    """Validate every database and read its table names (on `engine` when given).
 
     A bad explicit database is a ConfigError naming its alias; a bad --db-dir file is skipped
     with a warning naming it and why.
     """
-    engine = QueryEngine(EngineLimits(workers=1, query_timeout=limits.query_timeout))
     hide = hide or {}
-    try:
+    with checking_engine(limits, engine) as checks:
         entries = []
         skipped = []
         for spec in specs:
             try:
                 path = validate_database_path(spec.path)
                 rules = hide.get(spec.alias, HideRules())
-                schema = Database(path, engine, hide=rules).schema()
+                schema = Database(path, checks, hide=rules).schema()
             except DatabasePathError as exc:
                 if not spec.skippable:  # named explicitly: the user must fix it
                     raise ConfigError(f"database '{spec.alias}': {exc}") from exc
@@ -225,8 +243,6 @@ def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits,
             raise ConfigError(f"no usable database: every --db-dir file was skipped ({', '.join(skipped)}); "
                               "see the warnings above")
         return Catalog(tuple(entries))
-    finally:
-        engine.close()
 
 
 def attach_notes(catalog: Catalog, specs: Sequence[NotesSpec], max_chars: int) -> Catalog:

@@ -9,7 +9,6 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
-from agent import package_version
 from agent.backends.settings import BACKEND_FLAGS
 from agent.errors import ConfigError
 from agent.options import add_flags
@@ -18,7 +17,9 @@ from agent.settings.aliases import check_alias, parse_alias_files
 from agent.settings.config_file import default_config_path
 from agent.settings.layers import layered, problem_text, with_secrets
 from agent.sqlite.hiding import parse_hide_rule
+from agent.version import VERSION_FLAG, VERSION_HELP, add_version_flag
 
+from .. import PROG
 from .config_file import file_tokens, read_server_config
 from .settings import DatabaseSpec, HideSpec, NotesSpec, ServerSettings, VerifiedSpec
 
@@ -52,19 +53,17 @@ CONFIG_HELP = ("TOML file with the same settings, keys named as the long options
                "else ~/.config/sqale-mcp/config.toml, when no database option is given)")
 
 
-PROG = "sqale-mcp"
 DESCRIPTION = ("MCP server with one tool, answer_sql_question: a small local text-to-SQL model explores your "
                "SQLite databases and returns SQL with its result.")
 # The options that are no settings, as typed and with their help (--help and docs/options.md).
-VERSION_OPTION = ("--version", "show program's version number and exit")
+VERSION_OPTION = (VERSION_FLAG, VERSION_HELP)
 CONFIG_OPTION = ("--config FILE.toml", CONFIG_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The `sqale-mcp` command line; every default is None so the config file can fill it."""
     p = _Parser(prog=PROG, description=DESCRIPTION)
-    p.add_argument(VERSION_OPTION[0], action="version", version=f"%(prog)s {package_version()}",
-                   help=VERSION_OPTION[1])
+    add_version_flag(p)
     flag, metavar = CONFIG_OPTION[0].split()
     p.add_argument(flag, type=Path, metavar=metavar, help=CONFIG_OPTION[1])
     for title, names in FLAG_GROUPS:

@@ -14,17 +14,18 @@ from agent.errors import ConfigError
 from agent.sqlite import Database, EngineLimits, QueryEngine
 from agent.verified import VerifiedLibrary
 
-from .catalog import Catalog
+from .catalog import Catalog, checking_engine
 
 logger = logging.getLogger(__name__)
 
 
-def open_libraries(catalog: Catalog, limits: EngineLimits) -> Mapping[str, VerifiedLibrary]:
-    """A VerifiedLibrary per database that has one, loaded and checked; ConfigError for a bad path."""
+def open_libraries(catalog: Catalog, limits: EngineLimits, *,
+                   engine: QueryEngine | None = None) -> Mapping[str, VerifiedLibrary]:
+    """A VerifiedLibrary per database that has one, loaded and checked (on `engine` when given);
+    ConfigError for a bad path."""
     paths = {e.alias: e.verified.resolve() for e in catalog.entries if e.verified is not None}
     libraries: dict[str, VerifiedLibrary] = {}
-    engine = QueryEngine(EngineLimits(workers=1, query_timeout=limits.query_timeout))
-    try:
+    with checking_engine(limits, engine) as checks:
         for entry in catalog.entries:
             if entry.alias not in paths:
                 continue
@@ -37,7 +38,7 @@ def open_libraries(catalog: Catalog, limits: EngineLimits) -> Mapping[str, Verif
                                   "the path")
             shared = {alias for alias, other in paths.items() if other == path and alias != entry.alias}
             library = VerifiedLibrary(path, entry.alias, shared_with=shared)
-            snapshot = library.current(Database(entry.path, engine, hide=entry.hide))
+            snapshot = library.current(Database(entry.path, checks, hide=entry.hide))
             if snapshot.missing:
                 logger.warning("database '%s': verified library %s does not exist yet; it is served "
                                "empty until entries are added to it", entry.alias, path)
@@ -45,6 +46,4 @@ def open_libraries(catalog: Catalog, limits: EngineLimits) -> Mapping[str, Verif
                 logger.info("database '%s': verified library %s: %d entries served, %d refused",
                             entry.alias, path, len(snapshot.entries), len(snapshot.refusals))
             libraries[entry.alias] = library
-    finally:
-        engine.close()
     return libraries

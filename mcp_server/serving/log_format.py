@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
 import sys
 from datetime import UTC, datetime
 
-from .sessions import session_tag
-
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Libraries that log a line per HTTP request at INFO: shown only with --log-level DEBUG.
 CHATTY_LOGGERS = ("httpx", "httpcore")
 # The MCP SDK logs session ids (32 hex digits) whole; with one, a token's holder can use the session.
 _SESSION_ID = re.compile(r"\b[0-9a-f]{32}\b")
+TAG_CHARS = 8
+
+
+def session_tag(session_id: str) -> str:
+    """A short hash of a session id, for logs: the id itself lets anyone holding the token use it."""
+    return hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:TAG_CHARS]
 
 
 class SessionIdFilter(logging.Filter):

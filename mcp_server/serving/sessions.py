@@ -12,7 +12,6 @@ the scope, and the SDK answers a session's id from another token exactly as an u
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import time
@@ -27,17 +26,12 @@ from ..config.settings import ServerSettings
 from .access import Caller, scope_caller
 from .headers import security_headers
 from .http_responses import send_jsonrpc_error
+from .log_format import session_tag
 from .quotas import REFUSAL_LINES_PER_MINUTE, LogBudget, quota_limits
 
 logger = logging.getLogger(__name__)
 
 SESSION_ID_HEADER = MCP_SESSION_ID_HEADER.encode()  # of the SDK's responses
-TAG_CHARS = 8
-
-
-def session_tag(session_id: str) -> str:
-    """A short hash of a session id, for logs: the id itself lets anyone holding the token use it."""
-    return hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:TAG_CHARS]
 
 
 @dataclass

@@ -1,0 +1,530 @@
+"""The server's own cost (issue 37): a round, a burst of questions, a verified hit, a read completion.
+
+    python bench/bench_server_cost.py [--runs 3] [--repeats 2] [--hits 40] [--parts cpu,burst,hit,reads]
+                                      [--dbhub DIR] [--node PATH]
+
+Four figures from one run, each a median of repeated runs, every server a real `python -m
+mcp_server` over stdio; the fake model runtime (tests/support/fake_runtime.py) runs in this
+process, so the server's process tree holds the server and its SQLite workers only:
+
+1. cpu: server CPU per model round. 20 questions on the demo database, four rounds each
+   (list_tables, describe_table, run_query, submit_sql) against a fake Ollama that answers at
+   once, one after another; utime + stime of the server and its SQLite workers from /proc
+   (workers that died are counted through the server's cutime/cstime), over the rounds the
+   answers report, after one untimed question. Beside it the same episodes run in this process
+   (run_episode with an in-process policy backend: no MCP, no HTTP): wall minus model time,
+   and the CPU of this process and its workers. Goal: <= 4 ms per round over stdio.
+2. burst: 8 questions at once against the same 8 one at a time (0.2 s a model turn,
+   --max-concurrent 8 --runtime-slots 8), blocks alternated S A A S; start-up (spawn to the
+   initialize reply, then a first untimed burst that starts the SQLite workers) is reported
+   apart. Goal: ratio <= 0.25. Then 32 at once with 32 slots on one server, against 32 times
+   that server's own serial time per question (8 asked one at a time): reported.
+3. hit: a verified-library answer on Chinook over MCP stdio against DBHub's `execute_sql`
+   (@bytebase/dbhub, read-only, max_rows 50 like our --max-rows) of the same SQL, interleaved,
+   --hits calls each after a warm-up; with each server's tools/list (a request with no database
+   work), each process tree's CPU and this client's per call, and bare sqlite3 on the same SQL.
+   Goal: ours <= 1.0x DBHub.
+   DBHub needs Node 20+ and `npm install --prefix DIR @bytebase/dbhub` (DIR defaults to
+   $TMPDIR/dbhub; node: .ci/node's, else the one on PATH); without it this part says so and
+   goes on.
+4. reads: the guarded worker's read completion (tables_read from the statement's EXPLAIN) on a
+   nine-table join on Chinook: Database.query with reads off and on, alternated, and bare
+   sqlite3 running the statement and its EXPLAIN. Goal: on - off <= 1 ms.
+
+Parts 3 and 4 need ../shared/data (Chinook) and say so when it is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from itertools import cycle, islice
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
+
+from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+
+from agent.loop import run_episode  # noqa: E402
+from agent.sqlite import Database, EngineLimits, QueryEngine  # noqa: E402
+from mcp_server.config.demo import ensure_demo_database  # noqa: E402
+from tests.support.fake_runtime import FakeServer  # noqa: E402
+from tests.support.mcp import DelayedPolicy  # noqa: E402
+from tests.support.policies import (  # noqa: E402
+    OraclePolicy,
+    PolicyBackend,
+    ScriptedReply,
+    assistant_reply,
+    is_final_turn,
+    round_number,
+    tool_call,
+)
+
+TOOL = "answer_sql_question"
+CHINOOK = ROOT.parent / "shared" / "data" / "dbs" / "Chinook_Sqlite.sqlite"
+TICK = os.sysconf("SC_CLK_TCK")
+DEMO_GOLD = {
+    "How many books are there?": "SELECT count(*) FROM books",
+    "How many authors are there?": "SELECT count(*) FROM authors",
+    "How many customers are there?": "SELECT count(*) FROM customers",
+    "How many orders are there?": "SELECT count(*) FROM orders",
+    "Which authors come from Nigeria?": "SELECT name FROM authors WHERE country = 'Nigeria' ORDER BY name",
+    "Which authors were born before 1930?": "SELECT name FROM authors WHERE born < 1930 ORDER BY name",
+    "List the titles of books published before 1960.":
+        "SELECT title FROM books WHERE published < 1960 ORDER BY title",
+    "What is the most expensive book?": "SELECT title FROM books ORDER BY price DESC LIMIT 1",
+    "What is the cheapest book?": "SELECT title FROM books ORDER BY price LIMIT 1",
+    "How many books are in each genre?": "SELECT genre, count(*) FROM books GROUP BY genre ORDER BY genre",
+    "What is the average book price?": "SELECT avg(price) FROM books",
+    "Which orders are pending?": "SELECT order_id FROM orders WHERE status = 'pending' ORDER BY order_id",
+    "Which orders were cancelled?": "SELECT order_id FROM orders WHERE status = 'cancelled' ORDER BY order_id",
+    "Which cities do customers live in?": "SELECT DISTINCT city FROM customers ORDER BY city",
+    "Which customers joined in 2021?":
+        "SELECT name FROM customers WHERE joined LIKE '2021%' ORDER BY name",
+    "How many books has each author written?":
+        "SELECT a.name, count(*) FROM authors a JOIN books b USING (author_id) GROUP BY a.name ORDER BY a.name",
+    "What is the total quantity ordered per customer city?":
+        "SELECT c.city, sum(i.quantity) FROM customers c JOIN orders o USING (customer_id) "
+        "JOIN order_items i USING (order_id) GROUP BY c.city ORDER BY c.city",
+    "What did each order cost?": "SELECT order_id, sum(quantity * unit_price) FROM order_items "
+                                 "GROUP BY order_id ORDER BY order_id",
+    "Which books were never ordered?": "SELECT title FROM books WHERE book_id NOT IN "
+                                       "(SELECT book_id FROM order_items) ORDER BY title",
+    "Who wrote Beloved?": "SELECT a.name FROM authors a JOIN books b USING (author_id) "
+                          "WHERE b.title = 'Beloved'",
+}
+# The verified hit's SQL, and the many-table join of part 4 (nine tables, ON and USING).
+HIT_QUESTION = "Which five genres have the most tracks?"
+HIT_SQL = ("SELECT g.Name, count(*) AS tracks FROM Genre g JOIN Track t ON t.GenreId = g.GenreId "
+           "GROUP BY g.Name ORDER BY tracks DESC LIMIT 5")
+JOIN_SQL = ("SELECT ar.Name, g.Name, m.Name, e.LastName, sum(il.Quantity) FROM InvoiceLine il "
+            "JOIN Invoice i USING (InvoiceId) JOIN Customer c ON c.CustomerId = i.CustomerId "
+            "JOIN Employee e ON e.EmployeeId = c.SupportRepId JOIN Track t ON t.TrackId = il.TrackId "
+            "JOIN Album al USING (AlbumId) JOIN Artist ar ON ar.ArtistId = al.ArtistId "
+            "JOIN Genre g ON g.GenreId = t.GenreId JOIN MediaType m ON m.MediaTypeId = t.MediaTypeId "
+            "WHERE c.Country = 'Brazil' GROUP BY 1, 2, 3, 4 ORDER BY 5 DESC LIMIT 10")
+
+
+class FourRounds:
+    """The gold SQL in four rounds: list_tables, describe_table, run_query, submit_sql."""
+
+    def __init__(self, gold: dict[str, str]) -> None:
+        self.oracle = OraclePolicy(gold)
+
+    def reply(self, prompt: str, model: str) -> ScriptedReply:
+        """The call for this round of this question."""
+        sql = self.oracle.gold[self.oracle.question_in(prompt)]
+        turn = round_number(prompt)
+        if turn >= 4 or is_final_turn(prompt):
+            call = tool_call("submit_sql", sql=sql)
+        elif turn == 1:
+            call = tool_call("list_tables")
+        elif turn == 2:
+            table = re.search(r"FROM (\w+)", sql)
+            call = tool_call("describe_table", table_name=table.group(1) if table else "books")
+        else:
+            call = tool_call("run_query", sql=sql)
+        return ScriptedReply(assistant_reply("Next step.", call))
+
+
+# ---- the process tree's CPU, from /proc ---------------------------------------------------
+
+def _stat(pid: int) -> list[str]:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2:].split()  # from field 3 (state) on
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (children started from any of its threads)."""
+    found: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                found += [int(child), *_descendants(int(child))]
+    except FileNotFoundError:  # exited meanwhile
+        pass
+    return found
+
+
+def tree_cpu(pid: int, *, reaped: bool = True) -> float:
+    """CPU seconds (user + system) of `pid` and its live descendants, and with `reaped` of its
+    children that exited and were waited for."""
+    total = 0
+    for i, p in enumerate([pid, *_descendants(pid)]):
+        try:
+            fields = _stat(p)
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+        if i == 0 and reaped:
+            total += int(fields[13]) + int(fields[14])
+    return total / TICK
+
+
+def child_pid(marker: bytes) -> int:
+    """The pid of this process's child whose command line holds `marker`."""
+    for pid in _descendants(os.getpid()):
+        try:
+            if marker in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+        except FileNotFoundError:
+            continue
+    raise RuntimeError(f"no child process runs {marker.decode()!r}")
+
+
+# ---- servers ------------------------------------------------------------------------------
+
+@asynccontextmanager
+async def sqale_mcp(args: list[str], tmp: Path) -> AsyncIterator[Client]:
+    """A connected client of `python -m mcp_server ARGS` (its default INFO logging, stderr in tmp)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OLLAMA_HOST", "SQALE_MCP_ARGS")}
+    env["XDG_CACHE_HOME"], env["XDG_CONFIG_HOME"] = str(tmp / "cache"), str(tmp / "config")
+    params = StdioServerParameters(command=sys.executable, cwd=ROOT, env=env, args=["-m", "mcp_server", *args])
+    with (tmp / "server-stderr.txt").open("a") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            yield client
+
+
+async def ask(client: Client, question: str, status: str = "submitted") -> dict[str, Any]:
+    """One call of the tool; its structured answer, checked."""
+    result = await client.call_tool(TOOL, {"question": question})
+    answer = result.structured_content or {}
+    assert answer.get("status") == status, (answer.get("status"), result.content)
+    return answer
+
+
+async def ask_all(client: Client, questions: list[str], at_once: bool) -> tuple[float, list[dict[str, Any]]]:
+    """Wall seconds to answer every question, all at once or one after another; the answers."""
+    answers: list[dict[str, Any]] = []
+
+    async def one(question: str) -> None:
+        answers.append(await ask(client, question))
+
+    started = time.perf_counter()
+    if at_once:
+        async with anyio.create_task_group() as group:
+            for question in questions:
+                group.start_soon(one, question)
+    else:
+        for question in questions:
+            await one(question)
+    return time.perf_counter() - started, answers
+
+
+def ms(values: list[float]) -> str:
+    """Median and p95 in milliseconds."""
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return f"median {1000 * statistics.median(ordered):.2f} ms, p95 {1000 * p95:.2f} ms"
+
+
+def verdict(value: float, goal: float) -> str:
+    return f"goal <= {goal:g}: {'met' if value <= goal else 'NOT met'}"
+
+
+# ---- 1. CPU per round ---------------------------------------------------------------------
+
+async def cpu_over_stdio(url: str, runs: int, tmp: Path) -> tuple[list[float], list[float]]:
+    """(start-up CPU seconds: to the initialize reply, then the first question; server CPU ms per
+    round, one figure per run of the 20 questions, the first run first)."""
+    per_round = []
+    async with sqale_mcp(["--demo", "--ollama-host", url], tmp) as client:
+        pid = child_pid(b"mcp_server")
+        start_up = [tree_cpu(pid)]
+        await ask(client, next(iter(DEMO_GOLD)))  # the worker starts, the schema is read
+        start_up.append(tree_cpu(pid) - start_up[0])
+        for _ in range(runs + 1):
+            before = tree_cpu(pid)
+            _, answers = await ask_all(client, list(DEMO_GOLD), at_once=False)
+            per_round.append(1000 * (tree_cpu(pid) - before) / sum(a["rounds"] for a in answers))
+    return start_up, per_round
+
+
+async def cpu_in_process(demo: Path, runs: int) -> tuple[list[float], list[float]]:
+    """(wall minus model, CPU of this process and its workers) ms per round, per run."""
+    walls, cpus = [], []
+    backend = PolicyBackend(FourRounds(DEMO_GOLD), record=False)
+    with Database(demo) as db:
+        await run_episode(next(iter(DEMO_GOLD)), db, backend)  # warm: worker, schema
+        for _ in range(runs):
+            rounds, harness = 0, 0.0
+            before = tree_cpu(os.getpid(), reaped=False)
+            for question in DEMO_GOLD:
+                started = time.perf_counter()
+                result = await run_episode(question, db, backend)
+                harness += time.perf_counter() - started - result.model_seconds
+                rounds += len(result.rounds)
+            cpus.append(1000 * (tree_cpu(os.getpid(), reaped=False) - before) / rounds)
+            walls.append(1000 * harness / rounds)
+    return walls, cpus
+
+
+# ---- 2. a burst of questions --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Burst:
+    spawn: float  # spawn to the initialize reply
+    first: float  # the first burst, which starts the workers
+    serial: list[float]
+    at_once: list[float]
+    alone: list[float]  # episode seconds as answered one at a time
+    together: list[float]  # episode seconds as answered at once
+    cpu_per_round: float  # server tree CPU ms per round over the timed blocks
+
+
+async def burst(url: str, n: int, repeats: int, serial_n: int, tmp: Path) -> Burst:
+    """Blocks S A A S ... of `n` questions at once and `serial_n` one after another on one server."""
+    questions = list(islice(cycle(DEMO_GOLD), n))
+    started = time.perf_counter()
+    args = ["--demo", "--ollama-host", url, "--max-concurrent", str(n), "--runtime-slots", str(n)]
+    async with sqale_mcp(args, tmp) as client:
+        spawn = time.perf_counter() - started
+        first, _ = await ask_all(client, questions, at_once=True)
+        pid = child_pid(b"mcp_server")
+        cpu, rounds = tree_cpu(pid), 0
+        serial, at_once, alone, together = [], [], [], []
+        for i in range(repeats):
+            for mode in (("serial", "at once") if i % 2 == 0 else ("at once", "serial")):
+                if mode == "serial":
+                    wall, answers = await ask_all(client, questions[:serial_n], at_once=False)
+                    serial.append(wall / serial_n)
+                    alone += [a["seconds"] for a in answers]
+                else:
+                    wall, answers = await ask_all(client, questions, at_once=True)
+                    at_once.append(wall)
+                    together += [a["seconds"] for a in answers]
+                rounds += sum(a["rounds"] for a in answers)
+        cpu = 1000 * (tree_cpu(pid) - cpu) / rounds
+    return Burst(spawn, first, serial, at_once, alone, together, cpu)
+
+
+def print_burst(label: str, b: Burst, n: int) -> float:
+    serial = statistics.median(b.serial) * n
+    ratio = statistics.median(b.at_once) / serial
+    print(f"  {label}: start-up apart: spawn to initialize {b.spawn:.2f} s, first burst (workers "
+          f"start) {b.first:.2f} s")
+    print(f"    one at a time {serial:.2f} s for {n} (per question: "
+          f"{', '.join(f'{s:.2f}' for s in b.serial)} s); at once {statistics.median(b.at_once):.2f} s "
+          f"(runs {', '.join(f'{s:.2f}' for s in b.at_once)})")
+    print(f"    episode seconds: alone median {statistics.median(b.alone):.2f}, at once median "
+          f"{statistics.median(b.together):.2f}; server CPU {b.cpu_per_round:.1f} ms per round")
+    return ratio
+
+
+# ---- 3. a verified hit against DBHub ------------------------------------------------------
+
+def dbhub_params(prefix: Path, node: str, tmp: Path) -> StdioServerParameters:
+    config = tmp / "dbhub.toml"
+    config.write_text(f'[[sources]]\nid = "chinook"\ndsn = "sqlite://{CHINOOK}"\n\n[[tools]]\n'
+                      'name = "execute_sql"\nsource = "chinook"\nreadonly = true\nmax_rows = 50\n')
+    script = prefix / "node_modules" / "@bytebase" / "dbhub" / "dist" / "index.js"
+    return StdioServerParameters(command=node, args=[str(script), f"--config={config}", "--transport=stdio"],
+                                 cwd=tmp)
+
+
+def dbhub_missing(prefix: Path, node: str | None) -> str | None:
+    """Why DBHub cannot run here, or None."""
+    if not (prefix / "node_modules" / "@bytebase" / "dbhub" / "dist" / "index.js").is_file():
+        return f"DBHub is not installed in {prefix} (npm install --prefix {prefix} @bytebase/dbhub)"
+    if node is None:
+        return "no node on PATH (DBHub needs Node 20+)"
+    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+    if int(version.lstrip("v").split(".")[0] or 0) < 20:
+        return f"{node} is {version}; DBHub needs Node 20+"
+    return None
+
+
+async def timed(call: Callable[[], Awaitable[object]]) -> float:
+    started = time.perf_counter()
+    await call()
+    return time.perf_counter() - started
+
+
+async def verified_hits(url: str, hits: int, tmp: Path, dbhub: StdioServerParameters | None) -> dict[str, Any]:
+    """Latencies (ours, DBHub, each one's tools/list, bare sqlite3) and CPU per call of each side."""
+    library = tmp / "chinook.jsonl"
+    library.write_text(json.dumps({"question": HIT_QUESTION, "sql": HIT_SQL, "database": "chinook"}) + "\n")
+    args = ["--db", f"chinook={CHINOOK}", "--verified", f"chinook={library}", "--ollama-host", url]
+    times: dict[str, list[float]] = {"ours": [], "dbhub": [], "ours list": [], "dbhub list": []}
+    cpu: dict[str, float] = {}
+    client_cpu: dict[str, float] = {"ours": 0.0, "dbhub": 0.0}
+    async with AsyncExitStack() as stack:
+        ours = await stack.enter_async_context(sqale_mcp(args, tmp))
+        calls: dict[str, Callable[[], Awaitable[object]]] = {
+            "ours": lambda: ask(ours, HIT_QUESTION, "verified"), "ours list": lambda: _listed(ours)}
+        pids = {"ours": child_pid(b"mcp_server")}
+        if dbhub is not None:
+            errlog = stack.enter_context((tmp / "dbhub-stderr.txt").open("a"))
+            peer = await stack.enter_async_context(Client(stdio_client(dbhub, errlog=errlog)))
+            pids["dbhub"] = child_pid(b"dbhub")
+            calls["dbhub"] = lambda: _dbhub_sql(peer, HIT_SQL)
+            calls["dbhub list"] = lambda: _listed(peer)
+        for call in calls.values():  # warm-up
+            for _ in range(5):
+                await call()
+        cpu = {name: tree_cpu(pid) for name, pid in pids.items()}
+        for _ in range(hits):
+            for name in pids:
+                client = time.process_time()
+                times[name].append(await timed(calls[name]))
+                client_cpu[name] += (time.process_time() - client) / hits
+        cpu = {name: (tree_cpu(pids[name]) - before) / hits for name, before in cpu.items()}
+        for _ in range(hits):
+            for name in pids:
+                times[f"{name} list"].append(await timed(calls[f"{name} list"]))
+    bare = sqlite3.connect(CHINOOK.as_uri() + "?mode=ro", uri=True)
+    times["bare sqlite3"] = [_timed_sync(lambda: bare.execute(HIT_SQL).fetchall()) for _ in range(hits * 5)]
+    bare.close()
+    return {"times": times, "cpu": cpu, "client cpu": client_cpu}
+
+
+async def _listed(client: Client) -> None:
+    """tools/list fetched from the server (not the client's cache): a request with no database work."""
+    await client.list_tools(cache_mode="refresh")
+
+
+async def _dbhub_sql(client: Client, sql: str) -> None:
+    result = await client.call_tool("execute_sql", {"sql": sql})
+    assert not result.is_error and '"count": 5' in result.content[0].text, result.content  # type: ignore[union-attr]
+
+
+def _timed_sync(call: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+# ---- 4. the guarded worker's read completion ----------------------------------------------
+
+def read_completion(repeat: int) -> dict[str, list[float]]:
+    """Database.query of JOIN_SQL with reads off and on (alternated), and bare sqlite3."""
+    engine = QueryEngine(EngineLimits())
+    db = Database(CHINOOK, engine)
+    samples: dict[str, list[float]] = {"reads off": [], "reads on": []}
+    try:
+        for _ in range(repeat + 1):
+            for reads in (False, True):
+                started = time.perf_counter()
+                result = db.query(JOIN_SQL, max_rows=50, reads=reads)
+                samples[f"reads {'on' if reads else 'off'}"].append(time.perf_counter() - started)
+                assert result.ok, result.error
+        on_tables = db.query(JOIN_SQL, max_rows=50).tables_read
+        assert len(on_tables) == 9, on_tables
+    finally:
+        engine.close()
+    bare = sqlite3.connect(CHINOOK.as_uri() + "?mode=ro", uri=True)
+    samples["bare sqlite3"] = [_timed_sync(lambda: bare.execute(JOIN_SQL).fetchall()) for _ in range(repeat)]
+    samples["bare EXPLAIN"] = [_timed_sync(lambda: bare.execute("EXPLAIN " + JOIN_SQL).fetchall())
+                               for _ in range(repeat)]
+    bare.close()
+    return {k: v[1:] for k, v in samples.items()}
+
+
+def report_cpu(url: str, runs: int, tmp: Path) -> None:
+    start_up, per_run = anyio.run(cpu_over_stdio, url, runs, tmp)
+    stdio = statistics.median(per_run[1:])
+    wall, cpu = anyio.run(cpu_in_process, ensure_demo_database(tmp / "demo"), runs)
+    print(f"1. server CPU per model round ({len(DEMO_GOLD)} questions x 4 rounds, a fake model "
+          f"answering at once, median of {runs} runs after a first one):")
+    print(f"  start-up apart: {start_up[0]:.2f} s CPU to the initialize reply, {start_up[1]:.2f} s "
+          f"for the first question (worker start, schema); first run {per_run[0]:.2f} ms per round")
+    print(f"  over stdio, server + SQLite workers: {stdio:.2f} ms per round "
+          f"(runs {', '.join(f'{v:.2f}' for v in per_run[1:])}; {verdict(stdio, 4)})")
+    print(f"  in process (run_episode, no MCP, no HTTP): wall minus model {statistics.median(wall):.2f} ms, "
+          f"CPU with workers {statistics.median(cpu):.2f} ms per round")
+
+
+def report_burst(url: str, repeats: int, turn_delay: float, tmp: Path) -> None:
+    print(f"2. questions at once, {turn_delay:g} s a model turn, 4 turns each:")
+    ratio = print_burst("8 at once, 8 slots", anyio.run(burst, url, 8, repeats, 8, tmp), 8)
+    print(f"    ratio at once / one at a time: {ratio:.3f} ({verdict(ratio, 0.25)})")
+    ratio = print_burst("32 at once, 32 slots", anyio.run(burst, url, 32, repeats, 8, tmp), 32)
+    print(f"    ratio at once / (32 x one at a time): {ratio:.3f} (ideal {1 / 32:.3f})")
+
+
+def report_hit(url: str, hits: int, dbhub_prefix: Path, node: str | None, tmp: Path) -> None:
+    reason = dbhub_missing(dbhub_prefix, node)
+    dbhub = None if reason or node is None else dbhub_params(dbhub_prefix, node, tmp)
+    hit = anyio.run(verified_hits, url, hits, tmp, dbhub)
+    times = hit["times"]
+    print(f"3. a verified hit on Chinook over MCP stdio ({hits} calls each, interleaved):")
+    for name, values in times.items():
+        if not values:
+            continue
+        side = ""
+        if name in hit["cpu"]:
+            side = (f"; CPU a call: server {1000 * hit['cpu'][name]:.2f} ms, "
+                    f"client {1000 * hit['client cpu'][name]:.2f} ms")
+        print(f"  {name:<13} {ms(values)}{side}")
+    if reason:
+        print(f"  DBHub skipped: {reason}")
+        return
+    ratio = statistics.median(times["ours"]) / statistics.median(times["dbhub"])
+    print(f"  ours / DBHub: {ratio:.2f}x ({verdict(ratio, 1.0)})")
+
+
+def report_reads(repeat: int) -> None:
+    reads = read_completion(repeat)
+    print(f"4. read completion on a nine-table join (Chinook, {repeat} each):")
+    for name, values in reads.items():
+        print(f"  {name:<13} {ms(values)}")
+    added = statistics.median(reads["reads on"]) - statistics.median(reads["reads off"])
+    print(f"  added by reads: {1000 * added:.2f} ms ({verdict(1000 * added, 1.0)})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs of the 20 questions for the CPU figure")
+    parser.add_argument("--repeats", type=int, default=2, help="serial and at-once blocks of each burst")
+    parser.add_argument("--turn-delay", type=float, default=0.2, help="seconds per fake model turn in bursts")
+    parser.add_argument("--hits", type=int, default=40, help="verified hits and DBHub calls, interleaved")
+    parser.add_argument("--join-repeat", type=int, default=200, help="queries of the join per mode")
+    parser.add_argument("--dbhub", type=Path, default=Path(tempfile.gettempdir()) / "dbhub",
+                        help="npm prefix holding @bytebase/dbhub")
+    ci_node = ROOT / ".ci" / "node" / "node_modules" / ".bin" / "node"
+    parser.add_argument("--node", default=str(ci_node) if ci_node.is_file() else shutil.which("node"))
+    parser.add_argument("--parts", default="cpu,burst,hit,reads", help="which parts to run, by name")
+    args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    quick = FakeServer(FourRounds(DEMO_GOLD)).start()
+    slow = FakeServer(DelayedPolicy(FourRounds(DEMO_GOLD), args.turn_delay)).start()
+    try:
+        with tempfile.TemporaryDirectory() as tmp_name:
+            tmp = Path(tmp_name)
+            if "cpu" in parts:
+                report_cpu(quick.url, args.runs, tmp)
+            if "burst" in parts:
+                report_burst(slow.url, args.repeats, args.turn_delay, tmp)
+            for part, label in (("hit", "3."), ("reads", "4.")):
+                if part in parts and not CHINOOK.is_file():
+                    print(f"{label} skipped: {CHINOOK} not found (../shared/data is absent)")
+            if "hit" in parts and CHINOOK.is_file():
+                report_hit(quick.url, args.hits, args.dbhub, args.node, tmp)
+            if "reads" in parts and CHINOOK.is_file():
+                report_reads(args.join_repeat)
+    finally:
+        quick.stop()
+        slow.stop()
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

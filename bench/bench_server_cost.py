@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -178,6 +179,18 @@ def tree_cpu(pid: int, *, reaped: bool = True) -> float:
     return total / TICK
 
 
+def own_cpu() -> float:
+    """CPU seconds of this process (every thread) and its live descendants, to the nanosecond."""
+    total = time.process_time()
+    for pid in _descendants(os.getpid()):
+        try:
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                total += int((task / "schedstat").read_text().split()[0]) / 1e9
+        except FileNotFoundError:
+            continue
+    return total
+
+
 def child_pid(marker: bytes) -> int:
     """The pid of this process's child whose command line holds `marker`."""
     for pid in _descendants(os.getpid()):
@@ -286,6 +299,7 @@ class Burst:
     at_once: list[float]
     alone: list[float]  # episode seconds as answered one at a time
     together: list[float]  # episode seconds as answered at once
+    queued: list[float]  # seconds the questions asked at once waited for a slot
     cpu_per_round: float  # server tree CPU ms per round over the timed blocks
 
 
@@ -293,13 +307,15 @@ async def burst(url: str, n: int, repeats: int, serial_n: int, tmp: Path) -> Bur
     """Blocks S A A S ... of `n` questions at once and `serial_n` one after another on one server."""
     questions = list(islice(cycle(DEMO_GOLD), n))
     started = time.perf_counter()
-    args = ["--demo", "--ollama-host", url, "--max-concurrent", str(n), "--runtime-slots", str(n)]
+    # A token (stdio's too) runs 16 episodes at once by default: the rest would wait.
+    args = ["--demo", "--ollama-host", url, "--max-concurrent", str(n), "--runtime-slots", str(n),
+            "--token-max-concurrent", str(max(n, 16))]
     async with sqale_mcp(args, tmp) as client:
         spawn = time.perf_counter() - started
         first, _ = await ask_all(client, questions, at_once=True)
         pid = child_pid(b"mcp_server")
         cpu, rounds = tree_cpu(pid), 0
-        serial, at_once, alone, together = [], [], [], []
+        serial, at_once, alone, together, queued = [], [], [], [], []
         for i in range(repeats):
             for mode in (("serial", "at once") if i % 2 == 0 else ("at once", "serial")):
                 if mode == "serial":
@@ -310,9 +326,10 @@ async def burst(url: str, n: int, repeats: int, serial_n: int, tmp: Path) -> Bur
                     wall, answers = await ask_all(client, questions, at_once=True)
                     at_once.append(wall)
                     together += [a["seconds"] for a in answers]
+                    queued += [a["queued_seconds"] for a in answers]
                 rounds += sum(a["rounds"] for a in answers)
         cpu = 1000 * (tree_cpu(pid) - cpu) / rounds
-    return Burst(spawn, first, serial, at_once, alone, together, cpu)
+    return Burst(spawn, first, serial, at_once, alone, together, queued, cpu)
 
 
 def print_burst(label: str, b: Burst, n: int) -> float:
@@ -324,7 +341,8 @@ def print_burst(label: str, b: Burst, n: int) -> float:
           f"{', '.join(f'{s:.2f}' for s in b.serial)} s); at once {statistics.median(b.at_once):.2f} s "
           f"(runs {', '.join(f'{s:.2f}' for s in b.at_once)})")
     print(f"    episode seconds: alone median {statistics.median(b.alone):.2f}, at once median "
-          f"{statistics.median(b.together):.2f}; server CPU {b.cpu_per_round:.1f} ms per round")
+          f"{statistics.median(b.together):.2f} (longest {max(b.together):.2f}, longest wait for a slot "
+          f"{max(b.queued):.2f}); server CPU {b.cpu_per_round:.1f} ms per round")
     return ratio
 
 
@@ -364,7 +382,7 @@ async def verified_hits(url: str, hits: int, tmp: Path, dbhub: StdioServerParame
     args = ["--db", f"chinook={CHINOOK}", "--verified", f"chinook={library}", "--ollama-host", url]
     times: dict[str, list[float]] = {"ours": [], "dbhub": [], "ours list": [], "dbhub list": []}
     cpu: dict[str, float] = {}
-    client_cpu: dict[str, float] = {"ours": 0.0, "dbhub": 0.0}
+    client_cpu: dict[str, float] = defaultdict(float)
     async with AsyncExitStack() as stack:
         ours = await stack.enter_async_context(sqale_mcp(args, tmp))
         calls: dict[str, Callable[[], Awaitable[object]]] = {
@@ -386,9 +404,13 @@ async def verified_hits(url: str, hits: int, tmp: Path, dbhub: StdioServerParame
                 times[name].append(await timed(calls[name]))
                 client_cpu[name] += (time.process_time() - client) / hits
         cpu = {name: (tree_cpu(pids[name]) - before) / hits for name, before in cpu.items()}
+        listed = {name: tree_cpu(pid) for name, pid in pids.items()}
         for _ in range(hits):
             for name in pids:
+                client = time.process_time()
                 times[f"{name} list"].append(await timed(calls[f"{name} list"]))
+                client_cpu[f"{name} list"] += (time.process_time() - client) / hits
+        cpu.update({f"{name} list": (tree_cpu(pids[name]) - before) / hits for name, before in listed.items()})
     bare = sqlite3.connect(CHINOOK.as_uri() + "?mode=ro", uri=True)
     times["bare sqlite3"] = [_timed_sync(lambda: bare.execute(HIT_SQL).fetchall()) for _ in range(hits * 5)]
     bare.close()
@@ -413,28 +435,34 @@ def _timed_sync(call: Callable[[], object]) -> float:
 
 # ---- 4. the guarded worker's read completion ----------------------------------------------
 
-def read_completion(repeat: int) -> dict[str, list[float]]:
-    """Database.query of JOIN_SQL with reads off and on (alternated), and bare sqlite3."""
+def read_completion(repeat: int) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Wall seconds of Database.query of JOIN_SQL with reads off and on (alternated) and of bare
+    sqlite3; and the CPU seconds per query (this process and its worker) of each mode."""
     engine = QueryEngine(EngineLimits())
     db = Database(CHINOOK, engine)
     samples: dict[str, list[float]] = {"reads off": [], "reads on": []}
+    cpu = {"reads off": 0.0, "reads on": 0.0}
     try:
-        for _ in range(repeat + 1):
+        for i in range(repeat + 1):
             for reads in (False, True):
-                started = time.perf_counter()
+                name = f"reads {'on' if reads else 'off'}"
+                started, used = time.perf_counter(), own_cpu()
                 result = db.query(JOIN_SQL, max_rows=50, reads=reads)
-                samples[f"reads {'on' if reads else 'off'}"].append(time.perf_counter() - started)
+                samples[name].append(time.perf_counter() - started)
+                if i:  # the first of each is a warm-up
+                    cpu[name] += (own_cpu() - used) / repeat
                 assert result.ok, result.error
         on_tables = db.query(JOIN_SQL, max_rows=50).tables_read
         assert len(on_tables) == 9, on_tables
     finally:
         engine.close()
     bare = sqlite3.connect(CHINOOK.as_uri() + "?mode=ro", uri=True)
-    samples["bare sqlite3"] = [_timed_sync(lambda: bare.execute(JOIN_SQL).fetchall()) for _ in range(repeat)]
-    samples["bare EXPLAIN"] = [_timed_sync(lambda: bare.execute("EXPLAIN " + JOIN_SQL).fetchall())
-                               for _ in range(repeat)]
+    for name, sql in (("bare sqlite3", JOIN_SQL), ("bare EXPLAIN", "EXPLAIN " + JOIN_SQL)):
+        used = own_cpu()
+        samples[name] = [_timed_sync(lambda sql=sql: bare.execute(sql).fetchall()) for _ in range(repeat + 1)]
+        cpu[name] = (own_cpu() - used) / (repeat + 1)
     bare.close()
-    return {k: v[1:] for k, v in samples.items()}
+    return {k: v[1:] for k, v in samples.items()}, cpu
 
 
 def report_cpu(url: str, runs: int, tmp: Path) -> None:
@@ -481,12 +509,13 @@ def report_hit(url: str, hits: int, dbhub_prefix: Path, node: str | None, tmp: P
 
 
 def report_reads(repeat: int) -> None:
-    reads = read_completion(repeat)
+    reads, cpu = read_completion(repeat)
     print(f"4. read completion on a nine-table join (Chinook, {repeat} each):")
     for name, values in reads.items():
-        print(f"  {name:<13} {ms(values)}")
+        print(f"  {name:<13} {ms(values)}; CPU {1000 * cpu[name]:.2f} ms (with the worker's)")
     added = statistics.median(reads["reads on"]) - statistics.median(reads["reads off"])
-    print(f"  added by reads: {1000 * added:.2f} ms ({verdict(1000 * added, 1.0)})")
+    print(f"  added by reads: {1000 * added:.2f} ms, CPU {1000 * (cpu['reads on'] - cpu['reads off']):.2f} ms "
+          f"({verdict(1000 * added, 1.0)})")
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,9 @@ class GuardedConnection:
         missing = [p for p in companions if not p.exists()]
         self._hiding: tuple[tuple[hiding.HideRules, int], tuple[hiding.Withheld, HideReport]] | None = None
         self.catalog = BtreeCatalog()
+        # (sql, schema version, withheld) -> what its program reads: a statement run again (a
+        # verified answer, an answer the model tested first) skips its EXPLAIN.
+        self._programs: OrderedDict[_ProgramKey, tuple[set[str], set[Read]]] = OrderedDict()
         try:
             self.conn = self._connect(path, settings, immutable=False)
         except sqlite3.OperationalError:
@@ -176,6 +180,12 @@ class GuardedConnection:
             return self.conn.execute(schema_sql, params).fetchall()
 
         try:
+            version = fetch("PRAGMA schema_version", ())[0][0]
+            key = (sql, version, withheld)
+            known = self._programs.get(key)
+            if known is not None and self.catalog.version == version:
+                self._programs.move_to_end(key)
+                return set(known[0]), set(known[1])
             program = statement_reads(explain, fetch, self.catalog)
         except (sqlite3.Error, UnicodeEncodeError, MemoryError):
             return None  # it cannot be prepared or ran out of time: running it says so
@@ -187,6 +197,10 @@ class GuardedConnection:
         if withheld:
             tables = {t for t in tables if not withheld.hides_table(t)}
             columns = {(t, c) for t, c in columns if not withheld.hides_column(t, c)}
+        if self.catalog.version == version:
+            self._programs[key] = (set(tables), set(columns))
+            if len(self._programs) > PROGRAMS_KEPT:
+                self._programs.popitem(last=False)
         return tables, columns
 
     def _collect(self, cursor: sqlite3.Cursor, fitter: ResultFitter, max_rows: int,
@@ -269,6 +283,8 @@ class GuardedConnection:
 
 
 _PROGRAM_KEYWORDS = frozenset({"select", "with"})  # statements whose program reads tables
+PROGRAMS_KEPT = 256  # statements whose program reads a connection remembers
+_ProgramKey = tuple[str, int, hiding.Withheld]  # the SQL, the schema version, what is withheld
 
 
 def _refused(refusal: Refusal, seconds: float) -> QueryResult:

@@ -24,9 +24,9 @@ process, so the server's process tree holds the server and its SQLite workers on
    --hits calls each after a warm-up; with each server's tools/list (a request with no database
    work), each process tree's CPU and this client's per call, and bare sqlite3 on the same SQL.
    Goal: ours <= 1.0x DBHub.
-   DBHub needs Node 20+ and `npm install --prefix DIR @bytebase/dbhub` (DIR defaults to
-   $TMPDIR/dbhub; node: .ci/node's, else the one on PATH); without it this part says so and
-   goes on.
+   DBHub needs `npm install --prefix DIR @bytebase/dbhub` (DIR defaults to $TMPDIR/dbhub) and
+   the Node its package asks for (22.5+: its SQLite is node:sqlite; .ci/node's node@22, else the
+   one on PATH); without them this part says why and goes on.
 4. reads: the guarded worker's read completion (tables_read from the statement's EXPLAIN) on a
    nine-table join on Chinook: Database.query with reads off and on, alternated, and bare
    sqlite3 running the statement and its EXPLAIN. Goal: on - off <= 1 ms.
@@ -362,14 +362,21 @@ def dbhub_params(prefix: Path, node: str, tmp: Path) -> StdioServerParameters:
 
 def dbhub_missing(prefix: Path, node: str | None) -> str | None:
     """Why DBHub cannot run here, or None."""
-    if not (prefix / "node_modules" / "@bytebase" / "dbhub" / "dist" / "index.js").is_file():
+    package = prefix / "node_modules" / "@bytebase" / "dbhub"
+    if not (package / "dist" / "index.js").is_file():
         return f"DBHub is not installed in {prefix} (npm install --prefix {prefix} @bytebase/dbhub)"
     if node is None:
-        return "no node on PATH (DBHub needs Node 20+)"
+        return "no node on PATH (DBHub needs Node 22.5 or later: npm's node@22)"
+    wanted = json.loads((package / "package.json").read_text()).get("engines", {}).get("node", "")
     version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
-    if int(version.lstrip("v").split(".")[0] or 0) < 20:
-        return f"{node} is {version}; DBHub needs Node 20+"
+    if _version(version) < _version(wanted):
+        return f"{node} is {version}; DBHub asks for node {wanted} (its SQLite is node:sqlite)"
     return None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """(22, 5, 0) from 'v22.5.0' or '>=22.5.0'."""
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
 
 
 async def timed(call: Callable[[], Awaitable[object]]) -> float:

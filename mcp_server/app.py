@@ -6,12 +6,11 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
-from mcp.server.stdio import stdio_server
 from mcp_types import ToolAnnotations
 
 from agent import package_version
@@ -53,7 +52,6 @@ from .serving.draining import QuestionGate
 from .serving.http_transport import MCP_PATH, http_app, serve_http
 from .serving.log_format import configure_logging
 from .serving.metrics import ServerMetrics
-from .serving.stdio_pipes import loop_stdio
 from .serving.stopping import exit_on_stop_signal, print_tty_notice
 
 __all__ = ["SqaleServer", "build_server", "configure_logging"]  # configure_logging: for callers
@@ -134,14 +132,7 @@ class SqaleServer(MCPServer[ServerRuntime]):
         """Serve MCP on stdin/stdout until the client hangs up or SIGINT/SIGTERM stops the process."""
         async with anyio.create_task_group() as group:
             group.start_soon(exit_on_stop_signal, group.cancel_scope, self.runtime_closed)
-            async with loop_stdio() as pipes:
-                if pipes is None:
-                    await self.run_stdio_async()
-                else:  # experiment: the SDK's low-level server is a private attribute
-                    stdin, stdout = cast(Any, pipes[0]), cast(Any, pipes[1])
-                    async with stdio_server(stdin=stdin, stdout=stdout) as (read, write):
-                        lowlevel = self._lowlevel_server
-                        await lowlevel.run(read, write, lowlevel.create_initialization_options())
+            await self.run_stdio_async()
             group.cancel_scope.cancel()  # the client hung up: stop watching for signals
 
     async def serve_http(self, settings: ServerSettings) -> None:

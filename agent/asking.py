@@ -31,11 +31,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 
-from .backends.base import ModelBackend, SeedableBackend
+from .backends.base import ModelBackend
 from .episode import EpisodeResult, EpisodeSettings, Round
 from .errors import BackendError, SqaleError
 from .sqlite import Database, QueryResult
 from .text import plural
+from .untrusted import sql_block
 from .voting import CompareLimits, Comparison, MatchRule, Tally, VoteOutcome, ran_sql
 
 if TYPE_CHECKING:  # agent.prompt loads the tools; this module only passes a PromptSet along
@@ -63,9 +64,11 @@ def sample_seeds(samples: int, seed: int | None) -> tuple[int | None, ...]:
 
 
 def seeded_backends(backend: ModelBackend, seeds: Sequence[int | None]) -> list[ModelBackend]:
-    """One backend per sample, sharing `backend`'s connections, each sampling with its seed."""
-    if not isinstance(backend, SeedableBackend):
-        return [backend] * len(seeds)  # cannot set a seed: the runtime's own randomness varies them
+    """One backend per sample, sharing `backend`'s connections, each sampling with its seed.
+
+    A backend that cannot set a seed answers `with_seed` with itself: the runtime's own
+    randomness varies the samples.
+    """
     return [backend if seed is None else backend.with_seed(seed) for seed in seeds]
 
 
@@ -293,7 +296,7 @@ async def run_samples(samples: int, run_one: SampleFn[T], *, early_stop: bool = 
 
 
 def summary_text(summary: VoteSummary, *, shown: int = OTHER_ANSWERS_SHOWN,
-                 fence: Callable[[str], str] = lambda sql: f"```sql\n{sql}\n```") -> str:
+                 fence: Callable[[str], str] = sql_block) -> str:
     """What K samples say about the answer: how many agree, and the other answers' SQL."""
     if not summary.candidates:
         if summary.answer_ran:

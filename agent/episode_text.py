@@ -16,11 +16,13 @@ from .sqlite.types import BlobRef, ClippedText, ResultCut
 from .text import escape_unsafe, plural
 from .tools import call_label_args
 from .tools.result_text import format_cell, render_grid
+from .untrusted import SqlAuthor, sql_block
 
 ANSWER_ROWS = 20
 ANSWER_CELL_CHARS = 60
 LABEL_CHARS = 60
 LAST_REPLY_CHARS = 400  # of a failed answer's last reply shown to the caller
+EXACT_SQL = "`ask --json`"  # where the printed answer sends a reader for the exact SQL
 
 
 JsonCell = str | int | float | bool | None
@@ -99,7 +101,8 @@ def render_answer(result: EpisodeResult, *, max_rows: int = ANSWER_ROWS) -> str:
         if last_reply:
             lines.append(f"the model's last reply: {escape_unsafe(last_reply)}")
         return "\n".join(lines)
-    lines += ["```sql", result.sql.strip(), "```"]
+    author = SqlAuthor.LIBRARY if result.status is EpisodeStatus.VERIFIED else SqlAuthor.MODEL
+    lines.append(sql_block(result.sql.strip(), author=author, ran=not result.error, exact=EXACT_SQL))
     if result.error:
         lines.append(f"error: {result.error}")
         if last_reply:

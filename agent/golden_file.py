@@ -6,17 +6,24 @@ of labels; the summary groups by them as it groups the benchmarks by difficulty)
 `row_count` (how many rows the SQL returned when the entry was added), `added_by` and
 `added_at` (who added it and when, ISO 8601). `eval` measures the model on such a file; a
 verified library (agent.verified) serves one as answers.
+
+An entry may be a template: `params` names the slots its question writes as `{name}` and its
+SQL binds as `:name`, each with a type (`{"month": {"type": "month"}}`; agent.verified.slots
+says what each type reads), bounds (`min`, `max`) for the numeric types, and for a `value` the
+column it must be a value of (`"column": "Genre.Name"`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 from .jsonl import append_lines, dumps_line, split_lines
@@ -25,6 +32,49 @@ GOLDEN_SUFFIXES = (".jsonl", ".ndjson")
 FROM_LOG_TAG = "from-log"  # candidates taken from an episode log: the model's SQL, not yet reviewed
 LINE_EXAMPLE = ('{"question": "...", "sql": "SELECT ...", "database": "sales", '
                 '"tags": ["revenue"]}')
+
+
+class SlotType(StrEnum):
+    """What a template's slot must be (`params.NAME.type`; agent.verified.slots reads each)."""
+
+    INTEGER = "integer"
+    NUMBER = "number"
+    YEAR = "year"
+    MONTH = "month"
+    DATE = "date"
+    VALUE = "value"
+    TOP = "top"
+
+
+BOUNDED_TYPES = (SlotType.INTEGER, SlotType.NUMBER, SlotType.YEAR, SlotType.TOP)  # take min and max
+PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+
+
+class ParamSpec(BaseModel):
+    """One parameter of a template entry: its type, its bounds, the column of a `value`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: SlotType
+    min: int | float | None = None  # integer, number, year, top: the smallest value read
+    max: int | float | None = None  # and the largest
+    column: str | None = None  # value only: TABLE.COLUMN whose values the slot must be one of
+
+    @model_validator(mode="after")
+    def _fits_its_type(self) -> ParamSpec:
+        if self.type is SlotType.VALUE:
+            table, dot, column = (self.column or "").partition(".")
+            if not (dot and table.strip() and column.strip()):
+                raise ValueError('a value parameter names its column as "TABLE.COLUMN", e.g. '
+                                 '{"type": "value", "column": "Genre.Name"}')
+        elif self.column is not None:
+            raise ValueError(f"only a value parameter takes a column; a {self.type} takes none")
+        if (self.min is not None or self.max is not None) and self.type not in BOUNDED_TYPES:
+            raise ValueError(f"a {self.type} parameter takes no min or max; only "
+                             f"{', '.join(BOUNDED_TYPES)} do")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} is more than max {self.max}")
+        return self
 
 
 class GoldenEntry(BaseModel):
@@ -40,6 +90,16 @@ class GoldenEntry(BaseModel):
     row_count: int | None = None
     added_by: str | None = None  # who added it: a user name, or the token that saved it
     added_at: str | None = None  # when, ISO 8601 (UTC)
+    params: dict[str, ParamSpec] | None = None  # a template's slots (see the module docs)
+
+    @field_validator("params")
+    @classmethod
+    def _named_as_sql_names(cls, params: dict[str, ParamSpec] | None) -> dict[str, ParamSpec] | None:
+        for name in params or {}:
+            if not PARAM_NAME.fullmatch(name):
+                raise ValueError(f"parameter {name!r}: a name is letters, digits and _ (not first a "
+                                 "digit), as the question writes {name} and the SQL :name")
+        return params or None
 
 
 def is_golden_file(path: Path) -> bool:
@@ -65,7 +125,7 @@ def parse_lines(text: str) -> Iterator[tuple[int, GoldenEntry | str]]:
         try:
             yield number, GoldenEntry.model_validate_json(line)
         except ValidationError as exc:
-            yield number, "; ".join(_problem(e) for e in exc.errors())
+            yield number, validation_text(exc)
 
 
 def read_golden(path: Path) -> list[GoldenEntry]:
@@ -80,6 +140,11 @@ def read_golden(path: Path) -> list[GoldenEntry]:
     return entries
 
 
+def validation_text(exc: ValidationError) -> str:
+    """What is wrong with an entry (or one of its params), as one line."""
+    return "; ".join(_problem(e) for e in exc.errors())
+
+
 def _problem(error: Any) -> str:
     where = ".".join(str(p) for p in error["loc"]) or "line"
     if error["type"] == "missing":
@@ -88,7 +153,8 @@ def _problem(error: Any) -> str:
         return f"unknown field {where}"
     if error["type"] == "json_invalid":
         return "not a JSON object"
-    return f"{where}: {error['msg']}"
+    said = error["ctx"]["error"] if error["type"] == "value_error" else error["msg"]
+    return f"{where}: {said}" if error["loc"] else str(said)
 
 
 def entry_line(entry: GoldenEntry) -> str:

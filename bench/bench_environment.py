@@ -70,7 +70,7 @@ def episodes_report() -> None:
     engine = QueryEngine(EngineLimits(workers=1))
     with tempfile.TemporaryDirectory() as tmp:
         for episode in episodes:
-            db = Database(build_database(episode, Path(tmp)), engine)
+            db = Database.unruled(build_database(episode, Path(tmp)), engine)
             sizes = {}
             for environment in ENVIRONMENTS:
                 result, prompts = anyio.run(replay, db, episode, environment)
@@ -131,7 +131,7 @@ def spider_report(limit: int | None) -> None:
     dataset = load_dataset(SPIDER)
     examples = [e for e in dataset.examples if dataset.has_database(e.db_id)][:limit]
     engine = QueryEngine(EngineLimits(workers=2))
-    databases = {db_id: Database(dataset.database_path(db_id), engine)
+    databases = {db_id: Database.unruled(dataset.database_path(db_id), engine)
                  for db_id in sorted({e.db_id for e in examples})}
     gold = {e.question: e.gold_sql for e in examples}
     tables = {}

@@ -61,7 +61,7 @@ async def one_episode(db: Database, policy: ScriptPolicy) -> tuple[float, float,
 
 
 def bench(label: str, path: Path, episodes: int) -> None:
-    with Database(path) as db:
+    with Database.unruled(path) as db:
         policy = script_for(db)
         anyio.run(one_episode, db, policy)  # warm: worker start, schema cache
         costs, walls = [], []

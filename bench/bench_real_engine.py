@@ -31,8 +31,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
 
-from agent.backends.base import Completion  # noqa: E402
+from agent.backends.base import Completion, ModelBackend  # noqa: E402
 from agent.backends.openai_compat import OpenAICompletionsBackend  # noqa: E402
+from agent.backends.wrapper import BackendWrapper  # noqa: E402
 from agent.episode import EpisodeSettings  # noqa: E402
 from agent.evaluation.datasets import load_dataset  # noqa: E402
 from agent.loop import run_episode  # noqa: E402
@@ -52,21 +53,22 @@ class Request:
     seconds: float
 
 
-class RecordingBackend:
+class RecordingBackend(BackendWrapper):
     """The real backend, recording every request and its wall time."""
 
-    def __init__(self, inner: OpenAICompletionsBackend) -> None:
-        self.inner, self.model = inner, inner.model
-        self.requests: list[Request] = []
+    def __init__(self, inner: ModelBackend, requests: list[Request] | None = None) -> None:
+        super().__init__(inner)
+        self.requests: list[Request] = [] if requests is None else requests
+
+    def rewrap(self, inner: ModelBackend) -> RecordingBackend:
+        """`inner` recorded into the same list."""
+        return RecordingBackend(inner, self.requests)
 
     async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
         started = time.perf_counter()
         completion = await self.inner.complete(prompt, max_tokens=max_tokens)
         self.requests.append(Request(prompt, completion.text, time.perf_counter() - started))
         return completion
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 async def play(server: LlamaServer, db_path: Path, question: str,
@@ -75,7 +77,7 @@ async def play(server: LlamaServer, db_path: Path, question: str,
     backend = RecordingBackend(OpenAICompletionsBackend(DEFAULT_MODEL, [server.url], api_key=None))
     started = time.perf_counter()
     try:
-        with Database(db_path) as db:
+        with Database.unruled(db_path) as db:
             result = await run_episode(question, db, backend, settings=settings)
     finally:
         await backend.aclose()

@@ -5,7 +5,7 @@
 Goals (issue 2): each exploration tool p95 < 5 ms on bakerydemo and < 20 ms on 1,000 tables;
 run_query overhead < 1 ms per query; every bomb released within deadline + 0.5 s. Also what
 completing tables_read from the statement's program (`reads`, on for run_query and the answer)
-adds to a query, on Chinook.
+adds to a query, on Chinook; and what printf() checked against the value cap costs per row.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def pick_tables(db: Database) -> tuple[str, str, str]:
 
 def bench_database(label: str, path: Path, repeat: int) -> None:
     engine = QueryEngine(EngineLimits())
-    db = Database(path, engine)
+    db = Database.unruled(path, engine)
     table, far, column = pick_tables(db)
     quoted = '"' + table.replace('"', '""') + '"'
     calls = {
@@ -124,7 +124,7 @@ READ_QUERIES = {
 def bench_reads(path: Path, repeat: int) -> None:
     """Database.query p50 with and without `reads` (the statement's EXPLAIN, read in the worker)."""
     engine = QueryEngine(EngineLimits())
-    db = Database(path, engine)
+    db = Database.unruled(path, engine)
     print("\ntables_read from the program (Chinook): Database.query p50, reads off / on")
     for name, sql in READ_QUERIES.items():
         samples: dict[bool, list[float]] = {False: [], True: []}
@@ -138,9 +138,46 @@ def bench_reads(path: Path, repeat: int) -> None:
     engine.close()
 
 
+# printf() on every row of 20,000: the guard's checked printf (a call into SQLite's own on a
+# private connection, `_formats`) against bare sqlite3; the same statement without printf, and
+# the first statement that names printf (it opens the twin connection).
+FORMAT_ROWS = 20_000
+FORMAT_QUERIES = {
+    "printf per row": "SELECT count(*) FROM n WHERE printf('%05d-%s', id, label) LIKE '%7%'",
+    "no printf": "SELECT count(*) FROM n WHERE CAST(id AS TEXT) || '-' || label LIKE '%7%'",
+}
+
+
+def bench_formats(folder: Path, repeat: int) -> None:
+    """Database.query p50 of a printf-heavy statement, bare sqlite3 against the guarded worker."""
+    path = folder / "numbers.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE n (id INTEGER PRIMARY KEY, label TEXT)")
+    conn.executemany("INSERT INTO n VALUES (?, ?)", [(i, f"row {i}") for i in range(FORMAT_ROWS)])
+    conn.commit()
+    conn.close()
+    engine = QueryEngine(EngineLimits())
+    db = Database(path, engine)
+    db.query("SELECT 1", max_rows=1)
+    start = time.perf_counter()
+    db.query("SELECT printf('%d', 1)", max_rows=1)
+    first = time.perf_counter() - start
+    print(f"\nprintf past the value cap fails (checked printf), {FORMAT_ROWS:,} rows: p50 ms")
+    print(f"  first statement naming printf (opens the twin connection): {first * 1000:.1f} ms")
+    bare = sqlite3.connect(path.as_uri() + "?mode=ro", uri=True)
+    runs = max(3, repeat // 20)
+    for name, sql in FORMAT_QUERIES.items():
+        bare_p50, _ = time_calls(lambda sql=sql: bare.execute(sql).fetchall(), runs)
+        ours_p50, _ = time_calls(lambda sql=sql: db.query(sql, max_rows=5), runs)
+        print(f"  {name:<16} bare {bare_p50:8.2f}  guarded {ours_p50:8.2f}  ratio {ours_p50 / bare_p50:5.2f}  "
+              f"(+{(ours_p50 - bare_p50) * 1000 / FORMAT_ROWS:.2f} us per row)")
+    bare.close()
+    engine.close()
+
+
 def bench_bombs(path: Path, deadline: float) -> None:
     engine = QueryEngine(EngineLimits(query_timeout=deadline, kill_grace=0.3))
-    db = Database(path, engine)
+    db = Database.unruled(path, engine)
     db.query("SELECT 1", max_rows=1)
     print(f"\nbombs (deadline {deadline:g} s; goal: released within {deadline + 0.5:g} s)")
     for name, sql in BOMBS.items():
@@ -172,6 +209,7 @@ def main() -> None:
                 print(f"\n{label}: skipped ({path} not found; ../shared/data is absent)")
         if targets[0][1].exists():
             bench_reads(targets[0][1], args.repeat)
+        bench_formats(Path(tmp), args.repeat)
         bench_bombs(create_database(Path(tmp) / "shop.sqlite", SHOP_SQL), args.deadline)
 
 

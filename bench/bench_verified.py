@@ -136,7 +136,7 @@ async def tiers(data: Path, workdir: Path) -> dict[str, Any]:
             if not db_path.is_file():
                 missing.append(db_id)
                 continue
-            database = Database(db_path, engine)
+            database = Database.unruled(db_path, engine)
             library_entries: dict[int, Question] = {}
             for q in asked:
                 library_entries.setdefault(q.group, q)

@@ -37,7 +37,7 @@ from .config.catalog import (
     tool_description,
 )
 from .config.libraries import open_libraries
-from .config.limits import AnswerLimits
+from .config.limits import MAX_ROWS_BYTES, AnswerLimits, answer_size_notice
 from .config.settings import ServerSettings
 from .runtime import (
     BackendFactory,
@@ -93,10 +93,12 @@ class SqaleServer(MCPServer[ServerRuntime]):
 
         view = AnswerView() if settings.answer_view else None
         if view is not None:
-            # App-only tools (e.g. "Save as verified" with --verified-writable): hosts with MCP Apps
-            # list them for the view's buttons; the model never sees them.
+            # App-only tools (e.g. "Propose as verified" with --verified-writable): hosts with MCP
+            # Apps list them for the view's buttons, to the callers they are offered to; the model
+            # never sees them.
             for extra in app_only_tools(settings):
-                view.app_tool(extra.fn, name=extra.name, title=extra.title, description=extra.description)
+                view.app_tool(extra.fn, name=extra.name, title=extra.title, description=extra.description,
+                              offered=extra.offered)
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
                          lifespan=lifespan, log_level=settings.log_level,
                          middleware=[ScopedToolList(catalog, describe), StructuredToolErrors(),
@@ -157,7 +159,8 @@ def answer_tool(settings: ServerSettings, catalog: Catalog, description: str, li
     schema = advertised_input_schema(
         tool.parameters, aliases=catalog.aliases, max_question_chars=settings.max_question_chars,
         max_evidence_chars=settings.max_evidence_chars, max_samples=settings.max_samples,
-        example=example_question(catalog), verified=any(e.verified for e in catalog.entries))
+        default_samples=settings.samples, example=example_question(catalog),
+        verified=any(e.verified for e in catalog.entries))
     return tool.model_copy(update={"parameters": schema})
 
 
@@ -180,5 +183,9 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
         if entry.notes is not None:
             logger.info("database '%s': notes %s (%d facts, %d characters)", entry.alias,
                         entry.notes.path, entry.notes.facts, entry.notes.chars)
+    notice = answer_size_notice(settings)
+    if notice is not None:  # what a client will take of an answer, and what the server cuts first
+        too_large = settings.max_result_bytes > MAX_ROWS_BYTES
+        logger.log(logging.WARNING if too_large else logging.INFO, "%s", notice)
     tokens = token_table(settings, catalog.aliases)
     return SqaleServer(settings, catalog, prompts, backend_factory, tokens, libraries)

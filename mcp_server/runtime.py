@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -14,11 +13,11 @@ from typing import Any
 import anyio
 
 from agent.backends.advice import cache_advice
-from agent.backends.base import DescribableBackend, EngineFacts, LocatedBackend, ModelBackend, ModelInfo
-from agent.backends.slots import OnWait, RuntimeSlots, engine_slots, gather_engine_facts, resolve_runtime_slots
-from agent.engine_fit import fit_to_engines
+from agent.backends.base import EngineFacts, ModelBackend
+from agent.backends.slots import OnWait, RuntimeSlots, engine_slots
+from agent.engine_session import EngineSession, engine_session
 from agent.episode import EpisodeSettings, Round
-from agent.errors import BackendError, ConfigError
+from agent.errors import ConfigError
 from agent.jsonl import dumps_line
 from agent.prompt import PromptSet, load_prompts
 from agent.prompt_cache import CacheWatch, next_reuse
@@ -31,12 +30,12 @@ from .config.settings import ServerSettings
 from .serving.access import Caller
 from .serving.draining import QuestionGate
 from .serving.metrics import MeteredBackend, ServerMetrics
-from .serving.quotas import TokenQuotas
+from .serving.quotas import TokenQuotas, place_sharing_note
 
 logger = logging.getLogger(__name__)
 
 BackendFactory = Callable[[ServerSettings], ModelBackend]
-STARTUP_PROBE_SECONDS = 3.0  # a dead local runtime answers at once; a black hole costs this
+STARTUP_PROBE_SECONDS = 3.0  # a dead local runtime answers at once; a black hole costs this (once)
 
 
 def answer_limits(settings: ServerSettings) -> AnswerLimits:
@@ -115,7 +114,11 @@ class ServerRuntime:
                            on_slot_wait: OnWait) -> AsyncIterator[None]:
         """Hold what one episode runs on, taken in this order: one unit of the caller's quota,
         a worker, a runtime slot. Each sample of a question is an episode and takes its own, so a
-        token allowed N at once never has more than N episodes running, whatever its samples."""
+        token allowed N at once never has more than N episodes running, whatever its samples.
+
+        The quota comes first: a token's episodes past it wait in its own queue, never in the
+        worker or runtime-slot queues other tokens' episodes wait in, and with several tokens no
+        token's quota reaches the last place (serving/quotas.py)."""
         async with self.quotas.of(caller).concurrent.slot(on_token_wait):
             if self.limiter.available_tokens < 1:
                 # Tell the client why nothing happens yet (progress also keeps some client timeouts alive).
@@ -132,49 +135,45 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
     """Start the query workers and the backend, check the model once, and clean up at the end."""
     engine = QueryEngine(EngineLimits(workers=settings.max_concurrent,
                                       query_timeout=settings.query_timeout))
-    backend: ModelBackend | None = None
     try:
         databases = {e.alias: Database(e.path, engine, hide=e.hide) for e in catalog.entries}
-        backend = backend_factory(settings)
-        info, facts = await check_runtime(backend)
-        slots = resolve_runtime_slots(settings.runtime_slots, backend, os.environ, facts)
-        log_runtime_slots(slots.slots, slots.reason, facts)
-        replica = backend.replica_label if isinstance(backend, LocatedBackend) else "default"
-        metered = MeteredBackend(backend, settings.backend, replica, metrics)
-        limiter = anyio.CapacityLimiter(settings.max_concurrent)
-        runtime_slots = RuntimeSlots(slots.slots)
-        quotas = TokenQuotas(settings, callers)
-        metrics.watch_queue("token", lambda: quotas.waiting)
-        metrics.watch_queue("worker", lambda: limiter.statistics().tasks_waiting)
-        metrics.watch_queue("runtime_slot", lambda: runtime_slots.waiting)
-        metrics.in_flight.set_function(lambda: gate.in_flight)
-        metrics.watch_sqlite_workers(lambda: engine.starts, lambda: engine.kills)
-        episode_settings, shrunk = fit_to_engines(EpisodeSettings(
-            result_rows=settings.max_rows, result_bytes=settings.max_result_bytes,
-            environment=settings.environment), facts)
-        if shrunk is not None:
-            logger.warning("%s", shrunk)
-        engines = {f.where: f.engine for f in facts}
-        runtime = ServerRuntime(
-            settings=settings, catalog=catalog, databases=databases, backend=metered,
-            model_label=info.label if info is not None else backend.model,
-            prompts=prompts, episode_settings=episode_settings,
-            limiter=limiter, slots=runtime_slots,
-            episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
-            quotas=quotas, gate=gate, metrics=metrics,
-            limits=answer_limits(settings), verified=dict(libraries or {}),
-            cache_watch=CacheWatch(lambda where: cache_advice(engines.get(where)), logger.warning),
-            engine_label=replica,
-        )
-        yield runtime
+        limits = answer_limits(settings)
+        episode = EpisodeSettings(result_rows=settings.max_rows, result_bytes=limits.max_result_bytes,
+                                  environment=settings.environment)
+        async with engine_session(settings, episode, runtime_slots=settings.runtime_slots,
+                                  seconds=STARTUP_PROBE_SECONDS, build=backend_factory) as session:
+            log_model_check(session)
+            log_runtime_slots(session.slots.slots, session.slots.reason, session.facts)
+            metered = MeteredBackend(session.backend, settings.backend, metrics)
+            limiter = anyio.CapacityLimiter(settings.max_concurrent)
+            runtime_slots = RuntimeSlots(session.slots.slots)
+            places = min(settings.max_concurrent, runtime_slots.slots)
+            quotas = TokenQuotas(settings, callers, places)
+            if (sharing := place_sharing_note(places, len(callers))) is not None:
+                logger.log(*sharing)
+            metrics.watch_queue("token", lambda: quotas.waiting)
+            metrics.watch_queue("worker", lambda: limiter.statistics().tasks_waiting)
+            metrics.watch_queue("runtime_slot", lambda: runtime_slots.waiting)
+            metrics.in_flight.set_function(lambda: gate.in_flight)
+            metrics.watch_sqlite_workers(lambda: engine.starts, lambda: engine.kills)
+            if session.budget_note is not None:
+                logger.warning("%s", session.budget_note)
+            yield ServerRuntime(
+                settings=settings, catalog=catalog, databases=databases, backend=metered,
+                model_label=session.model_label,
+                prompts=prompts, episode_settings=session.episode,
+                limiter=limiter, slots=runtime_slots,
+                episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
+                quotas=quotas, gate=gate, metrics=metrics,
+                limits=limits, verified=dict(libraries or {}),
+                cache_watch=CacheWatch(lambda where: cache_advice(session.engine_at(where)), logger.warning),
+                engine_label=session.backend.replica_label,
+            )
     finally:
-        # Shielded: a server stopped by cancellation must still stop its worker processes.
+        # Shielded: a server stopped by cancellation must still stop its worker processes (the
+        # session closes the backend first, shielded too).
         with anyio.CancelScope(shield=True):
-            try:
-                if backend is not None:
-                    await backend.aclose()
-            finally:
-                await anyio.to_thread.run_sync(engine.close)
+            await anyio.to_thread.run_sync(engine.close)
 
 
 def log_runtime_slots(slots: int, reason: str, facts: Sequence[EngineFacts]) -> None:
@@ -192,48 +191,21 @@ def log_runtime_slots(slots: int, reason: str, facts: Sequence[EngineFacts]) -> 
             logger.warning("%s: %s", f.where, warning)
 
 
-async def check_runtime(backend: ModelBackend) -> tuple[ModelInfo | None, tuple[EngineFacts, ...]]:
-    """The model's description (None, and a warning, when unavailable) and the engines' facts.
+def log_model_check(session: EngineSession) -> None:
+    """Log the runtime's word on the model; a warning when it is down or lacks the model.
 
-    Asked at the same time, so a runtime that never answers costs STARTUP_PROBE_SECONDS once.
+    The server runs on regardless: an MCP client shows a server that exits as broken, and the
+    tool reports the problem per call.
     """
-    info: list[ModelInfo | None] = [None]
-    facts: list[tuple[EngineFacts, ...]] = [()]
-
-    async def describe() -> None:
-        info[0] = await warn_if_model_unavailable(backend)
-
-    async def ask_engines() -> None:
-        facts[0] = await gather_engine_facts(backend, STARTUP_PROBE_SECONDS)
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(describe)
-        group.start_soon(ask_engines)
-    return info[0], facts[0]
-
-
-async def warn_if_model_unavailable(backend: ModelBackend) -> ModelInfo | None:
-    """The runtime's word on the model; a warning (and None) when it is down or lacks the model.
-
-    The server runs on regardless.
-    """
-    if not isinstance(backend, DescribableBackend):
-        return None
-    try:
-        with anyio.fail_after(STARTUP_PROBE_SECONDS):
-            info = await backend.describe_model()
-    except BackendError as exc:
-        # An MCP client shows a server that exits as broken; the tool reports this per call.
+    check, model = session.model_check, session.backend.model
+    if check.error is not None:
         logger.warning("%s (the server keeps running; every question will fail until this is fixed)",
-                       exc)
-        return None
-    except TimeoutError:
+                       check.error)
+    elif check.timed_out:
         logger.warning("the model runtime did not describe model '%s' within %g s; questions may "
-                       "fail or be slow", backend.model, STARTUP_PROBE_SECONDS)
-        return None
-    if info.served_as is None:
-        logger.info("model '%s' is available", backend.model)
-    else:
+                       "fail or be slow", model, STARTUP_PROBE_SECONDS)
+    elif check.info is not None and check.info.served_as is None:
+        logger.info("model '%s' is available", model)
+    elif check.info is not None:
         logger.info("the engine does not list model '%s' but answers that name with its own model "
-                    "'%s'; answers are labelled '%s'", backend.model, info.served_as, info.served_as)
-    return info
+                    "'%s'; answers are labelled '%s'", model, check.info.served_as, check.info.served_as)

@@ -17,6 +17,7 @@ from agent.errors import (
 )
 from agent.sqlite import BlobRef, ClippedText, ResultCut
 from mcp_server.answer.output import (
+    DATA_NOTICE,
     AnswerOutput,
     answer_from_episode,
     call_summary,
@@ -73,8 +74,9 @@ def test_answer_from_episode_has_every_field_and_a_compact_trace() -> None:
     """The structured answer copies the episode's result and summarises each call in one line; per
     round, its prompt tokens and what the engine served from its cache ('unknown' where it did not say)."""
     assert answer_of().model_dump() == {
-        "database": "chinook", "question": "How many albums?", "sql": "SELECT count(*) FROM Album",
-        "columns": ["n"], "rows": [[347]], "row_count": 1, "truncated": False, "note": None,
+        "database": "chinook", "question": "How many albums?", "data_notice": DATA_NOTICE,
+        "sql": "SELECT count(*) FROM Album", "columns": ["n"], "rows": [[347]], "row_count": 1,
+        "truncated": False, "note": None,
         "status": "submitted", "error": None, "stop_reason": "submit_sql", "rounds": 3,
         "tool_calls": 4, "tokens": 900, "seconds": 2.346, "queued_seconds": 0.0, "model": "m",
         "tables": [], "columns_read": {}, "agreement": 1.0, "samples": 1, "samples_finished": 1,

@@ -39,8 +39,8 @@ BREAKERS = {
 # Characters that break a line or hide text: none may reach the text except plain newlines.
 UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
                     "\u2060-\u2069\ufeff\ufff9-\ufffb]")
-BLOCK = re.compile(r"^The (?:rows|SQL) between the <(untrusted-data-[0-9a-f]{12})> markers .*?^</\1>$",
-                   re.MULTILINE | re.DOTALL)
+BLOCK = re.compile(r"^The (?:rows|SQL|model's last reply) between the <(untrusted-data-[0-9a-f]{12})> "
+                   r"markers .*?^</\1>$", re.MULTILINE | re.DOTALL)
 PLAIN_SQL = re.compile(r"^(`{3,})(sql|text)\n(.*?)\n\1$", re.MULTILINE | re.DOTALL)
 TAKEN_FOR_OURS = ("SYSTEM", "```", "~~~", "</untrusted", "<untrusted")
 

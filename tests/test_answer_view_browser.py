@@ -7,6 +7,7 @@ $SQALE_SCREENSHOTS (default: the test's tmp folder). Skips without Chromium or t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -36,7 +37,7 @@ from tests.support.wire import apps_extension
 pytest.importorskip("websockets", reason="the browser test needs websockets (in the dev extra)")
 CHROMIUM = find_chromium()
 MISSING = missing_tools()
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600),
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(600),
               pytest.mark.skipif(CHROMIUM is None,
                                  reason="Chromium is not installed (apt-get install chromium)"),
               pytest.mark.skipif(MISSING is not None, reason=MISSING or "")]
@@ -213,7 +214,7 @@ def test_ask_again_with_five_samples_shows_the_agreement(host, tmp_path, fake_ol
 def hostile_database(path: Path) -> Path:
     markup = ["<script>document.title='pwned'</script>", "<img src=x onerror=\"document.title='pwned'\">",
               "<b>bold</b> & <i>it</i>", "</td></tr><tr><td>broken out"]
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:  # closed, not only committed
         db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
         db.executemany("INSERT INTO notes (body) VALUES (?)", [(m,) for m in markup])
         db.execute("INSERT INTO notes (body) VALUES (NULL)")
@@ -249,17 +250,23 @@ def test_markup_in_cells_columns_and_question_stays_text(host, tmp_path, fake_ol
 
 
 def test_save_button_appears_only_when_the_host_offers_the_save_tool(host, tmp_path, fake_ollama):
-    """Once the result's _meta names the save tool: confirm, then tools/call with the contract's arguments."""
+    """Once the result's _meta names the save tool: it proposes (the confirmation says the owner
+    reviews it first), then tools/call with the contract's arguments, and the server's text shows."""
     html, result = demo_answer(tmp_path, fake_ollama, CITIES)
     meta = {**result.get("_meta", {}), RESULT_META_KEY: {"appTools": ["save_verified_answer"]}}
     offered = {**result, "_meta": meta}
     host.show(html, {"question": CITIES, "evidence": "city means the customer's city"}, offered)
     host.wait_view("document.querySelector('button.save')")
-    host.host("host.results.save_verified_answer = {content: [{type: 'text', text: 'Saved <b>as</b> it.'}]}")
+    assert host.view("document.querySelector('button.save').textContent") == "Propose as verified"
+    host.host("host.results.save_verified_answer = {content: [{type: 'text', text: "
+              "'Proposed, awaiting review: <b>it</b>.'}]}")
     host.click("button.save")
+    assert host.view("document.querySelector('.confirm').textContent") == (
+        "Propose this SQL as the verified answer to this question? The library's owner reviews it; no one "
+        "is answered with it until they accept it.ProposeCancel")
     host.click("button.save-confirm")
     notice = "document.querySelector('.notice.ok') && document.querySelector('.notice.ok').textContent"
-    assert host.wait_view(notice) == "Saved <b>as</b> it."
+    assert host.wait_view(notice) == "Proposed, awaiting review: <b>it</b>."
     assert host.host("host.calls") == [{"name": "save_verified_answer", "arguments": {
         "database": "bookshop", "question": CITIES, "sql": GOLD[CITIES],
         "evidence": "city means the customer's city"}}]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp.server.apps import EXTENSION_ID
 
 from mcp_server.answer.view import VIEW_URI
 from tests.support.mcp import BOOK_GOLD
@@ -52,3 +53,21 @@ async def test_an_apps_client_gets_the_same_answer_and_the_view_on_the_tool(tmp_
     [tool] = listed["result"]["tools"]
     assert tool.pop("_meta") == {"ui": {"resourceUri": VIEW_URI}}
     assert listed == json.loads(before["tools/list"])
+
+
+@pytest.mark.parametrize("apps", [True, False], ids=["apps", "no-apps"])
+@pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])  # auto: discover first
+async def test_what_each_era_announces(tmp_path: Path, fake_ollama: Any, mode: str, apps: bool) -> None:
+    """2025-11-25: `initialize` announces no extension, even to an Apps client (the SDK's
+    2025-11-25 wire model of ServerCapabilities has no `extensions`), yet an Apps client, whose
+    declaration the server reads, gets the view on the tool. 2026-07-28: `server/discover`
+    announces the extension to every client; the view still goes only to Apps clients."""
+    fake = fake_ollama(OraclePolicy(BOOK_GOLD))
+    handshake = "initialize" if mode == "legacy" else "server/discover"
+    got = await wire_responses(tmp_path, ["--demo", "--ollama-host", fake.url], {"question": QUESTION},
+                               mode=mode, apps=apps, methods=(handshake, "tools/list"))
+    capabilities = json.loads(got[handshake])["result"]["capabilities"]
+    announced = capabilities.get("extensions")
+    assert announced == (None if mode == "legacy" else {EXTENSION_ID: {}}), capabilities
+    [tool] = json.loads(got["tools/list"])["result"]["tools"]
+    assert tool.get("_meta", {}).get("ui") == ({"resourceUri": VIEW_URI} if apps else None)

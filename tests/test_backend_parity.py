@@ -102,7 +102,7 @@ def test_oracle_gives_gold_rows_through_both_backends(item: dict[str, Any], fake
     policy = OraclePolicy({item["question"]: item["query"]})
     engine = QueryEngine(EngineLimits())
     try:
-        db = Database(path, engine)
+        db = Database.unruled(path, engine)
         (ours, sent_a), (theirs, sent_b) = anyio.run(both, policy, fake_ollama, fake_openai,
                                                      item["question"], db)
     finally:
@@ -123,7 +123,7 @@ def test_malformed_script_gives_the_same_fallback_through_both_backends(
         assistant_reply("test", tool_call("run_query", sql="SELECT x FROM t WHERE x > 1")),
     ]
     policy = ScriptPolicy(turns, final=assistant_reply("I am not sure.", fenced("no sql here", "text")))
-    with Database(path) as db:
+    with Database.unruled(path) as db:
         (ours, sent_a), (theirs, sent_b) = anyio.run(both, policy, fake_ollama, fake_openai, "q?", db)
     assert sent_a == sent_b
     assert comparable(ours) == comparable(theirs)

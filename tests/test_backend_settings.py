@@ -7,13 +7,7 @@ import argparse
 import pytest
 from pydantic import ValidationError
 
-from agent.backends.base import (
-    DescribableBackend,
-    EngineAwareBackend,
-    LocatedBackend,
-    SeedableBackend,
-    SlotAdvisingBackend,
-)
+from agent.backends.base import ModelBackend
 from agent.backends.ollama import OllamaBackend
 from agent.backends.openai_compat import OpenAICompletionsBackend
 from agent.backends.settings import (
@@ -122,14 +116,20 @@ def test_backend_names_come_from_one_registry() -> None:
         BackendSettings(backend="vllm")
 
 
+# What every registered backend answers itself rather than with ModelBackend's neutral default.
+OWN_ANSWERS = ("with_seed", "describe_model", "where", "replica_label", "default_slots", "engine_facts")
+
+
 @pytest.mark.parametrize("name", list(BACKENDS))
 def test_every_backend_states_its_own_defaults(name: str) -> None:
-    """Each registered backend says where it runs, its default slots and its engines' facts itself.
+    """Each registered backend says where it runs, its default slots and its engines' facts itself,
+    checks its model and seeds its samples.
 
-    A new backend that skipped one would fall into the neutral fallbacks; this keeps it honest.
+    A new backend that skipped one would fall into the neutral defaults; this keeps it honest.
     """
     urls = ("http://h/v1",) if name == "openai" else ()
     backend = make_backend(BackendSettings(backend=name, base_urls=urls))
-    for protocol in (LocatedBackend, SlotAdvisingBackend, EngineAwareBackend, DescribableBackend,
-                     SeedableBackend):
-        assert isinstance(backend, protocol), (name, protocol.__name__)
+    assert isinstance(backend, ModelBackend)
+    inherited = [n for n in OWN_ANSWERS
+                 if next(c for c in type(backend).__mro__ if n in vars(c)) is ModelBackend]
+    assert inherited == [], name

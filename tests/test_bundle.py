@@ -152,6 +152,6 @@ async def test_the_built_bundle_answers_over_stdio(tmp_path: Path, fake_ollama: 
             (tool,) = (await client.list_tools()).tools
             result = await client.call_tool(TOOL, {"question": "How many sales are there?",
                                                    "database": "My_Shop"})
-    assert tool.input_schema["properties"]["database"]["anyOf"][0]["enum"] == ["My_Shop", "inventory"]
+    assert tool.input_schema["properties"]["database"]["enum"] == ["My_Shop", "inventory"]
     assert "- inventory: 1 table (items); has notes" in (tool.description or "")
     assert (result.is_error, result.structured_content["rows"]) == (False, [[2]]), result

@@ -69,6 +69,29 @@ def test_ask_answers_a_repeated_question_from_the_library_without_the_model(
         "verified", [[3]], 1, "ann")
 
 
+
+def test_ask_answers_a_question_fitting_a_template_with_the_values_it_read(
+        shop: Path, tmp_path: Path, fake_ollama: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """ask --verified: a template's SQL run with the question's values, a line saying which, --json's params."""
+    fake = fake_ollama(OraclePolicy({}))
+    library = write_library(tmp_path / "lib.jsonl", {
+        "question": "What is the total amount of the orders of {who}?", "database": "shop",
+        "sql": "SELECT sum(amount) FROM orders WHERE customer = :who",
+        "params": {"who": {"type": "value", "column": "orders.customer"}}})
+    assert main(["ask", "--db", str(shop), "--verified", str(library), "--ollama-host", fake.url,
+                 "What is the total amount of the orders of ann?"]) == 0
+    out = capsys.readouterr().out.rstrip().splitlines()
+    assert out[-2:] == [
+        'Read from the question: {who} = "Ann" (from "ann").',
+        'Verified answer: the SQL of lib.jsonl line 1 ("What is the total amount of the orders of {who}?"), '
+        "run now on the current data; no model was asked. Leave out --verified for the model's own answer."]
+    assert main(["ask", "--json", "--db", str(shop), "--verified", str(library), "--ollama-host", fake.url,
+                 "What is the total amount of the orders of Bob?"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["status"], data["rows"], data["verified"]["params"]) == (
+        "verified", [[20]], [{"name": "who", "type": "value", "text": "Bob", "value": "Bob"}])
+    assert prompts(fake) == []
+
 def test_ask_lists_similar_verified_answers_and_hints_only_when_asked(
         shop: Path, tmp_path: Path, fake_ollama: Any, capsys: pytest.CaptureFixture[str]) -> None:
     """A similar question: the model answers, the entry is listed; --verified-hints puts it in the evidence."""

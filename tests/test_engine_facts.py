@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.backends.ollama_facts import parameter_warnings, parse_parameters
+from agent.backends.ollama_facts import (
+    CACHE_UNREPORTED,
+    OWN_ENGINE_NOTE,
+    parameter_warnings,
+    parse_parameters,
+    release_facts,
+)
 from agent.commands.cli import build_parser, main
 from tests.support.eval_runs import SHOP_QUESTIONS, spider_shop
 from tests.support.fake_ollama import SHOW_PARAMETERS
@@ -40,6 +46,36 @@ def test_doctor_warns_of_an_ollama_too_old_for_qwen35(fake_ollama, capsys) -> No
             "models: upgrade Ollama\n") in out
     assert ("       Ollama before 0.33.3 does not report the prompt tokens it served from its cache: prompt "
             "reuse shows as unknown\n") in out
+
+
+def test_what_each_ollama_release_is_told() -> None:
+    """Before 0.17.1 a warning (no qwen3.5); before 0.30.0 a note that a GGUF from llama.cpp does not
+    load (its own engine); before 0.33.3 that cache reuse is unreported; nothing for an unknown build."""
+    too_old = "Ollama 0.17.0 is older than 0.17.1, the first release that runs qwen3.5 models: upgrade Ollama"
+    assert {version: release_facts(version) for version in (
+        "0.17.0", "0.17.1", "0.24.0", "v0.30.0-rc2", "0.30.0", "0.33.3", "0.0.0", "dev", None)} == {
+        "0.17.0": ([too_old], [CACHE_UNREPORTED]),
+        "0.17.1": ([], [OWN_ENGINE_NOTE, CACHE_UNREPORTED]),
+        "0.24.0": ([], [OWN_ENGINE_NOTE, CACHE_UNREPORTED]),
+        "v0.30.0-rc2": ([], [CACHE_UNREPORTED]),
+        "0.30.0": ([], [CACHE_UNREPORTED]),
+        "0.33.3": ([], []),
+        "0.0.0": ([], []),
+        "dev": ([], []),
+        None: ([], []),
+    }
+    assert OWN_ENGINE_NOTE == (
+        "Ollama before 0.30.0 loads a Qwen3.5 GGUF only as its own import writes it (`ollama create` from "
+        "the safetensors folder), not one converted with llama.cpp; 0.30.0 and later load both (llama.cpp's "
+        "llama-server)")
+
+
+def test_doctor_notes_that_ollama_before_0_30_loads_no_gguf_from_llama_cpp(fake_ollama, capsys) -> None:
+    """Ollama 0.24.0 runs qwen3.5, but only GGUFs of its own import: doctor says so beside the version."""
+    fake = fake_ollama(OraclePolicy({}), ollama_version="0.24.0")
+    out = doctor(capsys, "--ollama-host", fake.url)
+    assert f"       {OWN_ENGINE_NOTE}\n" in out
+    assert "[warn] the engine: Ollama" not in out
 
 
 def test_doctor_warns_of_model_parameters_that_differ_from_the_modelfile(fake_ollama, capsys) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from functools import partial
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from agent.backends.base import SamplingSettings
 from agent.errors import ConfigError, DatabaseWorkerError
 from agent.evaluation.datasets import Dataset, load_dataset, select_examples
 from agent.evaluation.records import TraceKind, read_records
@@ -264,3 +266,25 @@ def test_our_own_errors_propagate_as_themselves(tmp_path):
         anyio.run(partial(evaluate, dataset, select_examples(dataset), backends_of(oracle_for(dataset)),
                           model=MODEL, out_path=tmp_path / "r.jsonl", episode_fn=broken_loop))
     assert str(info.value) == "worker failed"
+
+
+@dataclasses.dataclass(frozen=True)
+class WiderSampling(SamplingSettings):
+    """SamplingSettings with a field added after eval was written (say min_p one day)."""
+
+    min_p: float = 0.0
+
+
+def test_every_sampling_field_reaches_every_backend_eval_makes(tmp_path):
+    """Each sample's backend gets the run's sampling whole, its own seed the only change: a field
+    added to SamplingSettings reaches every backend (and the run's settings record it)."""
+    dataset = shop_dataset(tmp_path)
+    created: list[PolicyBackend] = []
+    given = WiderSampling(temperature=0.3, top_p=0.8, top_k=7, min_p=0.05)
+    result = run_eval(dataset, select_examples(dataset, limit=1), backends_of(oracle_for(dataset), created),
+                      tmp_path / "r.jsonl", samples=3, seed=40, sampling=given)
+    assert [b.sampling for b in created] == [dataclasses.replace(given, seed=40 + k) for k in range(3)]
+    run = result.records[0].run
+    assert run is not None
+    assert {k: run.settings[k] for k in ("temperature", "top_p", "top_k", "min_p", "seed")} == {
+        "temperature": 0.3, "top_p": 0.8, "top_k": 7, "min_p": 0.05, "seed": 40}

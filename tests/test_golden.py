@@ -182,3 +182,72 @@ def test_golden_add_from_an_empty_log_says_why_nothing_was_added(tmp_path: Path,
     assert capsys.readouterr().out == (
         f"0 candidate questions added to {golden} (tag from-log): {log} holds no question; give the "
         "file the server writes with --episode-log.\n")
+
+
+def test_golden_add_param_writes_a_template_checked_with_sample_values(sales: Path, tmp_path: Path,
+                                                                        capsys) -> None:
+    """--param NAME=TYPE[:ARG]: the entry gets typed params, its SQL runs with a sample of each first."""
+    golden = tmp_path / "g.jsonl"
+    code = main(["golden", "add", "--db", f"sales={sales}", "--file", str(golden), "--by", "ann",
+                 "--param", "who=value:orders.customer", "--param", "n=top:1..10",
+                 "Top {n} orders of {who}?", "SELECT id FROM orders WHERE customer = :who LIMIT :n"])
+    assert (code, capsys.readouterr().out.strip()) == (0, (
+        f"added to {golden}: 'Top {{n}} orders of {{who}}?' on sales (1 row with n = 1, who = 'Ann'; a "
+        "template: each question it fits is answered with its own values)"))
+    assert [{k: v for k, v in line.items() if k != "added_at"} for line in lines(golden)] == [{
+        "question": "Top {n} orders of {who}?", "sql": "SELECT id FROM orders WHERE customer = :who LIMIT :n",
+        "database": "sales", "added_by": "ann",
+        "params": {"who": {"type": "value", "column": "orders.customer"},
+                   "n": {"type": "top", "min": 1, "max": 10}}}]
+
+
+@pytest.mark.parametrize(("params", "question", "sql", "said"), [
+    (["n=integer:x..3"], "Orders over {n}?", "SELECT :n", "--param n=integer:x..3: bounds are numbers, e.g. "
+                                                          "n=integer:1..100"),
+    (["m=month:1..3"], "Orders in {m}?", "SELECT :m", "--param m=month:1..3: a month parameter takes no min or "
+                                                      "max; only integer, number, year, top do"),
+    (["m=weekday"], "Orders in {m}?", "SELECT :m", "--param m=weekday: type: Input should be 'integer', "
+                                                   "'number', 'year', 'month', 'date', 'value' or 'top'"),
+    (["m"], "Orders in {m}?", "SELECT :m", "--param m: give NAME=TYPE[:ARG], e.g. --param month=month, --param "
+                                           "n=top:1..100 or --param genre=value:Genre.Name"),
+    ([], "Orders in {m}?", "SELECT :m", 'not added: its SQL binds :m, but the entry declares no params; '
+                                        'declare each parameter in "params" and write it in the question as '
+                                        '{name}'),
+    (["m=month"], "Orders in March?", "SELECT :m", "not added: params declares m, which its question does not "
+                                                   "write as {m}"),
+])
+def test_golden_add_refuses_a_param_or_template_that_cannot_work(
+        sales: Path, tmp_path: Path, params: list[str], question: str, sql: str, said: str, capsys) -> None:
+    """A malformed --param, or slots, params and SQL that disagree: nothing written, one line why."""
+    golden = tmp_path / "g.jsonl"
+    code = main(["golden", "add", "--db", f"sales={sales}", "--file", str(golden),
+                 *[f"--param={p}" for p in params], question, sql])
+    assert (code, capsys.readouterr().err, golden.exists()) == (1, f"sqale-agent golden: {said}\n", False)
+
+
+def test_golden_add_refuses_a_template_whose_column_or_sql_fails(sales: Path, tmp_path: Path, capsys) -> None:
+    """A value column that does not exist fails (never read as its own name); so does SQL failing a sample."""
+    golden = tmp_path / "g.jsonl"
+    assert main(["golden", "add", "--db", str(sales), "--file", str(golden), "--param", "who=value:orders.nme",
+                 "Orders of {who}?", "SELECT count(*) FROM orders WHERE customer = :who"]) == 1
+    assert main(["golden", "add", "--db", str(sales), "--file", str(golden), "--param", "n=integer",
+                 "Orders over {n}?", "SELECT count(*) FROM order WHERE amount > :n"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(": the SQL failed on ")[1] for line in err] == [
+        f"{sales}: its parameter who is a value of orders.nme, but reading that column fails: no such column: "
+        "orders.nme; fix it (it must run and return the right rows) before adding it",
+        f'{sales}: near "order": syntax error; fix it (it must run and return the right rows) before adding it']
+    assert not golden.exists()
+
+
+def test_eval_leaves_templates_out_and_says_so(sales: Path, tmp_path: Path, capsys) -> None:
+    """A golden file holding templates is still a question set: its plain questions, and a line why."""
+    golden = tmp_path / "g.jsonl"
+    golden.write_text(json.dumps({"question": RIGHT_Q, "sql": RIGHT_SQL, "database": "sales"}) + "\n"
+                      + json.dumps({"question": "Orders over {n}?", "sql": "SELECT :n", "database": "sales",
+                                    "params": {"n": {"type": "integer"}}}) + "\n", encoding="utf-8")
+    said: list[str] = []
+    dataset = load_golden(golden, {"sales": sales}, report=said.append)
+    assert [e.question for e in dataset.examples] == [RIGHT_Q]
+    assert said == [f"{golden}: 1 of its entries are templates (with params), left out: a template is no "
+                    "question to ask; eval measures the model on plain questions"]

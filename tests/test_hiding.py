@@ -11,7 +11,8 @@ from agent.episode_text import result_as_json
 from agent.errors import ConfigError
 from agent.loop import run_episode
 from agent.sqlite import Database, HideRules, QueryStatus, create_database
-from agent.sqlite.hiding import parse_hide_rule, sql_names, uses_unchecked_join
+from agent.sqlite._sql_names import sql_names, unchecked_joins
+from agent.sqlite.hiding import parse_hide_rule
 from agent.tools import TOOL_NAMES, run_tool
 from agent.tools.environment import Environment
 from tests.support.hiding import ATTACKS, RULES, SCHEMA_SQL, SECRETS
@@ -61,7 +62,7 @@ def test_rules_parse_and_match_case_insensitively() -> None:
 
 def test_sql_scanning_skips_literals_and_comments() -> None:
     """USING/NATURAL count only as keywords; quoted identifiers are names; strings are not."""
-    assert [uses_unchecked_join(s) for s in (
+    assert [bool(unchecked_joins(s)) for s in (
         "SELECT 1 FROM a JOIN b USING (x)", "SELECT 'using' FROM a", 'SELECT "using" FROM a',
         "SELECT 1 -- using\nFROM a", "SELECT 1 FROM a natural join b")] == [
         True, False, False, False, True]
@@ -89,7 +90,7 @@ def test_schema_facts_leave_hidden_things_out(hidden_db: Database) -> None:
 
 def test_without_rules_nothing_is_hidden(db_path: Path) -> None:
     """No rules: every table, view and column is there, and Email reads as before."""
-    with Database(db_path) as db:
+    with Database.unruled(db_path) as db:
         assert len(db.schema().tables) == 8
         assert db.query("SELECT Email FROM Customer ORDER BY 1", max_rows=5).rows == (
             ("SECRET-MAIL-7f3a@b.org",), ("SECRET-MAIL-7f3a@example.com",))

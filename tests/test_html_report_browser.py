@@ -13,7 +13,7 @@ from tests.support.report_runs import run, run_a_policy, run_b_policy, voting_po
 pytest.importorskip("websockets", reason="the browser test needs websockets (in the dev extra)")
 CHROMIUM = find_chromium()
 # A browser starts per test and draws every chart: slow on a busy machine, hence the longer limit.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(600), pytest.mark.skipif(
     CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")]
 
 VISIBLE_KEYS = "[...document.querySelectorAll('details.ep')].filter(e => !e.hidden).map(e => e.dataset.key)"

@@ -99,7 +99,7 @@ def test_a_verified_library_serves_entries_holding_separators(tmp_path: Path) ->
     asked = hostile("How many customers")
     append_entries(path, [GoldenEntry(question=asked, sql="SELECT count(*) FROM customer", database="shop"),
                           GoldenEntry(question="Next?", sql="SELECT 1", database="shop")])
-    with Database(db_path) as db:
+    with Database.unruled(db_path) as db:
         snapshot = VerifiedLibrary(path, "shop").current(db)
     assert snapshot.refusals == ()
     assert [e.question for e in snapshot.entries] == [asked, "Next?"]

@@ -7,7 +7,7 @@ from typing import Any
 
 from agent.episode import EpisodeSettings, EpisodeStatus, Round, StopReason
 from agent.prompt import SYSTEM_PROMPT, PromptSet
-from agent.sqlite import Database, QueryResult
+from agent.sqlite import Database, HideRules, QueryResult
 from tests.support.music_episodes import BAD_SQL, FINAL_TEXT, QUESTION, run, run_tool, script, user_turn
 from tests.support.policies import assistant_reply, broken_json_call, tool_call
 
@@ -127,7 +127,7 @@ class SpyDatabase(Database):
     """A Database that records every SQL statement the loop and the tools run."""
 
     def __init__(self, db: Database) -> None:
-        super().__init__(db.path, db.engine)
+        super().__init__(db.path, db.engine, hide=db.hide or HideRules())
         self.queries: list[str] = []
 
     async def aquery(self, sql: str, **kwargs: Any) -> QueryResult:

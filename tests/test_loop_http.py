@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ QUESTION = "How many pets are older than 3?"
 def db(tmp_path: Path):
     path = create_database(tmp_path / "pets.sqlite", "CREATE TABLE pet (id INTEGER PRIMARY KEY, age INTEGER);"
                            "INSERT INTO pet (age) VALUES (1), (4), (5);")
-    with Database(path) as database:
+    with Database.unruled(path) as database:
         yield database
 
 
@@ -141,21 +140,21 @@ def test_unknown_model_says_how_to_create_it(db, fake_ollama) -> None:
 
 
 def test_slow_model_cancelled_mid_call_closes_the_request(db, fake_ollama) -> None:
-    """Cancelling the episode while the model generates closes the HTTP request at once."""
+    """Cancelling the episode while the model generates closes the HTTP request at once: the
+    runtime sees the client leave during its 30 s of generating, not after them."""
     server = fake_ollama(ScriptPolicy([ScriptedReply(tool_call("list_tables"), delay=30)]))
 
-    async def main() -> float:
+    async def main() -> None:
         backend = OllamaBackend(DEFAULT_MODEL, host=server.url)
-        start = time.monotonic()
         try:
-            with anyio.move_on_after(0.5):
-                await run_episode(QUESTION, db, backend)
+            # Once the request is there: reading the schema first (a worker process) may take
+            # longer than any fixed wait on a busy machine.
+            await server.cancel_when_generating(lambda: run_episode(QUESTION, db, backend))
         finally:
             await backend.aclose()
-        return time.monotonic() - start
 
-    assert anyio.run(main) < 2.0
-    assert server.wait_for_disconnects(1, timeout=5.0)
+    anyio.run(main)
+    assert server.wait_for_disconnects(1, timeout=20.0)  # within the delay: it was not waited out
 
 
 def test_a_reply_that_writes_a_user_turn_is_stopped_there(db, fake_ollama) -> None:

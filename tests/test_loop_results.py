@@ -64,7 +64,7 @@ CHINOOK_TABLES = {
 @pytest.mark.parametrize("question", list(CHINOOK_GOLD))
 def test_oracle_answers_on_chinook(engine: QueryEngine, question: str) -> None:
     """On the real Chinook database the oracle's episode returns the gold SQL's rows."""
-    database = Database(CHINOOK, engine)
+    database = Database.unruled(CHINOOK, engine)
     try:
         backend = PolicyBackend(OraclePolicy(CHINOOK_GOLD))
         result = run(question, database, backend)
@@ -82,7 +82,7 @@ def test_statements_stopped_by_the_query_time_limit_are_counted(tmp_path: Path) 
     slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
     engine = QueryEngine(EngineLimits(query_timeout=0.5))
     try:
-        database = Database(create_database(tmp_path / "m.sqlite", SCHEMA_SQL), engine)
+        database = Database.unruled(create_database(tmp_path / "m.sqlite", SCHEMA_SQL), engine)
         database.query("SELECT 1", max_rows=1, timeout=30)  # start the worker outside the limit
         slow_answer = run(QUESTION, database, script(
             assistant_reply("slow", tool_call("run_query", sql=slow)),

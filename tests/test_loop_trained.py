@@ -36,7 +36,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
     """A tiny music database built from SQL."""
     engine = QueryEngine(EngineLimits(workers=1))
     path = create_database(tmp_path_factory.mktemp("loop") / "music.sqlite", SCHEMA_SQL)
-    with Database(path, engine) as database:
+    with Database.unruled(path, engine) as database:
         yield database
     engine.close()
 

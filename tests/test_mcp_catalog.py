@@ -129,7 +129,7 @@ def test_demo_database_is_built_once_and_queryable(tmp_path: Path) -> None:
     stamp = path.stat().st_mtime_ns
     assert ensure_demo_database(tmp_path) == path and path.stat().st_mtime_ns == stamp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bookshop-v1.sqlite"]
-    with Database(path) as db:
+    with Database.unruled(path) as db:
         result = db.query(
             "SELECT a.name, sum(i.quantity) FROM order_items i JOIN books b USING (book_id) "
             "JOIN authors a USING (author_id) GROUP BY a.name ORDER BY 2 DESC, 1 LIMIT 2",

@@ -8,6 +8,7 @@ each token may see and ask.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -41,6 +42,8 @@ ERAS = [pytest.param("legacy", "2025-11-25", id="2025-11-25"),
 SALES_GOLD = {"How many sales are there?": "SELECT count(*) FROM sales"}
 TOKENS = {"SQALE_TOKEN_BOOKS": "books-secret", "SQALE_TOKEN_ALL": "all-secret"}
 BOOK_QUESTION = "How many books are there?"
+MISTYPED = (f"Error executing tool {TOOL}: `question` must be text: the question in plain language, not a "
+            "list; `samples` must be a whole number from 1 to 8, or null for the server's default, not text.")
 
 
 @pytest.fixture
@@ -59,7 +62,7 @@ def team_url(tmp_path: Path, fake: Any) -> Iterator[str]:
     config.write_text(f'[db]\nsales = "{sales}"\n\n[tokens.books]\nenv = "SQALE_TOKEN_BOOKS"\n'
                       'databases = ["bookshop"]\n\n[tokens.all]\nenv = "SQALE_TOKEN_ALL"\n')
     with running_http_server(tmp_path, "--config", str(config), "--demo", "--ollama-host", fake.url,
-                     **TOKENS) as url:
+                             "--runtime-slots", "1", **TOKENS) as url:
         yield url
 
 
@@ -72,23 +75,33 @@ async def http_client(url: str, token: str, mode: str) -> AsyncIterator[Client]:
 
 
 async def check_contract(client: Client, fake: Any, version: str, aliases: list[str]) -> None:
-    """List, call with progress, cancel mid-episode, errors: what every client relies on."""
+    """List, calls with progress (strictly increasing, through a vote's waits), cancel
+    mid-episode, errors: what every client relies on."""
     assert client.protocol_version == version
     (tool,) = (await client.list_tools()).tools
     assert tool.name == TOOL and tool.output_schema is not None
-    assert tool.input_schema["properties"]["database"]["anyOf"][0]["enum"] == aliases
+    assert tool.input_schema["properties"]["database"]["enum"] == aliases
     assert all(f"- {alias}: " in (tool.description or "") for alias in aliases)
 
-    progress: list[str | None] = []
+    for samples in (1, 3):  # three samples on one runtime slot: two of them wait their turn
+        progress: list[tuple[float, str | None]] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
-        progress.append(message)
+        async def on_progress(done: float, total: float | None, message: str | None,
+                              into: list[tuple[float, str | None]] = progress) -> None:
+            into.append((done, message))
 
-    answered = await client.call_tool(TOOL, {"question": BOOK_QUESTION, "database": "bookshop"},
-                                      progress_callback=on_progress)
-    assert (answered.is_error, answered.structured_content["rows"]) == (False, [[16]])
-    jsonschema.validate(answered.structured_content, tool.output_schema)
-    assert progress and all(m and m.startswith(("round ", "final answer")) for m in progress), progress
+        answered = await client.call_tool(TOOL, {"question": BOOK_QUESTION, "database": "bookshop",
+                                                 "samples": samples}, progress_callback=on_progress)
+        assert (answered.is_error, answered.structured_content["rows"]) == (False, [[16]])
+        jsonschema.validate(answered.structured_content, tool.output_schema)
+        values = [v for v, _ in progress]
+        assert values and all(a < b for a, b in itertools.pairwise(values)), progress
+        if samples == 1:
+            assert all(m and m.startswith(("round ", "final answer")) for _, m in progress), progress
+        else:  # the later samples say what they wait for: the model's one slot, or (a server of
+            # several tokens keeps a place free for the others) this token's earlier samples
+            assert any(("waiting for the model" in (m or "")) or ("this token's earlier" in (m or ""))
+                       for _, m in progress), progress
 
     before = len(fake.disconnects)
     async with anyio.create_task_group() as group:
@@ -106,6 +119,9 @@ async def check_contract(client: Client, fake: Any, version: str, aliases: list[
         failed = await client.call_tool(TOOL, arguments)
         assert failed.is_error and failed.structured_content["stop_reason"] == kind, failed
         jsonschema.validate(failed.structured_content, tool.output_schema)
+    mistyped = await client.call_tool(TOOL, {"question": ["How", "many?"], "samples": "many"})
+    assert mistyped.content[0].text == MISTYPED, mistyped  # one line, nothing of pydantic's
+    assert mistyped.structured_content["error"] == MISTYPED.removeprefix(f"Error executing tool {TOOL}: ")
     again = await client.call_tool(TOOL, {"question": BOOK_QUESTION, "database": "bookshop"})
     assert again.structured_content["rows"] == [[16]]  # the cancelled call left nothing behind
 
@@ -113,7 +129,7 @@ async def check_contract(client: Client, fake: Any, version: str, aliases: list[
 @pytest.mark.parametrize(("mode", "version"), ERAS)
 async def test_stdio_contract(tmp_path: Path, fake: Any, mode: str, version: str) -> None:
     """Over stdio: the whole contract, in this era."""
-    command = server_command("--demo", "--ollama-host", fake.url)
+    command = server_command("--demo", "--ollama-host", fake.url, "--runtime-slots", "1")
     params = StdioServerParameters(command=command[0], args=command[1:], env=server_env(tmp_path), cwd=REPO)
     async with Client(params, mode=mode) as client:
         await check_contract(client, fake, version, ["bookshop"])
@@ -131,7 +147,7 @@ async def test_http_contract_with_scoped_tokens(team_url: str, fake: Any, mode: 
         assert refused.content[0].text.endswith("as `database`: bookshop.")
     async with http_client(team_url, TOKENS["SQALE_TOKEN_ALL"], mode) as client:
         (tool,) = (await client.list_tools()).tools
-        assert tool.input_schema["properties"]["database"]["anyOf"][0]["enum"] == ["sales", "bookshop"]
+        assert tool.input_schema["properties"]["database"]["enum"] == ["sales", "bookshop"]
         sales = await client.call_tool(TOOL, {"question": "How many sales are there?", "database": "sales"})
         assert sales.structured_content["rows"] == [[2]]
     first = {"legacy": "initialize", "auto": "server/discover"}[mode]  # each era's first request

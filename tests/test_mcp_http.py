@@ -1,4 +1,4 @@
-"""Streamable HTTP: bearer-token auth (right, wrong, none) and the loopback rule."""
+"""Streamable HTTP: bearer-token auth (right, wrong, none), OAuth discovery paths, the loopback rule."""
 
 from __future__ import annotations
 
@@ -70,6 +70,29 @@ def test_health_answers_without_a_token_and_tells_nothing(http_server: str) -> N
     assert (health.status_code, health.content) == (200, b"")
     assert httpx.get(http_server, timeout=10).status_code == 401
     assert httpx.get(http_server.removesuffix("/mcp") + "/other", timeout=10).status_code == 401
+
+
+WELL_KNOWN = ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp",
+              "/.well-known/oauth-authorization-server", "/.well-known/oauth-authorization-server/mcp",
+              "/.well-known/openid-configuration", "/.well-known/openid-configuration/mcp",
+              "/mcp/.well-known/openid-configuration", "/.well-known"]
+OAUTH_FALLBACKS = ["/register", "/authorize", "/token", "/register/"]
+
+
+def test_oauth_paths_answer_404_as_a_server_without_oauth(http_server: str) -> None:
+    """Every place OAuth clients look for metadata, and the endpoints they fall back to, answer 404
+    with or without a token (a 401 there read as OAuth behind auth), saying how to send the
+    token; /mcp and other paths still want one."""
+    root = http_server.removesuffix("/mcp")
+    for path in [*WELL_KNOWN, *OAUTH_FALLBACKS]:
+        for method, headers in [("GET", {}), ("POST", {}), ("GET", {"Authorization": f"Bearer {TOKEN}"})]:
+            response = httpx.request(method, root + path, timeout=10, headers=headers)
+            assert (response.status_code, response.json()) == (404, {
+                "error": "not_found", "error_description": "this server has no OAuth: send "
+                "'Authorization: Bearer <token>' to /mcp with the token the server reads from its "
+                f"{TOKEN_ENV} environment variable"}), path
+    for path in ("/mcp", "/.well-knownx", "/registers", "/mcp/register"):
+        assert httpx.get(root + path, timeout=10).status_code == 401, path
 
 
 def test_right_token_is_served(http_server: str) -> None:

@@ -94,7 +94,7 @@ def test_every_http_request_is_remote_and_stdio_is_not() -> None:
     assert caller_of(Request()).remote and caller_of(Request()).name == "local"
 
 
-class BrokenBackend:
+class BrokenBackend(ModelBackend):
     """A backend whose every request hits a bug of ours, with a path in its message."""
 
     model = "m"

@@ -35,15 +35,20 @@ def stuck_requests(fake: Any) -> list[Any]:
 
 async def test_episode_timeout_stops_the_episode_and_the_next_call_works(
         tmp_path: Path, fake_ollama: Any) -> None:
-    """Past --episode-timeout: a ToolError, the model request is closed, the server stays usable."""
+    """Past --episode-timeout: a ToolError, the model request is closed, the server stays usable.
+
+    A first question starts the SQLite worker: on a loaded machine its start alone outlasted the
+    limit, which then ended the slow episode before its model request was sent.
+    """
     slow = ScriptPolicy([ScriptedReply(tool_call("list_tables"), delay=30)])
     fake = fake_ollama(KeyedPolicy({"slowly": slow, "": OraclePolicy(BOOK_GOLD)}))
-    server = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--episode-timeout", "1"])
+    server = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--episode-timeout", "3"])
     async with Client(server) as client:
+        assert not (await client.call_tool(TOOL, {"question": "How many books are there?"})).is_error
         with anyio.fail_after(20):
             text = error_text(await client.call_tool(TOOL, {"question": "Count books slowly"}))
         assert text == (
-            "Answering took longer than the 1 s limit and was stopped. Retry, ask a narrower "
+            "Answering took longer than the 3 s limit and was stopped. Retry, ask a narrower "
             "question, or ask the server's operator to raise --episode-timeout (a slow machine or "
             "a model still loading can cause this).")
         assert await fake.await_disconnects(1, timeout=5)
@@ -159,9 +164,14 @@ async def test_one_runtime_slot_serves_each_episode_whole_in_arrival_order(tmp_p
 
 @pytest.mark.slow
 async def test_episode_timeout_does_not_count_the_wait_for_a_slot(tmp_path: Path) -> None:
-    """Four questions on one slot take longer together than --episode-timeout; none times out."""
-    backend = PolicyBackend(DelayedPolicy(OraclePolicy(BOOK_GOLD), 0.25))  # about 0.75 s an episode
-    server = build(tmp_path, ["--demo", "--runtime-slots", "1", "--episode-timeout", "2"], backend)
+    """Four questions on one slot take longer together than --episode-timeout; none times out.
+
+    An episode takes at least 2.25 s (three rounds of 0.75 s), so the last question waits at least
+    6.75 s, past the 6 s limit, while an episode alone leaves 3.75 s for a loaded machine (with
+    0.25 s rounds and a 2 s limit one took longer than the limit by itself).
+    """
+    backend = PolicyBackend(DelayedPolicy(OraclePolicy(BOOK_GOLD), 0.75))
+    server = build(tmp_path, ["--demo", "--runtime-slots", "1", "--episode-timeout", "6"], backend)
     answers, _ = await ask_at_once(server, list(BOOK_GOLD))
     assert {q: a["sql"] if a else None for q, a in answers.items()} == BOOK_GOLD
-    assert max(a["queued_seconds"] for a in answers.values()) > 2.0
+    assert max(a["queued_seconds"] for a in answers.values()) > 6.0

@@ -15,11 +15,14 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.mcp import BOOK_GOLD, TOOL
+from tests.support.mcp import BOOK_GOLD, TOOL, DelayedPolicy, KeyedPolicy
+from tests.support.policies import OraclePolicy
 from tests.support.team import (
     ALL,
     BOOK_QUESTION,
     BOOKS,
+    SALES_GOLD,
+    TeamServer,
     ask,
     error_text,
     list_tool,
@@ -70,20 +73,106 @@ async def test_per_minute_quota_is_per_token_and_says_when_to_retry(team_server:
 
 
 async def test_concurrency_quota_queues_only_its_own_token(team_server: Any) -> None:
-    """A token allowed one question at once queues its second; the other token's goes straight on."""
-    server = team_server(delay=0.3, books_quota="max_concurrent = 1\n")  # about 0.9 s an episode
+    """A token allowed one question at once queues its second; the other token's goes straight on.
+
+    The runtime holds every generation until the test has seen that state (two questions with the
+    model, one queued), so no bound depends on how fast the machine is: the queued one waited at
+    least from then to the release, the others at most until they were seen with the model
+    (queued_seconds is rounded to the millisecond).
+    """
+    server = team_server(books_quota="max_concurrent = 1\n")
     answers: dict[str, Any] = {}
 
     async def one(key: str, token: str) -> None:
         answers[key] = await ask(server.url, token, {"question": BOOK_QUESTION, "database": "bookshop"})
 
+    def with_the_model() -> int:
+        return sum(BOOK_QUESTION in r.body["prompt"] for r in server.runtime.generating)
+
+    server.runtime.hold()
+    asked_at = time.monotonic()
     async with anyio.create_task_group() as group:
         group.start_soon(one, "books-1", BOOKS)
         group.start_soon(one, "books-2", BOOKS)
         group.start_soon(one, "all", ALL)
+        await wait_until(lambda: with_the_model() == 2)
+        seen_at = time.monotonic()
+        await wait_until(lambda: server.metrics()["sqale_queue_length{queue=token}"] == 1)
+        queued_at = time.monotonic()
+        await anyio.sleep(0.5)  # a wait the queued one's queued_seconds must include
+        assert with_the_model() == 2  # the queued one has not reached the model meanwhile
+        released_at = time.monotonic()
+        server.runtime.release()
     queued = sorted(answers[k].structured_content["queued_seconds"] for k in ("books-1", "books-2"))
-    assert queued[0] < 0.3 and queued[1] > 0.6
-    assert answers["all"].structured_content["queued_seconds"] < 0.3
+    assert queued[0] <= seen_at - asked_at + 0.001
+    assert queued[1] + 0.001 >= released_at - queued_at >= 0.5
+    assert answers["all"].structured_content["queued_seconds"] <= seen_at - asked_at + 0.001
+
+
+SLOW_GOLD = {**SALES_GOLD, "What do the sales amount to?": "SELECT sum(amount) FROM sales"}
+
+
+def slow_sales(seconds: float) -> KeyedPolicy:
+    """The sales questions answered slowly (each model reply takes `seconds`), the rest at once."""
+    return KeyedPolicy({"sales": DelayedPolicy(OraclePolicy(SLOW_GOLD), seconds), "": OraclePolicy(BOOK_GOLD)})
+
+
+async def wait_in_flight(server: TeamServer, questions: int) -> None:
+    """Until the server has admitted `questions` questions that are not yet answered."""
+    with anyio.fail_after(30):
+        while server.metrics()[sample_key("sqale_questions_in_flight", {})] < questions:
+            await anyio.sleep(0.1)
+
+
+async def test_a_busy_token_leaves_a_place_for_another_at_the_defaults(team_server: Any,
+                                                                       fake_ollama: Any) -> None:
+    """Issue 31: with the default 4 workers and 4 runtime slots, token `all` asks four slow
+    questions; token `books` is answered at once while all four are still running (a token holds
+    at most 3 places when several share them), and the start-up log says so."""
+    fake = fake_ollama(slow_sales(60))
+    server = team_server(ollama_url=fake.url, places=(), environ={"OLLAMA_NUM_PARALLEL": "4"})
+    slow: list[Any] = []
+
+    async def busy() -> None:
+        slow.append(await ask(server.url, ALL, {"question": "How many sales are there?", "database": "sales"}))
+
+    async with anyio.create_task_group() as group:
+        for _ in range(4):
+            group.start_soon(busy)
+        await wait_in_flight(server, 4)
+        with anyio.fail_after(45):  # the slow questions' first replies take 60 s
+            other = await ask(server.url, BOOKS, {"question": BOOK_QUESTION})
+        assert slow == []  # none of the four has finished
+        group.cancel_scope.cancel()
+    assert other.structured_content["rows"] == [[16]]
+    assert other.structured_content["queued_seconds"] < 5
+    assert ("2 tokens share 4 places (the smaller of --max-concurrent and the runtime slots): each runs "
+            "at most 3 episodes at once (fewer where its max-concurrent says so), so one place is "
+            "always left for the others") in server.stderr.read_text()
+
+
+async def test_with_one_place_another_token_waits_for_one_episode_not_a_queue(
+        team_server: Any, fake_ollama: Any) -> None:
+    """Ollama's default single slot: token `all` has one slow question running and one waiting;
+    token `books`, asking next, goes before that waiting one (it waits for the running episode
+    only), and the start-up log warns that tokens take turns."""
+    fake = fake_ollama(slow_sales(2))
+    server = team_server(ollama_url=fake.url, places=(), environ={"OLLAMA_NUM_PARALLEL": ""})
+    done: list[str] = []
+
+    async def asks(key: str, token: str, arguments: dict[str, Any]) -> None:
+        await ask(server.url, token, arguments)
+        done.append(key)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(asks, "all-1", ALL, {"question": "How many sales are there?", "database": "sales"})
+        await wait_in_flight(server, 1)
+        group.start_soon(asks, "all-2", ALL, {"question": "What do the sales amount to?", "database": "sales"})
+        await wait_in_flight(server, 2)
+        await asks("books", BOOKS, {"question": BOOK_QUESTION})
+        assert done == ["all-1", "books"]
+        group.cancel_scope.cancel()
+    assert "WARNING mcp_server.runtime: 2 tokens share one place (" in server.stderr.read_text()
 
 
 async def test_metrics_parse_and_move_with_questions(team_server: Any) -> None:
@@ -117,21 +206,23 @@ def server_replica(metrics: dict[str, float]) -> str:
 
 async def test_sigterm_drains_questions_in_flight(team_server: Any) -> None:
     """SIGTERM with three questions running: they finish, a new one is refused, the log is whole, exit 0."""
-    server = team_server("--drain-timeout", "20", "--log-format", "json", delay=0.5)  # 1.5 s an episode
+    server = team_server("--drain-timeout", "20", "--log-format", "json")
     questions = list(BOOK_GOLD)[:3]
     answers: dict[str, Any] = {}
 
     async def one(question: str) -> None:
         answers[question] = await ask(server.url, ALL, {"question": question, "database": "bookshop"})
 
+    server.runtime.hold()  # the three stay in flight until the late question has been refused
     async with anyio.create_task_group() as group:
         for question in questions:
             group.start_soon(one, question)
         await wait_until(lambda: server.metrics()["sqale_questions_in_flight{}"] == 3)
         stopped_at = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
-        await anyio.sleep(0.2)
+        await wait_until(lambda: "SIGTERM: taking no new questions" in server.stderr.read_text())
         late = error_text(await ask(server.url, ALL, {"question": BOOK_QUESTION, "database": "bookshop"}))
+        server.runtime.release()
     assert late == ("The server is shutting down and takes no new questions. Ask again in a minute, "
                     "once it has restarted (or ask its operator).")
     assert {q: a.structured_content["sql"] for q, a in answers.items()} == {q: BOOK_GOLD[q] for q in questions}

@@ -1,6 +1,6 @@
-"""One token cannot spoil a team server for the others, over real HTTP on 127.0.0.1 (issue 22):
-sessions capped per token and bound to it, idle ones closed, silent or slow connections closed,
-and errors that name no server path or URL."""
+"""One token cannot spoil a team server for the others, over real HTTP on 127.0.0.1 (issues 22 and
+31): sessions capped per token and bound to it, security headers sent once, idle ones closed,
+silent or slow connections closed, and errors that name no server path or URL."""
 
 from __future__ import annotations
 
@@ -15,10 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
+from mcp_server.serving.headers import RepeatedHeader
 from tests.support.team import (
     ALL,
     BOOK_QUESTION,
     BOOKS,
+    INITIALIZE,
+    JSON_AND_SSE,
+    TOKENS,
     ask,
     error_text,
     in_session,
@@ -29,6 +33,85 @@ from tests.support.team import (
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
 SESSION_CAP = "max_sessions = 3\n"
+Headers = list[tuple[str, str]]
+
+
+def raw_post(http: httpx.Client, url: str, headers: Headers, payload: dict[str, Any] = INITIALIZE
+             ) -> httpx.Response:
+    """POST `payload` with exactly these header lines (repeats kept), besides Accept and Content-Type."""
+    return http.post(url, content=json.dumps(payload).encode(), headers=[*JSON_AND_SSE.items(), *headers])
+
+
+def refused_for(response: httpx.Response, name: str, joined: bool = False) -> bool:
+    """True when `response` is the 400 naming header `name` as repeated (or joined)."""
+    return (response.status_code, response.json()) == (400, {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600, "message": str(RepeatedHeader(name, joined))}})
+
+
+def test_a_repeated_protocol_version_opens_no_session(team_server: Any) -> None:
+    """Issue 31's attack: Mcp-Protocol-Version 2025-11-25 then 2026-07-28 (the SDK routed on the
+    first, our cap read the last) is 400 and opens nothing, nor do the reversed order or the two
+    joined by a comma; the token still gets its 3 sessions and no more, and another token its own."""
+    server = team_server("--max-sessions", "30", books_quota=SESSION_CAP)
+    auth = ("Authorization", f"Bearer {BOOKS}")
+    with httpx.Client(timeout=10) as http:
+        for _ in range(12):
+            for versions in (["2025-11-25", "2026-07-28"], ["2026-07-28", "2025-11-25"]):
+                sent = raw_post(http, server.url, [auth, *(("Mcp-Protocol-Version", v) for v in versions)])
+                assert refused_for(sent, "mcp-protocol-version"), sent.text
+            joined = raw_post(http, server.url, [auth, ("Mcp-Protocol-Version", "2025-11-25, 2026-07-28")])
+            assert refused_for(joined, "mcp-protocol-version", joined=True), joined.text
+        assert [open_session(http, server.url, BOOKS).status_code for _ in range(5)] == [200] * 3 + [429] * 2
+        assert open_session(http, server.url, ALL).status_code == 200
+    metrics = server.metrics()
+    assert metrics[sample_key("sqale_http_sessions", {"token": "books"})] == 3
+    assert metrics[sample_key("sqale_http_sessions", {"token": "all"})] == 1
+
+
+def test_a_repeated_session_id_cannot_free_a_place(team_server: Any) -> None:
+    """Mcp-Session-Id twice, an unknown id then the token's own (the SDK answered 404 for the first
+    while our count closed the second, yet the SDK kept it), in any case: 400, and the cap holds."""
+    server = team_server(books_quota=SESSION_CAP)
+    auth = ("Authorization", f"Bearer {BOOKS}")
+    version = ("Mcp-Protocol-Version", "2025-06-18")
+    with httpx.Client(timeout=10) as http:
+        ids = [open_session(http, server.url, BOOKS).headers["mcp-session-id"] for _ in range(3)]
+        for own in ids:
+            for first, second in [("Mcp-Session-Id", "mcp-session-id"), ("MCP-SESSION-ID", "Mcp-Session-Id")]:
+                pair = [(first, uuid.uuid4().hex), (second, own)]
+                listed = raw_post(http, server.url, [auth, version, *pair],
+                                  {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+                assert refused_for(listed, "mcp-session-id"), listed.text
+                ended = http.request("DELETE", server.url, headers=[auth, version, *pair])
+                assert refused_for(ended, "mcp-session-id"), ended.text
+        assert open_session(http, server.url, BOOKS).status_code == 429
+        assert all(in_session(http, "POST", server.url, BOOKS, own).status_code == 200 for own in ids)
+    assert server.metrics()[sample_key("sqale_http_sessions", {"token": "books"})] == 3
+
+
+def test_two_credentials_in_one_request_are_refused(team_server: Any) -> None:
+    """Authorization twice (two tokens, either order, or one token twice) or two joined by a comma:
+    400 on /mcp and on /metrics; Mcp-Method and Mcp-Name twice: 400; one of each is served."""
+    server = team_server()
+    metrics_url = server.url.removesuffix("/mcp") + "/metrics"
+    metrics_token = f"Bearer {TOKENS['SQALE_METRICS_TOKEN']}"
+    with httpx.Client(timeout=10) as http:
+        for pair in [(BOOKS, ALL), (ALL, BOOKS), (BOOKS, BOOKS)]:
+            sent = raw_post(http, server.url, [("Authorization", f"Bearer {t}") for t in pair])
+            assert refused_for(sent, "authorization"), sent.text
+        joined = raw_post(http, server.url, [("Authorization", f"Bearer {BOOKS}, Bearer {ALL}")])
+        assert refused_for(joined, "authorization", joined=True), joined.text
+        for second in (metrics_token, f"Bearer {ALL}"):
+            scraped = http.get(metrics_url, headers=[("Authorization", metrics_token),
+                                                     ("authorization", second)])
+            assert refused_for(scraped, "authorization"), scraped.text
+        assert http.get(metrics_url, headers={"Authorization": metrics_token}).status_code == 200
+        for name, value in [("Mcp-Method", "initialize"), ("Mcp-Name", "answer_sql_question")]:
+            sent = raw_post(http, server.url, [("Authorization", f"Bearer {ALL}"), (name, value),
+                                               (name, value)])
+            assert refused_for(sent, name.lower()), sent.text
+        assert raw_post(http, server.url, [("Authorization", f"Bearer {ALL}"), ("Mcp-Method", "initialize")]
+                        ).status_code == 200
 
 
 def test_one_token_cannot_take_every_session(team_server: Any) -> None:

@@ -11,7 +11,7 @@ import pytest
 from agent.errors import ConfigError
 from mcp_server.answer.scoping import scoped_input_schema
 from mcp_server.config.command_line import parse_settings
-from mcp_server.serving.access import Caller, token_table
+from mcp_server.serving.access import Caller, CallerToken, token_table
 from mcp_server.serving.log_format import JsonLogFormatter
 from mcp_server.serving.quotas import MinuteWindow, QuotaExceeded
 
@@ -51,7 +51,7 @@ def test_token_tables_refuse_what_they_cannot_use(tmp_path: Path) -> None:
         "TOK_X=<secret> before starting the server")
     assert config_error(tmp_path, '[tokens.a]\nenv = "TOK_A"\ntoken = "x"\n') == (
         f"{where}: unknown setting 'token'; known: databases, env, max-concurrent, max-sessions, "
-        "questions-per-minute")
+        "questions-per-minute, save-verified")
     assert config_error(tmp_path, '[tokens.a]\nenv = "TOK_A"\ndatabases = []\n') == (
         f"{where}.databases: give a non-empty list of aliases, e.g. databases = "
         '["sales", "chinook"] (leave it out for all) (got [])')
@@ -94,6 +94,32 @@ def test_two_tokens_with_one_value_are_refused(tmp_path: Path) -> None:
         token_table(settings, ("sales",))
 
 
+@pytest.mark.anyio
+async def test_the_token_table_is_the_sdks_token_verifier(tmp_path: Path) -> None:
+    """verify_token gives the SDK an AccessToken naming the token (never its value) with its Caller;
+    a wrong token gives None."""
+    settings = settings_from(tmp_path, '[tokens.a]\nenv = "TOK_A"\ndatabases = ["sales"]\n')
+    table = token_table(settings, ("sales",))
+    found = await table.verify_token("secret-a")
+    assert found == CallerToken(token="a", client_id="a", scopes=[], caller=Caller("a", ("sales",)))
+    assert "secret-a" not in repr(found)
+    assert await table.verify_token("secret-") is None
+    assert await table.verify_token("sécret") is None
+
+
+def test_a_token_with_a_comma_is_refused_at_start(tmp_path: Path) -> None:
+    """A token holding a comma could never be sent (it reads as two joined): refused at start,
+    the metrics token too."""
+    settings = settings_from(tmp_path, '[tokens.a]\nenv = "TOK_A"\n', "--metrics-token-env", "TOK_M",
+                             environ={"TOK_A": "one,two", "TOK_M": "m,m"})
+    with pytest.raises(ConfigError) as info:
+        token_table(settings, ("sales",))
+    assert str(info.value) == (
+        "a, the metrics token: a token may not contain ',' (the server reads a comma in an "
+        "Authorization header as two tokens joined); give it a value without one, e.g. from: python "
+        "-c 'import secrets; print(secrets.token_urlsafe(32))'")
+
+
 def test_minute_window_admits_the_limit_then_says_when() -> None:
     """Two per minute: the third waits until the first leaves the window."""
     now = [100.0]
@@ -111,11 +137,11 @@ def test_scoped_schema_keeps_only_the_callers_aliases() -> None:
     """An alias enum in the schema is cut to the caller's aliases; the rest is untouched."""
     schema = {"type": "object", "properties": {
         "question": {"type": "string"},
-        "database": {"anyOf": [{"type": "string", "enum": ["sales", "hr"]}, {"type": "null"}]}}}
+        "database": {"type": "string", "enum": ["sales", "hr"]}}}
     assert scoped_input_schema(schema, ("hr",)) == {"type": "object", "properties": {
         "question": {"type": "string"},
-        "database": {"anyOf": [{"type": "string", "enum": ["hr"]}, {"type": "null"}]}}}
-    assert schema["properties"]["database"]["anyOf"][0]["enum"] == ["sales", "hr"]
+        "database": {"type": "string", "enum": ["hr"]}}}
+    assert schema["properties"]["database"]["enum"] == ["sales", "hr"]
 
 
 def test_json_log_lines_carry_time_level_event_and_question_id() -> None:

@@ -16,12 +16,14 @@ from mcp_server.answer.output import AnswerOutput, Candidate
 from mcp_server.app import SqaleServer, build_server
 from mcp_server.config.command_line import parse_settings
 from tests.support.mcp import BOOK_GOLD, TOOL
+from tests.support.mcp_in_process import metric
 from tests.support.policies import (
     OraclePolicy,
     ScriptedReply,
     ScriptPolicy,
     SeedSwitchPolicy,
     assistant_reply,
+    count_tokens,
     tool_call,
 )
 
@@ -155,3 +157,34 @@ async def test_samples_out_of_range_is_a_tool_error(tmp_path: Path, fake_ollama:
     assert result.content[0].text.endswith(
         "`samples` is 4; give a number from 1 to 3 (the server's --max-samples), or leave it out for "
         "the server's default.")
+
+
+@pytest.mark.parametrize("samples", [1, 3])
+async def test_every_seeded_sample_runs_through_the_metered_backend(samples: int, tmp_path: Path,
+                                                                    fake_ollama: Any) -> None:
+    """--seed 100 with K samples over MCP: each sample samples with its own seed through the server's
+    metered backend, so every request of every sample is timed and its prompt tokens counted."""
+    fake = fake_ollama(SeedSwitchPolicy({100: submits("SELECT 1"), 101: submits("SELECT 2"),
+                                         102: submits("SELECT 3")}))  # no majority: all finish
+    server = build(tmp_path, fake.url)
+    result = await call(server, samples)
+    assert not result.is_error, result.content
+    generated = fake.bodies("/api/generate")
+    assert (seeds_sent(fake), len(generated)) == ([100, 101, 102][:samples], 2 * samples)
+    labels = {"backend": "ollama", "replica": fake.url}
+    assert metric(server, "sqale_model_request_seconds_count", **labels) == len(generated)
+    counted = sum(metric(server, "sqale_model_prompt_tokens_total", **labels, cache=kind)
+                  for kind in ("evaluated", "reused", "unknown"))
+    assert counted == sum(count_tokens(body["prompt"]) for body in generated)
+
+
+async def test_a_seeded_samples_failure_is_counted_over_mcp(tmp_path: Path, fake_ollama: Any) -> None:
+    """A seeded sample whose request fails: the tool reports the runtime's error and the metrics
+    count the failure under the backend and its replica."""
+    broken = ScriptPolicy([ScriptedReply("the engine fell over", http_status=500)])
+    fake = fake_ollama(SeedSwitchPolicy({100: submits("SELECT 1"), 101: broken}))
+    server = build(tmp_path, fake.url)
+    result = await call(server, 2)
+    assert result.is_error and "the engine fell over" in result.content[0].text
+    assert metric(server, "sqale_model_request_failures_total", backend="ollama", replica=fake.url,
+                  error="BackendResponseError") == 1

@@ -21,8 +21,9 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
-from agent.backends.base import Completion
+from agent.backends.base import Completion, ModelBackend
 from agent.backends.openai_compat import OpenAICompletionsBackend
+from agent.backends.wrapper import BackendWrapper
 from agent.episode import EpisodeResult, EpisodeSettings, EpisodeStatus
 from agent.errors import BackendError
 from agent.loop import run_episode
@@ -71,20 +72,21 @@ def music_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return create_database(tmp_path_factory.mktemp("db") / "music.sqlite", SCHEMA)
 
 
-class RecordingBackend:
+class RecordingBackend(BackendWrapper):
     """The real OpenAI backend, recording each request's prompt and max_tokens."""
 
-    def __init__(self, inner: OpenAICompletionsBackend) -> None:
-        self.inner, self.model = inner, inner.model
-        self.requests: list[tuple[str, int, Completion]] = []
+    def __init__(self, inner: ModelBackend, requests: list[tuple[str, int, Completion]] | None = None) -> None:
+        super().__init__(inner)
+        self.requests: list[tuple[str, int, Completion]] = [] if requests is None else requests
+
+    def rewrap(self, inner: ModelBackend) -> RecordingBackend:
+        """`inner` recorded into the same list."""
+        return RecordingBackend(inner, self.requests)
 
     async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
         completion = await self.inner.complete(prompt, max_tokens=max_tokens)
         self.requests.append((prompt, max_tokens, completion))
         return completion
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def count_tokens(server: LlamaServer, text: str) -> int:
@@ -105,7 +107,7 @@ def episode(server: LlamaServer, db_path: Path, question: str,
         backend = RecordingBackend(inner)
         backend_box.append(backend)
         try:
-            with Database(db_path) as db:
+            with Database.unruled(db_path) as db:
                 return await run_episode(question, db, backend, settings=settings)
         finally:
             await backend.aclose()

@@ -165,3 +165,15 @@ def test_a_backend_without_a_default_gets_one_slot_not_another_backends() -> Non
     plain = PolicyBackend(OraclePolicy({}))
     assert resolve_runtime_slots(None, plain, {"OLLAMA_NUM_PARALLEL": "8"}) == SlotChoice(
         1, "this backend does not say how many requests its runtime serves at once")
+
+
+def test_a_front_ends_own_default_gives_way_only_to_fewer_engine_slots() -> None:
+    """eval's --concurrency (`wanted`) stands in for the backend's default; the engines' slots win
+    only when they serve fewer; --runtime-slots still wins over both."""
+    ollama = OllamaBackend("m", host="http://o:1")
+    environ = {"OLLAMA_NUM_PARALLEL": "8"}
+    assert resolve_runtime_slots(None, ollama, environ, wanted=3) == SlotChoice(3, "--concurrency")
+    assert resolve_runtime_slots(None, ollama, environ, _facts(2), wanted=3) == SlotChoice(
+        2, "the engine's own: /props total_slots")
+    assert resolve_runtime_slots(None, ollama, environ, _facts(4), wanted=3) == SlotChoice(3, "--concurrency")
+    assert resolve_runtime_slots(5, ollama, environ, _facts(2), wanted=3) == SlotChoice(5, "--runtime-slots")

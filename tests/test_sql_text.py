@@ -1,10 +1,17 @@
-"""agent.sqlite.sql_text: skipping comments and whitespace, and the first keyword of a statement."""
+"""agent.sqlite.sql_text: skipping comments and whitespace, the first keyword of a statement, its tokens."""
 
 from __future__ import annotations
 
 import pytest
 
-from agent.sqlite.sql_text import first_keyword, skip_blanks, skip_comment
+from agent.sqlite.sql_text import (
+    TokenKind,
+    first_keyword,
+    parameter_names,
+    skip_blanks,
+    skip_comment,
+    sql_tokens,
+)
 
 
 @pytest.mark.parametrize(("sql", "start", "end"), [
@@ -37,3 +44,22 @@ def test_skip_blanks_runs_over_whitespace_comments_and_extra_characters() -> Non
 def test_first_keyword(sql: str, keyword: str) -> None:
     """The first word after whitespace, comments and opening parentheses, lower-cased."""
     assert first_keyword(sql) == keyword
+
+
+def test_sql_tokens_follow_sqlites_tokenizer() -> None:
+    """Strings, blobs, numbers, quoted names and every parameter form; comments are skipped."""
+    sql = ("SELECT a FROM t WHERE s LIKE :month || '%' AND b = 'it''s :x' -- :no\n"
+           " AND c = \"x\" AND d >= 1.5e3 AND e = ?2 AND f = $a::b(c) AND g = x'ab' AND h = .5 AND [i] = @z"
+           " AND T1.x = 0x1F AND y <> ? /* :no */")
+    kinds = [(t.kind, sql[t.start:t.end]) for t in sql_tokens(sql) if t.kind is not TokenKind.WORD]
+    assert kinds == [
+        (TokenKind.PARAMETER, ":month"), (TokenKind.SYMBOL, "||"), (TokenKind.STRING, "'%'"),
+        (TokenKind.SYMBOL, "="), (TokenKind.STRING, "'it''s :x'"), (TokenKind.SYMBOL, "="),
+        (TokenKind.QUOTED_NAME, '"x"'), (TokenKind.SYMBOL, ">="), (TokenKind.NUMBER, "1.5e3"),
+        (TokenKind.SYMBOL, "="), (TokenKind.PARAMETER, "?2"), (TokenKind.SYMBOL, "="),
+        (TokenKind.PARAMETER, "$a::b(c)"), (TokenKind.SYMBOL, "="), (TokenKind.BLOB, "x'ab'"),
+        (TokenKind.SYMBOL, "="), (TokenKind.NUMBER, ".5"), (TokenKind.QUOTED_NAME, "[i]"),
+        (TokenKind.SYMBOL, "="), (TokenKind.PARAMETER, "@z"), (TokenKind.SYMBOL, "."),
+        (TokenKind.SYMBOL, "="), (TokenKind.NUMBER, "0x1F"), (TokenKind.SYMBOL, "<>"),
+        (TokenKind.PARAMETER, "?")]
+    assert parameter_names(sql + " AND z = :month") == (":month", "?2", "$a::b(c)", "@z", "?")

@@ -42,7 +42,7 @@ def test_validate_rejects_missing_directory_and_non_sqlite(tmp_path: Path) -> No
 
 def test_schema_reads_columns_keys_and_views(shop: Path, engine: QueryEngine) -> None:
     """Schema lists tables and views with columns, PKs, defaults and resolved FKs."""
-    schema = Database(shop, engine).schema()
+    schema = Database.unruled(shop, engine).schema()
     assert schema.names == ("big_orders", "customer", "order")
     customer = schema.find("CUSTOMER")
     assert customer is not None and customer.kind == "table"
@@ -59,7 +59,7 @@ def test_schema_reads_columns_keys_and_views(shop: Path, engine: QueryEngine) ->
 
 def test_query_returns_rows_counts_and_clips(shop: Path, engine: QueryEngine) -> None:
     """Rows up to the cap, the total counted, blobs and long text replaced when clipping."""
-    db = Database(shop, engine)
+    db = Database.unruled(shop, engine)
     result = db.query('SELECT id, photo, note FROM "order" ORDER BY id', max_rows=2, cell_limit=3)
     assert result.status is QueryStatus.OK
     assert result.columns == ("id", "photo", "note")
@@ -70,13 +70,31 @@ def test_query_returns_rows_counts_and_clips(shop: Path, engine: QueryEngine) ->
 
 def test_sql_errors_are_values(shop: Path, engine: QueryEngine) -> None:
     """SQLite's own message comes back as an error value, never an exception."""
-    result = Database(shop, engine).query("SELECT nme FROM customer", max_rows=5)
+    result = Database.unruled(shop, engine).query("SELECT nme FROM customer", max_rows=5)
     assert (result.status, result.error) == (QueryStatus.SQL_ERROR, "no such column: nme")
+
+
+def test_parameters_are_bound_by_sqlite_never_spliced_into_the_text(shop: Path, engine: QueryEngine) -> None:
+    """Named parameters take the values given (quotes and SQL in them stay data); what the statement
+    read is known with them bound; a parameter left unbound or bound by position is an SQL error value."""
+    db = Database.unruled(shop, engine)
+    sql = "SELECT name, :said AS said FROM customer WHERE name = :name OR id = :id"
+    hostile = "x' OR 1=1; DROP TABLE customer; --"
+    result = db.query(sql, max_rows=5, params={"name": hostile, "id": 1, "said": "it's"})
+    assert (result.status, result.rows, result.tables_read, result.columns_read) == (
+        QueryStatus.OK, (("Ann", "it's"),), frozenset({"customer"}),
+        frozenset({("customer", "name"), ("customer", "id")}))
+    unbound = db.query("SELECT name FROM customer WHERE id = :id", max_rows=5)
+    positional = db.query("SELECT name FROM customer WHERE id = ?", max_rows=5, params={"id": 1})
+    assert [(r.status, r.error) for r in (unbound, positional)] == [
+        (QueryStatus.SQL_ERROR, "Incorrect number of bindings supplied. The current statement uses 1, and "
+                                "there are 0 supplied."),
+        (QueryStatus.SQL_ERROR, "Binding 1 has no name, but you supplied a dictionary (which has only names).")]
 
 
 def test_repeated_statement_still_reports_tables_read(shop: Path, engine: QueryEngine) -> None:
     """The same SQL run twice reports the tables it reads both times (no statement cache)."""
-    db = Database(shop, engine)
+    db = Database.unruled(shop, engine)
     sql = 'SELECT c.name FROM customer c JOIN "order" o ON o.customer_id = c.id'
     first = db.query(sql, max_rows=5)
     second = db.query(sql, max_rows=5)
@@ -86,7 +104,7 @@ def test_repeated_statement_still_reports_tables_read(shop: Path, engine: QueryE
 def test_schema_degrades_per_object(geo: Path, engine: QueryEngine) -> None:
     """R*Tree, FTS5 and plain tables read; a dbstat view, a doubling chain and a table of a
     missing module (SpatiaLite's spatial index) get a note."""
-    schema = Database(geo, engine).schema()
+    schema = Database.unruled(geo, engine).schema()
     notes = {t.name: t.note for t in schema.tables if t.note is not None}
     assert notes == {
         "pages": 'cannot be read: unsafe use of virtual table "dbstat"',
@@ -114,7 +132,7 @@ def test_a_worker_that_dies_before_answering_raises_with_its_stderr(shop: Path, 
     engine = QueryEngine(EngineLimits(query_timeout=5))
     try:
         with pytest.raises(DatabaseWorkerError) as info:
-            Database(shop, engine).schema()
+            Database.unruled(shop, engine).schema()
     finally:
         engine.close()
     message = str(info.value)

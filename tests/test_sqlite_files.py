@@ -24,7 +24,7 @@ def engine(deadline_engine: QueryEngine) -> QueryEngine:
 
 def test_schema_cache_refreshes_when_file_changes(shop: Path, engine: QueryEngine) -> None:
     """A table added to the file shows up in the next schema() call."""
-    db = Database(shop, engine)
+    db = Database.unruled(shop, engine)
     assert "extra" not in db.schema().names
     conn = sqlite3.connect(shop)
     conn.execute("CREATE TABLE extra (x)")
@@ -40,7 +40,7 @@ def test_wal_database_in_read_only_folder(tmp_path: Path, keep_shm: bool) -> Non
     if not mount_read_only(path.parent):
         pytest.skip("needs root and bind mounts to make a read-only folder")
     try:
-        with Database(path) as db:
+        with Database.unruled(path) as db:
             rows = db.query("SELECT x FROM t ORDER BY x", max_rows=5).rows
             warnings = db.schema().warnings
         if keep_shm:
@@ -55,7 +55,7 @@ def test_wal_database_in_read_only_folder(tmp_path: Path, keep_shm: bool) -> Non
 def test_wal_database_in_writable_folder_sees_every_commit(tmp_path: Path) -> None:
     """An ordinary WAL database shows commits still in its -wal file."""
     path = wal_database(tmp_path, keep_shm=False)
-    with Database(path) as db:
+    with Database.unruled(path) as db:
         assert db.query("SELECT x FROM t ORDER BY x", max_rows=5).rows == ((1,), (2,))
 
 
@@ -63,7 +63,7 @@ def test_damaged_file_is_a_path_error(tmp_path: Path, engine: QueryEngine) -> No
     """A file with the SQLite header but damaged contents is a DatabasePathError, not a crash."""
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"SQLite format 3\x00" + b"\xff" * 2000)
-    db = Database(bad, engine)
+    db = Database.unruled(bad, engine)
     with pytest.raises(DatabasePathError, match="cannot be read as an SQLite database"):
         db.schema()
     with pytest.raises(DatabasePathError, match="check the file is not damaged"):
@@ -73,7 +73,7 @@ def test_damaged_file_is_a_path_error(tmp_path: Path, engine: QueryEngine) -> No
 def test_a_file_replaced_at_the_same_path_is_read_afresh(tmp_path: Path, engine: QueryEngine) -> None:
     """After os.replace swaps the file, queries and schema see the new file, not the old one."""
     path = build_db(tmp_path / "live.sqlite", "CREATE TABLE old (x); INSERT INTO old VALUES (1);")
-    db = Database(path, engine)
+    db = Database.unruled(path, engine)
     assert db.query("SELECT x FROM old", max_rows=5).rows == ((1,),)
     fresh = build_db(tmp_path / "fresh.sqlite", "CREATE TABLE new (y); INSERT INTO new VALUES (2);")
     os.replace(fresh, path)
@@ -100,7 +100,7 @@ def test_a_changed_file_is_refused_when_the_worker_reopens_it(
     path = build_db(tmp_path / "served.sqlite", "CREATE TABLE t (x); INSERT INTO t VALUES (1);")
     other = build_db(tmp_path / "outside" / "secret.sqlite",
                      "CREATE TABLE t (x); INSERT INTO t VALUES (42);")
-    db = Database(path, engine)
+    db = Database.unruled(path, engine)
     assert db.query("SELECT x FROM t", max_rows=1).rows == ((1,),)
     makers = {
         "symlink to another database": lambda: path.symlink_to(other),
@@ -139,7 +139,7 @@ def test_wal_files_created_beside_a_database_are_stated(tmp_path: Path) -> None:
     writer.close()
     assert os.listdir(tmp_path) == ["w.sqlite"]
     before = digest(path)
-    with Database(path) as db:
+    with Database.unruled(path) as db:
         assert db.query("SELECT x FROM t", max_rows=5).rows == ((1,),)
         warnings = db.schema().warnings
     assert sorted(os.listdir(tmp_path)) == ["w.sqlite", "w.sqlite-shm", "w.sqlite-wal"]
@@ -149,5 +149,5 @@ def test_wal_files_created_beside_a_database_are_stated(tmp_path: Path) -> None:
         "it: SQLite's readers need them (they hold no data of ours, the database file itself is "
         "never written) and may leave them there; to avoid them, switch the database to rollback "
         "mode once with `PRAGMA journal_mode=DELETE` or serve it from a read-only folder",)
-    with Database(path) as db:  # present already: nothing new is created, nothing to say
+    with Database.unruled(path) as db:  # present already: nothing new is created, nothing to say
         assert db.schema().warnings == ()

@@ -74,7 +74,7 @@ def store(tmp_path: Path) -> Path:
 
 def _read(database: Path, sql: str) -> tuple[set[str], set[tuple[str, str]]]:
     """The tables and columns `sql` read on `database` (which it must run without error)."""
-    with Database(database) as db:
+    with Database.unruled(database) as db:
         result = db.query(sql, max_rows=10)
     assert result.ok, result.error
     return set(result.tables_read), set(result.columns_read)
@@ -176,7 +176,7 @@ def test_the_covering_index_case_never_opens_the_table(store: Path) -> None:
 
 def test_reads_false_leaves_the_authorizers_reads(store: Path) -> None:
     """Without `reads` no program is read: what the authorizer saw, which misses USING's tables."""
-    with Database(store) as db:
+    with Database.unruled(store) as db:
         result = db.query(THREE_USING, max_rows=10, reads=False)
     assert (result.tables_read, result.columns_read) == (
         frozenset({"customers", "order_items"}),
@@ -187,7 +187,7 @@ def test_reads_follow_a_schema_change(tmp_path: Path) -> None:
     """Root pages are resolved again when the schema changes (a table dropped and made anew)."""
     path = create_database(tmp_path / "s.sqlite", "CREATE TABLE a (id, x); CREATE TABLE b (id, y);")
     sql = "SELECT count(*) FROM a JOIN b USING (id)"
-    with Database(path) as db:
+    with Database.unruled(path) as db:
         before = db.query(sql, max_rows=1)
         conn = sqlite3.connect(path)
         conn.executescript("DROP TABLE b; CREATE TABLE c (z); CREATE TABLE b (y, id);")
@@ -213,10 +213,12 @@ def test_reads_under_hide_rules_name_nothing_hidden(store: Path) -> None:
         "SELECT o.day FROM orders o JOIN customers USING (customer_id)": (
             {"orders", "customers"},
             {("orders", "day"), ("orders", "customer_id"), ("customers", "customer_id")}),
+        "SELECT count(*) FROM order_items JOIN products USING (sku)": (  # sku is visible
+            {"order_items", "products"}, {("order_items", "sku"), ("products", "sku")}),
     }
     with Database(store, hide=rules) as db:
         results = {sql: db.query(sql, max_rows=10) for sql in sqls}
-        refused = db.query("SELECT count(*) FROM order_items JOIN products USING (sku)", max_rows=1)
+        refused = db.query("SELECT count(*) FROM order_items NATURAL JOIN products", max_rows=1)
     assert {sql: (r.status.value, set(r.tables_read), set(r.columns_read))
             for sql, r in results.items()} == {sql: ("ok", *read) for sql, read in sqls.items()}
     assert (refused.status.value, refused.tables_read, refused.columns_read) == (
@@ -237,7 +239,7 @@ async def test_episode_result_names_the_schema_tables_its_sql_read(
         shop: Path, sql: str, tables: tuple[str, ...], columns: tuple[tuple[str, str], ...]) -> None:
     """The episode keeps only schema names (no CTE), in name order, for the answer it settled on."""
     policy = ScriptPolicy([assistant_reply("answer", tool_call("submit_sql", sql=sql))])
-    with Database(shop) as db:
+    with Database.unruled(shop) as db:
         result = await run_episode("Which?", db, PolicyBackend(policy))
     assert (result.sql, result.tables_read, result.columns_read) == (sql, tables, columns)
 
@@ -309,7 +311,7 @@ def test_gold_sql_reads_the_same_whatever_the_join_syntax(engine: QueryEngine) -
     added, differ, rewritten = [], [], 0
     for dataset in datasets:
         for example in select_examples(dataset).examples:
-            db = Database(dataset.database_path(example.db_id), engine)
+            db = Database.unruled(dataset.database_path(example.db_id), engine)
             read = {reads: db.query(example.gold_sql, max_rows=1, count_cap=1, reads=reads)
                     for reads in (False, True)}
             if not read[True].ok:

@@ -214,7 +214,7 @@ def test_submit_sql_runs_like_run_query(weird: Database) -> None:
 def test_schema_refresh_after_the_file_changes(tmp_path: Path, engine: QueryEngine) -> None:
     """A table added by another writer shows up in the next call."""
     path = build(tmp_path / "grow.sqlite", "CREATE TABLE alpha (x);")
-    with Database(path, engine) as db:
+    with Database.unruled(path, engine) as db:
         assert run_tool(db, "list_tables", {}).text == "1 table:\nalpha"
         writer = sqlite3.connect(path)  # another writer, in place (not a new file)
         writer.executescript("CREATE TABLE beta (y INTEGER NOT NULL); INSERT INTO beta VALUES (7);")
@@ -227,7 +227,7 @@ def test_schema_refresh_after_the_file_changes(tmp_path: Path, engine: QueryEngi
 def test_thousand_tables_stay_compact(tmp_path: Path, engine: QueryEngine) -> None:
     """list_tables on 1,000 tables fits result_chars and says how to filter; pattern finds one."""
     sql = "".join(f"CREATE TABLE t{i:04d} (id INTEGER PRIMARY KEY);" for i in range(1000))
-    with Database(build(tmp_path / "wide.sqlite", sql), engine) as db:
+    with Database.unruled(build(tmp_path / "wide.sqlite", sql), engine) as db:
         text = run_tool(db, "list_tables", {}).text
         assert len(text) <= ToolSettings().result_chars
         assert text.splitlines()[0] == "1,000 tables:"

@@ -17,7 +17,7 @@ def test_timeouts(tmp_path: Path) -> None:
     path = build(tmp_path / "t.sqlite", "CREATE VIEW forever AS WITH RECURSIVE c(x) AS "
                                         "(SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c;")
     engine = QueryEngine(EngineLimits(query_timeout=0.3))
-    with Database(path, engine) as db:
+    with Database.unruled(path, engine) as db:
         start = time.monotonic()
         query = run_tool(db, "run_query", {"sql": "SELECT count(*) FROM forever"})
         values = run_tool(db, "distinct_values", {"table_name": "forever", "column_name": "x"})
@@ -47,7 +47,7 @@ INSERT INTO "abc‮txt" VALUES (1, 1);
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory, engine: QueryEngine) -> Database:
     """Table and column names carrying newlines, a fake instruction and a bidi override."""
-    return Database(build(tmp_path_factory.mktemp("hostile") / "h.sqlite", HOSTILE_SQL), engine)
+    return Database.unruled(build(tmp_path_factory.mktemp("hostile") / "h.sqlite", HOSTILE_SQL), engine)
 
 
 def test_hostile_names_stay_on_one_line_and_quoted(hostile: Database) -> None:
@@ -100,7 +100,7 @@ CREATE VIEW chain0 AS SELECT 1 AS x;
 @pytest.fixture(scope="module")
 def geopackage(tmp_path_factory: pytest.TempPathFactory, engine: QueryEngine) -> Database:
     """A GeoPackage-like file: an R*Tree, FTS5, views, a view over dbstat and a doubling chain."""
-    return Database(build(tmp_path_factory.mktemp("gpkg") / "g.gpkg", GEOPACKAGE_SQL), engine)
+    return Database.unruled(build(tmp_path_factory.mktemp("gpkg") / "g.gpkg", GEOPACKAGE_SQL), engine)
 
 
 def test_geopackage_like_file_is_usable(geopackage: Database) -> None:
@@ -127,7 +127,7 @@ def test_run_query_on_a_balloon_is_bounded_and_counts_every_column(tmp_path: Pat
     """2,000 columns x 4,500 characters: a short text that says how many columns there are."""
     sql = ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<50), "
            "t(a) AS (SELECT printf('%.4500c','x')) SELECT " + ",".join(["a"] * 2000) + " FROM t, r")
-    with Database(build(tmp_path / "e.sqlite", "CREATE TABLE e (x);"),
+    with Database.unruled(build(tmp_path / "e.sqlite", "CREATE TABLE e (x);"),
                   QueryEngine(EngineLimits(query_timeout=30))) as db:
         result = run_tool(db, "run_query", {"sql": sql})
         db.engine.close()

@@ -19,7 +19,7 @@ SPIDER = SHARED_DATA / "spider_dev" / "database"
 def real(path: Path, engine: QueryEngine) -> Database:
     if not path.exists():
         pytest.skip(f"{path} is absent (../shared/data is not next to this clone)")
-    return Database(path, engine)
+    return Database.unruled(path, engine)
 
 
 @pytest.fixture

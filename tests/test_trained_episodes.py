@@ -45,7 +45,7 @@ def databases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Da
     """One database per episode, built from its schema and the rows it shows."""
     directory = tmp_path_factory.mktemp("episodes")
     engine = QueryEngine(EngineLimits(workers=2))
-    opened = {e["id"]: Database(build_database(e, directory), engine) for e in EPISODES or []}
+    opened = {e["id"]: Database.unruled(build_database(e, directory), engine) for e in EPISODES or []}
     yield opened
     engine.close()
 

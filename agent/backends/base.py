@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import abc
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TypeVar
 
 _B = TypeVar("_B")
 
@@ -103,30 +104,71 @@ class EngineFacts:
     warnings: tuple[str, ...] = ()  # known traps this engine is set up with, one sentence each
 
 
-@runtime_checkable
-class ModelBackend(Protocol):
-    """Anything that completes raw ChatML text. Errors are agent.errors.BackendError subclasses."""
+class ModelBackend(abc.ABC):
+    """Anything that completes raw ChatML text: the one contract the product uses a backend by.
 
-    model: str
+    `complete` and `aclose` are required. Every other capability is a method whose default is
+    the neutral answer of a backend that cannot do it (the product's behaviour without it: one
+    runtime slot, no model check, the runtime's own randomness, no engine facts, itself as its
+    only replica), so a backend says what it cannot do by its answer, never by a missing
+    attribute, and the product never probes. A backend in front of another derives from
+    `agent.backends.wrapper.BackendWrapper`. Errors are agent.errors.BackendError subclasses.
+    """
 
+    model: str  # the model name sent to the runtime
+
+    @abc.abstractmethod
     async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
         """Continue `prompt` for at most `max_tokens` tokens, stopping at STOP_STRINGS."""
-        ...
 
+    @abc.abstractmethod
     async def aclose(self) -> None:
         """Release connections."""
-        ...
-
-
-@runtime_checkable
-class SeedableBackend(Protocol):
-    """A backend that can sample with another seed over the same connections (for K samples)."""
-
-    model: str
 
     def with_seed(self, seed: int) -> ModelBackend:
-        """This backend sampling with `seed`; it shares the connections: close only the original."""
-        ...
+        """This backend sampling with `seed` over the same connections (close only the original).
+
+        Itself when it cannot set a seed: the runtime's own randomness varies the samples.
+        """
+        return self
+
+    async def describe_model(self) -> ModelInfo | None:
+        """The runtime's word on the model before any question (the start-up check, `doctor`);
+        raises BackendError subclasses (unreachable, not found). None: it cannot check in advance."""
+        return None
+
+    @property
+    def where(self) -> str | None:
+        """Where the model runs, for messages: a host, or the replicas' base URLs; None: it does not say."""
+        return None
+
+    @property
+    def replica_label(self) -> str:
+        """The replica a request is counted under when its completion does not name one."""
+        return "default"
+
+    def default_slots(self, environ: Mapping[str, str]) -> SlotChoice:
+        """The runtime slots to use without --runtime-slots and without word from the engine."""
+        return SlotChoice(1, "this backend does not say how many requests its runtime serves at once")
+
+    async def engine_facts(self) -> tuple[EngineFacts, ...]:
+        """One EngineFacts per engine (replica), best effort: silence is no error. () when it
+        cannot ask its engines about themselves."""
+        return ()
+
+    def remember_engines(self, facts: Sequence[EngineFacts]) -> None:
+        """Take what another instance's engine_facts() found (how to talk to each engine).
+
+        Nothing to take by default: a backend that spells every request the same needs none.
+        """
+        return None
+
+    def per_replica(self) -> tuple[ModelBackend, ...]:
+        """This backend once per replica (engine), sharing the connections: close only the original.
+
+        Itself alone when it does not spread over several engines.
+        """
+        return (self,)
 
 
 def seeded_copy(backend: _B, seed: int) -> _B:
@@ -134,60 +176,3 @@ def seeded_copy(backend: _B, seed: int) -> _B:
     twin = copy.copy(backend)
     twin.sampling = replace(backend.sampling, seed=seed)  # type: ignore[attr-defined]
     return twin
-
-
-@runtime_checkable
-class DescribableBackend(Protocol):
-    """A backend that can check, before any question, that its runtime serves the model."""
-
-    model: str
-
-    async def describe_model(self) -> ModelInfo:
-        """Ask the runtime about the model; raises BackendError subclasses (unreachable, not found)."""
-        ...
-
-
-@runtime_checkable
-class LocatedBackend(Protocol):
-    """A backend that says where its model runs (for messages and metrics labels)."""
-
-    @property
-    def where(self) -> str:
-        """Where the model runs, for messages: a host, or the replicas' base URLs."""
-        ...
-
-    @property
-    def replica_label(self) -> str:
-        """The replica a request is counted under when its completion does not name one."""
-        ...
-
-
-@runtime_checkable
-class SlotAdvisingBackend(Protocol):
-    """A backend that knows how many requests its runtime serves at once when the engine does not say."""
-
-    def default_slots(self, environ: Mapping[str, str]) -> SlotChoice:
-        """The runtime slots to use without --runtime-slots and without word from the engine."""
-        ...
-
-
-@runtime_checkable
-class EngineAwareBackend(Protocol):
-    """A backend that can ask its engines about themselves (slots, what they are, their models)."""
-
-    async def engine_facts(self) -> tuple[EngineFacts, ...]:
-        """One EngineFacts per engine (replica), best effort: silence is no error."""
-        ...
-
-    def remember_engines(self, facts: Sequence[EngineFacts]) -> None:
-        """Take what another instance's engine_facts() found (how to talk to each engine)."""
-        ...
-
-
-@runtime_checkable
-class ReplicatedBackend(Protocol):
-    """A backend spread over several engines that can be addressed one at a time (for doctor)."""
-
-    def per_replica(self) -> tuple[ModelBackend, ...]:
-        """This backend once per replica, sharing the connections: close only the original."""
-        ...

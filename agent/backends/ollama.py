@@ -7,7 +7,7 @@ import os
 import re
 import time
 import urllib.parse
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -22,21 +22,19 @@ from .base import (
     VLLM_NEUTRAL_SAMPLERS,
     Completion,
     EngineFacts,
+    ModelBackend,
     ModelInfo,
     SamplingSettings,
     SlotChoice,
     seeded_copy,
 )
 from .ollama_facts import (
-    CACHE_UNREPORTED,
-    CACHED_COUNT_SINCE,
     DEFAULT_NUM_CTX,
     OLLAMA,
     OLLAMA_PARALLEL_ENV,
-    QWEN35_SINCE,
     context_length,
     parameter_warnings,
-    version_tuple,
+    release_facts,
 )
 
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
@@ -118,7 +116,7 @@ def _normalise_host(host: str) -> str:
     return f"{scheme.lower()}://{hostname}:{port}{path}"
 
 
-class OllamaBackend:
+class OllamaBackend(ModelBackend):
     """Completes raw ChatML prompts with an Ollama model (raw=True: no template applied)."""
 
     def __init__(
@@ -168,14 +166,7 @@ class OllamaBackend:
         """Ollama's version (/api/version), the model's parameters and context (/api/show), and the
         traps they reveal; it does not say its parallelism over HTTP (OLLAMA_NUM_PARALLEL)."""
         version = await self._version()
-        warnings: list[str] = []
-        notes: list[str] = []
-        seen = version_tuple(version) if version is not None else None
-        if seen is not None and seen < QWEN35_SINCE:
-            warnings.append(f"Ollama {version} is older than {'.'.join(map(str, QWEN35_SINCE))}, the first "
-                            "release that runs qwen3.5 models: upgrade Ollama")
-        if seen is not None and seen < CACHED_COUNT_SINCE:
-            notes.append(CACHE_UNREPORTED)
+        warnings, notes = release_facts(version)
         context = self.num_ctx
         try:
             shown = await self._call(self._client.show(self.model))
@@ -190,9 +181,6 @@ class OllamaBackend:
                   else "the model's context_length (/api/show), below the num_ctx sent")
         return (EngineFacts(where=self.host, engine=OLLAMA, version=version, context_tokens=context,
                             context_source=source, notes=tuple(notes), warnings=tuple(warnings)),)
-
-    def remember_engines(self, facts: Sequence[EngineFacts]) -> None:
-        """Nothing to remember: every Ollama request is spelled the same."""
 
     async def _version(self) -> str | None:
         """GET /api/version; None when Ollama does not answer it."""

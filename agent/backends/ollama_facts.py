@@ -14,9 +14,13 @@ from .base import VLLM_NEUTRAL_SAMPLERS, SamplingSettings
 # Ollama serves this many requests of one model at once (its default here: 1).
 OLLAMA_PARALLEL_ENV = "OLLAMA_NUM_PARALLEL"
 OLLAMA = "Ollama"
-# Ollama loads qwen3.5 models (the Gated DeltaNet hybrid) since 0.17.1, and reports the prompt
-# tokens it served from its cache (prompt_eval_cached_count) since 0.33.3.
+# Ollama loads qwen3.5 models (the Gated DeltaNet hybrid) and imports their safetensors since
+# 0.17.1 (ollama #14378); runs GGUF models on llama.cpp's llama-server, which loads the GGUFs
+# llama.cpp's converter writes, since 0.30.0 (ollama #16031: before, its own engine loaded Qwen3.5
+# GGUFs only as its own import lays them out, ollama #14545, #14513); and reports the prompt tokens
+# it served from its cache (prompt_eval_cached_count) since 0.33.3. docs/engines.md cites them.
 QWEN35_SINCE = (0, 17, 1)
+LLAMA_SERVER_SINCE = (0, 30, 0)
 CACHED_COUNT_SINCE = (0, 33, 3)
 # The Modelfile's PARAMETER lines: sampling as trained and vLLM's neutral samplers (sent with
 # every request too), and the context an episode needs.
@@ -32,6 +36,32 @@ CACHE_ADVICE = ("use Ollama 0.33.3 or later (it reports the reuse; releases buil
                 "clients of the model do not make Ollama reload it")
 CACHE_UNREPORTED = (f"Ollama before {'.'.join(map(str, CACHED_COUNT_SINCE))} does not report the "
                     "prompt tokens it served from its cache: prompt reuse shows as unknown")
+
+
+def _dotted(release: tuple[int, ...]) -> str:
+    return ".".join(map(str, release))
+
+
+OWN_ENGINE_NOTE = (f"Ollama before {_dotted(LLAMA_SERVER_SINCE)} loads a Qwen3.5 GGUF only as its own "
+                   "import writes it (`ollama create` from the safetensors folder), not one converted "
+                   f"with llama.cpp; {_dotted(LLAMA_SERVER_SINCE)} and later load both (llama.cpp's "
+                   "llama-server)")
+
+
+def release_facts(version: str | None) -> tuple[list[str], list[str]]:
+    """(warnings, notes) for the Ollama release `version` (/api/version); none when it is unknown."""
+    seen = version_tuple(version) if version is not None else None
+    if seen is None:
+        return [], []
+    warnings, notes = [], []
+    if seen < QWEN35_SINCE:
+        warnings.append(f"Ollama {version} is older than {_dotted(QWEN35_SINCE)}, the first release that "
+                        "runs qwen3.5 models: upgrade Ollama")
+    elif seen < LLAMA_SERVER_SINCE:
+        notes.append(OWN_ENGINE_NOTE)
+    if seen < CACHED_COUNT_SINCE:
+        notes.append(CACHE_UNREPORTED)
+    return warnings, notes
 
 
 def version_tuple(version: str) -> tuple[int, ...] | None:

@@ -54,7 +54,7 @@ class _ReplicaFailed(Exception):
         self.connection = connection
 
 
-class OpenAICompletionsBackend:
+class OpenAICompletionsBackend(ModelBackend):
     """Completes raw prompts through POST {base_url}/completions on the least busy replica."""
 
     def __init__(

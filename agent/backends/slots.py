@@ -14,16 +14,14 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TypeVar
 
 import anyio
 
 from ..errors import ConfigError
 from ..text import plural
-from .base import EngineAwareBackend, EngineFacts, SlotAdvisingBackend, SlotChoice
+from .base import EngineFacts, ModelBackend, SlotChoice
 
 OnWait = Callable[[int], Awaitable[None]]  # called with the number of questions ahead
-_B = TypeVar("_B")
 
 
 @dataclass(eq=False)
@@ -115,22 +113,6 @@ def waiting_message(ahead: int) -> str:
     return f"waiting for the model: {plural(ahead, 'question')} ahead"
 
 
-async def gather_engine_facts(backend: object, seconds: float) -> tuple[EngineFacts, ...]:
-    """What the backend's engines say about themselves within `seconds`; () when nothing is said."""
-    if not isinstance(backend, EngineAwareBackend):
-        return ()
-    with anyio.move_on_after(seconds):
-        return await backend.engine_facts()
-    return ()
-
-
-def told_engines(backend: _B, facts: Sequence[EngineFacts]) -> _B:
-    """`backend`, knowing what another instance of it learnt from its engines (eval's per-seed backends)."""
-    if isinstance(backend, EngineAwareBackend):
-        backend.remember_engines(facts)
-    return backend
-
-
 def engine_slots(facts: Sequence[EngineFacts]) -> SlotChoice | None:
     """The slots the engines say they have, summed over replicas; None unless every one says."""
     if not facts or any(f.slots is None for f in facts):
@@ -141,19 +123,21 @@ def engine_slots(facts: Sequence[EngineFacts]) -> SlotChoice | None:
     return SlotChoice(total, f"the engine's own: {'; '.join(sources)}{replicas}")
 
 
-def resolve_runtime_slots(given: int | None, backend: object, environ: Mapping[str, str],
-                          facts: Sequence[EngineFacts] = ()) -> SlotChoice:
+def resolve_runtime_slots(given: int | None, backend: ModelBackend, environ: Mapping[str, str],
+                          facts: Sequence[EngineFacts] = (), *, wanted: int | None = None) -> SlotChoice:
     """--runtime-slots when given, else what the engines say, else the backend's default.
 
-    A backend that has no default of its own gets one slot: nothing is assumed of its runtime.
+    `wanted` (eval's --concurrency) replaces the backend's default, and the engines' word counts
+    only when they serve fewer. A backend that has no default of its own gets one slot: nothing
+    is assumed of its runtime.
     """
     if given is not None:
         if given < 1:
             raise ConfigError(f"--runtime-slots must be at least 1 (got {given})")
         return SlotChoice(given, "--runtime-slots")
     told = engine_slots(facts)
+    if wanted is not None:
+        return told if told is not None and told.slots < wanted else SlotChoice(wanted, "--concurrency")
     if told is not None:
         return told
-    if isinstance(backend, SlotAdvisingBackend):
-        return backend.default_slots(environ)
-    return SlotChoice(1, "this backend does not say how many requests its runtime serves at once")
+    return backend.default_slots(environ)

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import argparse
 
+# The object `add_subparsers()` returns, to name in type hints (argparse exports no public name).
+SubParsers = argparse._SubParsersAction
+
+
 
 def option_groups(parser: argparse.ArgumentParser) -> list[tuple[str, list[argparse.Action]]]:
     """Each argument group's title and the arguments `--help` lists under it (not --help itself,

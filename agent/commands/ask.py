@@ -14,12 +14,10 @@ import anyio
 
 from ..asking import Asked, Question, SampleBackends, ask, summary_text
 from ..backends.advice import cache_advice
-from ..backends.base import LocatedBackend, SamplingSettings
-from ..backends.settings import make_backend
-from ..backends.slots import RuntimeSlots, gather_engine_facts, resolve_runtime_slots
-from ..engine_fit import fit_to_engines
+from ..backends.slots import RuntimeSlots
+from ..engine_session import engine_session
 from ..episode import EpisodeResult, EpisodeSettings, EpisodeStatus, Round
-from ..episode_text import progress_message, render_answer, render_trace, result_as_json
+from ..episode_text import EXACT_SQL, progress_message, render_answer, render_trace, result_as_json
 from ..errors import ConfigError
 from ..loop import run_episode
 from ..notes import evidence_with_notes, read_notes
@@ -28,14 +26,14 @@ from ..prompt_cache import episode_reuse, verdicts
 from ..settings.agent_settings import AgentSettings
 from ..settings.aliases import check_plain_path
 from ..sqlite import Database
-from ..verified import Consulted, consult, provenance_text, similar_text
+from ..untrusted import sql_block
+from ..verified import Consulted, consult, params_text, provenance_text, similar_text
 from .backend_options import add_backend_arguments, backend_choice, command_settings, prompts_from_args
 from .db_options import add_database_arguments, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
 from .verified_options import add_verified_arguments, open_library
 
 EXIT_NO_ANSWER = 3  # the model produced no runnable SQL (1: our error, 2: a usage error, 130: Ctrl-C)
-FACTS_SECONDS = 5.0  # asking the engine about itself: slots, context, what it is
 
 NAME = "ask"
 HELP = "answer a question on an SQLite database"
@@ -101,23 +99,20 @@ def run(args: argparse.Namespace) -> int:
             hints = consulted.hints() if consulted is not None and args.verified_hints else None
             model_evidence = evidence_with_notes(evidence_with_notes(notes.text if notes else None, hints),
                                                  args.evidence)
-            backend = make_backend(choice, SamplingSettings())
+            # As in the server: samples share the runtime's slots (what the engine says it serves at
+            # once, else the backend's default), and the budget fits the engine's context.
             try:
-                # As in the server: samples share the runtime's slots (what the engine says it serves
-                # at once, else the backend's default), and the budget fits the engine's context.
-                facts = await gather_engine_facts(backend, FACTS_SECONDS)
-                slots = RuntimeSlots(resolve_runtime_slots(given_slots, backend, os.environ, facts).slots)
-                fitted, shrunk = fit_to_engines(settings, facts)
-                if shrunk is not None:
-                    print(f"sqale-agent ask: {shrunk}", file=sys.stderr)
-                asked = Question(question, db, model_evidence, fitted, prompts)
-                done = await ask(asked, SampleBackends.seeded(backend, args.samples, args.seed), run_episode,
-                                 slot=lambda k: slots.slot(), on_round=report)
-                where = backend.where if isinstance(backend, LocatedBackend) else choice.address
-                warn_of_prompt_cache(done, where, next((f.engine for f in facts if f.engine), None))
-                return done, consulted
+                async with engine_session(choice, settings, runtime_slots=given_slots,
+                                          check_model=False) as session:
+                    if session.budget_note is not None:
+                        print(f"sqale-agent ask: {session.budget_note}", file=sys.stderr)
+                    slots = RuntimeSlots(session.slots.slots)
+                    asked = Question(question, db, model_evidence, session.episode, prompts)
+                    done = await ask(asked, SampleBackends.seeded(session.backend, args.samples, args.seed),
+                                     run_episode, slot=lambda k: slots.slot(), on_round=report)
+                    warn_of_prompt_cache(done, session.where, session.engine_kind)
+                    return done, consulted
             finally:
-                await backend.aclose()
                 if live:
                     print("\r\033[K", end="", file=sys.stderr, flush=True)
 
@@ -141,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     print(render_answer(chosen))
     if args.samples > 1:
         print()
-        print(summary_text(asked.summary()))
+        print(summary_text(asked.summary(), fence=lambda sql: sql_block(sql, exact=EXACT_SQL)))
     for paragraph in library_paragraphs(consulted):
         print()
         print(paragraph)
@@ -161,7 +156,7 @@ def library_paragraphs(consulted: Consulted | None) -> list[str]:
     """Beside the model's answer: why the library's own entry was not used, the similar entries."""
     if consulted is None:
         return []
-    listed = similar_text(consulted.similar, fence=lambda sql: f"```sql\n{sql}\n```")
+    listed = similar_text(consulted.similar, exact=EXACT_SQL)
     return [*([f"note: {consulted.not_served}"] if consulted.not_served else []), *([listed] if listed else [])]
 
 
@@ -174,6 +169,9 @@ def print_verified(consulted: Consulted, *, as_json: bool) -> int:
         return 0
     print(render_answer(consulted.answer))
     print()
+    read = params_text(consulted.provenance.params)  # a template's values, as read from the question
+    if read:
+        print(read)
     print(f"{provenance_text(consulted.provenance)} Leave out --verified for the model's own answer.")
     return 0
 

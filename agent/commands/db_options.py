@@ -21,6 +21,6 @@ def add_hide_argument(parser: Any) -> None:
                              "'*.password*' allowed, any case)")
 
 
-def hide_rules(args: argparse.Namespace) -> HideRules | None:
-    """The --hide rules, or None when there are none (ConfigError for a malformed rule)."""
-    return HideRules.parse(args.hide) or None
+def hide_rules(args: argparse.Namespace) -> HideRules:
+    """The --hide rules, empty when there are none (ConfigError for a malformed rule)."""
+    return HideRules.parse(args.hide)

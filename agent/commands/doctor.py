@@ -10,20 +10,10 @@ from importlib.metadata import packages_distributions
 import anyio
 
 from ..backends.advice import cache_advice
-from ..backends.base import (
-    PROBE_PROMPT,
-    DescribableBackend,
-    EngineFacts,
-    LocatedBackend,
-    ModelBackend,
-    ModelInfo,
-    ReplicatedBackend,
-    SamplingSettings,
-)
-from ..backends.settings import make_backend
-from ..backends.slots import engine_slots, gather_engine_facts, resolve_runtime_slots
+from ..backends.base import PROBE_PROMPT, ModelBackend, ModelInfo
+from ..backends.slots import engine_slots
 from ..cache_probe import CacheProbe, probe_cache
-from ..engine_fit import fit_to_engines
+from ..engine_session import EngineSession, ModelCheck, engine_session
 from ..episode import EpisodeSettings
 from ..errors import SqaleError
 from ..notes import read_notes
@@ -73,7 +63,7 @@ def package_clashes(providers: Mapping[str, Sequence[str]]) -> list[str]:
     return lines
 
 
-def _check_databases(paths: list[str], hide: HideRules | None) -> list[str]:
+def _check_databases(paths: list[str], hide: HideRules) -> list[str]:
     problems = []
     for path in paths:
         try:
@@ -122,41 +112,36 @@ def _print_hiding(schema: Schema) -> None:
 
 async def _check_model(args: argparse.Namespace) -> bool:
     choice = backend_choice(args)
-    backend = make_backend(choice, SamplingSettings())
-    where = backend.where if isinstance(backend, LocatedBackend) else choice.address
-    subject = f"{choice.backend} at {where}"
-    try:
-        facts = await gather_engine_facts(backend, PROBE_SECONDS)  # first: how to talk to each engine
-        if not isinstance(backend, DescribableBackend):  # our backends all are; a plug-in may not be
-            print(f"[info] {subject}: this backend cannot check its model in advance")
-        else:
-            info = await _describe(backend, subject)
-            if info is None:
-                return False
-            _print_model(subject, info)
-        generates = await _check_generation(backend, choice.backend, subject)
-        _report_slots(command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots"),
-                      backend, facts)
-        _report_budget(facts)
+    given = command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots")
+    # The budget as sqale-mcp, ask and eval fit it: the trained one, within the engines' context.
+    async with engine_session(choice, EpisodeSettings(), runtime_slots=given,
+                              seconds=PROBE_SECONDS) as session:
+        subject = f"{choice.backend} at {session.where}"
+        if not _report_model_check(subject, session.model_check):
+            return False
+        generates = await _check_generation(session.backend, choice.backend, subject)
+        _report_slots(session)
+        if session.budget_note is not None:
+            print(f"[warn] {session.budget_note}; sqale-mcp, ask and eval do so by themselves")
         if generates:
-            await _check_prompt_cache(backend, facts)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await backend.aclose()
+            await _check_prompt_cache(session)
     return generates
 
 
-async def _describe(backend: DescribableBackend, subject: str) -> ModelInfo | None:
-    """The runtime's description of the model, or None after printing why there is none."""
-    try:
-        with anyio.fail_after(PROBE_SECONDS):
-            return await backend.describe_model()
-    except SqaleError as exc:
-        print(f"[fail] {subject}: {exc}")
-    except TimeoutError:
+def _report_model_check(subject: str, check: ModelCheck) -> bool:
+    """Print what the runtime said of the model; False when that is a failure."""
+    if check.cannot_check:  # our backends all can; a plug-in may not
+        print(f"[info] {subject}: this backend cannot check its model in advance")
+        return True
+    if check.error is not None:
+        print(f"[fail] {subject}: {check.error}")
+        return False
+    if check.info is None:  # timed out
         print(f"[fail] {subject}: accepted the connection but did not answer within "
               f"{PROBE_SECONDS:g} s; check that this address is the model runtime and that it is not stuck")
-    return None
+        return False
+    _print_model(subject, check.info)
+    return True
 
 
 def _print_model(subject: str, info: ModelInfo) -> None:
@@ -177,10 +162,10 @@ def _print_model(subject: str, info: ModelInfo) -> None:
 
 async def _check_generation(backend: ModelBackend, kind: str, subject: str) -> bool:
     """One tiny real completion on each replica: a runtime can list a model and still fail to run it."""
-    replicas = backend.per_replica() if isinstance(backend, ReplicatedBackend) else (backend,)
+    replicas = backend.per_replica()
     ok = True
     for one in replicas:
-        at = f"{kind} at {one.where}" if len(replicas) > 1 and isinstance(one, LocatedBackend) else subject
+        at = f"{kind} at {one.where}" if len(replicas) > 1 and one.where is not None else subject
         try:
             with anyio.fail_after(GENERATION_SECONDS):
                 completion = await one.complete(PROBE_PROMPT, max_tokens=1)
@@ -200,10 +185,10 @@ async def _check_generation(backend: ModelBackend, kind: str, subject: str) -> b
     return ok
 
 
-def _report_slots(given: int | None, backend: ModelBackend, facts: tuple[EngineFacts, ...]) -> None:
+def _report_slots(session: EngineSession) -> None:
     """What --runtime-slots will be, what each engine says of itself (what it is, its slots,
     version and context, the traps of its set-up), and the mismatch."""
-    slots = resolve_runtime_slots(given, backend, os.environ, facts)
+    slots, facts = session.slots, session.facts
     print(f"[info] runtime slots: {slots.slots} ({slots.reason}): questions beyond that wait their turn")
     for f in facts:
         at = f" at {f.where}" if len(facts) > 1 else ""
@@ -231,19 +216,12 @@ def _report_slots(given: int | None, backend: ModelBackend, facts: tuple[EngineF
               "engine has leave slots idle")
 
 
-def _report_budget(facts: tuple[EngineFacts, ...]) -> None:
-    """The episode budget that fits the engines' context, when smaller than the trained one."""
-    _, note = fit_to_engines(EpisodeSettings(), facts)
-    if note is not None:
-        print(f"[warn] {note}; sqale-mcp, ask and eval do so by themselves")
-
-
-async def _check_prompt_cache(backend: ModelBackend, facts: tuple[EngineFacts, ...]) -> None:
+async def _check_prompt_cache(session: EngineSession) -> None:
     """Two rounds on each engine: does the second round's prompt come from its cache?"""
-    replicas = backend.per_replica() if isinstance(backend, ReplicatedBackend) else (backend,)
+    facts = session.facts
     kinds = {f.where: f.engine for f in facts}
-    for one in replicas:
-        where = one.where if isinstance(one, LocatedBackend) else backend.model
+    for one in session.backend.per_replica():
+        where = one.where or session.backend.model
         try:
             with anyio.fail_after(GENERATION_SECONDS):
                 probe = await probe_cache(one, where)

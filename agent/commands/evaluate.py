@@ -6,6 +6,7 @@ import argparse
 import shlex
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -14,13 +15,12 @@ from typing import Any
 import anyio
 
 from ..backends.advice import cache_advice
-from ..backends.base import DescribableBackend, EngineFacts, ModelInfo, SlotChoice
+from ..backends.base import EngineFacts, ModelBackend, SamplingSettings
 from ..backends.openai_engines import ENGINES_THAT_SAY
 from ..backends.settings import BackendSettings, make_backend
-from ..backends.slots import engine_slots, gather_engine_facts, told_engines
-from ..engine_fit import fit_to_engines
+from ..engine_session import EngineSession, engine_session
 from ..episode import EpisodeSettings
-from ..errors import BackendError, ConfigError, SqaleError
+from ..errors import ConfigError, SqaleError
 from ..evaluation import html_report
 from ..evaluation.datasets import KAGGLE_SPLITS, Benchmark, Dataset, Selection, load_dataset, select_examples
 from ..evaluation.golden import load_golden
@@ -40,7 +40,6 @@ from .backend_options import add_backend_arguments, backend_choice, prompts_from
 from .environment_option import add_environment_argument, environment_from_args
 
 EXIT_OK, EXIT_ABORTED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-FACTS_SECONDS = 5.0  # asking the engine how many requests it serves at once
 
 
 class _DeprecatedAlias(argparse.Action):
@@ -151,32 +150,26 @@ def run(args: argparse.Namespace) -> int:
     out_path = Path(args.out) if args.out else default_out_path(dataset.benchmark)
     summary_path = Path(args.summary) if args.summary else summary_path_for(out_path)
     print(describe_run(dataset, selection, choice, out_path, settings.episode.environment), file=sys.stderr)
-    facts, info = anyio.run(ask_engines, choice)
-    model = info.label if info is not None else choice.model
-    if info is not None and info.served_as is not None:
-        print(f"sqale-agent eval: the engine does not list the model {choice.model} but answers that name "
-              f"with its own model {model}; the results are labelled {model}", file=sys.stderr)
-    fewer = engine_serves_fewer(facts, settings)
-    if fewer is not None:
-        print(f"runtime slots: {fewer.slots} ({fewer.reason}): fewer episodes talk to the model at once "
-              f"than --concurrency {settings.concurrency}", file=sys.stderr)
-        settings = replace(settings, runtime_slots=fewer.slots)
-    episode, shrunk = fit_to_engines(settings.episode, facts)
-    if shrunk is not None:
-        print(f"sqale-agent eval: {shrunk}", file=sys.stderr)
-        settings = replace(settings, episode=episode)
-    progress = ProgressLine(len(selection.examples), settings.samples, sys.stderr, tty=sys.stderr.isatty())
-    # The engine's address (and what it is): a comparison of two runs says which engine each ran on.
-    kind = next((f.engine for f in facts if f.engine is not None), None)
-    run_details = run_info(settings, backend=choice.backend,
-                           extra={"engine": choice.address, "prompts": prompt_label(args),
-                                  **({"engine_kind": kind} if kind is not None else {})})
+
+    async def run_on_engines() -> tuple[RunResult, EvalSettings, EngineSession]:
+        async with engine_session(choice, settings.episode, runtime_slots=settings.runtime_slots,
+                                  wanted_slots=settings.concurrency) as session:
+            fitted = settings_for_engines(settings, session)
+            progress = ProgressLine(len(selection.examples), fitted.samples, sys.stderr,
+                                    tty=sys.stderr.isatty())
+            # The engine's address (and what it is): a comparison of two runs says which engine each ran on.
+            kind = session.engine_kind
+            run_details = run_info(fitted, backend=choice.backend,
+                                   extra={"engine": session.where, "prompts": prompt_label(args),
+                                          **({"engine_kind": kind} if kind is not None else {})})
+            result = await evaluate(
+                dataset, selection, partial(backend_for_run, choice, session.facts), model=session.model_label,
+                out_path=out_path, resume=args.resume, settings=fitted, prompts=prompts,
+                progress=progress, run=run_details)
+            return result, fitted, session
+
     try:
-        result: RunResult = anyio.run(partial(
-            evaluate, dataset, selection, lambda sampling: told_engines(make_backend(choice, sampling), facts),
-            model=model,
-            out_path=out_path, resume=args.resume, settings=settings, prompts=prompts,
-            progress=progress, run=run_details))
+        result, settings, session = anyio.run(run_on_engines)
     except EvaluationAborted as exc:
         print(f"sqale-agent eval: {exc}", file=sys.stderr)
         print(f"sqale-agent eval: {recorded_text(len(read_records(out_path)))} in {out_path}; "
@@ -190,12 +183,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nsqale-agent eval: interrupted; {recorded_text(recorded)} in {out_path}; "
               f"{resume_hint(args, out_path)}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    summary = summarize(result.records, benchmark=dataset.benchmark.value, model=model,
+    summary = summarize(result.records, benchmark=dataset.benchmark.value, model=session.model_label,
                         samples=settings.samples, selected=len(selection.examples),
                         missing_db_ids=selection.missing_db_ids, missing_db=len(selection.missing_db))
     write_summary(summary, summary_path)
     print(render_summary(summary), end="")
-    warn_of_prompt_cache(out_path, choice.address, kind)
+    warn_of_prompt_cache(out_path, session.where, session.engine_kind)
     print(f"\n{plural(result.ran, 'question')} run in {result.seconds:.1f} s ({result.resumed} kept from an "
           f"earlier run); results: {out_path}; summary: {summary_path}")
     if args.report:
@@ -213,30 +206,32 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def ask_engines(choice: BackendSettings) -> tuple[tuple[EngineFacts, ...], ModelInfo | None]:
-    """What the engines say about themselves (slots, context, what they are) and of the model they
-    serve (None: nothing said), best effort."""
-    backend = make_backend(choice)
-    try:
-        facts = await gather_engine_facts(backend, FACTS_SECONDS)
-        if not isinstance(backend, DescribableBackend):
-            return facts, None
-        with anyio.move_on_after(FACTS_SECONDS):
-            try:
-                return facts, await backend.describe_model()
-            except BackendError:  # the run's own requests fail with it, and stop after a few
-                return facts, None
-        return facts, None
-    finally:
-        await backend.aclose()
+def settings_for_engines(settings: EvalSettings, session: EngineSession) -> EvalSettings:
+    """The run's settings within what the engines said: their model's label, their slots when they
+    serve fewer episodes at once than --concurrency, the budget their context holds (each change
+    said on stderr)."""
+    info = session.model_check.info
+    if info is not None and info.served_as is not None:
+        print(f"sqale-agent eval: the engine does not list the model {info.name} but answers that name "
+              f"with its own model {info.served_as}; the results are labelled {info.served_as}",
+              file=sys.stderr)
+    slots = session.slots
+    if settings.runtime_slots is None and slots.slots < settings.concurrency:
+        print(f"runtime slots: {slots.slots} ({slots.reason}): fewer episodes talk to the model at once "
+              f"than --concurrency {settings.concurrency}", file=sys.stderr)
+        settings = replace(settings, runtime_slots=slots.slots)
+    if session.budget_note is not None:
+        print(f"sqale-agent eval: {session.budget_note}", file=sys.stderr)
+        settings = replace(settings, episode=session.episode)
+    return settings
 
 
-def engine_serves_fewer(facts: tuple[EngineFacts, ...], settings: EvalSettings) -> SlotChoice | None:
-    """The engine's own slots when no --runtime-slots is given and it serves fewer than --concurrency."""
-    if settings.runtime_slots is not None or settings.concurrency == 1:
-        return None
-    told = engine_slots(facts)
-    return told if told is not None and told.slots < settings.concurrency else None
+def backend_for_run(choice: BackendSettings, facts: Sequence[EngineFacts], sampling: SamplingSettings
+                    ) -> ModelBackend:
+    """One of the run's backends (one per seed), told what the engines said of themselves."""
+    backend = make_backend(choice, sampling)
+    backend.remember_engines(facts)
+    return backend
 
 
 def warn_of_prompt_cache(out_path: Path, engine: str, engine_kind: str | None) -> None:

@@ -1,4 +1,5 @@
-"""`sqale-agent golden add`: build a set of golden questions on your own database as you work."""
+"""`sqale-agent golden`: build golden questions on your own database as you work (`add`), and
+review what clients proposed for a verified library (`proposals`, `accept`, `reject`)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,22 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import ConfigError
-from ..golden_file import FROM_LOG_TAG, GoldenEntry, append_entries, database_reference, now_iso
+from ..golden_file import (
+    FROM_LOG_TAG,
+    GoldenEntry,
+    ParamSpec,
+    SlotType,
+    append_entries,
+    database_reference,
+    now_iso,
+    validation_text,
+)
 from ..jsonl import split_lines
-from ..sqlite import Database
+from ..sqlite import Database, SqlValue
 from ..text import plural
+from ..verified.checks import SqlRefusal, template_sample
+from ..verified.templates import Template, template_of, unbound_refusal
+from .golden_review import add_review_actions, run_review
 
 DEFAULT_FILE = "golden.jsonl"
 COUNT_CAP = 1_000_000  # rows counted for row_count; past it the count is a lower bound
@@ -24,16 +37,21 @@ ANSWERED = ("submitted", "final_answer")  # episode-log statuses whose SQL is th
 
 
 NAME = "golden"
-HELP = "build golden questions (question + known-good SQL) on your own database"
+HELP = "build golden questions (question + known-good SQL) on your own database, review proposals"
 DESCRIPTION = ("Keep a JSON Lines file of questions with known-good SQL, then measure the "
-               "model on it with `sqale-agent eval FILE.jsonl --db ALIAS=PATH`.")
+               "model on it with `sqale-agent eval FILE.jsonl --db ALIAS=PATH` or serve it as a "
+               "verified library; review what clients proposed for a library with `proposals`, "
+               "`accept` and `reject`.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `add` action of `sqale-agent golden` and its arguments."""
+    """The actions of `sqale-agent golden` and their arguments."""
     actions = parser.add_subparsers(dest="golden_command", metavar="ACTION", title="actions")
+    by = argparse.ArgumentParser(add_help=False)
+    by.add_argument("--by", metavar="NAME",
+                    help="who adds or decides, recorded with the time (default: your user name)")
     add = actions.add_parser(
-        "add", help="append a checked question, or candidates from a server's episode log",
+        "add", parents=[by], help="append a checked question, or candidates from a server's episode log",
         description="Runs the SQL first (read-only) and appends the question with its row count; "
                     "SQL that fails is refused. With --from-log, answered questions of the "
                     "server's --episode-log become candidate entries to review.")
@@ -49,9 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="a label to group results by, e.g. revenue (repeatable)")
     add.add_argument("--from-log", metavar="EPISODES.jsonl",
                      help="take the answered questions of a server episode log as candidates")
-    add.add_argument("--by", metavar="NAME",
-                     help="who adds the entries, recorded as added_by with the time (default: your "
-                          "user name)")
+    add.add_argument("--param", action="append", default=[], metavar="NAME=TYPE[:ARG]",
+                     help="make the entry a template: the question writes {NAME}, the SQL :NAME; TYPE is "
+                          f"{', '.join(t.value for t in SlotType)}; ARG is MIN..MAX for a number type "
+                          "(either side may be left out) and TABLE.COLUMN for a value (repeatable)")
+    add_review_actions(actions, DEFAULT_FILE, by)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     if args.golden_command is None:  # `sqale-agent golden` alone: what it can do
         args.print_help(sys.stderr)
         return 2
+    if args.golden_command != "add":
+        return run_review(args, added_by)
     golden_file = Path(args.file).expanduser()
     if args.from_log:
         if args.question or args.sql:
@@ -70,20 +92,81 @@ def run(args: argparse.Namespace) -> int:
     if len(args.db) != 1:
         raise ConfigError("give the database with one --db PATH (or --db ALIAS=PATH)")
     name, path = _database_arg(args.db[0], golden_file)
-    rows = checked_row_count(path, args.sql)
-    if isinstance(rows, str):
-        print(f"sqale-agent golden add: the SQL failed on {path}: {rows}; fix it (it must run "
+    entry = _new_entry(args, name)
+    checked = _checked(path, entry)
+    if isinstance(checked, str):
+        print(f"sqale-agent golden add: the SQL failed on {path}: {checked}; fix it (it must run "
               "and return the right rows) before adding it", file=sys.stderr)
         return 1
-    entry = GoldenEntry(question=args.question.strip(), sql=args.sql.strip(), database=name,
-                        evidence=args.evidence, tags=tuple(args.tag), row_count=rows,
-                        added_by=added_by(args), added_at=now_iso())
+    rows, sample = checked
+    if entry.params is None:
+        entry = entry.model_copy(update={"row_count": rows})
     added = append_entries(golden_file, [entry])
     if not added:
         print(f"already in {golden_file}: {entry.question!r} on {name}")
         return 0
-    print(f"added to {golden_file}: {entry.question!r} on {name} ({plural(rows, 'row')})")
+    with_values = ", ".join(f"{k} = {v!r}" for k, v in sample.items())
+    print(f"added to {golden_file}: {entry.question!r} on {name} ({plural(rows, 'row')}"
+          + (f" with {with_values}; a template: each question it fits is answered with its own values)"
+             if entry.params else ")"))
     return 0
+
+
+def _new_entry(args: argparse.Namespace, name: str) -> GoldenEntry:
+    """The entry `golden add` was given; ConfigError saying what is wrong with it."""
+    params = dict(param_arg(v) for v in args.param) or None
+    try:
+        entry = GoldenEntry(question=args.question.strip(), sql=args.sql.strip(), database=name,
+                            evidence=args.evidence, tags=tuple(args.tag), params=params,
+                            added_by=added_by(args), added_at=now_iso())
+    except ValidationError as exc:
+        raise ConfigError(f"--param: {validation_text(exc)}") from exc
+    why = unbound_refusal(entry.sql) if params is None else template_of(entry)
+    if isinstance(why, str):
+        raise ConfigError(f"not added: {why}")
+    return entry
+
+
+def param_arg(value: str) -> tuple[str, ParamSpec]:
+    """`--param NAME=TYPE[:ARG]` as (name, spec): ARG is MIN..MAX, or TABLE.COLUMN for a value."""
+    name, sep, rest = value.partition("=")
+    kind, _, arg = rest.partition(":")
+    if not (sep and name.strip() and kind.strip()):
+        raise ConfigError(f"--param {value}: give NAME=TYPE[:ARG], e.g. --param month=month, --param "
+                          "n=top:1..100 or --param genre=value:Genre.Name")
+    spec: dict[str, object] = {"type": kind.strip()}
+    if kind.strip() == SlotType.VALUE:
+        spec["column"] = arg.strip() or None
+    elif arg.strip():
+        low, dots, high = arg.partition("..")
+        if not dots:
+            raise ConfigError(f"--param {value}: bounds are MIN..MAX, e.g. {name}={kind}:1..100")
+        try:
+            spec.update({k: _number(v) for k, v in (("min", low), ("max", high)) if v.strip()})
+        except ValueError as exc:
+            raise ConfigError(f"--param {value}: bounds are numbers, e.g. {name}={kind}:1..100") from exc
+    try:
+        return name.strip(), ParamSpec.model_validate(spec)
+    except ValidationError as exc:
+        raise ConfigError(f"--param {value}: {validation_text(exc)}") from exc
+
+
+def _number(text: str) -> int | float:
+    return int(text) if text.strip().lstrip("-").isdigit() else float(text)
+
+
+def _checked(path: Path, entry: GoldenEntry) -> tuple[int, dict[str, SqlValue]] | str:
+    """How many rows the entry's SQL returns (a template's with sample values), or why it fails."""
+    # The operator's own SQL on their own file (golden add has no hide rules to apply).
+    with Database.unruled(path) as db:
+        template = template_of(entry) if entry.params else None
+        sample = template_sample(db, template) if isinstance(template, Template) else {}
+        if isinstance(sample, SqlRefusal):
+            return sample.reason
+        result = db.query(entry.sql, max_rows=0, count_cap=COUNT_CAP, params=sample or None)
+    if not result.ok:
+        return result.error or result.status.value
+    return result.total_rows, sample
 
 
 def added_by(args: argparse.Namespace) -> str | None:
@@ -98,7 +181,8 @@ def added_by(args: argparse.Namespace) -> str | None:
 
 def checked_row_count(path: Path, sql: str) -> int | str:
     """How many rows `sql` returns on the database, or SQLite's error text."""
-    with Database(path) as db:
+    # The operator's own SQL on their own file (golden add has no hide rules to apply).
+    with Database.unruled(path) as db:
         result = db.query(sql, max_rows=0, count_cap=COUNT_CAP)
     if not result.ok:
         return result.error or result.status.value

@@ -1,9 +1,11 @@
 """A user's own question set as a dataset for `eval`: a golden-question file (agent.golden_file)
-whose `database` names are resolved to files."""
+whose `database` names are resolved to files. A template (an entry with `params`) is no question
+to ask: it is left out, and said so."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -11,9 +13,15 @@ from ..golden_file import read_golden
 from .datasets import Benchmark, Dataset, Example
 
 
-def load_golden(path: Path, databases: Mapping[str, Path]) -> Dataset:
+def load_golden(path: Path, databases: Mapping[str, Path],
+                report: Callable[[str], None] | None = None) -> Dataset:
     """The golden file as a dataset; `databases` maps the aliases given with --db to files."""
-    entries = read_golden(path)
+    every = read_golden(path)
+    entries = [e for e in every if not e.params]
+    if len(entries) < len(every):
+        (report or (lambda line: print(f"sqale-agent eval: {line}", file=sys.stderr)))(
+            f"{path}: {len(every) - len(entries)} of its entries are templates (with params), left out: a "
+            "template is no question to ask; eval measures the model on plain questions")
     if not entries:
         raise ConfigError(f"{path}: no questions in it; add some with `sqale-agent golden add`")
     paths: dict[str, Path] = {}

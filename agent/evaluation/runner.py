@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,7 +35,6 @@ from .scoring import (
     QueryLimits,
     QuestionContext,
     evaluate_question,
-    sampling_with_seed,
     unreadable_database_record,
 )
 
@@ -86,8 +85,8 @@ def run_info(settings: EvalSettings, *, backend: str | None = None,
         "tool_query_timeout": settings.tool_query_timeout, "trace": settings.trace.value,
         "environment": episode.environment.value, "max_tool_turns": episode.max_tool_turns,
         "token_budget": episode.token_budget,
-        "temperature": settings.sampling.temperature, "top_p": settings.sampling.top_p,
-        "top_k": settings.sampling.top_k,
+        # Every sampling field but the seed (each sample's is seed + k): a new field is recorded too.
+        **{name: value for name, value in asdict(settings.sampling).items() if name != "seed"},
         "verified_hints": settings.verified_hints.name if settings.verified_hints else "off",
     }
     return RunInfo(started=datetime.now(UTC).isoformat(timespec="seconds"), backend=backend,
@@ -157,7 +156,8 @@ async def evaluate(dataset: Dataset, selection: Selection, backend_factory: Back
     new: list[QuestionRecord] = []
     try:
         for seed in seeds:
-            backends.append(backend_factory(sampling_with_seed(settings.sampling, seed)))
+            # Every sampling field as the run's, the seed the sample's: a new field reaches each one.
+            backends.append(backend_factory(replace(settings.sampling, seed=seed)))
         databases = _Databases(dataset, engine)
         async with _single_errors(), anyio.create_task_group() as tg:
             def on_episode(error: BackendError | None) -> None:
@@ -254,7 +254,8 @@ class _Databases:
     def get(self, db_id: str) -> Database:
         db = self._open.get(db_id)
         if db is None:
-            db = self._open[db_id] = Database(self.dataset.database_path(db_id), self.engine)
+            # A benchmark's files are served with no hide rules (eval takes none).
+            db = self._open[db_id] = Database.unruled(self.dataset.database_path(db_id), self.engine)
         return db
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ..asking import Asked, AskSettings, EpisodeFn, Question, SampleBackends, SampleRun, ask
-from ..backends.base import ModelBackend, SamplingSettings
+from ..backends.base import ModelBackend
 from ..episode import EpisodeResult, EpisodeSettings
 from ..errors import (
     BackendAuthError,
@@ -77,11 +77,6 @@ class QuestionContext:
     early_stop: bool = True  # cancel the other samples once a strict majority agrees
     run: RunInfo | None = None  # written on every line
     hints: HintSource | None = None  # a verified library's similar entries as evidence (--verified-hints)
-
-
-def sampling_with_seed(base: SamplingSettings, seed: int | None) -> SamplingSettings:
-    """`base` with its seed replaced."""
-    return SamplingSettings(temperature=base.temperature, top_p=base.top_p, top_k=base.top_k, seed=seed)
 
 
 def backend_outcome(exc: BackendError) -> Outcome:

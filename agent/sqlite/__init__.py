@@ -6,7 +6,10 @@ authorizer (`_guard` opens them, `_authorizer` decides, `_schema_read` reads the
 `similar` ranks similar questions with FTS5 in a private in-memory index (never a user's file).
 The owner's hide rules (`hiding`) are resolved against the whole file (`_hiding_file`) and
 enforced by the same authorizer; `_refusals` words what a refused statement is told, from the
-names `_sql_names` finds in it. What a statement read is the authorizer's reads completed from
+names `_sql_names` finds in it. A `Database` states its rules when it is made (`hide=`: the
+rules the configuration gives, empty when it gives none) and never drops them; a handle with
+no rules on purpose is the named, operator-only `Database.unruled` (tests/test_code_rules.py
+lists where product code may make one). What a statement read is the authorizer's reads completed from
 its program (`_reads`). A worker keeps one connection per file and rule set.
 """
 
@@ -16,12 +19,14 @@ import os
 import sqlite3
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
 
 from ..errors import DatabasePathError
 from ._cancel import CancelToken
+from ._sql_names import sql_names
 from ._worker import (
     EngineLimits,
     QueryEngine,
@@ -40,6 +45,7 @@ from .types import (
     QueryStatus,
     ResultCut,
     Schema,
+    SqlValue,
     Table,
 )
 
@@ -97,15 +103,53 @@ def create_database(target: Path, script: str) -> Path:
 class Database:
     """One validated database file, queried read-only through a QueryEngine."""
 
-    def __init__(self, path: str | Path, engine: QueryEngine | None = None, *,
-                 hide: HideRules | None = None) -> None:
+    def __init__(self, path: str | Path, engine: QueryEngine | None = None, *, hide: HideRules) -> None:
+        """`hide`: the database's rules as the configuration gives them (empty when it gives none).
+
+        Every statement and schema fact of this handle is under them, and nothing drops them
+        later (`hide` is read-only). A handle without rules on purpose is `Database.unruled`.
+        """
         self.path = validate_database_path(path)
-        self.hide = hide or None  # tables and columns no statement or schema fact may show
+        self._hide = hide or None  # tables and columns no statement or schema fact may show
         self._owns_engine = engine is None
         self.engine = engine or QueryEngine()
         # The schema and the file signature it was read at, replaced together (read without the lock).
         self._schema: tuple[Schema, tuple[int, ...]] | None = None
         self._schema_lock = threading.Lock()
+
+    @classmethod
+    def unruled(cls, path: str | Path, engine: QueryEngine | None = None) -> Database:
+        """The file with no hide rules at all: operator only.
+
+        For files served without rules (eval's benchmarks) and the operator's own checks of
+        SQL they wrote (`golden add`). SQL a client or the model wrote never runs on one where
+        the configuration has rules: tests/test_code_rules.py fails when product code outside
+        the operator modules it lists makes one.
+        """
+        return cls(path, engine, hide=HideRules())
+
+    @property
+    def hide(self) -> HideRules | None:
+        """The rules every statement of this handle runs under; None when there are none."""
+        return self._hide
+
+    def hidden_names(self, sql: str) -> tuple[str, ...]:
+        """The hidden tables and columns `sql` names (`table Invoice`, `column Customer.Email`).
+
+        Found from the text and the rules' report alone, never by running anything, so the
+        answer cannot depend on hidden data. For the operator's log only: whoever wrote the
+        SQL is told what SQLite says of a missing name, never this.
+        """
+        report = self.schema().hiding if self._hide else None
+        if report is None:
+            return ()
+        written = sql_names(sql)
+        found = []
+        for name in [n for _, names in report.matches for n in names] + list(report.derived):
+            table, dot, column = name.partition(".")
+            if table.casefold() in written and (not dot or column.casefold() in written):
+                found.append(f"column {name}" if dot else f"table {name}")
+        return tuple(dict.fromkeys(found))
 
     @property
     def limits(self) -> EngineLimits:
@@ -125,7 +169,7 @@ class Database:
         with self._schema_lock:
             if self._schema is None or sig != self._schema[1]:
                 timeout = max(self.limits.query_timeout, SCHEMA_READ_MIN_SECONDS)
-                result = self.engine.run(SchemaRequest(str(self.path), timeout, self.hide))
+                result = self.engine.run(SchemaRequest(str(self.path), timeout, self._hide))
                 if isinstance(result, QueryResult):  # the schema read itself was killed
                     raise DatabasePathError(f"{self.path}: reading the schema failed: {result.error}")
                 self._schema = (result, sig)
@@ -134,21 +178,23 @@ class Database:
     def query(self, sql: str, *, max_rows: int, cell_limit: int | None = None,
               count_cap: int | None = None, timeout: float | None = None,
               cancel: CancelToken | None = None, byte_budget: int | None = None,
-              reads: bool = True) -> QueryResult:
+              reads: bool = True, params: Mapping[str, SqlValue] | None = None) -> QueryResult:
         """Run one read-only statement; every failure comes back as a QueryResult value.
 
         With `byte_budget`, the worker cuts cells, columns and rows so the rows weigh at most
         that many bytes as JSON before they leave it (see QueryResult.cut_to_fit). With `reads`
         (the default), tables_read and columns_read are completed from the statement's program
         (`_reads`); without, they are the authorizer's, which misses what USING and NATURAL
-        joins read: pass False only for statements whose reads nobody looks at.
+        joins read: pass False only for statements whose reads nobody looks at. `params` are
+        bound to the statement's named parameters (`:month`) by SQLite in the worker, never
+        spliced into its text.
         """
         request = QueryRequest(
             path=str(self.path), sql=sql, max_rows=max(0, max_rows),
             count_cap=self.limits.count_cap if count_cap is None else count_cap,
             cell_limit=cell_limit,
-            timeout=self.limits.query_timeout if timeout is None else timeout, hide=self.hide,
-            byte_budget=byte_budget, reads=reads,
+            timeout=self.limits.query_timeout if timeout is None else timeout, hide=self._hide,
+            byte_budget=byte_budget, reads=reads, params=tuple((params or {}).items()),
         )
         return self.engine.run(request, cancel)
 
@@ -163,14 +209,15 @@ class Database:
 
     async def aquery(self, sql: str, *, max_rows: int, cell_limit: int | None = None,
                      count_cap: int | None = None, timeout: float | None = None,
-                     byte_budget: int | None = None, reads: bool = True) -> QueryResult:
+                     byte_budget: int | None = None, reads: bool = True,
+                     params: Mapping[str, SqlValue] | None = None) -> QueryResult:
         """`query()` without blocking the event loop; cancelling the caller interrupts the query."""
         token = CancelToken()
         try:
             return await anyio.to_thread.run_sync(
                 lambda: self.query(sql, max_rows=max_rows, cell_limit=cell_limit,
                                    count_cap=count_cap, timeout=timeout, cancel=token,
-                                   byte_budget=byte_budget, reads=reads),
+                                   byte_budget=byte_budget, reads=reads, params=params),
                 abandon_on_cancel=True,
             )
         except anyio.get_cancelled_exc_class():
@@ -204,6 +251,7 @@ __all__ = [
     "QueryStatus",
     "ResultCut",
     "Schema",
+    "SqlValue",
     "Table",
     "create_database",
     "hiding_findings",

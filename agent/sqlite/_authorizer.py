@@ -9,6 +9,7 @@ from typing import Any
 
 from . import hiding
 from ._refusals import Refusal, read_refusal
+from ._sql_names import cte_names
 
 # Pragmas that only report. Those in _PRAGMAS_WITH_NAME_ARG take a table or index name as
 # their argument; every other pragma is allowed only without an argument, because an
@@ -60,6 +61,8 @@ class StatementGuard:
         self.withheld = hiding.Withheld()
         self.sql = ""  # the statement, for refusals that quote its names
         self.pragma_table = False
+        self.modules: frozenset[str] | None = None  # virtual table modules (eponymous tables' names)
+        self._cte_names: frozenset[str] | None = None  # the statement's CTEs, found when needed
 
     def reset(self, deadline: float, withheld: hiding.Withheld | None = None, sql: str = "") -> None:
         """Start a statement `sql` that must end by `deadline` and may not read what `withheld` hides."""
@@ -73,6 +76,7 @@ class StatementGuard:
         self.withheld = withheld or hiding.Withheld()
         self.sql = sql
         self.pragma_table = False
+        self._cte_names = None
 
     def authorize(self, action: int, arg1: str | None, arg2: str | None,
                   db_name: str | None, source: str | None) -> int:
@@ -82,7 +86,8 @@ class StatementGuard:
         if self.withheld and action == sqlite3.SQLITE_READ and arg1:
             # The schema read a pragma_* table makes when it is first prepared is not the model's.
             implicit = self.pragma_table and arg1 == "sqlite_master" and arg2 == "ROWID"
-            refusal = None if implicit else read_refusal(self.withheld, arg1, arg2, source, self.sql)
+            refusal = None if implicit else read_refusal(self.withheld, arg1, arg2, source, self.sql,
+                                                         self._ctes)
             if refusal is not None:
                 return self._hide(refusal)
         if action in _ALWAYS_ALLOWED:
@@ -119,6 +124,13 @@ class StatementGuard:
             return sqlite3.SQLITE_OK
         return self._deny("only reading statements (SELECT / WITH) are allowed")
 
+    def _ctes(self) -> frozenset[str]:
+        """The names the statement's WITH clauses define, less any eponymous virtual table's
+        (none when the modules are unknown)."""
+        if self._cte_names is None:
+            self._cte_names = frozenset() if self.modules is None else cte_names(self.sql) - self.modules
+        return self._cte_names
+
     def _hide(self, refusal: Refusal) -> int:
         if self.denied is None:
             self.denied, self.hidden, self.missing = refusal.text, True, refusal.missing
@@ -134,6 +146,16 @@ class StatementGuard:
         if self.cancel_flag.value or time.monotonic() > self.deadline:
             return 1
         return 0
+
+
+def module_names(conn: sqlite3.Connection) -> frozenset[str] | None:
+    """The casefolded names of the virtual table modules (an eponymous table has its module's
+    name); None where this build cannot list them."""
+    try:
+        rows = conn.execute("SELECT name FROM pragma_module_list").fetchall()
+    except sqlite3.Error:
+        return None
+    return frozenset(str(name).casefold() for (name,) in rows)
 
 
 def rtree_shadow_tables(conn: sqlite3.Connection) -> frozenset[str]:

@@ -9,20 +9,22 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 from . import hiding
-from ._authorizer import READING_KEYWORDS, StatementGuard, rtree_shadow_tables
+from ._authorizer import READING_KEYWORDS, StatementGuard, module_names, rtree_shadow_tables
 from ._fit import ResultFitter
+from ._formats import TOO_BIG, CheckedFormats, names_formats, used_by_schema
 from ._hiding_file import resolve_on
 from ._reads import BtreeCatalog, Read, counted_names, merged, statement_reads
 from ._refusals import Refusal, statement_refusal
 from ._schema_read import read_schema
 from .sql_text import first_keyword
-from .types import HideReport, QueryResult, QueryStatus, Schema
+from .types import HideReport, QueryResult, QueryStatus, Schema, SqlValue
 
 IMMUTABLE_WARNING = (
     "opened as an immutable snapshot: the database is in WAL mode and its folder is read-only "
@@ -74,6 +76,7 @@ class GuardedConnection:
         # (sql, schema version, withheld) -> what its program reads: a statement run again (a
         # verified answer, an answer the model tested first) skips its EXPLAIN.
         self._programs: OrderedDict[_ProgramKey, tuple[set[str], set[Read]]] = OrderedDict()
+        self._formats: tuple[sqlite3.Connection, CheckedFormats] | None = None  # see _checked_connection
         try:
             self.conn = self._connect(path, settings, immutable=False)
         except sqlite3.OperationalError:
@@ -102,6 +105,7 @@ class GuardedConnection:
             conn.execute(f"PRAGMA busy_timeout = {int(settings.busy_timeout_ms)}")
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # fails now, not later
             self.guard.rtree_shadow_tables = rtree_shadow_tables(conn)
+            self.guard.modules = module_names(conn)
             size = path.stat().st_size
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(settings.min_value_length, size))
             conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, settings.max_sql_length)
@@ -115,11 +119,14 @@ class GuardedConnection:
 
     def run(self, sql: str, *, max_rows: int, count_cap: int, cell_limit: int | None,
             timeout: float, byte_budget: int | None = None,
-            hide: hiding.HideRules | None = None, reads: bool = True) -> QueryResult:
+            hide: hiding.HideRules | None = None, reads: bool = True,
+            params: Mapping[str, SqlValue] | None = None) -> QueryResult:
         """Run one statement; errors come back as values; rows are cut to `byte_budget` here.
 
         With `reads`, what it read is completed from its program (see `_reads`) before it runs;
         without, it is what the authorizer saw (complete except for USING and NATURAL joins).
+        `params` are bound to its named parameters by SQLite (its program is read with them
+        bound too); without them nothing is bound.
         """
         start = time.monotonic()
         withheld = self.resolved_hiding(hide)[0] if hide else hiding.Withheld()
@@ -131,15 +138,39 @@ class GuardedConnection:
             return QueryResult(QueryStatus.DENIED, error=(
                 f"not allowed: {keyword.upper() or 'an empty statement'}; only reading "
                 "statements (SELECT / WITH) are allowed"), seconds=time.monotonic() - start)
-        program = self._program_reads(sql, withheld) if reads and keyword in _PROGRAM_KEYWORDS else None
+        reads = reads and keyword in _PROGRAM_KEYWORDS
+        limits = (max_rows, count_cap, cell_limit, byte_budget)
+        bound = params or ()
+        checked = self._checked_connection() if names_formats(sql) else None
+        if checked is not None:
+            result = self._execute(checked, sql, bound, withheld, start, limits, reads)
+            if result is not None:
+                return result
+            # SQLite refused our printf where the schema calls it: run on its own functions.
+            self.guard.reset(start + timeout, withheld, sql)
+        result = self._execute(self.conn, sql, bound, withheld, start, limits, reads)
+        assert result is not None  # only the twin's own functions are refused
+        return result
+
+    def _execute(self, conn: sqlite3.Connection, sql: str, bound: Mapping[str, SqlValue] | tuple[()],
+                 withheld: hiding.Withheld, start: float, limits: tuple[int, int, int | None, int | None],
+                 reads: bool) -> QueryResult | None:
+        """Run `sql` on `conn` (this connection, or its twin with checked formats; None when SQLite
+        refused the twin's functions where the schema calls them)."""
+        max_rows, count_cap, cell_limit, byte_budget = limits
+        program = self._program_reads(conn, sql, withheld, bound) if reads else None
         tables, columns = program or (set(), set())
+        if self._formats is not None:
+            self._formats[1].overflowed = None
         try:
-            cursor = self.conn.execute(sql)
+            cursor = conn.execute(sql, bound)
             fitter = ResultFitter(tuple(d[0] for d in cursor.description or ()), cell_limit,
                                   byte_budget)
             total, lower_bound = self._collect(cursor, fitter, max_rows, count_cap)
             cursor.close()
         except sqlite3.Error as exc:
+            if conn is not self.conn and used_by_schema(exc):
+                return None
             return self._error_result(exc, start)
         except UnicodeEncodeError as exc:  # a lone surrogate: not text SQLite can be given
             return QueryResult(QueryStatus.SQL_ERROR, error=(
@@ -161,7 +192,8 @@ class GuardedConnection:
                            cells_cut_to=fitter.cells_cut_to, rows_cut=fitter.rows_cut,
                            byte_budget=byte_budget)
 
-    def _program_reads(self, sql: str, withheld: hiding.Withheld) -> tuple[set[str], set[Read]] | None:
+    def _program_reads(self, conn: sqlite3.Connection, sql: str, withheld: hiding.Withheld,
+                       bound: Mapping[str, SqlValue] | tuple[()]) -> tuple[set[str], set[Read]] | None:
         """The tables and columns `sql`'s program reads, less anything `withheld` hides (None: not known).
 
         The program is prepared under the same authorizer and rules as the statement itself, so
@@ -173,7 +205,7 @@ class GuardedConnection:
 
         def explain() -> list[Any]:
             self.guard.reset(deadline, withheld, sql)
-            return self.conn.execute("EXPLAIN " + sql).fetchall()
+            return conn.execute("EXPLAIN " + sql, bound).fetchall()
 
         def fetch(schema_sql: str, params: tuple[Any, ...]) -> list[Any]:
             self.guard.reset(deadline)
@@ -234,6 +266,8 @@ class GuardedConnection:
     def _error_result(self, exc: sqlite3.Error, start: float) -> QueryResult:
         elapsed = time.monotonic() - start
         message = str(exc)
+        if self._formats is not None and self._formats[1].overflowed is not None:
+            message = TOO_BIG  # our printf raised where SQLite's would have returned NULL
         if self.guard.denied is not None and self.guard.hidden:
             return _refused(Refusal(self.guard.denied, self.guard.missing), elapsed)
         if self.guard.denied is not None:
@@ -274,11 +308,24 @@ class GuardedConnection:
             self._hiding = ((hide, version), resolved)
         return self._hiding[1]
 
+    def _checked_connection(self) -> sqlite3.Connection:
+        """A twin of this connection whose printf and format fail past the value cap (`_formats`),
+        opened on first use: Python can add a function to a connection but never remove it."""
+        if self._formats is None:
+            conn = self._connect(self.path, self.settings, immutable=self.immutable)
+            formats = CheckedFormats(conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH))
+            formats.install(conn)
+            self._formats = (conn, formats)
+        return self._formats[0]
+
     def replaced(self) -> bool:
         """True when the path now names another file than the one this connection opened."""
         return _file_identity(self.path) != self.identity
 
     def close(self) -> None:
+        if self._formats is not None:
+            self._formats[0].close()
+            self._formats[1].close()
         self.conn.close()
 
 

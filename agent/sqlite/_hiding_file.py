@@ -60,14 +60,16 @@ def read_file_objects(conn: sqlite3.Connection, wants_columns: Callable[[str], b
                if kind == "table" and _is_virtual(sql)}
     shadows = _shadow_tables(conn, virtual)
     too_wide = oversized_views(conn)  # describing one would take SQLite seconds, then fail
+    listed = conn.execute("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index'").fetchall()
+    stored = frozenset(name.casefold() for name, _, _ in listed)  # indexes with a b-tree of their own
     objects = []
     for kind, name, sql in rows:
         if kind == "table" and name.casefold() in virtual:
             kind = "virtual"
         columns = _columns(conn, name) if wants_columns(name) and name not in too_wide else None
-        objects.append(FileObject(name, kind, sql or "", columns, shadows.get(name.casefold())))
-    indexes = [FileIndex(name, table, _index_columns(conn, name), sql or "") for name, table, sql
-               in conn.execute("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index'")]
+        key = _storage_key(conn, name, columns, stored) if kind == "table" and columns else ()
+        objects.append(FileObject(name, kind, sql or "", columns, shadows.get(name.casefold()), key))
+    indexes = [FileIndex(name, table, _index_columns(conn, name), sql or "") for name, table, sql in listed]
     return objects, indexes
 
 
@@ -104,6 +106,25 @@ def _columns(conn: sqlite3.Connection, table: str) -> tuple[Column, ...] | None:
         return None
     return tuple(Column(name=r[0], type=r[1] or "", not_null=bool(r[2]), default=r[3],
                         primary_key=int(r[4]), hidden=bool(r[5])) for r in rows)
+
+
+def _storage_key(conn: sqlite3.Connection, table: str, columns: tuple[Column, ...],
+                 stored_indexes: frozenset[str]) -> tuple[str, ...]:
+    """The columns `table`'s rows are stored in order of: its rowid alias, or its WITHOUT ROWID key.
+
+    A single primary key column with no index of its own is the rowid alias (INTEGER PRIMARY
+    KEY); a primary key index that sqlite_master does not list is a WITHOUT ROWID table itself.
+    """
+    keyed = sorted((c for c in columns if c.primary_key), key=lambda c: c.primary_key)
+    if not keyed:
+        return ()
+    try:
+        pk = conn.execute("SELECT name FROM pragma_index_list(?) WHERE origin = 'pk'", (table,)).fetchall()
+    except sqlite3.Error:  # unknown: the table's indexes already stand for it
+        return ()
+    if not pk:
+        return (keyed[0].name,) if len(keyed) == 1 else ()
+    return () if pk[0][0].casefold() in stored_indexes else tuple(c.name for c in keyed)
 
 
 def _index_columns(conn: sqlite3.Connection, index: str) -> tuple[str, ...] | None:

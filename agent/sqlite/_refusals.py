@@ -9,10 +9,11 @@ tables, EXPLAIN, USING joins) says what to write instead.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from ._sql_names import indexed_by, sql_names, uses_unchecked_join, written_column, written_table
-from .hiding import JOIN_HINT, SCHEMA_HINT, SCHEMA_TABLES, Withheld
+from ._sql_names import indexed_by, written_column, written_table
+from .hiding import JOIN_HINT, SCHEMA_HINT, SCHEMA_TABLES, Withheld, unchecked_join_risk
 from .sql_text import first_keyword
 
 # Eponymous virtual tables that compute from their arguments only, readable under rules
@@ -32,12 +33,19 @@ class Refusal:
 
 
 def read_refusal(withheld: Withheld, table: str, column: str | None, source: str | None,
-                 sql: str) -> Refusal | None:
-    """Why `sql` may not read `table`.`column` (through view `source`); None when it may."""
+                 sql: str, ctes: Callable[[], frozenset[str]] = frozenset) -> Refusal | None:
+    """Why `sql` may not read `table`.`column` (through view `source`); None when it may.
+
+    `ctes` gives the names the statement's WITH clauses define that no table-valued function
+    has: SQLite reports a CTE read without a column (`count(*) FROM r`) as a read of `r`, and
+    what the CTE itself reads is authorized on its own.
+    """
     folded = table.casefold()
-    if (folded.startswith("sqlite_") or folded in SCHEMA_TABLES
-            or (folded not in withheld.objects and folded not in _ARGUMENT_TABLES
-                and not folded.startswith("pragma_"))):
+    if folded.startswith("sqlite_") or folded in SCHEMA_TABLES:
+        return Refusal(f"{table} cannot be read on this database; {SCHEMA_HINT}")
+    if folded not in withheld.objects and folded not in _ARGUMENT_TABLES and not folded.startswith("pragma_"):
+        if not column and folded in ctes():
+            return None
         return Refusal(f"{table} cannot be read on this database; {SCHEMA_HINT}")
     hidden_column = bool(column) and withheld.hides_column(table, column or "")
     hidden_source = source is not None and withheld.hides_table(source)
@@ -64,7 +72,7 @@ def statement_refusal(withheld: Withheld, sql: str) -> Refusal | None:
     if first_keyword(sql) == "explain":
         return Refusal(EXPLAIN_TEXT)
     forced = [name for name in indexed_by(sql) if name.casefold() in withheld.indexes]
-    unchecked = uses_unchecked_join(sql) and bool(sql_names(sql) & withheld.risky)
+    unchecked = unchecked_join_risk(sql, withheld.risky, withheld.visible)
     if not (forced or unchecked):
         return None
     if written := written_table(sql, withheld.tables):

@@ -80,11 +80,6 @@ def sql_mentions(sql: str) -> frozenset[str]:
     return sql_words(sql) | sql_names(sql) | literals
 
 
-def uses_unchecked_join(sql: str) -> bool:
-    """True when `sql` joins with USING or NATURAL, whose columns SQLite never authorizes."""
-    return any(t.name and not t.quoted and t.folded in ("using", "natural") for t in tokens(sql))
-
-
 def name_chains(sql: str) -> Iterator[tuple[str, ...]]:
     """Each dotted name of `sql` as written, e.g. ("main", "Customer") or ("c", "Email")."""
     chain: list[str] = []
@@ -134,3 +129,147 @@ def indexed_by(sql: str) -> Iterator[str]:
 
 def _keyword(token: Token, word: str) -> bool:
     return token.name and not token.quoted and token.folded == word
+
+
+@dataclass(frozen=True)
+class UncheckedJoin:
+    """The USING and NATURAL joins of one FROM clause, and every name that clause holds."""
+
+    names: frozenset[str]  # casefolded names of the clause (its tables, aliases, ON terms, subqueries)
+    using: tuple[str, ...]  # casefolded USING columns
+    natural: bool  # a NATURAL join, or a join scanning cannot read (taken as joining on every column)
+
+
+# Keywords that end a FROM clause at its own depth.
+_FROM_ENDS = frozenset({"where", "group", "having", "window", "order", "limit", "union", "intersect",
+                        "except", "returning"})
+
+
+class _Clause:
+    """A FROM clause being scanned."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.using: list[str] = []
+        self.natural = False
+        self.awaiting_columns = False  # USING was read: its column list comes next
+
+    def join(self) -> UncheckedJoin | None:
+        if not (self.natural or self.using or self.awaiting_columns):
+            return None
+        return UncheckedJoin(frozenset(self.names), tuple(self.using), self.natural or self.awaiting_columns)
+
+
+class _Frame:
+    """One parenthesised level of the statement: its names and its open FROM clause."""
+
+    def __init__(self, columns_of: _Clause | None = None) -> None:
+        self.names: set[str] = set()
+        self.clause: _Clause | None = None
+        self.columns_of = columns_of  # the clause whose USING column list this level is
+
+
+def unchecked_joins(sql: str) -> list[UncheckedJoin]:
+    """The FROM clauses of `sql` that join with USING or NATURAL, each with the names it holds.
+
+    Found by scanning, never parsing: a FROM clause runs to WHERE, GROUP BY, ..., a compound
+    operator or the end of its parentheses, and holds every name inside it, subqueries and
+    parenthesised joins included. A USING or NATURAL outside any FROM clause, or a USING without
+    a column list, counts as a NATURAL join over every name of the statement.
+    """
+    found: list[UncheckedJoin] = []
+    stack = [_Frame()]
+    orphan = False
+    previous: Token | None = None
+
+    def close(frame: _Frame) -> None:
+        if frame.clause is not None and (join := frame.clause.join()) is not None:
+            found.append(join)
+        frame.clause = None
+
+    for token in tokens(sql):
+        frame = stack[-1]
+        clause = frame.clause
+        if not token.name and token.text == "(":
+            awaiting = clause is not None and clause.awaiting_columns
+            if awaiting and clause is not None:
+                clause.awaiting_columns = False
+            stack.append(_Frame(clause if awaiting else None))
+        elif not token.name and token.text == ")" and len(stack) > 1:
+            close(stack.pop())
+            if frame.columns_of is not None:
+                frame.columns_of.using.extend(frame.names)
+            parent = stack[-1]
+            parent.names |= frame.names
+            if parent.clause is not None:
+                parent.clause.names |= frame.names
+        elif clause is not None and clause.awaiting_columns:
+            clause.awaiting_columns, clause.natural = False, True  # USING without its list
+        if not token.name:
+            if token.text == ";":
+                close(frame)
+            previous = token
+            continue
+        keyword = "" if token.quoted else token.folded
+        if keyword == "from" and not (previous is not None and _keyword(previous, "distinct")):
+            close(frame)
+            frame.clause = _Clause()
+        elif keyword in _FROM_ENDS:
+            close(frame)
+        elif keyword in ("using", "natural"):
+            if clause is None:
+                orphan = True
+            elif keyword == "natural":
+                clause.natural = True
+            else:
+                clause.awaiting_columns = True
+        else:
+            frame.names.add(token.folded)
+            if clause is not None:
+                clause.names.add(token.folded)
+        previous = token
+    while stack:
+        close(stack.pop())
+    if orphan:
+        found.append(UncheckedJoin(sql_names(sql), (), True))
+    return found
+
+
+def cte_names(sql: str) -> frozenset[str]:
+    """The casefolded names the WITH clauses of `sql` define (`WITH [RECURSIVE] a(x) AS (...), b AS ...`)."""
+    found: set[str] = set()
+    stream = list(tokens(sql))
+    for i, token in enumerate(stream):
+        if not _keyword(token, "with"):
+            continue
+        j = i + 1 + int(_keyword_at(stream, i + 1, "recursive"))
+        while j < len(stream) and stream[j].name:
+            found.add(stream[j].folded)
+            j = _past_parentheses(stream, j + 1)  # its column list, if any
+            if not _keyword_at(stream, j, "as"):
+                break
+            j += 1
+            j += int(_keyword_at(stream, j, "not"))
+            j += int(_keyword_at(stream, j, "materialized"))
+            j = _past_parentheses(stream, j)  # its body
+            if j >= len(stream) or stream[j].name or stream[j].text != ",":
+                break
+            j += 1
+    return frozenset(found)
+
+
+def _keyword_at(stream: list[Token], j: int, word: str) -> bool:
+    return j < len(stream) and _keyword(stream[j], word)
+
+
+def _past_parentheses(stream: list[Token], j: int) -> int:
+    """The index past the parenthesised group starting at `j` (`j` itself when none starts there)."""
+    if j >= len(stream) or stream[j].name or stream[j].text != "(":
+        return j
+    depth = 0
+    for k in range(j, len(stream)):
+        if not stream[k].name and stream[k].text in "()":
+            depth += 1 if stream[k].text == "(" else -1
+            if depth == 0:
+                return k + 1
+    return len(stream)

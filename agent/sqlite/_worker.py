@@ -21,7 +21,7 @@ from ._cancel import CancelCell, CancelToken
 from ._guard import GuardedConnection, GuardSettings
 from ._paths import NotADatabaseFile, check_database_file
 from .hiding import HideRules
-from .types import QueryResult, QueryStatus, Schema
+from .types import QueryResult, QueryStatus, Schema, SqlValue
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,9 @@ class QueryRequest:
     byte_budget: int | None = None  # bytes the rows may weigh as JSON; cut in the worker
     hide: HideRules | None = None  # tables and columns the statement may not read
     reads: bool = True  # complete tables_read/columns_read from the statement's program
+    # Values bound to the statement's named parameters (`:month`): bound by SQLite, never
+    # spliced into the text. Empty: the statement is run without binding anything.
+    params: tuple[tuple[str, SqlValue], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,7 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
                 reply = guarded.run(request.sql, max_rows=request.max_rows,
                                     count_cap=request.count_cap, cell_limit=request.cell_limit,
                                     timeout=request.timeout, byte_budget=request.byte_budget,
-                                    hide=request.hide, reads=request.reads)
+                                    hide=request.hide, reads=request.reads, params=dict(request.params))
         except sqlite3.Error as exc:  # the file cannot be opened or its schema read
             connections.pop(key, None)
             reply = WorkerFailure("sqlite", str(exc))

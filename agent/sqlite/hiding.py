@@ -16,9 +16,9 @@ per connection and schema version:
   an fts5vocab or fts4aux table over a hidden FTS table), or one of whose shadow tables a rule
   hides, is hidden whole too;
 - a view is hidden when reading it reads anything hidden (found by preparing a read of it
-  under the same authorizer the model's SQL meets), or when its SQL joins with USING or
-  NATURAL (those join columns never reach the authorizer) and mentions a hidden name, or
-  forces an index over a hidden column (INDEXED BY);
+  under the same authorizer the model's SQL meets), when a USING or NATURAL join of its SQL
+  may compare a hidden column (`unchecked_join_risk`: those join columns never reach the
+  authorizer), or when it forces an index over a hidden column (INDEXED BY);
 - an index over a hidden column (or of a hidden table) cannot be named in INDEXED BY.
 What a statement may do under the rules (`_refusals` words the refusals) is the authorizer's
 (`_authorizer`) and the worker's checks before preparing (`_guard`).
@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ._sql_names import indexed_by, sql_mentions, sql_names, sql_words, uses_unchecked_join
+from ._sql_names import indexed_by, sql_mentions, sql_words, unchecked_joins
 from .types import Column, HideReport, Schema
 
 # Tables that describe the schema or its indexes: they would show hidden names, and
@@ -146,6 +146,9 @@ class FileObject:
     sql: str
     columns: tuple[Column, ...] | None  # None: not needed by any rule, or SQLite cannot list them
     owner: str | None = None  # the virtual table whose storage (shadow table) this table is
+    # The columns its rows are stored in order of (scans return them in that order): the
+    # rowid alias (INTEGER PRIMARY KEY) or a WITHOUT ROWID table's primary key; () otherwise.
+    key: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,7 @@ class Withheld:
     risky: frozenset[str] = frozenset()  # hidden tables and views, and tables with hidden columns
     objects: frozenset[str] = frozenset()  # every table and view of the file, hidden or not
     indexes: frozenset[str] = frozenset()  # indexes over a hidden column or of a hidden table
+    visible: frozenset[tuple[str, str]] = frozenset()  # (table, column): the rest of tables with hidden columns
 
     def __bool__(self) -> bool:
         return bool(self.tables or self.columns)
@@ -181,6 +185,25 @@ class Withheld:
         return folded in self.tables or (folded, column.casefold()) in self.columns
 
 
+def unchecked_join_risk(sql: str, risky: frozenset[str] | set[str],
+                        visible: frozenset[tuple[str, str]]) -> bool:
+    """True when a USING or NATURAL join of `sql` may compare a hidden column.
+
+    SQLite matches those join columns by name without asking the authorizer. A FROM clause that
+    names no table with hidden parts (`risky`) is safe, and so is a USING whose every column is
+    a `visible` column of each such table it names (a table has one column of a name, so that
+    one is not hidden). A NATURAL join joins on names the clause does not write: never safe there.
+    The decision rests on what the model may know (which tables have hidden parts, their
+    visible columns), so a refusal confirms no hidden name.
+    """
+    for join in unchecked_joins(sql):
+        tables = join.names & risky
+        if tables and (join.natural or any((table, column) not in visible
+                                           for table in tables for column in join.using)):
+            return True
+    return False
+
+
 def resolve_rules(rules: HideRules, objects: Sequence[FileObject], indexes: Sequence[FileIndex],
                   reads_hidden: Callable[[str, Withheld], bool]) -> tuple[Withheld, HideReport]:
     """The names `rules` hide among the file's `objects`; `reads_hidden(view, withheld)` probes one view."""
@@ -190,7 +213,13 @@ def resolve_rules(rules: HideRules, objects: Sequence[FileObject], indexes: Sequ
     derived: list[str] = []
     for obj in objects:
         _apply_rules(rules, obj, tables, columns, matches, derived)
-    state = _Spreading(tables, columns, frozenset(o.name.casefold() for o in objects), indexes)
+    visible: set[tuple[str, str]] = set()  # what a USING join may name of a table with hidden columns
+    for obj in objects:
+        key, names = obj.name.casefold(), [c.name.casefold() for c in obj.columns or ()]
+        if any((key, name) in columns for name in names):
+            visible.update((key, name) for name in names if (key, name) not in columns)
+    state = _Spreading(tables, columns, frozenset(o.name.casefold() for o in objects), indexes,
+                       frozenset(visible))
     storage: dict[str, set[str]] = {}
     for obj in objects:
         if obj.owner is not None:
@@ -206,8 +235,10 @@ def resolve_rules(rules: HideRules, objects: Sequence[FileObject], indexes: Sequ
     withheld = state.withheld()
     unsafe = sorted((i.name for i in indexes if i.name.casefold() in withheld.indexes
                      and not withheld.hides_table(i.table)), key=lambda n: (n.casefold(), n))
+    keys = [f"{obj.name}.{column}" for obj in objects if not withheld.hides_table(obj.name)
+            for column in obj.key if withheld.hides_column(obj.name, column)]
     report = HideReport(tuple((text, tuple(hit)) for text, hit in matches.items()),
-                        tuple(derived), tuple(unsafe))
+                        tuple(derived), tuple(unsafe), tuple(sorted(keys, key=lambda n: (n.casefold(), n))))
     return withheld, report
 
 
@@ -215,9 +246,10 @@ class _Spreading:
     """The hidden names while resolution spreads them to what reads them (a Withheld on demand)."""
 
     def __init__(self, tables: set[str], columns: set[tuple[str, str]], objects: frozenset[str],
-                 indexes: Sequence[FileIndex]) -> None:
+                 indexes: Sequence[FileIndex], visible: frozenset[tuple[str, str]]) -> None:
         self.tables = tables
         self.risky = set(tables) | {t for t, _ in columns}
+        self.visible = visible
         self._columns = frozenset(columns)
         self._objects = objects
         self._indexes = indexes
@@ -237,7 +269,8 @@ class _Spreading:
                 or (index.columns is None and index.table.casefold() in self.risky)
                 or any((index.table.casefold(), name.casefold()) in columns
                        for name in (*(index.columns or ()), *sql_words(index.sql))))
-            self._withheld = Withheld(tables, columns, frozenset(self.risky), self._objects, unsafe)
+            self._withheld = Withheld(tables, columns, frozenset(self.risky), self._objects, unsafe,
+                                      self.visible)
         return self._withheld
 
 
@@ -294,7 +327,7 @@ def _reads_hidden(obj: FileObject, storage: dict[str, set[str]], state: _Spreadi
                     or storage.get(key, set()) & state.risky)
     if obj.kind != "view":
         return False
-    if uses_unchecked_join(obj.sql) and sql_names(obj.sql) & state.risky:
+    if unchecked_join_risk(obj.sql, state.risky, state.visible):
         return True
     withheld = state.withheld()
     forced = {name.casefold() for name in indexed_by(obj.sql)}
@@ -305,7 +338,8 @@ def hiding_findings(report: HideReport) -> tuple[tuple[bool, str], ...]:
     """What the hide rules did on one database, for the operator: (is a warning, text) lines.
 
     One text for `doctor` and the server's start-up log: a rule that hid nothing is probably a
-    typo, and an index over a hidden column leaks the order of its values.
+    typo, and an index over a hidden column, or a hidden key a table's rows are stored by, leaks
+    the order of its values.
     """
     lines: list[tuple[bool, str]] = []
     for rule, names in report.matches:
@@ -319,6 +353,12 @@ def hiding_findings(report: HideReport) -> tuple[tuple[bool, str], ...]:
                             "ORDER BY that SQLite answers through one returns rows in the order of the "
                             "hidden values (and LIMIT picks by them): drop those indexes, or serve a copy "
                             "without them, if that order is secret too"))
+    if report.keys:
+        lines.append((True, f"hidden keys that order their tables' rows: {', '.join(report.keys)} (an "
+                            "INTEGER PRIMARY KEY, or a WITHOUT ROWID table's primary key); a query "
+                            "without ORDER BY returns those tables' rows in the order of the hidden "
+                            "values (and LIMIT picks by them): serve a copy that stores the rows in "
+                            "another order, or without that key, if that order is secret too"))
     return tuple(lines)
 
 

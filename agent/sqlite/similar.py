@@ -15,6 +15,7 @@ import logging
 import re
 import sqlite3
 import threading
+import weakref
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -68,6 +69,9 @@ class QuestionIndex:
     def __init__(self, texts: Sequence[str]) -> None:
         # check_same_thread=False: searches come from worker threads, one at a time (the lock).
         self._conn = sqlite3.connect(":memory:", check_same_thread=False)
+        # An index lives as long as a library snapshot that someone may still be searching, so it is
+        # closed when the last of them lets go of it (Python 3.13 warns of a connection left open).
+        weakref.finalize(self, self._conn.close)
         self._lock = threading.Lock()
         self.size = len(texts)
         try:

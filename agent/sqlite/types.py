@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+# A value SQLite binds to a parameter: what a verified answer's parameters bind.
+SqlValue = int | float | str | None
+
 
 @dataclass(frozen=True)
 class Column:
@@ -54,6 +57,10 @@ class HideReport:
     # Indexes of visible tables over a hidden column: a query without ORDER BY that SQLite
     # answers through one returns its rows in the order of the hidden values.
     indexes: tuple[str, ...] = ()
+    # Hidden columns of visible tables that order the table's own rows ("Table.Column"): its
+    # INTEGER PRIMARY KEY (the rowid) or a column of its WITHOUT ROWID primary key. A query
+    # without ORDER BY returns such a table's rows in the order of the hidden values.
+    keys: tuple[str, ...] = ()
 
     @property
     def unmatched(self) -> tuple[str, ...]:

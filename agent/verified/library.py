@@ -5,7 +5,12 @@ naming it (file, line, question) and why, when its line is not a golden question
 `database` names another alias than the file is served for, it is still tagged `from-log`
 (the model's SQL, not yet reviewed), its question is empty once normalised, another entry
 asks the same question with other SQL, or its SQL, run through the same guarded worker and
-hide rules as every answer, fails or reads a table or column the hide rules hide.
+hide rules as every answer (agent.verified.checks), fails or reads a table or column the hide
+rules hide. A template (an entry with `params`) is refused, too, when its question, params and
+SQL do not agree (templates.template_of), or when its SQL fails with each slot bound to a
+sample of its type (for a `value`, a real value of its column, read under the same rules: a
+hidden column fails as a missing one does); an entry without params whose SQL binds a
+parameter is refused.
 
 The file is checked for changes (mtime, size, inode) on each question, which costs one
 stat(); a changed file is loaded again, and only entries whose SQL is new, or whose database
@@ -25,9 +30,11 @@ import anyio
 
 from ..episode_text import clip
 from ..golden_file import FROM_LOG_TAG, GoldenEntry, parse_lines
-from ..sqlite import Database, QueryResult, QueryStatus
+from ..sqlite import Database
 from ..sqlite.similar import QuestionIndex, question_index
+from .checks import SqlRefusal, sql_refusal, template_sample
 from .matching import normalise_question, same_evidence
+from .templates import Template, template_of, unbound_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +43,6 @@ SIMILAR_SHOWN = 3  # similar verified questions listed with an answer
 # Spider dev it lists 2.1 questions instead of 3 for 1.5 points less recall@3 (bench_verified).
 SIMILAR_RELATIVE_SCORE = 0.5
 REFUSAL_QUESTION_CHARS = 80
-CHECK_COUNT_CAP = 1  # a check runs the SQL to its first row: enough to prove it runs
 
 
 @dataclass(frozen=True)
@@ -45,7 +51,8 @@ class LibraryEntry:
 
     line: int  # 1-based line of the file
     entry: GoldenEntry
-    key: str  # the question as the same-question tier compares it
+    key: str  # the question as the same-question tier compares it (a template's with its {slots})
+    template: Template | None = None  # the entry's slots, when it has params
 
     @property
     def question(self) -> str:
@@ -64,12 +71,13 @@ class Refusal:
 
     line: int
     question: str | None  # None when the line could not be read as an entry
-    reason: str
+    reason: str  # what anyone may be told: a hidden name reads as a missing one
+    logged: str | None = None  # the operator's log only: the reason with the hidden names it writes
 
-    def text(self, where: str) -> str:
-        """One line naming the entry: `where line N "question": refused: reason`."""
+    def log_line(self, where: str) -> str:
+        """The operator's line naming the entry: `where line N "question": refused: reason`."""
         named = f' "{clip(self.question, REFUSAL_QUESTION_CHARS)}"' if self.question else ""
-        return f"{where} line {self.line}{named}: refused: {self.reason}"
+        return f"{where} line {self.line}{named}: refused: {self.logged or self.reason}"
 
 
 @dataclass(frozen=True)
@@ -82,9 +90,12 @@ class Snapshot:
     missing: bool = False  # the file does not exist (yet)
     index: QuestionIndex | None = field(default=None, compare=False, repr=False)
     _by_key: dict[str, LibraryEntry] = field(default_factory=dict, compare=False, repr=False)
+    # The entries with params, which the template tier reads a question into.
+    templates: tuple[LibraryEntry, ...] = field(default=(), compare=False, repr=False)
 
     def exact(self, question: str, evidence: str | None = None) -> LibraryEntry | None:
-        """The entry asking the same question (see matching), if the caller's evidence fits it."""
+        """The entry without params asking the same question (see matching), if the caller's
+        evidence fits it."""
         found = self._by_key.get(normalise_question(question))
         return found if found is not None and same_evidence(evidence, found.entry.evidence) else None
 
@@ -127,7 +138,8 @@ class VerifiedLibrary:
         self._lock = threading.Lock()
         self.write_lock = threading.Lock()  # saves append one at a time (see saving)
         # SQL -> (the database's signature when it was checked, why refused or None)
-        self._checked: dict[str, tuple[tuple[int, ...], str | None]] = {}
+        # (SQL, template) -> (the database's signature when it was checked, why refused or None)
+        self._checked: dict[tuple[str, Template | None], tuple[tuple[int, ...], SqlRefusal | None]] = {}
 
     def current(self, database: Database) -> Snapshot:
         """The library as the file now holds it: loaded again when the file changed (blocking)."""
@@ -147,10 +159,10 @@ class VerifiedLibrary:
         return await anyio.to_thread.run_sync(self.current, database)
 
     def _swap(self, snapshot: Snapshot) -> None:
-        before = {(r.line, r.question, r.reason) for r in self._snapshot.refusals} if self._loaded else set()
+        before = set(self._snapshot.refusals) if self._loaded else set()
         for refusal in snapshot.refusals:
-            if (refusal.line, refusal.question, refusal.reason) not in before:
-                self._report(refusal.text(self.where))
+            if refusal not in before:
+                self._report(refusal.log_line(self.where))
         if self._loaded and snapshot.signature != self._snapshot.signature:
             logger.info("%s: reloaded after the file changed: %d entries served, %d refused",
                         self.where, len(snapshot.entries), len(snapshot.refusals))
@@ -180,27 +192,30 @@ class VerifiedLibrary:
             if isinstance(parsed, str):
                 refusals.append(Refusal(number, None, f"not a golden question ({parsed})"))
                 continue
-            reason = self._entry_refusal(parsed)
+            reason = self.entry_refusal(parsed)
             if reason == "":  # another alias's entry in a file they share: not ours, not wrong
                 continue
+            template = template_of(parsed) if reason is None and parsed.params else None
+            if isinstance(template, str):
+                reason, template = template, None
             if reason is not None:
                 refusals.append(Refusal(number, parsed.question, reason))
                 continue
-            candidates.append(LibraryEntry(number, parsed, normalise_question(parsed.question)))
+            candidates.append(LibraryEntry(number, parsed, normalise_question(parsed.question), template))
         candidates, clashes = _without_clashes(candidates)
         refusals += clashes
         served = []
         db_signature = database.file_signature()
         for candidate in candidates:
-            reason = self._sql_refusal(candidate.sql, database, db_signature)
-            if reason is not None:
-                refusals.append(Refusal(candidate.line, candidate.question, reason))
+            refused = self._sql_refusal(candidate, database, db_signature)
+            if refused is not None:
+                refusals.append(Refusal(candidate.line, candidate.question, refused.reason, refused.logged))
             else:
                 served.append(candidate)
         refusals.sort(key=lambda r: r.line)
         return _snapshot(tuple(served), tuple(refusals), signature)
 
-    def _entry_refusal(self, entry: GoldenEntry) -> str | None:
+    def entry_refusal(self, entry: GoldenEntry) -> str | None:
         """Why the entry may not be served before its SQL runs; "" when it is another alias's."""
         if entry.database not in self.names:
             if entry.database in self.shared_with:
@@ -212,83 +227,60 @@ class VerifiedLibrary:
                     f"then drop the {FROM_LOG_TAG} tag")
         if not normalise_question(entry.question):
             return "the question is only punctuation"
+        if not entry.params:
+            return unbound_refusal(entry.sql)
         return None
 
-    def _sql_refusal(self, sql: str, database: Database, db_signature: tuple[int, ...]) -> str | None:
-        cached = self._checked.get(sql)
+    def _sql_refusal(self, candidate: LibraryEntry, database: Database,
+                     db_signature: tuple[int, ...]) -> SqlRefusal | None:
+        """Why the candidate's SQL may not be served (checked again only when it or the database changed)."""
+        template = candidate.template
+        key = (candidate.sql, template)
+        cached = self._checked.get(key)
         if cached is not None and cached[0] == db_signature:
             return cached[1]
-        reason = sql_refusal(database, sql)
-        self._checked[sql] = (db_signature, reason)
-        return reason
-
-
-def sql_refusal(database: Database, sql: str) -> str | None:
-    """Why `sql` may not be served as a verified answer on `database`, or None when it may.
-
-    It must run under the database's hide rules in the guarded worker (to its first row), and
-    the tables and columns the worker reports it read must all be visible.
-    """
-    result = database.query(sql, max_rows=0, count_cap=CHECK_COUNT_CAP)
-    if result.ok:
-        hidden = hidden_reads(database, result)
-        return None if hidden is None else f"its SQL reads {hidden}, which the hide rules hide"
-    if database.hide and result.status in (QueryStatus.SQL_ERROR, QueryStatus.HIDDEN):
-        # A hidden name fails as a missing one; run it without the rules (nothing of it is
-        # shown: only the names it read are checked) to tell the operator which it was.
-        plain = Database(database.path, database.engine).query(sql, max_rows=0, count_cap=CHECK_COUNT_CAP)
-        if plain.ok and (hidden := hidden_reads(database, plain)) is not None:
-            return f"its SQL reads {hidden}, which the hide rules hide"
-    return f"its SQL {_failure(result)}"
-
-
-def hidden_reads(database: Database, result: QueryResult) -> str | None:
-    """The first hidden table or column a query read (`table Invoice`, `column Customer.Email`)."""
-    rules = database.hide
-    if not rules:
-        return None
-    for table in sorted(result.tables_read):
-        if rules.hides_table(table):
-            return f"table {table}"
-    for table, column in sorted(result.columns_read):
-        if rules.hides_column(table, column):
-            return f"column {table}.{column}"
-    return None
-
-
-def _failure(result: QueryResult) -> str:
-    if result.status is QueryStatus.DENIED:
-        return f"is refused by the read-only guard ({result.error})"
-    if result.status in (QueryStatus.TIMEOUT, QueryStatus.KILLED):
-        return f"ran past the query time limit ({result.error}); it could not be served within it"
-    return f"fails: {result.error or result.status.value}"
+        if template is None:
+            refused = sql_refusal(database, candidate.sql)
+        else:
+            sample = template_sample(database, template)
+            refused = sample if isinstance(sample, SqlRefusal) else sql_refusal(database, candidate.sql, sample)
+        self._checked[key] = (db_signature, refused)
+        return refused
 
 
 def _without_clashes(entries: Iterable[LibraryEntry]) -> tuple[list[LibraryEntry], list[Refusal]]:
     """Entries asking the same question with other SQL are all refused: none is known right."""
-    by_key: dict[str, list[LibraryEntry]] = {}
-    for entry in entries:
-        by_key.setdefault(entry.key, []).append(entry)
+    by_key: dict[tuple[bool, str], list[LibraryEntry]] = {}
+    for entry in entries:  # a template's question (with its {slots}) is no plain question
+        by_key.setdefault((entry.template is not None, entry.key), []).append(entry)
     kept: list[LibraryEntry] = []
     refused: list[Refusal] = []
     for group in by_key.values():
-        sqls = {" ".join(e.sql.split()).rstrip(";").rstrip() for e in group}
-        evidences = {normalise_question(e.entry.evidence or "") for e in group}
-        if len(sqls) == 1 and len(evidences) == 1:
+        if len({answer_key(e.entry) for e in group}) == 1:
             kept.append(group[0])  # repeats of one answer: the first is served
             continue
         lines = ", ".join(str(e.line) for e in group)
+        differ = "SQL, evidence or params" if group[0].template is not None else "SQL or evidence"
         refused += [Refusal(e.line, e.question, f"lines {lines} ask the same question with different "
-                                                 "SQL or evidence; keep the right one")
+                                                 f"{differ}; keep the right one")
                     for e in group]
     kept.sort(key=lambda e: e.line)
     return kept, refused
 
 
+def answer_key(entry: GoldenEntry) -> tuple[str, str, str]:
+    """What entries asking the same question must share not to clash: the SQL (whitespace and a
+    final `;` aside), the evidence and the params."""
+    params = "" if not entry.params else repr(sorted((n, p.model_dump()) for n, p in entry.params.items()))
+    return " ".join(entry.sql.split()).rstrip(";").rstrip(), normalise_question(entry.evidence or ""), params
+
+
 def _snapshot(entries: tuple[LibraryEntry, ...], refusals: tuple[Refusal, ...],
               signature: tuple[int, ...]) -> Snapshot:
     index = question_index([e.question for e in entries]) if entries else None
-    return Snapshot(entries, refusals, signature, index=index, _by_key={e.key: e for e in entries})
+    return Snapshot(entries, refusals, signature, index=index,
+                    _by_key={e.key: e for e in entries if e.template is None},
+                    templates=tuple(e for e in entries if e.template is not None))
 
 
 def file_signature(path: Path) -> tuple[int, ...]:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 SAME_QUESTION_RULE = ("letter case, runs of whitespace and punctuation at the end (? ! . …) are "
                       "ignored; every other character must match")
-_TRAILING = "?!.…？！。．"  # ASCII, the ellipsis, and their full-width forms
+TRAILING = "?!.…？！。．"  # ASCII, the ellipsis, and their full-width forms
 HINT_ENTRIES = 2  # similar verified answers given to the model as evidence
 HINT_SQL_CHARS = 600  # an entry whose SQL is longer is not given (a clipped SQL would mislead)
 
@@ -20,7 +20,7 @@ HINT_SQL_CHARS = 600  # an entry whose SQL is longer is not given (a clipped SQL
 def normalise_question(text: str) -> str:
     """The question as the same-question tier compares it (see SAME_QUESTION_RULE)."""
     folded = " ".join(text.split()).casefold()
-    return folded.rstrip(_TRAILING + " ").rstrip()
+    return folded.rstrip(TRAILING + " ").rstrip()
 
 
 def same_evidence(asked: str | None, entry: str | None) -> bool:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+import typing
 from collections.abc import Mapping
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..serving.access import caller_of
 from .output import unanswered
-from .tool import ERROR_PREFIX, TOOL_NAME, known_alias
-from .tool_errors import INVALID_ARGUMENTS
+from .tool import ERROR_PREFIX, TOOL_NAME, answer_sql_question, known_alias
+from .tool_errors import ARGUMENTS_ACCEPTED, INVALID_ARGUMENTS, wrong_arguments
 
 
 class StructuredToolErrors(ServerMiddleware[Any]):
@@ -34,10 +37,42 @@ class StructuredToolErrors(ServerMiddleware[Any]):
             return result
         texts = [c.get("text", "") for c in wire.get("content", []) if c.get("type") == "text"]
         message = texts[0] if texts else "the call failed"
-        # The SDK words an argument error as its prefix and the reason; a crash as the bare prefix.
-        kind = INVALID_ARGUMENTS if message.startswith(ERROR_PREFIX) else "internal_error"
-        return {**wire, "structuredContent": failed_call_content(
-            ctx, message.removeprefix(ERROR_PREFIX), kind, params.get("arguments"))}
+        # The SDK words an argument error as its prefix and pydantic's report (the input echoed, a
+        # model name, a URL); a crash as the bare prefix. Ours names each argument instead.
+        arguments = params.get("arguments")
+        if not message.startswith(ERROR_PREFIX):
+            return {**wire, "structuredContent": failed_call_content(ctx, message, "internal_error", arguments)}
+        reason = str(argument_error(arguments, ctx.lifespan_context.settings.max_samples))
+        return {**wire, "content": [{"type": "text", "text": f"{ERROR_PREFIX}{reason}"}],
+                "structuredContent": failed_call_content(ctx, reason, INVALID_ARGUMENTS, arguments)}
+
+
+def argument_error(arguments: object, max_samples: int) -> Exception:
+    """The one-line error for arguments the SDK refused: each missing or mistyped one, and what it accepts.
+
+    Each argument is checked against the tool function's own annotation, with the same
+    (pydantic) validation the SDK applies, so the two never disagree about a value.
+    """
+    given = arguments if isinstance(arguments, Mapping) else {}
+    adapters = _argument_adapters()
+    missing = [name for name, (_, required) in adapters.items() if required and name not in given]
+    wrong = []
+    for name, (adapter, _) in adapters.items():
+        if name in given:
+            try:
+                adapter.validate_python(given[name])
+            except ValidationError:
+                wrong.append((name, given[name]))
+    return wrong_arguments(wrong, missing, max_samples)
+
+
+@functools.cache
+def _argument_adapters() -> dict[str, tuple[TypeAdapter[Any], bool]]:
+    """Each argument of answer_sql_question: a validator of its annotation, and whether it is required."""
+    hints = typing.get_type_hints(answer_sql_question, include_extras=True)
+    parameters = inspect.signature(answer_sql_question).parameters
+    return {name: (TypeAdapter(hints[name]), parameters[name].default is inspect.Parameter.empty)
+            for name in ARGUMENTS_ACCEPTED}
 
 
 def failed_call_content(ctx: ServerRequestContext[Any, Any], message: str, kind: str,

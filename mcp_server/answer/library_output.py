@@ -3,16 +3,24 @@ similar verified answers listed beside a model's (the models and their text)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
 from agent.text import escape_unsafe, quoted_text
-from agent.verified import Provenance, provenance_text, similar_text
+from agent.verified import BoundParam, Provenance, params_text, provenance_text, similar_text
 
 from .fence import neutralise_markers
 
 VERIFIED_QUESTION_CHARS = 200  # a verified library's question, as the text quotes it
+
+
+class VerifiedParam(BaseModel):
+    """One value a verified template's SQL was run with, and the question's text it was read from."""
+
+    type: str = Field(description="the parameter's type: integer, number, year, month, date, value or top")
+    value: int | float | str = Field(description="the value bound to the SQL's :name")
+    text: str = Field(description="the question's text it was read from")
 
 
 class VerifiedSource(BaseModel):
@@ -24,6 +32,9 @@ class VerifiedSource(BaseModel):
     added_by: str | None = Field(description="who added the entry, when the library says")
     added_at: str | None = Field(description="when it was added (ISO 8601), when the library says")
     tags: list[str] = Field(default_factory=list, description="the entry's labels")
+    params: dict[str, VerifiedParam] = Field(
+        default_factory=dict, description="a template entry's values read from the question, by parameter "
+                                          "name (its SQL binds each as :name); empty for the same question")
 
 
 class SimilarVerified(BaseModel):
@@ -39,15 +50,16 @@ class SimilarVerified(BaseModel):
 def verified_paragraph(source: VerifiedSource) -> str:
     """The verified answer's closing paragraph: where it came from, and how to get the model's."""
     said = provenance_text(_provenance(source), quote=_quoted_question)
-    return neutralise_markers(f"{said} Pass `verified: false` for a fresh answer from the model.")
+    read = params_text(_params(source), quote=_quoted_question)
+    return neutralise_markers("".join([f"{read}\n" if read else "",
+                                       f"{said} Pass `verified: false` for a fresh answer from the model."]))
 
 
-def library_lines(note: str | None, similar: Sequence[SimilarVerified],
-                  fence: Callable[[str], str]) -> list[str]:
+def library_lines(note: str | None, similar: Sequence[SimilarVerified]) -> list[str]:
     """Beside a model's answer: why the library's own entry was not served, and the similar
-    verified questions with their SQL (each in `fence`)."""
-    lines = [f"Note: {note}."] if note else []
-    listed = similar_text(similar, fence=fence, quote=_quoted_question)
+    verified questions with their SQL."""
+    lines = [neutralise_markers(f"Note: {note}.")] if note else []  # it may quote the question
+    listed = similar_text(similar, exact="the structured result's `similar_verified`", quote=_quoted_question)
     return [*lines, listed] if listed else lines
 
 
@@ -61,4 +73,13 @@ def _provenance(source: VerifiedSource) -> Provenance:
         return None if text is None else escape_unsafe(text)
 
     return Provenance(safe(source.library) or "", source.line, source.question, safe(source.added_by),
-                      safe(source.added_at), tuple(source.tags), None)
+                      safe(source.added_at), tuple(source.tags), None, _params(source))
+
+
+def _params(source: VerifiedSource) -> tuple[BoundParam, ...]:
+    return tuple(BoundParam(name, p.type, p.text, p.value) for name, p in source.params.items())
+
+
+def source_params(params: tuple[BoundParam, ...]) -> dict[str, VerifiedParam]:
+    """A verified answer's template values as `verified.params` gives them."""
+    return {p.name: VerifiedParam(type=p.type, value=p.value, text=p.text) for p in params}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
+
+import anyio
 
 from agent.asking import Asked, AskSettings, Question, SampleBackends, SampleRun, ask
 from agent.backends.slots import waiting_message
@@ -38,13 +41,43 @@ class QuestionAsked:
     use_verified: bool = True  # False: the caller asked for the model's answer (`verified: false`)
 
 
+class ProgressClock:
+    """Sends a call's progress notifications, each strictly above the one before (MCP's MUST).
+
+    `reached` is the count of steps done. When it has not moved past the last value sent (a
+    wait reported again, a second sample waiting, a report racing another), the value goes a
+    fraction further, staying below the next whole step: n/(n+1) past it for the n-th repeat.
+    One lock orders the sends, so concurrent samples cannot overtake each other on the wire.
+    """
+
+    def __init__(self, report: ReportProgress) -> None:
+        self.report = report
+        self.sent: float | None = None  # the last value sent
+        self._repeats = 0  # notifications since the count last moved
+        # fast_acquire (anyio 4.5; mcp 2.3 needs 4.9): no yield when no other send is under way, so
+        # a report nobody listens to does not let another sample overtake this one in a queue.
+        self._lock = anyio.Lock(fast_acquire=True)
+
+    async def send(self, reached: int, total: int, message: str) -> None:
+        """Report `message` at `reached` of `total` steps, or just past the last value sent."""
+        async with self._lock:
+            if self.sent is None or reached > self.sent:
+                value: float = reached
+                self._repeats = 0
+            else:
+                self._repeats += 1
+                value = math.floor(self.sent) + self._repeats / (self._repeats + 1)
+            self.sent = value
+            await self.report(value, total, message)
+
+
 class SampleProgress:
     """Progress over all K samples: rounds add up; one sample keeps today's messages exactly."""
 
     def __init__(self, samples: int, max_turns: int, report: ReportProgress) -> None:
-        self.samples, self.max_turns, self.report = samples, max_turns, report
-        # A finished sample counts one step past its last possible round, so every
-        # notification moves the total forward (MCP progress must increase).
+        self.samples, self.max_turns = samples, max_turns
+        self.clock = ProgressClock(report)
+        # A finished sample counts one step past its last possible round (the final answer's).
         self.steps = max_turns + 2 if samples > 1 else max_turns + 1
         self.done = [0] * samples
         self.told_queued = False
@@ -58,29 +91,21 @@ class SampleProgress:
         """A sample waits for a slot (said once per question)."""
         if not self.told_queued:
             self.told_queued = True
-            await self.report(0, self.total, queued_message(slots, self.samples))
+            await self.clock.send(sum(self.done), self.total, queued_message(slots, self.samples))
 
     async def token_waiting(self, k: int, ahead: int) -> None:
         """Sample k waits behind its own token's earlier episodes."""
-        prefix = "" if self.samples == 1 else f"sample {k + 1}/{self.samples} "
-        await self.report(sum(self.done), self.total, prefix + token_waiting_message(ahead))
+        await self.clock.send(sum(self.done), self.total, self._prefix(k) + token_waiting_message(ahead))
 
     async def waiting(self, k: int, ahead: int) -> None:
         """Sample k waits for a runtime slot with `ahead` episodes before it."""
-        if self.samples == 1:
-            await self.report(0, self.total, waiting_message(ahead))
-            return
-        await self.report(sum(self.done), self.total,
-                          f"sample {k + 1}/{self.samples} {waiting_message(ahead)}")
+        await self.clock.send(sum(self.done), self.total, self._prefix(k) + waiting_message(ahead))
 
     async def round(self, k: int, played: Round) -> None:
         """Sample k played a round."""
-        line = progress_message(played, self.max_turns)
-        if self.samples == 1:
-            await self.report(played.index, self.total, line)
-            return
         self.done[k] = played.index
-        await self.report(sum(self.done), self.total, f"sample {k + 1}/{self.samples} {line}")
+        await self.clock.send(sum(self.done), self.total,
+                              self._prefix(k) + progress_message(played, self.max_turns))
 
     async def finished(self, run: SampleRun, tally: Tally) -> None:
         """A sample finished; say how it ended and whether a majority now agrees."""
@@ -98,8 +123,12 @@ class SampleProgress:
         agree = f"; {groups[0].votes} of {self.samples} agree so far" if groups else ""
         stopping = "; a majority agrees: stopping the others" if (
             tally.has_majority() and len(tally.arrivals) < self.samples) else ""
-        await self.report(sum(self.done), self.total,
-                          f"sample {k + 1}/{self.samples} finished: {how}{agree}{stopping}")
+        await self.clock.send(sum(self.done), self.total,
+                              f"{self._prefix(k)}finished: {how}{agree}{stopping}")
+
+    def _prefix(self, k: int) -> str:
+        """`sample 2/5 ` before sample k's lines; nothing with one sample."""
+        return "" if self.samples == 1 else f"sample {k + 1}/{self.samples} "
 
 
 async def run_question(runtime: ServerRuntime, asked: QuestionAsked, report_progress: ReportProgress,

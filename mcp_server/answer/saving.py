@@ -1,15 +1,25 @@
-"""`save_verified_answer`: the answer view's "Save as verified", an app-only tool.
+"""`save_verified_answer`: the answer view's "Propose as verified", an app-only tool.
 
-Only hosts that negotiated MCP Apps list it, and only when --verified-writable is set (the
-model never sees it: visibility `app`). It checks the SQL as loading a library does (guarded
-worker, hide rules, nothing hidden read, no contradiction with an entry already there) and
-appends the entry with who saved it (the token's name, or the user running a stdio server)
-and when. A token saves only to the libraries of the databases it may use.
+Saving is a permission, not a listing: with --verified-writable the stdio client may save, and
+over HTTP only a token whose [tokens.NAME] table says `save-verified = true` (never the
+--auth-token-env token, nor a loopback server without tokens). Only hosts that negotiated MCP
+Apps list the tool, and only to callers that may save; but declaring the extension is one JSON
+field, so the permission is checked here, on every call. A token saves only for the databases
+it may use.
+
+What is saved is a proposal (agent.verified.saving): checked under the hide rules, appended to
+the library's proposals file with who proposed it and when, and never served to anyone until
+the library's owner accepts it (`sqale-agent golden accept`). Every call counts as one episode
+against the token's per-minute quota, and leaves a log line (token, question, a hash of the
+SQL, the outcome) and a count in `sqale_verified_saves_total`; calls refused by the quota
+write a few lines per token and minute, as refused questions do.
 """
 
 from __future__ import annotations
 
 import getpass
+import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, cast
@@ -19,20 +29,28 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from agent.verified.saving import Saved, save_entry
+from agent.episode_text import clip
+from agent.errors import SqaleError
+from agent.verified.proposals import sql_digest
+from agent.verified.saving import Saved, propose_entry
 
 from ..config.settings import ServerSettings
 from ..runtime import ServerRuntime
 from ..serving.access import Caller, caller_of
+from ..serving.quotas import QuotaExceeded
 from .tool import checked_text, resolve_alias
-from .tool_errors import CallError
+from .tool_errors import CallError, edge_error
+
+logger = logging.getLogger(__name__)
 
 SAVE_TOOL_NAME = "save_verified_answer"
-SAVE_TOOL_TITLE = "Save as verified"
+SAVE_TOOL_TITLE = "Propose as verified"
 SAVE_TOOL_DESCRIPTION = (
-    "Save a question and its SQL to the database's verified library, so the next time the same "
-    "question is asked it is answered at once with this SQL. Called by the answer view's 'Save as "
-    "verified' button after the user confirmed it.")
+    "Propose a question and its SQL for the database's verified library. The library's owner reviews "
+    "each proposal; once they accept it, the same question is answered at once with this SQL. Called by "
+    "the answer view's 'Propose as verified' button after the user confirmed it.")
+LOGGED_QUESTION_CHARS = 80  # what a save's log line keeps of its question
+LOGGED_DIGEST_CHARS = 16  # of the SQL's SHA-256
 
 
 async def save_verified_answer(
@@ -42,30 +60,84 @@ async def save_verified_answer(
     ctx: Context,
     evidence: Annotated[str | None, Field(description="the evidence the question was asked with")] = None,
 ) -> CallToolResult:
-    """Append a checked question and SQL to the database's verified library."""
+    """Propose a checked question and SQL for the database's verified library."""
     runtime = cast(ServerRuntime, ctx.request_context.lifespan_context)
     return await save_answer(runtime, caller_of(ctx.request_context.request), database=database,
                              question=question, sql=sql, evidence=evidence)
 
 
+def may_save(settings: ServerSettings, caller: Caller) -> bool:
+    """True when `caller` may propose verified answers (see the module docstring)."""
+    if not settings.verified_writable:
+        return False
+    if not caller.remote:
+        return True
+    spec = next((t for t in settings.tokens if t.name == caller.name), None)
+    return spec is not None and spec.save_verified
+
+
 async def save_answer(runtime: ServerRuntime, caller: Caller, *, database: str, question: str, sql: str,
                       evidence: str | None) -> CallToolResult:
-    """The save and its outcome as a tool result (isError when nothing was saved)."""
+    """The save and its outcome as a tool result (isError when nothing holds the SQL now)."""
     settings = runtime.settings
+    attempt = _Attempt(caller, question, sql)
+    try:
+        runtime.quotas.check_rate(caller)
+    except QuotaExceeded as exc:
+        return attempt.ended(runtime, None, "quota", f"Not saved: {exc}", failed=True)
+    if not may_save(settings, caller):
+        return attempt.ended(runtime, None, "not_permitted", (
+            f"Not saved: token '{caller.name}' may not propose verified answers. The server's operator "
+            "grants it with save-verified = true in its [tokens.NAME] table."), failed=True)
     try:
         alias = resolve_alias(database, caller.visible(runtime.catalog.aliases))
         asked = checked_text("question", question, settings.max_question_chars)
         hint = checked_text("evidence", evidence, settings.max_evidence_chars)
     except CallError as error:
-        return _result(str(error), failed=True)
+        return attempt.ended(runtime, None, "invalid", str(error), failed=True)
     library = runtime.verified.get(alias)
-    if library is None or not settings.verified_writable:
-        return _result(f"Not saved: '{alias}' has no writable verified library (the server's operator "
-                       "sets one with --verified ALIAS=FILE and --verified-writable).", failed=True)
-    saved: Saved = await anyio.to_thread.run_sync(lambda: save_entry(
-        library, runtime.databases[alias], question=asked or "", sql=sql, evidence=hint,
-        added_by=saver(caller)))
-    return _result(saved.message, failed=not saved.added)
+    if library is None:
+        return attempt.ended(runtime, alias, "no_library", (
+            f"Not saved: '{alias}' has no verified library (the server's operator sets one with "
+            "--verified ALIAS=FILE)."), failed=True)
+    try:
+        saved: Saved = await anyio.to_thread.run_sync(lambda: propose_entry(
+            library, runtime.databases[alias], question=asked or "", sql=sql, evidence=hint,
+            proposed_by=saver(caller)))
+    except Exception as exc:
+        # The database or its worker failed (or a bug of ours): mapped as for a question, so a
+        # remote client reads no server path; the log line has the detail under this id.
+        ident = uuid.uuid4().hex[:12]
+        failure = edge_error(exc, database=alias, remote=caller.remote, question_id=ident)
+        logger.log(logging.WARNING if isinstance(exc, SqaleError) else logging.ERROR,
+                   "save on '%s' for token '%s' failed (id %s): %r", alias, caller.name, ident, exc,
+                   exc_info=not isinstance(exc, SqaleError), extra={"token": caller.name})
+        result = attempt.ended(runtime, alias, "error", f"Not saved: {failure or 'a bug of ours'}", failed=True)
+        if failure is None:  # our own bug, on stdio: it propagates as it is
+            raise
+        return result
+    return attempt.ended(runtime, alias, saved.outcome.value, saved.message, failed=saved.failed)
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """One call of the save tool, for its log line and metric."""
+
+    caller: Caller
+    question: str
+    sql: str
+
+    def ended(self, runtime: ServerRuntime, alias: str | None, outcome: str, message: str, *,
+              failed: bool) -> CallToolResult:
+        """Count and log the call's outcome, and return it as the tool result."""
+        runtime.metrics.saves.labels(alias or "", self.caller.name, outcome).inc()
+        if outcome == "quota" and runtime.quotas.of(self.caller).refusal_lines.allow() is None:
+            return _result(message, failed=failed)  # a flood must not fill the disk: counted only
+        logger.info("save on '%s' for token '%s': %s (question %r, sql sha256 %s…, %d characters): %s",
+                    alias or "-", self.caller.name, outcome, clip(self.question, LOGGED_QUESTION_CHARS),
+                    sql_digest(self.sql.strip())[:LOGGED_DIGEST_CHARS], len(self.sql), message,
+                    extra={"token": self.caller.name})
+        return _result(message, failed=failed)
 
 
 def saver(caller: Caller) -> str:
@@ -90,10 +162,17 @@ class AppOnlyTool:
     name: str
     title: str
     description: str
+    offered: Callable[[Caller], bool]  # who is shown it (the tool itself checks who may call it)
 
 
 def app_only_tools(settings: ServerSettings) -> tuple[AppOnlyTool, ...]:
-    """The app-only tools these settings enable: "Save as verified" with --verified-writable."""
+    """The app-only tools these settings enable: "Propose as verified" with --verified-writable."""
     if not (settings.verified_writable and settings.verified):
         return ()
-    return (AppOnlyTool(save_verified_answer, SAVE_TOOL_NAME, SAVE_TOOL_TITLE, SAVE_TOOL_DESCRIPTION),)
+    with_library = [spec.alias for spec in settings.verified]
+
+    def offered(caller: Caller) -> bool:  # it may save, and one of its databases has a library
+        return may_save(settings, caller) and bool(caller.visible(with_library))
+
+    return (AppOnlyTool(save_verified_answer, SAVE_TOOL_NAME, SAVE_TOOL_TITLE, SAVE_TOOL_DESCRIPTION,
+                        offered),)

@@ -15,15 +15,14 @@ from .tool import TOOL_NAME
 
 def scoped_input_schema(schema: dict[str, Any], aliases: tuple[str, ...],
                         verified: bool = True) -> dict[str, Any]:
-    """`schema` with any list of database aliases (an `enum`) cut to `aliases`; without `verified`
-    (none of them has a verified library), no `verified` argument."""
+    """`schema` with its list of database aliases (the `database` enum) cut to `aliases`; without
+    `verified` (none of them has a verified library), no `verified` argument."""
     scoped = copy.deepcopy(schema)
     if not verified:
         scoped.get("properties", {}).pop("verified", None)
     database = scoped.get("properties", {}).get("database", {})
-    for holder in (database, *database.get("anyOf", ())):
-        if isinstance(holder, dict) and isinstance(holder.get("enum"), list):
-            holder["enum"] = [a for a in holder["enum"] if a in aliases]
+    if isinstance(database.get("enum"), list):
+        database["enum"] = [a for a in database["enum"] if a in aliases]
     return scoped
 
 

@@ -3,12 +3,17 @@
 Claude Code warns about tool output past 10k tokens and, unless a tool declares
 `_meta["anthropic/maxResultSizeChars"]`, keeps outputs past 50,000 characters out of the
 conversation (it saves them to a file). With the default limits an answer stays under
-DEFAULT_ANSWER_CHARS; a server configured for larger answers declares the size it allows.
+DEFAULT_ANSWER_CHARS; a server configured for larger answers declares the size it allows, at
+most MAX_ANSWER_CHARS, and no answer is ever larger than that figure.
+
+What is counted: the text content and the structured content as compact JSON, together, in
+characters as a JavaScript client counts them (`wire_size`). A client hands its model one or
+the other (Claude Code the structured content when there is some, else the text), so neither
+can exceed the declared figure.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -18,55 +23,68 @@ from mcp_types import CallToolResult, TextContent
 from agent.episode_text import clip
 from agent.text import plural
 
-from ..config.limits import AnswerLimits
-from ..config.settings import ServerSettings
+from ..config.limits import DEFAULT_ANSWER_CHARS, MAX_ANSWER_CHARS, AnswerLimits, LimitName
 from .output import AnswerOutput, TextView, render_answer_text
+from .wire_size import json_chars, text_chars
 
-DEFAULT_ANSWER_CHARS = 40_000  # ~10k tokens: under Claude Code's warning, far under its 25k cap
+__all__ = ["DEFAULT_ANSWER_CHARS", "MAX_ANSWER_CHARS", "RESULT_SIZE_META", "answer_chars", "fitted_response",
+           "result_size_meta"]
+
 RESULT_SIZE_META = "anthropic/maxResultSizeChars"  # how a tool raises Claude Code's inline limit
-MAX_RESULT_SIZE_CHARS = 500_000  # the most Claude Code accepts for it
-# With the default rows budget, what is left beside the rows for the text, SQL, trace and the rest.
-ROOM_BESIDE_ROWS = DEFAULT_ANSWER_CHARS - ServerSettings.model_fields["max_result_bytes"].default
 
 TRACE_ARG_CHARS = 200  # trace arguments once the answer has to shrink
 CANDIDATE_SQL_CHARS = 300  # the other samples' SQL once the answer has to shrink
 ECHO_CHARS = 500  # question, error and note echoed back once the answer has to shrink
-TEXT_SQL_CHARS = 2_000  # the text's SQL, as the very last cut (the structured `sql` is never cut)
+TEXT_SQL_CHARS = 2_000  # the text's SQL, once the answer has to shrink
 KEPT_TRACE_CALLS = 5  # the last tool calls kept before the trace goes entirely
-
-
-def answer_budget(limits: AnswerLimits) -> int:
-    """Characters an answer may take: the rows' byte budget (--max-result-bytes) and room beside it."""
-    return max(DEFAULT_ANSWER_CHARS, limits.max_result_bytes + ROOM_BESIDE_ROWS)
+NAME_CHARS = 200  # a column or table name once the answer has to shrink
+ROWS_SLACK = 64  # characters kept free when rows are cut: the note's and the text's counts grow with them
+KEPT_TABLES = 50  # tables read listed once the answer has to shrink
+# What is left of an answer that does not fit even without its rows: its essentials.
+ESSENTIAL_ITEMS = 20  # column names, tables read
+ESSENTIAL_CANDIDATES = 3  # the most voted results, their SQL clipped
+ESSENTIAL_CHARS = 80  # each of those names and SQL
 
 
 def result_size_meta(limits: AnswerLimits) -> dict[str, Any] | None:
     """The tool's `_meta` raising Claude Code's inline limit, when the limits allow larger answers."""
-    budget = answer_budget(limits)
-    if budget <= DEFAULT_ANSWER_CHARS:
+    if limits.answer_chars <= DEFAULT_ANSWER_CHARS:
         return None
-    return {RESULT_SIZE_META: min(budget, MAX_RESULT_SIZE_CHARS)}
+    return {RESULT_SIZE_META: limits.answer_chars}
 
 
 def answer_chars(text: str, structured: dict[str, Any]) -> int:
     """The size of an answer as a client reads it: its text and its structured content as JSON."""
-    return len(text) + len(json.dumps(structured, ensure_ascii=False, separators=(",", ":")))
+    return text_chars(text) + json_chars(structured)
+
+
+class AnswerTooLarge(RuntimeError):
+    """Our bug: every step of fitted_response was taken and the answer still exceeds its budget."""
 
 
 def fitted_response(answer: AnswerOutput, limits: AnswerLimits) -> CallToolResult:
     """The answer's CallToolResult, shrunk step by step (least useful parts first) to fit its budget.
 
     The rows already fit --max-result-bytes (the SQLite worker cut them); what may still overflow
-    is what the model wrote (its SQL, its trace, other samples' SQL) and what the text repeats.
+    is what the model wrote (its SQL, its trace, other samples' SQL), what the text repeats, and
+    what a JavaScript client counts longer than the worker did (numbers, emoji). The budget is
+    the figure the tool declares: the steps end with an answer that fits, whatever it held.
     """
-    budget = answer_budget(limits)
+    budget = limits.answer_chars
     view = TextView()
     text, structured = _render(answer, limits, view)
+    size = answer_chars(text, structured)
     for step in _STEPS:
-        if answer_chars(text, structured) <= budget:
+        if size <= budget:
             break
-        answer, view = step(answer, view, limits, budget)
+        shrunk, shown = step(answer, view, limits, budget)
+        if shrunk == answer and shown == view:  # nothing of this kind to cut
+            continue
+        answer, view = shrunk, shown
         text, structured = _render(answer, limits, view)
+        size = answer_chars(text, structured)
+    if size > budget:
+        raise AnswerTooLarge(f"the answer takes {size:,} characters after every cut, more than {budget:,}")
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
 
@@ -110,30 +128,48 @@ def _drop_trace(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[AnswerOu
 
 
 def _drop_columns_read(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[AnswerOutput, TextView]:
-    return answer.model_copy(update={"columns_read": {}, "tables": answer.tables[:50]}), view
+    return answer.model_copy(update={"columns_read": {}, "tables": answer.tables[:KEPT_TABLES]}), view
+
+
+def _clip_names(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[AnswerOutput, TextView]:
+    """Column and table names, and a verified entry's question, clipped (a database may hold long ones)."""
+    verified = None if answer.verified is None else answer.verified.model_copy(
+        update={"question": clip(answer.verified.question, ECHO_CHARS)})
+    return answer.model_copy(update={"columns": [clip(c, NAME_CHARS) for c in answer.columns],
+                                     "tables": [clip(t, NAME_CHARS) for t in answer.tables],
+                                     "verified": verified}), view
 
 
 def _cut_rows(answer: AnswerOutput, view: TextView, limits: AnswerLimits,
               budget: int) -> tuple[AnswerOutput, TextView]:
-    """Keep the first rows while the whole answer fits (the text's table shrinks with them)."""
-    empty = answer.model_copy(update={"rows": [], "note": _rows_note(0, budget)})
-    room = budget - answer_chars(*_render(empty, limits, view))
-    kept, used = 0, 0
-    for row in answer.rows:
-        # A row weighs its JSON in the structured content and about as much again in the text's table.
-        weight = 2 * (len(json.dumps(row, ensure_ascii=False, separators=(",", ":"))) + 1)
+    """Keep as many of the first rows as the whole answer fits (the text's table shrinks with them)."""
+    if not answer.rows:
+        return answer, view
+
+    def kept(count: int) -> AnswerOutput:
+        note = _rows_note(count, budget)
+        if answer.note is not None:  # the worker cut the rows already: say both
+            note = f"{answer.note}; then {note}"
+        return answer.model_copy(update={"rows": answer.rows[:count], "truncated": True,
+                                         "limits_hit": _with_result_bytes(answer), "note": note})
+
+    def size(count: int) -> int:
+        return answer_chars(*_render(kept(count), limits, view))
+
+    # Each row adds its JSON and a comma; the text's table, which shows the first few, adds at
+    # most what it does with all of them; a slack covers the note's and the text's counts.
+    weights = [json_chars(row) + 1 for row in answer.rows]
+    shown = min(view.rows, len(weights))
+    table = max(0, size(shown) - size(0) - sum(weights[:shown]))
+    room = budget - size(0) - table - ROWS_SLACK
+    count, used = 0, 0
+    for weight in weights:
         if used + weight > room:
             break
-        used += weight
-        kept += 1
-    if kept == len(answer.rows):
-        return answer, view
-    hit = answer.limits_hit if "result_bytes" in answer.limits_hit else [*answer.limits_hit, "result_bytes"]
-    note = _rows_note(kept, budget)
-    if answer.note is not None:  # the worker cut the rows already: say both
-        note = f"{answer.note}; then {note}"
-    return answer.model_copy(update={"rows": answer.rows[:kept], "truncated": True, "limits_hit": hit,
-                                     "note": note}), view
+        used, count = used + weight, count + 1
+    while count > 0 and size(count) > budget:  # the estimate fell short: a quarter fewer each time
+        count = count * 3 // 4
+    return kept(count), view
 
 
 def _clip_echoes(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[AnswerOutput, TextView]:
@@ -144,6 +180,56 @@ def _clip_echoes(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[AnswerO
 
 def _clip_text_sql(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[AnswerOutput, TextView]:
     return answer, replace(view, sql_chars=TEXT_SQL_CHARS)
+
+
+def _essentials(answer: AnswerOutput, view: TextView, _: AnswerLimits,
+                budget: int) -> tuple[AnswerOutput, TextView]:
+    """What an answer too large even without its rows keeps: its SQL, counts and the start of its lists."""
+    candidates = [c.model_copy(update={"sql": None if c.sql is None else clip(c.sql, ESSENTIAL_CHARS)})
+                  for c in answer.candidates[:ESSENTIAL_CANDIDATES]]
+    note = (f"the answer did not fit {budget:,} characters even without its rows: only its SQL, the "
+            f"first {plural(min(ESSENTIAL_ITEMS, len(answer.columns)), 'column name')} and counts are "
+            "kept; ask for fewer columns or an aggregate (COUNT, SUM, GROUP BY)")
+    return answer.model_copy(update={
+        "rows": [], "truncated": answer.truncated or bool(answer.rows),
+        "columns": [clip(c, ESSENTIAL_CHARS) for c in answer.columns[:ESSENTIAL_ITEMS]],
+        "tables": [clip(t, ESSENTIAL_CHARS) for t in answer.tables[:ESSENTIAL_ITEMS]], "columns_read": {},
+        "candidates": candidates, "similar_verified": [], "prompt_cache": [], "trace": [],
+        "trace_omitted": answer.trace_omitted + len(answer.trace), "limits_hit": _with_result_bytes(answer),
+        "note": note}), view
+
+
+def _clip_structured_sql(answer: AnswerOutput, view: TextView, limits: AnswerLimits,
+                         budget: int) -> tuple[AnswerOutput, TextView]:
+    """The very last cut: the structured SQL itself, when it alone leaves no room (it no longer runs)."""
+    sql = answer.sql
+    if sql is None:
+        return answer, view
+    note = f"{answer.note}; " if answer.note else ""
+
+    def cut(keep: int) -> AnswerOutput:
+        return answer.model_copy(update={
+            "sql": f"{sql[:keep]}\n-- … {len(sql) - keep:,} more characters cut here",
+            "note": f"{note}the SQL ({len(sql):,} characters) was cut to fit {budget:,} characters: "
+                    "it does not run as it stands"})
+
+    low, high = 0, len(sql)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if _fits(cut(middle), limits, view, budget):
+            low = middle
+        else:
+            high = middle - 1
+    return cut(low), view
+
+
+def _fits(answer: AnswerOutput, limits: AnswerLimits, view: TextView, budget: int) -> bool:
+    return answer_chars(*_render(answer, limits, view)) <= budget
+
+
+def _with_result_bytes(answer: AnswerOutput) -> list[LimitName]:
+    """The answer's limits_hit, naming result_bytes (its size) too."""
+    return answer.limits_hit if "result_bytes" in answer.limits_hit else [*answer.limits_hit, "result_bytes"]
 
 
 def _trace_kept(answer: AnswerOutput, count: int) -> AnswerOutput:
@@ -158,7 +244,9 @@ def _rows_note(kept: int, budget: int) -> str:
             "GROUP BY) to get all of it")
 
 
-# In order: the least useful to the reader first, the SQL in the text last.
+# In order: the least useful to the reader first; the structured SQL, which no longer runs once
+# cut, last of all.
 _STEPS: tuple[_Step, ...] = (_clip_trace_arguments, _clip_candidate_sql, _clip_similar_verified,
-                             _smaller_text_table, _keep_last_calls, _drop_trace, _drop_columns_read, _cut_rows,
-                             _clip_echoes, _clip_text_sql)
+                             _smaller_text_table, _keep_last_calls, _drop_trace, _drop_columns_read,
+                             _clip_names, _cut_rows, _clip_echoes, _clip_text_sql, _essentials,
+                             _clip_structured_sql)

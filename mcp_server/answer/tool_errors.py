@@ -140,6 +140,44 @@ def text_too_long(name: str, length: int, limit: int) -> CallError:
                      INVALID_ARGUMENTS)
 
 
+# What each argument of answer_sql_question accepts, said when a call sends something else.
+ARGUMENTS_ACCEPTED = {
+    "question": "text: the question in plain language",
+    "database": "text: the alias of a configured database (listed in the tool description), or null",
+    "evidence": "text: hints about the data, or null",
+    "samples": "a whole number from 1 to {max_samples}, or null for the server's default",
+    "verified": "true or false, or null",
+}
+
+
+def wrong_arguments(wrong: Sequence[tuple[str, object]], missing: Sequence[str], max_samples: int) -> CallError:
+    """Arguments of the wrong type (name, value given) or missing, in one line: what each accepts.
+
+    Only the JSON kind of a value is named, never the value: it may be anything the client sent.
+    """
+    def accepts(name: str) -> str:
+        return ARGUMENTS_ACCEPTED[name].format(max_samples=max_samples)
+
+    said = [f"`{name}` is missing; pass {accepts(name)}" for name in missing]
+    said += [f"`{name}` must be {accepts(name)}, not {_json_kind(value)}" for name, value in wrong]
+    if not said:  # the SDK refused what each argument accepts on its own: name them all
+        said = ["the arguments do not match the tool's input schema: "
+                + "; ".join(f"`{name}` takes {accepts(name)}" for name in ARGUMENTS_ACCEPTED)]
+    return CallError(sentence("; ".join(said)), INVALID_ARGUMENTS)
+
+
+def _json_kind(value: object) -> str:
+    """What kind of JSON value `value` is, in words (`a list`, `text`, `null`)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a boolean)"
+    if isinstance(value, float) and not value.is_integer():
+        return "a number with a fraction"
+    kinds = ((str, "text"), (int, "a number"), (float, "a number"), (list, "a list"), (dict, "an object"))
+    return next((kind for cls, kind in kinds if isinstance(value, cls)), "another kind of value")
+
+
 def samples_out_of_range(given: int, limit: int) -> CallError:
     """`samples` below 1 or above --max-samples."""
     return CallError(f"`samples` is {given}; give a number from 1 to {limit} (the server's "

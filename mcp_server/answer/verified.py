@@ -14,7 +14,7 @@ from agent.notes import FACT_SEPARATOR
 from agent.verified import Consulted, consult
 
 from ..runtime import ServerRuntime
-from .library_output import SimilarVerified, VerifiedSource
+from .library_output import SimilarVerified, VerifiedSource, source_params
 from .output import AnswerOutput, answer_from_episode
 from .sampling import QuestionAsked
 
@@ -38,7 +38,7 @@ def verified_answer(consulted: Consulted, alias: str, max_rows: int) -> AnswerOu
     return answer.model_copy(update={
         "agreement": None, "samples": 0, "samples_finished": 0,
         "verified": VerifiedSource(library=p.library, line=p.line, question=p.question, added_by=p.added_by,
-                                   added_at=p.added_at, tags=list(p.tags))})
+                                   added_at=p.added_at, tags=list(p.tags), params=source_params(p.params))})
 
 
 def with_library(answer: AnswerOutput, consulted: Consulted | None) -> AnswerOutput:
@@ -64,7 +64,10 @@ def audit_fields(answer: AnswerOutput) -> dict[str, object]:
     """What the episode log keeps of the library's part in an answer (lines, not SQL)."""
     fields: dict[str, object] = {}
     if answer.verified is not None:
-        fields["verified"] = {"library": answer.verified.library, "line": answer.verified.line}
+        source: dict[str, object] = {"library": answer.verified.library, "line": answer.verified.line}
+        if answer.verified.params:  # the values read from the question (which the log holds too)
+            source["params"] = {n: p.value for n, p in answer.verified.params.items()}
+        fields["verified"] = source
     if answer.similar_verified:
         fields["similar_verified"] = [s.line for s in answer.similar_verified]
     if answer.verified_note:

@@ -5,7 +5,9 @@ answer_sql_question: a sortable table, a chart when one is honest, the SQL with 
 Only clients that negotiated the extension learn of it: they see `_meta.ui.resourceUri` on the
 tool and the `ui://` resource in resources/list. Every other client gets the same bytes as a
 server without the view, and never sees an app-only tool (visibility `["app"]`), which the
-page calls through its host and the model never sees.
+page calls through its host and the model never sees. An app-only tool is listed and offered
+only to the callers it names (`offered`); that is what the page shows, not an access control:
+each tool checks its caller itself.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from mcp.server.apps import Apps, ResourcePermissions, client_supports_apps
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp_types import CallToolResult, TextContent
 
+from ..serving.access import Caller, caller_of
 from .tool import TOOL_NAME
 
 VIEW_URI = "ui://sqale-mcp/answer-view.html"
@@ -47,6 +50,7 @@ class AnswerView(Apps):
 
     def __init__(self) -> None:
         super().__init__()
+        self._offered: dict[str, Callable[[Caller], bool]] = {}
         self.add_html_resource(
             VIEW_URI, view_html(), name="answer-view", title="Answer view",
             description="The answer of answer_sql_question as a sortable table, a chart when "
@@ -54,19 +58,23 @@ class AnswerView(Apps):
             # The copy buttons; without the permission the page selects the text instead.
             permissions=ResourcePermissions(clipboard_write={}), prefers_border=True)
 
-    def app_tool(self, fn: Callable[..., Any], *, name: str, title: str, description: str) -> None:
+    def app_tool(self, fn: Callable[..., Any], *, name: str, title: str, description: str,
+                 offered: Callable[[Caller], bool] = lambda _: True) -> None:
         """Register `fn` as a tool only the page may call (visibility `app`): no model sees it.
 
-        Only clients that negotiated MCP Apps list it or may call it; the page shows the
-        button for it when the tool result names it (RESULT_META_KEY).
+        Only clients that negotiated MCP Apps may call it, and only callers it is `offered` to
+        list it; the page shows the button for it when the tool result names it (RESULT_META_KEY).
         """
+        self._offered[name] = offered
         self.tool(resource_uri=VIEW_URI, visibility=["app"], name=name, title=title,
                   description=description)(fn)
 
-    def app_tool_names(self) -> list[str]:
-        """The names of the app-only tools, in the order they were registered."""
-        return [binding.kwargs["name"] for binding in self.tools()
-                if "model" not in (binding.meta or {}).get("ui", {}).get("visibility", ["model"])]
+    def app_tool_names(self, caller: Caller | None = None) -> list[str]:
+        """The names of the app-only tools in the order they were registered (with `caller`: those
+        offered to it)."""
+        names = [binding.kwargs["name"] for binding in self.tools()
+                 if "model" not in (binding.meta or {}).get("ui", {}).get("visibility", ["model"])]
+        return [n for n in names if caller is None or self._offered.get(n, lambda _: True)(caller)]
 
 
 class ViewForAppsClients(ServerMiddleware[Any]):
@@ -81,6 +89,7 @@ class ViewForAppsClients(ServerMiddleware[Any]):
             return await call_next(ctx)
         apps = client_supports_apps(ctx)
         app_tools = self._view.app_tool_names()
+        offered = self._view.app_tool_names(caller_of(ctx.request))
         called = (ctx.params or {}).get("name") if ctx.method == "tools/call" else None
         if called in app_tools and not apps:
             # As if it did not exist: this client was never shown it.
@@ -91,12 +100,13 @@ class ViewForAppsClients(ServerMiddleware[Any]):
             return result
         if ctx.method == "tools/list":
             return {**result, "tools": [_listed(tool, apps) for tool in result.get("tools", [])
-                                        if apps or tool.get("name") not in app_tools]}
+                                        if tool.get("name") not in app_tools
+                                        or (apps and tool.get("name") in offered)]}
         if ctx.method == "resources/list" and not apps:
             return {**result, "resources": [r for r in result.get("resources", [])
                                             if not str(r.get("uri", "")).startswith("ui://")]}
-        if ctx.method == "tools/call" and apps and called == TOOL_NAME and app_tools:
-            return {**result, "_meta": {**result.get("_meta", {}), RESULT_META_KEY: {"appTools": app_tools}}}
+        if ctx.method == "tools/call" and apps and called == TOOL_NAME and offered:
+            return {**result, "_meta": {**result.get("_meta", {}), RESULT_META_KEY: {"appTools": offered}}}
         return result
 
 

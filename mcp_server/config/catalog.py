@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -55,7 +57,7 @@ class CatalogEntry:
     tables: tuple[str, ...]
     views: tuple[str, ...]
     notes: Notes | None = None  # the user's facts about this database's data
-    hide: HideRules | None = None  # what the model may not see or read
+    hide: HideRules = field(default_factory=HideRules)  # what the model may not see or read
     hiding: HideReport | None = None  # what those rules hid on this database
     verified: Path | None = None  # its verified library (a golden-question file), if it has one
 
@@ -94,7 +96,7 @@ def collect_databases(settings: ServerSettings, environ: Mapping[str, str]) -> t
     for spec in settings.databases:
         add(spec, f"--db {spec.alias}={spec.path}")
     if settings.db_dir is not None:
-        for spec in scan_db_dir(settings.db_dir):
+        for spec in scan_db_dir(settings.db_dir, outside_links=settings.db_dir_outside_links):
             add(spec, f"--db-dir file {spec.path.name}")
     if settings.demo:
         cache = default_cache_dir(environ)
@@ -110,29 +112,64 @@ def collect_databases(settings: ServerSettings, environ: Mapping[str, str]) -> t
     return tuple(spec for spec, _ in found.values())
 
 
-def scan_db_dir(folder: Path) -> tuple[DatabaseSpec, ...]:
-    """Every SQLite-looking file directly in `folder`, by name; alias = file stem."""
+def scan_db_dir(folder: Path, *, outside_links: bool = False) -> tuple[DatabaseSpec, ...]:
+    """Every SQLite-looking file directly in `folder`, by name; alias = file stem.
+
+    Each entry named like a database that is not served is skipped with a warning saying why: a
+    directory, FIFO, device or socket, a broken or looping symlink, a name that is no alias, and
+    a symlink to a file outside `folder` unless `outside_links` (--db-dir-outside-links).
+    """
+    root = folder.expanduser()
     try:
-        names = sorted(os.listdir(folder.expanduser()))
+        names = sorted(os.listdir(root))
+        resolved_root = root.resolve(strict=True)
     except OSError as exc:
         raise ConfigError(
             f"--db-dir {folder}: cannot list it ({exc.strerror}); give a readable folder") from exc
     specs = []
-    unnamed = []
+    skipped = []
     for name in names:
-        path = folder.expanduser() / name
-        if path.suffix.lower() in DB_DIR_SUFFIXES and path.is_file():
-            if not ALIAS_PATTERN.match(path.stem):
-                logger.warning("--db-dir %s: skipped %s: its name is not a usable alias; rename the file "
-                               "or serve it with --db ALIAS=PATH", folder, name)
-                unnamed.append(name)
-                continue
-            specs.append(DatabaseSpec(alias=path.stem, path=path, skippable=True))
+        path = root / name
+        if path.suffix.lower() not in DB_DIR_SUFFIXES:
+            continue
+        why = _unservable(path, resolved_root, outside_links)
+        if why is None and not ALIAS_PATTERN.match(path.stem):
+            why = "its name is not a usable alias; rename the file or serve it with --db ALIAS=PATH"
+        if why is not None:
+            logger.warning("--db-dir %s: skipped %s: %s", folder, name, why)
+            skipped.append(name)
+            continue
+        specs.append(DatabaseSpec(alias=path.stem, path=path, skippable=True))
     if not specs:
-        skipped = f" (skipped: {', '.join(unnamed)})" if unnamed else ""
+        listed = f" (skipped: {', '.join(skipped)})" if skipped else ""
         raise ConfigError(
-            f"--db-dir {folder}: no usable *.sqlite, *.sqlite3 or *.db file in it{skipped}; check the folder")
+            f"--db-dir {folder}: no usable *.sqlite, *.sqlite3 or *.db file in it{listed}; check the folder")
     return tuple(specs)
+
+
+def _unservable(path: Path, folder: Path, outside_links: bool) -> str | None:
+    """Why the --db-dir entry `path` is not served as a database file (None: it may be)."""
+    link = path.is_symlink()
+    try:
+        info = os.stat(path)  # through a symlink, as opening it would
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "it is a symlink that loops (or runs through too many links)"
+        if link and isinstance(exc, FileNotFoundError):
+            return f"it is a symlink to {os.readlink(path)}, which does not exist"
+        return f"it cannot be checked ({exc.strerror})"
+    if link and not outside_links:
+        target = Path(os.path.realpath(path))
+        if not target.is_relative_to(folder):
+            return (f"it is a symlink to {target}, outside the folder; serve it with --db ALIAS=PATH, "
+                    "or pass --db-dir-outside-links")
+    if not stat.S_ISREG(info.st_mode):
+        return f"it is {_FILE_KINDS.get(stat.S_IFMT(info.st_mode), 'not a regular file')}, not a database file"
+    return None
+
+
+_FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO (named pipe)",
+               stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
 
 
 def hide_rules_by_alias(settings: ServerSettings,
@@ -163,7 +200,8 @@ def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits,
         for spec in specs:
             try:
                 path = validate_database_path(spec.path)
-                schema = Database(path, engine, hide=hide.get(spec.alias)).schema()
+                rules = hide.get(spec.alias, HideRules())
+                schema = Database(path, engine, hide=rules).schema()
             except DatabasePathError as exc:
                 if not spec.skippable:  # named explicitly: the user must fix it
                     raise ConfigError(f"database '{spec.alias}': {exc}") from exc
@@ -180,7 +218,7 @@ def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits,
                 alias=spec.alias, path=path,
                 tables=tuple(t.name for t in schema.tables if t.kind == "table"),
                 views=tuple(t.name for t in schema.tables if t.kind == "view"),
-                hide=hide.get(spec.alias), hiding=schema.hiding,
+                hide=rules, hiding=schema.hiding,
             ))
             log_hiding(entries[-1])
         if not entries:
@@ -310,5 +348,6 @@ _NOTES_LINE = (
     "codes); the model reads them with every question.\n")
 
 _VERIFIED_LINE = (
-    "A database that `has verified answers` answers a question its users verified before at once "
-    "(status `verified`: their SQL, run now); pass `verified: false` for the model's own answer.\n")
+    "A database that `has verified answers` answers a question its users verified before (or in a "
+    "verified form with another month, number or name) at once (status `verified`: their SQL, run "
+    "now); pass `verified: false` for the model's own answer.\n")

@@ -34,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
 
 # The flags of `sqale-mcp --help` and docs/options.md, by group; each is a ServerSettings field.
 FLAG_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("databases", ("databases", "db_dir", "demo", "notes", "max_notes_chars", "hide")),
+    ("databases", ("databases", "db_dir", "db_dir_outside_links", "demo", "notes", "max_notes_chars", "hide")),
     ("verified answers", ("verified", "verified_hints", "verified_writable")),
     ("model backend", BACKEND_FLAGS),
     ("answers", ("max_rows", "max_result_bytes", "query_timeout", "episode_timeout", "max_concurrent",

@@ -7,9 +7,16 @@ from typing import Literal
 
 from agent.episode import RESULT_CELL_CHARS
 
-from .settings import ServerSettings
+from .settings import MAX_ANSWER_CHARS, ServerSettings
 
 LimitName = Literal["max_rows", "cell_chars", "result_bytes", "query_timeout"]
+
+# What a whole answer (text and structured content) may weigh, in characters as clients count them
+# (at most MAX_ANSWER_CHARS, the most a tool may declare to Claude Code: anthropic/maxResultSizeChars).
+DEFAULT_ANSWER_CHARS = 40_000  # ~10k tokens: under Claude Code's warning, under its 50,000 default
+# With the default rows budget, what is left beside the rows for the text, SQL, trace and the rest.
+ROOM_BESIDE_ROWS = DEFAULT_ANSWER_CHARS - ServerSettings.model_fields["max_result_bytes"].default
+MAX_ROWS_BYTES = MAX_ANSWER_CHARS - ROOM_BESIDE_ROWS  # the most rows that leave that room in any answer
 
 
 @dataclass(frozen=True)
@@ -20,15 +27,37 @@ class AnswerLimits:
     cell_chars: int  # a longer text cell arrives clipped, with its length
     query_timeout: float  # seconds one SQL statement may run (--query-timeout)
     episode_timeout: float  # seconds answering one question may take (--episode-timeout)
-    # What an answer's rows may weigh as JSON (--max-result-bytes).
+    # What an answer's rows may weigh as JSON: --max-result-bytes, at most MAX_ROWS_BYTES.
     max_result_bytes: int = ServerSettings.model_fields["max_result_bytes"].default
 
     @classmethod
     def from_settings(cls, settings: ServerSettings) -> AnswerLimits:
-        """The limits a server started with `settings` enforces (cells: as an episode clips them)."""
+        """The limits a server started with `settings` enforces (cells: as an episode clips them;
+        rows: --max-result-bytes as far as an answer of MAX_ANSWER_CHARS carries them)."""
         return cls(max_rows=settings.max_rows, cell_chars=RESULT_CELL_CHARS,
                    query_timeout=settings.query_timeout, episode_timeout=settings.episode_timeout,
-                   max_result_bytes=settings.max_result_bytes)
+                   max_result_bytes=min(settings.max_result_bytes, MAX_ROWS_BYTES))
+
+    @property
+    def answer_chars(self) -> int:
+        """Characters a whole answer may take: its rows' budget and the room beside it."""
+        return min(MAX_ANSWER_CHARS, max(DEFAULT_ANSWER_CHARS, self.max_result_bytes + ROOM_BESIDE_ROWS))
+
+
+def answer_size_notice(settings: ServerSettings) -> str | None:
+    """What the start-up log says of the answers' size when --max-result-bytes raises it, else None."""
+    limits = AnswerLimits.from_settings(settings)
+    if limits.answer_chars <= DEFAULT_ANSWER_CHARS:
+        return None
+    declared = ("(_meta anthropic/maxResultSizeChars), which Claude Code keeps in the conversation; a "
+                "client that does not read it may cut or set aside answers past its own limit (Claude "
+                "Code's is 50,000 characters)")
+    given = f"--max-result-bytes {settings.max_result_bytes:,}"
+    if settings.max_result_bytes <= MAX_ROWS_BYTES:
+        return f"{given}: the tool declares answers of up to {limits.answer_chars:,} characters {declared}"
+    return (f"{given} is more than one answer carries: an answer's rows are cut to {MAX_ROWS_BYTES:,} bytes "
+            f"of JSON (give at most that to silence this warning), so that the whole answer stays within "
+            f"{limits.answer_chars:,} characters, the most the tool may declare {declared}")
 
 
 def limits_sentence(limits: AnswerLimits) -> str:

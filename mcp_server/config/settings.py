@@ -17,6 +17,7 @@ from agent.settings.agent_settings import MAX_SAMPLES, AgentSettings
 from agent.sqlite import EngineLimits
 
 TOKEN_SESSIONS = 32  # HTTP sessions one token may hold by default
+MAX_ANSWER_CHARS = 500_000  # the most one answer may weigh: what a tool may declare to Claude Code
 
 
 class DatabaseSpec(BaseModel):
@@ -51,6 +52,9 @@ class TokenSpec(BaseModel):
     max_sessions: int | None = Field(
         None, ge=1, le=100_000,
         description="HTTP sessions this token may have open at once (default: --token-max-sessions)")
+    save_verified: bool = Field(
+        False, strict=True,
+        description="true: this token may propose verified answers (with --verified-writable); off by default")
 
     @field_validator("databases")
     @classmethod
@@ -115,17 +119,24 @@ class ServerSettings(AgentSettings):
                         "model's answer when a similar one is asked (repeatable; in the config file, a "
                         "[verified] table)")
     verified_writable: bool = Field(
-        False, description="let the answer view's 'Save as verified' append to the verified libraries")
+        False, description="let the answer view's 'Save as verified' propose entries for the verified "
+                           "libraries (none is served until the owner accepts it with `sqale-agent golden "
+                           "accept`): the stdio client may, and over HTTP each token whose [tokens.NAME] "
+                           "table says save-verified = true")
     db_dir: Annotated[Path | None, Option(metavar="DIR")] = Field(
         None, description="serve every *.sqlite, *.sqlite3 and *.db file in DIR (alias = file stem; bad "
                           "files are skipped with a warning)")
+    db_dir_outside_links: bool = Field(
+        False, description="also serve a symlink in --db-dir that points to a file outside DIR (by "
+                           "default such a link is skipped with a warning)")
     demo: bool = Field(False, description="also serve a small demo database (alias 'bookshop'), built on "
                                           "first use in $XDG_CACHE_HOME/sqale-mcp")
     # The default keeps a whole answer (text and structured content) under ~40,000 characters,
     # the 10k tokens past which Claude Code warns (answer/sizing.py); `ask` keeps the episode's.
     max_result_bytes: int = with_default(
         AgentSettings, "max_result_bytes", 16_384,
-        also="past the default the answer budget grows and the tool declares it to Claude Code")
+        also=f"past the default the answer budget grows by as much, up to {MAX_ANSWER_CHARS:,} characters, "
+             "and the tool declares it to Claude Code")
     query_timeout: float = Field(EngineLimits.query_timeout, gt=0, le=3_600,
                                  description="limit for one SQL statement")
     episode_timeout: float = Field(300.0, gt=0, le=86_400,
@@ -150,7 +161,8 @@ class ServerSettings(AgentSettings):
     # Quotas count episodes: a question with K samples is K of them.
     token_max_concurrent: int = Field(16, ge=1, le=1_024, description=(
         "episodes one token may have running at once (a question with K samples is K); more wait in "
-        "its own queue"))
+        "its own queue; with several tokens, never more than the server's places (the smaller of "
+        "--max-concurrent and the runtime slots) less one, so one is left for the others"))
     token_per_minute: Annotated[int, Option(metavar="M")] = Field(600, ge=1, le=100_000, description=(
         "episodes one token may start per minute (a question with K samples counts K, all or none); "
         "more get a tool error saying when to retry"))
@@ -219,6 +231,10 @@ class ServerSettings(AgentSettings):
         if self.verified_writable and not self.verified:
             raise ValueError("--verified-writable needs a library to write to: add --verified ALIAS=FILE "
                              "(or a [verified] table in the config file)")
+        granted = [t.name for t in self.tokens if t.save_verified]
+        if granted and not self.verified_writable:
+            raise ValueError(f"tokens.{granted[0]}: save-verified = true needs --verified-writable (or "
+                             "verified-writable = true in the config file) and a --verified library")
         names = [t.name for t in self.tokens]
         if self.auth_token is not None and "default" in names:
             raise ValueError("[tokens.default] clashes with --auth-token-env, whose token is named "

@@ -1,4 +1,9 @@
-"""Who is asking: bearer tokens with names and database scopes, checked in constant time."""
+"""Who is asking: bearer tokens with names and database scopes, checked in constant time.
+
+The token table is the SDK's `TokenVerifier`: the SDK's bearer backend (`BearerAuthBackend`, under
+Starlette's `AuthenticationMiddleware`) reads the header and leaves an `AuthenticatedUser` in the
+scope, and the SDK binds each session to that user's client id, our token's name.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+
 from agent.errors import ConfigError
 
 from ..config.settings import ServerSettings
+from .headers import can_be_sent
 
-CALLER_SCOPE_KEY = "sqale.caller"  # where the HTTP layer leaves the Caller in the ASGI scope
 DEFAULT_TOKEN_NAME = "default"  # the --auth-token-env token, in logs and metrics
 LOCAL_CALLER_NAME = "local"  # stdio, or HTTP on loopback without tokens
 
@@ -36,6 +44,13 @@ class Caller:
 LOCAL_CALLER = Caller(LOCAL_CALLER_NAME)
 
 
+class CallerToken(AccessToken):
+    """The SDK's AccessToken for one of our tokens, with its Caller. `token` and `client_id` hold
+    the token's name, never its value: logs and reprs of the scope's user show no secret."""
+
+    caller: Caller
+
+
 @dataclass(frozen=True)
 class _Credential:
     secret: bytes
@@ -43,7 +58,10 @@ class _Credential:
 
 
 class TokenTable:
-    """Every accepted token; `find` compares a presented token with all of them in constant time."""
+    """Every accepted token; `find` compares a presented token with all of them in constant time.
+
+    A `TokenVerifier` (mcp.server.auth.provider) for the SDK's bearer backend.
+    """
 
     def __init__(self, credentials: Sequence[_Credential]) -> None:
         self._credentials = tuple(credentials)
@@ -68,9 +86,21 @@ class TokenTable:
                 found = credential.caller
         return found
 
+    async def verify_token(self, token: str) -> CallerToken | None:
+        """The SDK's view of `token` (as its bearer backend decoded it: latin-1), or None."""
+        try:
+            presented = token.encode("latin-1")
+        except UnicodeEncodeError:  # not from a header
+            return None
+        caller = self.find(presented)
+        if caller is None:
+            return None
+        return CallerToken(token=caller.name, client_id=caller.name, scopes=[], caller=caller)
+
 
 def token_table(settings: ServerSettings, aliases: Sequence[str]) -> TokenTable:
-    """The tokens of the settings; ConfigError for an unknown alias in a scope or a shared secret."""
+    """The tokens of the settings; ConfigError for an unknown alias in a scope, a shared secret or
+    a token no client could send (the metrics token's included)."""
     credentials: list[_Credential] = []
     if settings.auth_token is not None:
         credentials.append(_Credential(settings.auth_token.get_secret_value().encode(),
@@ -84,6 +114,13 @@ def token_table(settings: ServerSettings, aliases: Sequence[str]) -> TokenTable:
                         f"{', '.join(aliases)}")
         credentials.append(_Credential(spec.secret.get_secret_value().encode(),
                                        Caller(spec.name, spec.databases)))
+    unsendable = [c.caller.name for c in credentials if not can_be_sent(c.secret.decode())]
+    if settings.metrics_token is not None and not can_be_sent(settings.metrics_token.get_secret_value()):
+        unsendable.append("the metrics token")
+    if unsendable:
+        raise ConfigError(f"{', '.join(unsendable)}: a token may not contain ',' (the server reads a comma in "
+                          "an Authorization header as two tokens joined); give it a value without one, e.g. "
+                          "from: python -c 'import secrets; print(secrets.token_urlsafe(32))'")
     secrets = [c.secret for c in credentials]
     if len(set(secrets)) != len(secrets):
         raise ConfigError("two tokens have the same value; give every token its own secret so the "
@@ -91,11 +128,19 @@ def token_table(settings: ServerSettings, aliases: Sequence[str]) -> TokenTable:
     return TokenTable(credentials)
 
 
+def scope_caller(scope: Mapping[str, Any]) -> Caller:
+    """The Caller the SDK's bearer backend authenticated for an ASGI scope, or the local caller
+    (HTTP on loopback without tokens)."""
+    user = scope.get("user")
+    if isinstance(user, AuthenticatedUser) and isinstance(user.access_token, CallerToken):
+        return user.access_token.caller
+    return LOCAL_CALLER
+
+
 def caller_of(request: Any) -> Caller:
-    """The Caller of `request`: the one the HTTP layer attached to a Starlette request (or the
-    local caller on loopback without tokens), marked remote; the local caller on stdio."""
+    """The Caller of `request`: its token's over HTTP (or the local caller on loopback without
+    tokens), marked remote; the local caller on stdio."""
     scope: Mapping[str, Any] | None = getattr(request, "scope", None)
     if scope is None:
         return LOCAL_CALLER
-    caller = scope.get(CALLER_SCOPE_KEY)
-    return replace(caller if isinstance(caller, Caller) else LOCAL_CALLER, remote=True)
+    return replace(scope_caller(scope), remote=True)

@@ -20,7 +20,8 @@ async def send_json(send: Send, status: int, payload: dict[str, object],
 
 
 async def send_jsonrpc_error(send: Send, status: int, message: str,
-                             headers: list[tuple[bytes, bytes]] | None = None) -> None:
+                             headers: list[tuple[bytes, bytes]] | None = None, *,
+                             code: int = SERVER_ERROR) -> None:
     """A JSON-RPC error without a request id, as the MCP SDK answers HTTP-level refusals."""
     await send_json(send, status, {"jsonrpc": "2.0", "id": None,
-                                   "error": {"code": SERVER_ERROR, "message": message}}, headers)
+                                   "error": {"code": code, "message": message}}, headers)

@@ -1,4 +1,4 @@
-"""Streamable HTTP transport: bearer tokens, GET /metrics, and a drain on SIGTERM."""
+"""Streamable HTTP transport: security headers, bearer tokens, GET /metrics, and a drain on SIGTERM."""
 
 from __future__ import annotations
 
@@ -11,15 +11,18 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 import uvicorn
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent.errors import ConfigError
 
 from ..config.settings import ServerSettings
-from .access import CALLER_SCOPE_KEY, TokenTable
+from .access import TokenTable
 from .connections import BodyDeadline, ensure_file_limit
 from .draining import DrainResult, drain_summary
+from .headers import SecurityHeaderCheck, security_headers
 from .http_responses import send_json
 from .metrics import ServerMetrics
 from .sessions import SessionBook, SessionGuard
@@ -30,41 +33,40 @@ logger = logging.getLogger(__name__)
 MCP_PATH = "/mcp"
 HEALTH_PATH = "/health"  # unauthenticated liveness probe: 200, no data
 METRICS_PATH = "/metrics"
+WELL_KNOWN = "/.well-known/"  # a path with this segment is discovery metadata (RFC 8615)
+# Where MCP clients (2025-03-26 spec) register and authorize when a server publishes no metadata.
+OAUTH_FALLBACK_PATHS = frozenset({"/authorize", "/token", "/register"})
 SHUTDOWN_GRACE_SECONDS = 3  # after the drain, for answers already written to reach their clients
 SESSION_CLOSE_SECONDS = 1.0  # after the drain, still listening: clients close their sessions
 
 
-def bearer_token(scope: Scope) -> bytes | None:
-    """The token of an `Authorization: Bearer <token>` header, or None."""
-    for name, value in scope.get("headers", ()):
-        if name.lower() == b"authorization":
-            scheme, _, token = value.partition(b" ")
-            return token.strip() if scheme.lower() == b"bearer" else None
-    return None
+class RequireToken:
+    """Answers 401 to every HTTP request the SDK's bearer backend did not authenticate.
 
+    The SDK's own `RequireAuthMiddleware` cannot say where the token comes from, or name our realm:
+    its 401 is always `Bearer error="invalid_token", error_description="Authentication required"`
+    (mcp/server/auth/middleware/bearer_auth.py, `_send_auth_error`).
+    """
 
-class BearerTokenMiddleware:
-    """Answers 401 to every HTTP request without a known bearer token; tags the others' caller."""
-
-    def __init__(self, app: ASGIApp, tokens: TokenTable, hint: str) -> None:
+    def __init__(self, app: ASGIApp, hint: str) -> None:
         self.app = app
-        self._tokens = tokens
         self._hint = hint  # where the client's token comes from, for the refusal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        presented = bearer_token(scope)
-        caller = self._tokens.find(presented) if presented else None
-        if caller is None:
+        if scope["type"] == "http" and not isinstance(scope.get("user"), AuthenticatedUser):
             await send_json(send, 401, {
                 "error": "invalid_token",
                 "error_description": f"missing or wrong bearer token: send 'Authorization: Bearer "
                                      f"<token>' with {self._hint}"},
                 [(b"www-authenticate", b'Bearer realm="sqale-mcp", error="invalid_token"')])
             return
-        await self.app({**scope, CALLER_SCOPE_KEY: caller}, receive, send)
+        await self.app(scope, receive, send)
+
+
+def bearer_auth(app: ASGIApp, tokens: TokenTable, hint: str) -> ASGIApp:
+    """`app` behind the client tokens: the SDK's bearer backend authenticates (its user binds the
+    sessions), and a request it does not authenticate gets our 401."""
+    return AuthenticationMiddleware(RequireToken(app, hint), backend=BearerAuthBackend(tokens))
 
 
 class MetricsEndpoint:
@@ -80,7 +82,7 @@ class MetricsEndpoint:
             await self.app(scope, receive, send)
             return
         # Its own token: a scraper's credential cannot ask questions, a client's cannot scrape.
-        presented = bearer_token(scope) or b""
+        presented = (security_headers(scope).bearer_token or "").encode("latin-1")
         if not hmac.compare_digest(presented, self._token):
             await send_json(send, 401, {
                 "error": "invalid_token",
@@ -110,9 +112,32 @@ class HealthEndpoint:
         await self.app(scope, receive, send)
 
 
+class NoOAuth:
+    """Answers 404 before the token check where OAuth clients look for an authorization server:
+    any `/.well-known/` path (OAuth and OpenID metadata, every place they look) and the endpoints
+    they fall back to without metadata (/authorize, /token, /register), as a server without OAuth
+    does. A 401 there read as "OAuth, behind auth"; the 404 body says how to send the token,
+    which is what clients that try OAuth anyway show."""
+
+    def __init__(self, app: ASGIApp, hint: str) -> None:
+        self.app = app
+        self._hint = hint  # where the client's token comes from
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (WELL_KNOWN in f"{scope['path']}/"
+                                        or scope["path"].rstrip("/") in OAUTH_FALLBACK_PATHS):
+            await send_json(send, 404, {
+                "error": "not_found",
+                "error_description": f"this server has no OAuth: send 'Authorization: Bearer <token>' "
+                                     f"to /mcp with {self._hint}"})
+            return
+        await self.app(scope, receive, send)
+
+
 def http_app(mcp_app: ASGIApp, settings: ServerSettings, tokens: TokenTable,
              metrics: ServerMetrics) -> ASGIApp:
-    """The ASGI app to serve: /metrics behind its token, the MCP app behind the client tokens,
+    """The ASGI app to serve: security headers read once (a repeat is 400), /health answered
+    first, /metrics behind its token, OAuth's paths 404, the MCP app behind the client tokens,
     each token's sessions capped and bound to it, each request's body on a deadline."""
     book = SessionBook(settings.session_idle_timeout)
     metrics.watch_sessions(book.by_token)
@@ -123,10 +148,10 @@ def http_app(mcp_app: ASGIApp, settings: ServerSettings, tokens: TokenTable,
         hint = (f"the token the server reads from its {settings.auth_token_env} environment variable"
                 if settings.auth_token_env and not settings.tokens
                 else "the token the server's operator gave you")
-        app = BearerTokenMiddleware(app, tokens, hint)
+        app = NoOAuth(bearer_auth(app, tokens, hint), hint)
     if settings.metrics_token is not None:
         app = MetricsEndpoint(app, metrics, settings.metrics_token.get_secret_value())
-    return HealthEndpoint(app)
+    return SecurityHeaderCheck(HealthEndpoint(app))
 
 
 async def serve_http(app: ASGIApp, settings: ServerSettings,

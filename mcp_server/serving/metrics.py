@@ -10,6 +10,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from agent.backends.base import Completion, ModelBackend
+from agent.backends.wrapper import BackendWrapper
 from agent.errors import BackendError
 
 EPISODE_SECONDS_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
@@ -51,6 +52,10 @@ class ServerMetrics:
             "sqale_model_prompt_tokens", "Prompt tokens of model requests, by what the engine said it did "
             "with them: evaluated, reused (served from its prompt cache) or unknown (it does not say)",
             ("backend", "replica", "cache"), registry=r)
+        self.saves = Counter(
+            "sqale_verified_saves", "Save-as-verified calls, by database, token and outcome (proposed, "
+            "already_verified, already_proposed, refused, invalid, not_permitted, no_library, quota, error)",
+            ("database", "token", "outcome"), registry=r)
         self.answer_bytes = Histogram(
             "sqale_answer_bytes", "UTF-8 bytes of the answer's text", ("database",),
             buckets=ANSWER_BYTES_BUCKETS, registry=r)
@@ -107,17 +112,18 @@ class _SessionCollector(Collector):
         yield family
 
 
-class MeteredBackend:
-    """A ModelBackend that times every request and counts failures, by backend and replica."""
+class MeteredBackend(BackendWrapper):
+    """A backend that times every request and counts failures and prompt tokens, by backend and
+    replica; its seeded copies and replicas are metered too (BackendWrapper re-wraps them)."""
 
-    def __init__(self, inner: ModelBackend, backend: str, default_replica: str,
-                 metrics: ServerMetrics) -> None:
-        self.inner = inner
-        self.model = inner.model
-        self._backend, self._replica, self._metrics = backend, default_replica, metrics
+    def __init__(self, inner: ModelBackend, backend: str, metrics: ServerMetrics) -> None:
+        super().__init__(inner)
+        # A request that fails before its completion names a replica is counted under this one.
+        self._backend, self._replica, self._metrics = backend, inner.replica_label, metrics
 
-    def __getattr__(self, name: str) -> object:  # describe_model and the like pass through
-        return getattr(self.inner, name)
+    def rewrap(self, inner: ModelBackend) -> MeteredBackend:
+        """`inner` (a seeded copy or a replica) metered into the same metrics."""
+        return MeteredBackend(inner, self._backend, self._metrics)
 
     async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
         """The inner completion, measured."""
@@ -143,7 +149,3 @@ class MeteredBackend:
         cached = min(completion.cached_tokens, completion.prompt_tokens)
         counter.labels(self._backend, replica, "reused").inc(cached)
         counter.labels(self._backend, replica, "evaluated").inc(completion.prompt_tokens - cached)
-
-    async def aclose(self) -> None:
-        """Close the inner backend."""
-        await self.inner.aclose()

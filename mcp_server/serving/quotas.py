@@ -1,8 +1,17 @@
 """Per-token quotas, counted in episodes (a question with K samples is K episodes): episodes at
-once (the rest queue, as for runtime slots), episodes per minute, and open HTTP sessions."""
+once (the rest queue, as for runtime slots), episodes per minute, and open HTTP sessions.
+
+A server has `places`: an episode holds a worker and a runtime slot from start to end, so as many
+episodes run at once as the smaller of --max-concurrent and the runtime slots. When several tokens
+share them, no token's episodes may hold the last place (`token_places`): its further episodes
+wait in its own queue, so while one token is busy another token's question starts at once, and
+waits behind no other token's queue. This holds whatever the settings say: a token's own
+max-concurrent above that is lowered to it.
+"""
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections import deque
@@ -112,11 +121,40 @@ class TokenQuota:
     refusal_lines: LogBudget
 
 
-class TokenQuotas:
-    """The quotas of every caller, made on first use for callers without a configured token."""
+def token_places(places: int, tokens: int) -> int | None:
+    """The most of the server's `places` one of `tokens` tokens may hold at once: all but one when
+    several share them (one when there is only one place); None (no limit) for a lone token."""
+    if tokens < 2:
+        return None
+    return max(1, places - 1)
 
-    def __init__(self, settings: ServerSettings, callers: Sequence[Caller]) -> None:
+
+def place_sharing_note(places: int, tokens: int) -> tuple[int, str] | None:
+    """The start-up log line (level, text) saying how `tokens` tokens share `places`, or None."""
+    most = token_places(places, tokens)
+    if most is None:
+        return None
+    if places < 2:
+        return logging.WARNING, (
+            f"{tokens} tokens share one place (the smaller of --max-concurrent and the runtime slots): "
+            "they take turns, and a question can wait for another token's running episode (up to "
+            "--episode-timeout); give both 2 or more, so that one place stays free for the others")
+    return logging.INFO, (
+        f"{tokens} tokens share {places} places (the smaller of --max-concurrent and the runtime "
+        f"slots): each runs at most {most} episodes at once (fewer where its max-concurrent says so), "
+        "so one place is always left for the others")
+
+
+class TokenQuotas:
+    """The quotas of every caller, made on first use for callers without a configured token.
+
+    `places` is how many episodes the server runs at once; when several tokens are configured, a
+    token may hold all but one of them (`token_places`).
+    """
+
+    def __init__(self, settings: ServerSettings, callers: Sequence[Caller], places: int) -> None:
         self._settings = settings
+        self._most = token_places(places, len(callers))
         self._quotas: dict[str, TokenQuota] = {}
         for caller in callers:
             self.of(caller)
@@ -125,7 +163,8 @@ class TokenQuotas:
         """The quota of `caller` (the local caller gets the defaults)."""
         if caller.name not in self._quotas:
             limits = quota_limits(self._settings, caller.name)
-            self._quotas[caller.name] = TokenQuota(RuntimeSlots(limits.concurrent),
+            concurrent = limits.concurrent if self._most is None else min(limits.concurrent, self._most)
+            self._quotas[caller.name] = TokenQuota(RuntimeSlots(concurrent),
                                                    MinuteWindow(limits.per_minute),
                                                    LogBudget(REFUSAL_LINES_PER_MINUTE))
         return self._quotas[caller.name]

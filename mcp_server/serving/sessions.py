@@ -4,9 +4,10 @@ others always find room), idle ones close, and a session answers only the token 
 The MCP SDK keeps the sessions and enforces the server-wide cap and the idle timeout; this layer
 in front of it counts each token's sessions from what passes through (a response that opens a
 session carries its id; DELETE or a 404 ends it; no request in flight for the idle timeout
-expires it, the SDK's own rule), and refuses a token's next session past its cap. Binding uses
-the SDK's own check: every request carries its token as the authenticated user, and the SDK
-answers a session's id from another token exactly as an unknown id (404).
+expires it, the SDK's own rule), and refuses a token's next session past its cap. It reads the
+session id and protocol version from `headers.security_headers`, which holds the one copy of
+each the SDK routes on. Binding is the SDK's own: its bearer backend leaves the token's user in
+the scope, and the SDK answers a session's id from another token exactly as an unknown id (404).
 """
 
 from __future__ import annotations
@@ -18,20 +19,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config.settings import ServerSettings
-from .access import CALLER_SCOPE_KEY, LOCAL_CALLER, Caller
+from .access import Caller, scope_caller
+from .headers import security_headers
 from .http_responses import send_jsonrpc_error
 from .quotas import REFUSAL_LINES_PER_MINUTE, LogBudget, quota_limits
 
 logger = logging.getLogger(__name__)
 
-SESSION_ID_HEADER = b"mcp-session-id"
-PROTOCOL_VERSION_HEADER = b"mcp-protocol-version"
+SESSION_ID_HEADER = MCP_SESSION_ID_HEADER.encode()  # of the SDK's responses
 TAG_CHARS = 8
 
 
@@ -130,15 +130,11 @@ class SessionGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        caller: Caller = scope.get(CALLER_SCOPE_KEY) or LOCAL_CALLER
-        # The SDK binds a session to the user that opened it and answers any other like an unknown id.
-        user = AuthenticatedUser(AccessToken(token=caller.name, client_id=caller.name, scopes=[]))
-        scope = {**scope, "user": user}
-        headers = dict(scope.get("headers", ()))
-        session_id = headers.get(SESSION_ID_HEADER)
-        if session_id is not None:
-            await self._in_session(session_id.decode("latin-1"), caller, scope, receive, send)
-        elif scope["method"] == "POST" and _opens_sessions(headers.get(PROTOCOL_VERSION_HEADER)):
+        caller = scope_caller(scope)
+        headers = security_headers(scope)
+        if headers.session_id is not None:
+            await self._in_session(headers.session_id, caller, scope, receive, send)
+        elif scope["method"] == "POST" and _opens_sessions(headers.protocol_version):
             await self._opening(caller, scope, receive, send)
         else:
             await self.app(scope, receive, send)
@@ -211,7 +207,7 @@ class SessionGuard:
             f"a request); retry in {retry} s."), [(b"retry-after", str(retry).encode())])
 
 
-def _opens_sessions(protocol_version: bytes | None) -> bool:
-    """True when a request without a session id may open one: the 2025 protocol era (the SDK
-    sends other versions to its sessionless path)."""
-    return protocol_version is None or protocol_version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
+def _opens_sessions(protocol_version: str | None) -> bool:
+    """True when a request without a session id may open one: the 2025 protocol era (the SDK's
+    session manager sends other versions to its sessionless path by the same test)."""
+    return protocol_version is None or protocol_version in HANDSHAKE_PROTOCOL_VERSIONS

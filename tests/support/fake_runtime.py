@@ -2,8 +2,12 @@
 
 One FakeServer speaks both APIs (Ollama under /api, OpenAI under /v1); `url` is the address a
 client is given (the root for Ollama, root + "/v1" for OpenAI). It runs uvicorn in a
-background thread, records every request, and records requests whose client went away
-while the scripted delay was running (`disconnects`), which is how tests see cancellation.
+background thread, records every request, the requests in their scripted delay (`generating`:
+a test cancels a call once its request is there, never after a fixed time, which a busy machine
+may not have reached the request by) and those whose client went away while the delay was
+running (`disconnects`), which is how tests see cancellation. `hold()` makes every generation
+wait, after its delay, until `release()`: a test that needs questions in flight while it does
+something keeps them there for as long as it takes, not for a delay it hopes is long enough.
 The routes of each API are in fake_ollama.py and fake_openai.py.
 """
 
@@ -13,7 +17,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +51,7 @@ class FakeServer:
     def __init__(self, policy: Policy, **options: Any) -> None:
         """A server answering with `policy`; `options` are those of `configure`."""
         self._changed = threading.Condition()
+        self._released = threading.Event()  # cleared by hold(): generations wait for release()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.root = ""
@@ -102,7 +107,9 @@ class FakeServer:
         self.vllm = vllm
         self.prompt_tokens_details = prompt_tokens_details
         self.reprocesses = reprocesses
+        self._released.set()  # a held generation of the test before ends
         self.requests: list[RecordedRequest] = []
+        self.generating: list[RecordedRequest] = []  # requests that reached their scripted delay
         self.disconnects: list[RecordedRequest] = []
         self.policy_errors: list[Exception] = []  # a policy that raised: a bug in the test
         self._prompt_cache = prompt_cache
@@ -163,6 +170,33 @@ class FakeServer:
         """wait_for_disconnects without blocking the caller's event loop."""
         return await anyio.to_thread.run_sync(self.wait_for_disconnects, count, timeout)
 
+    def hold(self) -> None:
+        """From now on every generation waits (after its delay) until `release()`."""
+        self._released.clear()
+
+    def release(self) -> None:
+        """Let the held generations, and every later one, finish."""
+        self._released.set()
+
+    async def await_generating(self, count: int = 1, timeout: float = 60.0) -> None:
+        """Return once `count` requests are in their scripted delay; AssertionError after `timeout`."""
+        with anyio.move_on_after(timeout):
+            while len(self.generating) < count:
+                await anyio.sleep(0.005)
+            return
+        raise AssertionError(f"{len(self.generating)} of {count} requests reached the fake runtime's "
+                             f"scripted delay within {timeout:g} s")
+
+    async def cancel_when_generating(self, call: Callable[[], Awaitable[object]], count: int = 1) -> None:
+        """Run `call` until `count` of its requests are in their scripted delay here, then cancel it.
+
+        The cancel lands while the runtime 'generates', however long the call took to get there.
+        """
+        async with anyio.create_task_group() as group:
+            group.start_soon(call)
+            await self.await_generating(count)
+            group.cancel_scope.cancel()
+
     def bodies(self, path: str) -> list[Any]:
         """The JSON bodies received on `path`, in order (e.g. "/api/generate")."""
         return [r.body for r in self.requests if r.path == path]
@@ -204,10 +238,12 @@ class FakeServer:
                                  http_status=500)
 
     async def run_delay(self, request: Request, recorded: RecordedRequest, delay: float) -> bool:
-        """Sleep `delay` unless the client disconnects first; True (and recorded) if it did."""
-        if delay <= 0:
+        """Sleep `delay`, then wait while held, unless the client disconnects first; True (and
+        recorded) if it did."""
+        if delay <= 0 and self._released.is_set():
             return False
         disconnects = self.disconnects  # this test's list, even if the server is lent on meanwhile
+        self.generating.append(recorded)
         disconnected = False
         async with anyio.create_task_group() as group:
 
@@ -220,6 +256,8 @@ class FakeServer:
 
             group.start_soon(watch)
             await anyio.sleep(delay)
+            while not self._released.is_set():
+                await anyio.sleep(0.01)
             group.cancel_scope.cancel()
         if disconnected:
             with self._changed:

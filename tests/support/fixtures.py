@@ -122,6 +122,11 @@ class BlackHole:
             self._held.append(conn)
             self.connected.set()
 
+    @property
+    def connections(self) -> int:
+        """Connections accepted so far."""
+        return len(self._held)
+
     def close(self) -> None:
         """Stop accepting and drop every held connection."""
         self._sock.close()
@@ -131,7 +136,7 @@ class BlackHole:
 
 @pytest.fixture
 def black_hole() -> Iterator[BlackHole]:
-    """A runtime address that accepts connections but never answers: .url, .connected."""
+    """A runtime address that accepts connections but never answers: .url, .connected, .connections."""
     hole = BlackHole()
     yield hole
     hole.close()

@@ -75,3 +75,48 @@ ATTACKS = (
     "SELECT FirstName FROM Customer INDEXED BY CustomerEmail",
     "SELECT 1 FROM main.Invoice NATURAL JOIN Employee",
 )
+
+# Conditions on hidden data as pairs of statements, the first true and the second false on
+# SCHEMA_SQL's rows; each fails only when SQLite evaluates its error (an integer overflow, or
+# malformed JSON). Run without the rules, the two of a pair would end differently: a save that
+# did so told one bit of a hidden value per call (issue 31). Under the rules both are refused
+# before they run, alike.
+OVERFLOW, BAD_JSON = "abs(-9223372036854775808)", "json_extract('{', '$')"
+
+
+def _pair(statement: str, true: str, false: str) -> tuple[str, str]:
+    """`statement` with its `{}` filled so that its condition is true, then false."""
+    return statement.replace("{}", true, 1), statement.replace("{}", false, 1)
+
+
+def _case(condition: str, error: str = OVERFLOW) -> str:
+    return f"SELECT CASE WHEN {condition} THEN 1 ELSE {error} END"
+
+
+CONDITION_PROBES: tuple[tuple[str, str], ...] = (
+    _pair(_case("(SELECT Email FROM Customer WHERE CustomerId = 1) LIKE '{}'"), "SECRET%", "x%"),
+    _pair(_case("(SELECT Email FROM Customer WHERE CustomerId = 1) LIKE '{}'", BAD_JSON), "SECRET%", "x%"),
+    _pair(_case("(SELECT Total FROM Invoice) {}"), "> 4000", "< 0"),
+    _pair(_case("(SELECT \"PASSWORDHASH\" FROM employee) = '{}'"), "SECRET-PW-x9", "x"),
+    _pair(_case("EXISTS (SELECT 1 FROM Employee WHERE BirthDate = '{}')"), "SECRET-BIRTH-1970", "x"),
+    _pair(_case("(SELECT Email FROM CustomerContacts LIMIT 1) LIKE '{}'"), "SECRET%", "x%"),
+    _pair(_case("(SELECT total FROM InvoiceTotals) {}"), "> 4000", "< 0"),
+    _pair(_case("(SELECT MailDomain FROM Customer WHERE CustomerId = 1) LIKE '{}'"), "MAIL%", "x%"),
+    _pair("WITH c AS (SELECT Email AS e FROM Customer) "
+          + _case("(SELECT e FROM c LIMIT 1) LIKE '{}'"), "SECRET%", "x%"),
+    _pair("SELECT FirstName FROM Customer ORDER BY (" + _case("Email LIKE '{}'").replace(" END", " END)"),
+          "SECRET%", "x%"),
+    _pair("SELECT FirstName FROM Customer c WHERE (SELECT CASE WHEN i.Note = '{}' THEN 1 ELSE "
+          f"{BAD_JSON} END FROM Invoice i WHERE i.CustomerId = c.CustomerId)",
+          "SECRET-NOTE", "x"),
+)
+# A hidden name and a missing one like it: a refusal must say the same of both (but the name).
+HIDDEN_AND_MISSING = (
+    ("SELECT count(*) FROM Invoice", "Invoice", "Invoize"),
+    ("SELECT Email FROM Customer", "Email", "Emial"),
+    ("SELECT c.Email FROM Customer AS c WHERE c.CustomerId = 1", "Email", "Emial"),
+    ("SELECT * FROM CustomerContacts", "CustomerContacts", "CustomerContactz"),
+    ("SELECT total FROM InvoiceTotals", "InvoiceTotals", "InvoiceTotalz"),
+    ("SELECT FirstName FROM Customer INDEXED BY CustomerEmail", "CustomerEmail", "CustomerEmale"),
+    ("SELECT 1 FROM main.Invoice", "Invoice", "Invoize"),
+)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import socket
@@ -11,8 +12,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Self
 
 from agent.backends.base import Completion, ModelBackend
+from agent.backends.wrapper import BackendWrapper
 from tests.support.policies import Policy, ScriptedReply, first_user_turn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,9 +78,10 @@ def server_command(*args: str) -> list[str]:
 
 
 def run_server_expecting_exit(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """Run a server that must refuse to start; it gets no stdin and 30 s at most."""
+    """Run a server that must refuse to start; it gets no stdin and 90 s at most (a backstop, as
+    wait_for_port's: a loaded machine took more than 30 s to start the interpreter and say no)."""
     return subprocess.run(server_command(*args), cwd=REPO, env=server_env(tmp_path, **env),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=90)
 
 
 def free_port() -> int:
@@ -87,8 +91,12 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    """Block until something accepts connections on `port`; fail if the process exits first."""
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 90.0) -> None:
+    """Block until something accepts connections on `port`; fail if the process exits first.
+
+    `timeout` is a backstop for a server that hangs, not a speed: on two cores shared by several
+    test runs a server took 18 s to listen, and more than 30 s once.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -119,23 +127,38 @@ def running_http_server(tmp_path: Path, *flags: str, **env: str) -> Iterator[str
         process.wait(timeout=15)
 
 
-class PeakBackend:
+@dataclasses.dataclass
+class Concurrency:
+    """Completions running now, and the most that ran at once."""
+
+    running: int = 0
+    peak: int = 0
+
+
+class PeakBackend(BackendWrapper):
     """Counts how many completions run at the same time (the queue's observable effect: one per
-    running episode)."""
+    running episode), its seeded copies' included."""
 
     def __init__(self, inner: ModelBackend) -> None:
-        self.inner, self.model = inner, inner.model
-        self.running = self.peak = 0
+        super().__init__(inner)
+        self.counts = Concurrency()
+
+    def rewrap(self, inner: ModelBackend) -> Self:
+        """A copy in front of `inner`, counting into the same counts (and a subclass's records)."""
+        twin = copy.copy(self)
+        twin.inner, twin.model = inner, inner.model
+        return twin
+
+    @property
+    def peak(self) -> int:
+        """The most completions that ran at once."""
+        return self.counts.peak
 
     async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
         """The inner completion, counted while it runs."""
-        self.running += 1
-        self.peak = max(self.peak, self.running)
+        self.counts.running += 1
+        self.counts.peak = max(self.counts.peak, self.counts.running)
         try:
             return await self.inner.complete(prompt, max_tokens=max_tokens)
         finally:
-            self.running -= 1
-
-    async def aclose(self) -> None:
-        """Close the inner backend."""
-        await self.inner.aclose()
+            self.counts.running -= 1

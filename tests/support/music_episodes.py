@@ -47,7 +47,7 @@ INSERT INTO number SELECT n FROM c;
 @pytest.fixture
 def db(tmp_path: Path, engine: QueryEngine) -> Iterator[Database]:
     """A tiny music database built from SQL."""
-    database = Database(create_database(tmp_path / "music.sqlite", SCHEMA_SQL), engine)
+    database = Database.unruled(create_database(tmp_path / "music.sqlite", SCHEMA_SQL), engine)
     yield database
     database.close()
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 import anyio
 import anyio.lowlevel
 
-from agent.backends.base import STOP_STRINGS, Completion, SamplingSettings, seeded_copy
+from agent.backends.base import STOP_STRINGS, Completion, ModelBackend, SamplingSettings, seeded_copy
 from agent.backends.settings import DEFAULT_MODEL
 from agent.errors import (
     BackendAuthError,
@@ -310,7 +310,7 @@ _STATUS_ERRORS: dict[int, type[BackendError]] = {
 }
 
 
-class PolicyBackend:
+class PolicyBackend(ModelBackend):
     """A zero-latency in-process ModelBackend answering from a policy, cut like the fakes.
 
     A reply's delay is slept (cancellably); a reply with an http_status other than 200 raises

@@ -17,6 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.sqlite import create_database
+from tests.support.fake_runtime import FakeServer
 from tests.support.mcp import (
     BOOK_GOLD,
     REPO,
@@ -44,6 +45,7 @@ class TeamServer:
     port: int
     episode_log: Path
     stderr: Path
+    runtime: FakeServer | None = None  # the fake model runtime it asks (None: `ollama_url`'s)
 
     @property
     def url(self) -> str:
@@ -65,33 +67,40 @@ def sample_key(name: str, labels: dict[str, str]) -> str:
     return name + "{" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())) + "}"
 
 
+PLACES = ("--runtime-slots", "8", "--max-concurrent", "8")  # the team tests' default
+
+
 @pytest.fixture
 def team_server(tmp_path: Path, fake_ollama: Any) -> Iterator[Callable[..., TeamServer]]:
     """Start servers with two databases and tokens [tokens.books] (bookshop) and [tokens.all];
-    `books_quota` adds lines to [tokens.books]; `ollama_url` replaces the fake model runtime."""
+    `books_quota` adds lines to [tokens.books]; `ollama_url` replaces the fake model runtime;
+    `places` are the flags giving workers and runtime slots (() for the defaults); `environ` is
+    added to the server's environment."""
     started: list[TeamServer] = []
 
     def start(*flags: str, delay: float = 0.0, books_quota: str = "",
-              ollama_url: str | None = None) -> TeamServer:
+              ollama_url: str | None = None, places: tuple[str, ...] = PLACES,
+              environ: dict[str, str] | None = None) -> TeamServer:
         sales = create_database(tmp_path / "sales.db", "CREATE TABLE sales (id INTEGER PRIMARY KEY, "
                                 "amount REAL); INSERT INTO sales (amount) VALUES (1.5), (2.5);")
         policy = OraclePolicy({**BOOK_GOLD, **SALES_GOLD})
-        url = ollama_url or fake_ollama(DelayedPolicy(policy, delay) if delay else policy).url
+        runtime = None if ollama_url else fake_ollama(DelayedPolicy(policy, delay) if delay else policy)
+        url = runtime.url if runtime is not None else ollama_url
         config = tmp_path / "team.toml"
         config.write_text(
             f'[db]\nsales = "{sales}"\n\n'
             f'[tokens.books]\nenv = "SQALE_TOKEN_BOOKS"\ndatabases = ["bookshop"]\n{books_quota}\n'
             '[tokens.all]\nenv = "SQALE_TOKEN_ALL"\n')
         port = free_port()
-        server = TeamServer(None, port, tmp_path / "episodes.jsonl", tmp_path / "stderr.txt")  # type: ignore[arg-type]
+        server = TeamServer(None, port, tmp_path / "episodes.jsonl", tmp_path / "stderr.txt",  # type: ignore[arg-type]
+                            runtime)
         with server.stderr.open("wb") as err:
             server.process = subprocess.Popen(
                 server_command("--config", str(config), "--demo", "--ollama-host", url,
                                "--transport", "streamable-http", "--port", str(port),
                                "--metrics-token-env", "SQALE_METRICS_TOKEN",
-                               "--episode-log", str(server.episode_log), "--runtime-slots", "8",
-                               "--max-concurrent", "8", *flags),
-                cwd=REPO, env=server_env(tmp_path, **TOKENS), stdin=subprocess.DEVNULL,
+                               "--episode-log", str(server.episode_log), *places, *flags),
+                cwd=REPO, env=server_env(tmp_path, **TOKENS, **(environ or {})), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=err)
         started.append(server)
         wait_for_port(port, server.process)

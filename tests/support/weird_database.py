@@ -49,7 +49,7 @@ def build(path: Path, sql: str) -> Path:
 def weird(tmp_path_factory: pytest.TempPathFactory, engine: QueryEngine) -> Iterator[Database]:
     """Names with spaces, quotes, brackets, unicode, keywords, case twins; composite keys; a view."""
     path = build(tmp_path_factory.mktemp("weird") / "weird.sqlite", WEIRD_SQL)
-    with Database(path, engine) as db:
+    with Database.unruled(path, engine) as db:
         yield db
 
 

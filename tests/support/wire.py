@@ -36,8 +36,10 @@ def without_timings(line: str) -> str:
 
 
 async def wire_responses(tmp_path: Path, server_args: list[str], arguments: dict[str, Any], *, mode: str,
-                         apps: bool = False) -> dict[str, str]:
-    """The server's response lines to tools/list and one tools/call, by method (timings zeroed)."""
+                         apps: bool = False,
+                         methods: tuple[str, ...] = ("tools/list", "tools/call")) -> dict[str, str]:
+    """The server's response lines to `methods` (of the handshake, tools/list and one tools/call),
+    by method (timings zeroed)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     sent, received = tmp_path / "client-to-server.txt", tmp_path / "server-to-client.txt"
     pipeline = (f"tee {shlex.quote(str(sent))} | {shlex.join(server_command(*server_args))} "
@@ -50,14 +52,14 @@ async def wire_responses(tmp_path: Path, server_args: list[str], arguments: dict
                           extensions=[apps_extension()] if apps else None) as client:
             await client.list_tools()
             await client.call_tool(TOOL, arguments)
-    methods = {}
+    asked = {}
     for line in sent.read_text(encoding="utf-8").splitlines():
         message = json.loads(line)
-        if message.get("method") in ("tools/list", "tools/call") and "id" in message:
-            methods[message["id"]] = message["method"]
+        if message.get("method") in methods and "id" in message:
+            asked[message["id"]] = message["method"]
     responses = {}
     for line in received.read_text(encoding="utf-8").splitlines():
         message = json.loads(line)
-        if "method" not in message and message.get("id") in methods:
-            responses[methods[message["id"]]] = without_timings(line)
+        if "method" not in message and message.get("id") in asked:
+            responses[asked[message["id"]]] = without_timings(line)
     return responses

@@ -111,7 +111,7 @@ async def cpu_in_process(demo: Path, runs: int) -> tuple[list[float], list[float
     """(wall minus model, CPU of this process and its workers) ms per round, per run."""
     walls, cpus = [], []
     backend = PolicyBackend(FourRounds(DEMO_GOLD), record=False)
-    with Database(demo) as db:
+    with Database.unruled(demo) as db:
         await run_episode(next(iter(DEMO_GOLD)), db, backend)  # warm: worker, schema
         for _ in range(runs):
             rounds, harness = 0, 0.0
@@ -245,7 +245,7 @@ def read_completion(repeat: int) -> tuple[dict[str, list[float]], dict[str, floa
     again for the very same text, and bare sqlite3; and the CPU seconds per query (this process
     and its worker) of each."""
     engine = QueryEngine(EngineLimits())
-    db = Database(CHINOOK, engine)
+    db = Database.unruled(CHINOOK, engine)
     modes = {"reads off": False, "reads on": True, "same SQL again": True}
     samples: dict[str, list[float]] = {name: [] for name in modes}
     cpu = dict.fromkeys(modes, 0.0)

@@ -73,8 +73,8 @@ class GuardedConnection:
         missing = [p for p in companions if not p.exists()]
         self._hiding: tuple[tuple[hiding.HideRules, int], tuple[hiding.Withheld, HideReport]] | None = None
         self.catalog = BtreeCatalog()
-        # (sql, schema version, withheld) -> what its program reads: a statement run again (a
-        # verified answer, an answer the model tested first) skips its EXPLAIN.
+        # What a statement's program reads, by everything the program depends on (`_program_key`):
+        # a statement run again (a verified answer, an answer the model tested first) skips its EXPLAIN.
         self._programs: OrderedDict[_ProgramKey, tuple[set[str], set[Read]]] = OrderedDict()
         self._formats: tuple[sqlite3.Connection, CheckedFormats] | None = None  # see _checked_connection
         try:
@@ -213,7 +213,8 @@ class GuardedConnection:
 
         try:
             version = fetch("PRAGMA schema_version", ())[0][0]
-            key = (sql, version, withheld)
+            key = _program_key(sql, bound, conn is self.conn, version,
+                               fetch("PRAGMA data_version", ())[0][0], withheld)
             known = self._programs.get(key)
             if known is not None and self.catalog.version == version:
                 self._programs.move_to_end(key)
@@ -331,7 +332,19 @@ class GuardedConnection:
 
 _PROGRAM_KEYWORDS = frozenset({"select", "with"})  # statements whose program reads tables
 PROGRAMS_KEPT = 256  # statements whose program reads a connection remembers
-_ProgramKey = tuple[str, int, hiding.Withheld]  # the SQL, the schema version, what is withheld
+_ProgramKey = tuple[str, tuple[tuple[str, str, SqlValue], ...], bool, int, int, hiding.Withheld]
+
+
+def _program_key(sql: str, bound: Mapping[str, SqlValue] | tuple[()], own_functions: bool,
+                 schema_version: int, data_version: int, withheld: hiding.Withheld) -> _ProgramKey:
+    """Everything a statement's program reads depends on: its text, the values bound to it (with
+    their types: 1 and 1.0 are equal keys in Python), the connection's functions (its own or the
+    checked twin's), the schema, the data (statistics from ANALYZE change plans without changing
+    the schema version; any commit by another connection changes `PRAGMA data_version`), and
+    what the rules withhold. A new file at the path gets a new connection, with nothing remembered."""
+    params = tuple(sorted((name, type(value).__name__, value) for name, value in bound.items())) \
+        if isinstance(bound, Mapping) else ()
+    return (sql, params, own_functions, schema_version, data_version, withheld)
 
 
 def _refused(refusal: Refusal, seconds: float) -> QueryResult:

@@ -49,6 +49,10 @@ logger = logging.getLogger(__name__)
 TOOL_NAME = "answer_sql_question"
 ERROR_PREFIX = f"Error executing tool {TOOL_NAME}: "  # what the SDK puts before a tool error; ours match
 REFUSED_QUESTION_CHARS = 80  # what a refused call's log line keeps of its question
+# An answer within both is built on the event loop, a larger one in a thread (bench_server_cost).
+SMALL_ANSWER_CELLS = 200
+SMALL_ANSWER_TRACE = 16
+SMALL_ANSWER_CHARS = 8_000  # of the question, the SQL and the cells
 
 
 async def answer_sql_question(
@@ -211,7 +215,10 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
               "queued_seconds": round(answer.queued_seconds, 3), **voting, **audit_fields(answer)}
     runtime.metrics.questions.labels(alias, caller.name, answer.status, answer.stop_reason).inc()
     await _audit(runtime, asker, asked, hint, alias, record)
-    response = await anyio.to_thread.run_sync(lambda: build_response(answer, runtime.limits))
+    if small_answer(answer):  # built at once: a thread hand-off costs more than building it
+        response = build_response(answer, runtime.limits)
+    else:  # built in a worker thread: other clients' requests go on being served meanwhile
+        response = await anyio.to_thread.run_sync(lambda: build_response(answer, runtime.limits))
     text_bytes = sum(len(c.text.encode()) for c in response.content if isinstance(c, TextContent))
     if answer.verified is None:  # a verified answer is no episode: it would skew episode times
         runtime.metrics.observe_answer(alias, answer.seconds, answer.rounds, text_bytes)
@@ -373,6 +380,16 @@ async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, report_progr
     voting = {**asked.vote_fields(), "chosen_sample": chosen.index,
               "seeds_finished": [run.seed for _, run in sorted(asked.outcome.results.items())]}
     return answer, result, voting
+
+
+def small_answer(answer: AnswerOutput) -> bool:
+    """True for an answer small enough to build on the event loop (a verified hit, a count, a
+    short list): building it takes about as long as handing it to a thread and back."""
+    if len(answer.rows) * max(len(answer.columns), 1) > SMALL_ANSWER_CELLS \
+            or len(answer.trace) > SMALL_ANSWER_TRACE or len(answer.candidates) > 1:
+        return False
+    cell_chars = sum(len(cell) if isinstance(cell, str) else 32 for row in answer.rows for cell in row)
+    return len(answer.question) + len(answer.sql or "") + cell_chars <= SMALL_ANSWER_CHARS
 
 
 def build_response(answer: AnswerOutput, limits: AnswerLimits) -> CallToolResult:

@@ -1,6 +1,6 @@
 """The server's own cost (issue 37): a round, a burst of questions, a verified hit, a read completion.
 
-    python bench/bench_server_cost.py [--runs 3] [--repeats 2] [--hits 40] [--parts cpu,burst,hit,reads]
+    python bench/bench_server_cost.py [--runs 3] [--repeats 2] [--hits 40] [--parts cpu,burst,hit,reads,stream]
                                       [--dbhub DIR] [--node PATH]
 
 Four figures from one run, each a median of repeated runs, every server a real `python -m
@@ -31,6 +31,11 @@ process, so the server's process tree holds the server and its SQLite workers on
    nine-table join on Chinook: Database.query with reads off and on, alternated, each query's
    text new (a comment) so that nothing remembered of a statement serves it, then on for the
    same text again; bare sqlite3 running the statement and its EXPLAIN. Goal: on - off <= 1 ms.
+
+5. stream: the OpenAI-compatible backend (vLLM, llama-server) streams a completion one event a
+   token: CPU of this process per token, from completions of ~17 and ~413 tokens alternated
+   (a fake engine in its own process), by difference. No goal: a team server's engine writes
+   hundreds of tokens a round, so this, not part 1's Ollama figure, is its CPU per round.
 
 Parts 3 and 4 need ../shared/data (Chinook) and say so when it is absent.
 """
@@ -76,6 +81,7 @@ from server_cost_support import (  # noqa: E402 - beside this file
     ms,
     own_cpu,
     sqale_mcp,
+    stream_token_cpu,
     timed,
     timed_sync,
     tree_cpu,
@@ -325,6 +331,13 @@ def report_reads(repeat: int) -> None:
           f"({verdict(1000 * added, 1.0)})")
 
 
+def report_stream(runs: int) -> None:
+    per_token, (few, many) = stream_token_cpu(runs, 30)
+    print(f"5. the OpenAI-compatible backend's CPU per streamed token (completions of {few} and "
+          f"{many} tokens, by difference, {runs} runs): median {statistics.median(per_token):.1f} us "
+          f"({', '.join(f'{v:.1f}' for v in per_token)})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs of the 20 questions for the CPU figure")
@@ -336,7 +349,7 @@ def main() -> None:
                         help="npm prefix holding @bytebase/dbhub")
     ci_node = ROOT / ".ci" / "node" / "node_modules" / ".bin" / "node"
     parser.add_argument("--node", default=str(ci_node) if ci_node.is_file() else shutil.which("node"))
-    parser.add_argument("--parts", default="cpu,burst,hit,reads", help="which parts to run, by name")
+    parser.add_argument("--parts", default="cpu,burst,hit,reads,stream", help="which parts to run, by name")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -356,6 +369,8 @@ def main() -> None:
                 report_hit(quick.url, args.hits, args.dbhub, args.node, tmp)
             if "reads" in parts and CHINOOK.is_file():
                 report_reads(args.join_repeat)
+            if "stream" in parts:
+                report_stream(args.runs)
     finally:
         quick.stop()
         slow.stop()

@@ -254,3 +254,60 @@ def timed_sync(call: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
+
+
+# ---- the OpenAI-compatible backend's cost per streamed token -------------------------------
+
+# A fake engine in its own process (so that this process's CPU is the client's alone) whose
+# model thinks CHARS characters, streamed four a token; it prints its URL, serves until stdin closes.
+_STREAMING_FAKE = """
+import sys
+from tests.support.fake_runtime import FakeServer
+from tests.support.policies import ScriptedReply, assistant_reply, tool_call
+class Thinking:
+    def reply(self, prompt, model):
+        return ScriptedReply(assistant_reply("x" * int(sys.argv[1]), tool_call("list_tables")))
+fake = FakeServer(Thinking()).start()
+print(fake.url, flush=True)
+sys.stdin.read()
+fake.stop()
+"""
+STREAM_PROMPT = "<|im_start|>system\n" + "You are a SQL agent. " * 300 + "<|im_end|>\n<|im_start|>assistant\n"
+
+
+async def streamed_completions(url: str, count: int) -> tuple[float, int]:
+    """(CPU seconds of this process per completion, completion tokens) of `count` completions
+    through the OpenAI-compatible backend, after one untimed."""
+    from agent.backends.settings import make_backend
+    from mcp_server.config.command_line import parse_settings
+
+    backend = make_backend(parse_settings(["--demo", "--backend", "openai", "--base-url", url + "/v1"], {}))
+    try:
+        tokens = (await backend.complete(STREAM_PROMPT, max_tokens=4000)).completion_tokens
+        start = time.process_time()
+        for _ in range(count):
+            await backend.complete(STREAM_PROMPT, max_tokens=4000)
+        return (time.process_time() - start) / count, tokens
+    finally:
+        await backend.aclose()
+
+
+def stream_token_cpu(runs: int, count: int) -> tuple[list[float], tuple[int, int]]:
+    """CPU microseconds of this process per streamed token, one figure per run: completions of
+    about 17 and 413 tokens, alternated, by difference (what a completion costs apart from its
+    tokens cancels out); and the two token counts."""
+    fakes = [subprocess.Popen([sys.executable, "-c", _STREAMING_FAKE, str(chars)], cwd=ROOT, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE) for chars in (16, 1600)]
+    try:
+        urls = [fake.stdout.readline().strip() for fake in fakes if fake.stdout is not None]
+        per_token, tokens = [], (0, 0)
+        for _ in range(runs):
+            (short, few), (long, many) = (anyio.run(streamed_completions, url, count) for url in urls)
+            per_token.append(1e6 * (long - short) / (many - few))
+            tokens = (few, many)
+        return per_token, tokens
+    finally:
+        for fake in fakes:
+            if fake.stdin is not None:
+                fake.stdin.close()
+            fake.wait()

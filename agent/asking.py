@@ -157,6 +157,7 @@ class VoteSummary:
     finished: int
     candidates: tuple[Candidate, ...]  # most votes first; the first is the answer's
     answer_ran: bool  # the answer has SQL that ran
+    chosen_by_person: bool = False  # a person chose the first candidate over the vote's (moved first)
 
 
 @dataclass(frozen=True)
@@ -304,7 +305,9 @@ def summary_text(summary: VoteSummary, *, shown: int = OTHER_ANSWERS_SHOWN,
                     "failed when run again): treat this answer as a guess.")
         return f"None of the {summary.samples} samples produced SQL that ran."
     votes = summary.candidates[0].votes
-    if votes >= 2:
+    if summary.chosen_by_person:
+        lines = [f"A person chose this result, which {votes} of {summary.samples} samples gave."]
+    elif votes >= 2:
         lines = [f"{votes} of {summary.samples} samples agree on this result."]
     else:
         lines = ["No two samples agree: treat this answer as a guess."]

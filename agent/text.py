@@ -99,8 +99,33 @@ def replace_lone_surrogates(text: str) -> str:
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+# What a renderer of Markdown or HTML could turn into markup or a link, in text meant as plain:
+_TAG_OPENER = re.compile(r"<(?=[A-Za-z/!?])")  # `<b>`, `</p>`, `<!--`, `<?xml`, `<http://...>`
+_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")  # `&lt;`, `&#60;`
+_SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,30}):(?=/)")  # `https://`, `file:/`
+_WWW = re.compile(r"(?i)(?<![A-Za-z0-9.-])(www)\.")  # GFM links a bare www.example.com
+_AT = re.compile(r"(?<=[A-Za-z0-9._%+-])@(?=[A-Za-z0-9-]+\.)")  # GFM links a bare ann@example.com
+_LINK_SYNTAX = re.compile(r"\]\s*[(\[:]|!\[")  # `[text](url)`, `[text][ref]`, `[ref]: url`, `![img]`
+
+
+def plain_label(text: str, limit: int) -> str:
+    """Untrusted text shown as one plain line a form or chat renderer cannot turn into anything.
+
+    Whitespace (newlines included) becomes single spaces; control, bidi and invisible
+    characters become escapes; tag openers, entities, link syntax, URLs (`https[:]//`),
+    `www[.]` and e-mail addresses (`ann[@]example.com`) are broken up so no renderer makes
+    markup or a link of them; past `limit` characters the text ends with an ellipsis.
+    """
+    flat = escape_unsafe(" ".join(text.split()))
+    flat = _TAG_OPENER.sub("< ", _ENTITY.sub("& ", flat))
+    flat = _SCHEME.sub(r"\1[:]", _WWW.sub(r"\1[.]", _AT.sub("[@]", flat)))
+    flat = _LINK_SYNTAX.sub(lambda m: f"{m.group()[0]} {m.group()[-1]}", flat)  # idempotent: `] (` stays
+    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
+
+
 __all__ = ["ECHO_CHARS", "NAME_CHARS", "QUOTE_CHARS", "cut", "display_name", "echo_value",
-           "escape_unsafe", "lone_surrogate_at", "quoted_name", "quoted_text", "replace_lone_surrogates"]
+           "escape_unsafe", "lone_surrogate_at", "plain_label", "quoted_name", "quoted_text",
+           "replace_lone_surrogates"]
 
 
 def format_count(n: int) -> str:

@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
+from mcp.server.request_state import RequestStateSecurity
 from mcp_types import ToolAnnotations
 
 from agent import package_version
 from agent.backends.settings import make_backend
+from agent.choices import AskMode
 from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits
 from agent.verified import VerifiedLibrary
 
+from .answer.choice_tool import choice_tools
 from .answer.error_results import StructuredToolErrors
 from .answer.saving import app_only_tools
 from .answer.scoping import ScopedToolList
@@ -47,7 +52,7 @@ from .runtime import (
     open_runtime,
     server_prompts,
 )
-from .serving.access import TokenTable, token_table
+from .serving.access import TokenTable, caller_of, token_table
 from .serving.draining import QuestionGate
 from .serving.http_transport import MCP_PATH, http_app, serve_http
 from .serving.log_format import configure_logging
@@ -60,6 +65,9 @@ logger = logging.getLogger(__name__)
 
 # `mcp dev` adds these to the `uv run --with mcp==X mcp run ...` it starts: `mcp run` needs typer.
 MCP_DEV_DEPENDENCIES = ("mcp[cli]",)
+# A 2026-07-28 reply later than --ask-timeout still gets the vote's answer (saying it came late)
+# for this long; after that the SDK refuses the state ("Invalid or expired requestState").
+LATE_REPLY_SECONDS = 600.0
 INSTRUCTIONS = (
     "Use answer_sql_question to answer questions about the configured SQLite databases. "
     "A small local model writes the SQL: read the SQL it returns before trusting the numbers."
@@ -75,9 +83,9 @@ class SqaleServer(MCPServer[ServerRuntime]):
         gate, metrics = QuestionGate(), ServerMetrics()
         limits = answer_limits(settings)
 
-        def describe(shown: Catalog) -> str:
+        def describe(shown: Catalog, asks: bool = False) -> str:
             return tool_description(shown, model=settings.model, limits=limits,
-                                    max_samples=settings.max_samples)
+                                    max_samples=settings.max_samples, asks=asks)
 
         runtime_closed = threading.Event()  # set once the runtime's workers are stopped
 
@@ -96,14 +104,16 @@ class SqaleServer(MCPServer[ServerRuntime]):
             # App-only tools (e.g. "Propose as verified" with --verified-writable): hosts with MCP
             # Apps list them for the view's buttons, to the callers they are offered to; the model
             # never sees them.
-            for extra in app_only_tools(settings):
+            for extra in (*app_only_tools(settings), *choice_tools(settings)):
                 view.app_tool(extra.fn, name=extra.name, title=extra.title, description=extra.description,
                               offered=extra.offered)
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
                          lifespan=lifespan, log_level=settings.log_level,
-                         middleware=[ScopedToolList(catalog, describe), StructuredToolErrors(),
+                         middleware=[ScopedToolList(catalog, describe, asking_samples(settings)),
+                                     StructuredToolErrors(),
                                      *([ViewForAppsClients(view)] if view else [])],
                          extensions=[view] if view else None,
+                         request_state_security=request_state_security(settings),
                          dependencies=list(MCP_DEV_DEPENDENCIES),
                          tools=[answer_tool(settings, catalog, describe(catalog), limits)])
         self.sqale_settings = settings
@@ -144,6 +154,27 @@ class SqaleServer(MCPServer[ServerRuntime]):
                                            max_sessions=settings.max_sessions)
         await serve_http(http_app(mcp_app, settings, self.tokens, self.metrics), settings,
                          drain=self.gate.drain)
+
+
+def asking_samples(settings: ServerSettings) -> int | None:
+    """The samples' default for a client that answers forms; None when the server never asks."""
+    return None if settings.ask_to_choose is AskMode.OFF else settings.ask_samples
+
+
+def request_state_security(settings: ServerSettings) -> RequestStateSecurity:
+    """How the SDK seals a 2026-07-28 question awaiting its person's choice (AES-256-GCM): under
+    --request-state-key-env's key (shared by every process behind one address) or one this process
+    makes; for --ask-timeout plus LATE_REPLY_SECONDS; bound to the caller's token."""
+    key = settings.request_state_key
+    return RequestStateSecurity(keys=[key.get_secret_value() if key is not None else os.urandom(32)],
+                                ttl=settings.ask_timeout + LATE_REPLY_SECONDS, bind_principal=state_principal)
+
+
+def state_principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """Whom a sealed state belongs to: the HTTP caller's token name (another token's retry is
+    refused); None on stdio, whose one client started the server."""
+    caller = caller_of(ctx.request)
+    return caller.name if caller.remote else None
 
 
 def answer_tool(settings: ServerSettings, catalog: Catalog, description: str, limits: AnswerLimits) -> Tool:

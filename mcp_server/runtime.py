@@ -31,6 +31,7 @@ from .serving.access import Caller
 from .serving.draining import QuestionGate
 from .serving.metrics import MeteredBackend, ServerMetrics
 from .serving.quotas import TokenQuotas, place_sharing_note
+from .serving.sealing import Sealer
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +104,7 @@ class ServerRuntime:
     verified: Mapping[str, VerifiedLibrary]  # the databases' verified libraries, by alias
     cache_watch: CacheWatch  # warns once per engine that keeps re-evaluating later rounds' prompts
     engine_label: str  # the engine a round is counted under when the backend does not name one
+    view_choices: Sealer  # seals the answer view's choice (answer/view_choice.py)
 
     def watch_round(self, previous: Round | None, played: Round) -> None:
         """Note how the engine treated `played`'s prompt (`previous`: the round before, same episode)."""
@@ -167,7 +169,7 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
                 quotas=quotas, gate=gate, metrics=metrics,
                 limits=limits, verified=dict(libraries or {}),
                 cache_watch=CacheWatch(lambda where: cache_advice(session.engine_at(where)), logger.warning),
-                engine_label=session.backend.replica_label,
+                engine_label=session.backend.replica_label, view_choices=Sealer.from_settings(settings),
             )
     finally:
         # Shielded: a server stopped by cancellation must still stop its worker processes (the

@@ -17,6 +17,7 @@ from mcp import Client
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 
 from mcp_server.answer.view import RESULT_META_KEY, VIEW_URI, AnswerView, view_html
+from mcp_server.answer.view_choice import CHOOSE_TOOL_NAME as CHOOSE
 from mcp_server.app import build_server
 from mcp_server.config.command_line import parse_settings
 from tests.support.mcp import BOOK_GOLD, REPO, TOOL
@@ -62,9 +63,11 @@ async def listing(server: Any, *, apps: bool) -> tuple[list[Any], list[Any], dic
 
 
 async def test_an_apps_client_sees_the_view_on_the_one_tool(tmp_path: Path) -> None:
-    """tools/list: one tool pointing at the ui:// view; resources/list: the view; the extension advertised."""
+    """tools/list: the tool pointing at the ui:// view, and the view's app-only "Use this answer";
+    resources/list: the view; the extension advertised."""
     tools, resources, extensions = await listing(demo(tmp_path), apps=True)
-    assert [(t.name, t.meta) for t in tools] == [(TOOL, {"ui": {"resourceUri": VIEW_URI}})]
+    app_only = {"ui": {"resourceUri": VIEW_URI, "visibility": ["app"]}}
+    assert [(t.name, t.meta) for t in tools] == [(TOOL, {"ui": {"resourceUri": VIEW_URI}}), (CHOOSE, app_only)]
     assert [(r.uri, r.mime_type, r.meta) for r in resources] == [
         (VIEW_URI, APP_MIME_TYPE, {"ui": {"permissions": {"clipboardWrite": {}}, "prefersBorder": True}})]
     assert extensions == {EXTENSION_ID: {}}
@@ -102,7 +105,8 @@ async def test_an_app_only_tool_is_listed_and_callable_only_by_apps_clients(
         saved = await client.call_tool(SAVE, {"database": "bookshop", "question": "q", "sql": "SELECT 1"})
         answered = await client.call_tool(TOOL, {"question": QUESTION})
     assert tools == {TOOL: {"ui": {"resourceUri": VIEW_URI}},
-                     SAVE: {"ui": {"resourceUri": VIEW_URI, "visibility": ["app"]}}}
+                     SAVE: {"ui": {"resourceUri": VIEW_URI, "visibility": ["app"]}},
+                     CHOOSE: {"ui": {"resourceUri": VIEW_URI, "visibility": ["app"]}}}
     assert (saved.is_error, server.saved) == (False, [
         {"database": "bookshop", "question": "q", "sql": "SELECT 1", "evidence": None}])
     assert answered.meta is not None and answered.meta[RESULT_META_KEY] == {"appTools": [SAVE]}

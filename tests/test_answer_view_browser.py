@@ -20,7 +20,10 @@ import pytest
 from mcp import Client
 
 from mcp_server.answer.view import RESULT_META_KEY, VIEW_URI, view_html
+from mcp_server.answer.view_choice import CHOOSE_TOOL_NAME
 from tests.support.apps_host import AppsHost, chromium_flags, missing_tools, write_host
+from tests.support.choosing import BOOKS as CHOOSING
+from tests.support.choosing import OLD_BOOKS, SEED_FLAGS, disagreeing_policy
 from tests.support.chromium import Chromium, find_chromium
 from tests.support.mcp import BOOK_GOLD, TOOL
 from tests.support.mcp_in_process import build
@@ -353,3 +356,50 @@ def test_a_models_answer_lists_the_similar_verified_ones_to_compare(host, tmp_pa
     assert host.view("document.querySelector('button.save') !== null") is True
     host.click("#similar-verified summary")
     host.screenshot(shots / "answer-view-similar-verified.png")
+
+
+def test_the_samples_results_side_by_side_and_the_one_picked_becomes_the_answer(host, tmp_path, fake_ollama,
+                                                                                shots):
+    """An Apps host that answers no form: the view shows both results with their lines and SQL;
+    "Use this answer" calls the app-only choose_answer with the answer's token, and the picked
+    result becomes the answer, the model told so."""
+    fake = fake_ollama(disagreeing_policy())
+    arguments = {"question": CHOOSING, "samples": 2}
+
+    async def run() -> tuple[str, dict[str, Any], dict[str, Any]]:
+        app = build(tmp_path, ["--demo", "--ollama-host", fake.url, *SEED_FLAGS])
+        async with Client(app, extensions=[apps_extension()]) as client:
+            html = (await client.read_resource(VIEW_URI)).contents[0].text  # type: ignore[union-attr]
+            first = await client.call_tool(TOOL, arguments)
+            token = (first.meta or {})[RESULT_META_KEY]["choice"]["token"]
+            chosen = await client.call_tool(CHOOSE_TOOL_NAME, {"choice": token, "option": 2})
+        dump = {"mode": "json", "by_alias": True, "exclude_none": True}
+        return html, first.model_dump(**dump), chosen.model_dump(**dump)  # type: ignore[arg-type]
+
+    html, first, chosen = anyio.run(run)
+    token = first["_meta"][RESULT_META_KEY]["choice"]["token"]
+    host.show(html, arguments, first)
+    host.wait_view("document.querySelector('section.choice')")
+    assert host.view("document.querySelector('section.choice h2').textContent") == (
+        "The samples found 2 different answers")
+    assert host.view("[...document.querySelectorAll('.option p')].map(p => p.textContent)") == [
+        "16 (1 row) · 1 of 2 samples · no filter published < 1960",
+        "3 (1 row) · 1 of 2 samples · filter published < 1960"]
+    assert host.view("[...document.querySelectorAll('.option code')].map(c => c.textContent)") == [
+        GOLD[CHOOSING], OLD_BOOKS]
+    assert host.view("[...document.querySelectorAll('.option button')].map(b => b.textContent)") == [
+        "Keep this answer", "Use this answer"]
+    host.screenshot(shots / "answer-view-choice.png")
+    host.host(f"host.results[{CHOOSE_TOOL_NAME!r}] = {json.dumps(chosen)}")
+    host.click(".option:nth-child(2) button.choose")
+    strong = ("document.querySelector('header.top strong.ok') && "
+              "document.querySelector('header.top strong.ok').textContent")
+    assert host.wait_view(strong) == "Chosen by the person among 2 answers (1 of 2 samples gave it)"
+    assert host.host("host.calls") == [{"name": CHOOSE_TOOL_NAME, "arguments": {
+        "choice": token, "option": 2}}]
+    assert host.view("document.querySelector('.single .value').textContent") == "3"
+    assert host.view("document.querySelector('section.choice')") is None
+    [update] = host.host("host.contextUpdates")
+    assert update["content"][0]["text"].startswith(
+        "The user chose option 2 among the samples' answers in the answer view. The answer is now:")
+    host.screenshot(shots / "answer-view-chosen.png")

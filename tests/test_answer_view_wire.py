@@ -16,6 +16,7 @@ import pytest
 from mcp.server.apps import EXTENSION_ID
 
 from mcp_server.answer.view import VIEW_URI
+from mcp_server.answer.view_choice import CHOOSE_TOOL_NAME
 from tests.support.mcp import BOOK_GOLD
 from tests.support.policies import OraclePolicy
 from tests.support.wire import wire_responses
@@ -50,8 +51,11 @@ async def test_an_apps_client_gets_the_same_answer_and_the_view_on_the_tool(tmp_
     got = await responses(tmp_path / "on", fake, mode, apps=True)
     assert got["tools/call"] == before["tools/call"]
     listed = json.loads(got["tools/list"])
-    [tool] = listed["result"]["tools"]
+    [tool, choose] = listed["result"]["tools"]
     assert tool.pop("_meta") == {"ui": {"resourceUri": VIEW_URI}}
+    assert (choose["name"], choose["_meta"]) == (CHOOSE_TOOL_NAME, {"ui": {"resourceUri": VIEW_URI,
+                                                                         "visibility": ["app"]}})
+    listed["result"]["tools"] = [tool]  # the view's app-only "Use this answer" aside
     assert listed == json.loads(before["tools/list"])
 
 
@@ -69,5 +73,6 @@ async def test_what_each_era_announces(tmp_path: Path, fake_ollama: Any, mode: s
     capabilities = json.loads(got[handshake])["result"]["capabilities"]
     announced = capabilities.get("extensions")
     assert announced == (None if mode == "legacy" else {EXTENSION_ID: {}}), capabilities
-    [tool] = json.loads(got["tools/list"])["result"]["tools"]
+    tool, *app_only = json.loads(got["tools/list"])["result"]["tools"]
     assert tool.get("_meta", {}).get("ui") == ({"resourceUri": VIEW_URI} if apps else None)
+    assert [t["name"] for t in app_only] == ([CHOOSE_TOOL_NAME] if apps else [])

@@ -13,6 +13,7 @@ from agent.commands.cli import main
 from agent.evaluation.html_report import load_run
 from agent.evaluation.html_report.data import run_summary as summary_of
 from agent.evaluation.html_report.voting_data import calibration, candidates
+from agent.evaluation.summary import render_summary
 from tests.support.report_runs import QUESTIONS, run, voting_policy, write_dataset
 
 pytest.importorskip("matplotlib", reason="the report draws with matplotlib (the report extra)")
@@ -78,3 +79,39 @@ def test_eval_writes_the_environment_to_the_summary_file(tmp_path: Path, fake_ol
     assert dataset.benchmark.value == "spider"
     summary = json.loads((tmp_path / "run.summary.json").read_text(encoding="utf-8"))
     assert (summary["environment"], summary["by_agreement"]) == ("rich", {})
+
+
+def test_each_disagreeing_question_records_what_a_person_would_be_asked(results: Path) -> None:
+    """Q0 and Q1 gave two results: their options (as the server's form shows them) and which is
+    right; Q2 (no SQL), Q3 (all agree) and Q4 (gold error) would ask nobody."""
+    records = load_run(results).records
+    assert [r.choice.model_dump() if r.choice else None for r in records] == [
+        {"options": ["3 (1 row) · 2 of 3 samples · from customer; column count(*)",
+                     "42 (1 row) · 1 of 3 samples · column 42; no from customer"],
+         "groups": [0, 1], "right": 1, "more": 0},
+        {"options": ["Bob (1 row) · 2 of 3 samples · filter city = 'Rome'",
+                     "2 rows, first: Ann · 1 of 3 samples · filter city = 'Oslo'"],
+         "groups": [0, 1], "right": 2, "more": 0},
+        None, None, None]
+
+
+def test_the_summary_and_the_page_say_how_often_the_right_answer_was_among_the_options(
+        results: Path, tmp_path: Path) -> None:
+    """2 questions disagreed: the right answer was among the options on both, the vote right on
+    one; the page draws it beside the calibration and lists each question's options."""
+    summary = summary_of(load_run(results))
+    assert summary.asking is not None and summary.asking.model_dump() == {
+        "questions": 2, "right_offered": 2, "vote_right": 1, "right_not_offered": 0, "offered": 1.0,
+        "vote": 0.5}
+    assert ("samples disagreed on 2 of 4 questions (a person would be asked): the right answer was among the "
+            "options on 2 (100.0%), the vote's answer was right on 1 (50.0%)") in render_summary(summary)
+    out = tmp_path / "k3.html"
+    assert main(["report", str(results), "--out", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert page.index('data-chart="calibration"') < page.index('data-chart="asking"')
+    chart = page.split('data-chart="asking"', 1)[1].split("</figure>", 1)[0]
+    assert "1/2 · 50.0%" in chart and "2/2 · 100.0%" in chart
+    q1 = page.split('data-key="1"', 1)[1].split('data-key="2"', 1)[0]
+    assert ("<h4>a person would be asked (option 2 is right)</h4><ol><li>Bob (1 row) · 2 of 3 samples · filter "
+            "city = &#x27;Rome&#x27;</li><li class=right>2 rows, first: Ann · 1 of 3 samples · filter city = "
+            "&#x27;Oslo&#x27; <strong>✓ right</strong></li><li>None of these</li></ol>") in q1

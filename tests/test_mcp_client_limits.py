@@ -126,6 +126,21 @@ def test_every_answer_fits_40_000_characters_with_the_default_limits() -> None:
     print(f"\nlargest answers with the default limits: {sizes}")
 
 
+def test_cut_candidates_show_where_their_sql_differs() -> None:
+    """Eight long SQLs that differ only at their end: once the answer must shrink, each candidate
+    still shows its own end (and how much it shares with the answer's SQL), not the same start."""
+    limits = AnswerLimits(max_rows=50, cell_chars=10_000, query_timeout=10, episode_timeout=300)
+    answer = long_answer(sql=long_answer().candidates[0].sql)
+    fitted = AnswerOutput.model_validate(fitted_response(answer, limits).structured_content)
+    shown = [c.sql or "" for c in fitted.candidates]
+    assert len(set(shown)) == 8 and all(len(s) <= 300 for s in shown), shown
+    assert shown[0] == answer.candidates[0].sql[:299] + "…"  # the answer's own: `sql` holds it whole
+    assert [s.rsplit(" ", 1)[-1] for s in shown[1:]] == [f"wide{k}" for k in range(1, 8)]
+    assert shown[1] == "…(9,376 characters as in the answer's SQL) c1497, c1498, c1499 FROM wide1"
+    text = fitted_response(answer, limits).content[0].text
+    assert all(s in text for s in shown[1:4]), text  # the text shows the first three others the same way
+
+
 def test_cut_rows_say_so() -> None:
     """Rows cut to fit the answer's size: truncated, limits_hit and the note say so."""
     limits = AnswerLimits(max_rows=50, cell_chars=10_000, query_timeout=10, episode_timeout=300)

@@ -114,7 +114,8 @@ def test_bad_settings_give_one_line_naming_what_and_how(tmp_path: Path) -> None:
         f"--config {tmp_path / 'none.toml'}: no such file; check the path")
     assert config_error(["--config", str(bad_toml)]).startswith(f"--config {bad_toml}: not valid TOML (")
     assert config_error(["--config", str(unknown)]).startswith(
-        f"--config {unknown}: unknown setting 'colour'; known: answer-view, api-key-env, auth-token-env,")
+        f"--config {unknown}: unknown setting 'colour'; known: answer-view, api-key-env, ask-samples, "
+        "ask-timeout, ask-to-choose, auth-token-env,")
 
 
 def test_loopback_detection() -> None:
@@ -272,12 +273,14 @@ def test_every_secret_is_read_from_the_variable_its_env_setting_names() -> None:
     from agent.options import is_secret
 
     secrets = [name for name, field in ServerSettings.model_fields.items() if is_secret(field)]
-    assert secrets == ["api_key", "auth_token", "metrics_token"]
+    assert secrets == ["api_key", "request_state_key", "auth_token", "metrics_token"]
     assert all(f"{name}_env" in ServerSettings.model_fields for name in secrets)
     argv = ["--backend", "openai", "--base-url", "http://127.0.0.1:1/v1", "--api-key-env", "K",
-            "--auth-token-env", "A", "--metrics-token-env", "M"]
-    settings = parse_settings(argv, {"K": "k", "A": "a", "M": "m"})
-    assert [getattr(settings, name) for name in secrets] == [SecretStr("k"), SecretStr("a"), SecretStr("m")]
-    assert config_error(argv, {"K": "k", "A": "a"}) == (
+            "--request-state-key-env", "S", "--auth-token-env", "A", "--metrics-token-env", "M"]
+    key = "s" * 32
+    settings = parse_settings(argv, {"K": "k", "S": key, "A": "a", "M": "m"})
+    assert [getattr(settings, name) for name in secrets] == [SecretStr("k"), SecretStr(key), SecretStr("a"),
+                                                             SecretStr("m")]
+    assert config_error(argv, {"K": "k", "S": key, "A": "a"}) == (
         "--metrics-token-env M: the environment variable M is not set or empty; export M=<secret> "
         "before starting the server")

@@ -23,6 +23,7 @@ from agent.verified.reviewing import accept
 from mcp_server.answer.output import AnswerOutput
 from mcp_server.answer.saving import SAVE_TOOL_NAME, SAVE_TOOL_TITLE, app_only_tools, may_save
 from mcp_server.answer.view import RESULT_META_KEY
+from mcp_server.answer.view_choice import CHOOSE_TOOL_NAME
 from mcp_server.config.command_line import parse_settings
 from mcp_server.config.settings import TokenSpec
 from mcp_server.serving.access import LOCAL_CALLER, Caller
@@ -58,7 +59,8 @@ async def test_a_save_is_a_proposal_the_next_question_is_answered_by_the_model_u
             unknown = await client.call_tool(SAVE_TOOL_NAME, {"database": "sales", "question": "x",
                                                               "sql": "SELECT 1"})
             asked = await client.call_tool(TOOL, {"question": GENRES_Q})
-    assert tools == {TOOL: "Answer a question with SQL", SAVE_TOOL_NAME: SAVE_TOOL_TITLE}
+    assert tools == {TOOL: "Answer a question with SQL", SAVE_TOOL_NAME: SAVE_TOOL_TITLE,
+                     CHOOSE_TOOL_NAME: "Use this answer"}
     assert (first.meta or {}).get(RESULT_META_KEY) == {"appTools": [SAVE_TOOL_NAME]}
     (proposal,) = read_proposals(proposals_path(path)).proposals
     assert (saved.is_error, saved.content[0].text) == (False, (
@@ -172,7 +174,7 @@ async def test_no_save_tool_without_writable_library_or_for_clients_without_apps
     path = tmp_path / "lib.jsonl"
     read_only = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--verified", f"bookshop={path}"])
     async with Client(read_only, extensions=[apps_extension()]) as client:
-        assert [t.name for t in (await client.list_tools()).tools] == [TOOL]
+        assert [t.name for t in (await client.list_tools()).tools] == [TOOL, CHOOSE_TOOL_NAME]
     writable = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--verified", f"bookshop={path}",
                                 "--verified-writable"])
     async with Client(writable) as client:

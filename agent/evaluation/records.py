@@ -139,6 +139,16 @@ class SampleRecord(_Record):
     preview: RowsPreview | None = None  # the predicted result's first rows, when it ran
 
 
+class ChoiceRecord(_Record):
+    """What a person would have been asked when the samples disagreed (agent.choices: the server's
+    form), and which option was right."""
+
+    options: list[str]  # each option's line as the form shows it ("None of these" follows them)
+    groups: list[int]  # the `vote_groups` entry each option shows, in order
+    right: int | None  # the 1-based number of the option whose result is right; None: none is
+    more: int = 0  # results not offered (past agent.choices.MAX_OPTIONS), right or not
+
+
 class QuestionRecord(_Record):
     """One line of results.jsonl. Answer fields describe the voted sample."""
 
@@ -176,6 +186,9 @@ class QuestionRecord(_Record):
     run: RunInfo | None = None  # absent in files written before the HTML report
     # The verified questions whose SQL went to the model as evidence (eval --verified-hints).
     verified_hints: list[str] = []
+    # When the samples' results disagreed: the options a person would have been asked to choose
+    # among, and which was right (absent otherwise, and in files written before it).
+    choice: ChoiceRecord | None = None
 
     @property
     def backend_failed(self) -> bool:

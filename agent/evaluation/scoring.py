@@ -12,6 +12,7 @@ import anyio
 
 from ..asking import Asked, AskSettings, EpisodeFn, Question, SampleBackends, SampleRun, ask
 from ..backends.base import ModelBackend
+from ..choices import AskMode, choice_of, should_ask, sources_of
 from ..episode import EpisodeResult, EpisodeSettings
 from ..errors import (
     BackendAuthError,
@@ -29,6 +30,7 @@ from .hints import Hinted, HintSource
 from .records import (
     BACKEND_ERROR_STATUS,
     CANCELLED_STATUS,
+    ChoiceRecord,
     GoldRecord,
     Outcome,
     QuestionRecord,
@@ -212,7 +214,20 @@ def _record(example: Example, ctx: QuestionContext, gold: GoldRecord, samples: S
         rounds=chosen.rounds if chosen else 0, tool_calls=chosen.tool_calls if chosen else 0,
         tokens=sum(s.tokens for s in samples), seconds=time.monotonic() - started,
         samples=list(samples), run=ctx.run,
+        choice=choice_record(example.question, asked, samples) if asked is not None and scored else None,
     )
+
+
+def choice_record(question: str, asked: Asked, samples: Sequence[SampleRecord]) -> ChoiceRecord | None:
+    """What the server would have asked a person about this vote (its form on disagreement), and
+    which option was right (each shows its group's earliest sample); None when it would not ask."""
+    if not should_ask(AskMode.DISAGREEMENT, asked.samples, len(asked.outcome.groups)):
+        return None
+    choice = choice_of(question, sources_of(asked), asked.samples)
+    groups = [o.group for o in choice.options]
+    first = [asked.outcome.groups[g].members[0] for g in groups]
+    right = next((k + 1 for k, sample in enumerate(first) if samples[sample].correct), None)
+    return ChoiceRecord(options=[o.label for o in choice.options], groups=groups, right=right, more=choice.more)
 
 
 async def _execute(db: Database, sql: str, limits: QueryLimits) -> QueryResult:

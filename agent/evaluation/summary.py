@@ -60,6 +60,18 @@ class Timing(_Model):
     mean_tool_seconds: float | None
 
 
+class Asking(_Model):
+    """The questions whose samples disagreed, where the server asks a person to choose (agent.choices):
+    how often the right answer was among the options, against how often the vote's was right."""
+
+    questions: int  # scored questions whose samples' results disagreed
+    right_offered: int  # the right answer was among the options
+    vote_right: int  # the vote's answer was right
+    right_not_offered: int  # a sample was right, but not an option's (past the options shown)
+    offered: float | None  # right_offered / questions
+    vote: float | None  # vote_right / questions
+
+
 class Summary(_Model):
     benchmark: str
     model: str
@@ -77,6 +89,7 @@ class Summary(_Model):
     gold_errors: dict[str, int]  # by the gold query's status
     backend_failures: int  # episodes that failed in the model runtime (counted wrong; --resume retries)
     timing: Timing
+    asking: Asking | None = None  # with K > 1: what asking a person could have done when samples disagreed
 
 
 def summarize(records: Sequence[QuestionRecord], *, benchmark: str, model: str, samples: int,
@@ -118,7 +131,19 @@ def summarize(records: Sequence[QuestionRecord], *, benchmark: str, model: str, 
             mean_model_seconds=_mean([s.model_seconds for s in ran]),
             mean_tool_seconds=_mean([s.tool_seconds for s in ran]),
         ),
+        asking=asking(scored) if samples > 1 else None,
     )
+
+
+def asking(scored: Sequence[QuestionRecord]) -> Asking:
+    """What asking a person could have done on the scored questions whose samples disagreed."""
+    asked = [r for r in scored if r.choice is not None]
+    offered = sum(r.choice is not None and r.choice.right is not None for r in asked)
+    vote = sum(bool(r.correct) for r in asked)
+    missed = sum(bool(r.any_correct) and r.choice is not None and r.choice.right is None for r in asked)
+    n = len(asked)
+    return Asking(questions=n, right_offered=offered, vote_right=vote, right_not_offered=missed,
+                  offered=offered / n if n else None, vote=vote / n if n else None)
 
 
 NO_SQL_RAN = "no SQL ran"
@@ -191,6 +216,11 @@ def render_summary(summary: Summary) -> str:
         f"per question: {_num(summary.mean_tokens_per_question, 0)} tokens, "
         f"{_num(summary.timing.mean_question_seconds, 2)} s",
     ]
+    if summary.asking is not None and summary.asking.questions:
+        a = summary.asking
+        lines.append(f"samples disagreed on {a.questions} of {q.scored} questions (a person would be asked): "
+                     f"the right answer was among the options on {a.right_offered} ({_pct(a.offered)}), the "
+                     f"vote's answer was right on {a.vote_right} ({_pct(a.vote)})")
     if summary.backend_failures:
         lines.append(f"backend failures: {summary.backend_failures} episodes counted wrong; rerun "
                      "with --resume to retry them")

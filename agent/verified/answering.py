@@ -14,14 +14,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..episode import EpisodeResult, EpisodeSettings, EpisodeStatus, StopReason
 from ..episode_text import clip
-from ..loop import schema_reads
+from ..sql_answer import answer_from_sql
 from ..sqlite import Database
 from ..text import quoted_text
 from ..untrusted import SqlAuthor, sql_block
@@ -129,23 +128,14 @@ async def run_verified(entry: LibraryEntry, question: str, evidence: str | None,
                        params: tuple[BoundParam, ...] = ()) -> tuple[EpisodeResult | None, str | None]:
     """The entry's SQL run now as an answer (the episode's own result limits), a template's with
     `params` bound; or None and why not."""
-    started = time.perf_counter()
-    result = await database.aquery(entry.sql, max_rows=settings.result_rows,
-                                   cell_limit=settings.result_cell_chars, byte_budget=settings.result_bytes,
-                                   params={p.name: p.value for p in params} if params else None)
+    answer, result = await answer_from_sql(entry.sql, database, settings, question=question, evidence=evidence,
+                                           status=EpisodeStatus.VERIFIED, stop_reason=StopReason.VERIFIED,
+                                           params={p.name: p.value for p in params} if params else None)
     if not result.ok:
         return None, f"failed ({result.error or result.status.value})"
     if hidden_reads(database, result) is not None:  # the worker refuses these; never serve one
         return None, "reads data the hide rules hide"
-    tables, columns = schema_reads(await database.aschema(), result)
-    seconds = time.perf_counter() - started
-    return EpisodeResult(
-        question=question, evidence=evidence, sql=entry.sql, status=EpisodeStatus.VERIFIED,
-        stop_reason=StopReason.VERIFIED, columns=result.columns, rows=result.rows,
-        row_count=result.total_rows, truncated=result.truncated or result.cut_to_fit, error=None,
-        rounds=(), tokens=0, seconds=seconds, model_seconds=0.0, tool_seconds=seconds, prompt="",
-        cut=result.cut, tables_read=tables, columns_read=columns,
-    ), None
+    return answer, None
 
 
 def provenance_text(p: Provenance, quote: Callable[[str], str] | None = None) -> str:

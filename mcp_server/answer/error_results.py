@@ -12,8 +12,9 @@ from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, Server
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..serving.access import caller_of
+from .arguments import known_alias
 from .output import unanswered
-from .tool import ERROR_PREFIX, TOOL_NAME, answer_sql_question, known_alias
+from .tool import ERROR_PREFIX, TOOL_NAME, answer_sql_question
 from .tool_errors import ARGUMENTS_ACCEPTED, INVALID_ARGUMENTS, wrong_arguments
 
 

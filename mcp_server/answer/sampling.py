@@ -39,6 +39,9 @@ class QuestionAsked:
     given_evidence: str | None = None  # the caller's own evidence (a verified answer must fit it)
     notes: str | None = None  # the database's notes, as the evidence starts with them
     use_verified: bool = True  # False: the caller asked for the model's answer (`verified: false`)
+    # Every sample runs to the end (no early stop): the person may be asked to choose among all
+    # their results, and a minority's may be the right one.
+    run_all: bool = False
 
 
 class ProgressClock:
@@ -161,6 +164,6 @@ async def run_question(runtime: ServerRuntime, asked: QuestionAsked, report_prog
     question = Question(asked.question, runtime.databases[asked.alias], asked.evidence,
                         runtime.episode_settings, runtime.prompts)
     how = AskSettings(limits=CompareLimits(timeout=settings.query_timeout, max_rows=COMPARE_MAX_ROWS),
-                      episode_timeout=settings.episode_timeout)
+                      episode_timeout=settings.episode_timeout, early_stop=not asked.run_all)
     return await ask(question, SampleBackends.seeded(runtime.backend, asked.samples, settings.seed),
                      run_episode, how, slot=slot, on_round=on_round, on_finished=progress.finished)

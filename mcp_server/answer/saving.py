@@ -38,7 +38,7 @@ from ..config.settings import ServerSettings
 from ..runtime import ServerRuntime
 from ..serving.access import Caller, caller_of
 from ..serving.quotas import QuotaExceeded
-from .tool import checked_text, resolve_alias
+from .arguments import checked_text, resolve_alias
 from .tool_errors import CallError, edge_error
 
 logger = logging.getLogger(__name__)

@@ -21,10 +21,11 @@ from typing import Any
 from mcp_types import CallToolResult, TextContent
 
 from agent.episode_text import clip
+from agent.sql_differences import differing_excerpt
 from agent.text import plural
 
 from ..config.limits import DEFAULT_ANSWER_CHARS, MAX_ANSWER_CHARS, AnswerLimits, LimitName
-from .output import AnswerOutput, TextView, render_answer_text
+from .output import AnswerOutput, Candidate, TextView, render_answer_text
 from .wire_size import json_chars, text_chars
 
 __all__ = ["DEFAULT_ANSWER_CHARS", "MAX_ANSWER_CHARS", "RESULT_SIZE_META", "answer_chars", "fitted_response",
@@ -33,7 +34,7 @@ __all__ = ["DEFAULT_ANSWER_CHARS", "MAX_ANSWER_CHARS", "RESULT_SIZE_META", "answ
 RESULT_SIZE_META = "anthropic/maxResultSizeChars"  # how a tool raises Claude Code's inline limit
 
 TRACE_ARG_CHARS = 200  # trace arguments once the answer has to shrink
-CANDIDATE_SQL_CHARS = 300  # the other samples' SQL once the answer has to shrink
+CANDIDATE_SQL_CHARS = 300  # the other samples' SQL once the answer has to shrink (around where it differs)
 ECHO_CHARS = 500  # question, error and note echoed back once the answer has to shrink
 TEXT_SQL_CHARS = 2_000  # the text's SQL, once the answer has to shrink
 KEPT_TRACE_CALLS = 5  # the last tool calls kept before the trace goes entirely
@@ -44,6 +45,10 @@ KEPT_TABLES = 50  # tables read listed once the answer has to shrink
 ESSENTIAL_ITEMS = 20  # column names, tables read
 ESSENTIAL_CANDIDATES = 3  # the most voted results, their SQL clipped
 ESSENTIAL_CHARS = 80  # each of those names and SQL
+# An answer within all three is built on the event loop, a larger one in a thread (small_answer).
+SMALL_ANSWER_CELLS = 200
+SMALL_ANSWER_TRACE = 16
+SMALL_ANSWER_CHARS = 8_000  # of the question, the SQL and the cells
 
 
 def result_size_meta(limits: AnswerLimits) -> dict[str, Any] | None:
@@ -60,6 +65,16 @@ def answer_chars(text: str, structured: dict[str, Any]) -> int:
 
 class AnswerTooLarge(RuntimeError):
     """Our bug: every step of fitted_response was taken and the answer still exceeds its budget."""
+
+
+def small_answer(answer: AnswerOutput) -> bool:
+    """True for an answer small enough to build on the event loop (a verified hit, a count, a
+    short list): building it takes about as long as handing it to a thread and back."""
+    if len(answer.rows) * max(len(answer.columns), 1) > SMALL_ANSWER_CELLS \
+            or len(answer.trace) > SMALL_ANSWER_TRACE or len(answer.candidates) > 1:
+        return False
+    cell_chars = sum(len(cell) if isinstance(cell, str) else 32 for row in answer.rows for cell in row)
+    return len(answer.question) + len(answer.sql or "") + cell_chars <= SMALL_ANSWER_CHARS
 
 
 def fitted_response(answer: AnswerOutput, limits: AnswerLimits) -> CallToolResult:
@@ -103,9 +118,18 @@ def _clip_trace_arguments(answer: AnswerOutput, view: TextView, *_: Any) -> tupl
 
 
 def _clip_candidate_sql(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[AnswerOutput, TextView]:
-    candidates = [c.model_copy(update={"sql": None if c.sql is None else clip(c.sql, CANDIDATE_SQL_CHARS)})
-                  for c in answer.candidates]
-    return answer.model_copy(update={"candidates": candidates}), view
+    return answer.model_copy(update={"candidates": _candidates_cut(answer, CANDIDATE_SQL_CHARS)}), view
+
+
+def _candidates_cut(answer: AnswerOutput, limit: int, count: int | None = None) -> list[Candidate]:
+    """The first `count` candidates with their SQL cut to about `limit` characters: the answer's own
+    from its start (`sql` holds it whole), each other's around where it differs from the answer's."""
+    def cut(sql: str | None) -> str | None:
+        if sql is None or sql == answer.sql:
+            return None if sql is None else clip(sql, limit)
+        return differing_excerpt(sql, answer.sql, limit)
+
+    return [c.model_copy(update={"sql": cut(c.sql)}) for c in answer.candidates[:count]]
 
 
 def _clip_similar_verified(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[AnswerOutput, TextView]:
@@ -185,8 +209,7 @@ def _clip_text_sql(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[Answe
 def _essentials(answer: AnswerOutput, view: TextView, _: AnswerLimits,
                 budget: int) -> tuple[AnswerOutput, TextView]:
     """What an answer too large even without its rows keeps: its SQL, counts and the start of its lists."""
-    candidates = [c.model_copy(update={"sql": None if c.sql is None else clip(c.sql, ESSENTIAL_CHARS)})
-                  for c in answer.candidates[:ESSENTIAL_CANDIDATES]]
+    candidates = _candidates_cut(answer, ESSENTIAL_CHARS, ESSENTIAL_CANDIDATES)
     note = (f"the answer did not fit {budget:,} characters even without its rows: only its SQL, the "
             f"first {plural(min(ESSENTIAL_ITEMS, len(answer.columns)), 'column name')} and counts are "
             "kept; ask for fewer columns or an aggregate (COUNT, SUM, GROUP BY)")

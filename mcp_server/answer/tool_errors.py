@@ -202,3 +202,11 @@ def server_stopped_answering() -> ToolError:
     """A question still running when the drain time ran out."""
     return ToolError("The server shut down before this question was answered (it ran past the "
                      "server's drain time). Ask again once the server has restarted.")
+
+
+def stale_reply() -> CallError:
+    """A 2026-07-28 retry whose state this server cannot resume (another version minted it, or the
+    token no longer sees its database)."""
+    return CallError("This reply belongs to a question this server cannot resume (it was asked of another "
+                     "version of the server, or about a database this token no longer sees). Ask the "
+                     "question again.", "stale_reply")

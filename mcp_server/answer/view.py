@@ -25,11 +25,13 @@ from mcp_types import CallToolResult, TextContent
 
 from ..serving.access import Caller, caller_of
 from .tool import TOOL_NAME
+from .view_choice import CHOOSE_TOOL_NAME, RESULT_META_KEY
 
 VIEW_URI = "ui://sqale-mcp/answer-view.html"
-# The key of the tool result's `_meta` that names the app-only tools the page may offer as
-# buttons (e.g. "Save as verified"); present only for Apps clients and only when there are some.
-RESULT_META_KEY = "sqale-mcp/answer-view"
+# The result `_meta` key (RESULT_META_KEY) names the app-only tools the page may offer as buttons
+# ("Propose as verified", "Use this answer") and carries the view's choice; present only for Apps
+# clients and only when there is something to say.
+ANSWERING_TOOLS = (TOOL_NAME, CHOOSE_TOOL_NAME)  # their results are answers the page shows
 _HTML_FILE = "answer_view.html"
 _SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 _HASH_SLOT = "'sha256-of-the-script'"  # in the page's CSP, replaced by the script's hash
@@ -105,9 +107,22 @@ class ViewForAppsClients(ServerMiddleware[Any]):
         if ctx.method == "resources/list" and not apps:
             return {**result, "resources": [r for r in result.get("resources", [])
                                             if not str(r.get("uri", "")).startswith("ui://")]}
-        if ctx.method == "tools/call" and apps and called == TOOL_NAME and offered:
-            return {**result, "_meta": {**result.get("_meta", {}), RESULT_META_KEY: {"appTools": offered}}}
+        if ctx.method == "tools/call" and apps and called in ANSWERING_TOOLS:
+            return _with_app_tools(result, offered)
         return result
+
+
+def _with_app_tools(result: dict[str, Any], offered: list[str]) -> dict[str, Any]:
+    """An answer's result naming the app-only tools the page may offer for it: "Use this answer"
+    only when the answer carries the view's choice; nothing at all when none applies."""
+    if result.get("resultType") == "input_required":  # the form first; the answer later
+        return result
+    meta = result.get("_meta") or {}
+    ours = meta.get(RESULT_META_KEY, {})
+    tools = [name for name in offered if name != CHOOSE_TOOL_NAME or "choice" in ours]
+    if not tools:
+        return result
+    return {**result, "_meta": {**meta, RESULT_META_KEY: {**ours, "appTools": tools}}}
 
 
 def _listed(tool: dict[str, Any], apps: bool) -> dict[str, Any]:

@@ -43,6 +43,7 @@ FLAG_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("serving", ("transport", "host", "port", "auth_token_env", "token_max_concurrent", "token_per_minute",
                  "max_sessions", "token_max_sessions", "session_idle_timeout", "http_header_timeout",
                  "http_body_timeout", "http_max_connections", "metrics_token_env", "drain_timeout")),
+    ("asking the person", ("ask_to_choose", "ask_samples", "ask_timeout", "request_state_key_env")),
     ("answer view", ("answer_view",)),
     ("logs", ("episode_log", "log_level", "log_format")),
 )

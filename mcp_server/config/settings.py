@@ -12,12 +12,14 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from agent.choices import AskMode
 from agent.options import Option, with_default
 from agent.settings.agent_settings import MAX_SAMPLES, AgentSettings
 from agent.sqlite import EngineLimits
 
 TOKEN_SESSIONS = 32  # HTTP sessions one token may hold by default
 MAX_ANSWER_CHARS = 500_000  # the most one answer may weigh: what a tool may declare to Claude Code
+REQUEST_STATE_KEY_BYTES = 32  # the least key the SDK's AES-256-GCM sealing of request state takes
 
 
 class DatabaseSpec(BaseModel):
@@ -145,6 +147,23 @@ class ServerSettings(AgentSettings):
         "episodes answered at once (a question with K samples takes K); more wait in a queue"))
     max_samples: Annotated[int, Option(metavar="K")] = Field(
         8, ge=1, le=MAX_SAMPLES, description="the most samples a caller may ask for")
+    ask_to_choose: AskMode = Field(AskMode.DISAGREEMENT, description=(
+        "when a question ran 2 or more samples and the client can answer a form (MCP elicitation), ask the "
+        "person to choose among the distinct results: on disagreement (the results differ), always, or off"))
+    ask_samples: Annotated[int, Option(metavar="K")] = Field(
+        3, ge=1, le=MAX_SAMPLES, description=(
+            "samples a question gets when the caller gives none and the client can answer a form "
+            "(--ask-to-choose not off): one sample never disagrees, so it would never ask"))
+    ask_timeout: float = Field(300.0, gt=0, le=86_400, description=(
+        "seconds a person has to choose; after that the answer is the vote's, saying so (a 2025-11-25 "
+        "call waits this long; a 2026-07-28 reply sent later gets the vote's answer)"))
+    request_state_key_env: Annotated[str | None, Option(metavar="NAME")] = Field(
+        None, description=(
+            f"environment variable holding the key ({REQUEST_STATE_KEY_BYTES}+ bytes) that seals a 2026-07-28 "
+            "question awaiting a person's choice; give every server process behind one address the same, so "
+            "the reply may reach any of them (default: a key this process makes at start, so a reply must "
+            "come back to it)"))
+    request_state_key: SecretStr | None = None  # read from the variable named by request_state_key_env
     episode_log: Path | None = Field(
         None, description="append one JSON line per answered question (question, database, SQL, status, "
                           "trace, timings); its folder is created")
@@ -212,9 +231,17 @@ class ServerSettings(AgentSettings):
 
     @model_validator(mode="after")
     def _safe_listening(self) -> ServerSettings:
-        if self.samples > self.max_samples:
-            raise ValueError(f"--samples {self.samples} is above --max-samples {self.max_samples}; "
-                             "lower it or raise --max-samples")
+        for name, value in (("--samples", self.samples), ("--ask-samples", self.ask_samples)):
+            if value > self.max_samples:
+                raise ValueError(f"{name} {value} is above --max-samples {self.max_samples}; "
+                                 f"lower it or raise --max-samples")
+        key = self.request_state_key
+        if key is not None and len(key.get_secret_value().encode()) < REQUEST_STATE_KEY_BYTES:
+            raise ValueError(
+                f"--request-state-key-env {self.request_state_key_env}: it holds "
+                f"{len(key.get_secret_value().encode())} bytes; the key needs at least "
+                f"{REQUEST_STATE_KEY_BYTES} bytes of randomness, e.g. from: "
+                "python -c 'import secrets; print(secrets.token_urlsafe(32))'")
         if (self.transport == "streamable-http" and self.auth_token is None and not self.tokens
                 and not is_loopback(self.host)):
             raise ValueError(

@@ -8,6 +8,7 @@ Import from test files as `from tests.support.policies import ...`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -214,6 +215,38 @@ class OraclePolicy:
                 assistant_reply("Test the query before submitting.", tool_call("run_query", sql=sql))
             )
         return ScriptedReply(assistant_reply("The query works; submit it.", tool_call("submit_sql", sql=sql)))
+
+
+class VotePolicy(OraclePolicy):
+    """A fake model whose K samples disagree as a small model's do: for each (question, seed), fixed
+    by a hash, it submits the gold SQL (about `right` of the time) or one of three wrong variants of
+    it whose result almost never equals the gold's: its second row only, a count of its rows, or
+    its rows with one more column. Wrong samples that pick the same variant agree with each other,
+    as a small model's mistakes often do."""
+
+    VARIANTS = ("SELECT * FROM ({gold}) LIMIT 1 OFFSET 1", "SELECT count(*) FROM ({gold})",
+                "SELECT *, 0 AS extra FROM ({gold})")
+
+    def __init__(self, gold: Mapping[str, str], right: float = 0.5) -> None:
+        super().__init__(gold)
+        self.right = right
+
+    def answer(self, question: str, seed: int | None) -> str:
+        """The SQL submitted for `question` under `seed`."""
+        digest = hashlib.sha256(f"{question}\x00{seed}".encode()).digest()
+        gold = self.gold[question].strip().rstrip(";")
+        if digest[0] / 256 < self.right:
+            return gold
+        return self.VARIANTS[digest[1] % len(self.VARIANTS)].format(gold=gold)
+
+    def reply_with_seed(self, prompt: str, model: str, seed: int | None) -> ScriptedReply:
+        """The oracle's three turns (list the tables, run the SQL, submit it) with this seed's SQL."""
+        sql = self.answer(self.question_in(prompt), seed)
+        return OraclePolicy({self.question_in(prompt): sql}).reply(prompt, model)
+
+    def reply(self, prompt: str, model: str) -> ScriptedReply:
+        """The reply without a seed."""
+        return self.reply_with_seed(prompt, model, None)
 
 
 class SeedSwitchPolicy:

@@ -135,7 +135,21 @@ def vote_section(record: QuestionRecord) -> str:
             "error, too many rows, or stopped early).</p>") if abstained else ""
     return (f'<section class="vote">{head}<table class="candidates"><thead><tr><th>votes</th><th>samples</th>'
             "<th>rows</th><th>verdict</th><th></th><th>SQL</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>{note}</section>")
+            f"<tbody>{rows}</tbody></table>{note}{choice_part(record)}</section>")
+
+
+def choice_part(record: QuestionRecord) -> str:
+    """The options a person would have been asked to choose among, the right one marked."""
+    choice = record.choice
+    if choice is None:
+        return ""
+    items = "".join(f'<li{" class=right" if k == choice.right else ""}>{esc(label)}'
+                    f'{" <strong>✓ right</strong>" if k == choice.right else ""}</li>'
+                    for k, label in enumerate(choice.options, start=1))
+    more = f"<li class=muted>({plural(choice.more, 'other result')} not shown)</li>" if choice.more else ""
+    said = "none of them is right" if choice.right is None else f"option {choice.right} is right"
+    return (f'<div class="choice"><h4>a person would be asked ({esc(said)})</h4><ol>{items}{more}'
+            "<li>None of these</li></ol></div>")
 
 
 def voted_sample(record: QuestionRecord) -> SampleRecord | None:

@@ -61,6 +61,7 @@ table.rows{font-size:12px;margin:.2rem 0}.rows-note{color:var(--muted);font-size
 table.rows tr.diff td{background:var(--mark)}
 table.candidates{font-size:12px;margin:.2rem 0}table.candidates td.num{text-align:right}
 table.candidates tr.chosen td{font-weight:600}table.candidates pre{margin:0}
+.choice ol{font-size:12px;margin:.2rem 0 .4rem 1.2rem;padding:0}.choice li.right{font-weight:600}
 .null{color:var(--muted);font-style:italic}
 details.sample{border:1px solid var(--line);border-radius:6px;margin:.5rem 0;padding:.2rem .6rem}
 details.sample>summary{cursor:pointer;color:var(--muted)}

@@ -36,7 +36,7 @@ from .episodes import (
     verdict,
     voted_sample,
 )
-from .voting_data import AGREEMENT, calibration, stopped_early
+from .voting_data import AGREEMENT, asking, calibration, stopped_early
 
 MIXES = (("outcomes", "Outcome of each episode", outcome_mix),
          ("status", "How episodes produced their SQL (status)", status_mix),
@@ -125,6 +125,7 @@ def run_charts(run: Run) -> str:
                                   charts.accuracy_chart(groups, salt=f"{grouping.name}")))
     if run.samples > 1:
         figures.append(calibration_figure(run))
+        figures.append(asking_figure(run))
     for name, title, mix in MIXES:
         counts = mix(run)
         if counts:
@@ -159,6 +160,26 @@ def calibration_figure(run: Run, groups: list[GroupAccuracy] | None = None, salt
                  "see how often all K agree.")
     return figure("calibration", title,
                   charts.accuracy_chart(shown, salt=salt) + f'<p class="muted">{esc(note)}</p>')
+
+
+ASKING_TITLE = "When the samples disagreed: how often the right answer was among the options a person is shown"
+
+
+def asking_figure(run: Run, salt: str = "asking") -> str:
+    """Beside the calibration: on the questions whose samples disagreed (where the server asks the
+    person to choose), the vote's answer, the options and any sample, right how often."""
+    groups = asking(run)
+    if not groups[0].questions:
+        return figure("asking", ASKING_TITLE, f'<p class="muted">In {esc(run.name)} the samples never '
+                                              "disagreed: no person would have been asked.</p>")
+    note = (f"{groups[0].questions} of {len(run.scored)} questions gave more than one result: the server "
+            "asks a person to choose among them (at most 4 options, then None of these). Each question "
+            "below lists the options it would show.")
+    if stopped_early(run):
+        note += (" Some questions stopped early once a strict majority agreed (the server asking a person "
+                 "runs every sample): run eval with --no-early-stop to count every disagreement.")
+    chart = charts.accuracy_chart(groups, salt=salt)
+    return figure("asking", ASKING_TITLE, f'{chart}<p class="muted">{esc(note)}</p>')
 
 
 def tools_figure(run: Run, aligned: ToolRounds | None, salt: str = "tools", ymax: int | None = None) -> str:

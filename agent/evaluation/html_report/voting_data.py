@@ -1,5 +1,6 @@
 """What the report shows of the samples' vote (pure): each question's results with their votes,
-and the calibration, accuracy by how many of the K samples agreed."""
+the calibration (accuracy by how many of the K samples agreed), and what asking a person to
+choose could have done where the samples disagreed."""
 
 from __future__ import annotations
 
@@ -16,6 +17,17 @@ AGREEMENT = Grouping("agreement", lambda r: (level,) if (level := agreement_leve
 def calibration(run: Run) -> list[GroupAccuracy]:
     """Accuracy by agreement level (`5 of 5 agree` first): how far to trust agreement on this data."""
     return accuracy_by(run.records, AGREEMENT)
+
+
+def asking(run: Run) -> list[GroupAccuracy]:
+    """On the scored questions whose samples disagreed (where the server asks a person): how often the
+    vote's answer was right, the right answer was among the options, and any sample was right."""
+    asked = [r for r in run.scored if r.choice is not None]
+    n = len(asked)
+    return [GroupAccuracy("the vote's answer", sum(bool(r.correct) for r in asked), n),
+            GroupAccuracy("among the options", sum(r.choice is not None and r.choice.right is not None
+                                                   for r in asked), n),
+            GroupAccuracy("any sample", sum(bool(r.any_correct) for r in asked), n)]
 
 
 def stopped_early(run: Run) -> int:

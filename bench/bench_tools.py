@@ -157,7 +157,7 @@ def bench_formats(folder: Path, repeat: int) -> None:
     conn.commit()
     conn.close()
     engine = QueryEngine(EngineLimits())
-    db = Database(path, engine)
+    db = Database.unruled(path, engine)
     db.query("SELECT 1", max_rows=1)
     start = time.perf_counter()
     db.query("SELECT printf('%d', 1)", max_rows=1)

@@ -15,7 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from mcp_server.answer.output import AnswerOutput, Candidate, TraceEntry
-from mcp_server.answer.sizing import RESULT_SIZE_META, answer_chars, fitted_response
+from mcp_server.answer.sizing import RESULT_SIZE_META, answer_chars, fitted_response, small_answer
 from mcp_server.answer.wire_size import js_number_chars, json_chars, text_chars
 from mcp_server.config.limits import DEFAULT_ANSWER_CHARS, MAX_ANSWER_CHARS, MAX_ROWS_BYTES, AnswerLimits
 from tests.support.mcp import REPO, TOOL, server_command, server_env
@@ -112,6 +112,17 @@ def test_no_answer_exceeds_its_budget_whatever_it_holds(kind: str, limits: Answe
         assert fitted.truncated and "result_bytes" in fitted.limits_hit and fitted.note, fitted.note
     if fitted.sql != answer.sql:  # the very last cut: said in the note
         assert fitted.note is not None and "does not run as it stands" in fitted.note
+
+
+def test_only_small_answers_are_built_on_the_event_loop() -> None:
+    """A verified hit's size of answer is built at once; each hostile answer (many cells, long
+    cells, a long question, many samples, a long trace) goes to a thread."""
+    small = hostile("emoji").model_copy(update={"rows": [["Rock", 1]] * 5, "question": "q"})
+    assert small_answer(small)
+    assert [small_answer(hostile(kind)) for kind in KINDS] == [False] * len(KINDS)
+    assert not small_answer(small.model_copy(update={"question": "q" * 9_000}))
+    assert not small_answer(small.model_copy(update={"rows": [["😀" * 2_000, 1]] * 5}))
+    assert not small_answer(small.model_copy(update={"trace": hostile("many samples").trace}))
 
 
 def test_an_answer_that_fits_is_sent_whole() -> None:

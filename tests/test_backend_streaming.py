@@ -20,11 +20,16 @@ def event(text: str | None = None, finish: str | None = None, **extra: object) -
     return "data: " + json.dumps({"object": "text_completion", "choices": choices, **extra})
 
 
-def read(lines: list[str]) -> StreamedCompletion:
-    """read_completion_stream over `lines`, from sync test code."""
-    async def source() -> AsyncIterator[str]:
-        for line in lines:
-            yield line
+def read(lines: list[str], *, end: str = "\n", cut: int | None = None) -> StreamedCompletion:
+    """read_completion_stream over `lines` ended by `end`, in chunks of `cut` bytes (default: one
+    chunk a line, as engines send a token's event), from sync test code."""
+    body = "".join(line + end for line in lines).encode()
+    chunks = [line.encode() + end.encode() for line in lines] if cut is None else \
+        [body[i:i + cut] for i in range(0, len(body), cut)]
+
+    async def source() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
 
     return anyio.run(read_completion_stream, source(), URL)
 
@@ -56,3 +61,30 @@ def test_error_events_and_broken_json_are_errors_that_say_what_happened() -> Non
         read([event("a"), 'data: {"error": {"message": "context too long"}}'])
     with pytest.raises(BackendResponseError, match="not JSON"):
         read(["data: <html>"])
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
+@pytest.mark.parametrize("cut", [None, 1, 3, 7, 64, 4096])
+def test_chunks_cut_anywhere_read_as_whole_lines(end: str, cut: int | None) -> None:
+    """Chunks cut inside a line, inside a UTF-8 character or between CR and LF, with any of the
+    three line ends, read as the events the lines are."""
+    lines = [": ping", event("é€"), "", event("𝄞 x"), "", event("", "stop"),
+             event(None, usage={"prompt_tokens": 9, "completion_tokens": 2}), "", "data: [DONE]"]
+    assert read(lines, end=end, cut=cut) == StreamedCompletion("é€𝄞 x", "stop", 9, 2, "server")
+
+
+def test_a_last_line_without_its_end_and_bytes_that_are_not_utf8_still_read() -> None:
+    """The stream's last event counts without its newline, and bytes that are not UTF-8 become
+    U+FFFD as a text decoder makes them; nothing after [DONE] is read."""
+    async def unended() -> AsyncIterator[bytes]:
+        yield b'data: {"choices": [{"text": "a\\u00e9\xff", "finish_reason": null}]}\n\n'
+        yield b'data: {"choices": [{"text": "", "finish_reason": "stop"}]}'
+
+    async def after_done() -> AsyncIterator[bytes]:
+        yield (event("b", "stop") + "\ndata: [DONE]\n").encode()
+        yield b"data: <html>\n"
+
+    assert anyio.run(read_completion_stream, unended(), URL) == StreamedCompletion(
+        "a\u00e9\ufffd", "stop", 0, 1, USAGE_COUNTED)
+    assert anyio.run(read_completion_stream, after_done(), URL) == StreamedCompletion(
+        "b", "stop", 0, 1, USAGE_COUNTED)

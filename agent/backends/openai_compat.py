@@ -260,7 +260,7 @@ class OpenAICompletionsBackend(ModelBackend):
                     if response.status_code != 200:
                         await response.aread()
                         self._check_status(replica, "/completions", response)
-                    streamed = await read_completion_stream(response.aiter_lines(), url)
+                    streamed = await read_completion_stream(response.aiter_bytes(), url)
             except (httpx.HTTPError, _ReplicaFailed, BackendResponseError) as exc:
                 refusal = await self._refusal_behind(replica, body) if answered else None
                 if refusal is not None:

@@ -130,8 +130,8 @@ class Database:
         self._hide = hide or None  # tables and columns no statement or schema fact may show
         self._owns_engine = engine is None
         self.engine = engine or QueryEngine()
-        self._schema: Schema | None = None
-        self._schema_sig: tuple[int, ...] | None = None
+        # The schema and the file signature it was read at, replaced together (read without the lock).
+        self._schema: tuple[Schema, tuple[int, ...]] | None = None
         self._schema_lock = threading.Lock()
 
     @classmethod
@@ -194,7 +194,7 @@ class Database:
         """
         sig = stat_signature(self.path)
         with self._schema_lock:
-            if self._schema is None or sig != self._schema_sig:
+            if self._schema is None or sig != self._schema[1]:
                 timeout = max(self.limits.query_timeout, SCHEMA_READ_MIN_SECONDS)
                 with _statement_span(None, self.path.name, None) as traced:
                     result = self.engine.run(SchemaRequest(str(self.path), timeout, self._hide))
@@ -204,8 +204,8 @@ class Database:
                         raise DatabasePathError(f"{self.path}: reading the schema failed: {result.error}")
                     traced.finished(status="ok", returned=len(result.tables), total=len(result.tables),
                                     cut=False, seconds=0.0)
-                self._schema, self._schema_sig = result, sig
-            return self._schema
+                self._schema = (result, sig)
+            return self._schema[0]
 
     def query(self, sql: str, *, max_rows: int, cell_limit: int | None = None,
               count_cap: int | None = None, timeout: float | None = None,
@@ -235,7 +235,12 @@ class Database:
         return result
 
     async def aschema(self) -> Schema:
-        """`schema()` without blocking the event loop."""
+        """`schema()` without blocking the event loop: at once while the cached schema is current."""
+        # Two stat() calls are cheap enough for the event loop (the verified library checks its
+        # file the same way); only a schema that must be read again goes to a thread.
+        cached = self._schema
+        if cached is not None and stat_signature(self.path) == cached[1]:
+            return cached[0]
         return await anyio.to_thread.run_sync(self.schema)
 
     async def aquery(self, sql: str, *, max_rows: int, cell_limit: int | None = None,

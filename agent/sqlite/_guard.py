@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,9 @@ class GuardedConnection:
         missing = [p for p in companions if not p.exists()]
         self._hiding: tuple[tuple[hiding.HideRules, int], tuple[hiding.Withheld, HideReport]] | None = None
         self.catalog = BtreeCatalog()
+        # What a statement's program reads, by everything the program depends on (`_program_key`):
+        # a statement run again (a verified answer, an answer the model tested first) skips its EXPLAIN.
+        self._programs: OrderedDict[_ProgramKey, tuple[set[str], set[Read]]] = OrderedDict()
         self._formats: tuple[sqlite3.Connection, CheckedFormats] | None = None  # see _checked_connection
         try:
             self.conn = self._connect(path, settings, immutable=False)
@@ -208,6 +212,13 @@ class GuardedConnection:
             return self.conn.execute(schema_sql, params).fetchall()
 
         try:
+            version = fetch("PRAGMA schema_version", ())[0][0]
+            key = _program_key(sql, bound, conn is self.conn, version,
+                               fetch("PRAGMA data_version", ())[0][0], withheld)
+            known = self._programs.get(key)
+            if known is not None and self.catalog.version == version:
+                self._programs.move_to_end(key)
+                return set(known[0]), set(known[1])
             program = statement_reads(explain, fetch, self.catalog)
         except (sqlite3.Error, UnicodeEncodeError, MemoryError):
             return None  # it cannot be prepared or ran out of time: running it says so
@@ -219,6 +230,10 @@ class GuardedConnection:
         if withheld:
             tables = {t for t in tables if not withheld.hides_table(t)}
             columns = {(t, c) for t, c in columns if not withheld.hides_column(t, c)}
+        if self.catalog.version == version:
+            self._programs[key] = (set(tables), set(columns))
+            if len(self._programs) > PROGRAMS_KEPT:
+                self._programs.popitem(last=False)
         return tables, columns
 
     def _collect(self, cursor: sqlite3.Cursor, fitter: ResultFitter, max_rows: int,
@@ -316,6 +331,20 @@ class GuardedConnection:
 
 
 _PROGRAM_KEYWORDS = frozenset({"select", "with"})  # statements whose program reads tables
+PROGRAMS_KEPT = 256  # statements whose program reads a connection remembers
+_ProgramKey = tuple[str, tuple[tuple[str, str, SqlValue], ...], bool, int, int, hiding.Withheld]
+
+
+def _program_key(sql: str, bound: Mapping[str, SqlValue] | tuple[()], own_functions: bool,
+                 schema_version: int, data_version: int, withheld: hiding.Withheld) -> _ProgramKey:
+    """Everything a statement's program reads depends on: its text, the values bound to it (with
+    their types: 1 and 1.0 are equal keys in Python), the connection's functions (its own or the
+    checked twin's), the schema, the data (statistics from ANALYZE change plans without changing
+    the schema version; any commit by another connection changes `PRAGMA data_version`), and
+    what the rules withhold. A new file at the path gets a new connection, with nothing remembered."""
+    params = tuple(sorted((name, type(value).__name__, value) for name, value in bound.items())) \
+        if isinstance(bound, Mapping) else ()
+    return (sql, params, own_functions, schema_version, data_version, withheld)
 
 
 def _refused(refusal: Refusal, seconds: float) -> QueryResult:

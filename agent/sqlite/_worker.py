@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing.connection
 import os
 import pickle
@@ -116,15 +117,24 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
                                     timeout=request.timeout, byte_budget=request.byte_budget,
                                     hide=request.hide, reads=request.reads, params=dict(request.params))
         except sqlite3.Error as exc:  # the file cannot be opened or its schema read
-            connections.pop(key, None)
+            _drop(connections, key)
             reply = WorkerFailure("sqlite", str(exc))
         except NotADatabaseFile as exc:
-            connections.pop(key, None)
+            _drop(connections, key)
             reply = WorkerFailure("path", str(exc))
         except Exception as exc:  # carried to the parent, which raises it as our error
-            connections.pop(key, None)
+            _drop(connections, key)
             reply = WorkerFailure(type(exc).__name__, str(exc))
         outbox.send((request_id, reply))
+
+
+def _drop(connections: dict[tuple[str, HideRules | None], GuardedConnection],
+          key: tuple[str, HideRules | None]) -> None:
+    """Forget a connection that failed, closed (the next request opens and checks the file again)."""
+    guarded = connections.pop(key, None)
+    if guarded is not None:
+        with contextlib.suppress(sqlite3.Error):  # closing what already failed: nothing to report
+            guarded.close()
 
 
 BOOT_SECONDS = 60.0  # a worker that has not started within this is killed

@@ -45,6 +45,10 @@ KEPT_TABLES = 50  # tables read listed once the answer has to shrink
 ESSENTIAL_ITEMS = 20  # column names, tables read
 ESSENTIAL_CANDIDATES = 3  # the most voted results, their SQL clipped
 ESSENTIAL_CHARS = 80  # each of those names and SQL
+# An answer within all three is built on the event loop, a larger one in a thread (small_answer).
+SMALL_ANSWER_CELLS = 200
+SMALL_ANSWER_TRACE = 16
+SMALL_ANSWER_CHARS = 8_000  # of the question, the SQL and the cells
 
 
 def result_size_meta(limits: AnswerLimits) -> dict[str, Any] | None:
@@ -61,6 +65,16 @@ def answer_chars(text: str, structured: dict[str, Any]) -> int:
 
 class AnswerTooLarge(RuntimeError):
     """Our bug: every step of fitted_response was taken and the answer still exceeds its budget."""
+
+
+def small_answer(answer: AnswerOutput) -> bool:
+    """True for an answer small enough to build on the event loop (a verified hit, a count, a
+    short list): building it takes about as long as handing it to a thread and back."""
+    if len(answer.rows) * max(len(answer.columns), 1) > SMALL_ANSWER_CELLS \
+            or len(answer.trace) > SMALL_ANSWER_TRACE or len(answer.candidates) > 1:
+        return False
+    cell_chars = sum(len(cell) if isinstance(cell, str) else 32 for row in answer.rows for cell in row)
+    return len(answer.question) + len(answer.sql or "") + cell_chars <= SMALL_ANSWER_CHARS
 
 
 def fitted_response(answer: AnswerOutput, limits: AnswerLimits) -> CallToolResult:

@@ -55,7 +55,7 @@ from .choosing import (
 )
 from .output import AnswerOutput, answer_from_episode, unanswered, with_vote
 from .sampling import QuestionAsked, ReportProgress, run_question
-from .sizing import fitted_response
+from .sizing import fitted_response, small_answer
 from .tool_errors import (
     CallError,
     edge_error,
@@ -275,7 +275,10 @@ async def _recorded(runtime: ServerRuntime, log: CallLog, call: QuestionAsked, h
 async def _respond(runtime: ServerRuntime, log: CallLog, call: QuestionAsked, hint: str | None,
                    answered: Answered) -> CallToolResult:
     """The answer's response, recorded."""
-    response = await anyio.to_thread.run_sync(lambda: build_response(answered.answer, runtime.limits))
+    if small_answer(answered.answer):  # built at once: a thread hand-off costs more than building it
+        response = build_response(answered.answer, runtime.limits)
+    else:  # built in a worker thread: other clients' requests go on being served meanwhile
+        response = await anyio.to_thread.run_sync(lambda: build_response(answered.answer, runtime.limits))
     await record_answered(runtime, log, call, hint, answered, response)
     return response if answered.meta is None else response.model_copy(update={"meta": answered.meta})
 

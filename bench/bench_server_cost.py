@@ -1,0 +1,381 @@
+"""The server's own cost (issue 37): a round, a burst of questions, a verified hit, a read completion.
+
+    python bench/bench_server_cost.py [--runs 3] [--repeats 2] [--hits 40] [--parts cpu,burst,hit,reads,stream]
+                                      [--dbhub DIR] [--node PATH]
+
+Four figures from one run, each a median of repeated runs, every server a real `python -m
+mcp_server` over stdio; the fake model runtime (tests/support/fake_runtime.py) runs in this
+process, so the server's process tree holds the server and its SQLite workers only:
+
+1. cpu: server CPU per model round. 20 questions on the demo database, four rounds each
+   (list_tables, describe_table, run_query, submit_sql) against a fake Ollama that answers at
+   once, one after another; utime + stime of the server and its SQLite workers from /proc
+   (workers that died are counted through the server's cutime/cstime), over the rounds the
+   answers report, after one untimed question. Beside it the same episodes run in this process
+   (run_episode with an in-process policy backend: no MCP, no HTTP): wall minus model time,
+   and the CPU of this process and its workers. Goal: <= 4 ms per round over stdio.
+2. burst: 8 questions at once against the same 8 one at a time (0.2 s a model turn,
+   --max-concurrent 8 --runtime-slots 8), blocks alternated S A A S; start-up (spawn to the
+   initialize reply, then a first untimed burst that starts the SQLite workers) is reported
+   apart. Goal: ratio <= 0.25. Then 32 at once with 32 slots on one server, against 32 times
+   that server's own serial time per question (8 asked one at a time): reported.
+3. hit: a verified-library answer on Chinook over MCP stdio against DBHub's `execute_sql`
+   (@bytebase/dbhub, read-only, max_rows 50 like our --max-rows) of the same SQL, interleaved,
+   --hits calls each after a warm-up; with each server's tools/list (a request with no database
+   work), each process tree's CPU and this client's per call, and bare sqlite3 on the same SQL.
+   Goal: ours <= 1.0x DBHub.
+   DBHub needs `npm install --prefix DIR @bytebase/dbhub` (DIR defaults to $TMPDIR/dbhub) and
+   the Node its package asks for (22.5+: its SQLite is node:sqlite; .ci/node's node@22, else the
+   one on PATH); without them this part says why and goes on.
+4. reads: the guarded worker's read completion (tables_read from the statement's EXPLAIN) on a
+   nine-table join on Chinook: Database.query with reads off and on, alternated, each query's
+   text new (a comment) so that nothing remembered of a statement serves it, then on for the
+   same text again; bare sqlite3 running the statement and its EXPLAIN. Goal: on - off <= 1 ms.
+
+5. stream: the OpenAI-compatible backend (vLLM, llama-server) streams a completion one event a
+   token: CPU of this process per token, from completions of ~17 and ~413 tokens alternated
+   (a fake engine in its own process), by difference. No goal: a team server's engine writes
+   hundreds of tokens a round, so this, not part 1's Ollama figure, is its CPU per round.
+
+Parts 3 and 4 need ../shared/data (Chinook) and say so when it is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from itertools import cycle, islice
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
+
+from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+from server_cost_support import (  # noqa: E402 - beside this file
+    CHINOOK,
+    DEMO_GOLD,
+    HIT_QUESTION,
+    HIT_SQL,
+    JOIN_SQL,
+    FourRounds,
+    ask,
+    ask_all,
+    child_pid,
+    dbhub_missing,
+    dbhub_params,
+    ms,
+    own_cpu,
+    sqale_mcp,
+    stream_token_cpu,
+    timed,
+    timed_sync,
+    tree_cpu,
+    verdict,
+)
+
+from agent.loop import run_episode  # noqa: E402
+from agent.sqlite import Database, EngineLimits, QueryEngine  # noqa: E402
+from mcp_server.config.demo import ensure_demo_database  # noqa: E402
+from tests.support.fake_runtime import FakeServer  # noqa: E402
+from tests.support.mcp import DelayedPolicy  # noqa: E402
+from tests.support.policies import PolicyBackend  # noqa: E402
+
+# ---- 1. CPU per round ---------------------------------------------------------------------
+
+async def cpu_over_stdio(url: str, runs: int, tmp: Path) -> tuple[list[float], list[float]]:
+    """(start-up CPU seconds: to the initialize reply, then the first question; server CPU ms per
+    round, one figure per run of the 20 questions, the first run first)."""
+    per_round = []
+    async with sqale_mcp(["--demo", "--ollama-host", url], tmp) as client:
+        pid = child_pid(b"mcp_server")
+        start_up = [tree_cpu(pid)]
+        await ask(client, next(iter(DEMO_GOLD)))  # the worker starts, the schema is read
+        start_up.append(tree_cpu(pid) - start_up[0])
+        for _ in range(runs + 1):
+            before = tree_cpu(pid)
+            _, answers = await ask_all(client, list(DEMO_GOLD), at_once=False)
+            per_round.append(1000 * (tree_cpu(pid) - before) / sum(a["rounds"] for a in answers))
+    return start_up, per_round
+
+
+async def cpu_in_process(demo: Path, runs: int) -> tuple[list[float], list[float]]:
+    """(wall minus model, CPU of this process and its workers) ms per round, per run."""
+    walls, cpus = [], []
+    backend = PolicyBackend(FourRounds(DEMO_GOLD), record=False)
+    with Database.unruled(demo) as db:
+        await run_episode(next(iter(DEMO_GOLD)), db, backend)  # warm: worker, schema
+        for _ in range(runs):
+            rounds, harness = 0, 0.0
+            before = tree_cpu(os.getpid(), reaped=False)
+            for question in DEMO_GOLD:
+                started = time.perf_counter()
+                result = await run_episode(question, db, backend)
+                harness += time.perf_counter() - started - result.model_seconds
+                rounds += len(result.rounds)
+            cpus.append(1000 * (tree_cpu(os.getpid(), reaped=False) - before) / rounds)
+            walls.append(1000 * harness / rounds)
+    return walls, cpus
+
+
+# ---- 2. a burst of questions --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Burst:
+    spawn: float  # spawn to the initialize reply
+    first: float  # the first burst, which starts the workers
+    serial: list[float]
+    at_once: list[float]
+    alone: list[float]  # episode seconds as answered one at a time
+    together: list[float]  # episode seconds as answered at once
+    queued: list[float]  # seconds the questions asked at once waited for a slot
+    cpu_per_round: float  # server tree CPU ms per round over the timed blocks
+
+
+async def burst(url: str, n: int, repeats: int, serial_n: int, tmp: Path) -> Burst:
+    """Blocks S A A S ... of `n` questions at once and `serial_n` one after another on one server."""
+    questions = list(islice(cycle(DEMO_GOLD), n))
+    started = time.perf_counter()
+    # A token (stdio's too) runs 16 episodes at once by default: the rest would wait.
+    args = ["--demo", "--ollama-host", url, "--max-concurrent", str(n), "--runtime-slots", str(n),
+            "--token-max-concurrent", str(max(n, 16))]
+    async with sqale_mcp(args, tmp) as client:
+        spawn = time.perf_counter() - started
+        first, _ = await ask_all(client, questions, at_once=True)
+        pid = child_pid(b"mcp_server")
+        cpu, rounds = tree_cpu(pid), 0
+        serial, at_once, alone, together, queued = [], [], [], [], []
+        for i in range(repeats):
+            for mode in (("serial", "at once") if i % 2 == 0 else ("at once", "serial")):
+                if mode == "serial":
+                    wall, answers = await ask_all(client, questions[:serial_n], at_once=False)
+                    serial.append(wall / serial_n)
+                    alone += [a["seconds"] for a in answers]
+                else:
+                    wall, answers = await ask_all(client, questions, at_once=True)
+                    at_once.append(wall)
+                    together += [a["seconds"] for a in answers]
+                    queued += [a["queued_seconds"] for a in answers]
+                rounds += sum(a["rounds"] for a in answers)
+        cpu = 1000 * (tree_cpu(pid) - cpu) / rounds
+    return Burst(spawn, first, serial, at_once, alone, together, queued, cpu)
+
+
+def print_burst(label: str, b: Burst, n: int) -> float:
+    serial = statistics.median(b.serial) * n
+    ratio = statistics.median(b.at_once) / serial
+    print(f"  {label}: start-up apart: spawn to initialize {b.spawn:.2f} s, first burst (workers "
+          f"start) {b.first:.2f} s")
+    print(f"    one at a time {serial:.2f} s for {n} (per question: "
+          f"{', '.join(f'{s:.2f}' for s in b.serial)} s); at once {statistics.median(b.at_once):.2f} s "
+          f"(runs {', '.join(f'{s:.2f}' for s in b.at_once)})")
+    print(f"    episode seconds: alone median {statistics.median(b.alone):.2f}, at once median "
+          f"{statistics.median(b.together):.2f} (longest {max(b.together):.2f}, longest wait for a slot "
+          f"{max(b.queued):.2f}); server CPU {b.cpu_per_round:.1f} ms per round")
+    return ratio
+
+
+# ---- 3. a verified hit against DBHub ------------------------------------------------------
+
+async def verified_hits(url: str, hits: int, tmp: Path, dbhub: StdioServerParameters | None) -> dict[str, Any]:
+    """Latencies (ours, DBHub, each one's tools/list, bare sqlite3) and CPU per call of each side."""
+    library = tmp / "chinook.jsonl"
+    library.write_text(json.dumps({"question": HIT_QUESTION, "sql": HIT_SQL, "database": "chinook"}) + "\n")
+    args = ["--db", f"chinook={CHINOOK}", "--verified", f"chinook={library}", "--ollama-host", url]
+    times: dict[str, list[float]] = {"ours": [], "dbhub": [], "ours list": [], "dbhub list": []}
+    cpu: dict[str, float] = {}
+    client_cpu: dict[str, float] = defaultdict(float)
+    async with AsyncExitStack() as stack:
+        ours = await stack.enter_async_context(sqale_mcp(args, tmp))
+        calls: dict[str, Callable[[], Awaitable[object]]] = {
+            "ours": lambda: ask(ours, HIT_QUESTION, "verified"), "ours list": lambda: _listed(ours)}
+        pids = {"ours": child_pid(b"mcp_server")}
+        if dbhub is not None:
+            errlog = stack.enter_context((tmp / "dbhub-stderr.txt").open("a"))
+            peer = await stack.enter_async_context(Client(stdio_client(dbhub, errlog=errlog)))
+            pids["dbhub"] = child_pid(b"dbhub")
+            calls["dbhub"] = lambda: _dbhub_sql(peer, HIT_SQL)
+            calls["dbhub list"] = lambda: _listed(peer)
+        for call in calls.values():  # warm-up
+            for _ in range(5):
+                await call()
+        cpu = {name: tree_cpu(pid) for name, pid in pids.items()}
+        for _ in range(hits):
+            for name in pids:
+                client = time.process_time()
+                times[name].append(await timed(calls[name]))
+                client_cpu[name] += (time.process_time() - client) / hits
+        cpu = {name: (tree_cpu(pids[name]) - before) / hits for name, before in cpu.items()}
+        listed = {name: tree_cpu(pid) for name, pid in pids.items()}
+        for _ in range(hits):
+            for name in pids:
+                client = time.process_time()
+                times[f"{name} list"].append(await timed(calls[f"{name} list"]))
+                client_cpu[f"{name} list"] += (time.process_time() - client) / hits
+        cpu.update({f"{name} list": (tree_cpu(pids[name]) - before) / hits for name, before in listed.items()})
+    bare = sqlite3.connect(CHINOOK.as_uri() + "?mode=ro", uri=True)
+    times["bare sqlite3"] = [timed_sync(lambda: bare.execute(HIT_SQL).fetchall()) for _ in range(hits * 5)]
+    bare.close()
+    return {"times": times, "cpu": cpu, "client cpu": client_cpu}
+
+
+async def _listed(client: Client) -> None:
+    """tools/list fetched from the server (not the client's cache): a request with no database work."""
+    await client.list_tools(cache_mode="refresh")
+
+
+async def _dbhub_sql(client: Client, sql: str) -> None:
+    result = await client.call_tool("execute_sql", {"sql": sql})
+    assert not result.is_error and '"count": 5' in result.content[0].text, result.content  # type: ignore[union-attr]
+
+
+# ---- 4. the guarded worker's read completion ----------------------------------------------
+
+def read_completion(repeat: int) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Wall seconds of Database.query of JOIN_SQL with reads off and on (alternated; the text made
+    new each time by a comment, so nothing the worker remembers of a statement serves it), on
+    again for the very same text, and bare sqlite3; and the CPU seconds per query (this process
+    and its worker) of each."""
+    engine = QueryEngine(EngineLimits())
+    db = Database.unruled(CHINOOK, engine)
+    modes = {"reads off": False, "reads on": True, "same SQL again": True}
+    samples: dict[str, list[float]] = {name: [] for name in modes}
+    cpu = dict.fromkeys(modes, 0.0)
+    try:
+        for i in range(repeat + 1):
+            for name, reads in modes.items():
+                sql = JOIN_SQL if name == "same SQL again" else f"{JOIN_SQL} -- {name} {i}"
+                started, used = time.perf_counter(), own_cpu()
+                result = db.query(sql, max_rows=50, reads=reads)
+                samples[name].append(time.perf_counter() - started)
+                if i:  # the first of each is a warm-up
+                    cpu[name] += (own_cpu() - used) / repeat
+                assert result.ok, result.error
+        on_tables = db.query(JOIN_SQL, max_rows=50).tables_read
+        assert len(on_tables) == 9, on_tables
+    finally:
+        engine.close()
+    bare = sqlite3.connect(CHINOOK.as_uri() + "?mode=ro", uri=True)
+    for name, sql in (("bare sqlite3", JOIN_SQL), ("bare EXPLAIN", "EXPLAIN " + JOIN_SQL)):
+        used = own_cpu()
+        samples[name] = [timed_sync(lambda sql=sql: bare.execute(sql).fetchall()) for _ in range(repeat + 1)]
+        cpu[name] = (own_cpu() - used) / (repeat + 1)
+    bare.close()
+    return {k: v[1:] for k, v in samples.items()}, cpu
+
+
+def report_cpu(url: str, runs: int, tmp: Path) -> None:
+    start_up, per_run = anyio.run(cpu_over_stdio, url, runs, tmp)
+    stdio = statistics.median(per_run[1:])
+    wall, cpu = anyio.run(cpu_in_process, ensure_demo_database(tmp / "demo"), runs)
+    print(f"1. server CPU per model round ({len(DEMO_GOLD)} questions x 4 rounds, a fake model "
+          f"answering at once, median of {runs} runs after a first one):")
+    print(f"  start-up apart: {start_up[0]:.2f} s CPU to the initialize reply, {start_up[1]:.2f} s "
+          f"for the first question (worker start, schema); first run {per_run[0]:.2f} ms per round")
+    print(f"  over stdio, server + SQLite workers: {stdio:.2f} ms per round "
+          f"(runs {', '.join(f'{v:.2f}' for v in per_run[1:])}; {verdict(stdio, 4)})")
+    print(f"  in process (run_episode, no MCP, no HTTP): wall minus model {statistics.median(wall):.2f} ms, "
+          f"CPU with workers {statistics.median(cpu):.2f} ms per round")
+
+
+def report_burst(url: str, repeats: int, turn_delay: float, tmp: Path) -> None:
+    print(f"2. questions at once, {turn_delay:g} s a model turn, 4 turns each:")
+    ratio = print_burst("8 at once, 8 slots", anyio.run(burst, url, 8, repeats, 8, tmp), 8)
+    print(f"    ratio at once / one at a time: {ratio:.3f} ({verdict(ratio, 0.25)})")
+    ratio = print_burst("32 at once, 32 slots", anyio.run(burst, url, 32, repeats, 8, tmp), 32)
+    print(f"    ratio at once / (32 x one at a time): {ratio:.3f} (ideal {1 / 32:.3f})")
+
+
+def report_hit(url: str, hits: int, dbhub_prefix: Path, node: str | None, tmp: Path) -> None:
+    reason = dbhub_missing(dbhub_prefix, node)
+    dbhub = None if reason or node is None else dbhub_params(dbhub_prefix, node, tmp)
+    hit = anyio.run(verified_hits, url, hits, tmp, dbhub)
+    times = hit["times"]
+    print(f"3. a verified hit on Chinook over MCP stdio ({hits} calls each, interleaved):")
+    for name, values in times.items():
+        if not values:
+            continue
+        side = ""
+        if name in hit["cpu"]:
+            side = (f"; CPU a call: server {1000 * hit['cpu'][name]:.2f} ms, "
+                    f"client {1000 * hit['client cpu'][name]:.2f} ms")
+        print(f"  {name:<13} {ms(values)}{side}")
+    if reason:
+        print(f"  DBHub skipped: {reason}")
+        return
+    ratio = statistics.median(times["ours"]) / statistics.median(times["dbhub"])
+    print(f"  ours / DBHub: {ratio:.2f}x ({verdict(ratio, 1.0)})")
+
+
+def report_reads(repeat: int) -> None:
+    reads, cpu = read_completion(repeat)
+    print(f"4. read completion on a nine-table join (Chinook, {repeat} each):")
+    for name, values in reads.items():
+        print(f"  {name:<14} {ms(values)}; CPU {1000 * cpu[name]:.2f} ms (with the worker's)")
+    added = statistics.median(reads["reads on"]) - statistics.median(reads["reads off"])
+    print(f"  added by reads: {1000 * added:.2f} ms, CPU {1000 * (cpu['reads on'] - cpu['reads off']):.2f} ms "
+          f"({verdict(1000 * added, 1.0)})")
+
+
+def report_stream(runs: int) -> None:
+    per_token, (few, many) = stream_token_cpu(runs, 30)
+    print(f"5. the OpenAI-compatible backend's CPU per streamed token (completions of {few} and "
+          f"{many} tokens, by difference, {runs} runs): median {statistics.median(per_token):.1f} us "
+          f"({', '.join(f'{v:.1f}' for v in per_token)})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs of the 20 questions for the CPU figure")
+    parser.add_argument("--repeats", type=int, default=2, help="serial and at-once blocks of each burst")
+    parser.add_argument("--turn-delay", type=float, default=0.2, help="seconds per fake model turn in bursts")
+    parser.add_argument("--hits", type=int, default=40, help="verified hits and DBHub calls, interleaved")
+    parser.add_argument("--join-repeat", type=int, default=200, help="queries of the join per mode")
+    parser.add_argument("--dbhub", type=Path, default=Path(tempfile.gettempdir()) / "dbhub",
+                        help="npm prefix holding @bytebase/dbhub")
+    ci_node = ROOT / ".ci" / "node" / "node_modules" / ".bin" / "node"
+    parser.add_argument("--node", default=str(ci_node) if ci_node.is_file() else shutil.which("node"))
+    parser.add_argument("--parts", default="cpu,burst,hit,reads,stream", help="which parts to run, by name")
+    args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    quick = FakeServer(FourRounds(DEMO_GOLD)).start()
+    slow = FakeServer(DelayedPolicy(FourRounds(DEMO_GOLD), args.turn_delay)).start()
+    try:
+        with tempfile.TemporaryDirectory() as tmp_name:
+            tmp = Path(tmp_name)
+            if "cpu" in parts:
+                report_cpu(quick.url, args.runs, tmp)
+            if "burst" in parts:
+                report_burst(slow.url, args.repeats, args.turn_delay, tmp)
+            for part, label in (("hit", "3."), ("reads", "4.")):
+                if part in parts and not CHINOOK.is_file():
+                    print(f"{label} skipped: {CHINOOK} not found (../shared/data is absent)")
+            if "hit" in parts and CHINOOK.is_file():
+                report_hit(quick.url, args.hits, args.dbhub, args.node, tmp)
+            if "reads" in parts and CHINOOK.is_file():
+                report_reads(args.join_repeat)
+            if "stream" in parts:
+                report_stream(args.runs)
+    finally:
+        quick.stop()
+        slow.stop()
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

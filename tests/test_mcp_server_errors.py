@@ -70,7 +70,7 @@ async def test_a_dead_runtime_is_one_warning_in_the_servers_log(tmp_path: Path, 
     assert warnings == [
         ("mcp_server.runtime", f"{reached} (the server keeps running; every question will fail until "
                                "this is fixed)"),
-        ("mcp_server.answer.tool", "not answered on 'bookshop' for token 'local' (error, BackendUnreachable) "
+        ("mcp_server.answer.audit", "not answered on 'bookshop' for token 'local' (error, BackendUnreachable) "
                                    "after 0 rounds, 0 tool calls, T s: The model runtime is unreachable: "
                                    f"{reached}"),
     ]

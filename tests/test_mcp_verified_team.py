@@ -15,6 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 from agent.verified.proposals import proposals_path, read_proposals
 from mcp_server.answer.output import AnswerOutput
 from mcp_server.answer.saving import SAVE_TOOL_NAME
+from mcp_server.answer.view_choice import CHOOSE_TOOL_NAME
 from tests.support.mcp import TOOL
 from tests.support.team import ALL, BOOK_QUESTION, BOOKS, ask, list_tool
 from tests.support.wire import apps_extension
@@ -80,19 +81,20 @@ async def as_apps_host(url: str, token: str, arguments: dict[str, Any] | None = 
 async def test_declaring_mcp_apps_is_no_permission_to_save_and_a_granted_save_is_only_a_proposal(
         team_server: Any, tmp_path: Path) -> None:
     """Over HTTP only [tokens.books] has save-verified: [tokens.all], declaring the extension like any
-    host, is not shown the tool and is refused when it calls it anyway (logged, counted); the books
-    token's save is a proposal, and the other token asking that question gets the model's answer; a
-    database failing under a save is said without a server path."""
+    host, is not shown the tool (the view's choice tool is everyone's) and is refused when it calls
+    it anyway (logged, counted); the books token's save is a proposal, and the other token asking
+    that question gets the model's answer; a database failing under a save is said without a server
+    path."""
     books = tmp_path / "books.jsonl"
     server = team_server("--verified", f"bookshop={books}", "--verified-writable",
                          books_quota="save-verified = true\n")
     save = {"database": "bookshop", "question": BOOK_QUESTION, "sql": "SELECT 0 AS n"}
     listed, refused = await as_apps_host(server.url, ALL, save)
-    assert (listed, refused.is_error, refused.content[0].text) == ([TOOL], True, (
+    assert (listed, refused.is_error, refused.content[0].text) == ([TOOL, CHOOSE_TOOL_NAME], True, (
         "Not saved: token 'all' may not propose verified answers. The server's operator grants it with "
         "save-verified = true in its [tokens.NAME] table."))
     listed, proposed = await as_apps_host(server.url, BOOKS, save)
-    assert (listed, proposed.is_error) == ([TOOL, SAVE_TOOL_NAME], False)
+    assert (listed, proposed.is_error) == ([TOOL, SAVE_TOOL_NAME, CHOOSE_TOOL_NAME], False)
     assert proposed.content[0].text.startswith(f"Proposed, awaiting review: \"{BOOK_QUESTION}\" on 'bookshop'")
     (waiting,) = read_proposals(proposals_path(books)).pending()
     assert (waiting.proposal.proposed_by, waiting.proposal.sql, books.exists()) == (

@@ -17,7 +17,8 @@ sample whose SQL ran; None when the answer has no SQL that ran (there is nothing
 on), and with K > 1 when its result could not be compared with the others.
 
 The front ends keep only what is theirs: progress, their limits (the server's admission and
-episode timeout come in as `slot` and `AskSettings`) and the shape of what they print.
+episode timeout come in as `slot` and `AskSettings`) and the shape of what they print. Each
+sample is an `invoke_agent` span (agent/telemetry/steps.py) under the front end's question span.
 """
 
 from __future__ import annotations
@@ -35,12 +36,15 @@ from .backends.base import ModelBackend
 from .episode import EpisodeResult, EpisodeSettings, Round
 from .errors import BackendError, SqaleError
 from .sqlite import Database, QueryResult
+from .telemetry.gate import Untraced, episode_span
 from .text import plural
 from .untrusted import sql_block
 from .voting import CompareLimits, Comparison, MatchRule, Tally, VoteOutcome, ran_sql
 
 if TYPE_CHECKING:  # agent.prompt loads the tools; this module only passes a PromptSet along
     from .prompt import PromptSet
+    from .telemetry.spans import QuestionTrace
+    from .telemetry.steps import EpisodeTrace
 
 T = TypeVar("T")
 SEED_RANGE = 2**31 - 1024  # base seeds drawn when none is given stay below 2**31 with seed + k
@@ -221,22 +225,28 @@ async def ask(question: Question, backends: SampleBackends, episode: EpisodeFn,
     compare = count > 1 or settings.compare_single
     options = {} if question.prompts is None else {"prompts": question.prompts}
 
+    traces: dict[int, EpisodeTrace | Untraced] = {}
+
     async def one(k: int) -> tuple[SampleRun, Hashable | None]:
         arrived = time.perf_counter()
         waited, result, failure = 0.0, None, None
-        try:
-            async with slot(k) if slot is not None else nullcontext():
-                waited = time.perf_counter() - arrived
-                # The timeout starts with the slot: waiting for one is not the episode's time.
-                with anyio.move_on_after(settings.episode_timeout):
-                    result = await episode(
-                        question.text, question.database, backends.backends[k], evidence=question.evidence,
-                        settings=question.settings, **options,
-                        on_round=None if on_round is None else _for_sample(on_round, k))
-        except BackendError as exc:
-            if not settings.keep_backend_errors:
-                raise
-            failure = exc
+        with episode_span(k, backends.seeds[k], backends.backends[k].model) as traced:
+            traces[k] = traced
+            try:
+                async with slot(k) if slot is not None else nullcontext():
+                    waited = time.perf_counter() - arrived
+                    traced.slot_granted(waited)
+                    # The timeout starts with the slot: waiting for one is not the episode's time.
+                    with anyio.move_on_after(settings.episode_timeout):
+                        result = await episode(
+                            question.text, question.database, backends.backends[k], evidence=question.evidence,
+                            settings=question.settings, **options,
+                            on_round=None if on_round is None else _for_sample(on_round, k))
+            except BackendError as exc:
+                if not settings.keep_backend_errors:
+                    raise
+                failure = exc
+            _episode_ended(traced, result, failure)
         compared, key = await comparison.vote(result) if compare and result is not None else (None, None)
         return SampleRun(k, backends.seeds[k], result, compared, waited, failure), key
 
@@ -244,8 +254,36 @@ async def ask(question: Question, backends: SampleBackends, episode: EpisodeFn,
         if on_finished is not None:
             await on_finished(run, tally)
 
-    outcome = await run_samples(count, one, early_stop=settings.early_stop, on_finished=finished)
+    def stopping() -> None:  # a majority agreed: the samples still running are stopped, not failed
+        for traced in traces.values():
+            traced.stopped_early = True
+
+    outcome = await run_samples(count, one, early_stop=settings.early_stop, on_finished=finished,
+                                on_stop=stopping)
     return Asked(outcome, choose(outcome))
+
+
+def _episode_ended(traced: EpisodeTrace | Untraced, result: EpisodeResult | None,
+                   failure: BackendError | None) -> None:
+    """The episode span's outcome: the result's, the backend's failure, or the episode timeout."""
+    if result is not None:
+        traced.finished(status=result.status.value, stop_reason=result.stop_reason.value,
+                        rounds=len(result.rounds), tool_calls=result.tool_calls, tokens=result.tokens,
+                        rows=result.row_count)
+    elif failure is not None:
+        traced.failed(type(failure).__name__)
+    else:
+        traced.timed_out()
+
+
+def trace_outcome(traced: QuestionTrace | Untraced, asked: Asked) -> None:
+    """End the question's span with the chosen answer (ask, eval; the server ends it with its own)."""
+    chosen = asked.chosen.result if asked.chosen is not None else None
+    if chosen is None:  # every sample ran out of time
+        traced.finish("error", "episode_timeout")
+        return
+    traced.finish(chosen.status.value, chosen.stop_reason.value, rows=chosen.row_count,
+                  agreement=asked.agreement, sql=chosen.sql)
 
 
 def _for_sample(on_round: RoundFn, k: int) -> Callable[[Round], Awaitable[None]]:
@@ -259,11 +297,13 @@ FinishFn = Callable[[int, T, Tally], Awaitable[None]]
 
 
 async def run_samples(samples: int, run_one: SampleFn[T], *, early_stop: bool = True,
-                      on_finished: FinishFn[T] | None = None) -> VoteOutcome[T]:
+                      on_finished: FinishFn[T] | None = None,
+                      on_stop: Callable[[], None] | None = None) -> VoteOutcome[T]:
     """Run samples 0..K-1 concurrently and tally them; stop the rest once a majority agrees.
 
     `run_one(k)` returns the sample's value and its vote. The first of our own errors
-    (SqaleError) any sample raises cancels the others and is raised as itself.
+    (SqaleError) any sample raises cancels the others and is raised as itself. `on_stop` is
+    called just before a majority stops the others (so they can tell that from a cancel).
     """
     tally = Tally(samples)
     results: dict[int, T] = {}
@@ -283,6 +323,8 @@ async def run_samples(samples: int, run_one: SampleFn[T], *, early_stop: bool = 
             tally.add(k, key)
             if early_stop and len(results) < samples and tally.has_majority():
                 stopped = True
+                if on_stop is not None:
+                    on_stop()
                 group.cancel_scope.cancel()
             if on_finished is not None:
                 with anyio.CancelScope(shield=True):

@@ -6,7 +6,8 @@ backend how to talk to each engine), check the model (the engine's own id labels
 when it ignores ours), choose the runtime slots, and fit the episode budget to the engines'
 context. `engine_session` yields that as one frozen `EngineSession`; a front end adds only what
 is its own (the server its metrics wrapper and start-up log, eval its per-run seed, doctor its
-checks and report) and says it in its own words.
+checks and report) and says it in its own words. The session's backend traces each model call
+(agent/backends/traced.py): a no-op until OpenTelemetry is configured.
 
 An engine that accepts connections but never answers costs `seconds` once: when its facts do
 not come within them, the model check is not tried and counts as timed out.
@@ -15,7 +16,7 @@ not come within them, the model check is not tried and counts as timed out.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TypeVar
@@ -28,6 +29,7 @@ from .backends.slots import resolve_runtime_slots
 from .engine_fit import fit_to_engines
 from .episode import EpisodeSettings
 from .errors import BackendError
+from .telemetry.gate import tracing_on
 
 ENGINE_PROBE_SECONDS = 5.0  # asking the engines about themselves and the model (the server: less)
 
@@ -92,13 +94,14 @@ async def engine_session(settings: _S, episode: EpisodeSettings, *, runtime_slot
     backend = build(settings) if build is not None else make_backend(settings)
     try:
         facts, answered = await _engine_facts(backend, seconds)
+        used = traced_backend(backend, settings.backend, facts)  # each model call a span
         check = ModelCheck()
         if check_model:
             check = await _check_model(backend, seconds) if answered else ModelCheck(asked=True, timed_out=True)
         slots = resolve_runtime_slots(runtime_slots, backend, os.environ if environ is None else environ,
                                       facts, wanted=wanted_slots)
         fitted, note = fit_to_engines(episode, facts)
-        yield EngineSession(backend=backend, where=backend.where or settings.address, facts=facts,
+        yield EngineSession(backend=used, where=backend.where or settings.address, facts=facts,
                             model_check=check, slots=slots, episode=fitted, budget_note=note)
     finally:
         with anyio.CancelScope(shield=True):  # a cancelled front end still closes its connections
@@ -123,3 +126,13 @@ async def _check_model(backend: ModelBackend, seconds: float) -> ModelCheck:
         return ModelCheck(asked=True, error=exc)
     except TimeoutError:
         return ModelCheck(asked=True, timed_out=True)
+
+
+def traced_backend(backend: ModelBackend, provider: str, facts: Sequence[EngineFacts]) -> ModelBackend:
+    """`backend` with each model call a GenAI span (agent/backends/traced.py) once OpenTelemetry is
+    on; as it is otherwise (the front ends start it before they make their backends)."""
+    if not tracing_on():
+        return backend
+    from .backends.traced import Engines, traced
+
+    return traced(backend, Engines.of(provider, facts))

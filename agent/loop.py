@@ -15,6 +15,8 @@ Choices beyond the protocol (agent-protocol.md), each documented where it is mad
   read) ends the episode at once, failed (StopReason.NO_TABLES): the model is not asked.
 - A completion never opens a turn: it is cut at its first chat control token before it joins
   the prompt (`<|im_start|>` is also a stop string; this catches runtimes that ignore stops).
+- Each round is a `sqale.round` span and each tool call an `execute_tool` span under it
+  (agent/telemetry/steps.py); the model call's span is the backend's (agent/backends/traced.py).
 - Tokens: whole-prompt and incremental (KV-cache) prompt counts are both handled
   (`context_after`); text not yet counted by the runtime is estimated at 4 characters a token.
   A tool turn needs at least final_turn_min_tokens of room besides the reserve; the final
@@ -52,6 +54,7 @@ from .prompt import (
 )
 from .replies import ParsedCompletion, extract_final_sql, parse_completion, sql_argument
 from .sqlite import Database, QueryResult, QueryStatus, Schema
+from .telemetry.gate import round_played, round_span, tool_span
 from .text import replace_lone_surrogates
 
 # Rough size of a token, only for text the runtime has not counted yet (the next user turn).
@@ -100,6 +103,11 @@ class _Answer:
     seconds: float
     tables_read: tuple[str, ...] = ()
     columns_read: tuple[tuple[str, str], ...] = ()
+
+
+def _rows(result: QueryResult | None) -> int | None:
+    """The rows a query tool's statement produced (counted up to the cap); None for other tools."""
+    return None if result is None else result.total_rows
 
 
 def schema_reads(schema: Schema, result: QueryResult) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
@@ -162,10 +170,13 @@ class _Episode:
                 self.prompts, self.question, self.evidence, final=True, final_reason=stop,
                 environment=self.settings.environment)
         while stop is None:
-            stop, answer = await self._tool_turn()
+            with round_span(len(self.rounds) + 1, final=False):
+                stop, answer = await self._tool_turn()
             if answer is not None and stop is not None:  # an answer always comes with its reason
                 return self._result(answer, stop)
-        return self._result(await self._final_turn(), stop)
+        with round_span(len(self.rounds) + 1, final=True):
+            final = await self._final_turn()
+        return self._result(final, stop)
 
     def _tool_tokens(self, pending: str) -> int:
         return tool_turn_tokens(self.settings, self.used, estimate_tokens(pending))
@@ -234,8 +245,10 @@ class _Episode:
                 records.append(CallRecord(call, first.ok, first.text, 0.0, first.tables, duplicate=True))
                 continue
             started = time.perf_counter()
-            outcome = await tools.arun_tool(self.database, call.tool, call.args, self.settings.tools,
-                                            self.settings.environment)
+            with tool_span(call.tool, call.tool in tools.TOOLS, call.args) as traced:
+                outcome = await tools.arun_tool(self.database, call.tool, call.args, self.settings.tools,
+                                                self.settings.environment)
+                traced.finished(ok=outcome.ok, rows=_rows(outcome.query), result=outcome.text)
             record = CallRecord(call, outcome.ok, neutralise(outcome.text),
                                 time.perf_counter() - started, outcome.tables)
             records.append(record)
@@ -265,8 +278,10 @@ class _Episode:
                               'end your thinking, then call a tool as {"tool": "<name>", "args": {...}}')
             return None, ('no tool call found in your reply; call a tool as {"tool": "<name>", '
                           '"args": {...}}, or submit your answer with submit_sql')
-        outcome = await tools.arun_tool(self.database, "run_query", {"sql": sql}, self.settings.tools,
-                                        self.settings.environment)
+        with tool_span("run_query", True, {"sql": sql}, implicit=True) as traced:
+            outcome = await tools.arun_tool(self.database, "run_query", {"sql": sql}, self.settings.tools,
+                                            self.settings.environment)
+            traced.finished(ok=outcome.ok, rows=_rows(outcome.query), result=outcome.text)
         self._count_query(outcome.ok, outcome.query)
         if not outcome.ok:
             return None, ("your reply has SQL but no tool call, so it was taken as your answer, and it "
@@ -334,6 +349,7 @@ class _Episode:
             replica=completion.details.get("replica"),
         )
         self.rounds.append(round_)
+        round_played(tool_calls=len(records), context_tokens=self.used)
         if self.on_round is not None:
             await self.on_round(round_)
 

@@ -44,8 +44,11 @@ def _checked_server(arguments: Sequence[str]) -> SqaleServer:
     checks = startup_engine(EngineLimits(query_timeout=settings.query_timeout))
     try:
         checks.start_worker()
-        from .app import build_server
+        from agent.telemetry.setup import start_telemetry
 
+        from .app import SERVICE, build_server
+
+        start_telemetry(SERVICE)  # the SDK, when the OTEL_* variables ask for it (docs/deployment.md)
         return build_server(settings, environ=os.environ, checks=checks)
     finally:
         checks.close()

@@ -21,6 +21,7 @@ from agent.choices import AskMode
 from agent.errors import ConfigError
 from agent.prompt import PromptSet
 from agent.sqlite import EngineLimits, QueryEngine
+from agent.telemetry.gate import tracing_on
 from agent.verified import VerifiedLibrary
 from agent.version import package_version
 
@@ -62,6 +63,7 @@ __all__ = ["SqaleServer", "build_server", "configure_logging"]  # configure_logg
 
 logger = logging.getLogger(__name__)
 
+SERVICE = "sqale-mcp"  # OpenTelemetry's service name, unless OTEL_SERVICE_NAME says otherwise
 # `mcp dev` adds these to the `uv run --with mcp==X mcp run ...` it starts: `mcp run` needs typer.
 MCP_DEV_DEPENDENCIES = ("mcp[cli]",)
 # A 2026-07-28 reply later than --ask-timeout still gets the vote's answer (saying it came late)
@@ -115,6 +117,12 @@ class SqaleServer(MCPServer[ServerRuntime]):
                          request_state_security=request_state_security(settings),
                          dependencies=list(MCP_DEV_DEPENDENCIES),
                          tools=[answer_tool(settings, catalog, describe(catalog), limits)])
+        if tracing_on():  # started before the server is built (__main__, server.py)
+            from .serving.tracing import McpTelemetry
+
+            # Outermost, before the SDK's OpenTelemetry span: the HTTP headers' trace, the MCP metric.
+            tools = frozenset({TOOL_NAME, *(extra.name for extra in app_only_tools(settings))})
+            self.middleware.insert(0, McpTelemetry(tools))
         self.sqale_settings = settings
         self.catalog = catalog
         self.runtime_closed = runtime_closed

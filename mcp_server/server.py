@@ -20,7 +20,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.errors import ConfigError, PromptConfigError
-from mcp_server.app import SqaleServer, build_server, configure_logging
+from agent.telemetry.setup import start_telemetry
+from mcp_server.app import SERVICE, SqaleServer, build_server, configure_logging
 from mcp_server.config.command_line import parse_settings
 from mcp_server.config.config_file import module_server_arguments
 
@@ -31,6 +32,7 @@ def server_from_environment() -> SqaleServer:
     try:
         settings = parse_settings(argv, os.environ)
         configure_logging(settings.log_level, settings.log_format)
+        start_telemetry(SERVICE)
         return build_server(settings, environ=os.environ)
     except (ConfigError, PromptConfigError) as exc:
         print(f"sqale-mcp ({source}): {exc}", file=sys.stderr)

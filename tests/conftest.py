@@ -21,6 +21,7 @@ pytest_plugins = (
     "tests.support.weird_database",
     "tests.support.music_episodes",
     "tests.support.team",
+    "tests.support.telemetry",
 )
 
 # The real databases and question sets sit next to the clone (read in place, never copied).
@@ -44,10 +45,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.fixture(autouse=True)
 def _no_user_settings(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The user's config file and SQALE_* variables stay out of every test (the commands read them)."""
+    """The user's config file, SQALE_* and OTEL_* variables stay out of every test (the commands read them)."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
-    for name in [name for name in os.environ if name.startswith("SQALE_")]:
-        monkeypatch.delenv(name)
+    for name in [name for name in os.environ if name.startswith(("SQALE_", "OTEL_"))]:
+        monkeypatch.delenv(name)  # OTEL_*: a developer's collector never receives a test's spans
 
 
 @pytest.fixture

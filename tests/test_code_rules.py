@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata
 import re
 import sys
@@ -84,12 +85,14 @@ def _imported_distributions() -> dict[str, set[str]]:
             names = ([a.name for a in child.names] if isinstance(child, ast.Import) else
                      [child.module] if isinstance(child, ast.ImportFrom) and child.level == 0 and child.module
                      else [])
+            if isinstance(child, ast.ImportFrom) and names and len(owners.get(names[0].split(".")[0], ())) > 1:
+                names = [f"{child.module}.{a.name}" for a in child.names]  # `from namespace import module`
             for name in names:
                 top = name.split(".")[0]
                 if top in sys.stdlib_module_names or top in ("agent", "mcp_server"):
                     continue
                 assert top in owners, f"{top} is imported but no installed distribution provides it"
-                for distribution in owners[top]:
+                for distribution in _providers(name, owners[top]):
                     found.setdefault(canonicalize_name(distribution), set()).add(
                         "deferred" if inner else "module")
             visit(child, inner)
@@ -97,6 +100,25 @@ def _imported_distributions() -> dict[str, set[str]]:
     for path in SOURCES:
         visit(ast.parse(path.read_text(encoding="utf-8")), False)
     return found
+
+
+def _providers(module: str, candidates: list[str]) -> list[str]:
+    """The distributions that provide `module`: of a namespace package shared by several
+    (`opentelemetry`: the API, the SDK, exporters...), only those holding the module's own files."""
+    parts = module.split(".")
+    while len(candidates) > 1 and len(parts) > 1:  # `a.b.Name`: the files of `a/b`, else of `a`
+        path = "/".join(parts)
+        holding = [d for d in candidates
+                   if any(f == f"{path}.py" or f.startswith(f"{path}/") for f in _files(d))]
+        if holding:
+            return holding
+        parts.pop()
+    return candidates
+
+
+@functools.cache
+def _files(distribution: str) -> tuple[str, ...]:
+    return tuple(str(f) for f in importlib.metadata.files(distribution) or ())
 
 
 def test_every_imported_distribution_is_declared_with_bounds() -> None:

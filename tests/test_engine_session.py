@@ -14,6 +14,7 @@ import pytest
 import agent.engine_session as sessions
 from agent.backends.base import Completion, EngineFacts, ModelBackend, SlotChoice
 from agent.backends.settings import BackendSettings, make_backend
+from agent.backends.traced import TracedBackend
 from agent.commands.cli import main
 from agent.engine_session import ModelCheck, engine_session
 from agent.episode import EpisodeSettings
@@ -114,11 +115,12 @@ class Plain(ModelBackend):
 @pytest.mark.anyio
 async def test_a_backend_that_says_nothing_gets_the_neutral_session() -> None:
     """No engine facts, no model check, one slot, the budget as given, our model name, the settings'
-    address; the backend is closed when the session ends."""
+    address; the backend, behind the tracing wrapper, is closed when the session ends."""
     plain = Plain()
     settings = BackendSettings(ollama_host="http://127.0.0.1:9")
     async with engine_session(settings, EpisodeSettings(), environ={}, build=lambda _: plain) as session:
-        assert (session.backend, session.where, session.facts, session.budget_note) == (
+        assert isinstance(session.backend, TracedBackend)
+        assert (session.backend.inner, session.where, session.facts, session.budget_note) == (
             plain, "http://127.0.0.1:9", (), None)
         assert session.model_check == ModelCheck(asked=True) and session.model_check.cannot_check
         assert session.slots == SlotChoice(1, "this backend does not say how many requests its runtime serves "

@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 
-from ..asking import Asked, Question, SampleBackends, ask, summary_text
+from ..asking import Asked, Question, SampleBackends, ask, summary_text, trace_outcome
 from ..backends.advice import cache_advice
 from ..backends.slots import RuntimeSlots
 from ..engine_session import engine_session
@@ -26,6 +26,8 @@ from ..prompt_cache import episode_reuse, verdicts
 from ..settings.agent_settings import AgentSettings
 from ..settings.aliases import check_plain_path
 from ..sqlite import Database
+from ..telemetry.gate import question_span
+from ..telemetry.setup import start_telemetry
 from ..untrusted import sql_block
 from ..verified import Consulted, consult, params_text, provenance_text, similar_text
 from .backend_options import add_backend_arguments, backend_choice, command_settings, prompts_from_args
@@ -33,6 +35,7 @@ from .db_options import add_database_arguments, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
 from .verified_options import add_verified_arguments, open_library
 
+SERVICE = "sqale-agent"  # OpenTelemetry's service name for ask and eval, unless OTEL_SERVICE_NAME says
 EXIT_NO_ANSWER = 3  # the model produced no runnable SQL (1: our error, 2: a usage error, 130: Ctrl-C)
 
 DESCRIPTION = ("The model explores the database with its tools, tests its SQL and answers.")
@@ -48,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "in cents'); the model reads them before --evidence")
     add_flags(parser, AgentSettings, "max_notes_chars", "seed", "samples", "runtime_slots", "max_rows",
               "max_result_bytes", field_defaults=True)
+    add_flags(parser, AgentSettings, "trace_content")
     parser.add_argument("--json", action="store_true", help="print the whole episode result as JSON")
     parser.add_argument("--trace", action="store_true",
                         help="print each round: thoughts, calls and results")
@@ -74,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     settings = EpisodeSettings(result_rows=max(1, args.max_rows), environment=environment_from_args(args),
                                result_bytes=max(1024, args.max_result_bytes))
     notes = read_notes(args.notes, max_chars=args.max_notes_chars) if args.notes else None
+    content = bool(command_settings(args, ("trace_content",), os.environ).values.get("trace_content"))
     live = sys.stderr.isatty()
 
     async def report(k: int, played: Round) -> None:
@@ -87,34 +92,46 @@ def run(args: argparse.Namespace) -> int:
 
     library = open_library(args, Path(args.db).expanduser())
 
-    async def episodes() -> tuple[Asked | None, Consulted | None]:
-        with Database(args.db, hide=rules) as db:
-            consulted = None
-            if library is not None:
-                consulted = await consult(library, db, question, args.evidence, settings=settings)
-                if consulted.answer is not None:
-                    return None, consulted  # verified: no model asked
-            hints = consulted.hints() if consulted is not None and args.verified_hints else None
-            model_evidence = evidence_with_notes(evidence_with_notes(notes.text if notes else None, hints),
-                                                 args.evidence)
-            # As in the server: samples share the runtime's slots (what the engine says it serves at
-            # once, else the backend's default), and the budget fits the engine's context.
-            try:
-                async with engine_session(choice, settings, runtime_slots=given_slots,
-                                          check_model=False) as session:
-                    if session.budget_note is not None:
-                        print(f"sqale-agent ask: {session.budget_note}", file=sys.stderr)
-                    slots = RuntimeSlots(session.slots.slots)
-                    asked = Question(question, db, model_evidence, session.episode, prompts)
-                    done = await ask(asked, SampleBackends.seeded(session.backend, args.samples, args.seed),
-                                     run_episode, slot=lambda k: slots.slot(), on_round=report)
-                    warn_of_prompt_cache(done, session.where, session.engine_kind)
-                    return done, consulted
-            finally:
-                if live:
-                    print("\r\033[K", end="", file=sys.stderr, flush=True)
+    async def answered() -> tuple[Asked | None, Consulted | None]:
+        with Database(args.db, hide=rules) as db, question_span("ask", capture_content=content) as traced:
+            traced.describe(database=db.path.name, samples=args.samples, question=question,
+                            evidence=args.evidence, hidden_names=db.all_hidden_names)
+            asked, consulted = await episodes(db)
+            if asked is not None:
+                trace_outcome(traced, asked)
+            elif consulted is not None and consulted.answer is not None and consulted.provenance is not None:
+                traced.finish("verified", consulted.answer.stop_reason.value, rows=consulted.answer.row_count,
+                              verified_tier=consulted.provenance.tier, sql=consulted.answer.sql)
+            return asked, consulted
 
-    asked, consulted = anyio.run(episodes)
+    async def episodes(db: Database) -> tuple[Asked | None, Consulted | None]:
+        consulted = None
+        if library is not None:
+            consulted = await consult(library, db, question, args.evidence, settings=settings)
+            if consulted.answer is not None:
+                return None, consulted  # verified: no model asked
+        hints = consulted.hints() if consulted is not None and args.verified_hints else None
+        model_evidence = evidence_with_notes(evidence_with_notes(notes.text if notes else None, hints),
+                                             args.evidence)
+        # As in the server: samples share the runtime's slots (what the engine says it serves at
+        # once, else the backend's default), and the budget fits the engine's context.
+        try:
+            async with engine_session(choice, settings, runtime_slots=given_slots,
+                                      check_model=False) as session:
+                if session.budget_note is not None:
+                    print(f"sqale-agent ask: {session.budget_note}", file=sys.stderr)
+                slots = RuntimeSlots(session.slots.slots)
+                asked = Question(question, db, model_evidence, session.episode, prompts)
+                done = await ask(asked, SampleBackends.seeded(session.backend, args.samples, args.seed),
+                                 run_episode, slot=lambda k: slots.slot(), on_round=report)
+                warn_of_prompt_cache(done, session.where, session.engine_kind)
+                return done, consulted
+        finally:
+            if live:
+                print("\r\033[K", end="", file=sys.stderr, flush=True)
+
+    start_telemetry(SERVICE)  # the question a trace, when the OTEL_* variables ask for it
+    asked, consulted = anyio.run(answered)
     if asked is None:
         assert consulted is not None
         return print_verified(consulted, as_json=args.json)

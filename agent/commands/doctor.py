@@ -21,6 +21,7 @@ from ..options import add_flags
 from ..prompt_cache import DOCS
 from ..settings.agent_settings import AgentSettings
 from ..sqlite import Database, HideRules, Schema, hiding_findings
+from ..telemetry.setup import TelemetryPlan, extra_installed, telemetry_plan
 from ..text import plural
 from .backend_options import add_backend_arguments, backend_choice, command_settings, config_path
 from .db_options import add_hide_argument, hide_rules
@@ -34,7 +35,8 @@ GENERATION_SECONDS = 60.0  # a one-token completion: the runtime may first load 
 DESCRIPTION = ("Checks the runtime is reachable, the model is installed (and shows its "
                "parameters), the runtime generates (one tiny completion), what the engine says about "
                "itself (version, slots, context) and its known traps, that it serves a second round's "
-               "prompt from its cache (a two-round probe), and each --db opens; prints what to fix.")
+               "prompt from its cache (a two-round probe), each --db opens, and where the OTEL_* "
+               "variables send traces and metrics; prints what to fix.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,6 +61,12 @@ def package_clashes(providers: Mapping[str, Sequence[str]]) -> list[str]:
                          f"`{package}`: imports may pick the wrong one; uninstall it or install "
                          f"{OUR_DISTRIBUTION} in its own virtual environment")
     return lines
+
+
+def telemetry_line(plan: TelemetryPlan) -> str:
+    """Whether the OTEL_* variables turn tracing on, and where it sends (doctor's line)."""
+    mark = "[warn]" if plan.problem is not None else "[ok]  " if plan.on else "[info]"
+    return f"{mark} {plan.describe()}"
 
 
 def _check_databases(paths: list[str], hide: HideRules) -> list[str]:
@@ -258,6 +266,8 @@ def run(args: argparse.Namespace) -> int:
     bad_dbs += _check_notes(args.notes, args.max_notes_chars)
     if not args.db:
         print("[info] no --db given: add --db PATH to check a database opens")
+    print(telemetry_line(telemetry_plan(os.environ, installed=extra_installed(),
+                                        service="sqale-mcp (sqale-agent for ask and eval)")))
     if model_ok and not bad_dbs:
         print("all checks passed")
         return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -18,7 +19,7 @@ from ..backends.advice import cache_advice
 from ..backends.base import EngineFacts, ModelBackend, SamplingSettings
 from ..backends.openai_engines import ENGINES_THAT_SAY
 from ..backends.settings import BackendSettings, make_backend
-from ..engine_session import EngineSession, engine_session
+from ..engine_session import EngineSession, engine_session, traced_backend
 from ..episode import EpisodeSettings
 from ..errors import ConfigError, SqaleError
 from ..evaluation import html_report
@@ -34,9 +35,11 @@ from ..golden_file import is_golden_file
 from ..options import add_flags
 from ..settings.agent_settings import AgentSettings
 from ..sqlite import EngineLimits
+from ..telemetry.setup import start_telemetry
 from ..text import plural
 from ..tools import DEFAULT_ENVIRONMENT, Environment
-from .backend_options import add_backend_arguments, backend_choice, prompts_from_args
+from .ask import SERVICE
+from .backend_options import add_backend_arguments, backend_choice, command_settings, prompts_from_args
 from .environment_option import add_environment_argument, environment_from_args
 
 EXIT_OK, EXIT_ABORTED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -105,6 +108,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                 "--verified-hints, each question's most similar entries (its own left out) "
                                 "go to the model as evidence")
     add_flags(run_group, AgentSettings, "verified_hints", field_defaults=True)
+    add_flags(run_group, AgentSettings, "trace_content")
     run_group.add_argument("--max-backend-failures", type=int, default=3, metavar="N",
                            help="stop after N episodes in a row fail in the backend (default 3)")
     out = parser.add_argument_group("output")
@@ -138,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         dataset = load_questions(args, benchmark)
         selection = select_examples(dataset, db_ids=args.db_id, difficulties=args.difficulty,
                                     offset=args.offset, limit=args.limit)
+        start_telemetry(SERVICE)  # each question a trace, when the OTEL_* variables ask for it
     except SqaleError as exc:
         print(f"sqale-agent eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -229,7 +234,7 @@ def backend_for_run(choice: BackendSettings, facts: Sequence[EngineFacts], sampl
     """One of the run's backends (one per seed), told what the engines said of themselves."""
     backend = make_backend(choice, sampling)
     backend.remember_engines(facts)
-    return backend
+    return traced_backend(backend, choice.backend, facts)  # as the session's: each model call a span
 
 
 def warn_of_prompt_cache(out_path: Path, engine: str, engine_kind: str | None) -> None:
@@ -287,6 +292,7 @@ def settings_from_args(args: argparse.Namespace) -> EvalSettings:
         tool_query_timeout=args.tool_query_timeout, max_backend_failures=args.max_backend_failures,
         trace=TraceKind(args.trace), early_stop=args.early_stop,
         episode=EpisodeSettings(environment=environment_from_args(args)),
+        trace_content=bool(command_settings(args, ("trace_content",), os.environ).values.get("trace_content")),
     )
 
 

@@ -64,6 +64,7 @@ class EvalSettings:
     episode: EpisodeSettings = field(default_factory=EpisodeSettings)
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     verified_hints: Path | None = None  # a verified library giving each question hints
+    trace_content: bool = False  # content in the OpenTelemetry spans (--trace-content)
 
     def __post_init__(self) -> None:
         if self.samples < 1 or self.concurrency < 1 or self.max_backend_failures < 1:
@@ -171,6 +172,7 @@ async def evaluate(dataset: Dataset, selection: Selection, backend_factory: Back
                 episode_slots=anyio.CapacityLimiter(settings.runtime_slots or settings.concurrency),
                 on_episode=on_episode, early_stop=settings.early_stop, run=run,
                 hints=HintSource(settings.verified_hints) if settings.verified_hints else None,
+                trace_content=settings.trace_content,
             )
             await _schedule(tg, todo, databases, ctx, settings.concurrency, out_path, new, progress)
     finally:

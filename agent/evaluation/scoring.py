@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..asking import Asked, AskSettings, EpisodeFn, Question, SampleBackends, SampleRun, ask
+from ..asking import Asked, AskSettings, EpisodeFn, Question, SampleBackends, SampleRun, ask, trace_outcome
 from ..backends.base import ModelBackend
 from ..choices import AskMode, choice_of, should_ask, sources_of
 from ..episode import EpisodeResult, EpisodeSettings
@@ -23,6 +23,8 @@ from ..errors import (
     ModelNotFound,
 )
 from ..sqlite import Database, QueryResult, QueryStatus
+from ..telemetry.gate import question_span, question_trace
+from ..telemetry.names import EVAL_QUESTION
 from ..voting import CompareLimits, Comparison, Tally, execute_for_comparison
 from .accuracy import MatchRule, has_top_level_order_by, results_match
 from .datasets import Benchmark, Example
@@ -79,6 +81,7 @@ class QuestionContext:
     early_stop: bool = True  # cancel the other samples once a strict majority agrees
     run: RunInfo | None = None  # written on every line
     hints: HintSource | None = None  # a verified library's similar entries as evidence (--verified-hints)
+    trace_content: bool = False  # content in the OpenTelemetry spans (--trace-content)
 
 
 def backend_outcome(exc: BackendError) -> Outcome:
@@ -87,7 +90,18 @@ def backend_outcome(exc: BackendError) -> Outcome:
 
 
 async def evaluate_question(example: Example, db: Database, ctx: QuestionContext) -> QuestionRecord:
-    """Run the gold SQL, then every sample; gold that fails is recorded apart with no episodes run."""
+    """Run the gold SQL, then every sample; gold that fails is recorded apart with no episodes run.
+
+    The question is one trace (agent/telemetry/spans.py), as the server's and ask's are.
+    """
+    with question_span("eval", capture_content=ctx.trace_content,
+                       attributes={EVAL_QUESTION: example.key}) as traced:
+        traced.describe(database=example.db_id, samples=len(ctx.backends), question=example.question,
+                        evidence=example.evidence)
+        return await _evaluate_question(example, db, ctx)
+
+
+async def _evaluate_question(example: Example, db: Database, ctx: QuestionContext) -> QuestionRecord:
     started = time.monotonic()
     gold_result = await _execute(db, example.gold_sql, ctx.limits)
     schema = await db.aschema()
@@ -98,6 +112,7 @@ async def evaluate_question(example: Example, db: Database, ctx: QuestionContext
                       rows=gold_result.total_rows, ordered=ordered, tables=gold_tables,
                       seconds=gold_result.seconds, preview=preview_of(gold_result))
     if gold_status != QueryStatus.OK.value:
+        question_trace().finish("not_run", f"gold_{gold_status}")
         return _record(example, ctx, gold, [], None, started)
     rule = MATCH_RULES[ctx.benchmark]
     comparison = Comparison(db, ctx.limits, rule)  # the vote's runs score the answers too
@@ -118,6 +133,7 @@ async def evaluate_question(example: Example, db: Database, ctx: QuestionContext
 
     asked = await ask(question, SampleBackends(ctx.seeds, ctx.backends), ctx.episode_fn, how, slot=slot,
                       on_finished=finished, comparison=comparison)
+    trace_outcome(question_trace(), asked)
     samples = []
     for k in range(len(ctx.backends)):
         run = asked.outcome.results.get(k)

@@ -58,6 +58,11 @@ class AgentSettings(BackendSettings):
         DEFAULT_ENVIRONMENT,
         description="the texts the model reads: trained, the tool outputs and turn texts it was trained "
                     "with, or rich, our richer formats")
+    trace_content: bool = Field(
+        False, description="put content in OpenTelemetry spans: the question and evidence, SQL, tool "
+                           "results (cell values among them) and the model's replies, clipped to 4,096 "
+                           "characters, every hidden table and column name taken out (off: names, counts and "
+                           "statuses only)")
     reference_agent: Annotated[Path | None, Option(metavar="sqale_agent.py")] = Field(
         None, description="the authors' sqale_agent.py: use its SYSTEM_PROMPT and USER_TEMPLATE "
                           "(read, never executed)")

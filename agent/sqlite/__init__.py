@@ -10,7 +10,8 @@ names `_sql_names` finds in it. A `Database` states its rules when it is made (`
 rules the configuration gives, empty when it gives none) and never drops them; a handle with
 no rules on purpose is the named, operator-only `Database.unruled` (tests/test_code_rules.py
 lists where product code may make one). What a statement read is the authorizer's reads completed from
-its program (`_reads`). A worker keeps one connection per file and rule set.
+its program (`_reads`). A worker keeps one connection per file and rule set. Each request to a
+worker is a span, made here in the parent (agent/telemetry/steps.py): the worker has no telemetry.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import sqlite3
 import tempfile
 import threading
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -35,6 +38,7 @@ from ._worker import (
     stat_signature,
 )
 from .hiding import HideRules, hiding_findings
+from .sql_text import first_keyword
 from .types import (
     BlobRef,
     ClippedText,
@@ -48,6 +52,10 @@ from .types import (
     SqlValue,
     Table,
 )
+
+if TYPE_CHECKING:
+    from ..telemetry.gate import Untraced
+    from ..telemetry.steps import StatementTrace
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 # Reading the schema is our own statement, not the model's: a large schema (or a loaded
@@ -98,6 +106,15 @@ def create_database(target: Path, script: str) -> Path:
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
     return target
+
+
+def _statement_span(operation: str | None, namespace: str,
+                    sql: str | None) -> AbstractContextManager[StatementTrace | Untraced]:
+    """The span of one worker request (None: the schema read), from agent/telemetry/gate.py,
+    imported when first used: the worker processes import this package and need no telemetry."""
+    from ..telemetry.gate import SCHEMA_READ, statement_span
+
+    return statement_span(SCHEMA_READ if operation is None else operation, namespace, sql)
 
 
 class Database:
@@ -151,6 +168,16 @@ class Database:
                 found.append(f"column {name}" if dot else f"table {name}")
         return tuple(dict.fromkeys(found))
 
+    def all_hidden_names(self) -> tuple[str, ...]:
+        """Every table and column the rules hide (`Table`, `Table.Column`), from their report.
+
+        Operator only: what content capture takes out of spans (agent/telemetry/content.py).
+        """
+        report = self.schema().hiding if self._hide else None
+        if report is None:
+            return ()
+        return tuple(dict.fromkeys([n for _, names in report.matches for n in names] + list(report.derived)))
+
     @property
     def limits(self) -> EngineLimits:
         return self.engine.limits
@@ -169,9 +196,14 @@ class Database:
         with self._schema_lock:
             if self._schema is None or sig != self._schema[1]:
                 timeout = max(self.limits.query_timeout, SCHEMA_READ_MIN_SECONDS)
-                result = self.engine.run(SchemaRequest(str(self.path), timeout, self._hide))
-                if isinstance(result, QueryResult):  # the schema read itself was killed
-                    raise DatabasePathError(f"{self.path}: reading the schema failed: {result.error}")
+                with _statement_span(None, self.path.name, None) as traced:
+                    result = self.engine.run(SchemaRequest(str(self.path), timeout, self._hide))
+                    if isinstance(result, QueryResult):  # the schema read itself was killed
+                        traced.finished(status=result.status.value, returned=0, total=0, cut=False,
+                                        seconds=result.seconds)
+                        raise DatabasePathError(f"{self.path}: reading the schema failed: {result.error}")
+                    traced.finished(status="ok", returned=len(result.tables), total=len(result.tables),
+                                    cut=False, seconds=0.0)
                 self._schema = (result, sig)
             return self._schema[0]
 
@@ -196,7 +228,11 @@ class Database:
             timeout=self.limits.query_timeout if timeout is None else timeout, hide=self._hide,
             byte_budget=byte_budget, reads=reads, params=tuple((params or {}).items()),
         )
-        return self.engine.run(request, cancel)
+        with _statement_span(first_keyword(sql).upper(), self.path.name, sql) as traced:
+            result = self.engine.run(request, cancel)
+            traced.finished(status=result.status.value, returned=len(result.rows), total=result.total_rows,
+                            cut=result.truncated or result.cut_to_fit, seconds=result.seconds)
+        return result
 
     async def aschema(self) -> Schema:
         """`schema()` without blocking the event loop: at once while the cached schema is current."""

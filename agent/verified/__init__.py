@@ -16,7 +16,15 @@
 
 from __future__ import annotations
 
-from .answering import Consulted, Provenance, consult, params_text, provenance_text, similar_text
+from .answering import (
+    Consulted,
+    Provenance,
+    consult,
+    params_text,
+    provenance_text,
+    similar_text,
+    verified_tier,
+)
 from .library import LibraryEntry, Refusal, Snapshot, VerifiedLibrary
 from .matching import SAME_QUESTION_RULE, hint_evidence, normalise_question
 from .template_tier import BoundParam, TemplateMiss
@@ -24,4 +32,4 @@ from .templates import TEMPLATE_RULE
 
 __all__ = ["SAME_QUESTION_RULE", "TEMPLATE_RULE", "BoundParam", "Consulted", "LibraryEntry", "Provenance",
            "Refusal", "Snapshot", "TemplateMiss", "VerifiedLibrary", "consult", "hint_evidence",
-           "normalise_question", "params_text", "provenance_text", "similar_text"]
+           "normalise_question", "params_text", "provenance_text", "similar_text", "verified_tier"]

@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -45,6 +45,16 @@ class Provenance:
     tags: tuple[str, ...]
     evidence: str | None
     params: tuple[BoundParam, ...] = ()  # a template's values, as read from the question and bound
+
+    @property
+    def tier(self) -> str:
+        """Which tier answered: `template` (values read from the question) or `same_question`."""
+        return verified_tier(self.params)
+
+
+def verified_tier(params: Sized) -> str:
+    """The tier a verified answer came from, by the values it bound: none, the same question."""
+    return "template" if len(params) else "same_question"
 
 
 def provenance_of(entry: LibraryEntry, library: VerifiedLibrary,

@@ -21,6 +21,8 @@ from mcp_types import CallToolResult, TextContent
 from agent.episode import Round
 from agent.episode_text import clip
 from agent.errors import BackendError, SqaleError
+from agent.telemetry.gate import question_trace
+from agent.verified import verified_tier
 
 from ..runtime import ServerRuntime
 from .output import AnswerOutput, trace_of
@@ -31,6 +33,7 @@ from .verified import audit_fields
 
 logger = logging.getLogger(__name__)
 
+AWAITING_CHOICE = "awaiting_choice"  # the status of a question whose person was asked to choose
 REFUSED_QUESTION_CHARS = 80  # what a refused call's log line keeps of its question
 # What the audit line keeps of an answer (not the rows: the SQL and the count say what came back).
 AUDITED_ANSWER_FIELDS = frozenset({"status", "sql", "error", "stop_reason", "row_count", "rounds", "tool_calls",
@@ -115,6 +118,9 @@ async def record_answered(runtime: ServerRuntime, log: CallLog, call: QuestionAs
               "tool_seconds": round(answered.tool_seconds, 3),
               "queued_seconds": round(answer.queued_seconds, 3), **answered.voting, **audit_fields(answer)}
     runtime.metrics.questions.labels(call.alias, call.caller.name, answer.status, answer.stop_reason).inc()
+    tier = None if answer.verified is None else verified_tier(answer.verified.params)  # the library answered it
+    question_trace().finish(answer.status, answer.stop_reason, rows=answer.row_count, sql=answer.sql,
+                            agreement=answer.agreement, verified_tier=tier)
     await audit(runtime, log, call.question, hint, call.alias, record)
     text_bytes = sum(len(c.text.encode()) for c in response.content if isinstance(c, TextContent))
     if answer.verified is None:  # a verified answer is no episode: it would skew episode times
@@ -129,8 +135,10 @@ async def record_answered(runtime: ServerRuntime, log: CallLog, call: QuestionAs
 
 async def record_awaiting(runtime: ServerRuntime, log: CallLog, call: QuestionAsked, hint: str | None,
                           voting: dict[str, Any]) -> None:
-    """The episode-log and log lines of a 2026-07-28 question whose answer awaits its person's reply."""
-    await audit(runtime, log, call.question, hint, call.alias, {"status": "awaiting_choice", **voting})
+    """The span's end, the episode-log and log lines of a 2026-07-28 question whose answer awaits its
+    person's reply (no error: the reply is a call of its own, a trace of its own)."""
+    question_trace().finish(AWAITING_CHOICE, "person_asked")
+    await audit(runtime, log, call.question, hint, call.alias, {"status": AWAITING_CHOICE, **voting})
     logger.info("asked the person on '%s' for token '%s' to choose among %d answers (%d samples)", call.alias,
                 call.caller.name, len(voting.get("candidates", [])), call.samples, extra=log.log_fields())
 
@@ -142,8 +150,9 @@ def _agreement(agreement: float | None) -> str:
 async def record_unanswered(runtime: ServerRuntime, log: CallLog, call: QuestionAsked, hint: str | None,
                             outcome: tuple[str, str], said: str, done: dict[str, Any],
                             error: BaseException | None = None) -> None:
-    """The metric, the whole episode-log line and a log line of a failed or cancelled call."""
+    """The metric, the span's end, the whole episode-log line and a log line of a failed or cancelled call."""
     runtime.metrics.questions.labels(call.alias, log.token, *outcome).inc()
+    question_trace().finish(*outcome)
     await audit(runtime, log, call.question, hint, call.alias,
                 {"status": outcome[0], "stop_reason": outcome[1], "error": said, **done})
     internal = error is not None and not isinstance(error, SqaleError | ToolError)
@@ -157,8 +166,9 @@ async def record_unanswered(runtime: ServerRuntime, log: CallLog, call: Question
 
 
 async def record_refused(runtime: ServerRuntime, log: CallLog, call: QuestionAsked, refused: Refused) -> None:
-    """The metric of a refused call, and (a few per token and minute) a short log line of it."""
+    """The metric and span of a refused call, and (a few per token and minute) a short log line of it."""
     runtime.metrics.questions.labels(call.alias, log.token, "refused", refused.reason).inc()
+    question_trace().finish("refused", refused.reason)
     held_back = runtime.quotas.of(call.caller).refusal_lines.allow()
     if held_back is None:  # a flood of refusals must not fill the disk: counted, not written
         return

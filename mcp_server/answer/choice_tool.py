@@ -14,6 +14,7 @@ from mcp_types import CallToolResult
 from pydantic import Field
 
 from agent.choices import AskMode
+from agent.telemetry.gate import question_span
 
 from ..config.settings import ServerSettings
 from ..runtime import ServerRuntime
@@ -41,11 +42,14 @@ async def choose_answer(
             return PersonReply("invalid_reply")
         return PersonReply("chose", options[option - 1].group, option)
 
-    try:
-        return await answer_choice(runtime, caller, state, read=picked, via="answer_view")
-    except CallError as error:
-        return error_response(error, database=state.alias if state else None,
-                              question=state.question if state else "", model=runtime.model_label)
+    with question_span("mcp", capture_content=runtime.settings.trace_content) as traced:
+        try:
+            return await answer_choice(runtime, caller, state, read=picked, via="answer_view")
+        except CallError as error:
+            if not traced.ended:  # refused and failed calls ended their span where they were recorded
+                traced.finish(error.status, error.kind)
+            return error_response(error, database=state.alias if state else None,
+                                  question=state.question if state else "", model=runtime.model_label)
 
 
 def choice_tools(settings: ServerSettings) -> tuple[AppOnlyTool, ...]:

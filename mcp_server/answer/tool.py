@@ -19,6 +19,7 @@ from agent.asking import SampleRun
 from agent.choices import should_ask
 from agent.episode import Round
 from agent.notes import evidence_with_notes
+from agent.telemetry.gate import question_span, question_trace
 from agent.verified import Consulted
 
 from ..config.limits import AnswerLimits
@@ -93,18 +94,21 @@ async def answer_sql_question(
     # The SDK types the lifespan's value as a dict; ours is the ServerRuntime open_runtime yields.
     runtime = cast(ServerRuntime, ctx.request_context.lifespan_context)
     caller = caller_of(ctx.request_context.request)
-    try:
-        if ctx.request_state is not None:  # 2026-07-28: the retry bringing the person's reply
-            return await answer_reply(runtime, ctx.request_state, ctx.input_responses, caller=caller)
-        return await answer_question(runtime, question, database, evidence,
-                                     report_progress=ctx.report_progress, samples=samples, caller=caller,
-                                     use_verified=verified is not False,
-                                     person=person_asker(ctx, runtime.settings))
-    except CallError as error:
-        # Returned, not raised: the failed call carries structured content like every other result.
-        return error_response(error, database=known_alias(database, caller.visible(runtime.catalog.aliases)),
-                              question=question[:runtime.settings.max_question_chars],
-                              model=runtime.model_label)
+    with question_span("mcp", capture_content=runtime.settings.trace_content) as traced:
+        try:
+            if ctx.request_state is not None:  # 2026-07-28: the retry bringing the person's reply
+                return await answer_reply(runtime, ctx.request_state, ctx.input_responses, caller=caller)
+            return await answer_question(runtime, question, database, evidence,
+                                         report_progress=ctx.report_progress, samples=samples, caller=caller,
+                                         use_verified=verified is not False,
+                                         person=person_asker(ctx, runtime.settings))
+        except CallError as error:
+            if not traced.ended:  # refused and failed calls ended their span where they were recorded
+                traced.finish(error.status, error.kind)
+            # Returned, not raised: the failed call carries structured content like every other result.
+            alias = known_alias(database, caller.visible(runtime.catalog.aliases))
+            return error_response(error, database=alias, model=runtime.model_label,
+                                  question=question[:runtime.settings.max_question_chars])
 
 
 def error_response(error: CallError, *, database: str | None, question: str, model: str) -> CallToolResult:
@@ -243,6 +247,9 @@ async def _recorded(runtime: ServerRuntime, log: CallLog, call: QuestionAsked, h
                        work: Callable[[list[Round]], Awaitable[T]]) -> T:
     """`work`'s outcome; a call it does not answer (cancelled, refused, failed) is recorded, then
     its error raised as the caller must see it."""
+    question_trace().describe(database=call.alias, samples=call.samples, token=call.caller.name,
+                              question=call.question, evidence=call.given_evidence,
+                              hidden_names=runtime.databases[call.alias].all_hidden_names)
     played: list[Round] = []  # every round of every sample, as it ends
     started = time.perf_counter()
     try:

@@ -46,7 +46,7 @@ FLAG_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
                  "http_body_timeout", "http_max_connections", "metrics_token_env", "drain_timeout")),
     ("asking the person", ("ask_to_choose", "ask_samples", "ask_timeout", "request_state_key_env")),
     ("answer view", ("answer_view",)),
-    ("logs", ("episode_log", "log_level", "log_format")),
+    ("logs", ("episode_log", "log_level", "log_format", "trace_content")),
 )
 CONFIG_HELP = ("TOML file with the same settings, keys named as the long options (see docs/options.md); "
                "flags and SQALE_* variables win over it (default: $XDG_CONFIG_HOME/sqale-mcp/config.toml, "

@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and test
 
 from mcp import Client  # noqa: E402
 
-from agent.backends.settings import make_backend  # noqa: E402
+from agent.backends.registry import make_backend  # noqa: E402
 from agent.episode import EpisodeSettings  # noqa: E402
 from agent.evaluation.accuracy import MatchRule, has_top_level_order_by, results_match  # noqa: E402
 from agent.sqlite import Database, EngineLimits, QueryEngine, QueryResult  # noqa: E402

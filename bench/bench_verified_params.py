@@ -61,7 +61,7 @@ from spider_templates import (  # noqa: E402  (beside this file)
     with_text,
 )
 
-from agent.backends.settings import make_backend  # noqa: E402
+from agent.backends.registry import make_backend  # noqa: E402
 from agent.episode import EpisodeSettings  # noqa: E402
 from agent.evaluation.accuracy import MatchRule, has_top_level_order_by, results_match  # noqa: E402
 from agent.sqlite import Database, EngineLimits, QueryEngine, QueryResult  # noqa: E402

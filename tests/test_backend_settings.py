@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from agent.backends.base import ModelBackend
 from agent.backends.ollama import OllamaBackend
 from agent.backends.openai_compat import OpenAICompletionsBackend
-from agent.backends.settings import (
+from agent.backends.registry import (
     BACKENDS,
     DEFAULT_MODEL,
     BackendSettings,

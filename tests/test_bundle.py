@@ -20,7 +20,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from agent.backends.ollama_facts import DEFAULT_OLLAMA_HOST
-from agent.backends.settings import DEFAULT_MODEL
+from agent.backends.registry import DEFAULT_MODEL
 from agent.errors import ConfigError
 from mcp_server.packaging.bundle import BUNDLE_OPTIONS, parse_bundle_args, server_arguments
 from tests.support.mcp import REPO, TOOL, server_env

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.backends.settings import BackendSettings
+from agent.backends.registry import BackendSettings
 from agent.commands.backend_options import backend_choice
 from agent.commands.cli import build_parser, main
 from agent.errors import ConfigError

@@ -12,7 +12,7 @@ import pytest
 from agent.commands.cli import build_parser
 from agent.options import env_variables
 from mcp_server.config.options_page import options_page
-from mcp_server.config.settings import ServerSettings
+from mcp_server.config.server_settings import ServerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

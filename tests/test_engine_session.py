@@ -13,16 +13,16 @@ import pytest
 
 import agent.engine_session as sessions
 from agent.backends.base import Completion, EngineFacts, ModelBackend, SlotChoice
-from agent.backends.settings import BackendSettings, make_backend
+from agent.backends.registry import BackendSettings, make_backend
 from agent.backends.traced import TracedBackend
 from agent.commands.cli import main
 from agent.engine_session import ModelCheck, engine_session
 from agent.episode import EpisodeSettings
 from agent.errors import ModelNotFound
 from agent.sqlite import create_database
-from mcp_server.runtime import open_runtime, server_prompts
 from mcp_server.serving.draining import QuestionGate
 from mcp_server.serving.metrics import ServerMetrics
+from mcp_server.state import open_state, server_prompts
 from tests.support.eval_runs import SHOP, SHOP_QUESTIONS, spider_shop
 from tests.support.mcp_in_process import build
 from tests.support.policies import DEFAULT_MODEL, OraclePolicy
@@ -60,9 +60,9 @@ async def server_start(tmp_path: Path, url: str) -> tuple[int, int, str]:
     """The server's runtime slots, episode budget and model label once it has started."""
     server = build(tmp_path, ["--demo", "--ollama-host", url])
     settings = server.sqale_settings
-    async with open_runtime(settings, server.catalog, server_prompts(settings), make_backend,
-                            gate=QuestionGate(), metrics=ServerMetrics(), callers=()) as runtime:
-        return runtime.slots.slots, runtime.episode_settings.token_budget, runtime.model_label
+    async with open_state(settings, server.catalog, server_prompts(settings), make_backend,
+                            gate=QuestionGate(), metrics=ServerMetrics(), callers=()) as server_state:
+        return server_state.slots.slots, server_state.episode_settings.token_budget, server_state.model_label
 
 
 def test_the_four_front_ends_start_from_the_one_session(engines_say: list[ModelBackend], fake_ollama: Any,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.commands import evaluate as eval_command
+from agent.commands import eval as eval_command
 from agent.commands.cli import build_parser, main
 from tests.support.eval_runs import SHOP_QUESTIONS as QUESTIONS
 from tests.support.eval_runs import spider_shop

@@ -11,7 +11,7 @@ import pytest
 from agent.commands.cli import main
 from agent.sqlite import Database, EngineLimits, HideRules, create_database, hiding_findings
 from mcp_server.config.catalog import load_catalog
-from mcp_server.config.settings import DatabaseSpec
+from mcp_server.config.server_settings import DatabaseSpec
 from tests.support.policies import OraclePolicy
 
 SCHEMA = """

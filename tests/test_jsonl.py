@@ -9,15 +9,15 @@ import anyio
 import pytest
 
 from agent.commands.cli import main
+from agent.engine_cache import CacheVerdict
 from agent.evaluation.datasets import load_dataset, select_examples
 from agent.evaluation.html_report.cache_reuse import results_verdicts
 from agent.evaluation.records import read_records
 from agent.golden_file import GoldenEntry, append_entries, read_golden
 from agent.jsonl import append_lines, complete_lines, dumps_line, file_lines, split_lines
-from agent.prompt_cache import CacheVerdict
 from agent.sqlite import Database, create_database
 from agent.verified import VerifiedLibrary
-from mcp_server.runtime import EpisodeLog
+from mcp_server.state import EpisodeLog
 from tests.support.databases import CUSTOMER_ORDERS_SQL
 from tests.support.eval_runs import backends_of, oracle_for, run_eval
 

@@ -27,11 +27,11 @@ from agent.errors import (
 )
 from mcp_server.answer.tool import answer_question
 from mcp_server.answer.tool_errors import edge_error, tool_error_for
-from mcp_server.runtime import ServerRuntime, open_runtime, server_prompts
 from mcp_server.serving.access import LOCAL_CALLER, Caller, caller_of
 from mcp_server.serving.draining import QuestionGate
 from mcp_server.serving.log_format import SessionIdFilter, TextLogFormatter, session_tag
 from mcp_server.serving.metrics import ServerMetrics
+from mcp_server.state import ServerState, open_state, server_prompts
 from tests.support.mcp_in_process import build
 from tests.support.policies import PolicyBackend, ScriptPolicy, assistant_reply, tool_call
 
@@ -106,24 +106,24 @@ class BrokenBackend(ModelBackend):
 
 
 @asynccontextmanager
-async def runtime_of(tmp_path: Path, argv: list[str], backend: ModelBackend) -> AsyncIterator[ServerRuntime]:
+async def state_of(tmp_path: Path, argv: list[str], backend: ModelBackend) -> AsyncIterator[ServerState]:
     """The runtime of the server `argv` configures, answering with `backend`."""
     server = build(tmp_path, argv, backend)
     settings = server.sqale_settings
     factory: Callable[[object], ModelBackend] = lambda _: backend  # noqa: E731
-    async with open_runtime(settings, server.catalog, server_prompts(settings), factory,
-                            gate=QuestionGate(), metrics=ServerMetrics(), callers=()) as runtime:
-        yield runtime
+    async with open_state(settings, server.catalog, server_prompts(settings), factory,
+                            gate=QuestionGate(), metrics=ServerMetrics(), callers=()) as server_state:
+        yield server_state
 
 
 async def no_progress(progress: float, total: float | None, message: str | None) -> None:
     return None
 
 
-async def ask_remote(runtime: ServerRuntime, caller: Caller = REMOTE) -> str:
+async def ask_remote(server_state: ServerState, caller: Caller = REMOTE) -> str:
     """The tool error's text a remote caller gets for one question."""
     with pytest.raises(ToolError) as info:
-        await answer_question(runtime, "How many rows?", None, None, report_progress=no_progress,
+        await answer_question(server_state, "How many rows?", None, None, report_progress=no_progress,
                               caller=caller)
     return str(info.value)
 
@@ -133,12 +133,12 @@ async def test_a_remote_caller_gets_no_url_and_the_log_has_it(tmp_path: Path, de
                                                               caplog: pytest.LogCaptureFixture) -> None:
     """Backend down: the remote text names no URL; the log line with the same question id does."""
     caplog.set_level(logging.INFO, logger="mcp_server")
-    from agent.backends.settings import make_backend
+    from agent.backends.registry import make_backend
     from mcp_server.config.command_line import parse_settings
 
     settings = parse_settings(["--demo", "--ollama-host", dead_url], {"XDG_CACHE_HOME": str(tmp_path)})
-    async with runtime_of(tmp_path, ["--demo"], make_backend(settings)) as runtime:
-        text = await ask_remote(runtime)
+    async with state_of(tmp_path, ["--demo"], make_backend(settings)) as server_state:
+        text = await ask_remote(server_state)
     assert INTERNALS.search(text) is None and text.startswith("The model runtime is unreachable")
     match = QUESTION_ID.search(text)
     assert match
@@ -156,9 +156,9 @@ async def test_a_database_gone_bad_names_the_alias_not_the_path(tmp_path: Path,
         conn.execute("CREATE TABLE t (x)")
     conn.close()
     policy = ScriptPolicy([assistant_reply("answer", tool_call("submit_sql", sql="SELECT x FROM t"))])
-    async with runtime_of(tmp_path, ["--db", f"shop={served}"], PolicyBackend(policy)) as runtime:
+    async with state_of(tmp_path, ["--db", f"shop={served}"], PolicyBackend(policy)) as server_state:
         served.write_bytes(b"not a database at all" * 100)
-        text = await ask_remote(runtime)
+        text = await ask_remote(server_state)
     assert text.startswith("The database 'shop' cannot be read") and "secretpath" not in text
     assert any("secretpath_x.db" in r.getMessage() for r in caplog.records)
 
@@ -169,10 +169,10 @@ async def test_a_bug_of_ours_is_an_internal_error_remotely_and_raises_on_stdio(
     """An unexpected exception: remote gets a plain text with the id (traceback in the log);
     the local caller gets the exception itself."""
     caplog.set_level(logging.INFO, logger="mcp_server")
-    async with runtime_of(tmp_path, ["--demo"], BrokenBackend()) as runtime:
-        text = await ask_remote(runtime)
+    async with state_of(tmp_path, ["--demo"], BrokenBackend()) as server_state:
+        text = await ask_remote(server_state)
         with pytest.raises(ExceptionGroup) as raised:
-            await answer_question(runtime, "How many rows?", None, None, report_progress=no_progress)
+            await answer_question(server_state, "How many rows?", None, None, report_progress=no_progress)
     assert raised.group_contains(RuntimeError, match="secret/state.json", depth=None)
     assert text.startswith("Answering failed because of an error inside the server.")
     assert INTERNALS.search(text) is None

@@ -68,7 +68,7 @@ async def test_a_dead_runtime_is_one_warning_in_the_servers_log(tmp_path: Path, 
     warnings = [(r.name, re.sub(r"[\d.]+ s: ", "T s: ", r.getMessage()))
                 for r in caplog.records if r.levelno >= logging.WARNING]
     assert warnings == [
-        ("mcp_server.runtime", f"{reached} (the server keeps running; every question will fail until "
+        ("mcp_server.state", f"{reached} (the server keeps running; every question will fail until "
                                "this is fixed)"),
         ("mcp_server.answer.audit", "not answered on 'bookshop' for token 'local' (error, BackendUnreachable) "
                                    "after 0 rounds, 0 tool calls, T s: The model runtime is unreachable: "

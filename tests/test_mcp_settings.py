@@ -15,7 +15,7 @@ from mcp_server.config.catalog import (
 )
 from mcp_server.config.command_line import parse_settings
 from mcp_server.config.config_file import module_server_arguments
-from mcp_server.config.settings import DatabaseSpec, ServerSettings, is_loopback
+from mcp_server.config.server_settings import DatabaseSpec, ServerSettings, is_loopback
 from tests.support.server_settings import config_error
 
 
@@ -141,7 +141,7 @@ def test_module_server_arguments_come_from_env_then_config_then_demo(tmp_path: P
 
 def test_prompt_files_come_from_flags_or_the_config_file(tmp_path: Path) -> None:
     """--system-prompt/--user-template are paths; in a config file relative to the file."""
-    from mcp_server.runtime import server_prompts
+    from mcp_server.state import server_prompts
 
     (tmp_path / "system.txt").write_text("SYS")
     (tmp_path / "user.txt").write_text("U {question}")

@@ -47,7 +47,7 @@ async def test_stdio_server_lists_and_answers(tmp_path: Path, fake_ollama: Any) 
     assert result.content[0].text.startswith(COUNT_TEXT_START)
     log = (tmp_path / "stderr.txt").read_text()
     assert "INFO mcp_server.app: database 'bookshop': " in log
-    assert "INFO mcp_server.runtime: model 'qwen3.5-2b-grpo-synsql' is available" in log
+    assert "INFO mcp_server.state: model 'qwen3.5-2b-grpo-synsql' is available" in log
     assert "httpx" not in log  # no line per model request at the default level
 
 
@@ -87,7 +87,7 @@ async def test_unreachable_ollama_at_start_warns_and_serves(tmp_path: Path, dead
     assert result.content[0].text.startswith(
         f"Error executing tool {TOOL}: The model runtime is unreachable: Could not reach Ollama at "
         f"{dead_url} (connection refused or host unknown). Start it with `ollama serve`")
-    assert (f"WARNING mcp_server.runtime: Could not reach Ollama at {dead_url} (connection refused or host "
+    assert (f"WARNING mcp_server.state: Could not reach Ollama at {dead_url} (connection refused or host "
             "unknown).") in (tmp_path / "stderr.txt").read_text()
 
 

@@ -172,7 +172,7 @@ async def test_with_one_place_another_token_waits_for_one_episode_not_a_queue(
         await asks("books", BOOKS, {"question": BOOK_QUESTION})
         assert done == ["all-1", "books"]
         group.cancel_scope.cancel()
-    assert "WARNING mcp_server.runtime: 2 tokens share one place (" in server.stderr.read_text()
+    assert "WARNING mcp_server.state: 2 tokens share one place (" in server.stderr.read_text()
 
 
 async def test_metrics_parse_and_move_with_questions(team_server: Any) -> None:

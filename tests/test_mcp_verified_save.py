@@ -25,7 +25,7 @@ from mcp_server.answer.saving import SAVE_TOOL_NAME, SAVE_TOOL_TITLE, app_only_t
 from mcp_server.answer.view import RESULT_META_KEY
 from mcp_server.answer.view_choice import CHOOSE_TOOL_NAME
 from mcp_server.config.command_line import parse_settings
-from mcp_server.config.settings import TokenSpec
+from mcp_server.config.server_settings import TokenSpec
 from mcp_server.serving.access import LOCAL_CALLER, Caller
 from tests.support.hiding import CONDITION_PROBES, RULES, SCHEMA_SQL
 from tests.support.mcp import TOOL

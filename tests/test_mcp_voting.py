@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 from mcp_types import CallToolResult
 
-from agent.backends.settings import make_backend
+from agent.backends.registry import make_backend
 from mcp_server.answer.output import AnswerOutput, Candidate
 from mcp_server.app import SqaleServer, build_server
 from mcp_server.config.command_line import parse_settings

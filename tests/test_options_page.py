@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from agent.agent_settings import AgentSettings
 from agent.commands.argparse_shim import option_groups, subcommands
 from agent.commands.cli import build_parser as agent_parser
 from agent.options import file_keys, help_text, is_secret, option_of
-from agent.settings.agent_settings import AgentSettings
 from mcp_server.config.command_line import build_parser as server_parser
 from mcp_server.config.options_page import GENERATOR, PAGE, _cell, _typed, main, options_page
-from mcp_server.config.settings import ServerSettings
+from mcp_server.config.server_settings import ServerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 

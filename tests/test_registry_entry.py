@@ -11,7 +11,7 @@ import tomllib
 import jsonschema
 
 from agent.backends.ollama_facts import DEFAULT_OLLAMA_HOST, OLLAMA_PARALLEL_ENV
-from agent.backends.settings import BACKENDS, DEFAULT_MODEL
+from agent.backends.registry import BACKENDS, DEFAULT_MODEL
 from mcp_server.config.command_line import build_parser
 from tests.support.mcp import REPO
 

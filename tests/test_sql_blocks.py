@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from agent.asking import Candidate as AskedCandidate
-from agent.asking import VoteSummary, summary_text
 from agent.episode import EpisodeResult, EpisodeStatus, StopReason
 from agent.episode_text import render_answer
+from agent.sampling import Candidate as AskedCandidate
+from agent.sampling import VoteSummary, summary_text
 from agent.untrusted import plain_sql, sql_block
 from agent.verified import similar_text
 from mcp_server.answer.library_output import SimilarVerified, VerifiedSource

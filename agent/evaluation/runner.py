@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..asking import EpisodeFn, sample_seeds
 from ..backends.base import ModelBackend, SamplingSettings
 from ..episode import EpisodeSettings
 from ..errors import BackendAuthError, BackendError, ConfigError, DatabasePathError, ModelNotFound, SqaleError
+from ..sampling import EpisodeFn, sample_seeds
 from ..sqlite import Database, EngineLimits, QueryEngine
 from ..text import sentence
 from .datasets import Dataset, Example, Selection

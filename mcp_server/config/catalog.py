@@ -30,7 +30,7 @@ from agent.text import display_name, plural
 
 from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from .limits import AnswerLimits, limits_paragraph
-from .settings import DatabaseSpec, NotesSpec, ServerSettings, VerifiedSpec
+from .server_settings import DatabaseSpec, NotesSpec, ServerSettings, VerifiedSpec
 
 logger = logging.getLogger(__name__)
 _AliasFile = TypeVar("_AliasFile", NotesSpec, VerifiedSpec)

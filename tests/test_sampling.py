@@ -10,9 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
-from agent.asking import Asked, Candidate, SampleRun, VoteSummary, choose, summary_text
 from agent.commands.cli import build_parser, main
 from agent.episode import EpisodeResult, EpisodeStatus, StopReason
+from agent.sampling import Candidate, SampledAnswer, SampleRun, VoteSummary, choose, summary_text
 from agent.sqlite import create_database
 from agent.voting import Group, VoteOutcome
 from tests.support.mcp_in_process import ask as ask_server
@@ -136,7 +136,7 @@ def test_agreement_is_none_when_the_answer_has_no_sql_that_ran() -> None:
     """1.0 for one sample that ran, votes/K with a vote, None for a failure or an uncompared result."""
     def agreement(runs: dict[int, SampleRun], groups: tuple[Group, ...] = (), samples: int = 3) -> float | None:
         outcome = outcome_of(runs, groups, samples)
-        return Asked(outcome, choose(outcome)).agreement
+        return SampledAnswer(outcome, choose(outcome)).agreement
 
     assert agreement({0: SampleRun(0, None, RAN)}, samples=1) == 1.0
     assert agreement({0: SampleRun(0, None, FAILED)}, samples=1) is None

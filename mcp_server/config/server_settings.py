@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from agent.agent_settings import MAX_SAMPLES, AgentSettings
 from agent.choices import AskMode
 from agent.options import Option, with_default
-from agent.settings.agent_settings import MAX_SAMPLES, AgentSettings
 from agent.sqlite import EngineLimits
 
 TOKEN_SESSIONS = 32  # HTTP sessions one token may hold by default

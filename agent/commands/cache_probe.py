@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .backends.base import Completion, ModelBackend
-from .prompt import DEFAULT_PROMPTS, continue_prompt, cut_at_chat_token, render_initial_prompt
-from .prompt_cache import CacheVerdict, RoundReuse, verdicts
+from ..backends.base import Completion, ModelBackend
+from ..engine_cache import CacheVerdict, RoundReuse, verdicts
+from ..prompt import DEFAULT_PROMPTS, continue_prompt, cut_at_chat_token, render_initial_prompt
 
 # Fake runtimes answer prompts holding this mark with "OK", whatever their policy.
 CACHE_PROBE_MARK = "sqale doctor: checking that the engine reuses the prompt"

@@ -1,5 +1,5 @@
 """The structured answer's compact per-round prompt figures: prompt tokens and what the engine
-served from its cache ('unknown' where it did not say; see agent/prompt_cache.py)."""
+served from its cache ('unknown' where it did not say; see agent/engine_cache.py)."""
 
 from __future__ import annotations
 

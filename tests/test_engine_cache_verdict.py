@@ -8,9 +8,9 @@ import pytest
 
 from agent.backends.base import EngineFacts
 from agent.backends.streaming import CACHE_FROM_TIMINGS, CACHE_FROM_USAGE, prompt_cache_report
+from agent.engine_cache import CacheVerdict, CacheWatch, episode_reuse, reuse_text, verdicts
 from agent.engine_fit import fit_to_engines
 from agent.episode import EpisodeSettings
-from agent.prompt_cache import CacheVerdict, CacheWatch, episode_reuse, reuse_text, verdicts
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ sample whose SQL ran; None when the answer has no SQL that ran (there is nothing
 on), and with K > 1 when its result could not be compared with the others.
 
 The front ends keep only what is theirs: progress, their limits (the server's admission and
-episode timeout come in as `slot` and `AskSettings`) and the shape of what they print. Each
+episode timeout come in as `slot` and `SampleSettings`) and the shape of what they print. Each
 sample is an `invoke_agent` span (agent/telemetry/steps.py) under the front end's question span.
 """
 
@@ -102,7 +102,7 @@ class Question:
 
 
 @dataclass(frozen=True)
-class AskSettings:
+class SampleSettings:
     """How the samples of one question run and are compared."""
 
     rule: MatchRule = MatchRule.MULTISET
@@ -122,7 +122,7 @@ class SampleRun:
     result: EpisodeResult | None  # None: it ran out of time, or its backend failed
     compared: QueryResult | None = None  # its SQL run whole for the vote; None when not compared
     queued_seconds: float = 0.0  # time it waited for its slot
-    backend_error: BackendError | None = None  # kept only with AskSettings.keep_backend_errors
+    backend_error: BackendError | None = None  # kept only with SampleSettings.keep_backend_errors
 
     @property
     def ran(self) -> bool:
@@ -165,7 +165,7 @@ class VoteSummary:
 
 
 @dataclass(frozen=True)
-class Asked:
+class SampledAnswer:
     """The K samples of one question and the answer chosen among them."""
 
     outcome: VoteOutcome[SampleRun]
@@ -210,10 +210,10 @@ RoundFn = Callable[[int, Round], Awaitable[None]]
 FinishedFn = Callable[[SampleRun, Tally], Awaitable[None]]
 
 
-async def ask(question: Question, backends: SampleBackends, episode: EpisodeFn,
-              settings: AskSettings = AskSettings(), *, slot: SlotFn | None = None,
+async def sample_question(question: Question, backends: SampleBackends, episode: EpisodeFn,
+              settings: SampleSettings = SampleSettings(), *, slot: SlotFn | None = None,
               on_round: RoundFn | None = None, on_finished: FinishedFn | None = None,
-              comparison: Comparison | None = None) -> Asked:
+              comparison: Comparison | None = None) -> SampledAnswer:
     """Run the K samples (each inside `slot(k)`, its runtime slot), vote, and choose the answer.
 
     Our own errors (SqaleError) cancel the other samples and are raised as themselves, except
@@ -260,7 +260,7 @@ async def ask(question: Question, backends: SampleBackends, episode: EpisodeFn,
 
     outcome = await run_samples(count, one, early_stop=settings.early_stop, on_finished=finished,
                                 on_stop=stopping)
-    return Asked(outcome, choose(outcome))
+    return SampledAnswer(outcome, choose(outcome))
 
 
 def _episode_ended(traced: EpisodeTrace | Untraced, result: EpisodeResult | None,
@@ -276,7 +276,7 @@ def _episode_ended(traced: EpisodeTrace | Untraced, result: EpisodeResult | None
         traced.timed_out()
 
 
-def trace_outcome(traced: QuestionTrace | Untraced, asked: Asked) -> None:
+def trace_outcome(traced: QuestionTrace | Untraced, asked: SampledAnswer) -> None:
     """End the question's span with the chosen answer (ask, eval; the server ends it with its own)."""
     chosen = asked.chosen.result if asked.chosen is not None else None
     if chosen is None:  # every sample ran out of time

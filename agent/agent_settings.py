@@ -7,14 +7,14 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field
 
-from ..backends._replicas import SLOTS_PER_REPLICA
-from ..backends.ollama_facts import OLLAMA_PARALLEL_ENV
-from ..backends.openai_engines import ENGINES_THAT_SAY
-from ..backends.settings import BackendSettings
-from ..episode import EpisodeSettings
-from ..notes import DEFAULT_MAX_NOTES_CHARS
-from ..options import Option
-from ..tools.environment import DEFAULT_ENVIRONMENT, Environment
+from .backends._replicas import SLOTS_PER_REPLICA
+from .backends.ollama_facts import OLLAMA_PARALLEL_ENV
+from .backends.openai_engines import ENGINES_THAT_SAY
+from .backends.registry import BackendSettings
+from .episode import EpisodeSettings
+from .notes import DEFAULT_MAX_NOTES_CHARS
+from .options import Option
+from .tools.environment import DEFAULT_ENVIRONMENT, Environment
 
 MAX_SAMPLES = 64  # the most samples any front end runs for one question
 # How the runtime slots are chosen without --runtime-slots (agent/backends/slots.py).

@@ -15,10 +15,11 @@ from typing import Any
 
 import anyio
 
+from ..agent_settings import AgentSettings
 from ..backends.advice import cache_advice
 from ..backends.base import EngineFacts, ModelBackend, SamplingSettings
 from ..backends.openai_engines import ENGINES_THAT_SAY
-from ..backends.settings import BackendSettings, make_backend
+from ..backends.registry import BackendSettings, make_backend
 from ..engine_session import EngineSession, engine_session, traced_backend
 from ..episode import EpisodeSettings
 from ..errors import ConfigError, SqaleError
@@ -33,7 +34,6 @@ from ..evaluation.scoring import QueryLimits
 from ..evaluation.summary import render_summary, summarize, summary_path_for, write_summary
 from ..golden_file import is_golden_file
 from ..options import add_flags
-from ..settings.agent_settings import AgentSettings
 from ..sqlite import EngineLimits
 from ..telemetry.setup import start_telemetry
 from ..text import plural

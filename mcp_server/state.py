@@ -15,18 +15,18 @@ import anyio
 from agent.backends.advice import cache_advice
 from agent.backends.base import EngineFacts, ModelBackend
 from agent.backends.slots import OnWait, RuntimeSlots, engine_slots
+from agent.engine_cache import CacheWatch, next_reuse
 from agent.engine_session import EngineSession, engine_session
 from agent.episode import EpisodeSettings, Round
 from agent.errors import ConfigError
 from agent.jsonl import dumps_line
 from agent.prompt import PromptSet, load_prompts
-from agent.prompt_cache import CacheWatch, next_reuse
 from agent.sqlite import Database, EngineLimits, QueryEngine
 from agent.verified import VerifiedLibrary
 
 from .config.catalog import Catalog
 from .config.limits import AnswerLimits
-from .config.settings import ServerSettings
+from .config.server_settings import ServerSettings
 from .serving.access import Caller
 from .serving.draining import QuestionGate
 from .serving.metrics import MeteredBackend, ServerMetrics
@@ -84,7 +84,7 @@ class EpisodeLog:
 
 
 @dataclass(frozen=True)
-class ServerRuntime:
+class ServerState:
     """Shared by all calls while the server runs; holds nothing about any one episode."""
 
     settings: ServerSettings
@@ -130,10 +130,10 @@ class ServerRuntime:
 
 
 @asynccontextmanager
-async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
+async def open_state(settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
                        backend_factory: BackendFactory, *, gate: QuestionGate, metrics: ServerMetrics,
                        callers: Sequence[Caller],
-                       libraries: Mapping[str, VerifiedLibrary] | None = None) -> AsyncIterator[ServerRuntime]:
+                       libraries: Mapping[str, VerifiedLibrary] | None = None) -> AsyncIterator[ServerState]:
     """Start the query workers and the backend, check the model once, and clean up at the end."""
     engine = QueryEngine(EngineLimits(workers=settings.max_concurrent,
                                       query_timeout=settings.query_timeout))
@@ -160,7 +160,7 @@ async def open_runtime(settings: ServerSettings, catalog: Catalog, prompts: Prom
             metrics.watch_sqlite_workers(lambda: engine.starts, lambda: engine.kills)
             if session.budget_note is not None:
                 logger.warning("%s", session.budget_note)
-            yield ServerRuntime(
+            yield ServerState(
                 settings=settings, catalog=catalog, databases=databases, backend=metered,
                 model_label=session.model_label,
                 prompts=prompts, episode_settings=session.episode,

@@ -20,7 +20,7 @@ from agent.backends.registry import make_backend
 from agent.choices import AskMode
 from agent.errors import ConfigError
 from agent.prompt import PromptSet
-from agent.sqlite import EngineLimits, QueryEngine
+from agent.sqlite import WorkerLimits, WorkerPool
 from agent.telemetry.gate import tracing_on
 from agent.verified import VerifiedLibrary
 from agent.version import package_version
@@ -208,7 +208,7 @@ def answer_tool(settings: ServerSettings, catalog: Catalog, description: str, li
 
 def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
                  backend_factory: BackendFactory = make_backend,
-                 checks: QueryEngine | None = None) -> SqaleServer:
+                 checks: WorkerPool | None = None) -> SqaleServer:
     """Validate every database, the prompts and the log path, then build the server.
 
     `checks`: the engine the databases and verified libraries are checked on (its owner closes
@@ -216,7 +216,7 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
     """
     settings.address  # noqa: B018 - a malformed address (Ollama's host) is a ConfigError now
     specs = collect_databases(settings, environ)
-    limits = EngineLimits(query_timeout=settings.query_timeout)
+    limits = WorkerLimits(query_timeout=settings.query_timeout)
     catalog = load_catalog(specs, limits, hide_rules_by_alias(settings, specs), engine=checks)
     catalog = attach_notes(catalog, settings.notes, settings.max_notes_chars)
     catalog = attach_verified(catalog, settings.verified)

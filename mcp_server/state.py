@@ -21,7 +21,7 @@ from agent.episode import EpisodeSettings, Round
 from agent.errors import ConfigError
 from agent.jsonl import dumps_line
 from agent.prompt import PromptSet, load_prompts
-from agent.sqlite import Database, EngineLimits, QueryEngine
+from agent.sqlite import Database, WorkerLimits, WorkerPool
 from agent.verified import VerifiedLibrary
 
 from .config.catalog import Catalog
@@ -135,7 +135,7 @@ async def open_state(settings: ServerSettings, catalog: Catalog, prompts: Prompt
                        callers: Sequence[Caller],
                        libraries: Mapping[str, VerifiedLibrary] | None = None) -> AsyncIterator[ServerState]:
     """Start the query workers and the backend, check the model once, and clean up at the end."""
-    engine = QueryEngine(EngineLimits(workers=settings.max_concurrent,
+    engine = WorkerPool(WorkerLimits(workers=settings.max_concurrent,
                                       query_timeout=settings.query_timeout))
     try:
         databases = {e.alias: Database(e.path, engine, hide=e.hide) for e in catalog.entries}

@@ -18,7 +18,7 @@ from agent.backends.ollama import OllamaBackend
 from agent.backends.openai_compat import OpenAICompletionsBackend
 from agent.episode import EpisodeResult, EpisodeStatus
 from agent.loop import run_episode
-from agent.sqlite import Database, EngineLimits, QueryEngine, create_database
+from agent.sqlite import Database, WorkerLimits, WorkerPool, create_database
 from tests.conftest import SHARED_DATA
 from tests.support.policies import (
     DEFAULT_MODEL,
@@ -100,7 +100,7 @@ def test_oracle_gives_gold_rows_through_both_backends(item: dict[str, Any], fake
     """Both backends send identical prompts and return the gold SQL's rows."""
     path = SPIDER / "database" / item["db_id"] / f"{item['db_id']}.sqlite"
     policy = OraclePolicy({item["question"]: item["query"]})
-    engine = QueryEngine(EngineLimits())
+    engine = WorkerPool(WorkerLimits())
     try:
         db = Database.unruled(path, engine)
         (ours, sent_a), (theirs, sent_b) = anyio.run(both, policy, fake_ollama, fake_openai,

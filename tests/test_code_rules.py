@@ -147,7 +147,7 @@ OPERATOR_MODULES = {
 }
 # What would run SQL past a Database's rules: the worker's requests, SQLite itself, the private
 # modules of agent/sqlite.
-_BYPASSES = {"sqlite3", "QueryRequest", "SchemaRequest", "QueryEngine.run"}
+_BYPASSES = {"sqlite3", "QueryRequest", "SchemaRequest", "WorkerPool.run"}
 
 
 def _unruled_sites(path: Path) -> list[str]:

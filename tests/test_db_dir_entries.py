@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.errors import ConfigError
-from agent.sqlite import EngineLimits
+from agent.sqlite import WorkerLimits
 from mcp_server.config.catalog import collect_databases, load_catalog, scan_db_dir
 from mcp_server.config.command_line import parse_settings
 from tests.support.server_settings import make_db
@@ -55,7 +55,7 @@ def test_the_flag_serves_links_out_of_the_folder(folder: Path, caplog: pytest.Lo
     """--db-dir-outside-links (db-dir-outside-links in the config file) serves them."""
     (folder / "up.db").symlink_to("../elsewhere/private.db")
     settings = parse_settings(["--db-dir", str(folder), "--db-dir-outside-links"], {})
-    catalog = load_catalog(collect_databases(settings, {}), EngineLimits())
+    catalog = load_catalog(collect_databases(settings, {}), WorkerLimits())
     assert catalog.aliases == ("current", "good", "up")
     assert catalog.entry("up").path == (folder.parent / "elsewhere" / "private.db").resolve()
     assert warnings(caplog) == []
@@ -73,7 +73,7 @@ def test_every_entry_that_is_no_file_is_skipped_with_a_warning(folder: Path,
     with socket.socket(socket.AF_UNIX) as sock:
         sock.bind(str(folder / "sock.db"))
         settings = parse_settings(["--db-dir", str(folder), "--db-dir-outside-links"], {})
-        catalog = load_catalog(collect_databases(settings, {}), EngineLimits())
+        catalog = load_catalog(collect_databases(settings, {}), WorkerLimits())
     assert catalog.aliases == ("current", "good")
     skipped = f"--db-dir {folder}: skipped"
     assert warnings(caplog) == [

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.commands.cli import main
-from agent.sqlite import Database, EngineLimits, HideRules, create_database, hiding_findings
+from agent.sqlite import Database, HideRules, WorkerLimits, create_database, hiding_findings
 from mcp_server.config.catalog import load_catalog
 from mcp_server.config.server_settings import DatabaseSpec
 from tests.support.policies import OraclePolicy
@@ -63,7 +63,7 @@ def test_no_hidden_key_no_warning(keyed: Path) -> None:
 def test_the_start_up_log_warns_about_hidden_keys(keyed: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The server logs the warning for its database at start."""
     with caplog.at_level("INFO", logger="mcp_server"):
-        load_catalog([DatabaseSpec(alias="k", path=keyed)], EngineLimits(), {"k": HideRules.parse(RULES)})
+        load_catalog([DatabaseSpec(alias="k", path=keyed)], WorkerLimits(), {"k": HideRules.parse(RULES)})
     assert f"database 'k': {WARNING}" in [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from agent.sqlite import Database, EngineLimits, HideRules, QueryEngine, QueryStatus, create_database
+from agent.sqlite import Database, HideRules, QueryStatus, WorkerLimits, WorkerPool, create_database
 from agent.sqlite._authorizer import StatementGuard
 from agent.sqlite.hiding import Withheld
 from agent.tools import run_tool
@@ -103,7 +103,7 @@ def leak_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def leak_db(leak_path: Path, engine: QueryEngine) -> Database:
+def leak_db(leak_path: Path, engine: WorkerPool) -> Database:
     return Database(leak_path, engine, hide=HideRules.parse(RULES))
 
 
@@ -154,7 +154,7 @@ def test_virtual_tables_and_their_storage_are_hidden_whole(leak_db: Database) ->
                                      "sqlite_autoindex_Customer_1")
 
 
-def test_a_hidden_name_answers_like_a_missing_one(tmp_path: Path, engine: QueryEngine) -> None:
+def test_a_hidden_name_answers_like_a_missing_one(tmp_path: Path, engine: WorkerPool) -> None:
     """run_query on a database with rules says, word for word, what it says on the same database
     without the hidden things: SQLite's `no such table/column/index`, with the same hints."""
     visible = ("CREATE TABLE Customer (CustomerId INTEGER PRIMARY KEY, FirstName TEXT, Mail TEXT);"
@@ -193,7 +193,7 @@ def test_rules_apply_past_the_schema_size_cap(tmp_path: Path) -> None:
         "CREATE TABLE Zwide (id INTEGER PRIMARY KEY, Email TEXT);"
         "INSERT INTO Zwide VALUES (1, 'SECRET-MAIL');"
         "CREATE VIEW Zview AS SELECT Email FROM Zwide;"))
-    engine = QueryEngine(EngineLimits(workers=1, schema_chars=400))
+    engine = WorkerPool(WorkerLimits(workers=1, schema_chars=400))
     try:
         db = Database(path, engine, hide=HideRules.parse(["Zsecret", "Zwide.Email"]))
         schema = db.schema()
@@ -210,7 +210,7 @@ def test_rules_apply_past_the_schema_size_cap(tmp_path: Path) -> None:
         engine.close()
 
 
-def test_rules_name_views_and_names_with_spaces(tmp_path: Path, engine: QueryEngine) -> None:
+def test_rules_name_views_and_names_with_spaces(tmp_path: Path, engine: WorkerPool) -> None:
     """A rule naming a view hides it; one naming a view's column hides the view whole; a table
     built over a hidden one is found however its definition quotes the name."""
     path = create_database(tmp_path / "views.db", """
@@ -236,7 +236,7 @@ def test_rules_name_views_and_names_with_spaces(tmp_path: Path, engine: QueryEng
 
 
 def test_a_table_sqlite_cannot_describe_is_hidden_when_a_rule_may_name_its_columns(
-        tmp_path: Path, engine: QueryEngine) -> None:
+        tmp_path: Path, engine: WorkerPool) -> None:
     """A virtual table whose module this SQLite lacks has no column list to match a rule
     against: a rule whose table part matches it hides it whole, and says so."""
     path = create_database(tmp_path / "module.db", """
@@ -275,7 +275,7 @@ def _sqlite_modules() -> set[str]:
 def test_two_rule_sets_on_one_file_never_share_a_connection(leak_path: Path) -> None:
     """What one rule set's statements leave on a connection (FTS5's prepared statements) is not
     visible to another: each (file, rules) pair has its own connection in the worker."""
-    engine = QueryEngine(EngineLimits(workers=1))
+    engine = WorkerPool(WorkerLimits(workers=1))
     try:
         full = Database.unruled(leak_path, engine)
         redacted = Database(leak_path, engine, hide=HideRules.parse(["Customer.Email"]))
@@ -334,8 +334,8 @@ async def test_a_redacted_alias_never_reads_through_the_full_alias_on_one_file(
 
 
 @pytest.fixture(scope="module")
-def engine() -> Iterator[QueryEngine]:
+def engine() -> Iterator[WorkerPool]:
     """One worker, so the module's databases share one process (and could share connections)."""
-    pool = QueryEngine(EngineLimits(workers=1))
+    pool = WorkerPool(WorkerLimits(workers=1))
     yield pool
     pool.close()

@@ -127,7 +127,7 @@ class SpyDatabase(Database):
     """A Database that records every SQL statement the loop and the tools run."""
 
     def __init__(self, db: Database) -> None:
-        super().__init__(db.path, db.engine, hide=db.hide or HideRules())
+        super().__init__(db.path, db.workers, hide=db.hide or HideRules())
         self.queries: list[str] = []
 
     async def aquery(self, sql: str, **kwargs: Any) -> QueryResult:

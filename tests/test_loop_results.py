@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.episode import EpisodeSettings, EpisodeStatus, StopReason
-from agent.sqlite import BlobRef, ClippedText, Database, EngineLimits, QueryEngine, create_database
+from agent.sqlite import BlobRef, ClippedText, Database, WorkerLimits, WorkerPool, create_database
 from tests.conftest import SHARED_DATA
 from tests.support.music_episodes import QUESTION, SCHEMA_SQL, run, script
 from tests.support.policies import OraclePolicy, PolicyBackend, assistant_reply, tool_call
@@ -62,7 +62,7 @@ CHINOOK_TABLES = {
 
 @pytest.mark.needs_shared("dbs/Chinook_Sqlite.sqlite")
 @pytest.mark.parametrize("question", list(CHINOOK_GOLD))
-def test_oracle_answers_on_chinook(engine: QueryEngine, question: str) -> None:
+def test_oracle_answers_on_chinook(engine: WorkerPool, question: str) -> None:
     """On the real Chinook database the oracle's episode returns the gold SQL's rows."""
     database = Database.unruled(CHINOOK, engine)
     try:
@@ -80,7 +80,7 @@ def test_oracle_answers_on_chinook(engine: QueryEngine, question: str) -> None:
 def test_statements_stopped_by_the_query_time_limit_are_counted(tmp_path: Path) -> None:
     """A run_query and an answer that overrun --query-timeout are counted for the caller."""
     slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
-    engine = QueryEngine(EngineLimits(query_timeout=0.5))
+    engine = WorkerPool(WorkerLimits(query_timeout=0.5))
     try:
         database = Database.unruled(create_database(tmp_path / "m.sqlite", SCHEMA_SQL), engine)
         database.query("SELECT 1", max_rows=1, timeout=30)  # start the worker outside the limit

@@ -12,7 +12,7 @@ import pytest
 from agent.episode import EpisodeResult, EpisodeSettings, EpisodeStatus, StopReason
 from agent.loop import run_episode
 from agent.prompt import SYSTEM_PROMPT
-from agent.sqlite import Database, EngineLimits, QueryEngine, create_database
+from agent.sqlite import Database, WorkerLimits, WorkerPool, create_database
 from agent.tools import Environment, run_tool
 from tests.support.policies import PolicyBackend, ScriptPolicy, assistant_reply, tool_call
 
@@ -34,7 +34,7 @@ BAD_SQL = "SELECT nope FROM artist"
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
     """A tiny music database built from SQL."""
-    engine = QueryEngine(EngineLimits(workers=1))
+    engine = WorkerPool(WorkerLimits(workers=1))
     path = create_database(tmp_path_factory.mktemp("loop") / "music.sqlite", SCHEMA_SQL)
     with Database.unruled(path, engine) as database:
         yield database

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.errors import ConfigError
-from agent.sqlite import Database, EngineLimits, HideRules, create_database
+from agent.sqlite import Database, HideRules, WorkerLimits, create_database
 from mcp_server.config.catalog import (
     Catalog,
     CatalogEntry,
@@ -72,7 +72,7 @@ def test_load_catalog_reads_tables_and_views(tmp_path: Path) -> None:
     """The catalog lists each database's tables and views in name order."""
     path = make_db(tmp_path / "shop.db", "CREATE TABLE b (x); CREATE TABLE a (y); "
                                          "CREATE VIEW v AS SELECT x FROM b;")
-    catalog = load_catalog([DatabaseSpec(alias="shop", path=path)], EngineLimits())
+    catalog = load_catalog([DatabaseSpec(alias="shop", path=path)], WorkerLimits())
     assert catalog == Catalog((CatalogEntry("shop", path.resolve(), ("a", "b"), ("v",)),))
 
 
@@ -80,10 +80,10 @@ def test_load_catalog_runs_on_a_given_engine_and_leaves_it_open(tmp_path: Path) 
     """On the engine the server started its worker on, the check uses that worker and leaves the
     engine to its owner: the same catalog, one worker started, none killed, the engine still serving."""
     path = make_db(tmp_path / "shop.db", "CREATE TABLE a (y);")
-    engine = startup_engine(EngineLimits())
+    engine = startup_engine(WorkerLimits())
     try:
         engine.start_worker()
-        catalog = load_catalog([DatabaseSpec(alias="shop", path=path)], EngineLimits(), engine=engine)
+        catalog = load_catalog([DatabaseSpec(alias="shop", path=path)], WorkerLimits(), engine=engine)
         assert catalog == Catalog((CatalogEntry("shop", path.resolve(), ("a",), ()),))
         assert (engine.starts, engine.kills) == (1, 0)
         assert [t.name for t in Database(path, engine, hide=HideRules()).schema().tables] == ["a"]
@@ -104,7 +104,7 @@ def test_load_catalog_names_the_bad_alias(tmp_path: Path) -> None:
          "SQLite header)"),
     ]:
         with pytest.raises(ConfigError) as info:
-            load_catalog([spec], EngineLimits())
+            load_catalog([spec], WorkerLimits())
         assert str(info.value) == message
 
 
@@ -165,7 +165,7 @@ def test_catalog_leaves_hidden_tables_out_and_warns_about_unmatched_rules(
                                               "CREATE INDEX CustomerEmail ON Customer (Email);")
     spec = DatabaseSpec(alias="a", path=path)
     with caplog.at_level("INFO", logger="mcp_server"):
-        catalog = load_catalog([spec], EngineLimits(), {"a": HideRules.parse(
+        catalog = load_catalog([spec], WorkerLimits(), {"a": HideRules.parse(
             ["Invoice", "customer.email", "Nope.*"])})
     assert catalog.entries[0].tables == ("Customer", "Track")
     assert [r.getMessage() for r in caplog.records if "hid" in r.getMessage()] == [
@@ -187,7 +187,7 @@ def test_db_dir_serves_the_good_files_and_warns_about_each_bad_one(tmp_path: Pat
     (folder / "notes.db").write_text("hello")
     make_db(folder / "bad name.db")
     settings = parse_settings(["--db-dir", str(folder)], {})
-    catalog = load_catalog(collect_databases(settings, {}), EngineLimits())
+    catalog = load_catalog(collect_databases(settings, {}), WorkerLimits())
     assert catalog.aliases == ("good",)
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
         f"--db-dir {folder}: skipped bad name.db: its name is not a usable alias; rename the file or serve "
@@ -203,7 +203,7 @@ def test_db_dir_with_only_bad_files_stops_start_up(tmp_path: Path) -> None:
     """--db-dir whose every file is bad (and nothing else configured): one line, not an empty server."""
     (tmp_path / "empty.db").write_bytes(b"")
     with pytest.raises(ConfigError) as info:
-        load_catalog(collect_databases(parse_settings(["--db-dir", str(tmp_path)], {}), {}), EngineLimits())
+        load_catalog(collect_databases(parse_settings(["--db-dir", str(tmp_path)], {}), {}), WorkerLimits())
     assert str(info.value) == ("no usable database: every --db-dir file was skipped (empty.db); "
                                "see the warnings above")
 
@@ -212,6 +212,6 @@ def test_an_empty_explicit_database_says_empty_file(tmp_path: Path) -> None:
     """An explicit --db naming a 0-byte file stops start-up saying "empty file"."""
     (tmp_path / "new.db").write_bytes(b"")
     with pytest.raises(ConfigError) as info:
-        load_catalog([DatabaseSpec(alias="new", path=tmp_path / "new.db")], EngineLimits())
+        load_catalog([DatabaseSpec(alias="new", path=tmp_path / "new.db")], WorkerLimits())
     assert str(info.value) == (f"database 'new': {tmp_path / 'new.db'}: empty file (0 bytes), not an SQLite "
                                "database; check the path")

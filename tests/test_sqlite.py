@@ -13,17 +13,17 @@ from agent.sqlite import (
     ClippedText,
     Column,
     Database,
-    EngineLimits,
     ForeignKey,
-    QueryEngine,
     QueryStatus,
+    WorkerLimits,
+    WorkerPool,
     validate_database_path,
 )
 from tests.support.console import console_script, shadowing_folder
 
 
 @pytest.fixture
-def engine(deadline_engine: QueryEngine) -> QueryEngine:
+def engine(deadline_engine: WorkerPool) -> WorkerPool:
     """A fresh pool with a short deadline (overrides the module-wide pool of conftest)."""
     return deadline_engine
 
@@ -40,7 +40,7 @@ def test_validate_rejects_missing_directory_and_non_sqlite(tmp_path: Path) -> No
         validate_database_path(text)
 
 
-def test_schema_reads_columns_keys_and_views(shop: Path, engine: QueryEngine) -> None:
+def test_schema_reads_columns_keys_and_views(shop: Path, engine: WorkerPool) -> None:
     """Schema lists tables and views with columns, PKs, defaults and resolved FKs."""
     schema = Database.unruled(shop, engine).schema()
     assert schema.names == ("big_orders", "customer", "order")
@@ -57,7 +57,7 @@ def test_schema_reads_columns_keys_and_views(shop: Path, engine: QueryEngine) ->
     assert schema.incoming("customer") == order.foreign_keys
 
 
-def test_query_returns_rows_counts_and_clips(shop: Path, engine: QueryEngine) -> None:
+def test_query_returns_rows_counts_and_clips(shop: Path, engine: WorkerPool) -> None:
     """Rows up to the cap, the total counted, blobs and long text replaced when clipping."""
     db = Database.unruled(shop, engine)
     result = db.query('SELECT id, photo, note FROM "order" ORDER BY id', max_rows=2, cell_limit=3)
@@ -68,13 +68,13 @@ def test_query_returns_rows_counts_and_clips(shop: Path, engine: QueryEngine) ->
     assert result.tables_read == frozenset({"order"})
 
 
-def test_sql_errors_are_values(shop: Path, engine: QueryEngine) -> None:
+def test_sql_errors_are_values(shop: Path, engine: WorkerPool) -> None:
     """SQLite's own message comes back as an error value, never an exception."""
     result = Database.unruled(shop, engine).query("SELECT nme FROM customer", max_rows=5)
     assert (result.status, result.error) == (QueryStatus.SQL_ERROR, "no such column: nme")
 
 
-def test_parameters_are_bound_by_sqlite_never_spliced_into_the_text(shop: Path, engine: QueryEngine) -> None:
+def test_parameters_are_bound_by_sqlite_never_spliced_into_the_text(shop: Path, engine: WorkerPool) -> None:
     """Named parameters take the values given (quotes and SQL in them stay data); what the statement
     read is known with them bound; a parameter left unbound or bound by position is an SQL error value."""
     db = Database.unruled(shop, engine)
@@ -92,7 +92,7 @@ def test_parameters_are_bound_by_sqlite_never_spliced_into_the_text(shop: Path, 
         (QueryStatus.SQL_ERROR, "Binding 1 has no name, but you supplied a dictionary (which has only names).")]
 
 
-def test_repeated_statement_still_reports_tables_read(shop: Path, engine: QueryEngine) -> None:
+def test_repeated_statement_still_reports_tables_read(shop: Path, engine: WorkerPool) -> None:
     """The same SQL run twice reports the tables it reads both times (no statement cache)."""
     db = Database.unruled(shop, engine)
     sql = 'SELECT c.name FROM customer c JOIN "order" o ON o.customer_id = c.id'
@@ -101,7 +101,7 @@ def test_repeated_statement_still_reports_tables_read(shop: Path, engine: QueryE
     assert first.tables_read == second.tables_read == frozenset({"customer", "order"})
 
 
-def test_schema_degrades_per_object(geo: Path, engine: QueryEngine) -> None:
+def test_schema_degrades_per_object(geo: Path, engine: WorkerPool) -> None:
     """R*Tree, FTS5 and plain tables read; a dbstat view, a doubling chain and a table of a
     missing module (SpatiaLite's spatial index) get a note."""
     schema = Database.unruled(geo, engine).schema()
@@ -129,7 +129,7 @@ def test_worker_ignores_a_workspace_with_its_own_agent_package(shop: Path, tmp_p
 def test_a_worker_that_dies_before_answering_raises_with_its_stderr(shop: Path, monkeypatch) -> None:
     """A worker that cannot even start Python is an error naming the exit status and its stderr."""
     monkeypatch.setenv("PYTHONHOME", str(shop.parent / "no-such-python-home"))
-    engine = QueryEngine(EngineLimits(query_timeout=5))
+    engine = WorkerPool(WorkerLimits(query_timeout=5))
     try:
         with pytest.raises(DatabaseWorkerError) as info:
             Database.unruled(shop, engine).schema()

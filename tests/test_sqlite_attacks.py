@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.sqlite import Database, QueryEngine, QueryStatus
+from agent.sqlite import Database, QueryStatus, WorkerPool
 from tests.support.databases import digest
 
 
 @pytest.fixture
-def engine(deadline_engine: QueryEngine) -> QueryEngine:
+def engine(deadline_engine: WorkerPool) -> WorkerPool:
     """A fresh pool with a short deadline (overrides the module-wide pool of conftest)."""
     return deadline_engine
 
@@ -71,7 +71,7 @@ ATTACKS = [
 
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_attack_changes_nothing_and_returns_an_error(attack: str, shop: Path,
-                                                     engine: QueryEngine) -> None:
+                                                     engine: WorkerPool) -> None:
     """Every write/attach/vacuum/pragma/multi-statement trick leaves the file byte-identical."""
     before = digest(shop)
     files_before = sorted(os.listdir(shop.parent))
@@ -84,7 +84,7 @@ def test_attack_changes_nothing_and_returns_an_error(attack: str, shop: Path,
     assert db.query("SELECT count(*) FROM customer", max_rows=1).rows == ((2,),)
 
 
-def test_read_only_pragmas_and_table_valued_pragmas_work(shop: Path, engine: QueryEngine) -> None:
+def test_read_only_pragmas_and_table_valued_pragmas_work(shop: Path, engine: WorkerPool) -> None:
     """Reporting pragmas, as statements and as table-valued functions, are allowed."""
     db = Database.unruled(shop, engine)
     assert db.query("PRAGMA table_info(customer)", max_rows=5).ok
@@ -112,7 +112,7 @@ RTREE_ATTACKS = [
 
 
 @pytest.mark.parametrize("attack", RTREE_ATTACKS)
-def test_rtree_and_fts5_attacks_change_nothing(attack: str, geo: Path, engine: QueryEngine) -> None:
+def test_rtree_and_fts5_attacks_change_nothing(attack: str, geo: Path, engine: WorkerPool) -> None:
     """Reading R*Tree tables is allowed; every write to them or their shadow tables is refused."""
     before = digest(geo)
     files_before = sorted(os.listdir(geo.parent))

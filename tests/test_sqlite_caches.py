@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent.sqlite import Database, EngineLimits, HideRules, QueryEngine, _guard, create_database
+from agent.sqlite import Database, HideRules, WorkerLimits, WorkerPool, _guard, create_database
 
 SHOP = """
 CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT, city TEXT, email TEXT);
@@ -31,9 +31,9 @@ def shop(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def engine() -> Iterator[QueryEngine]:
+def engine() -> Iterator[WorkerPool]:
     """One worker, so that every Database of a test shares its guarded connection and memory."""
-    pool = QueryEngine(EngineLimits(workers=1))
+    pool = WorkerPool(WorkerLimits(workers=1))
     yield pool
     pool.close()
 
@@ -52,7 +52,7 @@ def _reads(db: Database, sql: str, **params: Any) -> tuple[set[str], set[tuple[s
 
 
 @pytest.mark.anyio
-async def test_aschema_rereads_a_changed_file_at_once(shop: Path, engine: QueryEngine) -> None:
+async def test_aschema_rereads_a_changed_file_at_once(shop: Path, engine: WorkerPool) -> None:
     """The schema answered on the event loop is the file's current one: a new table, then a new
     file renamed over the path, show in the very next call."""
     db = Database.unruled(shop, engine)
@@ -65,7 +65,7 @@ async def test_aschema_rereads_a_changed_file_at_once(shop: Path, engine: QueryE
     assert [t.name for t in db.schema().tables] == ["planet"]
 
 
-def test_remembered_reads_are_each_statements_own(shop: Path, engine: QueryEngine) -> None:
+def test_remembered_reads_are_each_statements_own(shop: Path, engine: WorkerPool) -> None:
     """Statements run in turn, each twice, report their own reads every time, never another's."""
     db = Database.unruled(shop, engine)
     statements = {
@@ -81,7 +81,7 @@ def test_remembered_reads_are_each_statements_own(shop: Path, engine: QueryEngin
             assert _reads(db, sql) == expected, sql
 
 
-def test_remembered_reads_never_cross_rule_sets(shop: Path, engine: QueryEngine) -> None:
+def test_remembered_reads_never_cross_rule_sets(shop: Path, engine: WorkerPool) -> None:
     """The same SQL on the same file under other hide rules reports what those rules let it see,
     whichever ran first and however often."""
     open_db = Database.unruled(shop, engine)
@@ -102,7 +102,7 @@ def test_remembered_reads_never_cross_rule_sets(shop: Path, engine: QueryEngine)
     assert _reads(open_db, wide)[1] >= {("customer", "email"), ("invoice", "total")}
 
 
-def test_remembered_reads_follow_a_schema_change_and_a_new_file(shop: Path, engine: QueryEngine) -> None:
+def test_remembered_reads_follow_a_schema_change_and_a_new_file(shop: Path, engine: WorkerPool) -> None:
     """`SELECT *` after the table gains a column, and after another file is renamed over the
     path, reports the columns it reads now."""
     db = Database.unruled(shop, engine)
@@ -118,7 +118,7 @@ def test_remembered_reads_follow_a_schema_change_and_a_new_file(shop: Path, engi
     assert _reads(db, star) == ({"invoice"}, {("invoice", "code"), ("invoice", "paid")})
 
 
-def test_bound_values_are_part_of_what_is_remembered(shop: Path, engine: QueryEngine) -> None:
+def test_bound_values_are_part_of_what_is_remembered(shop: Path, engine: WorkerPool) -> None:
     """A parameterized statement reports the same reads whatever is bound, run after run."""
     db = Database.unruled(shop, engine)
     sql = "SELECT name FROM customer WHERE id = :id"

@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 
 from agent.errors import DatabasePathError
-from agent.sqlite import Database, QueryEngine, validate_database_path
+from agent.sqlite import Database, WorkerPool, validate_database_path
 from tests.support.databases import digest, mount_read_only, wal_database
 from tests.support.sqlite_files import build_db
 
 
 @pytest.fixture
-def engine(deadline_engine: QueryEngine) -> QueryEngine:
+def engine(deadline_engine: WorkerPool) -> WorkerPool:
     """A fresh pool with a short deadline (overrides the module-wide pool of conftest)."""
     return deadline_engine
 
 
-def test_schema_cache_refreshes_when_file_changes(shop: Path, engine: QueryEngine) -> None:
+def test_schema_cache_refreshes_when_file_changes(shop: Path, engine: WorkerPool) -> None:
     """A table added to the file shows up in the next schema() call."""
     db = Database.unruled(shop, engine)
     assert "extra" not in db.schema().names
@@ -59,7 +59,7 @@ def test_wal_database_in_writable_folder_sees_every_commit(tmp_path: Path) -> No
         assert db.query("SELECT x FROM t ORDER BY x", max_rows=5).rows == ((1,), (2,))
 
 
-def test_damaged_file_is_a_path_error(tmp_path: Path, engine: QueryEngine) -> None:
+def test_damaged_file_is_a_path_error(tmp_path: Path, engine: WorkerPool) -> None:
     """A file with the SQLite header but damaged contents is a DatabasePathError, not a crash."""
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"SQLite format 3\x00" + b"\xff" * 2000)
@@ -70,7 +70,7 @@ def test_damaged_file_is_a_path_error(tmp_path: Path, engine: QueryEngine) -> No
         db.query("SELECT 1", max_rows=1)
 
 
-def test_a_file_replaced_at_the_same_path_is_read_afresh(tmp_path: Path, engine: QueryEngine) -> None:
+def test_a_file_replaced_at_the_same_path_is_read_afresh(tmp_path: Path, engine: WorkerPool) -> None:
     """After os.replace swaps the file, queries and schema see the new file, not the old one."""
     path = build_db(tmp_path / "live.sqlite", "CREATE TABLE old (x); INSERT INTO old VALUES (1);")
     db = Database.unruled(path, engine)
@@ -95,7 +95,7 @@ def _swap(path: Path, make: object) -> None:
     ("removed", "no such file"),
 ])
 def test_a_changed_file_is_refused_when_the_worker_reopens_it(
-        swap: str, reason: str, tmp_path: Path, engine: QueryEngine) -> None:
+        swap: str, reason: str, tmp_path: Path, engine: WorkerPool) -> None:
     """After a swap the worker re-validates: a clear DatabasePathError, quickly, no rows."""
     path = build_db(tmp_path / "served.sqlite", "CREATE TABLE t (x); INSERT INTO t VALUES (1);")
     other = build_db(tmp_path / "outside" / "secret.sqlite",

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.sqlite import CancelToken, Database, EngineLimits, QueryEngine, QueryStatus, ResultCut
+from agent.sqlite import CancelToken, Database, QueryStatus, ResultCut, WorkerLimits, WorkerPool
 from tests.support.databases import BOMBS
 from tests.support.sqlite_files import DEADLINE, build_db
 
 
 @pytest.fixture
-def engine(deadline_engine: QueryEngine) -> QueryEngine:
+def engine(deadline_engine: WorkerPool) -> WorkerPool:
     """A fresh pool with a short deadline (overrides the module-wide pool of conftest)."""
     return deadline_engine
 
@@ -23,7 +23,7 @@ def engine(deadline_engine: QueryEngine) -> QueryEngine:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(BOMBS))
 def test_bomb_returns_within_deadline_and_next_query_works(name: str, shop: Path,
-                                                           engine: QueryEngine) -> None:
+                                                           engine: WorkerPool) -> None:
     """Each bomb releases the caller within the deadline plus 1 s; the next query works."""
     db = Database.unruled(shop, engine)
     db.query("SELECT 1", max_rows=1)  # the worker has started: its start-up is not timed
@@ -44,7 +44,7 @@ CANCEL_DEADLINE = 30.0
 
 def test_cancel_token_interrupts_a_running_query(shop: Path) -> None:
     """Cancelling from another thread stops a long query well before its deadline."""
-    eng = QueryEngine(EngineLimits(query_timeout=CANCEL_DEADLINE))
+    eng = WorkerPool(WorkerLimits(query_timeout=CANCEL_DEADLINE))
     try:
         db = Database.unruled(shop, eng)
         db.query("SELECT 1", max_rows=1)  # the worker has started
@@ -63,7 +63,7 @@ def test_async_query_cancelled_by_caller_interrupts_worker(shop: Path) -> None:
     """Cancelling the awaiting task interrupts the query; the engine serves the next one."""
     import anyio
 
-    eng = QueryEngine(EngineLimits(query_timeout=CANCEL_DEADLINE))
+    eng = WorkerPool(WorkerLimits(query_timeout=CANCEL_DEADLINE))
     db = Database.unruled(shop, eng)
 
     async def scenario() -> tuple[float, QueryStatus]:
@@ -83,7 +83,7 @@ def test_async_query_cancelled_by_caller_interrupts_worker(shop: Path) -> None:
 
 
 @pytest.mark.slow
-def test_view_chain_bomb_returns_within_deadline(geo: Path, engine: QueryEngine) -> None:
+def test_view_chain_bomb_returns_within_deadline(geo: Path, engine: WorkerPool) -> None:
     """Querying a view that doubles 17 times fails within the deadline; the next query works."""
     db = Database.unruled(geo, engine)
     db.query("SELECT 1", max_rows=1)  # the worker has started: its start-up is not timed
@@ -99,7 +99,7 @@ def test_schema_kept_per_database_is_bounded(tmp_path: Path) -> None:
     columns = ", ".join(f"c{i:03d}_{'n' * 200}" for i in range(100))
     script = "".join(f"CREATE TABLE t{t} ({columns});" for t in range(5))
     path = build_db(tmp_path / "wide.sqlite", script)
-    eng = QueryEngine(EngineLimits(schema_chars=50_000))
+    eng = WorkerPool(WorkerLimits(schema_chars=50_000))
     try:
         schema = Database.unruled(path, eng).schema()
     finally:
@@ -136,7 +136,7 @@ def test_size_bomb_is_cut_in_the_worker(name: str, shop: Path) -> None:
     """Rows, cells and columns are cut to the byte budget before leaving the worker; the count
     pass holds one row at a time, so it finishes where the first rows fit."""
     sql, total, cut, kept = SIZE_BOMBS[name]
-    eng = QueryEngine(EngineLimits(query_timeout=30))
+    eng = WorkerPool(WorkerLimits(query_timeout=30))
     try:
         result = Database.unruled(shop, eng).query(sql, max_rows=50, cell_limit=10_000, byte_budget=262_144)
     finally:
@@ -148,7 +148,7 @@ def test_size_bomb_is_cut_in_the_worker(name: str, shop: Path) -> None:
 
 def test_tool_budget_cuts_columns_and_says_how_many(shop: Path) -> None:
     """With short cells, columns past the budget are left out and counted."""
-    eng = QueryEngine(EngineLimits(query_timeout=30))
+    eng = WorkerPool(WorkerLimits(query_timeout=30))
     try:
         result = Database.unruled(shop, eng).query(BALLOON_SQL, max_rows=50, cell_limit=100,
                                            byte_budget=65_536)
@@ -158,7 +158,7 @@ def test_tool_budget_cuts_columns_and_says_how_many(shop: Path) -> None:
     assert (len(result.columns), len(result.rows), result.total_rows) == (504, 1, 50)
 
 
-def test_no_budget_keeps_every_row_and_column(shop: Path, engine: QueryEngine) -> None:
+def test_no_budget_keeps_every_row_and_column(shop: Path, engine: WorkerPool) -> None:
     """Without a byte budget only max_rows and cell_limit apply (evaluation compares whole rows)."""
     result = Database.unruled(shop, engine).query("SELECT id, note FROM \"order\" ORDER BY id", max_rows=5)
     assert (result.rows, result.cut) == (((1, "first"), (2, "second"), (3, "third")), None)

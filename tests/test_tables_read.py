@@ -12,7 +12,7 @@ from mcp import Client
 
 from agent.evaluation.datasets import load_dataset, select_examples
 from agent.loop import run_episode
-from agent.sqlite import Database, HideRules, QueryEngine, QueryResult, create_database
+from agent.sqlite import Database, HideRules, QueryResult, WorkerPool, create_database
 from mcp_server.answer.output import AnswerOutput, tables_line
 from mcp_server.app import build_server
 from mcp_server.config.command_line import parse_settings
@@ -301,7 +301,7 @@ def _with_using(sql: str) -> str:
 
 
 @pytest.mark.needs_shared("spider_dev/dev.json", "bird_minidev/mini_dev_sqlite.json")
-def test_gold_sql_reads_the_same_whatever_the_join_syntax(engine: QueryEngine) -> None:
+def test_gold_sql_reads_the_same_whatever_the_join_syntax(engine: WorkerPool) -> None:
     """Spider dev and BIRD mini-dev gold SQL: the program adds nothing to what the authorizer
     reports of ON joins (but its spelling), and each join rewritten with USING reports exactly what
     its ON form does."""

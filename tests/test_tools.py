@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from agent.sqlite import Database, QueryEngine, QueryStatus
+from agent.sqlite import Database, QueryStatus, WorkerPool
 from agent.tools import ToolSettings
 from tests.support.weird_database import arun_tool, build, outcome, run_tool, without_query
 
@@ -211,7 +211,7 @@ def test_submit_sql_runs_like_run_query(weird: Database) -> None:
 
 # --- schema changes, many tables, async -------------------------------------------------------
 
-def test_schema_refresh_after_the_file_changes(tmp_path: Path, engine: QueryEngine) -> None:
+def test_schema_refresh_after_the_file_changes(tmp_path: Path, engine: WorkerPool) -> None:
     """A table added by another writer shows up in the next call."""
     path = build(tmp_path / "grow.sqlite", "CREATE TABLE alpha (x);")
     with Database.unruled(path, engine) as db:
@@ -224,7 +224,7 @@ def test_schema_refresh_after_the_file_changes(tmp_path: Path, engine: QueryEngi
             "table beta: 1 row, 1 column\ny  INTEGER  NOT NULL")
 
 
-def test_thousand_tables_stay_compact(tmp_path: Path, engine: QueryEngine) -> None:
+def test_thousand_tables_stay_compact(tmp_path: Path, engine: WorkerPool) -> None:
     """list_tables on 1,000 tables fits result_chars and says how to filter; pattern finds one."""
     sql = "".join(f"CREATE TABLE t{i:04d} (id INTEGER PRIMARY KEY);" for i in range(1000))
     with Database.unruled(build(tmp_path / "wide.sqlite", sql), engine) as db:

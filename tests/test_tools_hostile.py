@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.sqlite import Database, EngineLimits, QueryEngine
+from agent.sqlite import Database, WorkerLimits, WorkerPool
 from agent.tools import ToolSettings
 from tests.support.weird_database import build, outcome, run_tool
 
@@ -16,7 +16,7 @@ def test_timeouts(tmp_path: Path) -> None:
     """Runaway queries stop at the engine's deadline; the text says the limit and what to do."""
     path = build(tmp_path / "t.sqlite", "CREATE VIEW forever AS WITH RECURSIVE c(x) AS "
                                         "(SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c;")
-    engine = QueryEngine(EngineLimits(query_timeout=0.3))
+    engine = WorkerPool(WorkerLimits(query_timeout=0.3))
     with Database.unruled(path, engine) as db:
         start = time.monotonic()
         query = run_tool(db, "run_query", {"sql": "SELECT count(*) FROM forever"})
@@ -45,7 +45,7 @@ INSERT INTO "abc‮txt" VALUES (1, 1);
 
 
 @pytest.fixture(scope="module")
-def hostile(tmp_path_factory: pytest.TempPathFactory, engine: QueryEngine) -> Database:
+def hostile(tmp_path_factory: pytest.TempPathFactory, engine: WorkerPool) -> Database:
     """Table and column names carrying newlines, a fake instruction and a bidi override."""
     return Database.unruled(build(tmp_path_factory.mktemp("hostile") / "h.sqlite", HOSTILE_SQL), engine)
 
@@ -98,7 +98,7 @@ CREATE VIEW chain0 AS SELECT 1 AS x;
 
 
 @pytest.fixture(scope="module")
-def geopackage(tmp_path_factory: pytest.TempPathFactory, engine: QueryEngine) -> Database:
+def geopackage(tmp_path_factory: pytest.TempPathFactory, engine: WorkerPool) -> Database:
     """A GeoPackage-like file: an R*Tree, FTS5, views, a view over dbstat and a doubling chain."""
     return Database.unruled(build(tmp_path_factory.mktemp("gpkg") / "g.gpkg", GEOPACKAGE_SQL), engine)
 
@@ -128,9 +128,9 @@ def test_run_query_on_a_balloon_is_bounded_and_counts_every_column(tmp_path: Pat
     sql = ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<50), "
            "t(a) AS (SELECT printf('%.4500c','x')) SELECT " + ",".join(["a"] * 2000) + " FROM t, r")
     with Database.unruled(build(tmp_path / "e.sqlite", "CREATE TABLE e (x);"),
-                  QueryEngine(EngineLimits(query_timeout=30))) as db:
+                  WorkerPool(WorkerLimits(query_timeout=30))) as db:
         result = run_tool(db, "run_query", {"sql": sql})
-        db.engine.close()
+        db.workers.close()
     assert result.ok and len(result.text) <= ToolSettings().result_chars
     assert result.text.endswith("[showing 1 of 50 rows; add WHERE/LIMIT or aggregate to see others]\n"
                                 "[showing 11 of 2000 columns; select only the columns you need]")

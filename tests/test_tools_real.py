@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.sqlite import Database, QueryEngine
+from agent.sqlite import Database, WorkerPool
 from agent.tools import ToolSettings
 from tests.conftest import SHARED_DATA, SHARED_DBS
 from tests.support.weird_database import outcome, run_tool
@@ -16,14 +16,14 @@ DBS = SHARED_DBS
 SPIDER = SHARED_DATA / "spider_dev" / "database"
 
 
-def real(path: Path, engine: QueryEngine) -> Database:
+def real(path: Path, engine: WorkerPool) -> Database:
     if not path.exists():
         pytest.skip(f"{path} is absent (../shared/data is not next to this clone)")
     return Database.unruled(path, engine)
 
 
 @pytest.fixture
-def chinook(engine: QueryEngine) -> Iterator[Database]:
+def chinook(engine: WorkerPool) -> Iterator[Database]:
     """The Chinook music store database from ../shared/data."""
     with real(DBS / "Chinook_Sqlite.sqlite", engine) as db:
         yield db
@@ -58,7 +58,7 @@ def test_chinook_join_path_and_distinct(chinook: Database) -> None:
         "'U2'           | 44")
 
 
-def test_northwind_order_details(engine: QueryEngine) -> None:
+def test_northwind_order_details(engine: WorkerPool) -> None:
     """Northwind's "Order Details" works in every tool that takes a table."""
     with real(DBS / "northwind.db", engine) as db:
         assert run_tool(db, "sample_rows", {"table_name": "Order Details", "limit": 2}) == outcome(
@@ -74,7 +74,7 @@ def test_northwind_order_details(engine: QueryEngine) -> None:
         assert (query.text, query.tables) == ("count(*)\n--------\n2155\n[1 row]", {"Order Details"})
 
 
-def test_bakerydemo_lists_all_85_tables(engine: QueryEngine) -> None:
+def test_bakerydemo_lists_all_85_tables(engine: WorkerPool) -> None:
     """All 85 tables of a real Django database fit in one list_tables call."""
     with real(DBS / "wagtail_bakerydemo.sqlite", engine) as db:
         lines = run_tool(db, "list_tables", {}).text.splitlines()
@@ -82,7 +82,7 @@ def test_bakerydemo_lists_all_85_tables(engine: QueryEngine) -> None:
 
 
 @pytest.mark.parametrize("db_id", ["concert_singer", "pets_1", "car_1", "world_1", "flight_2"])
-def test_spider_databases_every_tool_on_every_table(engine: QueryEngine, db_id: str) -> None:
+def test_spider_databases_every_tool_on_every_table(engine: WorkerPool, db_id: str) -> None:
     """Every tool on every table of Spider dev databases returns ok text within the size cap."""
     with real(SPIDER / db_id / f"{db_id}.sqlite", engine) as db:
         schema = db.schema()

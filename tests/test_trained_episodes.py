@@ -17,7 +17,7 @@ import pytest
 
 from agent.episode import EpisodeStatus, StopReason
 from agent.loop import run_episode
-from agent.sqlite import Database, EngineLimits, QueryEngine
+from agent.sqlite import Database, WorkerLimits, WorkerPool
 from agent.tools import run_tool
 from tests.support.policies import PolicyBackend, last_user_turn
 from tests.support.sqale_episodes import (
@@ -44,7 +44,7 @@ SHOWN_CALLS = [
 def databases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Database]]:
     """One database per episode, built from its schema and the rows it shows."""
     directory = tmp_path_factory.mktemp("episodes")
-    engine = QueryEngine(EngineLimits(workers=2))
+    engine = WorkerPool(WorkerLimits(workers=2))
     opened = {e["id"]: Database.unruled(build_database(e, directory), engine) for e in EPISODES or []}
     yield opened
     engine.close()

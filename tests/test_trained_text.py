@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.sqlite import ClippedText, Column, Database, EngineLimits, QueryEngine, Table, create_database
+from agent.sqlite import ClippedText, Column, Database, Table, WorkerLimits, WorkerPool, create_database
 from agent.tools import ToolSettings, run_tool
 from agent.tools.trained_text import normalise_statement, pipe_cell, render_statement
 
@@ -38,7 +38,7 @@ line2', x'0001'), (1, 0.1, '', NULL), (2, NULL, NULL, NULL), (3, 1e20, printf('%
 def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
     """A small music database built from SQL written the way people write it."""
     path = create_database(tmp_path_factory.mktemp("trained") / "music.sqlite", SCHEMA)
-    engine = QueryEngine(EngineLimits(workers=1))
+    engine = WorkerPool(WorkerLimits(workers=1))
     with Database.unruled(path, engine) as database:
         yield database
     engine.close()

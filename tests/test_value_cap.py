@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.sqlite import Database, QueryEngine, QueryStatus, create_database
+from agent.sqlite import Database, QueryStatus, WorkerPool, create_database
 
 CAP = 16 * 1024 * 1024  # GuardSettings.min_value_length: the cap of a small file
 SCHEMA = """
@@ -30,7 +30,7 @@ PAST_THE_CAP = {
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory, engine: QueryEngine) -> Database:
+def db(tmp_path_factory: pytest.TempPathFactory, engine: WorkerPool) -> Database:
     return Database.unruled(create_database(tmp_path_factory.mktemp("cap") / "cap.db", SCHEMA), engine)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agent.episode import EpisodeSettings, EpisodeStatus, StopReason
-from agent.sqlite import Database, HideRules, QueryEngine, create_database
+from agent.sqlite import Database, HideRules, WorkerPool, create_database
 from agent.sqlite.text_index import TextIndex
 from agent.verified import VerifiedLibrary, consult, normalise_question
 from agent.verified.matching import hint_evidence, same_evidence
@@ -41,9 +41,9 @@ def shop(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def pool() -> Iterator[QueryEngine]:
+def pool() -> Iterator[WorkerPool]:
     """A worker pool for the test's databases."""
-    engine = QueryEngine()
+    engine = WorkerPool()
     yield engine
     engine.close()
 
@@ -110,7 +110,7 @@ def test_an_index_nobody_holds_closes_its_connection() -> None:
 
 
 def test_loading_serves_checked_entries_and_refuses_each_bad_one_in_one_line(
-        shop: Path, tmp_path: Path, pool: QueryEngine) -> None:
+        shop: Path, tmp_path: Path, pool: WorkerPool) -> None:
     """Bad JSON, another alias, from-log, failing SQL, writes, clashes: one line each, never served."""
     library_file = write_lines(
         tmp_path / "shop-verified.jsonl",
@@ -149,7 +149,7 @@ def test_loading_serves_checked_entries_and_refuses_each_bad_one_in_one_line(
 
 
 def test_entries_reading_hidden_data_are_refused_as_missing_and_named_in_the_operators_log_only(
-        shop: Path, tmp_path: Path, pool: QueryEngine) -> None:
+        shop: Path, tmp_path: Path, pool: WorkerPool) -> None:
     """Under hide rules an entry reading a hidden table or column is refused: its reason is what a
     missing name gets (whoever saved it may read it); the operator's log line adds the hidden names
     its text writes (nothing runs without the rules)."""
@@ -182,7 +182,7 @@ def test_entries_reading_hidden_data_are_refused_as_missing_and_named_in_the_ope
     ]
 
 
-def test_shared_files_skip_other_served_aliases_silently(shop: Path, tmp_path: Path, pool: QueryEngine) -> None:
+def test_shared_files_skip_other_served_aliases_silently(shop: Path, tmp_path: Path, pool: WorkerPool) -> None:
     """One file for two aliases: each serves its own entries and refuses none of the other's."""
     library_file = write_lines(tmp_path / "all.jsonl", entry(COUNT_Q, COUNT_SQL),
                                entry("How many people?", "SELECT count(*) FROM people", database="hr"))
@@ -203,7 +203,7 @@ class CountingDatabase(Database):
 
 
 def test_an_edited_file_is_reloaded_on_the_next_question_and_only_new_sql_runs(
-        shop: Path, tmp_path: Path, pool: QueryEngine) -> None:
+        shop: Path, tmp_path: Path, pool: WorkerPool) -> None:
     """Appending a line serves it next time; unchanged entries are not run again; deleting stops serving."""
     library_file = write_lines(tmp_path / "lib.jsonl", entry(COUNT_Q, COUNT_SQL))
     database = CountingDatabase(shop, pool, hide=HideRules())
@@ -222,7 +222,7 @@ def test_an_edited_file_is_reloaded_on_the_next_question_and_only_new_sql_runs(
 
 
 async def test_consult_answers_the_same_question_from_the_library_without_a_model(
-        shop: Path, tmp_path: Path, pool: QueryEngine) -> None:
+        shop: Path, tmp_path: Path, pool: WorkerPool) -> None:
     """The entry's SQL runs now: status verified, rows, tables read, provenance; limits apply."""
     library = VerifiedLibrary(write_lines(tmp_path / "lib.jsonl", entry(
         COUNT_Q, COUNT_SQL, added_by="ann", added_at="2025-01-02T10:00:00+00:00", tags=["orders"]),
@@ -244,7 +244,7 @@ async def test_consult_answers_the_same_question_from_the_library_without_a_mode
 
 
 async def test_consult_never_serves_an_entry_that_fails_now_or_other_evidence(
-        tmp_path: Path, pool: QueryEngine) -> None:
+        tmp_path: Path, pool: WorkerPool) -> None:
     """A table dropped after loading, or the caller's own evidence: the model answers, told why."""
     shop = create_database(tmp_path / "shop.db", SHOP)
     library = VerifiedLibrary(write_lines(tmp_path / "lib.jsonl", entry(COUNT_Q, COUNT_SQL)), "shop")
@@ -263,7 +263,7 @@ async def test_consult_never_serves_an_entry_that_fails_now_or_other_evidence(
     assert (fresh.answer, fresh.not_served, [e.question for e in fresh.similar]) == (None, None, [COUNT_Q])
 
 
-async def test_similar_questions_are_listed_not_served(shop: Path, tmp_path: Path, pool: QueryEngine) -> None:
+async def test_similar_questions_are_listed_not_served(shop: Path, tmp_path: Path, pool: WorkerPool) -> None:
     """A paraphrase gets the similar entries, best first, and no verified answer."""
     total = entry("What is the total order amount?", "SELECT sum(amount) FROM orders")
     library = VerifiedLibrary(write_lines(tmp_path / "lib.jsonl", entry(COUNT_Q, COUNT_SQL),

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agent.episode import EpisodeSettings, EpisodeStatus
-from agent.sqlite import Database, HideRules, QueryEngine, create_database
+from agent.sqlite import Database, HideRules, WorkerPool, create_database
 from agent.verified import BoundParam, Consulted, TemplateMiss, VerifiedLibrary, consult
 
 pytestmark = pytest.mark.anyio
@@ -36,15 +36,15 @@ SETTINGS = EpisodeSettings()
 
 
 @pytest.fixture
-def pool() -> Iterator[QueryEngine]:
+def pool() -> Iterator[WorkerPool]:
     """A worker pool for the test's databases."""
-    engine = QueryEngine()
+    engine = WorkerPool()
     yield engine
     engine.close()
 
 
 @pytest.fixture
-def database(tmp_path: Path, pool: QueryEngine) -> Database:
+def database(tmp_path: Path, pool: WorkerPool) -> Database:
     """The shop, with genre.secret hidden."""
     return Database(create_database(tmp_path / "shop.db", SHOP), pool, hide=HideRules.parse(["genre.secret"]))
 
@@ -209,7 +209,7 @@ async def test_loading_checks_each_template_with_sample_values_and_refuses_it_in
         "parameter s names column genre.secret")
 
 
-async def test_a_template_failing_on_the_current_data_is_not_served(tmp_path: Path, pool: QueryEngine) -> None:
+async def test_a_template_failing_on_the_current_data_is_not_served(tmp_path: Path, pool: WorkerPool) -> None:
     """Checked at load with a sample; SQL failing for the question's own values says why, the model answers."""
     path = create_database(tmp_path / "n.db", "CREATE TABLE t (n INTEGER); INSERT INTO t VALUES (1), (2);")
     database = Database.unruled(path, pool)
@@ -223,7 +223,7 @@ async def test_a_template_failing_on_the_current_data_is_not_served(tmp_path: Pa
         "current data, so the model answered; ask the library's owner to check it")
 
 
-async def test_no_hidden_data_is_ever_a_value_whatever_hides_it(tmp_path: Path, pool: QueryEngine) -> None:
+async def test_no_hidden_data_is_ever_a_value_whatever_hides_it(tmp_path: Path, pool: WorkerPool) -> None:
     """A value slot over a hidden table, a view reading a hidden column, a generated column computed
     from one, or a hidden column itself: refused as a missing column is, word for word."""
     path = create_database(tmp_path / "h.db", """

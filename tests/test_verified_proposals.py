@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agent.episode import EpisodeSettings, EpisodeStatus
-from agent.sqlite import Database, HideRules, QueryEngine, create_database
+from agent.sqlite import Database, HideRules, WorkerPool, create_database
 from agent.verified import VerifiedLibrary, consult
 from agent.verified.proposals import Proposed, proposals_path, read_proposals
 from agent.verified.reviewing import Reviewed, accept, find_pending, reject
@@ -28,15 +28,15 @@ COUNT_Q, COUNT_SQL = "How many orders are there?", "SELECT count(*) FROM orders"
 
 
 @pytest.fixture
-def pool() -> Iterator[QueryEngine]:
+def pool() -> Iterator[WorkerPool]:
     """A worker pool for the test's databases."""
-    engine = QueryEngine()
+    engine = WorkerPool()
     yield engine
     engine.close()
 
 
 @pytest.fixture
-def shop(tmp_path: Path, pool: QueryEngine) -> Database:
+def shop(tmp_path: Path, pool: WorkerPool) -> Database:
     """A tiny shop database, customer.email hidden."""
     return Database(create_database(tmp_path / "shop.db", SHOP), pool, hide=HideRules.parse(["customer.email"]))
 
@@ -124,7 +124,7 @@ def test_repeats_contradictions_rejections_and_floods_are_refused_with_what_to_d
 
 
 def test_accepting_checks_as_loading_does_and_leaves_a_refused_proposal_pending(
-        tmp_path: Path, shop: Database, pool: QueryEngine) -> None:
+        tmp_path: Path, shop: Database, pool: WorkerPool) -> None:
     """SQL that fails now, a question the library answers otherwise, another database's proposal:
     not accepted, said why (the hidden names included: the owner's side), still pending."""
     library = VerifiedLibrary(tmp_path / "lib.jsonl", "shop")

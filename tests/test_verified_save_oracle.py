@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.sqlite import Database, HideRules, QueryEngine, create_database
+from agent.sqlite import Database, HideRules, WorkerPool, create_database
 from agent.verified import VerifiedLibrary
 from agent.verified.proposals import proposals_path
 from agent.verified.saving import SaveOutcome, propose_entry
@@ -19,9 +19,9 @@ from tests.support.hiding import CONDITION_PROBES, HIDDEN_AND_MISSING, RULES, SC
 
 
 @pytest.fixture
-def pool() -> Iterator[QueryEngine]:
+def pool() -> Iterator[WorkerPool]:
     """A worker pool for the test's databases."""
-    engine = QueryEngine()
+    engine = WorkerPool()
     yield engine
     engine.close()
 
@@ -32,7 +32,7 @@ def secrets_db(tmp_path: Path) -> Path:
     return create_database(tmp_path / "secrets.db", SCHEMA_SQL)
 
 
-def test_each_probe_is_a_real_bit_without_the_rules(secrets_db: Path, pool: QueryEngine) -> None:
+def test_each_probe_is_a_real_bit_without_the_rules(secrets_db: Path, pool: WorkerPool) -> None:
     """Run without rules, the true statement of each pair runs and the false one fails: the pairs
     would tell a hidden value apart if anything ran them so."""
     plain = Database.unruled(secrets_db, pool)
@@ -41,7 +41,7 @@ def test_each_probe_is_a_real_bit_without_the_rules(secrets_db: Path, pool: Quer
 
 
 def test_no_condition_on_hidden_data_changes_what_a_save_says(
-        secrets_db: Path, tmp_path: Path, pool: QueryEngine) -> None:
+        secrets_db: Path, tmp_path: Path, pool: WorkerPool) -> None:
     """For every pair the true and the false statement get the same refusal, nothing is proposed,
     and no secret is in any answer."""
     database = Database(secrets_db, pool, hide=HideRules.parse(RULES))
@@ -59,7 +59,7 @@ def test_no_condition_on_hidden_data_changes_what_a_save_says(
 
 @pytest.mark.parametrize(("sql", "hidden", "missing"), HIDDEN_AND_MISSING)
 def test_a_save_answers_a_hidden_name_exactly_as_a_missing_one(
-        secrets_db: Path, tmp_path: Path, pool: QueryEngine, sql: str, hidden: str, missing: str) -> None:
+        secrets_db: Path, tmp_path: Path, pool: WorkerPool, sql: str, hidden: str, missing: str) -> None:
     """A hidden table, column, view or index, and a missing name like it: the same message but the
     name, itself what a query of the model is told."""
     database = Database(secrets_db, pool, hide=HideRules.parse(RULES))
@@ -73,7 +73,7 @@ def test_a_save_answers_a_hidden_name_exactly_as_a_missing_one(
 
 
 def test_a_library_line_refused_for_hidden_data_is_not_explained_to_a_saver(
-        secrets_db: Path, tmp_path: Path, pool: QueryEngine) -> None:
+        secrets_db: Path, tmp_path: Path, pool: WorkerPool) -> None:
     """A library line asking the question already is refused: the saver is told it is not served,
     never why (a hidden name there reads as a missing one only in the rules' own words)."""
     library_file = tmp_path / "lib.jsonl"

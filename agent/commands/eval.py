@@ -34,7 +34,7 @@ from ..evaluation.scoring import QueryLimits
 from ..evaluation.summary import render_summary, summarize, summary_path_for, write_summary
 from ..golden_file import is_golden_file
 from ..options import add_flags
-from ..sqlite import EngineLimits
+from ..sqlite import WorkerLimits
 from ..telemetry.setup import start_telemetry
 from ..text import plural
 from ..tools import DEFAULT_ENVIRONMENT, Environment
@@ -98,9 +98,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # The old spelling, read as --scoring-timeout; the server's --query-timeout is another limit.
     run_group.add_argument("--query-timeout", type=float, dest="scoring_timeout", action=_DeprecatedAlias,
                            help=argparse.SUPPRESS)
-    run_group.add_argument("--tool-query-timeout", type=float, default=EngineLimits.query_timeout,
+    run_group.add_argument("--tool-query-timeout", type=float, default=WorkerLimits.query_timeout,
                            metavar="SECONDS",
-                           help=f"limit for the model's own queries (default {EngineLimits.query_timeout:g})")
+                           help=f"limit for the model's own queries (default {WorkerLimits.query_timeout:g})")
     run_group.add_argument("--max-result-rows", type=int, default=QueryLimits.max_rows, metavar="N",
                            help=f"results with more rows are not compared (default {QueryLimits.max_rows:,})")
     run_group.add_argument("--verified", metavar="FILE.jsonl",

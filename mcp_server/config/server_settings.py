@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from agent.agent_settings import MAX_SAMPLES, AgentSettings
 from agent.choices import AskMode
 from agent.options import Option, with_default
-from agent.sqlite import EngineLimits
+from agent.sqlite import WorkerLimits
 
 TOKEN_SESSIONS = 32  # HTTP sessions one token may hold by default
 MAX_ANSWER_CHARS = 500_000  # the most one answer may weigh: what a tool may declare to Claude Code
@@ -139,7 +139,7 @@ class ServerSettings(AgentSettings):
         AgentSettings, "max_result_bytes", 16_384,
         also=f"past the default the answer budget grows by as much, up to {MAX_ANSWER_CHARS:,} characters, "
              "and the tool declares it to Claude Code")
-    query_timeout: float = Field(EngineLimits.query_timeout, gt=0, le=3_600,
+    query_timeout: float = Field(WorkerLimits.query_timeout, gt=0, le=3_600,
                                  description="limit for one SQL statement")
     episode_timeout: float = Field(300.0, gt=0, le=86_400,
                                    description="limit for answering one question (time queued not counted)")

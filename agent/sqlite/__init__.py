@@ -8,7 +8,7 @@ The owner's hide rules (`hiding`) are resolved against the whole file (`_hiding_
 enforced by the same authorizer; `_refusals` words what a refused statement is told, from the
 names `_sql_names` finds in it. A `Database` states its rules when it is made (`hide=`: the
 rules the configuration gives, empty when it gives none) and never drops them; a handle with
-no rules on purpose is the named, operator-only `Database.unruled` (tests/test_code_rules.py
+no rules on purpose is the named, operator-only `Database.unruled` (tests/project/test_code_rules.py
 lists where product code may make one). What a statement read is the authorizer's reads completed from
 its program (`_reads`). A worker keeps one connection per file and rule set. Each request to a
 worker is a span, made here in the parent (agent/telemetry/steps.py): the worker has no telemetry.
@@ -140,7 +140,7 @@ class Database:
 
         For files served without rules (eval's benchmarks) and the operator's own checks of
         SQL they wrote (`golden add`). SQL a client or the model wrote never runs on one where
-        the configuration has rules: tests/test_code_rules.py fails when product code outside
+        the configuration has rules: tests/project/test_code_rules.py fails when product code outside
         the operator modules it lists makes one.
         """
         return cls(path, workers, hide=HideRules())

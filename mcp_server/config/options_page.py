@@ -1,7 +1,7 @@
 """docs/options.md, generated from the declared settings and the `sqale-agent` commands' parsers.
 
 `python -m mcp_server.config.options_page` writes it (`--check` only says whether it is
-stale); tests/test_options_page.py fails when it is. Nothing in it is written by hand:
+stale); tests/server/config/test_options_page.py fails when it is. Nothing in it is written by hand:
 `sqale-mcp`'s options are its settings' fields (their description, default, `Option`, config
 key and variable: agent/options.py) in the order of FLAG_GROUPS; `sqale-agent`'s commands are
 read from their parsers, whose options are mostly no settings (a question, a dataset, --json),

@@ -1,5 +1,5 @@
 """argparse's private attributes that agent/commands/argparse_shim.py reads are still there (only it reads
-them: tests/test_code_rules.py)."""
+them: tests/project/test_code_rules.py)."""
 
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ def test_doctor_warns_of_model_parameters_that_differ_from_the_modelfile(fake_ol
 
 def test_the_modelfile_passes_its_own_check() -> None:
     """Our Modelfile's PARAMETER lines, as /api/show prints them, raise no warning."""
-    modelfile = (Path(__file__).resolve().parents[1] / "Modelfile").read_text()
+    modelfile = (Path(__file__).resolve().parents[2] / "Modelfile").read_text()
     lines = [line.removeprefix("PARAMETER ") for line in modelfile.splitlines()
              if line.startswith("PARAMETER ")]
     assert parse_parameters("\n".join(lines))["stop"] == '"<|im_end|>" "<|endoftext|>" "<|im_start|>"'

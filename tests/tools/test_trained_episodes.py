@@ -146,4 +146,4 @@ def test_the_forced_answer_comes_after_the_verbatim_final_turn(databases: dict[s
 
 def test_episode_fixture_file_is_read_in_place() -> None:
     """The fixture path points into ../shared, never at a copy inside the project."""
-    assert Path(__file__).resolve().parents[1] not in EPISODES_PATH.resolve().parents
+    assert Path(__file__).resolve().parents[2] not in EPISODES_PATH.resolve().parents

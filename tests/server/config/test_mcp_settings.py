@@ -261,7 +261,7 @@ def test_every_config_key_is_documented_in_the_options_page(tmp_path: Path) -> N
     unknown = tmp_path / "unknown.toml"
     unknown.write_text("colour = 1")
     known = config_error(["--config", str(unknown)]).split("; known: ", 1)[1].split(", ")
-    readme = (Path(__file__).resolve().parents[1] / "docs" / "options.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[3] / "docs" / "options.md").read_text(encoding="utf-8")
     assert "db" in known and "max-question-chars" in known
     documented = ("`{}`", "`[{}]`", "`--{} ", "`--{}`", "`[{}.")
     assert [key for key in known if not any(form.format(key) in readme for form in documented)] == []

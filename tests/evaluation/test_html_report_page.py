@@ -16,7 +16,7 @@ from agent.sqlite import create_database
 from tests.support.policies import OraclePolicy, SeedSwitchPolicy
 from tests.support.report_runs import HOSTILE, QUESTIONS, run, run_a_policy, run_b_policy, write_dataset
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RUN_CHARTS = ["by-difficulty", "by-database", "outcomes", "status", "stop-reasons", "rounds", "tool_calls",
               "tokens", "seconds", "tools", "gold-tables"]
 

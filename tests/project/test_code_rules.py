@@ -13,7 +13,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted([*ROOT.glob("agent/**/*.py"), *ROOT.glob("mcp_server/**/*.py")])
 
 
@@ -29,7 +29,7 @@ def test_the_mcp_sdk_is_used_through_its_public_api() -> None:
     assert [str(p.relative_to(ROOT)) for p in SOURCES if private.search(p.read_text(encoding="utf-8"))] == []
 
 
-# What may be used only inside one shim module each, with its test (tests/test_*_shim.py):
+# What may be used only inside one shim module each, with its test (tests/*/test_*_shim.py):
 # the private attributes of argparse and uvicorn's internals.
 SHIMS = {
     "agent/commands/argparse_shim.py": re.compile(r"\b(argparse\._[A-Za-z]\w*|\._actions\b|\._action_groups\b|"

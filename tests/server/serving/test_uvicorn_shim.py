@@ -22,7 +22,7 @@ from uvicorn.server import ServerState
 
 from mcp_server.serving.uvicorn_shim import DrainingServer, guarded_protocol
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 UVICORN = version("uvicorn")
 
 

@@ -222,9 +222,9 @@ def test_eval_makes_each_question_a_trace_of_its_own(tmp_path: Path, otel: Telem
     statements, and the scoring's run of the answer; the model calls are spans too (traced)."""
     from agent.backends.traced import Engines, traced
     from agent.evaluation.datasets import select_examples
+    from tests.evaluation.test_eval_runner import shop_dataset
     from tests.support.eval_runs import MODEL as EVAL_MODEL
     from tests.support.eval_runs import backends_of, oracle_for, run_eval
-    from tests.test_eval_runner import shop_dataset
 
     dataset = shop_dataset(tmp_path)
     plain = backends_of(oracle_for(dataset))

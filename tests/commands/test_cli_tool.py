@@ -11,7 +11,7 @@ import pytest
 from agent.commands.cli import main
 from agent.sqlite import create_database
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

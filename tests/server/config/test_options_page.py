@@ -17,7 +17,7 @@ from mcp_server.config.command_line import build_parser as server_parser
 from mcp_server.config.options_page import GENERATOR, PAGE, _cell, _typed, main, options_page
 from mcp_server.config.server_settings import ServerSettings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:

@@ -14,7 +14,7 @@ from agent.options import env_variables
 from mcp_server.config.options_page import options_page
 from mcp_server.config.server_settings import ServerSettings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 

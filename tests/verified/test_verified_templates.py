@@ -169,6 +169,6 @@ def test_a_question_folds_exactly_as_the_same_question_tier_folds_it(question: s
 
 def test_the_docs_state_the_matching_rule_in_its_one_sentence() -> None:
     """docs/verified-answers.md says TEMPLATE_RULE word for word (the rule the code follows)."""
-    page = (Path(__file__).resolve().parents[1] / "docs" / "verified-answers.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[2] / "docs" / "verified-answers.md").read_text(encoding="utf-8")
     flat = " ".join(page.replace("**", "").split())
     assert f"{TEMPLATE_RULE[0].upper()}{TEMPLATE_RULE[1:]}." in flat

@@ -108,7 +108,7 @@ async def test_generate_request_fields(fake_ollama) -> None:
 
 def test_modelfile_sets_the_same_neutral_samplers() -> None:
     """The Modelfile's PARAMETER lines give every sampler vLLM leaves off its neutral value."""
-    modelfile = Path(__file__).resolve().parents[1] / "Modelfile"
+    modelfile = Path(__file__).resolve().parents[2] / "Modelfile"
     parameters = dict(line.split()[1:3] for line in modelfile.read_text(encoding="utf-8").splitlines()
                       if line.startswith("PARAMETER ") and '"' not in line)
     assert {k: float(parameters[k]) for k in VLLM_NEUTRAL_SAMPLERS} == dict(VLLM_NEUTRAL_SAMPLERS)

@@ -324,13 +324,7 @@ class WorkerPool:
     def start_worker(self) -> None:
         """Start one worker now rather than at the first request, so that its interpreter starts
         while the caller does other work (the server imports the MCP SDK meanwhile)."""
-        with self._lock:
-            if self._closed:
-                raise DatabaseWorkerError("the worker pool is closed")
-            worker = _Worker(self.limits)
-            self._all.add(worker)
-            self.starts += 1
-        self._idle.put(worker)
+        self._idle.put(self._started())
 
     def _checkout(self) -> _Worker:
         try:
@@ -340,6 +334,10 @@ class WorkerPool:
             self._retire(worker)
         except queue.Empty:
             pass
+        return self._started()
+
+    def _started(self) -> _Worker:
+        """A new worker of this pool (counted in `starts`); the pool refuses once it is closed."""
         with self._lock:
             if self._closed:
                 raise DatabaseWorkerError("the worker pool is closed")

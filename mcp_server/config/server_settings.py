@@ -121,7 +121,7 @@ class ServerSettings(AgentSettings):
                         "model's answer when a similar one is asked (repeatable; in the config file, a "
                         "[verified] table)")
     verified_writable: bool = Field(
-        False, description="let the answer view's 'Save as verified' propose entries for the verified "
+        False, description="let the answer view's 'Propose as verified' propose entries for the verified "
                            "libraries (none is served until the owner accepts it with `sqale-agent golden "
                            "accept`): the stdio client may, and over HTTP each token whose [tokens.NAME] "
                            "table says save-verified = true")

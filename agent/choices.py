@@ -2,7 +2,7 @@
 
 The one place the server's form, the answer view and `eval` get the options from (pure):
 - whether to ask (`should_ask`): with K >= 2 samples whose results fall into more than one
-  group (agent/asking.py's groups), or into any group at all with `always`;
+  group (agent/sampling.py's groups), or into any group at all with `always`;
 - the options: the vote's groups, most votes first, at most MAX_OPTIONS of them (the form adds
   "None of these"); each is one line a person can judge without reading SQL: the result in
   brief ("130 (1 row)", "50 rows, first: Iron Maiden, 213"), its votes, and what sets its SQL
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from .asking import Asked
+from .sampling import SampledAnswer
 from .sql_differences import differences_text
 from .text import plain_label, plural
 
@@ -105,7 +105,7 @@ def choice_of(question: str, sources: Sequence[OptionSource], samples: int) -> C
     return Choice(question, samples, options, more=len(sources) - len(shown))
 
 
-def sources_of(asked: Asked) -> tuple[OptionSource, ...]:
+def sources_of(asked: SampledAnswer) -> tuple[OptionSource, ...]:
     """Each of the vote's groups as its earliest sample gave it (its SQL run whole for the vote)."""
     out = []
     for group in asked.outcome.groups:

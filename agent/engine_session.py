@@ -24,7 +24,7 @@ from typing import TypeVar
 import anyio
 
 from .backends.base import EngineFacts, ModelBackend, ModelInfo, SlotChoice
-from .backends.settings import BackendSettings, make_backend
+from .backends.registry import BackendSettings, make_backend
 from .backends.slots import resolve_runtime_slots
 from .engine_fit import fit_to_engines
 from .episode import EpisodeSettings

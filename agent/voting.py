@@ -1,6 +1,6 @@
 """The vote among K answers to one question: which results are equal, which group wins.
 
-One rule for the MCP server, `ask` and `eval` (agent/asking.py runs the samples and chooses):
+One rule for the MCP server, `ask` and `eval` (agent/sampling.py runs the samples and chooses):
 - A sample votes with its final SQL run again whole, under the comparison limits. Answers
   whose results are equal (`answer_key`: the rows as a set or a multiset, the same
   comparison the benchmarks' accuracy uses) form a group. A result with more rows than the

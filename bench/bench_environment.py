@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and test
 from agent.episode import EpisodeResult, EpisodeSettings, StopReason  # noqa: E402
 from agent.evaluation import load_dataset  # noqa: E402
 from agent.loop import run_episode  # noqa: E402
-from agent.sqlite import Database, EngineLimits, QueryEngine  # noqa: E402
+from agent.sqlite import Database, WorkerLimits, WorkerPool  # noqa: E402
 from agent.tools import Environment  # noqa: E402
 from tests.support.policies import (  # noqa: E402
     OraclePolicy,
@@ -67,7 +67,7 @@ def episodes_report() -> None:
     if episodes is None:
         print("authors' episodes: skipped (../shared/data/sqale_episodes is absent)")
         return
-    engine = QueryEngine(EngineLimits(workers=1))
+    engine = WorkerPool(WorkerLimits(workers=1))
     with tempfile.TemporaryDirectory() as tmp:
         for episode in episodes:
             db = Database.unruled(build_database(episode, Path(tmp)), engine)
@@ -130,7 +130,7 @@ def spider_report(limit: int | None) -> None:
         return
     dataset = load_dataset(SPIDER)
     examples = [e for e in dataset.examples if dataset.has_database(e.db_id)][:limit]
-    engine = QueryEngine(EngineLimits(workers=2))
+    engine = WorkerPool(WorkerLimits(workers=2))
     databases = {db_id: Database.unruled(dataset.database_path(db_id), engine)
                  for db_id in sorted({e.db_id for e in examples})}
     gold = {e.question: e.gold_sql for e in examples}

@@ -89,7 +89,7 @@ from server_cost_support import (  # noqa: E402 - beside this file
 )
 
 from agent.loop import run_episode  # noqa: E402
-from agent.sqlite import Database, EngineLimits, QueryEngine  # noqa: E402
+from agent.sqlite import Database, WorkerLimits, WorkerPool  # noqa: E402
 from mcp_server.config.demo import ensure_demo_database  # noqa: E402
 from tests.support.fake_runtime import FakeServer  # noqa: E402
 from tests.support.mcp import DelayedPolicy  # noqa: E402
@@ -250,7 +250,7 @@ def read_completion(repeat: int) -> tuple[dict[str, list[float]], dict[str, floa
     new each time by a comment, so nothing the worker remembers of a statement serves it), on
     again for the very same text, and bare sqlite3; and the CPU seconds per query (this process
     and its worker) of each."""
-    engine = QueryEngine(EngineLimits())
+    engine = WorkerPool(WorkerLimits())
     db = Database.unruled(CHINOOK, engine)
     modes = {"reads off": False, "reads on": True, "same SQL again": True}
     samples: dict[str, list[float]] = {name: [] for name in modes}

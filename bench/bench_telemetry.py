@@ -82,8 +82,8 @@ def _script(delay: float) -> Any:
 def _switches() -> dict[str, Any]:
     """Turn tracing off and on in this process: off, every span helper is the cheapest stand-in
     where it is used, and the backend untraced (the code as it was without tracing)."""
-    import agent.asking
     import agent.loop
+    import agent.sampling
     import agent.sqlite
 
     class _Nothing:
@@ -102,7 +102,7 @@ def _switches() -> dict[str, Any]:
         return stand_in
 
     places = [(agent.loop, "round_span"), (agent.loop, "tool_span"), (agent.loop, "round_played"),
-              (agent.asking, "episode_span"), (agent.asking, "_episode_ended"),
+              (agent.sampling, "episode_span"), (agent.sampling, "_episode_ended"),
               (agent.sqlite, "_statement_span")]
     real = {(module, name): getattr(module, name) for module, name in places}
 
@@ -117,9 +117,9 @@ def child(mode: str, episodes: int, delay: float) -> None:
     """Alternate questions with tracing off and as `mode` sets it up; print (mode, wall, cpu) as JSON."""
     import anyio
 
-    from agent.asking import Question, SampleBackends, ask
     from agent.engine_session import traced_backend
     from agent.loop import run_episode
+    from agent.sampling import Question, SampleBackends, ask
     from agent.sqlite import Database, create_database
     from agent.telemetry.gate import question_span
     from agent.telemetry.setup import start_telemetry

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.sqlite import Database, EngineLimits, QueryEngine, create_database  # noqa: E402
+from agent.sqlite import Database, WorkerLimits, WorkerPool, create_database  # noqa: E402
 from agent.tools import ToolSettings, run_tool  # noqa: E402
 from tests.support.databases import BOMBS, SHOP_SQL  # noqa: E402
 
@@ -78,7 +78,7 @@ def pick_tables(db: Database) -> tuple[str, str, str]:
 
 
 def bench_database(label: str, path: Path, repeat: int) -> None:
-    engine = QueryEngine(EngineLimits())
+    engine = WorkerPool(WorkerLimits())
     db = Database.unruled(path, engine)
     table, far, column = pick_tables(db)
     quoted = '"' + table.replace('"', '""') + '"'
@@ -123,7 +123,7 @@ READ_QUERIES = {
 
 def bench_reads(path: Path, repeat: int) -> None:
     """Database.query p50 with and without `reads` (the statement's EXPLAIN, read in the worker)."""
-    engine = QueryEngine(EngineLimits())
+    engine = WorkerPool(WorkerLimits())
     db = Database.unruled(path, engine)
     print("\ntables_read from the program (Chinook): Database.query p50, reads off / on")
     for name, sql in READ_QUERIES.items():
@@ -156,7 +156,7 @@ def bench_formats(folder: Path, repeat: int) -> None:
     conn.executemany("INSERT INTO n VALUES (?, ?)", [(i, f"row {i}") for i in range(FORMAT_ROWS)])
     conn.commit()
     conn.close()
-    engine = QueryEngine(EngineLimits())
+    engine = WorkerPool(WorkerLimits())
     db = Database.unruled(path, engine)
     db.query("SELECT 1", max_rows=1)
     start = time.perf_counter()
@@ -176,7 +176,7 @@ def bench_formats(folder: Path, repeat: int) -> None:
 
 
 def bench_bombs(path: Path, deadline: float) -> None:
-    engine = QueryEngine(EngineLimits(query_timeout=deadline, kill_grace=0.3))
+    engine = WorkerPool(WorkerLimits(query_timeout=deadline, kill_grace=0.3))
     db = Database.unruled(path, engine)
     db.query("SELECT 1", max_rows=1)
     print(f"\nbombs (deadline {deadline:g} s; goal: released within {deadline + 0.5:g} s)")

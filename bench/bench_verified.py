@@ -43,10 +43,10 @@ sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and test
 
 from mcp import Client  # noqa: E402
 
-from agent.backends.settings import make_backend  # noqa: E402
+from agent.backends.registry import make_backend  # noqa: E402
 from agent.episode import EpisodeSettings  # noqa: E402
 from agent.evaluation.accuracy import MatchRule, has_top_level_order_by, results_match  # noqa: E402
-from agent.sqlite import Database, EngineLimits, QueryEngine, QueryResult  # noqa: E402
+from agent.sqlite import Database, QueryResult, WorkerLimits, WorkerPool  # noqa: E402
 from agent.verified import VerifiedLibrary, consult, normalise_question  # noqa: E402
 from agent.verified.similar import QuestionIndex  # noqa: E402
 from agent.voting import CompareLimits, execute_for_comparison  # noqa: E402
@@ -124,7 +124,7 @@ async def tiers(data: Path, workdir: Path) -> dict[str, Any]:
     by_db: dict[str, list[Question]] = defaultdict(list)
     for q in questions:
         by_db[q.db_id].append(q)
-    engine = QueryEngine(EngineLimits(workers=2, query_timeout=30.0))
+    engine = WorkerPool(WorkerLimits(workers=2, query_timeout=30.0))
     settings = EpisodeSettings()
     figures: dict[str, Any] = defaultdict(int)
     refusals: list[str] = []

@@ -61,10 +61,10 @@ from spider_templates import (  # noqa: E402  (beside this file)
     with_text,
 )
 
-from agent.backends.settings import make_backend  # noqa: E402
+from agent.backends.registry import make_backend  # noqa: E402
 from agent.episode import EpisodeSettings  # noqa: E402
 from agent.evaluation.accuracy import MatchRule, has_top_level_order_by, results_match  # noqa: E402
-from agent.sqlite import Database, EngineLimits, QueryEngine, QueryResult  # noqa: E402
+from agent.sqlite import Database, QueryResult, WorkerLimits, WorkerPool  # noqa: E402
 from agent.verified import Consulted, VerifiedLibrary, consult  # noqa: E402
 from agent.voting import CompareLimits, execute_for_comparison  # noqa: E402
 from mcp_server.app import build_server  # noqa: E402
@@ -105,7 +105,7 @@ async def judge(db: Database, got: Consulted, gold_sql: str, cache: dict[str, Qu
 async def tiers(data: Path, workdir: Path) -> tuple[Figures, list[str]]:
     figures = Figures()
     refusals: list[str] = []
-    engine = QueryEngine(EngineLimits(workers=2, query_timeout=30.0))
+    engine = WorkerPool(WorkerLimits(workers=2, query_timeout=30.0))
     try:
         for db_id, asked in sorted(load(data).items()):
             db_path = data / "database" / db_id / f"{db_id}.sqlite"

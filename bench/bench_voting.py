@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and test
 
 from mcp import Client  # noqa: E402
 
-from agent.backends.settings import make_backend  # noqa: E402
+from agent.backends.registry import make_backend  # noqa: E402
 from mcp_server.app import build_server  # noqa: E402
 from mcp_server.config.command_line import parse_settings  # noqa: E402
 from tests.support.fake_runtime import FakeServer  # noqa: E402

@@ -278,7 +278,7 @@ STREAM_PROMPT = "<|im_start|>system\n" + "You are a SQL agent. " * 300 + "<|im_e
 async def streamed_completions(url: str, count: int) -> tuple[float, int]:
     """(CPU seconds of this process per completion, completion tokens) of `count` completions
     through the OpenAI-compatible backend, after one untimed."""
-    from agent.backends.settings import make_backend
+    from agent.backends.registry import make_backend
     from mcp_server.config.command_line import parse_settings
 
     backend = make_backend(parse_settings(["--demo", "--backend", "openai", "--base-url", url + "/v1"], {}))

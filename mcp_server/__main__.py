@@ -33,7 +33,7 @@ def _checked_server(arguments: Sequence[str]) -> SqaleServer:
     settings nor the MCP SDK (seconds on a small machine). The SQLite worker the databases are
     checked on starts before the SDK is imported, so that its interpreter starts meanwhile.
     """
-    from agent.sqlite import EngineLimits
+    from agent.sqlite import WorkerLimits
 
     from .config.catalog import startup_engine
     from .config.command_line import parse_settings
@@ -41,7 +41,7 @@ def _checked_server(arguments: Sequence[str]) -> SqaleServer:
 
     settings = parse_settings(arguments, os.environ)
     configure_logging(settings.log_level, settings.log_format)
-    checks = startup_engine(EngineLimits(query_timeout=settings.query_timeout))
+    checks = startup_engine(WorkerLimits(query_timeout=settings.query_timeout))
     try:
         checks.start_worker()
         from agent.telemetry.setup import start_telemetry

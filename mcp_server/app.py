@@ -16,11 +16,11 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.request_state import RequestStateSecurity
 from mcp_types import ToolAnnotations
 
-from agent.backends.settings import make_backend
+from agent.backends.registry import make_backend
 from agent.choices import AskMode
 from agent.errors import ConfigError
 from agent.prompt import PromptSet
-from agent.sqlite import EngineLimits, QueryEngine
+from agent.sqlite import WorkerLimits, WorkerPool
 from agent.telemetry.gate import tracing_on
 from agent.verified import VerifiedLibrary
 from agent.version import package_version
@@ -44,20 +44,20 @@ from .config.catalog import (
 )
 from .config.libraries import open_libraries
 from .config.limits import MAX_ROWS_BYTES, AnswerLimits, answer_size_notice
-from .config.settings import ServerSettings
-from .runtime import (
-    BackendFactory,
-    EpisodeLog,
-    ServerRuntime,
-    answer_limits,
-    open_runtime,
-    server_prompts,
-)
+from .config.server_settings import ServerSettings
 from .serving.access import TokenTable, caller_of, token_table
 from .serving.draining import QuestionGate
 from .serving.log_format import configure_logging
 from .serving.metrics import ServerMetrics
 from .serving.stopping import exit_on_stop_signal, print_tty_notice
+from .state import (
+    BackendFactory,
+    EpisodeLog,
+    ServerState,
+    answer_limits,
+    open_state,
+    server_prompts,
+)
 
 __all__ = ["SqaleServer", "build_server", "configure_logging"]  # configure_logging: for callers
 
@@ -75,7 +75,7 @@ INSTRUCTIONS = (
 )
 
 
-class SqaleServer(MCPServer[ServerRuntime]):
+class SqaleServer(MCPServer[ServerState]):
     """The MCPServer with one tool; `run()` honours our transport, host, port and auth settings."""
 
     def __init__(self, settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
@@ -88,17 +88,17 @@ class SqaleServer(MCPServer[ServerRuntime]):
             return tool_description(shown, model=settings.model, limits=limits,
                                     max_samples=settings.max_samples, asks=asks)
 
-        runtime_closed = threading.Event()  # set once the runtime's workers are stopped
+        state_closed = threading.Event()  # set once the runtime's workers are stopped
 
         @asynccontextmanager
-        async def lifespan(_: MCPServer[ServerRuntime]) -> AsyncIterator[ServerRuntime]:
+        async def lifespan(_: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
             try:
-                async with open_runtime(settings, catalog, prompts, backend_factory, gate=gate,
+                async with open_state(settings, catalog, prompts, backend_factory, gate=gate,
                                         metrics=metrics, callers=tokens.callers,
-                                        libraries=libraries) as runtime:
-                    yield runtime
+                                        libraries=libraries) as server_state:
+                    yield server_state
             finally:
-                runtime_closed.set()
+                state_closed.set()
 
         view = AnswerView() if settings.answer_view else None
         if view is not None:
@@ -125,7 +125,7 @@ class SqaleServer(MCPServer[ServerRuntime]):
             self.middleware.insert(0, McpTelemetry(tools))
         self.sqale_settings = settings
         self.catalog = catalog
-        self.runtime_closed = runtime_closed
+        self.state_closed = state_closed
         self.tokens = tokens
         self.gate = gate
         self.metrics = metrics
@@ -150,7 +150,7 @@ class SqaleServer(MCPServer[ServerRuntime]):
     async def serve_stdio(self) -> None:
         """Serve MCP on stdin/stdout until the client hangs up or SIGINT/SIGTERM stops the process."""
         async with anyio.create_task_group() as group:
-            group.start_soon(exit_on_stop_signal, group.cancel_scope, self.runtime_closed)
+            group.start_soon(exit_on_stop_signal, group.cancel_scope, self.state_closed)
             await self.run_stdio_async()
             group.cancel_scope.cancel()  # the client hung up: stop watching for signals
 
@@ -208,7 +208,7 @@ def answer_tool(settings: ServerSettings, catalog: Catalog, description: str, li
 
 def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
                  backend_factory: BackendFactory = make_backend,
-                 checks: QueryEngine | None = None) -> SqaleServer:
+                 checks: WorkerPool | None = None) -> SqaleServer:
     """Validate every database, the prompts and the log path, then build the server.
 
     `checks`: the engine the databases and verified libraries are checked on (its owner closes
@@ -216,7 +216,7 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
     """
     settings.address  # noqa: B018 - a malformed address (Ollama's host) is a ConfigError now
     specs = collect_databases(settings, environ)
-    limits = EngineLimits(query_timeout=settings.query_timeout)
+    limits = WorkerLimits(query_timeout=settings.query_timeout)
     catalog = load_catalog(specs, limits, hide_rules_by_alias(settings, specs), engine=checks)
     catalog = attach_notes(catalog, settings.notes, settings.max_notes_chars)
     catalog = attach_verified(catalog, settings.verified)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.sqlite import EngineLimits, QueryEngine
+from agent.sqlite import WorkerLimits, WorkerPool
 
 pytest_plugins = (
     "tests.support.policies",
@@ -58,8 +58,8 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def engine() -> Iterator[QueryEngine]:
+def engine() -> Iterator[WorkerPool]:
     """One worker pool for the module's databases."""
-    pool = QueryEngine(EngineLimits(workers=2))
+    pool = WorkerPool(WorkerLimits(workers=2))
     yield pool
     pool.close()

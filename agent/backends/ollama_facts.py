@@ -116,7 +116,7 @@ def parameter_warnings(text: str) -> list[str]:
 
 
 # Where Ollama listens, and the keep_alive values it takes: what the settings check before any
-# backend is built (agent/backends/settings.py), so they live here, not beside the client.
+# backend is built (agent/backends/registry.py), so they live here, not beside the client.
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 _OLLAMA_PORT = 11434
 # Ollama's keep_alive: seconds as a number, or a Go duration such as 30m, 1h30m, -1m.

@@ -3,7 +3,7 @@ re-wrapped, so the wrapper's own work (the server's metrics, a test's recording)
 seeded sample and every replica as it does to the backend it was given.
 
 No `__getattr__` pass-through: a capability the wrapper does not name would silently reach the
-inner backend unwrapped. `tests/test_backend_wrapper.py` fails when `ModelBackend` gains a
+inner backend unwrapped. `tests/backends/test_backend_wrapper.py` fails when `ModelBackend` gains a
 public method or property that this class does not override.
 """
 

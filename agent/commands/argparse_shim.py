@@ -3,7 +3,7 @@
 docs/options.md lists each `sqale-agent` command's options (most of them are not settings: a
 question, a dataset, --json) as `--help` does, group by group; argparse keeps those only in
 private attributes. This is the one module that reads them (`_action_groups`, `_group_actions`,
-`_actions`, `_SubParsersAction`, `_HelpAction`); tests/test_argparse_shim.py checks that each is
+`_actions`, `_SubParsersAction`, `_HelpAction`); tests/commands/test_argparse_shim.py checks that each is
 still there. The settings' own flags are listed from their declarations (agent/options.py).
 """
 

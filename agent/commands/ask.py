@@ -12,9 +12,10 @@ from typing import Any
 
 import anyio
 
-from ..asking import Asked, Question, SampleBackends, ask, summary_text, trace_outcome
+from ..agent_settings import AgentSettings
 from ..backends.advice import cache_advice
 from ..backends.slots import RuntimeSlots
+from ..engine_cache import episode_reuse, verdicts
 from ..engine_session import engine_session
 from ..episode import EpisodeResult, EpisodeSettings, EpisodeStatus, Round
 from ..episode_text import EXACT_SQL, progress_message, render_answer, render_trace, result_as_json
@@ -22,8 +23,7 @@ from ..errors import ConfigError
 from ..loop import run_episode
 from ..notes import evidence_with_notes, read_notes
 from ..options import add_flags
-from ..prompt_cache import episode_reuse, verdicts
-from ..settings.agent_settings import AgentSettings
+from ..sampling import Question, SampleBackends, SampledAnswer, sample_question, summary_text, trace_outcome
 from ..settings.aliases import check_plain_path
 from ..sqlite import Database
 from ..telemetry.gate import question_span
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
     library = open_library(args, Path(args.db).expanduser())
 
-    async def answered() -> tuple[Asked | None, Consulted | None]:
+    async def answered() -> tuple[SampledAnswer | None, Consulted | None]:
         with Database(args.db, hide=rules) as db, question_span("ask", capture_content=content) as traced:
             traced.describe(database=db.path.name, samples=args.samples, question=question,
                             evidence=args.evidence, hidden_names=db.all_hidden_names)
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
                               verified_tier=consulted.provenance.tier, sql=consulted.answer.sql)
             return asked, consulted
 
-    async def episodes(db: Database) -> tuple[Asked | None, Consulted | None]:
+    async def episodes(db: Database) -> tuple[SampledAnswer | None, Consulted | None]:
         consulted = None
         if library is not None:
             consulted = await consult(library, db, question, args.evidence, settings=settings)
@@ -122,8 +122,9 @@ def run(args: argparse.Namespace) -> int:
                     print(f"sqale-agent ask: {session.budget_note}", file=sys.stderr)
                 slots = RuntimeSlots(session.slots.slots)
                 asked = Question(question, db, model_evidence, session.episode, prompts)
-                done = await ask(asked, SampleBackends.seeded(session.backend, args.samples, args.seed),
-                                 run_episode, slot=lambda k: slots.slot(), on_round=report)
+                backends = SampleBackends.seeded(session.backend, args.samples, args.seed)
+                done = await sample_question(asked, backends, run_episode, slot=lambda k: slots.slot(),
+                                             on_round=report)
                 warn_of_prompt_cache(done, session.where, session.engine_kind)
                 return done, consulted
         finally:
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     return exit_status(chosen)
 
 
-def warn_of_prompt_cache(asked: Asked, engine: str, kind: str | None) -> None:
+def warn_of_prompt_cache(asked: SampledAnswer, engine: str, kind: str | None) -> None:
     """The cache-health warning when the rounds after the first kept re-evaluating their prompt."""
     rounds = [r for run in asked.outcome.results.values() if run.result is not None
               for r in episode_reuse(run.result.rounds, engine)]

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..backends.settings import BACKEND_FLAGS, BackendSettings, add_backend_flags, backend_settings
+from ..agent_settings import PROMPT_FLAGS, AgentSettings
+from ..backends.registry import BACKEND_FLAGS, BackendSettings, add_backend_flags, backend_settings
 from ..options import add_flags
 from ..prompt import PromptSet, load_prompts
-from ..settings.agent_settings import PROMPT_FLAGS, AgentSettings
 from ..settings.config_file import default_config_path, read_config_file
 from ..settings.layers import Layered, layered
 
@@ -27,7 +27,7 @@ CONFIG_HELP = ("the config file to take the model runtime's settings from (backe
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add --config, the backend flags (agent.backends.settings) and the prompt flags."""
+    """Add --config, the backend flags (agent.backends.registry) and the prompt flags."""
     group = parser.add_argument_group("model backend")
     group.add_argument("--config", type=Path, metavar="FILE.toml", help=CONFIG_HELP)
     add_backend_flags(group)

@@ -21,25 +21,25 @@ from ..version import add_version_flag, print_version_if_alone
 
 
 class Command(NamedTuple):
-    """One subcommand: its name, its line in `sqale-agent --help`, and the module that runs it.
+    """One subcommand: its name (also the name of the module beside this one that runs it) and its
+    line in `sqale-agent --help`.
 
     The module has DESCRIPTION, add_arguments(parser) and run(args) -> exit status.
     """
 
     name: str
     help: str
-    module: str  # relative to this package
 
 
 PROG = "sqale-agent"
 COMMANDS: tuple[Command, ...] = (
-    Command("ask", "answer a question on an SQLite database", ".ask"),
-    Command("doctor", "check that the model runtime, the model and the databases are ready", ".doctor"),
-    Command("eval", "measure execution accuracy on Spider, BIRD or KaggleDBQA", ".evaluate"),
+    Command("ask", "answer a question on an SQLite database"),
+    Command("doctor", "check that the model runtime, the model and the databases are ready"),
+    Command("eval", "measure execution accuracy on Spider, BIRD or KaggleDBQA"),
     Command("golden", "build golden questions (question + known-good SQL) on your own database, "
-                      "review proposals", ".golden"),
-    Command("report", "an HTML page of an eval run, or of two runs compared", ".html_report"),
-    Command("tool", "run one exploration tool and print exactly what the model would see", ".run_tool"),
+                      "review proposals"),
+    Command("report", "an HTML page of an eval run, or of two runs compared"),
+    Command("tool", "run one exploration tool and print exactly what the model would see"),
 )
 
 
@@ -54,7 +54,7 @@ def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser
     for command in COMMANDS:
         command_parser = subparsers.add_parser(command.name, help=command.help)
         if only is None or command.name in only:
-            module = importlib.import_module(command.module, __package__)
+            module = importlib.import_module(f".{command.name}", __package__)
             command_parser.description = module.DESCRIPTION
             module.add_arguments(command_parser)
             command_parser.set_defaults(run=module.run, print_help=command_parser.print_help)

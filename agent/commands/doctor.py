@@ -9,21 +9,21 @@ from importlib.metadata import packages_distributions
 
 import anyio
 
+from ..agent_settings import AgentSettings
 from ..backends.advice import cache_advice
 from ..backends.base import PROBE_PROMPT, ModelBackend, ModelInfo
 from ..backends.slots import engine_slots
-from ..cache_probe import CacheProbe, probe_cache
+from ..engine_cache import DOCS
 from ..engine_session import EngineSession, ModelCheck, engine_session
 from ..episode import EpisodeSettings
 from ..errors import SqaleError
 from ..notes import read_notes
 from ..options import add_flags
-from ..prompt_cache import DOCS
-from ..settings.agent_settings import AgentSettings
 from ..sqlite import Database, HideRules, Schema, hiding_findings
 from ..telemetry.setup import TelemetryPlan, extra_installed, telemetry_plan
 from ..text import plural
 from .backend_options import add_backend_arguments, backend_choice, command_settings, config_path
+from .cache_probe import CacheProbe, probe_cache
 from .db_options import add_hide_argument, hide_rules
 
 OUR_DISTRIBUTION = "sqale-mcp"

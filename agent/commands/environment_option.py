@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..agent_settings import AgentSettings
 from ..options import add_flags
-from ..settings.agent_settings import AgentSettings
 from ..tools.environment import Environment
 
 

@@ -1,6 +1,6 @@
 """`sqale-agent golden proposals|accept|reject`: the library owner reviews what clients proposed.
 
-A server's "Save as verified" only proposes (agent.verified.saving); these actions list the
+A server's "Propose as verified" only proposes (agent.verified.saving); these actions list the
 proposals beside a library, move one into it once checked as loading checks it (`accept`), or
 record a refusal (`reject`). Everything a client wrote is shown escaped: a question or SQL can
 neither move the terminal's cursor nor pose as a line of this listing.

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..agent_settings import AgentSettings
 from ..errors import ConfigError
 from ..golden_file import database_reference
 from ..options import add_flags
-from ..settings.agent_settings import AgentSettings
 from ..verified import VerifiedLibrary
 
 

@@ -169,12 +169,12 @@ class QuestionRecord(_Record):
     correct: bool | None  # the voted answer; None when gold_error
     single_correct: float | None  # share of the samples that ran to the end that were correct
     any_correct: bool | None
-    voted_sample: int | None  # the answer's sample (agent.asking's choice, with or without a vote)
+    voted_sample: int | None  # the answer's sample (agent.sampling's choice, with or without a vote)
     vote_counts: list[int]  # size of each result group, largest first
     # The samples of each result group (sample indexes), in vote_counts' order; absent in files
     # written before the report showed candidates.
     vote_groups: list[list[int]] = []
-    # Share of the K samples agreeing with the voted answer (agent.asking); None when that answer
+    # Share of the K samples agreeing with the voted answer (agent.sampling); None when that answer
     # has no SQL that ran, or the line was written before this field.
     agreement: float | None = None
     stopped_early: bool = False  # a strict majority agreed before every sample finished

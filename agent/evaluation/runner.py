@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..asking import EpisodeFn, sample_seeds
 from ..backends.base import ModelBackend, SamplingSettings
 from ..episode import EpisodeSettings
 from ..errors import BackendAuthError, BackendError, ConfigError, DatabasePathError, ModelNotFound, SqaleError
-from ..sqlite import Database, EngineLimits, QueryEngine
+from ..sampling import EpisodeFn, sample_seeds
+from ..sqlite import Database, WorkerLimits, WorkerPool
 from ..text import sentence
 from .datasets import Dataset, Example, Selection
 from .hints import HintSource
@@ -57,7 +57,7 @@ class EvalSettings:
     runtime_slots: int | None = None  # episodes talking to the model at once; None: `concurrency`
     seed: int = 0  # sample k uses seed + k
     limits: QueryLimits = field(default_factory=QueryLimits)
-    tool_query_timeout: float = EngineLimits.query_timeout  # for the model's own queries
+    tool_query_timeout: float = WorkerLimits.query_timeout  # for the model's own queries
     max_backend_failures: int = 3  # episodes in a row failing in the backend before we stop
     trace: TraceKind = TraceKind.FULL
     early_stop: bool = True  # stop a question's samples once a strict majority agrees
@@ -149,7 +149,7 @@ async def evaluate(dataset: Dataset, selection: Selection, backend_factory: Back
         from ..loop import run_episode  # the loop imports the tools; load it only when running
 
         episode_fn = run_episode
-    engine = QueryEngine(EngineLimits(workers=settings.concurrency,
+    engine = WorkerPool(WorkerLimits(workers=settings.concurrency,
                                       query_timeout=settings.tool_query_timeout))
     seeds = sample_seeds(settings.samples, settings.seed)
     backends: list[ModelBackend] = []
@@ -246,18 +246,18 @@ def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
 
 
 class _Databases:
-    """One Database per db_id, opened on first use, all on the run's engine."""
+    """One Database per db_id, opened on first use, all on the run's worker pool."""
 
-    def __init__(self, dataset: Dataset, engine: QueryEngine) -> None:
+    def __init__(self, dataset: Dataset, workers: WorkerPool) -> None:
         self.dataset = dataset
-        self.engine = engine
+        self.workers = workers
         self._open: dict[str, Database] = {}
 
     def get(self, db_id: str) -> Database:
         db = self._open.get(db_id)
         if db is None:
             # A benchmark's files are served with no hide rules (eval takes none).
-            db = self._open[db_id] = Database.unruled(self.dataset.database_path(db_id), self.engine)
+            db = self._open[db_id] = Database.unruled(self.dataset.database_path(db_id), self.workers)
         return db
 
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..asking import Asked, AskSettings, EpisodeFn, Question, SampleBackends, SampleRun, ask, trace_outcome
 from ..backends.base import ModelBackend
 from ..choices import AskMode, choice_of, should_ask, sources_of
 from ..episode import EpisodeResult, EpisodeSettings
@@ -21,6 +20,16 @@ from ..errors import (
     BackendTimeout,
     BackendUnreachable,
     ModelNotFound,
+)
+from ..sampling import (
+    EpisodeFn,
+    Question,
+    SampleBackends,
+    SampledAnswer,
+    SampleRun,
+    SampleSettings,
+    sample_question,
+    trace_outcome,
 )
 from ..sqlite import Database, QueryResult, QueryStatus
 from ..telemetry.gate import question_span, question_trace
@@ -121,7 +130,7 @@ async def _evaluate_question(example: Example, db: Database, ctx: QuestionContex
     # As the server orders them: the hints, then the question's own evidence.
     evidence = "; ".join(part for part in (hinted.evidence, example.evidence) if part) or None
     question = Question(example.question, db, evidence, ctx.episode_settings, ctx.prompts)
-    how = AskSettings(rule=rule, limits=ctx.limits, early_stop=ctx.early_stop, compare_single=True,
+    how = SampleSettings(rule=rule, limits=ctx.limits, early_stop=ctx.early_stop, compare_single=True,
                       keep_backend_errors=True)
 
     async def finished(run: SampleRun, tally: Tally) -> None:
@@ -131,8 +140,9 @@ async def _evaluate_question(example: Example, db: Database, ctx: QuestionContex
     def slot(k: int) -> anyio.CapacityLimiter | contextlib.nullcontext[None]:
         return contextlib.nullcontext() if ctx.episode_slots is None else ctx.episode_slots
 
-    asked = await ask(question, SampleBackends(ctx.seeds, ctx.backends), ctx.episode_fn, how, slot=slot,
-                      on_finished=finished, comparison=comparison)
+    backends = SampleBackends(ctx.seeds, ctx.backends)
+    asked = await sample_question(question, backends, ctx.episode_fn, how, slot=slot,
+                                  on_finished=finished, comparison=comparison)
     trace_outcome(question_trace(), asked)
     samples = []
     for k in range(len(ctx.backends)):
@@ -206,9 +216,9 @@ def _failed_sample(k: int, ctx: QuestionContext, outcome: Outcome, error: str) -
 
 
 def _record(example: Example, ctx: QuestionContext, gold: GoldRecord, samples: Sequence[SampleRecord],
-            asked: Asked | None, started: float) -> QuestionRecord:
+            asked: SampledAnswer | None, started: float) -> QuestionRecord:
     scored = gold.status == QueryStatus.OK.value
-    # The answer as ask and the server choose it (agent.asking): the vote's winner, else the
+    # The answer as ask and the server choose it (agent.sampling): the vote's winner, else the
     # earliest sample whose SQL ran, else the earliest that finished.
     chosen_run = asked.chosen if asked is not None and scored else None
     chosen = samples[chosen_run.index] if chosen_run is not None else None
@@ -234,7 +244,7 @@ def _record(example: Example, ctx: QuestionContext, gold: GoldRecord, samples: S
     )
 
 
-def choice_record(question: str, asked: Asked, samples: Sequence[SampleRecord]) -> ChoiceRecord | None:
+def choice_record(question: str, asked: SampledAnswer, samples: Sequence[SampleRecord]) -> ChoiceRecord | None:
     """What the server would have asked a person about this vote (its form on disagreement), and
     which option was right (each shows its group's earliest sample); None when it would not ask."""
     if not should_ask(AskMode.DISAGREEMENT, asked.samples, len(asked.outcome.groups)):

@@ -8,7 +8,7 @@ The owner's hide rules (`hiding`) are resolved against the whole file (`_hiding_
 enforced by the same authorizer; `_refusals` words what a refused statement is told, from the
 names `_sql_names` finds in it. A `Database` states its rules when it is made (`hide=`: the
 rules the configuration gives, empty when it gives none) and never drops them; a handle with
-no rules on purpose is the named, operator-only `Database.unruled` (tests/test_code_rules.py
+no rules on purpose is the named, operator-only `Database.unruled` (tests/project/test_code_rules.py
 lists where product code may make one). What a statement read is the authorizer's reads completed from
 its program (`_reads`). A worker keeps one connection per file and rule set. Each request to a
 worker is a span, made here in the parent (agent/telemetry/steps.py): the worker has no telemetry.
@@ -31,10 +31,10 @@ from ..errors import DatabasePathError
 from ._cancel import CancelToken
 from ._sql_names import sql_names
 from ._worker import (
-    EngineLimits,
-    QueryEngine,
     QueryRequest,
     SchemaRequest,
+    WorkerLimits,
+    WorkerPool,
     stat_signature,
 )
 from .hiding import HideRules, hiding_findings
@@ -118,9 +118,9 @@ def _statement_span(operation: str | None, namespace: str,
 
 
 class Database:
-    """One validated database file, queried read-only through a QueryEngine."""
+    """One validated database file, queried read-only through a WorkerPool."""
 
-    def __init__(self, path: str | Path, engine: QueryEngine | None = None, *, hide: HideRules) -> None:
+    def __init__(self, path: str | Path, workers: WorkerPool | None = None, *, hide: HideRules) -> None:
         """`hide`: the database's rules as the configuration gives them (empty when it gives none).
 
         Every statement and schema fact of this handle is under them, and nothing drops them
@@ -128,22 +128,22 @@ class Database:
         """
         self.path = validate_database_path(path)
         self._hide = hide or None  # tables and columns no statement or schema fact may show
-        self._owns_engine = engine is None
-        self.engine = engine or QueryEngine()
+        self._owns_workers = workers is None
+        self.workers = workers or WorkerPool()
         # The schema and the file signature it was read at, replaced together (read without the lock).
         self._schema: tuple[Schema, tuple[int, ...]] | None = None
         self._schema_lock = threading.Lock()
 
     @classmethod
-    def unruled(cls, path: str | Path, engine: QueryEngine | None = None) -> Database:
+    def unruled(cls, path: str | Path, workers: WorkerPool | None = None) -> Database:
         """The file with no hide rules at all: operator only.
 
         For files served without rules (eval's benchmarks) and the operator's own checks of
         SQL they wrote (`golden add`). SQL a client or the model wrote never runs on one where
-        the configuration has rules: tests/test_code_rules.py fails when product code outside
+        the configuration has rules: tests/project/test_code_rules.py fails when product code outside
         the operator modules it lists makes one.
         """
-        return cls(path, engine, hide=HideRules())
+        return cls(path, workers, hide=HideRules())
 
     @property
     def hide(self) -> HideRules | None:
@@ -179,8 +179,8 @@ class Database:
         return tuple(dict.fromkeys([n for _, names in report.matches for n in names] + list(report.derived)))
 
     @property
-    def limits(self) -> EngineLimits:
-        return self.engine.limits
+    def limits(self) -> WorkerLimits:
+        return self.workers.limits
 
     def file_signature(self) -> tuple[int, ...]:
         """What changes when the file (or its WAL) changes: mtime, size and inode of each."""
@@ -197,7 +197,7 @@ class Database:
             if self._schema is None or sig != self._schema[1]:
                 timeout = max(self.limits.query_timeout, SCHEMA_READ_MIN_SECONDS)
                 with _statement_span(None, self.path.name, None) as traced:
-                    result = self.engine.run(SchemaRequest(str(self.path), timeout, self._hide))
+                    result = self.workers.run(SchemaRequest(str(self.path), timeout, self._hide))
                     if isinstance(result, QueryResult):  # the schema read itself was killed
                         traced.finished(status=result.status.value, returned=0, total=0, cut=False,
                                         seconds=result.seconds)
@@ -229,7 +229,7 @@ class Database:
             byte_budget=byte_budget, reads=reads, params=tuple((params or {}).items()),
         )
         with _statement_span(first_keyword(sql).upper(), self.path.name, sql) as traced:
-            result = self.engine.run(request, cancel)
+            result = self.workers.run(request, cancel)
             traced.finished(status=result.status.value, returned=len(result.rows), total=result.total_rows,
                             cut=result.truncated or result.cut_to_fit, seconds=result.seconds)
         return result
@@ -262,8 +262,8 @@ class Database:
 
     def close(self) -> None:
         """Stop the worker processes if this Database started them."""
-        if self._owns_engine:
-            self.engine.close()
+        if self._owns_workers:
+            self.workers.close()
 
     def __enter__(self) -> Database:
         return self
@@ -278,17 +278,17 @@ __all__ = [
     "ClippedText",
     "Column",
     "Database",
-    "EngineLimits",
     "ForeignKey",
     "HideReport",
     "HideRules",
-    "QueryEngine",
     "QueryResult",
     "QueryStatus",
     "ResultCut",
     "Schema",
     "SqlValue",
     "Table",
+    "WorkerLimits",
+    "WorkerPool",
     "create_database",
     "hiding_findings",
     "validate_database_path",

@@ -11,7 +11,7 @@ from .sql_text import skip_comment, skip_quoted
 
 # A name: a letter, _ or any character past ASCII, then those, digits and $. Written as what it
 # excludes of ASCII: the class [A-Za-z_\u0080-\U0010ffff] says the same but takes 15 ms to compile,
-# at the start of every process that imports agent.sqlite (tests/test_hiding.py pins the two
+# at the start of every process that imports agent.sqlite (tests/sqlite/test_hiding.py pins the two
 # equal).
 _WORD = re.compile(r"[^\x00-\x40\x5b-\x5e\x60\x7b-\x7f][^\x00-\x23\x25-\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7f]*")
 _NUMBER = re.compile(r"0[xX][0-9A-Fa-f]+|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")

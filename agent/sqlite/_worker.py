@@ -26,7 +26,7 @@ from .types import QueryResult, QueryStatus, Schema, SqlValue
 
 
 @dataclass(frozen=True)
-class EngineLimits:
+class WorkerLimits:
     """Limits for the SQLite worker processes; parsed once from settings."""
 
     # Seconds a statement may run before it is interrupted: the model's own statements get as
@@ -152,7 +152,7 @@ _STDERR_SHOWN = 2_000  # characters of a dead worker's stderr put in the error
 class _Worker:
     """One worker process and the pipes to it."""
 
-    def __init__(self, limits: EngineLimits) -> None:
+    def __init__(self, limits: WorkerLimits) -> None:
         if os.name != "posix":
             # The worker is handed its pipes and the shared cancel page by fd (pass_fds).
             raise DatabaseWorkerError("the SQLite worker needs a POSIX system: run sqale-mcp on Linux, "
@@ -265,11 +265,11 @@ class _Worker:
         self._stderr.close()
 
 
-class QueryEngine:
+class WorkerPool:
     """A pool of SQLite worker processes; every SQLite statement runs through it."""
 
-    def __init__(self, limits: EngineLimits | None = None) -> None:
-        self.limits = limits or EngineLimits()
+    def __init__(self, limits: WorkerLimits | None = None) -> None:
+        self.limits = limits or WorkerLimits()
         self._idle: queue.LifoQueue[_Worker] = queue.LifoQueue()
         self._slots = threading.Semaphore(max(1, self.limits.workers))
         self._all: set[_Worker] = set()
@@ -324,13 +324,7 @@ class QueryEngine:
     def start_worker(self) -> None:
         """Start one worker now rather than at the first request, so that its interpreter starts
         while the caller does other work (the server imports the MCP SDK meanwhile)."""
-        with self._lock:
-            if self._closed:
-                raise DatabaseWorkerError("the query engine is closed")
-            worker = _Worker(self.limits)
-            self._all.add(worker)
-            self.starts += 1
-        self._idle.put(worker)
+        self._idle.put(self._started())
 
     def _checkout(self) -> _Worker:
         try:
@@ -340,9 +334,13 @@ class QueryEngine:
             self._retire(worker)
         except queue.Empty:
             pass
+        return self._started()
+
+    def _started(self) -> _Worker:
+        """A new worker of this pool (counted in `starts`); the pool refuses once it is closed."""
         with self._lock:
             if self._closed:
-                raise DatabaseWorkerError("the query engine is closed")
+                raise DatabaseWorkerError("the worker pool is closed")
             worker = _Worker(self.limits)
             self._all.add(worker)
             self.starts += 1
@@ -380,5 +378,11 @@ def stat_signature(path: Path) -> tuple[int, ...]:
     return tuple(sig)
 
 
-__all__ = ["EngineLimits", "QueryEngine", "QueryRequest", "Schema",
-           "SchemaRequest", "stat_signature"]
+__all__ = [
+    "QueryRequest",
+    "Schema",
+    "SchemaRequest",
+    "WorkerLimits",
+    "WorkerPool",
+    "stat_signature",
+]

@@ -1,7 +1,7 @@
 """The span helpers as the product calls them: OpenTelemetry is imported only once it is on.
 
 `sqale-agent ask`, `tool` and `golden`, and the stdio server before its first reply, import no
-more OpenTelemetry than the MCP SDK itself does (tests/test_startup.py): so loop, asking, the
+more OpenTelemetry than the MCP SDK itself does (tests/project/test_startup.py): so loop, asking, the
 SQLite package and the front ends call these helpers, which hand out an `Untraced` handle while
 no OpenTelemetry implementation is configured and import `spans` and `steps` only once one is.
 An SDK can only be configured after `opentelemetry.trace` was imported, so `tracing_on` looks for

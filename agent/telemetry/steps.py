@@ -1,6 +1,6 @@
 """The spans below the question: each sample's episode, its rounds, tool calls and statements.
 
-Their callers (agent/asking.py, agent/loop.py, agent/sqlite) pass plain values, so this module
+Their callers (agent/sampling.py, agent/loop.py, agent/sqlite) pass plain values, so this module
 imports nothing of theirs. The model call's span is the backend wrapper's
 (agent/backends/traced.py).
 """

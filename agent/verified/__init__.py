@@ -9,7 +9,7 @@
   hide rules), reloading when the file changes;
 - `answering`: one question against a library (`consult`): the verified answer, the similar
   questions to list, the hints;
-- `saving`: a client's "Save as verified", checked like any entry and kept as a proposal
+- `saving`: a client's "Propose as verified", checked like any entry and kept as a proposal
   (`proposals`: the file beside the library), never served;
 - `reviewing`: the owner accepting a proposal into the library (checked again) or rejecting it.
 """

@@ -1,6 +1,6 @@
 """Proposed verified answers: what a client saved, waiting for the library owner's review.
 
-A client's "Save as verified" never writes the library: it appends a proposal to the
+A client's "Propose as verified" never writes the library: it appends a proposal to the
 library's proposals file, `NAME.proposals.jsonl` beside `NAME.jsonl`. Both the server and
 `sqale-agent golden` find it from the library's path, so there is no second setting to keep
 in step and the operator sees it next to the file it would change; a library several aliases

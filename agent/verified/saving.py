@@ -1,4 +1,4 @@
-"""A client's "Save as verified": a proposal for the library's owner, never an entry served.
+"""A client's "Propose as verified": a proposal for the library's owner, never an entry served.
 
 What a client saves is checked as loading checks an entry (its SQL runs in the guarded worker
 under the hide rules, and only under them; it must not contradict the library) and appended to

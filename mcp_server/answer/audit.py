@@ -24,10 +24,10 @@ from agent.errors import BackendError, SqaleError
 from agent.telemetry.gate import question_trace
 from agent.verified import verified_tier
 
-from ..runtime import ServerRuntime
+from ..state import ServerState
+from .engine_cache_output import prompt_cache_of
 from .output import AnswerOutput, trace_of
-from .prompt_cache_output import prompt_cache_of
-from .sampling import QuestionAsked
+from .sampling import QuestionCall
 from .tool_errors import CallError, tool_error_for
 from .verified import audit_fields
 
@@ -107,7 +107,7 @@ def activity(played: Sequence[Round], started: float) -> dict[str, Any]:
             "prompt_cache": [entry.model_dump(mode="json") for entry in prompt_cache_of(played)]}
 
 
-async def record_answered(runtime: ServerRuntime, log: CallLog, call: QuestionAsked, hint: str | None,
+async def record_answered(server_state: ServerState, log: CallLog, call: QuestionCall, hint: str | None,
                           answered: Answered, response: CallToolResult) -> None:
     """The metric, the episode-log line and the log line of an answered call."""
     answer = answered.answer
@@ -117,14 +117,14 @@ async def record_answered(runtime: ServerRuntime, log: CallLog, call: QuestionAs
               "model_seconds": round(answered.model_seconds, 3),
               "tool_seconds": round(answered.tool_seconds, 3),
               "queued_seconds": round(answer.queued_seconds, 3), **answered.voting, **audit_fields(answer)}
-    runtime.metrics.questions.labels(call.alias, call.caller.name, answer.status, answer.stop_reason).inc()
+    server_state.metrics.questions.labels(call.alias, call.caller.name, answer.status, answer.stop_reason).inc()
     tier = None if answer.verified is None else verified_tier(answer.verified.params)  # the library answered it
     question_trace().finish(answer.status, answer.stop_reason, rows=answer.row_count, sql=answer.sql,
                             agreement=answer.agreement, verified_tier=tier)
-    await audit(runtime, log, call.question, hint, call.alias, record)
+    await audit(server_state, log, call.question, hint, call.alias, record)
     text_bytes = sum(len(c.text.encode()) for c in response.content if isinstance(c, TextContent))
     if answer.verified is None:  # a verified answer is no episode: it would skew episode times
-        runtime.metrics.observe_answer(call.alias, answer.seconds, answer.rounds, text_bytes)
+        server_state.metrics.observe_answer(call.alias, answer.seconds, answer.rounds, text_bytes)
     chose = f"; the person's choice ({answer.asked.reply})" if answer.asked is not None else ""
     logger.info("answered on '%s' for token '%s': %s after %d rounds, %d tool calls, %.1f s "
                 "(queued %.1f s)%s%s", call.alias, call.caller.name, answer.status, answer.rounds,
@@ -133,12 +133,12 @@ async def record_answered(runtime: ServerRuntime, log: CallLog, call: QuestionAs
                 else "", chose, extra=log.log_fields())
 
 
-async def record_awaiting(runtime: ServerRuntime, log: CallLog, call: QuestionAsked, hint: str | None,
+async def record_awaiting(server_state: ServerState, log: CallLog, call: QuestionCall, hint: str | None,
                           voting: dict[str, Any]) -> None:
     """The span's end, the episode-log and log lines of a 2026-07-28 question whose answer awaits its
     person's reply (no error: the reply is a call of its own, a trace of its own)."""
     question_trace().finish(AWAITING_CHOICE, "person_asked")
-    await audit(runtime, log, call.question, hint, call.alias, {"status": AWAITING_CHOICE, **voting})
+    await audit(server_state, log, call.question, hint, call.alias, {"status": AWAITING_CHOICE, **voting})
     logger.info("asked the person on '%s' for token '%s' to choose among %d answers (%d samples)", call.alias,
                 call.caller.name, len(voting.get("candidates", [])), call.samples, extra=log.log_fields())
 
@@ -147,13 +147,13 @@ def _agreement(agreement: float | None) -> str:
     return "none (no SQL ran)" if agreement is None else f"{agreement:.2f}"
 
 
-async def record_unanswered(runtime: ServerRuntime, log: CallLog, call: QuestionAsked, hint: str | None,
+async def record_unanswered(server_state: ServerState, log: CallLog, call: QuestionCall, hint: str | None,
                             outcome: tuple[str, str], said: str, done: dict[str, Any],
                             error: BaseException | None = None) -> None:
     """The metric, the span's end, the whole episode-log line and a log line of a failed or cancelled call."""
-    runtime.metrics.questions.labels(call.alias, log.token, *outcome).inc()
+    server_state.metrics.questions.labels(call.alias, log.token, *outcome).inc()
     question_trace().finish(*outcome)
-    await audit(runtime, log, call.question, hint, call.alias,
+    await audit(server_state, log, call.question, hint, call.alias,
                 {"status": outcome[0], "stop_reason": outcome[1], "error": said, **done})
     internal = error is not None and not isinstance(error, SqaleError | ToolError)
     # Our bug: an error with its traceback. The runtime failing: a warning, for the operator to
@@ -165,16 +165,16 @@ async def record_unanswered(runtime: ServerRuntime, log: CallLog, call: Question
                exc_info=error if internal else None, extra=log.log_fields())
 
 
-async def record_refused(runtime: ServerRuntime, log: CallLog, call: QuestionAsked, refused: Refused) -> None:
+async def record_refused(server_state: ServerState, log: CallLog, call: QuestionCall, refused: Refused) -> None:
     """The metric and span of a refused call, and (a few per token and minute) a short log line of it."""
-    runtime.metrics.questions.labels(call.alias, log.token, "refused", refused.reason).inc()
+    server_state.metrics.questions.labels(call.alias, log.token, "refused", refused.reason).inc()
     question_trace().finish("refused", refused.reason)
-    held_back = runtime.quotas.of(call.caller).refusal_lines.allow()
+    held_back = server_state.quotas.of(call.caller).refusal_lines.allow()
     if held_back is None:  # a flood of refusals must not fill the disk: counted, not written
         return
-    if runtime.episode_log is not None:
+    if server_state.episode_log is not None:
         with anyio.CancelScope(shield=True):
-            await runtime.episode_log.append({
+            await server_state.episode_log.append({
                 "question_id": log.question_id, "token": log.token, "database": call.alias,
                 "status": "refused", "stop_reason": refused.reason, "error": str(refused),
                 "question": clip(call.question, REFUSED_QUESTION_CHARS), "samples": call.samples,
@@ -184,18 +184,18 @@ async def record_refused(runtime: ServerRuntime, log: CallLog, call: QuestionAsk
                 extra=log.log_fields())
 
 
-async def audit(runtime: ServerRuntime, log: CallLog, question: str, evidence: str | None, alias: str,
+async def audit(server_state: ServerState, log: CallLog, question: str, evidence: str | None, alias: str,
                 fields: dict[str, Any]) -> None:
     """Append one line to the episode log (when there is one), whatever cancels the call."""
-    if runtime.episode_log is not None:
-        notes = runtime.catalog.entry(alias).notes
+    if server_state.episode_log is not None:
+        notes = server_state.catalog.entry(alias).notes
         used = None if notes is None else {"path": str(notes.path), "facts": notes.facts,
                                            "chars": notes.chars}
-        hide = runtime.databases[alias].hide
+        hide = server_state.databases[alias].hide
         hidden = {"hide_rules": list(hide.texts)} if hide else {}
         # Shielded: a question cancelled by the server's stop still leaves its whole line.
         with anyio.CancelScope(shield=True):
-            await runtime.episode_log.append({
+            await server_state.episode_log.append({
                 "question_id": log.question_id, "token": log.token,
                 "question": question, "evidence": evidence, "database": alias, "notes": used,
-                "model": runtime.model_label, **hidden, **fields})
+                "model": server_state.model_label, **hidden, **fields})

@@ -29,9 +29,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agent.choices import NONE_OF_THESE, Choice, Option
 
 from .choice_output import AskedPerson, Reply
+from .engine_cache_output import RoundPrompt
 from .library_output import SimilarVerified
 from .output import Candidate, TraceEntry
-from .prompt_cache_output import RoundPrompt
 
 FORM_KEY = "choose_answer"  # the form's key among a 2026-07-28 result's input requests
 NONE_KEY = "none"

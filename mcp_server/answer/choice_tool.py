@@ -16,9 +16,9 @@ from pydantic import Field
 from agent.choices import AskMode
 from agent.telemetry.gate import question_span
 
-from ..config.settings import ServerSettings
-from ..runtime import ServerRuntime
+from ..config.server_settings import ServerSettings
 from ..serving.access import caller_of
+from ..state import ServerState
 from .choice_form import ChoiceForm, PersonReply
 from .saving import AppOnlyTool
 from .tool import answer_choice, error_response
@@ -32,9 +32,9 @@ async def choose_answer(
     ctx: Context,
 ) -> CallToolResult:
     """Make the option the person picked in the answer view the answer."""
-    runtime = cast(ServerRuntime, ctx.request_context.lifespan_context)
+    server_state = cast(ServerState, ctx.request_context.lifespan_context)
     caller = caller_of(ctx.request_context.request)
-    state = open_choice(runtime.view_choices, choice, caller)
+    state = open_choice(server_state.view_choices, choice, caller)
 
     def picked(form: ChoiceForm) -> PersonReply:
         options = form.choice.options
@@ -42,14 +42,14 @@ async def choose_answer(
             return PersonReply("invalid_reply")
         return PersonReply("chose", options[option - 1].group, option)
 
-    with question_span("mcp", capture_content=runtime.settings.trace_content) as traced:
+    with question_span("mcp", capture_content=server_state.settings.trace_content) as traced:
         try:
-            return await answer_choice(runtime, caller, state, read=picked, via="answer_view")
+            return await answer_choice(server_state, caller, state, read=picked, via="answer_view")
         except CallError as error:
             if not traced.ended:  # refused and failed calls ended their span where they were recorded
                 traced.finish(error.status, error.kind)
             return error_response(error, database=state.alias if state else None,
-                                  question=state.question if state else "", model=runtime.model_label)
+                                  question=state.question if state else "", model=server_state.model_label)
 
 
 def choice_tools(settings: ServerSettings) -> tuple[AppOnlyTool, ...]:

@@ -33,17 +33,17 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult, TextContent
 from mcp_types.version import is_version_at_least
 
-from agent.asking import Asked, SampleRun
 from agent.choices import AskMode, Choice, choice_of, sources_of
 from agent.episode import EpisodeStatus, StopReason
+from agent.sampling import SampledAnswer, SampleRun
 from agent.sql_answer import answer_from_sql
 
-from ..config.settings import ServerSettings
-from ..runtime import ServerRuntime
+from ..config.server_settings import ServerSettings
+from ..state import ServerState
 from .choice_form import ChoiceForm, ChoiceState, OptionRecord, PersonReply, answers_forms
 from .choice_output import AskedPerson
 from .output import AnswerOutput, answer_from_episode
-from .sampling import QuestionAsked
+from .sampling import QuestionCall
 from .saving import may_save, save_answer
 
 INPUT_REQUIRED_VERSION = "2026-07-28"  # the first protocol version that asks through `input_required`
@@ -90,12 +90,12 @@ def person_asker(ctx: Context[Any, Any], settings: ServerSettings) -> PersonAske
     return PersonAsker(settings.ask_to_choose, settings.ask_timeout, send)
 
 
-def may_propose(runtime: ServerRuntime, call: QuestionAsked) -> bool:
+def may_propose(server_state: ServerState, call: QuestionCall) -> bool:
     """True when the form may offer to propose the chosen answer as verified (saving.may_save)."""
-    return call.alias in runtime.verified and may_save(runtime.settings, call.caller)
+    return call.alias in server_state.verified and may_save(server_state.settings, call.caller)
 
 
-def choice_for(asked: Asked, question: str) -> Choice:
+def choice_for(asked: SampledAnswer, question: str) -> Choice:
     """The options for this vote (agent.choices)."""
     return choice_of(question, sources_of(asked), asked.samples)
 
@@ -122,14 +122,14 @@ def with_choice(answer: AnswerOutput, asked: AskedPerson, group: int | None) -> 
                                      "agreement": round(chosen.votes / answer.samples, 3)})
 
 
-async def settled(runtime: ServerRuntime, call: QuestionAsked, form: ChoiceForm, reply: PersonReply,
+async def settled(server_state: ServerState, call: QuestionCall, form: ChoiceForm, reply: PersonReply,
                   answer: AnswerOutput) -> AnswerOutput:
     """The answer the reply makes of `answer` (the chosen option's, or the vote's), with the
     proposal the person asked for filed."""
     group = reply.group if reply.reply == "chose" else None
     proposal = None
     if reply.propose and group is not None and form.propose and answer.sql is not None:
-        saved = await save_answer(runtime, call.caller, database=call.alias, question=call.question,
+        saved = await save_answer(server_state, call.caller, database=call.alias, question=call.question,
                                   sql=answer.sql, evidence=call.given_evidence)
         proposal = " ".join(c.text for c in saved.content if isinstance(c, TextContent))
     return with_choice(answer, reply.asked(form, proposal), group)
@@ -165,14 +165,14 @@ def choice_state(question_id: str, asked_at: float, form: ChoiceForm, records: l
     return state.model_copy(update={"options": lighter})
 
 
-async def answer_from_state(runtime: ServerRuntime, state: ChoiceState, group: int | None) -> AnswerOutput:
+async def answer_from_state(server_state: ServerState, state: ChoiceState, group: int | None) -> AnswerOutput:
     """The answer of option `group` (None: the vote's) from a retry's state: its SQL run again now."""
     record = next(r for r in state.options if r.group == (group or 0))
     result, _ = await answer_from_sql(
-        record.sql, runtime.databases[state.alias], runtime.episode_settings, question=state.question,
+        record.sql, server_state.databases[state.alias], server_state.episode_settings, question=state.question,
         evidence=None, status=EpisodeStatus(record.status), stop_reason=StopReason(record.stop_reason))
     built = await anyio.to_thread.run_sync(lambda: answer_from_episode(
-        result, database=state.alias, model=state.model, max_rows=runtime.settings.max_rows,
+        result, database=state.alias, model=state.model, max_rows=server_state.settings.max_rows,
         queued_seconds=record.queued_seconds))
     return built.model_copy(update={
         "rounds": record.rounds, "tool_calls": record.tool_calls, "tokens": record.tokens,

@@ -8,18 +8,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent.asking import Asked, VoteSummary, summary_text
-from agent.asking import Candidate as AskedCandidate
 from agent.episode import EpisodeResult, EpisodeStatus, Round, StopReason
 from agent.episode_text import JsonCell, clip, cut_note, json_cell, last_reply_excerpt
+from agent.sampling import Candidate as AskedCandidate
+from agent.sampling import SampledAnswer, VoteSummary, summary_text
 from agent.sqlite import ClippedText
 from agent.text import display_name, escape_unsafe, plain_label, plural, quoted_text, sentence
 
 from ..config.limits import AnswerLimits, LimitName, limit_lines, limits_hit
 from .choice_output import AskedPerson, ChosenBy, asked_line
+from .engine_cache_output import RoundPrompt, prompt_cache_of
 from .fence import SqlAuthor, fence_untrusted, neutralise_markers, sql_block, sql_fence
 from .library_output import SimilarVerified, VerifiedSource, library_lines, verified_paragraph
-from .prompt_cache_output import RoundPrompt, prompt_cache_of
 
 TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured content
 TEXT_COLUMNS = 20  # columns shown in the text content; all are in the structured content
@@ -212,7 +212,7 @@ def unanswered(message: str, *, status: AnswerStatus, kind: str, database: str |
         last_reply=None)
 
 
-def with_vote(answer: AnswerOutput, asked: Asked) -> AnswerOutput:
+def with_vote(answer: AnswerOutput, asked: SampledAnswer) -> AnswerOutput:
     """The answer with what its samples' vote says: agreement always, the rest with several samples."""
     if asked.samples == 1:
         return answer.model_copy(update={"agreement": asked.agreement})
@@ -335,7 +335,7 @@ def _quoted_error(error: str | None) -> str:
 
 
 def votes_text(answer: AnswerOutput) -> str:
-    """How far the samples agree, and the other answers' SQL (agent.asking tells it)."""
+    """How far the samples agree, and the other answers' SQL (agent.sampling tells it)."""
     summary = VoteSummary(answer.samples, answer.samples_finished,
                           tuple(AskedCandidate(**c.model_dump()) for c in answer.candidates),
                           answer_ran=answer.status != EpisodeStatus.FAILED.value,

@@ -1,4 +1,4 @@
-"""K samples of one question on the server: its limits and progress around agent.asking."""
+"""K samples of one question on the server: its limits and progress around agent.sampling."""
 
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ from functools import partial
 
 import anyio
 
-from agent.asking import Asked, AskSettings, Question, SampleBackends, SampleRun, ask
 from agent.backends.slots import waiting_message
 from agent.episode import Round
 from agent.episode_text import progress_message
 from agent.loop import run_episode
+from agent.sampling import Question, SampleBackends, SampledAnswer, SampleRun, SampleSettings, sample_question
 from agent.text import plural
 from agent.voting import CompareLimits, Tally
 
-from ..runtime import ServerRuntime
 from ..serving.access import LOCAL_CALLER, Caller
 from ..serving.quotas import token_waiting_message
+from ..state import ServerState
 from .output import queued_message
 
 ReportProgress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -28,7 +28,7 @@ COMPARE_MAX_ROWS = 10_000  # a result with more rows does not vote (memory: K re
 
 
 @dataclass(frozen=True)
-class QuestionAsked:
+class QuestionCall:
     """A checked call: what to ask, where, how many times."""
 
     question: str
@@ -134,20 +134,20 @@ class SampleProgress:
         return "" if self.samples == 1 else f"sample {k + 1}/{self.samples} "
 
 
-async def run_question(runtime: ServerRuntime, asked: QuestionAsked, report_progress: ReportProgress,
-                       played: list[Round] | None = None) -> Asked:
+async def run_question(server_state: ServerState, asked: QuestionCall, report_progress: ReportProgress,
+                       played: list[Round] | None = None) -> SampledAnswer:
     """Run the K samples (one slot each, within the server's limits) and choose the answer.
 
     Every round any sample plays is appended to `played` as it ends (what a cancelled question did).
     """
-    settings = runtime.settings
-    progress = SampleProgress(asked.samples, runtime.episode_settings.max_tool_turns, report_progress)
+    settings = server_state.settings
+    progress = SampleProgress(asked.samples, server_state.episode_settings.max_tool_turns, report_progress)
 
     @asynccontextmanager
     async def slot(k: int) -> AsyncIterator[None]:
         # Each sample is an episode like any other: it takes a unit of its token's quota and keeps
         # its runtime slot for all its rounds (on one slot the samples run one after another).
-        async with runtime.episode_turn(asked.caller, on_token_wait=partial(progress.token_waiting, k),
+        async with server_state.episode_turn(asked.caller, on_token_wait=partial(progress.token_waiting, k),
                                         on_worker_wait=progress.queued,
                                         on_slot_wait=partial(progress.waiting, k)):
             yield
@@ -157,13 +157,14 @@ async def run_question(runtime: ServerRuntime, asked: QuestionAsked, report_prog
     async def on_round(k: int, done: Round) -> None:
         if played is not None:
             played.append(done)
-        runtime.watch_round(previous.get(k), done)
+        server_state.watch_round(previous.get(k), done)
         previous[k] = done
         await progress.round(k, done)
 
-    question = Question(asked.question, runtime.databases[asked.alias], asked.evidence,
-                        runtime.episode_settings, runtime.prompts)
-    how = AskSettings(limits=CompareLimits(timeout=settings.query_timeout, max_rows=COMPARE_MAX_ROWS),
+    question = Question(asked.question, server_state.databases[asked.alias], asked.evidence,
+                        server_state.episode_settings, server_state.prompts)
+    how = SampleSettings(limits=CompareLimits(timeout=settings.query_timeout, max_rows=COMPARE_MAX_ROWS),
                       episode_timeout=settings.episode_timeout, early_stop=not asked.run_all)
-    return await ask(question, SampleBackends.seeded(runtime.backend, asked.samples, settings.seed),
-                     run_episode, how, slot=slot, on_round=on_round, on_finished=progress.finished)
+    backends = SampleBackends.seeded(server_state.backend, asked.samples, settings.seed)
+    return await sample_question(question, backends, run_episode, how, slot=slot, on_round=on_round,
+                                 on_finished=progress.finished)

@@ -34,10 +34,10 @@ from agent.errors import SqaleError
 from agent.verified.proposals import sql_digest
 from agent.verified.saving import Saved, propose_entry
 
-from ..config.settings import ServerSettings
-from ..runtime import ServerRuntime
+from ..config.server_settings import ServerSettings
 from ..serving.access import Caller, caller_of
 from ..serving.quotas import QuotaExceeded
+from ..state import ServerState
 from .arguments import checked_text, resolve_alias
 from .tool_errors import CallError, edge_error
 
@@ -61,8 +61,8 @@ async def save_verified_answer(
     evidence: Annotated[str | None, Field(description="the evidence the question was asked with")] = None,
 ) -> CallToolResult:
     """Propose a checked question and SQL for the database's verified library."""
-    runtime = cast(ServerRuntime, ctx.request_context.lifespan_context)
-    return await save_answer(runtime, caller_of(ctx.request_context.request), database=database,
+    server_state = cast(ServerState, ctx.request_context.lifespan_context)
+    return await save_answer(server_state, caller_of(ctx.request_context.request), database=database,
                              question=question, sql=sql, evidence=evidence)
 
 
@@ -76,33 +76,33 @@ def may_save(settings: ServerSettings, caller: Caller) -> bool:
     return spec is not None and spec.save_verified
 
 
-async def save_answer(runtime: ServerRuntime, caller: Caller, *, database: str, question: str, sql: str,
+async def save_answer(server_state: ServerState, caller: Caller, *, database: str, question: str, sql: str,
                       evidence: str | None) -> CallToolResult:
     """The save and its outcome as a tool result (isError when nothing holds the SQL now)."""
-    settings = runtime.settings
+    settings = server_state.settings
     attempt = _Attempt(caller, question, sql)
     try:
-        runtime.quotas.check_rate(caller)
+        server_state.quotas.check_rate(caller)
     except QuotaExceeded as exc:
-        return attempt.ended(runtime, None, "quota", f"Not saved: {exc}", failed=True)
+        return attempt.ended(server_state, None, "quota", f"Not saved: {exc}", failed=True)
     if not may_save(settings, caller):
-        return attempt.ended(runtime, None, "not_permitted", (
+        return attempt.ended(server_state, None, "not_permitted", (
             f"Not saved: token '{caller.name}' may not propose verified answers. The server's operator "
             "grants it with save-verified = true in its [tokens.NAME] table."), failed=True)
     try:
-        alias = resolve_alias(database, caller.visible(runtime.catalog.aliases))
+        alias = resolve_alias(database, caller.visible(server_state.catalog.aliases))
         asked = checked_text("question", question, settings.max_question_chars)
         hint = checked_text("evidence", evidence, settings.max_evidence_chars)
     except CallError as error:
-        return attempt.ended(runtime, None, "invalid", str(error), failed=True)
-    library = runtime.verified.get(alias)
+        return attempt.ended(server_state, None, "invalid", str(error), failed=True)
+    library = server_state.verified.get(alias)
     if library is None:
-        return attempt.ended(runtime, alias, "no_library", (
+        return attempt.ended(server_state, alias, "no_library", (
             f"Not saved: '{alias}' has no verified library (the server's operator sets one with "
             "--verified ALIAS=FILE)."), failed=True)
     try:
         saved: Saved = await anyio.to_thread.run_sync(lambda: propose_entry(
-            library, runtime.databases[alias], question=asked or "", sql=sql, evidence=hint,
+            library, server_state.databases[alias], question=asked or "", sql=sql, evidence=hint,
             proposed_by=saver(caller)))
     except Exception as exc:
         # The database or its worker failed (or a bug of ours): mapped as for a question, so a
@@ -112,11 +112,12 @@ async def save_answer(runtime: ServerRuntime, caller: Caller, *, database: str, 
         logger.log(logging.WARNING if isinstance(exc, SqaleError) else logging.ERROR,
                    "save on '%s' for token '%s' failed (id %s): %r", alias, caller.name, ident, exc,
                    exc_info=not isinstance(exc, SqaleError), extra={"token": caller.name})
-        result = attempt.ended(runtime, alias, "error", f"Not saved: {failure or 'a bug of ours'}", failed=True)
+        result = attempt.ended(server_state, alias, "error", f"Not saved: {failure or 'a bug of ours'}",
+                               failed=True)
         if failure is None:  # our own bug, on stdio: it propagates as it is
             raise
         return result
-    return attempt.ended(runtime, alias, saved.outcome.value, saved.message, failed=saved.failed)
+    return attempt.ended(server_state, alias, saved.outcome.value, saved.message, failed=saved.failed)
 
 
 @dataclass(frozen=True)
@@ -127,11 +128,11 @@ class _Attempt:
     question: str
     sql: str
 
-    def ended(self, runtime: ServerRuntime, alias: str | None, outcome: str, message: str, *,
+    def ended(self, server_state: ServerState, alias: str | None, outcome: str, message: str, *,
               failed: bool) -> CallToolResult:
         """Count and log the call's outcome, and return it as the tool result."""
-        runtime.metrics.saves.labels(alias or "", self.caller.name, outcome).inc()
-        if outcome == "quota" and runtime.quotas.of(self.caller).refusal_lines.allow() is None:
+        server_state.metrics.saves.labels(alias or "", self.caller.name, outcome).inc()
+        if outcome == "quota" and server_state.quotas.of(self.caller).refusal_lines.allow() is None:
             return _result(message, failed=failed)  # a flood must not fill the disk: counted only
         logger.info("save on '%s' for token '%s': %s (question %r, sql sha256 %s…, %d characters): %s",
                     alias or "-", self.caller.name, outcome, clip(self.question, LOGGED_QUESTION_CHARS),

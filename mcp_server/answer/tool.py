@@ -15,18 +15,18 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, InputRequiredResult, InputResponses, TextContent
 from pydantic import Field
 
-from agent.asking import SampleRun
 from agent.choices import should_ask
 from agent.episode import Round
 from agent.notes import evidence_with_notes
+from agent.sampling import SampleRun
 from agent.telemetry.gate import question_span, question_trace
 from agent.verified import Consulted
 
 from ..config.limits import AnswerLimits
-from ..runtime import ServerRuntime
 from ..serving.access import LOCAL_CALLER, Caller, caller_of
 from ..serving.draining import ServerStopping
 from ..serving.quotas import QuotaExceeded
+from ..state import ServerState
 from .arguments import checked_text, known_alias, resolve_alias
 from .audit import (
     Answered,
@@ -54,7 +54,7 @@ from .choosing import (
     settled,
 )
 from .output import AnswerOutput, answer_from_episode, unanswered, with_vote
-from .sampling import QuestionAsked, ReportProgress, run_question
+from .sampling import QuestionCall, ReportProgress, run_question
 from .sizing import fitted_response, small_answer
 from .tool_errors import (
     CallError,
@@ -91,24 +91,24 @@ async def answer_sql_question(
                                                        "question; default true")] = None,
 ) -> Annotated[CallToolResult, AnswerOutput] | InputRequiredResult:
     """Answer a question about a configured SQLite database with a small local text-to-SQL model."""
-    # The SDK types the lifespan's value as a dict; ours is the ServerRuntime open_runtime yields.
-    runtime = cast(ServerRuntime, ctx.request_context.lifespan_context)
+    # The SDK types the lifespan's value as a dict; ours is the ServerState open_state yields.
+    server_state = cast(ServerState, ctx.request_context.lifespan_context)
     caller = caller_of(ctx.request_context.request)
-    with question_span("mcp", capture_content=runtime.settings.trace_content) as traced:
+    with question_span("mcp", capture_content=server_state.settings.trace_content) as traced:
         try:
             if ctx.request_state is not None:  # 2026-07-28: the retry bringing the person's reply
-                return await answer_reply(runtime, ctx.request_state, ctx.input_responses, caller=caller)
-            return await answer_question(runtime, question, database, evidence,
+                return await answer_reply(server_state, ctx.request_state, ctx.input_responses, caller=caller)
+            return await answer_question(server_state, question, database, evidence,
                                          report_progress=ctx.report_progress, samples=samples, caller=caller,
                                          use_verified=verified is not False,
-                                         person=person_asker(ctx, runtime.settings))
+                                         person=person_asker(ctx, server_state.settings))
         except CallError as error:
             if not traced.ended:  # refused and failed calls ended their span where they were recorded
                 traced.finish(error.status, error.kind)
             # Returned, not raised: the failed call carries structured content like every other result.
-            alias = known_alias(database, caller.visible(runtime.catalog.aliases))
-            return error_response(error, database=alias, model=runtime.model_label,
-                                  question=question[:runtime.settings.max_question_chars])
+            alias = known_alias(database, caller.visible(server_state.catalog.aliases))
+            return error_response(error, database=alias, model=server_state.model_label,
+                                  question=question[:server_state.settings.max_question_chars])
 
 
 def error_response(error: CallError, *, database: str | None, question: str, model: str) -> CallToolResult:
@@ -155,7 +155,7 @@ def _plain_optional(advertised: Mapping[str, Any], shape: dict[str, Any]) -> dic
     return {**{k: v for k, v in advertised.items() if k not in ("anyOf", "default", "type")}, **shape}
 
 
-async def answer_question(runtime: ServerRuntime, question: str, database: str | None,
+async def answer_question(server_state: ServerState, question: str, database: str | None,
                           evidence: str | None, *, report_progress: ReportProgress,
                           samples: int | None = None, caller: Caller = LOCAL_CALLER,
                           use_verified: bool = True,
@@ -166,65 +166,65 @@ async def answer_question(runtime: ServerRuntime, question: str, database: str |
     Every call that gets past its arguments leaves one episode-log line, one log line and a
     count in the metrics (audit.py).
     """
-    settings = runtime.settings
+    settings = server_state.settings
     asked = checked_text("question", question, settings.max_question_chars)
     if asked is None:
         raise empty_question()
     hint = checked_text("evidence", evidence, settings.max_evidence_chars)
     # Out of scope and nonexistent aliases get the same error: it lists only the caller's own.
-    alias = resolve_alias(database, caller.visible(runtime.catalog.aliases))
+    alias = resolve_alias(database, caller.visible(server_state.catalog.aliases))
     log = CallLog(uuid.uuid4().hex[:12], caller.name)
     by_form = person is not None and person.by_form
     count = samples if samples is not None else settings.ask_samples if by_form else settings.samples
     if not 1 <= count <= settings.max_samples:
         raise samples_out_of_range(count, settings.max_samples)
-    notes = runtime.catalog.entry(alias).notes
-    call = QuestionAsked(question=asked, alias=alias, samples=count, caller=caller,
+    notes = server_state.catalog.entry(alias).notes
+    call = QuestionCall(question=asked, alias=alias, samples=count, caller=caller,
                          evidence=evidence_with_notes(notes.text if notes else None, hint),
                          given_evidence=hint, notes=notes.text if notes else None, use_verified=use_verified,
                          run_all=by_form)
 
     async def admitted(played: list[Round]) -> Answered | _AwaitingChoice:
-        return await _run_admitted(runtime, call, log, report_progress, played, person)
+        return await _run_admitted(server_state, call, log, report_progress, played, person)
 
-    outcome = await _recorded(runtime, log, call, hint, admitted)
+    outcome = await _recorded(server_state, log, call, hint, admitted)
     if isinstance(outcome, _AwaitingChoice):
-        await record_awaiting(runtime, log, call, hint, outcome.voting)
+        await record_awaiting(server_state, log, call, hint, outcome.voting)
         return outcome.result
-    return await _respond(runtime, log, call, hint, outcome)
+    return await _respond(server_state, log, call, hint, outcome)
 
 
-async def answer_reply(runtime: ServerRuntime, sealed: str, responses: InputResponses | None, *,
+async def answer_reply(server_state: ServerState, sealed: str, responses: InputResponses | None, *,
                        caller: Caller) -> CallToolResult:
     """2026-07-28: the answer a person's reply makes, from the question's state (the SDK checked it is
     ours, unexpired, for this tool, these arguments and this token)."""
     state = ChoiceState.decode(sealed)
-    return await answer_choice(runtime, caller, state, read=lambda form: (
-        form.read_retry(responses, state.asked_at if state else 0.0, runtime.settings.ask_timeout)))
+    return await answer_choice(server_state, caller, state, read=lambda form: (
+        form.read_retry(responses, state.asked_at if state else 0.0, server_state.settings.ask_timeout)))
 
 
-async def answer_choice(runtime: ServerRuntime, caller: Caller, state: ChoiceState | None, *,
+async def answer_choice(server_state: ServerState, caller: Caller, state: ChoiceState | None, *,
                         read: Callable[[ChoiceForm], PersonReply], via: str = "form") -> CallToolResult:
     """The answer a person's reply (`read` from the form) makes of a question's state: a 2026-07-28
     retry's, or the answer view's (`via`). Counts one unit of the token's minute, as its SQL runs
     again; leaves its lines under the question's id. The question and evidence are the state's."""
-    if state is None or state.alias not in caller.visible(runtime.catalog.aliases):
+    if state is None or state.alias not in caller.visible(server_state.catalog.aliases):
         raise stale_reply()
     evidence = state.evidence
     log = CallLog(state.question_id, caller.name)
-    call = QuestionAsked(question=state.question, alias=state.alias, evidence=evidence, samples=state.samples,
+    call = QuestionCall(question=state.question, alias=state.alias, evidence=evidence, samples=state.samples,
                          caller=caller, given_evidence=evidence)
 
     async def admitted(_: list[Round]) -> Answered:
         try:
-            runtime.quotas.check_rate(caller)
-            with runtime.gate.admit() as stop_scope:
+            server_state.quotas.check_rate(caller)
+            with server_state.gate.admit() as stop_scope:
                 with stop_scope:
                     form = state.form()
                     reply = read(form)
                     group = reply.group if reply.reply == "chose" else None
-                    answer = await settled(runtime, call, form, reply,
-                                           await answer_from_state(runtime, state, group))
+                    answer = await settled(server_state, call, form, reply,
+                                           await answer_from_state(server_state, state, group))
                     return Answered(answer, voting={"reply_via": via, "asked_person": _asked_fields(answer)})
                 raise Cancelled(str(server_stopped_answering()))
         except QuotaExceeded as exc:
@@ -232,7 +232,8 @@ async def answer_choice(runtime: ServerRuntime, caller: Caller, state: ChoiceSta
         except ServerStopping as exc:
             raise Refused(str(server_stopping()), "stopping") from exc
 
-    return await _respond(runtime, log, call, evidence, await _recorded(runtime, log, call, evidence, admitted))
+    recorded = await _recorded(server_state, log, call, evidence, admitted)
+    return await _respond(server_state, log, call, evidence, recorded)
 
 
 @dataclass(frozen=True)
@@ -243,13 +244,13 @@ class _AwaitingChoice:
     voting: dict[str, Any]
 
 
-async def _recorded(runtime: ServerRuntime, log: CallLog, call: QuestionAsked, hint: str | None,
+async def _recorded(server_state: ServerState, log: CallLog, call: QuestionCall, hint: str | None,
                        work: Callable[[list[Round]], Awaitable[T]]) -> T:
     """`work`'s outcome; a call it does not answer (cancelled, refused, failed) is recorded, then
     its error raised as the caller must see it."""
     question_trace().describe(database=call.alias, samples=call.samples, token=call.caller.name,
                               question=call.question, evidence=call.given_evidence,
-                              hidden_names=runtime.databases[call.alias].all_hidden_names)
+                              hidden_names=server_state.databases[call.alias].all_hidden_names)
     played: list[Round] = []  # every round of every sample, as it ends
     started = time.perf_counter()
     try:
@@ -257,51 +258,52 @@ async def _recorded(runtime: ServerRuntime, log: CallLog, call: QuestionAsked, h
     except anyio.get_cancelled_exc_class():
         # The client cancelled the call (or its session ended): still one line of what it did.
         with anyio.CancelScope(shield=True):
-            await record_unanswered(runtime, log, call, hint, ("cancelled", "call_cancelled"),
+            await record_unanswered(server_state, log, call, hint, ("cancelled", "call_cancelled"),
                                     "the call was cancelled before it was answered", activity(played, started))
         raise
     except Refused as refused:
-        await record_refused(runtime, log, call, refused)
+        await record_refused(server_state, log, call, refused)
         raise
     except Exception as exc:
         failure = edge_error(exc, database=call.alias, remote=call.caller.remote, question_id=log.question_id)
-        await record_unanswered(runtime, log, call, hint, failure_outcome(failure, exc),
+        await record_unanswered(server_state, log, call, hint, failure_outcome(failure, exc),
                                 detail(exc, call.alias), activity(played, started), error=exc)
         if failure is None or failure is exc:  # None: our own bug, on stdio: it propagates as it is
             raise
         raise failure from exc
 
 
-async def _respond(runtime: ServerRuntime, log: CallLog, call: QuestionAsked, hint: str | None,
+async def _respond(server_state: ServerState, log: CallLog, call: QuestionCall, hint: str | None,
                    answered: Answered) -> CallToolResult:
     """The answer's response, recorded."""
     if small_answer(answered.answer):  # built at once: a thread hand-off costs more than building it
-        response = build_response(answered.answer, runtime.limits)
+        response = build_response(answered.answer, server_state.limits)
     else:  # built in a worker thread: other clients' requests go on being served meanwhile
-        response = await anyio.to_thread.run_sync(lambda: build_response(answered.answer, runtime.limits))
-    await record_answered(runtime, log, call, hint, answered, response)
+        response = await anyio.to_thread.run_sync(lambda: build_response(answered.answer, server_state.limits))
+    await record_answered(server_state, log, call, hint, answered, response)
     return response if answered.meta is None else response.model_copy(update={"meta": answered.meta})
 
 
-async def _run_admitted(runtime: ServerRuntime, call: QuestionAsked, log: CallLog,
+async def _run_admitted(server_state: ServerState, call: QuestionCall, log: CallLog,
                         report_progress: ReportProgress, played: list[Round],
                         person: PersonAsker | None) -> Answered | _AwaitingChoice:
     """Count the call's episodes against its token's minute, check the server still takes
     questions, then run the samples (each waits for a unit of its token's quota)."""
     # A question the verified library may answer counts as one episode until it is known not to.
-    library_first = call.use_verified and call.alias in runtime.verified
+    library_first = call.use_verified and call.alias in server_state.verified
     try:
-        runtime.quotas.check_rate(call.caller, 1 if library_first else call.samples)
-        with runtime.gate.admit() as stop_scope:
+        server_state.quotas.check_rate(call.caller, 1 if library_first else call.samples)
+        with server_state.gate.admit() as stop_scope:
             with stop_scope:  # cancelled when the server's drain time runs out
-                consulted = await consult_library(runtime, call)
+                consulted = await consult_library(server_state, call)
                 if consulted is not None and consulted.answer is not None:
                     # No episode: no slot to wait for, no model to ask.
-                    return Answered(verified_answer(consulted, call.alias, runtime.settings.max_rows),
+                    return Answered(verified_answer(consulted, call.alias, server_state.settings.max_rows),
                                     consulted.answer.model_seconds, consulted.answer.tool_seconds)
                 if library_first and call.samples > 1:
-                    runtime.quotas.check_rate(call.caller, call.samples - 1)
-                return await _run_samples(runtime, hinted(call, consulted, runtime.settings.verified_hints),
+                    server_state.quotas.check_rate(call.caller, call.samples - 1)
+                hinted_call = hinted(call, consulted, server_state.settings.verified_hints)
+                return await _run_samples(server_state, hinted_call,
                                           log, report_progress, played, consulted, person)
             raise Cancelled(str(server_stopped_answering()))
     except QuotaExceeded as exc:
@@ -310,17 +312,17 @@ async def _run_admitted(runtime: ServerRuntime, call: QuestionAsked, log: CallLo
         raise Refused(str(server_stopping()), "stopping") from exc
 
 
-async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, log: CallLog,
+async def _run_samples(server_state: ServerState, call: QuestionCall, log: CallLog,
                        report_progress: ReportProgress, played: list[Round], consulted: Consulted | None,
                        person: PersonAsker | None) -> Answered | _AwaitingChoice:
     """Run the samples and vote, then ask the person when they disagree (and may be asked).
 
     Our errors (SqaleError) propagate: the edge maps them for the caller.
     """
-    asked = await run_question(runtime, call, report_progress, played)
+    asked = await run_question(server_state, call, report_progress, played)
     chosen = asked.chosen
     if chosen is None or chosen.result is None:  # every sample ran out of time
-        raise episode_timeout(runtime.settings.episode_timeout)
+        raise episode_timeout(server_state.settings.episode_timeout)
     voted = chosen.result
 
     async def answer_of(run: SampleRun) -> AnswerOutput:
@@ -328,7 +330,8 @@ async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, log: CallLog
         assert result is not None  # every run answered here finished (the chosen, or a group's)
         # Built in a worker thread: other clients' requests go on being served meanwhile.
         built = await anyio.to_thread.run_sync(lambda: answer_from_episode(
-            result, database=call.alias, model=runtime.model_label, max_rows=runtime.settings.max_rows,
+            result, database=call.alias, model=server_state.model_label,
+            max_rows=server_state.settings.max_rows,
             queued_seconds=run.queued_seconds))
         return with_library(with_vote(built, asked), consulted)
 
@@ -339,20 +342,21 @@ async def _run_samples(runtime: ServerRuntime, call: QuestionAsked, log: CallLog
     asks = person is not None and should_ask(person.mode, asked.samples, len(runs))
     if person is None or not asks or (not person.by_form and len(runs) < 2):
         return Answered(await answer_of(chosen), voted.model_seconds, voted.tool_seconds, voting)
-    form = ChoiceForm(choice_for(asked, call.question), propose=may_propose(runtime, call) and person.by_form)
+    proposes = may_propose(server_state, call) and person.by_form
+    form = ChoiceForm(choice_for(asked, call.question), propose=proposes)
     offered = [option.group for option in form.choice.options]
     if not person.by_form:  # an MCP Apps host without forms: the answer view offers the same choice
         answer = await answer_of(chosen)
         records = [option_record(k, runs[k], await answer_of(runs[k])) for k in offered]
         state = choice_state(log.question_id, time.time(), form, records, answer, call.given_evidence,
                              VIEW_STATE_MAX_CHARS)
-        token = seal_choice(runtime.view_choices, state, call.caller)
+        token = seal_choice(server_state.view_choices, state, call.caller)
         return Answered(answer, voted.model_seconds, voted.tool_seconds, voting,
                         meta=view_choice_meta([option.label for option in form.choice.options], token))
     if person.in_call:  # 2025-11-25: ask now, and wait
         reply = await ask_in_call(person, form)
         run = runs[reply.group] if reply.reply == "chose" and reply.group is not None else chosen
-        answer = await settled(runtime, call, form, reply, await answer_of(run))
+        answer = await settled(server_state, call, form, reply, await answer_of(run))
         assert run.result is not None
         return Answered(answer, run.result.model_seconds, run.result.tool_seconds,
                         {**voting, "chosen_sample": run.index, "asked_person": _asked_fields(answer)})

@@ -13,21 +13,21 @@ from dataclasses import replace
 from agent.notes import FACT_SEPARATOR
 from agent.verified import Consulted, consult
 
-from ..runtime import ServerRuntime
+from ..state import ServerState
 from .library_output import SimilarVerified, VerifiedSource, source_params
 from .output import AnswerOutput, answer_from_episode
-from .sampling import QuestionAsked
+from .sampling import QuestionCall
 
 VERIFIED_MODEL = "verified library"  # the `model` of a verified answer: no model wrote its SQL
 
 
-async def consult_library(runtime: ServerRuntime, call: QuestionAsked) -> Consulted | None:
+async def consult_library(server_state: ServerState, call: QuestionCall) -> Consulted | None:
     """What the database's verified library says about the call; None when it has no library."""
-    library = runtime.verified.get(call.alias)
+    library = server_state.verified.get(call.alias)
     if library is None:
         return None
-    return await consult(library, runtime.databases[call.alias], call.question, call.given_evidence,
-                         settings=runtime.episode_settings, use_exact=call.use_verified)
+    return await consult(library, server_state.databases[call.alias], call.question, call.given_evidence,
+                         settings=server_state.episode_settings, use_exact=call.use_verified)
 
 
 def verified_answer(consulted: Consulted, alias: str, max_rows: int) -> AnswerOutput:
@@ -50,7 +50,7 @@ def with_library(answer: AnswerOutput, consulted: Consulted | None) -> AnswerOut
     return answer.model_copy(update={"similar_verified": similar, "verified_note": consulted.not_served})
 
 
-def hinted(call: QuestionAsked, consulted: Consulted | None, enabled: bool) -> QuestionAsked:
+def hinted(call: QuestionCall, consulted: Consulted | None, enabled: bool) -> QuestionCall:
     """The call with the similar verified answers in its evidence (--verified-hints), after the
     database's notes and before the caller's own evidence."""
     hints = consulted.hints() if consulted is not None and enabled and call.use_verified else None

@@ -19,10 +19,10 @@ from agent.settings.aliases import ALIAS_PATTERN
 from agent.settings.config_file import default_config_path, shown_path
 from agent.sqlite import (
     Database,
-    EngineLimits,
     HideReport,
     HideRules,
-    QueryEngine,
+    WorkerLimits,
+    WorkerPool,
     hiding_findings,
     validate_database_path,
 )
@@ -30,7 +30,7 @@ from agent.text import display_name, plural
 
 from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from .limits import AnswerLimits, limits_paragraph
-from .settings import DatabaseSpec, NotesSpec, ServerSettings, VerifiedSpec
+from .server_settings import DatabaseSpec, NotesSpec, ServerSettings, VerifiedSpec
 
 logger = logging.getLogger(__name__)
 _AliasFile = TypeVar("_AliasFile", NotesSpec, VerifiedSpec)
@@ -186,13 +186,13 @@ def hide_rules_by_alias(settings: ServerSettings,
     return out
 
 
-def startup_engine(limits: EngineLimits) -> QueryEngine:
+def startup_engine(limits: WorkerLimits) -> WorkerPool:
     """The engine the start-up checks (the catalog, the verified libraries) run on: one worker."""
-    return QueryEngine(EngineLimits(workers=1, query_timeout=limits.query_timeout))
+    return WorkerPool(WorkerLimits(workers=1, query_timeout=limits.query_timeout))
 
 
 @contextmanager
-def checking_engine(limits: EngineLimits, given: QueryEngine | None) -> Iterator[QueryEngine]:
+def checking_engine(limits: WorkerLimits, given: WorkerPool | None) -> Iterator[WorkerPool]:
     """`given` (its owner closes it), else a new start-up engine closed when the block ends."""
     if given is not None:
         yield given
@@ -204,8 +204,8 @@ def checking_engine(limits: EngineLimits, given: QueryEngine | None) -> Iterator
         engine.close()
 
 
-def load_catalog(specs: Sequence[DatabaseSpec], limits: EngineLimits,
-                 hide: Mapping[str, HideRules] | None = None, *, engine: QueryEngine | None = None) -> Catalog:
+def load_catalog(specs: Sequence[DatabaseSpec], limits: WorkerLimits,
+                 hide: Mapping[str, HideRules] | None = None, *, engine: WorkerPool | None = None) -> Catalog:
     """Validate every database and read its table names (on `engine` when given).
 
     A bad explicit database is a ConfigError naming its alias; a bad --db-dir file is skipped

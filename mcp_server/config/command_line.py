@@ -9,10 +9,10 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
-from agent.backends.settings import BACKEND_FLAGS
+from agent.agent_settings import PROMPT_FLAGS
+from agent.backends.registry import BACKEND_FLAGS
 from agent.errors import ConfigError
 from agent.options import add_flags
-from agent.settings.agent_settings import PROMPT_FLAGS
 from agent.settings.aliases import check_alias, parse_alias_files
 from agent.settings.config_file import default_config_path
 from agent.settings.layers import layered, problem_text, with_secrets
@@ -21,7 +21,7 @@ from agent.version import VERSION_FLAG, VERSION_HELP, add_version_flag
 
 from .. import PROG
 from .config_file import file_tokens, read_server_config
-from .settings import DatabaseSpec, HideSpec, NotesSpec, ServerSettings, VerifiedSpec
+from .server_settings import DatabaseSpec, HideSpec, NotesSpec, ServerSettings, VerifiedSpec
 
 _HELP_HINT = "see `sqale-mcp --help`"
 

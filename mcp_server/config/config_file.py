@@ -16,7 +16,7 @@ from agent.settings.config_file import default_config_path, read_config_file, ta
 from agent.settings.layers import problem_text, read_secret
 from agent.sqlite.hiding import parse_hide_rule
 
-from .settings import ServerSettings, TokenSpec
+from .server_settings import ServerSettings, TokenSpec
 
 ARGS_ENV = "SQALE_MCP_ARGS"  # options for the module-level server of `mcp dev` / `mcp run`
 TOKEN_GIVEN = ("name",)  # the TokenSpec field a [tokens.NAME] table's header gives, not a key of it

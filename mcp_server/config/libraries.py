@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 
 from agent.errors import ConfigError
-from agent.sqlite import Database, EngineLimits, QueryEngine
+from agent.sqlite import Database, WorkerLimits, WorkerPool
 from agent.verified import VerifiedLibrary
 
 from .catalog import Catalog, checking_engine
@@ -19,8 +19,8 @@ from .catalog import Catalog, checking_engine
 logger = logging.getLogger(__name__)
 
 
-def open_libraries(catalog: Catalog, limits: EngineLimits, *,
-                   engine: QueryEngine | None = None) -> Mapping[str, VerifiedLibrary]:
+def open_libraries(catalog: Catalog, limits: WorkerLimits, *,
+                   engine: WorkerPool | None = None) -> Mapping[str, VerifiedLibrary]:
     """A VerifiedLibrary per database that has one, loaded and checked (on `engine` when given);
     ConfigError for a bad path."""
     paths = {e.alias: e.verified.resolve() for e in catalog.entries if e.verified is not None}

@@ -7,7 +7,7 @@ from typing import Literal
 
 from agent.episode import RESULT_CELL_CHARS
 
-from .settings import MAX_ANSWER_CHARS, ServerSettings
+from .server_settings import MAX_ANSWER_CHARS, ServerSettings
 
 LimitName = Literal["max_rows", "cell_chars", "result_bytes", "query_timeout"]
 

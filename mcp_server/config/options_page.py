@@ -1,7 +1,7 @@
 """docs/options.md, generated from the declared settings and the `sqale-agent` commands' parsers.
 
 `python -m mcp_server.config.options_page` writes it (`--check` only says whether it is
-stale); tests/test_options_page.py fails when it is. Nothing in it is written by hand:
+stale); tests/server/config/test_options_page.py fails when it is. Nothing in it is written by hand:
 `sqale-mcp`'s options are its settings' fields (their description, default, `Option`, config
 key and variable: agent/options.py) in the order of FLAG_GROUPS; `sqale-agent`'s commands are
 read from their parsers, whose options are mostly no settings (a question, a dataset, --json),
@@ -18,14 +18,14 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent.backends.settings import BACKEND_FLAGS, BackendSettings
+from agent.backends.registry import BACKEND_FLAGS, BackendSettings
 from agent.commands.argparse_shim import option_groups, subcommands
 from agent.commands.cli import build_parser as agent_parser
 from agent.options import env_variables, file_keys, flag_usage, help_text, is_secret, option_of, setting_name
 
 from .command_line import CONFIG_OPTION, DESCRIPTION, FLAG_GROUPS, PROG, VERSION_OPTION
 from .config_file import TOKEN_GIVEN
-from .settings import ServerSettings, TokenSpec
+from .server_settings import ServerSettings, TokenSpec
 
 _CHECKOUT = Path(__file__).resolve().parents[2]  # the clone, when this runs from one
 PAGE = _CHECKOUT / "docs" / "options.md"

@@ -17,7 +17,7 @@ from mcp.server.auth.provider import AccessToken
 
 from agent.errors import ConfigError
 
-from ..config.settings import ServerSettings
+from ..config.server_settings import ServerSettings
 from .headers import can_be_sent
 
 DEFAULT_TOKEN_NAME = "default"  # the --auth-token-env token, in logs and metrics

@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent.errors import ConfigError
 
-from ..config.settings import ServerSettings
+from ..config.server_settings import ServerSettings
 from .access import TokenTable
 from .connections import BodyDeadline, ensure_file_limit
 from .draining import DrainResult, drain_summary

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from agent.backends.slots import RuntimeSlots
 
-from ..config.settings import ServerSettings
+from ..config.server_settings import ServerSettings
 from .access import Caller
 
 WINDOW_SECONDS = 60.0

@@ -18,7 +18,7 @@ from typing import Any
 
 from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestState
 
-from ..config.settings import ServerSettings
+from ..config.server_settings import ServerSettings
 
 # The tokens the server seals: the answer view's choice (answer/view_choice.py).
 VIEW_CHOICE_PURPOSE = "sqale-mcp/answer-view-choice/v1"

@@ -22,7 +22,7 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..config.settings import ServerSettings
+from ..config.server_settings import ServerSettings
 from .access import Caller, scope_caller
 from .headers import security_headers
 from .http_responses import send_jsonrpc_error

@@ -29,14 +29,14 @@ def print_tty_notice() -> None:
         print(TTY_NOTICE, file=sys.stderr, flush=True)
 
 
-async def exit_on_stop_signal(serving: CancelScope, runtime_closed: threading.Event) -> None:
+async def exit_on_stop_signal(serving: CancelScope, state_closed: threading.Event) -> None:
     """Wait for SIGINT/SIGTERM, cancel `serving`, let the runtime close, then end the process."""
     with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
         signum = await anext(aiter(signals))
     with anyio.CancelScope(shield=True):
         serving.cancel()
         with anyio.move_on_after(CLOSE_GRACE_SECONDS):
-            while not runtime_closed.is_set():
+            while not state_closed.is_set():
                 await anyio.sleep(0.01)
     logging.shutdown()
     sys.stderr.flush()

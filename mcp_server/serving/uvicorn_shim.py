@@ -1,7 +1,7 @@
 """Every use of uvicorn beyond its documented `Config` and `Server.serve`: the one module that
 knows uvicorn's internals, for the pinned range in pyproject.toml.
 
-What it relies on, and tests/test_uvicorn_shim.py checks against the installed uvicorn (naming
+What it relies on, and tests/server/serving/test_uvicorn_shim.py checks against the installed uvicorn (naming
 what changed when an upgrade breaks it):
 - `uvicorn.protocols.http.h11_impl.H11Protocol`: `connection_made(transport)`,
   `connection_lost(exc)`, `on_response_complete()` (called when a response ends), and its

@@ -27,7 +27,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 
 from agent.backends.base import PROBE_PROMPT
-from agent.cache_probe import CACHE_PROBE_MARK
+from agent.commands.cache_probe import CACHE_PROBE_MARK
 from tests.support.fake_ollama import OLLAMA_VERSION, OllamaApi
 from tests.support.fake_openai import OpenAIApi
 from tests.support.policies import DEFAULT_MODEL, Policy, PromptCache, ScriptedReply, count_tokens, policy_reply

@@ -11,7 +11,7 @@ from mcp_types import CallToolResult
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.backends.base import ModelBackend
-from agent.backends.settings import make_backend
+from agent.backends.registry import make_backend
 from mcp_server.answer.output import AnswerOutput
 from mcp_server.app import SqaleServer, build_server
 from mcp_server.config.command_line import parse_settings

@@ -17,7 +17,7 @@ import pytest
 
 from agent.episode import EpisodeResult, EpisodeSettings
 from agent.loop import run_episode
-from agent.sqlite import Database, QueryEngine, create_database
+from agent.sqlite import Database, WorkerPool, create_database
 from agent.tools import Environment
 from agent.tools import run_tool as _run_tool
 from tests.support.policies import PolicyBackend, ScriptPolicy
@@ -45,7 +45,7 @@ INSERT INTO number SELECT n FROM c;
 
 
 @pytest.fixture
-def db(tmp_path: Path, engine: QueryEngine) -> Iterator[Database]:
+def db(tmp_path: Path, engine: WorkerPool) -> Iterator[Database]:
     """A tiny music database built from SQL."""
     database = Database.unruled(create_database(tmp_path / "music.sqlite", SCHEMA_SQL), engine)
     yield database

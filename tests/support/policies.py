@@ -21,7 +21,7 @@ import anyio
 import anyio.lowlevel
 
 from agent.backends.base import STOP_STRINGS, Completion, ModelBackend, SamplingSettings, seeded_copy
-from agent.backends.settings import DEFAULT_MODEL
+from agent.backends.registry import DEFAULT_MODEL
 from agent.errors import (
     BackendAuthError,
     BackendError,

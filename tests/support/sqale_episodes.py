@@ -4,7 +4,7 @@
 episodes with the trained environment's own tool outputs. The databases are built here from
 what the episodes show: every table name of the schema, the CREATE TABLE statements the model
 read (written out multi-line, as SQL files are, so that describe_table's normalisation is
-exercised), and rows that reproduce the outputs. Used by tests/test_trained_episodes.py and
+exercised), and rows that reproduce the outputs. Used by tests/tools/test_trained_episodes.py and
 bench/bench_environment.py.
 """
 

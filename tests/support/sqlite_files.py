@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.sqlite import EngineLimits, QueryEngine, create_database
+from agent.sqlite import WorkerLimits, WorkerPool, create_database
 from tests.support.databases import SHOP_SQL
 
 DEADLINE = 1.0  # the short deadline of deadline_engine, in seconds
@@ -50,8 +50,8 @@ def geo(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def deadline_engine() -> Iterator[QueryEngine]:
+def deadline_engine() -> Iterator[WorkerPool]:
     """A fresh pool with a DEADLINE-second query limit: a fresh worker for every test."""
-    eng = QueryEngine(EngineLimits(query_timeout=DEADLINE, kill_grace=0.3))
+    eng = WorkerPool(WorkerLimits(query_timeout=DEADLINE, kill_grace=0.3))
     yield eng
     eng.close()

@@ -1,5 +1,5 @@
 // The official TypeScript SDK v2 client (@modelcontextprotocol/client) asking one question of
-// sqale-mcp with an elicitation handler, as tests/test_mcp_asking_clients.py runs it.
+// sqale-mcp with an elicitation handler, as tests/server/clients/test_mcp_asking_clients.py runs it.
 //
 //   node ts_choosing_client.cjs < {"era": "legacy"|"auto", "transport": "stdio"|"http", "command": [...],
 //                                   "url": ..., "token": ..., "arguments": {...}, "reply": {...}}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent import tools
-from agent.sqlite import Database, QueryEngine, create_database
+from agent.sqlite import Database, WorkerPool, create_database
 from agent.tools import Environment, ToolOutcome
 
 # These goldens are the rich environment's texts; the trained ones are in test_trained_text.py.
@@ -46,7 +46,7 @@ def build(path: Path, sql: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def weird(tmp_path_factory: pytest.TempPathFactory, engine: QueryEngine) -> Iterator[Database]:
+def weird(tmp_path_factory: pytest.TempPathFactory, engine: WorkerPool) -> Iterator[Database]:
     """Names with spaces, quotes, brackets, unicode, keywords, case twins; composite keys; a view."""
     path = build(tmp_path_factory.mktemp("weird") / "weird.sqlite", WEIRD_SQL)
     with Database.unruled(path, engine) as db:

@@ -15,8 +15,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ...backends.advice import cache_advice
+from ...engine_cache import CacheVerdict, RoundReuse, episode_reuse, verdicts
 from ...jsonl import file_lines
-from ...prompt_cache import CacheVerdict, RoundReuse, episode_reuse, verdicts
 from ..records import QuestionRecord
 from .data import FINAL_ROUND, Run
 from .episodes import esc

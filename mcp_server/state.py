@@ -1,0 +1,213 @@
+"""What a running server holds: databases, the model backend, the queue, the audit log."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from agent.backends.advice import cache_advice
+from agent.backends.base import EngineFacts, ModelBackend
+from agent.backends.slots import OnWait, RuntimeSlots, engine_slots
+from agent.engine_cache import CacheWatch, next_reuse
+from agent.engine_session import EngineSession, engine_session
+from agent.episode import EpisodeSettings, Round
+from agent.errors import ConfigError
+from agent.jsonl import dumps_line
+from agent.prompt import PromptSet, load_prompts
+from agent.sqlite import Database, WorkerLimits, WorkerPool
+from agent.verified import VerifiedLibrary
+
+from .config.catalog import Catalog
+from .config.limits import AnswerLimits
+from .config.server_settings import ServerSettings
+from .serving.access import Caller
+from .serving.draining import QuestionGate
+from .serving.metrics import MeteredBackend, ServerMetrics
+from .serving.quotas import TokenQuotas, place_sharing_note
+from .serving.sealing import Sealer
+
+logger = logging.getLogger(__name__)
+
+BackendFactory = Callable[[ServerSettings], ModelBackend]
+STARTUP_PROBE_SECONDS = 3.0  # a dead local runtime answers at once; a black hole costs this (once)
+
+
+def answer_limits(settings: ServerSettings) -> AnswerLimits:
+    """The limits a server with these settings enforces on each answer."""
+    return AnswerLimits.from_settings(settings)
+
+
+def server_prompts(settings: ServerSettings) -> PromptSet:
+    """Our prompts, or the reference agent's, with --system-prompt/--user-template overrides."""
+    return load_prompts(settings.reference_agent, settings.system_prompt, settings.user_template)
+
+
+class EpisodeLog:
+    """Appends one JSON line per answered question; lines from concurrent calls never mix."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = anyio.Lock()
+
+    @staticmethod
+    def check_writable(path: Path) -> None:
+        """Create the log's folder if needed; raise ConfigError unless `path` can be appended to."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise ConfigError(f"--episode-log {path}: cannot append to it ({exc.strerror}); "
+                              "give a writable file path") from exc
+
+    async def append(self, record: Mapping[str, Any]) -> None:
+        """Write `record` as one line; an unwritable log is reported on stderr, not to the client."""
+        line = dumps_line({"time": datetime.now(UTC).isoformat(timespec="seconds"), **record}, default=str)
+        async with self._lock:
+            try:
+                await anyio.to_thread.run_sync(self._write, line)
+            except OSError as exc:
+                # The user still gets the answer; the operator sees the lost audit line.
+                logger.error("could not append to the episode log %s (%s); the line was: %s",
+                             self.path, exc, line.rstrip())
+
+    def _write(self, line: str) -> None:
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """Shared by all calls while the server runs; holds nothing about any one episode."""
+
+    settings: ServerSettings
+    catalog: Catalog
+    databases: Mapping[str, Database]
+    backend: ModelBackend
+    model_label: str  # the model answers name: the engine's own id when it ignores ours
+    prompts: PromptSet
+    episode_settings: EpisodeSettings
+    limiter: anyio.CapacityLimiter
+    slots: RuntimeSlots  # episodes talking to the model at once (each keeps its slot)
+    episode_log: EpisodeLog | None
+    quotas: TokenQuotas  # per token: episodes at once and per minute
+    gate: QuestionGate  # questions in flight; refuses new ones once the server is stopping
+    metrics: ServerMetrics
+    limits: AnswerLimits
+    verified: Mapping[str, VerifiedLibrary]  # the databases' verified libraries, by alias
+    cache_watch: CacheWatch  # warns once per engine that keeps re-evaluating later rounds' prompts
+    engine_label: str  # the engine a round is counted under when the backend does not name one
+    view_choices: Sealer  # seals the answer view's choice (answer/view_choice.py)
+
+    def watch_round(self, previous: Round | None, played: Round) -> None:
+        """Note how the engine treated `played`'s prompt (`previous`: the round before, same episode)."""
+        self.cache_watch.observe(next_reuse(previous, played, self.engine_label))
+
+    @asynccontextmanager
+    async def episode_turn(self, caller: Caller, *, on_token_wait: OnWait,
+                           on_worker_wait: Callable[[float], Awaitable[None]],
+                           on_slot_wait: OnWait) -> AsyncIterator[None]:
+        """Hold what one episode runs on, taken in this order: one unit of the caller's quota,
+        a worker, a runtime slot. Each sample of a question is an episode and takes its own, so a
+        token allowed N at once never has more than N episodes running, whatever its samples.
+
+        The quota comes first: a token's episodes past it wait in its own queue, never in the
+        worker or runtime-slot queues other tokens' episodes wait in, and with several tokens no
+        token's quota reaches the last place (serving/quotas.py)."""
+        async with self.quotas.of(caller).concurrent.slot(on_token_wait):
+            if self.limiter.available_tokens < 1:
+                # Tell the client why nothing happens yet (progress also keeps some client timeouts alive).
+                await on_worker_wait(self.limiter.total_tokens)
+            async with self.limiter, self.slots.slot(on_slot_wait):
+                yield
+
+
+@asynccontextmanager
+async def open_state(settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
+                       backend_factory: BackendFactory, *, gate: QuestionGate, metrics: ServerMetrics,
+                       callers: Sequence[Caller],
+                       libraries: Mapping[str, VerifiedLibrary] | None = None) -> AsyncIterator[ServerState]:
+    """Start the query workers and the backend, check the model once, and clean up at the end."""
+    engine = WorkerPool(WorkerLimits(workers=settings.max_concurrent,
+                                      query_timeout=settings.query_timeout))
+    try:
+        databases = {e.alias: Database(e.path, engine, hide=e.hide) for e in catalog.entries}
+        limits = answer_limits(settings)
+        episode = EpisodeSettings(result_rows=settings.max_rows, result_bytes=limits.max_result_bytes,
+                                  environment=settings.environment)
+        async with engine_session(settings, episode, runtime_slots=settings.runtime_slots,
+                                  seconds=STARTUP_PROBE_SECONDS, build=backend_factory) as session:
+            log_model_check(session)
+            log_runtime_slots(session.slots.slots, session.slots.reason, session.facts)
+            metered = MeteredBackend(session.backend, settings.backend, metrics)
+            limiter = anyio.CapacityLimiter(settings.max_concurrent)
+            runtime_slots = RuntimeSlots(session.slots.slots)
+            places = min(settings.max_concurrent, runtime_slots.slots)
+            quotas = TokenQuotas(settings, callers, places)
+            if (sharing := place_sharing_note(places, len(callers))) is not None:
+                logger.log(*sharing)
+            metrics.watch_queue("token", lambda: quotas.waiting)
+            metrics.watch_queue("worker", lambda: limiter.statistics().tasks_waiting)
+            metrics.watch_queue("runtime_slot", lambda: runtime_slots.waiting)
+            metrics.in_flight.set_function(lambda: gate.in_flight)
+            metrics.watch_sqlite_workers(lambda: engine.starts, lambda: engine.kills)
+            if session.budget_note is not None:
+                logger.warning("%s", session.budget_note)
+            yield ServerState(
+                settings=settings, catalog=catalog, databases=databases, backend=metered,
+                model_label=session.model_label,
+                prompts=prompts, episode_settings=session.episode,
+                limiter=limiter, slots=runtime_slots,
+                episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
+                quotas=quotas, gate=gate, metrics=metrics,
+                limits=limits, verified=dict(libraries or {}),
+                cache_watch=CacheWatch(lambda where: cache_advice(session.engine_at(where)), logger.warning),
+                engine_label=session.backend.replica_label, view_choices=Sealer.from_settings(settings),
+            )
+    finally:
+        # Shielded: a server stopped by cancellation must still stop its worker processes (the
+        # session closes the backend first, shielded too).
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(engine.close)
+
+
+def log_runtime_slots(slots: int, reason: str, facts: Sequence[EngineFacts]) -> None:
+    """Log the runtime slots and why; warn when they exceed what the engines serve at once."""
+    logger.info("runtime slots: %d (%s)", slots, reason)
+    told = engine_slots(facts)
+    if told is not None and slots > told.slots:
+        logger.warning("--runtime-slots %d is more than the engine serves at once (%d: %s); the extra "
+                       "questions evict each other's cached prompt, or fail where the engine cuts a "
+                       "request off: give --runtime-slots %d", slots, told.slots, told.reason, told.slots)
+    for f in facts:
+        for note in f.notes:
+            logger.info("%s: %s", f.where, note)
+        for warning in f.warnings:
+            logger.warning("%s: %s", f.where, warning)
+
+
+def log_model_check(session: EngineSession) -> None:
+    """Log the runtime's word on the model; a warning when it is down or lacks the model.
+
+    The server runs on regardless: an MCP client shows a server that exits as broken, and the
+    tool reports the problem per call.
+    """
+    check, model = session.model_check, session.backend.model
+    if check.error is not None:
+        logger.warning("%s (the server keeps running; every question will fail until this is fixed)",
+                       check.error)
+    elif check.timed_out:
+        logger.warning("the model runtime did not describe model '%s' within %g s; questions may "
+                       "fail or be slow", model, STARTUP_PROBE_SECONDS)
+    elif check.info is not None and check.info.served_as is None:
+        logger.info("model '%s' is available", model)
+    elif check.info is not None:
+        logger.info("the engine does not list model '%s' but answers that name with its own model "
+                    "'%s'; answers are labelled '%s'", model, check.info.served_as, check.info.served_as)

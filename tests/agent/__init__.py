@@ -1,0 +1,1 @@
+"""Tests of the agent's episode: the loop, prompt, replies, samples, choices, texts, traces."""

@@ -1,0 +1,1 @@
+"""Tests of agent/commands: the sqale-agent command line."""

@@ -1,0 +1,1 @@
+"""Tests of agent/evaluation: datasets, runs, scoring, summaries, the HTML report."""

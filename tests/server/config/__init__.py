@@ -1,0 +1,1 @@
+"""Tests of mcp_server/config: settings, the catalog, the options page."""

@@ -1,0 +1,1 @@
+"""Tests of mcp_server/serving: HTTP, stdio, tokens, quotas, headers, stopping, logs, metrics."""

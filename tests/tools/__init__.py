@@ -1,0 +1,1 @@
+"""Tests of agent/tools: the model's eight tools and their texts."""

@@ -40,22 +40,9 @@ sys.path.insert(0, str(ROOT))  # the repository root: tests.support
 
 from tests.support.fake_runtime import FakeServer  # noqa: E402
 from tests.support.policies import OraclePolicy  # noqa: E402
+from tests.support.startup import MINIMAL_SERVER  # noqa: E402
 
 AGENT = "import sys; from agent.commands.cli import main; sys.exit(main())"  # as the sqale-agent script
-MINIMAL_SERVER = '''\
-from mcp.server.mcpserver import MCPServer
-
-server = MCPServer("minimal")
-
-
-@server.tool()
-def echo(text: str) -> str:
-    """Say the text back."""
-    return text
-
-
-server.run()
-'''
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}
 QUESTION = "How many rows has t?"

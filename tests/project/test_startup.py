@@ -25,8 +25,9 @@ import pytest
 from agent.commands.argparse_shim import option_groups, subcommands
 from agent.commands.cli import COMMANDS, build_parser, named_command
 from tests.support.console import console_script
-from tests.support.mcp import REPO, server_command, server_env
+from tests.support.mcp import server_command, server_env
 from tests.support.policies import OraclePolicy
+from tests.support.startup import MINIMAL_SERVER
 
 QUESTION = "How many rows has t?"
 QUESTION_SQL = "SELECT count(*) FROM t"
@@ -37,20 +38,6 @@ HTTP_CLIENT = frozenset({"httpx", "httpcore", "h11", "ollama"})
 HTTP_SERVING_AND_TELEMETRY = frozenset({"uvicorn", "starlette", "sse_starlette", "opentelemetry"})
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}
-MINIMAL_SERVER = '''\
-from mcp.server.mcpserver import MCPServer
-
-server = MCPServer("minimal")
-
-
-@server.tool()
-def echo(text: str) -> str:
-    """Say the text back."""
-    return text
-
-
-server.run()
-'''
 
 
 def imported(stderr: str) -> list[str]:
@@ -152,11 +139,6 @@ def test_stdio_server_loads_no_http_serving_or_telemetry_before_initialize(fake_
     beyond = [m for m in ours if m not in sdk]
     assert [m for m in beyond if m.partition(".")[0] in HTTP_SERVING_AND_TELEMETRY
             or m.startswith(("mcp_server.serving.http_transport", "mcp_server.serving.uvicorn_shim"))] == []
-
-
-def test_the_minimal_server_is_the_benchmarks() -> None:
-    """The minimal server these tests compare with is the one bench/bench_startup.py times."""
-    assert MINIMAL_SERVER in (REPO / "bench" / "bench_startup.py").read_text(encoding="utf-8")
 
 
 @pytest.mark.slow  # a subprocess per command

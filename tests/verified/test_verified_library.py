@@ -6,7 +6,6 @@ import gc
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +37,6 @@ CITY_Q, CITY_SQL = "Which city does each customer live in?", "SELECT name, city 
 def shop(tmp_path: Path) -> Path:
     """A tiny shop database."""
     return create_database(tmp_path / "shop.db", SHOP)
-
-
-@pytest.fixture
-def pool() -> Iterator[WorkerPool]:
-    """A worker pool for the test's databases."""
-    engine = WorkerPool()
-    yield engine
-    engine.close()
 
 
 def write_lines(path: Path, *entries: dict[str, Any] | str) -> Path:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +32,6 @@ TOP_SQL = "SELECT id, amount FROM orders ORDER BY amount DESC LIMIT :n"
 DAY_Q = "Which orders shipped on {day}?"
 DAY_SQL = "SELECT id FROM orders WHERE shipped_at = :day ORDER BY id"
 SETTINGS = EpisodeSettings()
-
-
-@pytest.fixture
-def pool() -> Iterator[WorkerPool]:
-    """A worker pool for the test's databases."""
-    engine = WorkerPool()
-    yield engine
-    engine.close()
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +24,6 @@ SHOP = """
     INSERT INTO orders VALUES (1, 1, 30), (2, 2, 20), (3, 1, 50);
 """
 COUNT_Q, COUNT_SQL = "How many orders are there?", "SELECT count(*) FROM orders"
-
-
-@pytest.fixture
-def pool() -> Iterator[WorkerPool]:
-    """A worker pool for the test's databases."""
-    engine = WorkerPool()
-    yield engine
-    engine.close()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ Issue 31: the check of a saved SQL ran a failed statement again without the hide
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,14 +15,6 @@ from agent.verified import VerifiedLibrary
 from agent.verified.proposals import proposals_path
 from agent.verified.saving import SaveOutcome, propose_entry
 from tests.support.hiding import CONDITION_PROBES, HIDDEN_AND_MISSING, RULES, SCHEMA_SQL, SECRETS
-
-
-@pytest.fixture
-def pool() -> Iterator[WorkerPool]:
-    """A worker pool for the test's databases."""
-    engine = WorkerPool()
-    yield engine
-    engine.close()
 
 
 @pytest.fixture

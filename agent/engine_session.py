@@ -91,7 +91,9 @@ async def engine_session(settings: _S, episode: EpisodeSettings, *, runtime_slot
     default in place of the backend's (eval's --concurrency, lowered only when the engines serve
     fewer); `check_model=False` skips the model check (its label is then our model name).
     """
-    backend = build(settings) if build is not None else make_backend(settings)
+    # Off the event loop: making a backend imports its HTTP client (a fifth of a second on a small
+    # machine), which the loop of a server answering its first requests meanwhile must not wait for.
+    backend = await anyio.to_thread.run_sync(build if build is not None else make_backend, settings)
     try:
         facts, answered = await _engine_facts(backend, seconds)
         used = traced_backend(backend, settings.backend, facts)  # each model call a span

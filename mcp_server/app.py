@@ -45,6 +45,7 @@ from .config.catalog import (
 from .config.libraries import open_libraries
 from .config.limits import MAX_ROWS_BYTES, AnswerLimits, answer_size_notice
 from .config.server_settings import ServerSettings
+from .opening import StateOpening
 from .serving.access import TokenTable, caller_of, token_table
 from .serving.draining import QuestionGate
 from .serving.log_format import configure_logging
@@ -53,7 +54,6 @@ from .serving.stopping import exit_on_stop_signal, print_tty_notice
 from .state import (
     BackendFactory,
     EpisodeLog,
-    ServerState,
     answer_limits,
     open_state,
     server_prompts,
@@ -75,7 +75,7 @@ INSTRUCTIONS = (
 )
 
 
-class SqaleServer(MCPServer[ServerState]):
+class SqaleServer(MCPServer[StateOpening]):
     """The MCPServer with one tool; `run()` honours our transport, host, port and auth settings."""
 
     def __init__(self, settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
@@ -91,12 +91,19 @@ class SqaleServer(MCPServer[ServerState]):
         state_closed = threading.Event()  # set once the runtime's workers are stopped
 
         @asynccontextmanager
-        async def lifespan(_: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
+        async def lifespan(_: MCPServer[StateOpening]) -> AsyncIterator[StateOpening]:
+            # The state opens beside the serving loop, so the handshake does not wait for it
+            # (opening.py); the handlers that need it wait for it instead.
+            opening = StateOpening()
             try:
-                async with open_state(settings, catalog, prompts, backend_factory, gate=gate,
-                                        metrics=metrics, callers=tokens.callers,
-                                        libraries=libraries) as server_state:
-                    yield server_state
+                async with anyio.create_task_group() as group:
+                    group.start_soon(opening.hold, open_state(
+                        settings, catalog, prompts, backend_factory, gate=gate, metrics=metrics,
+                        callers=tokens.callers, libraries=libraries))
+                    try:
+                        yield opening
+                    finally:
+                        opening.close()
             finally:
                 state_closed.set()
 

@@ -7,7 +7,7 @@ token that got the answer, so it checks its caller on every call, as the save to
 
 from __future__ import annotations
 
-from typing import Annotated, cast
+from typing import Annotated
 
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
@@ -17,8 +17,8 @@ from agent.choices import AskMode
 from agent.telemetry.gate import question_span
 
 from ..config.server_settings import ServerSettings
+from ..opening import ready_state
 from ..serving.access import caller_of
-from ..state import ServerState
 from .choice_form import ChoiceForm, PersonReply
 from .saving import AppOnlyTool
 from .tool import answer_choice, error_response
@@ -32,7 +32,7 @@ async def choose_answer(
     ctx: Context,
 ) -> CallToolResult:
     """Make the option the person picked in the answer view the answer."""
-    server_state = cast(ServerState, ctx.request_context.lifespan_context)
+    server_state = await ready_state(ctx.request_context.lifespan_context)
     caller = caller_of(ctx.request_context.request)
     state = open_choice(server_state.view_choices, choice, caller)
 

@@ -11,6 +11,7 @@ from typing import Any
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from ..opening import ready_state
 from ..serving.access import caller_of
 from .arguments import known_alias
 from .output import unanswered
@@ -42,10 +43,12 @@ class StructuredToolErrors(ServerMiddleware[Any]):
         # model name, a URL); a crash as the bare prefix. Ours names each argument instead.
         arguments = params.get("arguments")
         if not message.startswith(ERROR_PREFIX):
-            return {**wire, "structuredContent": failed_call_content(ctx, message, "internal_error", arguments)}
-        reason = str(argument_error(arguments, ctx.lifespan_context.settings.max_samples))
+            content = await failed_call_content(ctx, message, "internal_error", arguments)
+            return {**wire, "structuredContent": content}
+        server_state = await ready_state(ctx.lifespan_context)
+        reason = str(argument_error(arguments, server_state.settings.max_samples))
         return {**wire, "content": [{"type": "text", "text": f"{ERROR_PREFIX}{reason}"}],
-                "structuredContent": failed_call_content(ctx, reason, INVALID_ARGUMENTS, arguments)}
+                "structuredContent": await failed_call_content(ctx, reason, INVALID_ARGUMENTS, arguments)}
 
 
 def argument_error(arguments: object, max_samples: int) -> Exception:
@@ -76,11 +79,11 @@ def _argument_adapters() -> dict[str, tuple[TypeAdapter[Any], bool]]:
             for name in ARGUMENTS_ACCEPTED}
 
 
-def failed_call_content(ctx: ServerRequestContext[Any, Any], message: str, kind: str,
+async def failed_call_content(ctx: ServerRequestContext[Any, Any], message: str, kind: str,
                         arguments: object) -> dict[str, Any]:
     """The structured content of a failed call, from what the call's arguments say."""
     given = arguments if isinstance(arguments, Mapping) else {}
-    runtime = ctx.lifespan_context
+    runtime = await ready_state(ctx.lifespan_context)
     database, question = given.get("database"), given.get("question")
     aliases = caller_of(ctx.request).visible(runtime.catalog.aliases)
     return unanswered(

@@ -22,7 +22,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -35,6 +35,7 @@ from agent.verified.proposals import sql_digest
 from agent.verified.saving import Saved, propose_entry
 
 from ..config.server_settings import ServerSettings
+from ..opening import ready_state
 from ..serving.access import Caller, caller_of
 from ..serving.quotas import QuotaExceeded
 from ..state import ServerState
@@ -61,7 +62,7 @@ async def save_verified_answer(
     evidence: Annotated[str | None, Field(description="the evidence the question was asked with")] = None,
 ) -> CallToolResult:
     """Propose a checked question and SQL for the database's verified library."""
-    server_state = cast(ServerState, ctx.request_context.lifespan_context)
+    server_state = await ready_state(ctx.request_context.lifespan_context)
     return await save_answer(server_state, caller_of(ctx.request_context.request), database=database,
                              question=question, sql=sql, evidence=evidence)
 

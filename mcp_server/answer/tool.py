@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar, cast
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -23,6 +23,7 @@ from agent.telemetry.gate import question_span, question_trace
 from agent.verified import Consulted
 
 from ..config.limits import AnswerLimits
+from ..opening import ready_state
 from ..serving.access import LOCAL_CALLER, Caller, caller_of
 from ..serving.draining import ServerStopping
 from ..serving.quotas import QuotaExceeded
@@ -91,8 +92,7 @@ async def answer_sql_question(
                                                        "question; default true")] = None,
 ) -> Annotated[CallToolResult, AnswerOutput] | InputRequiredResult:
     """Answer a question about a configured SQLite database with a small local text-to-SQL model."""
-    # The SDK types the lifespan's value as a dict; ours is the ServerState open_state yields.
-    server_state = cast(ServerState, ctx.request_context.lifespan_context)
+    server_state = await ready_state(ctx.request_context.lifespan_context)
     caller = caller_of(ctx.request_context.request)
     with question_span("mcp", capture_content=server_state.settings.trace_content) as traced:
         try:

@@ -26,6 +26,7 @@ from mcp_server.state import open_state, server_prompts
 from tests.support.eval_runs import SHOP, SHOP_QUESTIONS, spider_shop
 from tests.support.mcp_in_process import build
 from tests.support.policies import DEFAULT_MODEL, OraclePolicy
+from tests.support.telemetry import Telemetry
 
 ENGINE_MODEL = "gemma-3-270m"
 SAID = "the test's word"
@@ -113,9 +114,9 @@ class Plain(ModelBackend):
 
 
 @pytest.mark.anyio
-async def test_a_backend_that_says_nothing_gets_the_neutral_session() -> None:
+async def test_a_backend_that_says_nothing_gets_the_neutral_session(otel: Telemetry) -> None:
     """No engine facts, no model check, one slot, the budget as given, our model name, the settings'
-    address; the backend, behind the tracing wrapper, is closed when the session ends."""
+    address; the backend, behind the tracing wrapper (tracing is on), is closed when the session ends."""
     plain = Plain()
     settings = BackendSettings(ollama_host="http://127.0.0.1:9")
     async with engine_session(settings, EpisodeSettings(), environ={}, build=lambda _: plain) as session:

@@ -92,18 +92,20 @@ class SqaleServer(MCPServer[StateOpening]):
 
         @asynccontextmanager
         async def lifespan(_: MCPServer[StateOpening]) -> AsyncIterator[StateOpening]:
-            # The state opens beside the serving loop, so the handshake does not wait for it
-            # (opening.py); the handlers that need it wait for it instead.
+            # On stdio (and in-process) the state opens beside the serving loop, so the handshake
+            # does not wait for it (opening.py); the handlers that need it wait for it instead.
             opening = StateOpening()
             try:
                 async with anyio.create_task_group() as group:
                     group.start_soon(opening.hold, open_state(
                         settings, catalog, prompts, backend_factory, gate=gate, metrics=metrics,
                         callers=tokens.callers, libraries=libraries))
+                    if self.state_before_serving:
+                        await opening.ready()
                     try:
                         yield opening
                     finally:
-                        opening.close()
+                        group.cancel_scope.cancel()  # closes the state, or stops its opening
             finally:
                 state_closed.set()
 
@@ -133,6 +135,9 @@ class SqaleServer(MCPServer[StateOpening]):
         self.sqale_settings = settings
         self.catalog = catalog
         self.state_closed = state_closed
+        # True: the lifespan opens the state before serving starts (HTTP: a server that takes
+        # connections is ready, its metrics whole); False: beside it (stdio, in-process).
+        self.state_before_serving = False
         self.tokens = tokens
         self.gate = gate
         self.metrics = metrics
@@ -167,6 +172,7 @@ class SqaleServer(MCPServer[StateOpening]):
         # server, which Claude Desktop and IDEs start, and wait for, at every launch.
         from .serving.http_transport import MCP_PATH, http_app, serve_http
 
+        self.state_before_serving = True
         mcp_app = self.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host,
                                            session_idle_timeout=settings.session_idle_timeout,
                                            max_sessions=settings.max_sessions)

@@ -23,23 +23,20 @@ class StateOpening:
 
     def __init__(self) -> None:
         self._opened = anyio.Event()
-        self._closing = anyio.Event()
         self._state: ServerState | None = None
 
     async def hold(self, opening: AbstractAsyncContextManager[ServerState]) -> None:
-        """Open the state and keep it open until `close()`; it is closed when this returns.
+        """Open the state and keep it open until cancelled, which closes it (the lifespan is ending).
 
-        An error opening it propagates (it is a bug of ours: a runtime that is down is a warning,
-        not an error) and ends the server, as an error of the lifespan would.
+        Cancelled while it is still opening (a client that hung up after the handshake), it stops
+        there and closes what it opened. An error opening it propagates (a bug of ours: a runtime
+        that is down is a warning, not an error) and ends the server, as an error of the lifespan
+        would.
         """
         async with opening as state:
             self._state = state
             self._opened.set()
-            await self._closing.wait()
-
-    def close(self) -> None:
-        """Let `hold` close the state (the lifespan is ending)."""
-        self._closing.set()
+            await anyio.sleep_forever()
 
     async def ready(self) -> ServerState:
         """The open state, once it is open."""

@@ -14,7 +14,8 @@ compare figures of the same run. Each command runs as `python -c`/`python -m` on
 put first on PYTHONPATH: this checkout, and with --before REF also that commit's tree (extracted
 with `git archive`), so one run prints both sides. The server answers with `--demo` (its
 database built once, before the timed runs) and a fake Ollama (tests/support/fake_runtime.py)
-in this process; `tool run_query` counts the rows of a table of a tiny database.
+in this process; `tool run_query` counts the rows of a table of a tiny database. Every command
+reads bytecode, as an installed package does: the warm-up writes it under the bench's own folder.
 """
 
 from __future__ import annotations

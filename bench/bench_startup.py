@@ -52,7 +52,8 @@ QUESTION_SQL = "SELECT count(*) FROM t"
 SERVER_SIDE = ("mcp", "mcp_types", "mcp_server", "starlette", "uvicorn", "opentelemetry")
 VERSION_GOAL, INITIALIZE_GOAL = 4.0, 1.2
 # PYTHONDONTWRITEBYTECODE would have every run compile our modules anew: no user's server does.
-NOT_PASSED_ON = ("OLLAMA_HOST", "SQALE_MCP_ARGS", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+NOT_PASSED_ON = ("OLLAMA_HOST", "SQALE_MCP_ARGS", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE",
+                 "PYTHONPYCACHEPREFIX")
 
 
 @dataclass(frozen=True)

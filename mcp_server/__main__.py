@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -24,6 +26,26 @@ EXIT_TERMINATED = 143  # 128 + SIGTERM
 def _terminate(signum: int, frame: FrameType | None) -> None:
     """SIGTERM before serving starts: unwind (closing what is open) and exit 143."""
     raise SystemExit(EXIT_TERMINATED)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while the modules load and the server is built.
+
+    Start-up makes the SDK's and our classes, schemas and tables, which live as long as the
+    process: the collector would scan them again and again while they are made, about a tenth
+    of the stdio server's time to answer `initialize` (bench/bench_startup.py). Once built they
+    are frozen, never scanned again (the few cycles start-up leaves behind, under 2,000 memory
+    blocks, stay), and collection resumes as it was.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if was_enabled:
+            gc.enable()
 
 
 def _checked_server(arguments: Sequence[str]) -> SqaleServer:
@@ -64,7 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         try:
-            server = _checked_server(arguments)
+            with collector_paused():
+                server = _checked_server(arguments)
         except (ConfigError, PromptConfigError) as exc:
             print(f"sqale-mcp: {exc}", file=sys.stderr)
             return 2

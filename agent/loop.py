@@ -1,14 +1,21 @@
 """The episode loop: tool turns on an append-only raw prompt, then one final answer turn.
 
 Choices beyond the protocol (agent-protocol.md), each documented where it is made:
-- submit_sql in a tool turn ends the episode only when its SQL runs; a failing submit_sql
-  gets its error back as its result and exploration goes on (the model can fix it).
-- A failed submit_sql counts toward the failed-queries streak like a failed run_query;
-  other tools neither count nor reset it; duplicates (not run again) do not count.
+- Every call of a reply counts, in the order written, identical calls included, as the
+  reference environment runs them all: each failing run_query adds to the failed-queries
+  streak (a passing one resets it; other tools neither count nor reset it), and the last query
+  that ran without error is the last passing run_query in call order ([A, B, A]: A). An
+  identical call is not run again: its earlier result is shown again (a read-only episode's
+  database cannot change between them), so only the time differs.
+- submit_sql ends the episode, as in the reference: calls after it are not run. Its SQL is the
+  answer when it runs; a failing or empty submit_sql falls back to the last query that ran
+  without error (status FALLBACK), like an empty or broken final answer.
 - SQL written without any tool call in a tool turn is taken as the answer (StopReason.NO_CALL)
   when it runs; when it fails, its error goes back as a note and counts as a failed query.
 - No tool runs in the final turn; its answer is, in this order, a submit_sql call, the last
-  ```sql fence, a run_query call, or bare SELECT/WITH text (completion.extract_final_sql).
+  ```sql fence, a run_query call, or bare SELECT/WITH text (replies.read_final_sql), read whole:
+  a bare statement goes on past a blank line while the text continues it, and text after it that
+  is not SQL is left out with a note in the round's record.
 - An answer that is missing or fails falls back to the last run_query that ran without error;
   `EpisodeResult.error` then says why the answer was not used (status FALLBACK).
 - A database with no readable table or view (none at all, every one hidden, or none SQLite can
@@ -52,14 +59,13 @@ from .prompt import (
     render_initial_prompt,
     render_round_message,
 )
-from .replies import ParsedCompletion, extract_final_sql, parse_completion, sql_argument
+from .replies import ParsedCompletion, parse_completion, read_final_sql, sql_argument
 from .sqlite import Database, QueryResult, QueryStatus, Schema
 from .telemetry.gate import round_played, round_span, tool_span
 from .text import replace_lone_surrogates
 
 # Rough size of a token, only for text the runtime has not counted yet (the next user turn).
 CHARS_PER_TOKEN = 4
-QUERY_TOOLS = frozenset({"run_query", "submit_sql"})
 TIMED_OUT = frozenset({QueryStatus.TIMEOUT, QueryStatus.KILLED})
 DEFAULT_EPISODE_SETTINGS = EpisodeSettings()
 
@@ -103,6 +109,15 @@ class _Answer:
     seconds: float
     tables_read: tuple[str, ...] = ()
     columns_read: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class _Submit:
+    """A submit_sql call of a tool turn: its SQL (None: none given), whether it ran, its result."""
+
+    sql: str | None
+    ok: bool
+    query: QueryResult | None
 
 
 def _rows(result: QueryResult | None) -> int | None:
@@ -204,7 +219,7 @@ class _Episode:
         answer: _Answer | None = None
         stop: StopReason | None = None
         if submitted is not None:
-            answer, stop = await self._settle(submitted, EpisodeStatus.SUBMITTED), StopReason.SUBMITTED
+            answer, stop = await self._submitted(submitted), StopReason.SUBMITTED
         elif not parsed.calls and not parsed.problems:
             answer, note = await self._answer_without_call(completion, parsed)
             if note is not None:
@@ -234,60 +249,79 @@ class _Episode:
         self.prompt = next_prompt
         return stop, None
 
-    async def _run_calls(self, calls: tuple[ToolCall, ...]) -> tuple[list[CallRecord], str | None]:
-        """Run the calls in order, identical ones once; stop after a submit_sql whose SQL runs."""
+    async def _run_calls(self, calls: tuple[ToolCall, ...]) -> tuple[list[CallRecord], _Submit | None]:
+        """Run and count every call in order; stop at a submit_sql, which is returned."""
         records: list[CallRecord] = []
         seen: dict[str, CallRecord] = {}
         for call in calls:
             key = json.dumps([call.tool, call.args], sort_keys=True, default=str)
-            if key in seen:
+            query: QueryResult | None = None
+            if key in seen:  # shown and counted again, not run again
                 first = seen[key]
-                records.append(CallRecord(call, first.ok, first.text, 0.0, first.tables, duplicate=True))
-                continue
-            started = time.perf_counter()
-            with tool_span(call.tool, call.tool in tools.TOOLS, call.args) as traced:
-                outcome = await tools.arun_tool(self.database, call.tool, call.args, self.settings.tools,
-                                                self.settings.environment)
-                traced.finished(ok=outcome.ok, rows=_rows(outcome.query), result=outcome.text)
-            record = CallRecord(call, outcome.ok, neutralise(outcome.text),
-                                time.perf_counter() - started, outcome.tables)
+                record = CallRecord(call, first.ok, first.text, 0.0, first.tables, duplicate=True)
+            else:
+                record, query = await self._run_call(call)
+                seen[key] = record
+                if query is not None and query.status in TIMED_OUT:
+                    self.query_timeouts += 1
             records.append(record)
-            seen[key] = record
-            if call.tool not in QUERY_TOOLS:
-                continue
-            self._count_query(outcome.ok, outcome.query)
-            sql = sql_argument(call.args)
-            if outcome.ok and sql is not None:
-                if call.tool == "submit_sql":
-                    return records, sql
-                self.last_ok_sql = sql
+            if call.tool == "submit_sql":
+                return records, _Submit(sql_argument(call.args), record.ok, query)
+            if call.tool == "run_query":
+                self._count_query(record.ok, sql_argument(call.args))
         return records, None
 
-    def _count_query(self, ok: bool, result: QueryResult | None) -> None:
+    async def _run_call(self, call: ToolCall) -> tuple[CallRecord, QueryResult | None]:
+        started = time.perf_counter()
+        with tool_span(call.tool, call.tool in tools.TOOLS, call.args) as traced:
+            outcome = await tools.arun_tool(self.database, call.tool, call.args, self.settings.tools,
+                                            self.settings.environment)
+            traced.finished(ok=outcome.ok, rows=_rows(outcome.query), result=outcome.text)
+        record = CallRecord(call, outcome.ok, neutralise(outcome.text), time.perf_counter() - started,
+                            outcome.tables)
+        return record, outcome.query
+
+    def _count_query(self, ok: bool, sql: str | None) -> None:
+        """One run_query's outcome in the failed streak and as the last query that ran."""
         self.failed_streak = 0 if ok else self.failed_streak + 1
-        if result is not None and result.status in TIMED_OUT:
-            self.query_timeouts += 1
+        if ok and sql is not None:
+            self.last_ok_sql = sql
+
+    async def _submitted(self, submit: _Submit) -> _Answer:
+        """The answer of a submit_sql: its SQL when it ran, else the last query that ran without error."""
+        if submit.sql is None:
+            return await self._fallback("the submit_sql call had no SQL", None, 0.0)
+        if not submit.ok:
+            error = submit.query.error if submit.query is not None else None
+            if submit.query is not None and submit.query.status in TIMED_OUT:
+                self.answer_timed_out = True
+            return await self._fallback(f"the submitted SQL failed ({error or 'it did not run'})",
+                                        submit.sql, 0.0)
+        return await self._settle(submit.sql, EpisodeStatus.SUBMITTED)
 
     async def _answer_without_call(self, completion: Completion,
                                    parsed: ParsedCompletion) -> tuple[_Answer | None, str | None]:
-        """A tool turn with no call: its SQL, if any, is the answer; otherwise a corrective note."""
-        sql = extract_final_sql(completion.text)
-        if sql is None:
+        """A tool turn with no call: its SQL, if any, is the answer (with a note of what was left out
+        after it); otherwise a corrective note."""
+        final = read_final_sql(completion.text)
+        if final is None:
             if parsed.think_unclosed or completion.finish_reason == "length":
                 return None, ("your reply was cut off before any tool call; think in a few lines, "
                               'end your thinking, then call a tool as {"tool": "<name>", "args": {...}}')
             return None, ('no tool call found in your reply; call a tool as {"tool": "<name>", '
                           '"args": {...}}, or submit your answer with submit_sql')
+        sql = final.sql
         with tool_span("run_query", True, {"sql": sql}, implicit=True) as traced:
             outcome = await tools.arun_tool(self.database, "run_query", {"sql": sql}, self.settings.tools,
                                             self.settings.environment)
             traced.finished(ok=outcome.ok, rows=_rows(outcome.query), result=outcome.text)
-        self._count_query(outcome.ok, outcome.query)
+        if outcome.query is not None and outcome.query.status in TIMED_OUT:
+            self.query_timeouts += 1
+        self._count_query(outcome.ok, sql)
         if not outcome.ok:
             return None, ("your reply has SQL but no tool call, so it was taken as your answer, and it "
                           f"failed:\n{outcome.text}\nFix it with run_query, then answer with submit_sql")
-        self.last_ok_sql = sql
-        return await self._settle(sql, EpisodeStatus.FINAL_ANSWER), None
+        return await self._settle(sql, EpisodeStatus.FINAL_ANSWER), final.note()
 
     async def _final_turn(self) -> _Answer:
         """The answer turn: its SQL if it runs, else the last query that ran, else failure."""
@@ -295,14 +329,16 @@ class _Episode:
         completion, model_seconds = await self._complete(max_tokens)
         self.prompt += completion.text
         parsed = parse_completion(completion.text)
-        sql = extract_final_sql(completion.text)
+        final = read_final_sql(completion.text)
         submitted = any(call.tool == "submit_sql" for call in parsed.calls)
         status = EpisodeStatus.SUBMITTED if submitted else EpisodeStatus.FINAL_ANSWER
-        await self._record_round(completion, parsed, [], list(parsed.problems), model_seconds, 0.0,
-                                 final=True)
-        if sql is None:
+        notes = list(parsed.problems)
+        if final is not None and (dropped := final.note()) is not None:
+            notes.append(dropped)
+        await self._record_round(completion, parsed, [], notes, model_seconds, 0.0, final=True)
+        if final is None:
             return await self._fallback("the final answer had no SQL", None, 0.0)
-        return await self._settle(sql, status)
+        return await self._settle(final.sql, status)
 
     async def _settle(self, sql: str, status: EpisodeStatus) -> _Answer:
         """Run the answer SQL; when it fails, fall back to the last query that ran."""

@@ -180,15 +180,17 @@ def test_submit_sql_in_a_tool_turn_ends_the_episode_and_skips_later_calls(db: Da
         EpisodeStatus.SUBMITTED, StopReason.SUBMITTED, (("AC/DC",), ("Accept",)))
 
 
-def test_failing_submit_sql_returns_its_error_and_exploration_goes_on(db: Database) -> None:
-    """A submit_sql whose SQL fails gets the error as its result; the episode continues."""
-    backend = script(tool_call("submit_sql", sql=BAD_SQL),
-                     tool_call("submit_sql", query="SELECT count(*) FROM album"))
+def test_failing_submit_sql_ends_the_episode_and_falls_back(db: Database) -> None:
+    """A submit_sql whose SQL fails ends the episode: the answer is the last query that ran."""
+    good = "SELECT count(*) FROM album"
+    backend = script(tool_call("run_query", sql=good), tool_call("submit_sql", sql=BAD_SQL),
+                     tool_call("submit_sql", sql=good))
     result = run(QUESTION, db, backend)
-    failure = run_tool(db, "submit_sql", {"sql": BAD_SQL}).text
-    assert f'[1] submit_sql {{"sql": "{BAD_SQL}"}}\n{failure}\n\n[5 tool turns' in backend.requests[1].prompt
-    assert (result.status, result.sql, result.rows) == (
-        EpisodeStatus.SUBMITTED, "SELECT count(*) FROM album", ((3,),))
+    assert len(backend.requests) == 2
+    assert (result.status, result.stop_reason, result.sql, result.rows, result.error) == (
+        EpisodeStatus.FALLBACK, StopReason.SUBMITTED, good, ((3,),),
+        "the submitted SQL failed (no such column: nope); used the last query that ran without error "
+        "instead")
 
 
 def test_sql_without_a_tool_call_is_taken_as_the_answer(db: Database) -> None:

@@ -13,6 +13,7 @@ from agent.replies import (
     last_bare_statement,
     last_sql_fence,
     parse_completion,
+    read_final_sql,
     split_think,
 )
 
@@ -182,6 +183,11 @@ def test_final_sql_uses_a_run_query_call_before_bare_text() -> None:
 @pytest.mark.parametrize(("text", "sql"), [
     ("Final answer: SELECT a FROM t WHERE b = 'x;y'; done", "SELECT a FROM t WHERE b = 'x;y'"),
     ("Select the rows.\nSELECT a\nFROM t\n\nThat is it.", "SELECT a\nFROM t"),
+    ("select a,\n\nb from t\n\n\nwhere x = 1\n\nWhere is it?", "select a,\n\nb from t\n\n\nwhere x = 1"),
+    ("SELECT a FROM t WHERE x IN (\n\n1, 2)\n\nDone.", "SELECT a FROM t WHERE x IN (\n\n1, 2)"),
+    ("SELECT name FROM t WHERE name = 'a\n\nb'\n\nok", "SELECT name FROM t WHERE name = 'a\n\nb'"),
+    ("SELECT a FROM t\n\nOrder matters here.", "SELECT a FROM t"),
+    ("SELECT 1\n\nSELECT 2", "SELECT 2"),
     ("WITH x AS (SELECT 1) SELECT * FROM x", "WITH x AS (SELECT 1) SELECT * FROM x"),
     ("with x(n) as (select 1) select n from x;", "with x(n) as (select 1) select n from x"),
     ("The answer is `SELECT name FROM t`.", None),
@@ -194,6 +200,38 @@ def test_final_sql_uses_a_run_query_call_before_bare_text() -> None:
 def test_bare_statements(text: str, sql: str | None) -> None:
     """Bare SQL is read from a line start (after a label or list mark) to `;`, a blank line or `."""
     assert extract_final_sql(text) == sql
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT count(*)\nFROM Track\n\nWHERE MediaTypeId = 2",
+    "SELECT a FROM t WHERE\n\nx = 1\n\n  AND y = 2\n\nORDER BY a",
+    "SELECT a FROM t\n\n-- the newest first\nORDER BY a DESC",
+    "SELECT a FROM t\n\nUNION\n\nSELECT b FROM u",
+    "SELECT a\n\n, b FROM t",
+    "SELECT a FROM t WHERE b =\n\n\n  2",
+    "select a from t\n\n\norder by a\n\nlimit 3",
+])
+def test_a_bare_statement_goes_on_past_blank_lines_while_the_text_continues_it(text: str) -> None:
+    """A blank line inside a statement (before a clause, after an operator or an open parenthesis)
+    never cuts it."""
+    assert extract_final_sql(text) == text
+
+
+@pytest.mark.parametrize(("text", "dropped"), [
+    ("SELECT count(*)\nFROM Track\n\nThis counts every track.", "This counts every track."),
+    ("SELECT 1; -- that is all", "-- that is all"),
+    ("Answer: SELECT a FROM t;\n\nIt lists   every\nrow.", "It lists every row."),
+    ("SELECT a FROM t", None),
+    ("SELECT a FROM t;\n\n", None),
+    ("`SELECT a FROM t`", None),
+])
+def test_what_follows_a_bare_statement_is_said(text: str, dropped: str | None) -> None:
+    """Text after a bare answer that is not SQL is left out, and the note says what it was."""
+    final = read_final_sql(text)
+    assert final is not None
+    assert final.note() == (None if dropped is None else
+                            "the answer's SQL was read up to where it ended; the text after it is not "
+                            f"SQL and was left out: {dropped}")
 
 
 def test_last_bare_statement_ignores_sql_inside_json_strings() -> None:

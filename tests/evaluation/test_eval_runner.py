@@ -77,8 +77,7 @@ def test_episode_failures_are_recorded_by_kind(tmp_path):
     """No SQL at all, SQL that fails, and SQL with too many rows are wrong, each with its kind."""
     dataset = shop_dataset(tmp_path)
     policy = SeedSwitchPolicy({
-        0: ScriptPolicy([assistant_reply("Hmm.", tool_call("submit_sql", sql="SELECT nope FROM customer"))],
-                        final="I do not know."),
+        0: ScriptPolicy([assistant_reply("Hmm.", tool_call("list_tables"))], final="I do not know."),
         1: submits("SELECT * FROM customer, orders, customer AS c2"),
         2: oracle_for(dataset),
     })

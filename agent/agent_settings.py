@@ -63,13 +63,19 @@ class AgentSettings(BackendSettings):
                            "results (cell values among them) and the model's replies, clipped to 4,096 "
                            "characters, every hidden table and column name taken out (off: names, counts and "
                            "statuses only)")
-    reference_agent: Annotated[Path | None, Option(metavar="sqale_agent.py")] = Field(
-        None, description="the authors' sqale_agent.py: use its SYSTEM_PROMPT and USER_TEMPLATE "
-                          "(read, never executed)")
+    reference_agent: Annotated[Path | None, Option(metavar="DIR|sqale_agent.py")] = Field(
+        None, description="the folder the model was downloaded to (or the sqale_agent.py in it): use the "
+                          "authors' SYSTEM_PROMPT, USER_TEMPLATE and the turn texts it has (read, never "
+                          "executed)")
+    assistant_prefix: Annotated[str, Option(metavar="TEXT", default_text="empty")] = Field(
+        "", max_length=2_000,
+        description="text that opens every assistant turn after <|im_start|>assistant (\\n for a newline), "
+                    "e.g. '<think>\\n' for Qwen3.5's thinking-on opening; empty: the model opens its turn "
+                    "itself")
     system_prompt: Annotated[Path | None, Option(metavar="FILE")] = Field(
         None, description="replace the system prompt with this UTF-8 text file")
     user_template: Annotated[Path | None, Option(metavar="FILE")] = Field(
         None, description="replace the user turn template ({question}, {evidence}) with this UTF-8 file")
 
 
-PROMPT_FLAGS = ("reference_agent", "system_prompt", "user_template")
+PROMPT_FLAGS = ("reference_agent", "system_prompt", "user_template", "assistant_prefix")

@@ -29,6 +29,8 @@ class StopReason(StrEnum):
     FAILED_QUERIES = "failed_queries"  # too many failed run_query in a row
     TOKEN_BUDGET = "token_budget"  # the episode token budget ran out
     NO_CALL = "no_tool_call"  # a tool turn answered with SQL that ran, instead of calls
+    # No tool turn held a call (or an attempt at one): not the trained agent, or a rebuilt prompt.
+    NEVER_CALLED = "never_called_a_tool"
     NO_TABLES = "no_readable_tables"  # the database shows no table or view: the model was not asked
     VERIFIED = "verified_answer"  # the question was answered from the verified library: no exploration
 

@@ -18,6 +18,9 @@ Choices beyond the protocol (agent-protocol.md), each documented where it is mad
   is not SQL is left out with a note in the round's record.
 - An answer that is missing or fails falls back to the last run_query that ran without error;
   `EpisodeResult.error` then says why the answer was not used (status FALLBACK).
+- An episode whose tool turns held no call at all (nor a call it could not read) ends with
+  StopReason.NEVER_CALLED, and, without an answer, an error naming the likely causes (another
+  model under this name, a prompt template or chat endpoint that rebuilds the prompt).
 - A database with no readable table or view (none at all, every one hidden, or none SQLite can
   read) ends the episode at once, failed (StopReason.NO_TABLES): the model is not asked.
 - A completion never opens a turn: it is cut at its first chat control token before it joins
@@ -120,6 +123,15 @@ class _Submit:
     query: QueryResult | None
 
 
+def never_called(rounds: int) -> str:
+    """Why an episode whose tool turns held no call has no answer, and what to check."""
+    return (f"no answer: the model called no tool in {rounds} rounds, so it never looked at the database. "
+            "That is a problem of the model or its runtime, not of the question: another model may be "
+            "served under this model's name, an Ollama Modelfile whose TEMPLATE is not the raw "
+            "{{ .Prompt }} may rewrite the prompt, or a chat endpoint may rebuild it; run "
+            "`sqale-agent doctor`, which asks the model one question and checks that it calls a tool")
+
+
 def _rows(result: QueryResult | None) -> int | None:
     """The rows a query tool's statement produced (counted up to the cap); None for other tools."""
     return None if result is None else result.total_rows
@@ -156,11 +168,13 @@ class _Episode:
         self.question, self.evidence = question, evidence
         self.database, self.backend = database, backend
         self.prompts, self.settings, self.on_round = prompts, settings, on_round
+        self.tool_settings = replace(settings.tools, texts=prompts.texts)  # the authors' texts, if any
         self.prompt = ""
         self.used = 0  # episode tokens counted by the runtime, up to the end of the last completion
         self.pending = ""  # prompt text appended since then, not counted yet
         self.rounds: list[Round] = []
         self.tool_turns = 0
+        self.called = False  # a tool turn held a call, or an attempt at one (a call it could not read)
         self.failed_streak = 0
         self.last_ok_sql: str | None = None
         self.query_timeouts = 0  # the model's statements that the per-query time limit stopped
@@ -191,6 +205,10 @@ class _Episode:
                 return self._result(answer, stop)
         with round_span(len(self.rounds) + 1, final=True):
             final = await self._final_turn()
+        if self.tool_turns > 0 and not self.called:
+            stop = StopReason.NEVER_CALLED
+            if final.status is EpisodeStatus.FAILED:
+                final = replace(final, error=never_called(len(self.rounds) - 1))
         return self._result(final, stop)
 
     def _tool_tokens(self, pending: str) -> int:
@@ -209,11 +227,17 @@ class _Episode:
         self.used = context_after(self.used, estimate_tokens(self.pending), completion)
         return completion, seconds
 
+    def _reply(self, completion: Completion) -> str:
+        """The assistant turn as the model wrote it: the prefix that opened it, then the completion."""
+        # With a prefix such as "<think>\n" the completion starts inside the think block.
+        return self.prompts.assistant_prefix + completion.text
+
     async def _tool_turn(self) -> tuple[StopReason | None, _Answer | None]:
         """One tool round; returns why exploration ended (None: go on) and an answer if one came."""
         completion, model_seconds = await self._complete(self._tool_tokens(self.pending))
         self.tool_turns += 1
-        parsed = parse_completion(completion.text)
+        parsed = parse_completion(self._reply(completion))
+        self.called = self.called or bool(parsed.calls or parsed.problems)
         records, submitted = await self._run_calls(parsed.calls)
         notes = list(parsed.problems)
         answer: _Answer | None = None
@@ -237,14 +261,15 @@ class _Episode:
             stop = StopReason.FAILED_QUERIES
         results = [(record.call, record.text) for record in records]
         environment = self.settings.environment
-        message = render_round_message(environment, results, notes, turns_left)
+        texts = self.prompts.texts
+        message = render_round_message(environment, results, notes, turns_left, texts=texts)
         if stop is None and self._tool_tokens(message) < self.settings.final_turn_min_tokens:
             stop = StopReason.TOKEN_BUDGET
         if stop is not None:
             message = render_round_message(environment, results, notes, turns_left, final=True,
-                                           final_reason=stop, last_ok_sql=self.last_ok_sql)
+                                           final_reason=stop, last_ok_sql=self.last_ok_sql, texts=texts)
         await self._record_round(completion, parsed, records, notes, model_seconds, tool_seconds)
-        next_prompt = continue_prompt(self.prompt, completion.text, message)
+        next_prompt = continue_prompt(self.prompt, completion.text, message, self.prompts.assistant_prefix)
         self.pending = next_prompt[len(self.prompt) + len(completion.text):]
         self.prompt = next_prompt
         return stop, None
@@ -274,7 +299,7 @@ class _Episode:
     async def _run_call(self, call: ToolCall) -> tuple[CallRecord, QueryResult | None]:
         started = time.perf_counter()
         with tool_span(call.tool, call.tool in tools.TOOLS, call.args) as traced:
-            outcome = await tools.arun_tool(self.database, call.tool, call.args, self.settings.tools,
+            outcome = await tools.arun_tool(self.database, call.tool, call.args, self.tool_settings,
                                             self.settings.environment)
             traced.finished(ok=outcome.ok, rows=_rows(outcome.query), result=outcome.text)
         record = CallRecord(call, outcome.ok, neutralise(outcome.text), time.perf_counter() - started,
@@ -303,7 +328,7 @@ class _Episode:
                                    parsed: ParsedCompletion) -> tuple[_Answer | None, str | None]:
         """A tool turn with no call: its SQL, if any, is the answer (with a note of what was left out
         after it); otherwise a corrective note."""
-        final = read_final_sql(completion.text)
+        final = read_final_sql(self._reply(completion))
         if final is None:
             if parsed.think_unclosed or completion.finish_reason == "length":
                 return None, ("your reply was cut off before any tool call; think in a few lines, "
@@ -312,7 +337,7 @@ class _Episode:
                           '"args": {...}}, or submit your answer with submit_sql')
         sql = final.sql
         with tool_span("run_query", True, {"sql": sql}, implicit=True) as traced:
-            outcome = await tools.arun_tool(self.database, "run_query", {"sql": sql}, self.settings.tools,
+            outcome = await tools.arun_tool(self.database, "run_query", {"sql": sql}, self.tool_settings,
                                             self.settings.environment)
             traced.finished(ok=outcome.ok, rows=_rows(outcome.query), result=outcome.text)
         if outcome.query is not None and outcome.query.status in TIMED_OUT:
@@ -328,8 +353,8 @@ class _Episode:
         max_tokens = final_turn_tokens(self.settings, self.used, estimate_tokens(self.pending))
         completion, model_seconds = await self._complete(max_tokens)
         self.prompt += completion.text
-        parsed = parse_completion(completion.text)
-        final = read_final_sql(completion.text)
+        parsed = parse_completion(self._reply(completion))
+        final = read_final_sql(self._reply(completion))
         submitted = any(call.tool == "submit_sql" for call in parsed.calls)
         status = EpisodeStatus.SUBMITTED if submitted else EpisodeStatus.FINAL_ANSWER
         notes = list(parsed.problems)

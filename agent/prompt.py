@@ -7,20 +7,23 @@ evidence note, tool results, the model's own call arguments echoed back) goes th
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import string
-import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
 
 from .episode import StopReason, ToolCall
-from .errors import PromptConfigError
 from .text import plural
-from .tools.environment import DEFAULT_ENVIRONMENT, Environment
+from .tools.environment import (
+    DEFAULT_ENVIRONMENT,
+    DEFAULT_TRAINED_TEXTS,
+    Environment,
+    TrainedTexts,
+    fill_in_order,
+    template_fields,
+)
 
 SYSTEM_PROMPT = """\
 You answer a question about an SQLite database by writing one SQL query.
@@ -94,10 +97,13 @@ ECHOED_SQL_CHARS = 4_000  # the last good query is echoed whole up to this size
 
 @dataclass(frozen=True)
 class PromptSet:
-    """The two prompt texts an episode is rendered from."""
+    """The texts an episode is rendered from: its two prompts, how an assistant turn opens, and the
+    authors' own texts of the trained environment where their file has them (agent.prompt_files)."""
 
     system: str
     user_template: str  # str.format fields {question} and {evidence}; unknown fields stay as written
+    assistant_prefix: str = ""  # what opens every assistant turn after `<|im_start|>assistant\n`
+    texts: TrainedTexts = DEFAULT_TRAINED_TEXTS
 
 
 DEFAULT_PROMPTS = PromptSet(system=SYSTEM_PROMPT, user_template=USER_TEMPLATE)
@@ -177,10 +183,11 @@ def render_initial_prompt(prompts: PromptSet, question: str, evidence: str | Non
     """System turn, first user turn, and the opening of the first assistant turn."""
     message = render_user_message(prompts.user_template, question, evidence)
     if final:  # no tool turns at all (max_tool_turns == 0 or a prompt too long for the budget)
-        ask = (trained_final_text(final_reason, None) if environment is Environment.TRAINED
+        ask = (trained_final_text(final_reason, None, prompts.texts) if environment is Environment.TRAINED
                else final_instruction(final_reason))
         message += "\n\n" + ask
-    return chatml_turn("system", prompts.system) + chatml_turn("user", message) + ASSISTANT_OPENING
+    return (chatml_turn("system", prompts.system) + chatml_turn("user", message) + ASSISTANT_OPENING
+            + prompts.assistant_prefix)
 
 
 def render_call_header(index: int, call: ToolCall) -> str:
@@ -214,13 +221,17 @@ def render_results_message(results: Sequence[tuple[ToolCall, str]], notes: Seque
     return "\n\n".join(blocks)
 
 
-def trained_budget_line(turns_left: int) -> str:
-    """The trained environment's budget line: no brackets, `1 tool turn` singular."""
+def trained_budget_line(turns_left: int, texts: TrainedTexts = DEFAULT_TRAINED_TEXTS) -> str:
+    """The trained environment's budget line: no brackets, `1 tool turn` singular (or the authors')."""
+    if texts.budget is not None:
+        return fill_in_order(texts.budget, str(turns_left))
     return f"{plural(turns_left, 'tool turn')} left before you must answer"
 
 
-def result_label(position: int, total: int) -> str:
+def result_label(position: int, total: int, texts: TrainedTexts = DEFAULT_TRAINED_TEXTS) -> str:
     """`result (10/12):` - a result's position out of the round's total, as the model quotes it."""
+    if texts.result_label is not None:
+        return fill_in_order(texts.result_label, str(position), str(total))
     return f"result ({position}/{total}):"
 
 
@@ -231,136 +242,49 @@ def _echoed_sql(sql: str) -> str:
     return text[:ECHOED_SQL_CHARS] + f"…[+{len(text) - ECHOED_SQL_CHARS:,} chars]"
 
 
-def trained_final_text(reason: StopReason | None, last_ok_sql: str | None) -> str:
-    """The final-turn text: the authors' words with the last query that ran without error."""
+def trained_final_text(reason: StopReason | None, last_ok_sql: str | None,
+                       texts: TrainedTexts = DEFAULT_TRAINED_TEXTS) -> str:
+    """The final-turn text: the authors' words with the last query that ran without error.
+
+    The authors' own final text, where their file has it, replaces the opening sentences (and,
+    when it has a field for it, the last query's sentence as well).
+    """
+    reason_text = _TRAINED_REASONS.get(reason, "")
+    if texts.final is not None and template_fields(texts.final) == 1 and last_ok_sql is not None:
+        return reason_text + fill_in_order(texts.final, _echoed_sql(last_ok_sql))
+    opening = texts.final if texts.final is not None and template_fields(texts.final) == 0 \
+        else TRAINED_FINAL_OPENING
     ending = (TRAINED_NO_QUERY if last_ok_sql is None
-              else TRAINED_LAST_QUERY.format(sql=_echoed_sql(last_ok_sql)))
-    return f"{_TRAINED_REASONS.get(reason, '')}{TRAINED_FINAL_OPENING} {ending}"
+              else fill_in_order(texts.last_query or TRAINED_LAST_QUERY, _echoed_sql(last_ok_sql)))
+    return f"{reason_text}{opening} {ending}"
 
 
 def render_trained_results(texts: Sequence[str], notes: Sequence[str], turns_left: int, *,
                            final: bool = False, final_reason: StopReason | None = None,
-                           last_ok_sql: str | None = None) -> str:
+                           last_ok_sql: str | None = None,
+                           trained: TrainedTexts = DEFAULT_TRAINED_TEXTS) -> str:
     """One round's results labelled by position, notes, then the budget line or the final text."""
-    blocks = [f"{result_label(i, len(texts))}\n{neutralise(text)}"
+    blocks = [f"{result_label(i, len(texts), trained)}\n{neutralise(text)}"
               for i, text in enumerate(texts, start=1)]
     blocks.extend(neutralise(note) for note in notes)
-    blocks.append(trained_final_text(final_reason, last_ok_sql) if final
-                  else trained_budget_line(turns_left))
+    blocks.append(trained_final_text(final_reason, last_ok_sql, trained) if final
+                  else trained_budget_line(turns_left, trained))
     return "\n\n".join(blocks)
 
 
 def render_round_message(environment: Environment, results: Sequence[tuple[ToolCall, str]],
                          notes: Sequence[str], turns_left: int, *, final: bool = False,
-                         final_reason: StopReason | None = None,
-                         last_ok_sql: str | None = None) -> str:
+                         final_reason: StopReason | None = None, last_ok_sql: str | None = None,
+                         texts: TrainedTexts = DEFAULT_TRAINED_TEXTS) -> str:
     """The user turn after a round, in the texts of `environment`."""
     if environment is Environment.TRAINED:
         return render_trained_results([text for _, text in results], notes, turns_left, final=final,
-                                      final_reason=final_reason, last_ok_sql=last_ok_sql)
+                                      final_reason=final_reason, last_ok_sql=last_ok_sql, trained=texts)
     return render_results_message(results, notes, turns_left, final=final, final_reason=final_reason)
 
 
-def continue_prompt(prompt: str, completion: str, user_message: str) -> str:
-    """The next prompt: strictly the previous one plus the completion and a new user turn."""
-    return prompt + completion + "<|im_end|>\n" + chatml_turn("user", user_message) + ASSISTANT_OPENING
-
-
-def load_prompt_files(system_path: str | Path | None = None,
-                      user_template_path: str | Path | None = None,
-                      base: PromptSet = DEFAULT_PROMPTS) -> PromptSet:
-    """`base` with the system prompt and/or user template replaced by UTF-8 text files."""
-    system = _read_text(system_path) if system_path is not None else base.system
-    template = _read_text(user_template_path) if user_template_path is not None else base.user_template
-    return PromptSet(system=system, user_template=template)
-
-
-def load_prompts(reference_agent: str | Path | None = None, system_prompt: str | Path | None = None,
-                 user_template: str | Path | None = None) -> PromptSet:
-    """Our prompts, or the reference agent's, with either text replaced from a file."""
-    base = load_reference_agent(reference_agent) if reference_agent is not None else DEFAULT_PROMPTS
-    return load_prompt_files(system_prompt, user_template, base=base)
-
-
-def _read_text(path: str | Path) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise PromptConfigError(f"{path}: not UTF-8 text; save the file as UTF-8") from exc
-    except OSError as exc:
-        raise PromptConfigError(f"{path}: cannot be read ({exc.strerror or exc}); check the path") from exc
-
-
-REFERENCE_NAMES = ("SYSTEM_PROMPT", "USER_TEMPLATE")
-
-
-def load_reference_agent(path: str | Path) -> PromptSet:
-    """Read SYSTEM_PROMPT and USER_TEMPLATE from the authors' sqale_agent.py without running it."""
-    source = _read_text(path)
-    try:
-        module = ast.parse(source, filename=str(path))
-    except SyntaxError as exc:
-        raise PromptConfigError(
-            f"{path}: not valid Python (line {exc.lineno}: {exc.msg}); give the authors' sqale_agent.py"
-        ) from exc
-    known: dict[str, str] = {}  # module-level names bound to string values so far
-    not_literal: set[str] = set()
-    for node in module.body:
-        target, value = _simple_assignment(node)
-        if target is None or value is None:
-            continue
-        text = _string_value(value, known)
-        if text is None:
-            known.pop(target, None)
-            not_literal.add(target)
-        else:
-            known[target] = text
-            not_literal.discard(target)
-    problems = []
-    for name in REFERENCE_NAMES:
-        if name in not_literal:
-            problems.append(f"{name} is not a literal string")
-        elif name not in known:
-            problems.append(f"{name} is missing")
-    if problems:
-        raise PromptConfigError(
-            f"{path}: {'; '.join(problems)} (expected module-level assignments of string literals); "
-            "give the authors' sqale_agent.py or use prompt files instead"
-        )
-    return PromptSet(system=known["SYSTEM_PROMPT"], user_template=known["USER_TEMPLATE"])
-
-
-def _simple_assignment(node: ast.stmt) -> tuple[str | None, ast.expr | None]:
-    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-        return node.targets[0].id, node.value
-    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-        return node.target.id, node.value
-    return None, None
-
-
-_STRIP_METHODS = frozenset({"strip", "lstrip", "rstrip"})
-
-
-def _string_value(node: ast.expr, known: Mapping[str, str]) -> str | None:
-    """The string an expression evaluates to, for literals and a few harmless forms, else None."""
-    # Literals (implicit concatenation included) plus `a + b`, `.strip()`, `textwrap.dedent(...)`
-    # and names of earlier module-level strings: how prompt constants are commonly written.
-    if isinstance(node, ast.Constant):
-        return node.value if isinstance(node.value, str) else None
-    if isinstance(node, ast.Name):
-        return known.get(node.id)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _string_value(node.left, known), _string_value(node.right, known)
-        return None if left is None or right is None else left + right
-    if isinstance(node, ast.Call) and not node.keywords and isinstance(node.func, ast.Attribute | ast.Name):
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id
-        if isinstance(func, ast.Attribute) and name in _STRIP_METHODS and not node.args:
-            inner = _string_value(func.value, known)
-            return None if inner is None else getattr(inner, name)()
-        is_dedent = name == "dedent" and (
-            isinstance(func, ast.Name) or (isinstance(func.value, ast.Name) and func.value.id == "textwrap"))
-        if is_dedent and len(node.args) == 1:
-            inner = _string_value(node.args[0], known)
-            return None if inner is None else textwrap.dedent(inner)
-    return None
+def continue_prompt(prompt: str, completion: str, user_message: str, assistant_prefix: str = "") -> str:
+    """The next prompt: strictly the previous one plus the completion, a new user turn and the
+    opening of the next assistant turn."""
+    return (prompt + completion + "<|im_end|>\n" + chatml_turn("user", user_message) + ASSISTANT_OPENING
+            + assistant_prefix)

@@ -20,7 +20,8 @@ from agent.engine_session import EngineSession, engine_session
 from agent.episode import EpisodeSettings, Round
 from agent.errors import ConfigError
 from agent.jsonl import dumps_line
-from agent.prompt import PromptSet, load_prompts
+from agent.prompt import PromptSet
+from agent.prompt_files import load_prompts
 from agent.sqlite import Database, WorkerLimits, WorkerPool
 from agent.verified import VerifiedLibrary
 
@@ -46,7 +47,8 @@ def answer_limits(settings: ServerSettings) -> AnswerLimits:
 
 def server_prompts(settings: ServerSettings) -> PromptSet:
     """Our prompts, or the reference agent's, with --system-prompt/--user-template overrides."""
-    return load_prompts(settings.reference_agent, settings.system_prompt, settings.user_template)
+    return load_prompts(settings.reference_agent, settings.system_prompt, settings.user_template,
+                        settings.assistant_prefix)
 
 
 class EpisodeLog:

@@ -16,7 +16,8 @@ from typing import Any
 from ..agent_settings import PROMPT_FLAGS, AgentSettings
 from ..backends.registry import BACKEND_FLAGS, BackendSettings, add_backend_flags, backend_settings
 from ..options import add_flags
-from ..prompt import PromptSet, load_prompts
+from ..prompt import PromptSet
+from ..prompt_files import load_prompts
 from ..settings.config_file import default_config_path, read_config_file
 from ..settings.layers import Layered, layered
 
@@ -60,4 +61,5 @@ def backend_choice(args: argparse.Namespace) -> BackendSettings:
 
 def prompts_from_args(args: argparse.Namespace) -> PromptSet:
     """The prompts the options ask for: ours, or the reference agent's, with file overrides."""
-    return load_prompts(args.reference_agent, args.system_prompt, args.user_template)
+    return load_prompts(args.reference_agent, args.system_prompt, args.user_template,
+                        args.assistant_prefix or "")

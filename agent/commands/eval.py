@@ -305,6 +305,8 @@ def prompt_label(args: argparse.Namespace) -> str:
         parts.append(f"system prompt {Path(args.system_prompt).name}")
     if args.user_template:
         parts.append(f"user template {Path(args.user_template).name}")
+    if args.assistant_prefix:
+        parts.append(f"assistant prefix {args.assistant_prefix!r}")
     return ", ".join(parts) or "ours"
 
 

@@ -115,7 +115,7 @@ _distinct_values = distinct_values_tool(
 _run_query = run_query_tool(
     lambda sql, s: QuerySpec(sql, max_rows=s.query_rows, cell_limit=s.cell_chars, reads=True),
     lambda result, s: render_query_result(result, s.cell_chars, s.result_chars),
-    render_query_failure)
+    lambda result, hint, timeout, s: render_query_failure(result, hint, timeout))
 
 
 # --- the table of tools: everything else about a tool is derived from its row -------------

@@ -10,12 +10,13 @@ from ..sqlite import QueryResult, QueryStatus, Schema, Table
 from ._args import clamp_limit, unquote_name
 from ._hints import find_column, sql_error_hint, unknown_column_text, unknown_table_text
 from ._schema_text import render_unreadable
+from .environment import DEFAULT_TRAINED_TEXTS, TrainedTexts
 from .result_text import quote_ident, render_query_failure, show_ident
 
 
 @dataclass(frozen=True)
 class ToolSettings:
-    """Output caps for tool results."""
+    """Output caps for tool results, and the authors' own texts where the episode has them."""
 
     sample_rows: int = 10
     max_sample_rows: int = 20
@@ -30,6 +31,7 @@ class ToolSettings:
     # The trained environment shows these whole: every table name, a table's CREATE statement.
     list_names: int = 500  # list_tables: names listed before the list is cut (use a pattern)
     long_text_chars: int = 16_000  # list_tables / describe_table text cap
+    texts: TrainedTexts = DEFAULT_TRAINED_TEXTS  # the episode's prompts carry them (PromptSet.texts)
 
 
 DEFAULT_TOOL_SETTINGS = ToolSettings()
@@ -209,7 +211,7 @@ def foreign_keys_tool(render: Callable[[Table, Schema, int], str]) -> DirectTool
 
 def run_query_tool(query: Callable[[str, ToolSettings], QuerySpec],
                    render_rows: Callable[[QueryResult, ToolSettings], str],
-                   render_failure: Callable[[QueryResult, str | None, float], str],
+                   render_failure: Callable[[QueryResult, str | None, float, ToolSettings], str],
                    ) -> QueryTool:
     """run_query for an environment: its row limits from `query`, its texts from the renderers."""
     def run_query(ctx: ToolContext, args: dict[str, Any]) -> Steps:
@@ -218,7 +220,7 @@ def run_query_tool(query: Callable[[str, ToolSettings], QuerySpec],
         if result.ok:
             return ToolOutcome(render_rows(result, ctx.settings), True, tables, result)
         hint = sql_error_hint(result.error or "", ctx.schema) if result.error else None
-        return ToolOutcome(render_failure(result, hint, ctx.query_timeout), False, tables, result)
+        return ToolOutcome(render_failure(result, hint, ctx.query_timeout, ctx.settings), False, tables, result)
 
     return run_query
 

@@ -65,5 +65,5 @@ distinct_values = distinct_values_tool(
 run_query = run_query_tool(
     lambda sql, s: QuerySpec(sql, max_rows=texts.QUERY_ROWS, cell_limit=s.cell_chars,
                              count_cap=texts.QUERY_ROWS, reads=True),
-    lambda result, s: texts.render_rows(result, s.cell_chars, s.result_chars),
-    texts.render_failure)
+    lambda result, s: texts.render_rows(result, s.cell_chars, s.result_chars, s.texts.more_rows),
+    lambda result, hint, timeout, s: texts.render_failure(result, hint, timeout, s.texts.error))

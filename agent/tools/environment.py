@@ -11,6 +11,8 @@ Only what the model reads differs: the answer returned to callers is the same.
 
 from __future__ import annotations
 
+import string
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -23,3 +25,45 @@ class Environment(StrEnum):
 
 DEFAULT_ENVIRONMENT = Environment.TRAINED
 ENVIRONMENT_NAMES = tuple(e.value for e in Environment)
+
+
+@dataclass(frozen=True)
+class TrainedTexts:
+    """The authors' own templates for texts of the trained environment; None: ours.
+
+    Filled from the string constants of their `sqale_agent.py` that `agent.prompt_files`
+    recognises by content; each template's replacement fields are filled in order.
+    """
+
+    budget: str | None = None  # one field: the tool turns left
+    final: str | None = None  # the final turn's opening; with one field, also the last query that ran
+    last_query: str | None = None  # one field: the last query that ran without error
+    result_label: str | None = None  # two fields: a result's position and the round's number of results
+    more_rows: str | None = None  # one field: the rows shown before more exist
+    error: str | None = None  # one field: SQLite's message for a statement that failed
+
+
+DEFAULT_TRAINED_TEXTS = TrainedTexts()
+
+
+def template_fields(template: str) -> int | None:
+    """How many replacement fields a str.format template has; None when it is not one."""
+    try:
+        return sum(1 for _, name, _, _ in string.Formatter().parse(template) if name is not None)
+    except ValueError:  # a stray brace
+        return None
+
+
+def fill_in_order(template: str, *values: str) -> str:
+    """`template` with its replacement fields filled by position.
+
+    Field names, conversions and format specifications are ignored: the authors' field names
+    are theirs, and a format specification such as `{:>99999999}` is no business of a label.
+    """
+    out: list[str] = []
+    remaining = iter(values)
+    for literal, name, _, _ in string.Formatter().parse(template):
+        out.append(literal)
+        if name is not None:
+            out.append(next(remaining, ""))
+    return "".join(out)

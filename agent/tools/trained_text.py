@@ -17,6 +17,7 @@ from typing import Any
 from ..sqlite.sql_text import skip_quoted
 from ..sqlite.types import BlobRef, ClippedText, ForeignKey, QueryResult, QueryStatus, Schema, Table
 from ..text import NAME_CHARS, echo_value, format_count, plural
+from .environment import fill_in_order
 from .result_text import (
     ERROR_CHARS,
     HINT_CHARS,
@@ -27,6 +28,7 @@ from .result_text import (
 
 QUERY_ROWS = 5  # run_query shows at most this many rows, as the trained environment did
 MORE_ROWS = "... (showing first {shown} rows; more rows exist)"
+ERROR_LINE = "Error: {error}"
 CUT_LINE = "... (line cut at {limit} characters; select fewer columns)"
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 
@@ -82,19 +84,21 @@ def pipe_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, more: b
     kept, cut = _fit(lines, max_chars)
     shown = len(kept) - 1
     if more or shown < len(rows):
-        kept.append(more_line.format(shown=format_count(shown)))
+        kept.append(fill_in_order(more_line, format_count(shown)))
     if cut:
         kept.append(CUT_LINE.format(limit=format_count(max_chars)))
     return "\n".join(kept)
 
 
-def render_rows(result: QueryResult, cell_chars: int, max_chars: int) -> str:
-    """A run_query result: at most QUERY_ROWS rows, then the environment's own line if more exist."""
+def render_rows(result: QueryResult, cell_chars: int, max_chars: int, more_line: str | None = None) -> str:
+    """A run_query result: at most QUERY_ROWS rows, then the environment's own line (or the
+    authors' `more_line`) if more exist."""
     if not result.columns:
         return "the statement ran and returned no result columns"
     rows = result.rows[:QUERY_ROWS]
     more = result.truncated or len(result.rows) > len(rows)
-    return pipe_table(result.columns, rows, more=more, cell_chars=cell_chars, max_chars=max_chars)
+    return pipe_table(result.columns, rows, more=more, cell_chars=cell_chars, max_chars=max_chars,
+                      more_line=more_line or MORE_ROWS)
 
 
 def render_sample_rows(result: QueryResult, cell_chars: int, max_chars: int) -> str:
@@ -112,10 +116,12 @@ def render_values(column: str, result: QueryResult, cell_chars: int, max_chars: 
                       max_chars=max_chars, more_line=more_line)
 
 
-def render_failure(result: QueryResult, hint: str | None, query_timeout: float) -> str:
-    """Why a statement did not run: `Error: <SQLite's message>`, and a hint line when one helps."""
+def render_failure(result: QueryResult, hint: str | None, query_timeout: float,
+                   error_line: str | None = None) -> str:
+    """Why a statement did not run: `Error: <SQLite's message>` (or the authors' `error_line`), and
+    a hint line when one helps."""
     if result.status is QueryStatus.SQL_ERROR:
-        text = f"Error: {echo_value(result.error or '', ERROR_CHARS)}"
+        text = fill_in_order(error_line or ERROR_LINE, echo_value(result.error or "", ERROR_CHARS))
         return text if hint is None else f"{text}\nhint: {echo_value(hint, HINT_CHARS)}"
     return render_query_failure(result, hint, query_timeout)
 

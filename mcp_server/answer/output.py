@@ -278,8 +278,9 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None,
                      f"or ask the server's operator to check '{answer.database}'.")
     elif answer.sql is None:
         parts.append(f"No runnable SQL was produced: {_quoted_error(answer.error)}.")
-        parts.append("Rephrase the question more concretely (name the tables or values you mean) "
-                     "or add `evidence`, then ask again.")
+        if answer.stop_reason != StopReason.NEVER_CALLED.value:  # its error says what to check instead
+            parts.append("Rephrase the question more concretely (name the tables or values you mean) "
+                         "or add `evidence`, then ask again.")
     else:
         author = SqlAuthor.LIBRARY if answer.status == "verified" else SqlAuthor.MODEL
         parts.append(sql_block(answer.sql, author=author, ran=not (answer.error and not answer.rows),

@@ -1,7 +1,9 @@
-"""The loop's bookkeeping as the reference states it: every call counts in call order, submit ends."""
+"""The loop's bookkeeping as the reference states it: every call counts in call order, submit ends,
+the answer is read whole, and an assistant turn opens with the prefix chosen."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,6 +12,7 @@ import pytest
 
 from agent.episode import EpisodeResult, EpisodeSettings, EpisodeStatus, StopReason
 from agent.loop import run_episode
+from agent.prompt import DEFAULT_PROMPTS
 from agent.sqlite import Database, WorkerLimits, WorkerPool, create_database
 from tests.support.policies import PolicyBackend, ScriptPolicy, assistant_reply, tool_call
 
@@ -162,3 +165,70 @@ def test_bare_sql_in_a_tool_turn_is_read_whole_too(db: Database) -> None:
     """SQL without a call in a tool turn is the answer, read past a blank line as in the final turn."""
     result, prompts = run(db, "SELECT count(*) FROM album\n\nWHERE artist_id = 2")
     assert (len(prompts), result.stop_reason, result.rows) == (1, StopReason.NO_CALL, ((1,),))
+
+
+THINKING_ON, THINKING_OFF = "<think>\n", "<think>\n\n</think>\n\n"
+
+
+@pytest.mark.parametrize(("prefix", "turn", "think"), [
+    (THINKING_ON, "I need the tables.\n</think>\n" + tool_call("run_query", sql=A), "I need the tables."),
+    (THINKING_OFF, tool_call("run_query", sql=A), ""),
+    ("", "<think>plan</think>\n" + tool_call("run_query", sql=A), "plan"),
+    ("", tool_call("run_query", sql=A), None),
+])
+def test_the_assistant_prefix_opens_every_turn_and_replies_parse_either_way(
+        db: Database, prefix: str, turn: str, think: str | None) -> None:
+    """Every prompt ends with the prefix; a completion that starts inside the think block parses."""
+    prompts = dataclasses.replace(DEFAULT_PROMPTS, assistant_prefix=prefix)
+    result, sent = run(db, turn, final="", prompts=prompts, settings=EpisodeSettings(max_tool_turns=2))
+    assert len(sent) == 3
+    assert all(p.endswith("<|im_start|>assistant\n" + prefix) for p in sent)
+    assert sent[1].startswith(sent[0] + turn) and sent[2].startswith(sent[1] + turn)
+    final_think = None if prefix == "" else ""  # the final reply is empty: only the prefix is there
+    assert [r.think for r in result.rounds] == [think, think, final_think]
+    assert (result.rounds[0].calls[0].ok, result.sql, result.rows) == (True, A, ((3,),))
+
+
+def test_a_turn_cut_off_inside_the_prefilled_think_block_is_told_so(db: Database) -> None:
+    """With "<think>\\n" prefilled, a completion that never closes the block is a cut-off reply."""
+    prompts = dataclasses.replace(DEFAULT_PROMPTS, assistant_prefix=THINKING_ON)
+    result, _ = run(db, "thinking and thinking", queries(A), prompts=prompts)
+    assert result.rounds[0].notes[0].startswith("your reply was cut off before any tool call")
+
+
+@pytest.mark.parametrize("reply", [
+    "I am Gemma, a helpful assistant. How can I help you today?",
+    "<think>hmm</think>Sure! Here is a poem about databases.",
+    "",
+])
+def test_a_model_that_never_calls_a_tool_is_a_model_problem(db: Database, reply: str) -> None:
+    """No call in any tool turn: its own stop reason, and an error naming the causes, not the question."""
+    result, prompts = run(db, reply, final="I cannot help with that.")
+    assert len(prompts) == 7
+    assert (result.status, result.stop_reason, result.sql) == (
+        EpisodeStatus.FAILED, StopReason.NEVER_CALLED, None)
+    assert result.error == (
+        "no answer: the model called no tool in 6 rounds, so it never looked at the database. That is a "
+        "problem of the model or its runtime, not of the question: another model may be served under this "
+        "model's name, an Ollama Modelfile whose TEMPLATE is not the raw {{ .Prompt }} may rewrite the "
+        "prompt, or a chat endpoint may rebuild it; run `sqale-agent doctor`, which asks the model one "
+        "question and checks that it calls a tool")
+
+
+@pytest.mark.parametrize("first", [
+    tool_call("list_tables"),
+    '{"tool": "run_query", "args": {"sql": "SELECT 1"',  # an attempt the parser could not read
+    '{"tool": "lsit_tables", "args": {}}',
+])
+def test_one_call_or_attempt_is_enough_to_be_the_agent(db: Database, first: str) -> None:
+    """A model that called (or tried to call) a tool once ends as usual, whatever the other rounds."""
+    result, _ = run(db, first, "no calls any more", final="nothing")
+    assert (result.status, result.stop_reason) == (EpisodeStatus.FAILED, StopReason.TOOL_TURNS)
+    assert "called no tool" not in (result.error or "")
+
+
+def test_a_final_answer_without_any_call_keeps_its_answer(db: Database) -> None:
+    """SQL in the final turn of a model that called nothing is still the answer; the reason says it."""
+    result, _ = run(db, "no calls", final=A)
+    assert (result.status, result.stop_reason, result.rows, result.error) == (
+        EpisodeStatus.FINAL_ANSWER, StopReason.NEVER_CALLED, ((3,),), None)

@@ -11,9 +11,10 @@ import pytest
 
 from agent.episode import EpisodeResult, EpisodeSettings, EpisodeStatus, StopReason
 from agent.loop import run_episode
-from agent.prompt import SYSTEM_PROMPT
+from agent.prompt import SYSTEM_PROMPT, PromptSet
 from agent.sqlite import Database, WorkerLimits, WorkerPool, create_database
 from agent.tools import Environment, run_tool
+from agent.tools.environment import TrainedTexts
 from tests.support.policies import PolicyBackend, ScriptPolicy, assistant_reply, tool_call
 
 QUESTION = "How many albums does each artist have?"
@@ -138,3 +139,18 @@ def test_identical_calls_in_a_round_show_the_same_result_twice(db: Database) -> 
 def test_the_trained_texts_are_the_default() -> None:
     """EpisodeSettings() reads the trained environment's texts."""
     assert EpisodeSettings().environment is Environment.TRAINED
+
+
+def test_the_authors_texts_replace_ours_in_every_turn_and_tool_text(db: Database) -> None:
+    """With the authors' constants (agent.prompt_files), their budget line, labels, error and
+    more-rows line are what the model reads."""
+    texts = TrainedTexts(budget="[{n} tool turns left]", result_label="R{}/{}", error="ERR {}",
+                         more_rows="{} shown, more exist", final="LIMIT REACHED. Last good:\n{sql}")
+    nine = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 9) SELECT n FROM c"
+    turn = assistant_reply(None, tool_call("run_query", sql=BAD_SQL), tool_call("run_query", sql=nine))
+    prompts = PromptSet(SYSTEM_PROMPT, "Question: {question}", texts=texts)
+    _, sent = run(db, turn, final="", prompts=prompts, settings=EpisodeSettings(max_tool_turns=2))
+    hint = "hint: if nope is a text value, write it in single quotes: 'nope'"
+    results = f"R1/2\nERR no such column: nope\n{hint}\n\nR2/2\nn\n1\n2\n3\n4\n5\n5 shown, more exist"
+    assert sent[1].endswith(user_turn(f"{results}\n\n[1 tool turns left]"))
+    assert sent[2].endswith(user_turn(f"{results}\n\nLIMIT REACHED. Last good:\n{nine}"))

@@ -1,13 +1,10 @@
-"""Prompt rendering: ChatML, user turns, result turns, neutralising, loading prompt files."""
+"""Prompt rendering: ChatML, user turns, result turns, neutralising."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from agent.episode import StopReason, ToolCall
-from agent.errors import PromptConfigError
 from agent.prompt import (
     DEFAULT_PROMPTS,
     SYSTEM_PROMPT,
@@ -16,8 +13,6 @@ from agent.prompt import (
     continue_prompt,
     cut_at_chat_token,
     fill_template,
-    load_prompt_files,
-    load_reference_agent,
     neutralise,
     render_call_header,
     render_initial_prompt,
@@ -266,94 +261,11 @@ def test_continue_prompt_appends_completion_and_a_new_turn() -> None:
     )
 
 
-def test_load_prompt_files_replaces_only_what_is_given(tmp_path: Path) -> None:
-    """Prompt files replace the system prompt and/or the user template."""
-    system = tmp_path / "system.txt"
-    system.write_text("You are SQL.", encoding="utf-8")
-    assert load_prompt_files(system) == PromptSet("You are SQL.", DEFAULT_PROMPTS.user_template)
-    with pytest.raises(PromptConfigError) as info:
-        load_prompt_files(None, tmp_path / "missing.txt")
-    assert str(info.value) == (
-        f"{tmp_path / 'missing.txt'}: cannot be read (No such file or directory); check the path")
-
-
-REFERENCE = '''\
-"""The authors' loop (never imported by us)."""
-import textwrap
-open(__file__ + ".ran", "w").write("executed")
-raise SystemExit("must not run")
-
-SYSTEM_PROMPT = "old"
-TOOLS: str = (
-    "Tools: "
-    "list_tables"
-)
-SYSTEM_PROMPT = textwrap.dedent("""
-    You are an agent.
-    """).strip() + "\\n" + TOOLS
-USER_TEMPLATE = "Question: {question}\\nEvidence: {evidence}"
-
-def helper():
-    USER_TEMPLATE = "ignored"
-'''
-
-
-def test_load_reference_agent_reads_literals_without_running_the_file(tmp_path: Path) -> None:
-    """SYSTEM_PROMPT and USER_TEMPLATE come from the AST; the file is never executed."""
-    path = tmp_path / "sqale_agent.py"
-    path.write_text(REFERENCE, encoding="utf-8")
-    assert load_reference_agent(path) == PromptSet(
-        "You are an agent.\nTools: list_tables", "Question: {question}\nEvidence: {evidence}")
-    assert not (tmp_path / "sqale_agent.py.ran").exists()
-
-
-def test_load_reference_agent_names_missing_and_non_literal_strings(tmp_path: Path) -> None:
-    """The error names the file and each name that is missing or not a literal string."""
-    path = tmp_path / "sqale_agent.py"
-    path.write_text('import os\nSYSTEM_PROMPT = f"{os.getcwd()}"\n', encoding="utf-8")
-    with pytest.raises(PromptConfigError) as info:
-        load_reference_agent(path)
-    assert str(info.value) == (
-        f"{path}: SYSTEM_PROMPT is not a literal string; USER_TEMPLATE is missing (expected "
-        "module-level assignments of string literals); give the authors' sqale_agent.py or use "
-        "prompt files instead"
-    )
-
-
-def test_load_reference_agent_rejects_invalid_python(tmp_path: Path) -> None:
-    """A file that is not Python is a PromptConfigError naming the line."""
-    path = tmp_path / "sqale_agent.py"
-    path.write_text("SYSTEM_PROMPT = (\n", encoding="utf-8")
-    with pytest.raises(PromptConfigError, match=r"sqale_agent.py: not valid Python \(line 1"):
-        load_reference_agent(path)
-
-
-def test_load_reference_agent_missing_file(tmp_path: Path) -> None:
-    """A missing file is a PromptConfigError saying to check the path."""
-    with pytest.raises(PromptConfigError) as info:
-        load_reference_agent(tmp_path / "nope.py")
-    assert str(info.value) == (
-        f"{tmp_path / 'nope.py'}: cannot be read (No such file or directory); check the path")
-
-
-def test_load_prompt_files_rejects_non_utf8(tmp_path: Path) -> None:
-    """A prompt file that is not UTF-8 is a PromptConfigError saying how to fix it."""
-    path = tmp_path / "system.txt"
-    path.write_bytes(b"caf\xe9")
-    with pytest.raises(PromptConfigError) as info:
-        load_prompt_files(path)
-    assert str(info.value) == f"{path}: not UTF-8 text; save the file as UTF-8"
-
-
-def test_load_prompts_combines_reference_agent_and_file_overrides(tmp_path) -> None:
-    """Files replace single texts of the reference agent's prompts (or of ours)."""
-    from agent.prompt import load_prompts
-
-    agent_file = tmp_path / "sqale_agent.py"
-    agent_file.write_text('SYSTEM_PROMPT = "ref system"\nUSER_TEMPLATE = "ref {question}"\n')
-    system_file = tmp_path / "system.txt"
-    system_file.write_text("my system")
-    assert load_prompts() == DEFAULT_PROMPTS
-    assert load_prompts(agent_file) == PromptSet("ref system", "ref {question}")
-    assert load_prompts(agent_file, system_file) == PromptSet("my system", "ref {question}")
-    assert load_prompts(None, None, system_file) == PromptSet(DEFAULT_PROMPTS.system, "my system")
+def test_the_assistant_prefix_opens_every_assistant_turn() -> None:
+    """The first prompt and every next one end with the assistant opening and then the prefix."""
+    prompts = PromptSet("S", "{question}", assistant_prefix="<think>\n")
+    first = render_initial_prompt(prompts, "Q?", None)
+    assert first == ("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ?<|im_end|>\n"
+                     "<|im_start|>assistant\n<think>\n")
+    assert continue_prompt(first, "plan</think>{}", "R", "<think>\n") == (
+        first + "plan</think>{}<|im_end|>\n<|im_start|>user\nR<|im_end|>\n<|im_start|>assistant\n<think>\n")

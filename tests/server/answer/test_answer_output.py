@@ -15,6 +15,7 @@ from agent.errors import (
     DatabaseWorkerError,
     ModelNotFound,
 )
+from agent.loop import never_called
 from agent.sqlite import BlobRef, ClippedText, ResultCut
 from mcp_server.answer.output import (
     DATA_NOTICE,
@@ -162,6 +163,15 @@ def test_text_for_failed_fallback_and_empty_results() -> None:
         "Note: the model gave no usable final answer; this is the last query it ran without error."]
     broken = answer_of(rows=(), row_count=0, error="no such column: x")
     assert render_answer_text(broken).split("\n\n")[1] == 'The SQL failed: "no such column: x"'
+
+
+def test_a_model_that_never_called_a_tool_is_not_told_to_rephrase() -> None:
+    """never_called_a_tool: the error says what to check; no advice to rephrase the question."""
+    answer = answer_of(sql=None, status=EpisodeStatus.FAILED, columns=(), rows=(), row_count=0,
+                       stop_reason=StopReason.NEVER_CALLED, error=never_called(6))
+    text = render_answer_text(answer)
+    assert text.split("\n\n")[0] == f'No runnable SQL was produced: "{never_called(6)}".'
+    assert "Rephrase" not in text and answer.stop_reason == "never_called_a_tool"
 
 
 def test_markdown_table_escapes_pipes_newlines_and_clips() -> None:

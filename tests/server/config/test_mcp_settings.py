@@ -115,7 +115,7 @@ def test_bad_settings_give_one_line_naming_what_and_how(tmp_path: Path) -> None:
     assert config_error(["--config", str(bad_toml)]).startswith(f"--config {bad_toml}: not valid TOML (")
     assert config_error(["--config", str(unknown)]).startswith(
         f"--config {unknown}: unknown setting 'colour'; known: answer-view, api-key-env, ask-samples, "
-        "ask-timeout, ask-to-choose, auth-token-env,")
+        "ask-timeout, ask-to-choose, assistant-prefix, auth-token-env,")
 
 
 def test_loopback_detection() -> None:

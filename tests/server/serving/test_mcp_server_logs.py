@@ -58,15 +58,21 @@ async def test_episode_log_gets_one_line_per_question(tmp_path: Path) -> None:
     assert second["seconds"] >= 0
 
 
-async def test_reference_agent_prompts_are_used(tmp_path: Path) -> None:
-    """--reference-agent takes SYSTEM_PROMPT and USER_TEMPLATE from the authors' file."""
-    reference = tmp_path / "sqale_agent.py"
+@pytest.mark.parametrize("given", ["file", "folder"])
+async def test_reference_agent_prompts_are_used(tmp_path: Path, given: str) -> None:
+    """--reference-agent takes SYSTEM_PROMPT and USER_TEMPLATE from the authors' file or its folder;
+    --assistant-prefix opens the assistant turn."""
+    reference = tmp_path / "model" / "sqale_agent.py"
+    reference.parent.mkdir()
     reference.write_text('SYSTEM_PROMPT = "REFERENCE SYSTEM"\nUSER_TEMPLATE = "Q: {question}"\n')
     backend = PolicyBackend(OraclePolicy(BOOK_GOLD))
-    server = build(tmp_path, ["--demo", "--reference-agent", str(reference)], backend)
+    where = reference if given == "file" else reference.parent
+    server = build(tmp_path, ["--demo", "--reference-agent", str(where), "--assistant-prefix", "<think>\\n"],
+                   backend)
     await ask(server, {"question": "How many books are there?"})
-    assert backend.requests[0].prompt.startswith(
-        "<|im_start|>system\nREFERENCE SYSTEM<|im_end|>\n<|im_start|>user\nQ: How many books are there?")
+    assert backend.requests[0].prompt == (
+        "<|im_start|>system\nREFERENCE SYSTEM<|im_end|>\n<|im_start|>user\nQ: How many books are there?"
+        "<|im_end|>\n<|im_start|>assistant\n<think>\n")
 
 
 def test_bad_reference_agent_stops_start_up(tmp_path: Path) -> None:

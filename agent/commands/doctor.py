@@ -19,10 +19,19 @@ from ..episode import EpisodeSettings
 from ..errors import SqaleError
 from ..notes import read_notes
 from ..options import add_flags
+from ..prompt import PromptSet, cut_at_chat_token, render_initial_prompt
+from ..prompt_files import read_reference_agent
+from ..replies import parse_completion
 from ..sqlite import Database, HideRules, Schema, hiding_findings
 from ..telemetry.setup import TelemetryPlan, extra_installed, telemetry_plan
-from ..text import plural
-from .backend_options import add_backend_arguments, backend_choice, command_settings, config_path
+from ..text import echo_value, plural
+from .backend_options import (
+    add_backend_arguments,
+    backend_choice,
+    command_settings,
+    config_path,
+    prompts_from_args,
+)
 from .cache_probe import CacheProbe, probe_cache
 from .db_options import add_hide_argument, hide_rules
 
@@ -30,10 +39,16 @@ OUR_DISTRIBUTION = "sqale-mcp"
 OUR_PACKAGES = ("agent", "mcp_server")
 PROBE_SECONDS = 5.0  # a runtime that accepts connections but never answers is reported after this
 GENERATION_SECONDS = 60.0  # a one-token completion: the runtime may first load the model
+# One question, as an episode opens: the trained agent's first reply thinks briefly and calls a tool.
+TOOL_CHECK_QUESTION = "Which tables does this database have?"
+TOOL_CHECK_TOKENS = 1_024
+TOOL_CHECK_SECONDS = 180.0  # a first reply with thinking, from a 2B model on a laptop's CPU
 
 
 DESCRIPTION = ("Checks the runtime is reachable, the model is installed (and shows its "
-               "parameters), the runtime generates (one tiny completion), what the engine says about "
+               "parameters), the runtime generates (one tiny completion), the model calls a tool when "
+               "asked one question (as the trained agent does), which prompt texts it will read (ours, or "
+               "the authors' sqale_agent.py with --reference-agent), what the engine says about "
                "itself (version, slots, context) and its known traps, that it serves a second round's "
                "prompt from its cache (a two-round probe), each --db opens, and where the OTEL_* "
                "variables send traces and metrics; prints what to fix.")
@@ -116,7 +131,7 @@ def _print_hiding(schema: Schema) -> None:
             print(f"{'[warn]' if warning else '      '} {text}")
 
 
-async def _check_model(args: argparse.Namespace) -> bool:
+async def _check_model(args: argparse.Namespace, prompts: PromptSet | None) -> bool:
     choice = backend_choice(args)
     given = command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots")
     # The budget as sqale-mcp, ask and eval fit it: the trained one, within the engines' context.
@@ -126,12 +141,65 @@ async def _check_model(args: argparse.Namespace) -> bool:
         if not _report_model_check(subject, session.model_check):
             return False
         generates = await _check_generation(session.backend, choice.backend, subject)
+        calls = generates and prompts is not None and await _check_tool_call(session.backend, prompts)
         _report_slots(session)
         if session.budget_note is not None:
             print(f"[warn] {session.budget_note}; sqale-mcp, ask and eval do so by themselves")
         if generates:
             await _check_prompt_cache(session)
-    return generates
+    return calls
+
+
+async def _check_tool_call(backend: ModelBackend, prompts: PromptSet) -> bool:
+    """Ask the model one question, as an episode does, and check that its reply calls a tool."""
+    prompt = render_initial_prompt(prompts, TOOL_CHECK_QUESTION, None)
+    try:
+        with anyio.fail_after(TOOL_CHECK_SECONDS):
+            completion = await backend.complete(prompt, max_tokens=TOOL_CHECK_TOKENS)
+    except SqaleError as exc:
+        print(f"[fail] asked the model one question; the request failed: {exc}")
+        return False
+    except TimeoutError:
+        print(f"[warn] asked the model one question; its first reply did not finish within "
+              f"{TOOL_CHECK_SECONDS:g} s, so whether it calls tools is unknown (run doctor again once the "
+              "model is loaded)")
+        return True
+    parsed = parse_completion(prompts.assistant_prefix + cut_at_chat_token(completion.text))
+    if parsed.calls:
+        print(f"[ok]   asked the model one question: it called {parsed.calls[0].tool}, as the trained agent "
+              "does")
+        return True
+    if parsed.problems:
+        print(f"[warn] asked the model one question: it tried to call a tool in a form the loop cannot read "
+              f"({parsed.problems[0]})")
+        return True
+    reply = echo_value(" ".join(completion.text.split()), 100) or "(nothing)"
+    print(f"[fail] asked the model one question ({TOOL_CHECK_QUESTION!r}): it called no tool; its reply began: "
+          f"{reply}")
+    print("       the trained agent's first move is a tool call, so every question would fail: another model "
+          "may be served under this name, an Ollama Modelfile whose TEMPLATE is not the raw {{ .Prompt }} may "
+          "rewrite the prompt, or a chat endpoint may rebuild it (see docs/engines.md)")
+    return False
+
+
+def _report_texts(args: argparse.Namespace, prompts: PromptSet) -> None:
+    """Which prompts and turn texts the model reads: ours, or the authors' file's."""
+    reference = read_reference_agent(args.reference_agent) if args.reference_agent else None
+    if reference is None:
+        print("[info] texts: ours (--reference-agent DIR, the folder the model was downloaded to, uses the "
+              "authors' own sqale_agent.py)")
+    else:
+        print(f"[ok]   texts: the authors' {reference.path} (sha256 {reference.sha256}): SYSTEM_PROMPT and "
+              "USER_TEMPLATE")
+        for use in reference.uses:
+            verdict = ("the same as ours" if use.same else "differs from ours; used instead") if use.used \
+                else f"not used: {use.why}"
+            print(f"       {use.name} ({use.role}): {verdict}")
+    for flag, path in (("--system-prompt", args.system_prompt), ("--user-template", args.user_template)):
+        if path:
+            print(f"       {flag} {path} replaces that text")
+    if prompts.assistant_prefix:
+        print(f"[info] every assistant turn opens with {prompts.assistant_prefix!r} (--assistant-prefix)")
 
 
 def _report_model_check(subject: str, check: ModelCheck) -> bool:
@@ -261,13 +329,22 @@ def run(args: argparse.Namespace) -> int:
     config = config_path(args, os.environ)
     if config is not None:
         print(f"[info] settings from {config} (flags and SQALE_* variables win over it)")
-    model_ok = anyio.run(_check_model, args)
+    try:
+        prompts: PromptSet | None = prompts_from_args(args)
+        texts_problem = None
+    except SqaleError as exc:  # reported below; the tool-call check needs the texts
+        prompts, texts_problem = None, exc
+    model_ok = anyio.run(_check_model, args, prompts)
     bad_dbs = _check_databases(args.db, hide_rules(args))
     bad_dbs += _check_notes(args.notes, args.max_notes_chars)
     if not args.db:
         print("[info] no --db given: add --db PATH to check a database opens")
     print(telemetry_line(telemetry_plan(os.environ, installed=extra_installed(),
                                         service="sqale-mcp (sqale-agent for ask and eval)")))
+    if prompts is None:
+        print(f"[fail] texts: {texts_problem}")
+    else:
+        _report_texts(args, prompts)
     if model_ok and not bad_dbs:
         print("all checks passed")
         return 0

@@ -143,11 +143,21 @@ def test_the_engine_generates_without_extra_buffer_types(engine: LlamaServer) ->
     assert "CPU_REPACK model buffer" not in log and "AMX model buffer" not in log
 
 
+def tool_check_verdict(doctor: subprocess.CompletedProcess[str]) -> None:
+    """Gemma does not know our protocol: doctor's one question finds no tool call (exit 1), or, when
+    it happens to copy the prompt's example call, passes; no other check fails."""
+    failed = "[fail] asked the model one question (" in doctor.stdout
+    assert failed or "asked the model one question: it" in doctor.stdout, doctor.stdout
+    assert doctor.returncode == (1 if failed else 0), doctor.stdout + doctor.stderr
+    assert doctor.stdout.count("[fail]") == (1 if failed else 0), doctor.stdout
+
+
 def test_doctor_and_ask_complete_against_the_engine(engine: LlamaServer, music_db: Path) -> None:
-    """doctor passes; ask ends with a status and a reason within the budget, counting tokens."""
+    """doctor passes all but the tool-call check, which Gemma fails; ask ends with a status and a
+    reason within the budget, counting tokens."""
     backend = ("--backend", "openai", "--base-url", engine.url)
     doctor = agent_cli("doctor", "--db", str(music_db), *backend)
-    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    tool_check_verdict(doctor)
     assert f"[ok]   openai at {engine.url}: model {DEFAULT_MODEL} is available" in doctor.stdout
     assert f"[ok]   openai at {engine.url}: generated 1 token in " in doctor.stdout
     assert ("[info] runtime slots: 1 (the engine's own: llama-cpp-python's server serves one request "
@@ -156,7 +166,8 @@ def test_doctor_and_ask_complete_against_the_engine(engine: LlamaServer, music_d
     # Its streams say nothing of its prompt cache: unknown, and no cache-health warning.
     assert (f"[info] prompt cache at {engine.url}: the engine does not report which prompt tokens it "
             "serves from its cache, so whether it reuses our prompts is unknown") in doctor.stdout
-    assert "[warn]" not in doctor.stdout
+    assert [line for line in doctor.stdout.splitlines()
+            if line.startswith("[warn]") and "asked the model one question" not in line] == []
     hits_before = engine.log().count("prefix-match hit")
     asked = agent_cli("ask", "--db", str(music_db), "--json", *backend, QUESTIONS[0])
     result = json.loads(asked.stdout)
@@ -174,10 +185,10 @@ def test_doctor_and_ask_complete_against_the_engine(engine: LlamaServer, music_d
 
 
 def test_doctor_on_the_engine_with_a_name_it_does_not_list_and_too_many_slots(engine: LlamaServer) -> None:
-    """llama_cpp.server answers any model name: doctor passes and names its model; 3 slots: a warning."""
+    """llama_cpp.server answers any model name: doctor names its model; 3 slots: a warning."""
     doctor = agent_cli("doctor", "--backend", "openai", "--base-url", engine.url, "--model", "other-model",
                        "--runtime-slots", "3")
-    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    tool_check_verdict(doctor)
     assert (f"[ok]   openai at {engine.url}: the engine does not list the model other-model but answers "
             f"that name with its own model {DEFAULT_MODEL}; answers are labelled {DEFAULT_MODEL}\n"
             ) in doctor.stdout

@@ -28,11 +28,16 @@ from starlette.requests import Request
 
 from agent.backends.base import PROBE_PROMPT
 from agent.commands.cache_probe import CACHE_PROBE_MARK
+from agent.commands.doctor import TOOL_CHECK_QUESTION
 from tests.support.fake_ollama import OLLAMA_VERSION, OllamaApi
 from tests.support.fake_openai import OpenAIApi
 from tests.support.policies import DEFAULT_MODEL, Policy, PromptCache, ScriptedReply, count_tokens, policy_reply
 
 _STARTUP_SECONDS = 10.0
+
+
+# What the trained agent replies to doctor's one question: a short think, then a tool call.
+TOOL_CHECK_CALL = '<think>I need the table names.</think>\n{"tool": "list_tables", "args": {}}'
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,7 @@ class FakeServer:
         vllm: bool = False,
         prompt_tokens_details: bool = False,
         reprocesses: bool = False,
+        tool_check_reply: str = TOOL_CHECK_CALL,
     ) -> FakeServer:
         """Answer with `policy` and these options from now on, with nothing recorded yet.
 
@@ -107,6 +113,7 @@ class FakeServer:
         self.vllm = vllm
         self.prompt_tokens_details = prompt_tokens_details
         self.reprocesses = reprocesses
+        self.tool_check_reply = tool_check_reply  # the reply to doctor's one question
         self._released.set()  # a held generation of the test before ends
         self.requests: list[RecordedRequest] = []
         self.generating: list[RecordedRequest] = []  # requests that reached their scripted delay
@@ -226,10 +233,13 @@ class FakeServer:
     def ask_policy(self, prompt: str, model: str, seed: int | None) -> ScriptedReply:
         """The policy's reply; if the policy raises, a 500 naming the error (kept for stop()).
 
-        The one-token check that the engine generates (doctor's) is answered as any model would.
+        The one-token check that the engine generates (doctor's) is answered as any model would,
+        doctor's one question (does the model call a tool?) with `tool_check_reply`.
         """
         if prompt == PROBE_PROMPT or CACHE_PROBE_MARK in prompt:
             return ScriptedReply("OK")
+        if TOOL_CHECK_QUESTION in prompt:
+            return ScriptedReply(self.tool_check_reply)
         try:
             return policy_reply(self.policy, prompt, model, seed)
         except Exception as exc:  # recorded and re-raised by stop(): the test fails visibly

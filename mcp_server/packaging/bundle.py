@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 # The manifest's user_config keys, as this launcher's options (manifest.json passes each one).
 BUNDLE_OPTIONS = {"databases": "--databases", "folder": "--folder", "runtime": "--runtime",
-                  "model": "--model", "notes": "--notes"}
+                  "model": "--model", "model_folder": "--model-folder", "notes": "--notes"}
 _UNSAFE_ALIAS_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -41,6 +41,7 @@ class BundleSettings:
     runtime: str | None  # Ollama's address, or an OpenAI-compatible base URL ending in /v1
     model: str | None
     notes: tuple[Path, ...]
+    model_folder: Path | None = None  # the downloaded model, whose sqale_agent.py gives the prompts
 
 
 def is_set(value: str | None) -> bool:
@@ -53,7 +54,7 @@ def parse_bundle_args(argv: Sequence[str]) -> BundleSettings:
     parser = _Parser(prog="sqale-mcp bundle", add_help=False)
     parser.add_argument("--databases", nargs="*", default=[])
     parser.add_argument("--notes", nargs="*", default=[])
-    for name in ("--folder", "--runtime", "--model"):
+    for name in ("--folder", "--runtime", "--model", "--model-folder"):
         parser.add_argument(name)
     args = parser.parse_args(list(argv))
     return BundleSettings(
@@ -61,7 +62,8 @@ def parse_bundle_args(argv: Sequence[str]) -> BundleSettings:
         folder=Path(args.folder).expanduser() if is_set(args.folder) else None,
         runtime=args.runtime.strip() if is_set(args.runtime) else None,
         model=args.model.strip() if is_set(args.model) else None,
-        notes=tuple(Path(p).expanduser() for p in args.notes if is_set(p)))
+        notes=tuple(Path(p).expanduser() for p in args.notes if is_set(p)),
+        model_folder=Path(args.model_folder).expanduser() if is_set(args.model_folder) else None)
 
 
 def server_arguments(settings: BundleSettings) -> list[str]:
@@ -83,6 +85,8 @@ def server_arguments(settings: BundleSettings) -> list[str]:
         argv += runtime_arguments(settings.runtime)
     if settings.model is not None:
         argv += ["--model", settings.model]
+    if settings.model_folder is not None:
+        argv += ["--reference-agent", str(settings.model_folder)]
     return argv
 
 

@@ -42,7 +42,15 @@ def launcher(*argv: str) -> list[str]:
 def test_unset_settings_mean_unset() -> None:
     """Placeholders the host left, empty values and empty lists are not settings: the demo is served."""
     assert launcher("--databases", "${user_config.databases}", "--folder=${user_config.folder}",
-                    "--runtime=", "--model=  ", "--notes") == ["--demo"]
+                    "--runtime=", "--model=  ", "--model-folder=${user_config.model_folder}",
+                    "--notes") == ["--demo"]
+
+
+def test_the_model_folder_gives_the_authors_prompts() -> None:
+    """The downloaded model folder becomes --reference-agent: the authors' sqale_agent.py in it."""
+    assert launcher("--databases", "/d/sales.db", "--model-folder=~/models/qwen3.5-2b-grpo-synsql") == [
+        "--db", "sales=/d/sales.db", "--reference-agent",
+        str(Path("~/models/qwen3.5-2b-grpo-synsql").expanduser())]
 
 
 def test_picked_files_become_aliases_and_notes_find_their_database() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 
 # Characters that break a line, hide text or reorder it on screen: C0/C1 controls, soft
 # hyphen, bidi marks, embeddings, overrides and isolates, zero-width characters, line and
@@ -177,9 +178,39 @@ def _escape_invisible(text: str) -> str:
                    for c in text)
 
 
-__all__ = ["ECHO_CHARS", "NAME_CHARS", "QUOTE_CHARS", "cut", "display_name", "echo_value",
-           "escape_unsafe", "lone_surrogate_at", "plain_label", "quoted_name", "quoted_text",
-           "replace_lone_surrogates"]
+__all__ = [
+    "ECHO_CHARS",
+    "NAME_CHARS",
+    "QUOTE_CHARS",
+    "cut",
+    "did_you_mean",
+    "display_name",
+    "echo_value",
+    "escape_unsafe",
+    "lone_surrogate_at",
+    "nearest",
+    "plain_label",
+    "quoted_name",
+    "quoted_text",
+    "replace_lone_surrogates",
+]
+
+
+NEAR_CUTOFF = 0.6  # difflib's ratio for a suggestion (`--samles` -> `--samples`, `max_row` -> `max-rows`)
+
+
+def nearest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice closest to `word` (a mistyped flag, key or alias), None when none is close."""
+    import difflib  # only an error needs it
+
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=NEAR_CUTOFF)
+    return found[0] if found else None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`; did you mean --samples?` for the choice closest to `word`, or nothing."""
+    near = nearest(word, choices)
+    return f"; did you mean {near}?" if near is not None else ""
 
 
 def format_count(n: int) -> str:

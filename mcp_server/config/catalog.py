@@ -26,7 +26,7 @@ from agent.sqlite import (
     hiding_findings,
     validate_database_path,
 )
-from agent.text import display_name, plural
+from agent.text import display_name, nearest, plural
 
 from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from .limits import AnswerLimits, limits_paragraph
@@ -181,7 +181,7 @@ def hide_rules_by_alias(settings: ServerSettings,
     for item in settings.hide:
         if item.alias not in aliases:
             raise ConfigError(f"--hide {item.alias}=...: no database is served as '{item.alias}'; "
-                              f"the aliases are {', '.join(aliases)}")
+                              f"{_aliases_text(item.alias, aliases)}")
         out[item.alias] = HideRules.parse(item.rules)
     return out
 
@@ -272,8 +272,14 @@ def _files_by_alias(catalog: Catalog, flag: str, specs: Sequence[_AliasFile]) ->
     if unknown:
         raise ConfigError(
             f"{flag} {unknown[0]}={by_alias[unknown[0]].path}: no database '{unknown[0]}' is "
-            f"configured (the aliases are {', '.join(catalog.aliases)}); use one of them")
+            f"configured; {_aliases_text(unknown[0], catalog.aliases)}")
     return by_alias
+
+
+def _aliases_text(alias: str, aliases: Sequence[str]) -> str:
+    """`did you mean 'sales'?` for a mistyped alias, else every alias."""
+    near = nearest(alias, aliases)
+    return f"did you mean '{near}'?" if near is not None else f"the aliases are {', '.join(aliases)}"
 
 
 def log_hiding(entry: CatalogEntry) -> None:

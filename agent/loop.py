@@ -309,19 +309,23 @@ class _Episode:
         answer = await self._execute(sql, status)
         if answer.result is not None and answer.result.ok:
             return answer
-        return await self._fallback(f"the answer's SQL failed ({answer.error})", sql, answer.seconds)
+        busy = answer.result is not None and answer.result.status is QueryStatus.BUSY
+        return await self._fallback(f"the answer's SQL failed ({answer.error})", sql, answer.seconds, busy=busy)
 
-    async def _fallback(self, why: str, failed_sql: str | None, spent: float) -> _Answer:
-        """The last query that ran without error during exploration, or a failed answer."""
+    async def _fallback(self, why: str, failed_sql: str | None, spent: float, *, busy: bool = False) -> _Answer:
+        """The last query that ran without error during exploration, or a failed answer (saying to ask
+        again later when a writer held the database: rephrasing cannot help then)."""
         if self.last_ok_sql is not None:
             answer = await self._execute(self.last_ok_sql, EpisodeStatus.FALLBACK)
             if answer.result is not None and answer.result.ok:
                 return replace(answer, status=EpisodeStatus.FALLBACK, seconds=spent + answer.seconds,
                                error=f"{why}; used the last query that ran without error instead")
+            busy = busy or (answer.result is not None and answer.result.status is QueryStatus.BUSY)
             spent += answer.seconds
+        advice = ("another program was writing to the database: ask again once it is done" if busy
+                  else "try rephrasing the question or naming the tables it is about")
         return _Answer(failed_sql, EpisodeStatus.FAILED, None,
-                       f"no answer: {why} and no query ran without error during exploration; "
-                       "try rephrasing the question or naming the tables it is about", spent)
+                       f"no answer: {why} and no query ran without error during exploration; {advice}", spent)
 
     async def _execute(self, sql: str, status: EpisodeStatus) -> _Answer:
         """Run the answer once for the result (result_rows rows, cut to result_bytes in the worker)."""

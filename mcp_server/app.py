@@ -244,8 +244,9 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
     if settings.episode_log is not None:
         EpisodeLog.check_writable(settings.episode_log)
     for entry in catalog.entries:
-        logger.info("database '%s': %s (%d tables, %d views)", entry.alias, entry.path,
-                    len(entry.tables), len(entry.views))
+        logger.info("database '%s': %s (%s)", entry.alias, entry.path,
+                    "busy: its first question reads its tables" if entry.busy
+                    else f"{len(entry.tables)} tables, {len(entry.views)} views")
         if entry.notes is not None:
             logger.info("database '%s': notes %s (%d facts, %d characters)", entry.alias,
                         entry.notes.path, entry.notes.facts, entry.notes.chars)

@@ -16,7 +16,7 @@ from ..backends.slots import engine_slots
 from ..engine_cache import DOCS
 from ..engine_session import EngineSession, ModelCheck, engine_session
 from ..episode import EpisodeSettings
-from ..errors import SqaleError
+from ..errors import DatabaseBusyError, SqaleError
 from ..notes import read_notes
 from ..options import add_flags
 from ..sqlite import Database, HideRules, Schema, hiding_findings
@@ -75,6 +75,9 @@ def _check_databases(paths: list[str], hide: HideRules) -> list[str]:
         try:
             with Database(path, hide=hide) as db:
                 schema = db.schema()
+        except DatabaseBusyError as exc:  # a writer, not a damaged file: sqale-mcp serves it
+            print(f"[warn] database {exc}; sqale-mcp serves it anyway and reads it at its first question")
+            continue
         except SqaleError as exc:
             print(f"[fail] database {path}: {exc}")
             problems.append(path)

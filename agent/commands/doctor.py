@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from importlib.metadata import packages_distributions
+from typing import TextIO
 
 import anyio
 
@@ -257,8 +261,36 @@ def _print_probe(where: str, probe: CacheProbe, engine: str | None) -> None:
               f"its {second.prompt_tokens:,} prompt tokens from the engine's cache ({probe.source})")
 
 
+class _WarningTally(io.TextIOBase):
+    """stdout, counting the lines that start with `[warn]` (every check prints its own)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out, self.warnings, self._line_start = out, 0, True
+
+    def write(self, text: str) -> int:
+        for piece in text.splitlines(keepends=True):
+            if self._line_start and piece.startswith("[warn]"):
+                self.warnings += 1
+            self._line_start = piece.endswith("\n")
+        return self.out.write(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print one line per check; exit 1 when something needs fixing."""
+    """Print one line per check; exit 1 when something needs fixing. The last line says whether all
+    passed, or how many warnings there were (they need no fixing, but deserve a look)."""
+    tally = _WarningTally(sys.stdout)
+    with contextlib.redirect_stdout(tally):
+        code = _run_checks(args)
+    if code == 0:
+        print("all checks passed" if tally.warnings == 0
+              else f"no check failed; {plural(tally.warnings, 'warning')} above")
+    return code
+
+
+def _run_checks(args: argparse.Namespace) -> int:
     for line in package_clashes(packages_distributions()):
         print(line)
     config = config_path(args, os.environ)
@@ -271,7 +303,4 @@ def run(args: argparse.Namespace) -> int:
         print("[info] no --db given: add --db PATH to check a database opens")
     print(telemetry_line(telemetry_plan(os.environ, installed=extra_installed(),
                                         service="sqale-mcp (sqale-agent for ask and eval)")))
-    if model_ok and not bad_dbs:
-        print("all checks passed")
-        return 0
-    return 1
+    return 0 if model_ok and not bad_dbs else 1

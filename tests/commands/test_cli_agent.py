@@ -103,6 +103,17 @@ def test_doctor_shows_model_parameters_and_databases(fake_ollama, tmp_path, caps
     assert out.endswith("all checks passed\n")
 
 
+def test_doctor_never_says_all_passed_after_a_warning(fake_ollama, tmp_path, capsys) -> None:
+    """A warning (a database without tables) fails nothing, so doctor exits 0, but its last line counts
+    the warnings instead of saying every check passed."""
+    empty = create_database(tmp_path / "empty.sqlite", "CREATE TABLE t (x); DROP TABLE t;")
+    server = fake_ollama(OraclePolicy({}))
+    assert main(["doctor", "--ollama-host", server.url, "--db", str(empty)]) == 0
+    out = capsys.readouterr().out
+    assert f"[warn] database {empty.resolve()}: " in out and "all checks passed" not in out
+    assert out.endswith("no check failed; 1 warning above\n")
+
+
 def test_doctor_says_how_to_create_a_missing_model(fake_ollama, tmp_path, capsys) -> None:
     """doctor names the `ollama create` command when the model is missing; exit 1."""
     server = fake_ollama(OraclePolicy({}), models=("someone-else",))

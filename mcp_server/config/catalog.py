@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
+from agent.demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from agent.episode_text import clip
 from agent.errors import ConfigError, DatabaseBusyError, DatabasePathError
 from agent.notes import Notes, read_notes
@@ -28,7 +29,6 @@ from agent.sqlite import (
 )
 from agent.text import display_name, nearest, plural
 
-from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from .limits import AnswerLimits, limits_paragraph
 from .server_settings import DatabaseSpec, NotesSpec, ServerSettings, VerifiedSpec
 

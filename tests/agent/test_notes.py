@@ -10,10 +10,10 @@ import pytest
 from mcp import Client
 
 from agent.commands.cli import main
+from agent.demo import ensure_demo_database
 from agent.errors import ConfigError
 from agent.notes import Notes, evidence_with_notes, notes_text, read_notes
 from mcp_server.config.command_line import parse_settings
-from mcp_server.config.demo import ensure_demo_database
 from mcp_server.config.server_settings import NotesSpec
 from tests.support.mcp import BOOK_GOLD, TOOL, run_server_expecting_exit
 from tests.support.mcp_in_process import build

@@ -43,6 +43,7 @@ from .episode import (
     StopReason,
     ToolCall,
 )
+from .episode_text import BUSY_ADVICE, REPHRASE_ADVICE
 from .prompt import (
     DEFAULT_PROMPTS,
     PromptSet,
@@ -149,6 +150,7 @@ class _Episode:
         self.failed_streak = 0
         self.last_ok_sql: str | None = None
         self.query_timeouts = 0  # the model's statements that the per-query time limit stopped
+        self.met_writer = False  # a statement found the database held by another program (BUSY)
         self.answer_timed_out = False
         self.started = time.perf_counter()
 
@@ -267,6 +269,7 @@ class _Episode:
         self.failed_streak = 0 if ok else self.failed_streak + 1
         if result is not None and result.status in TIMED_OUT:
             self.query_timeouts += 1
+        self.met_writer = self.met_writer or (result is not None and result.status is QueryStatus.BUSY)
 
     async def _answer_without_call(self, completion: Completion,
                                    parsed: ParsedCompletion) -> tuple[_Answer | None, str | None]:
@@ -309,10 +312,9 @@ class _Episode:
         answer = await self._execute(sql, status)
         if answer.result is not None and answer.result.ok:
             return answer
-        busy = answer.result is not None and answer.result.status is QueryStatus.BUSY
-        return await self._fallback(f"the answer's SQL failed ({answer.error})", sql, answer.seconds, busy=busy)
+        return await self._fallback(f"the answer's SQL failed ({answer.error})", sql, answer.seconds)
 
-    async def _fallback(self, why: str, failed_sql: str | None, spent: float, *, busy: bool = False) -> _Answer:
+    async def _fallback(self, why: str, failed_sql: str | None, spent: float) -> _Answer:
         """The last query that ran without error during exploration, or a failed answer (saying to ask
         again later when a writer held the database: rephrasing cannot help then)."""
         if self.last_ok_sql is not None:
@@ -320,10 +322,8 @@ class _Episode:
             if answer.result is not None and answer.result.ok:
                 return replace(answer, status=EpisodeStatus.FALLBACK, seconds=spent + answer.seconds,
                                error=f"{why}; used the last query that ran without error instead")
-            busy = busy or (answer.result is not None and answer.result.status is QueryStatus.BUSY)
             spent += answer.seconds
-        advice = ("another program was writing to the database: ask again once it is done" if busy
-                  else "try rephrasing the question or naming the tables it is about")
+        advice = BUSY_ADVICE if self.met_writer else REPHRASE_ADVICE
         return _Answer(failed_sql, EpisodeStatus.FAILED, None,
                        f"no answer: {why} and no query ran without error during exploration; {advice}", spent)
 
@@ -336,6 +336,7 @@ class _Episode:
         seconds = time.perf_counter() - started
         if result.status in TIMED_OUT:
             self.answer_timed_out = True
+        self.met_writer = self.met_writer or result.status is QueryStatus.BUSY
         if not result.ok:
             return _Answer(sql, status, result, result.error, seconds)
         tables, columns = schema_reads(await self.database.aschema(), result)

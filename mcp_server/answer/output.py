@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.episode import EpisodeResult, EpisodeStatus, Round, StopReason
-from agent.episode_text import JsonCell, clip, cut_note, json_cell, last_reply_excerpt
+from agent.episode_text import BUSY_ADVICE, JsonCell, clip, cut_note, json_cell, last_reply_excerpt
 from agent.sampling import Candidate as AskedCandidate
 from agent.sampling import SampledAnswer, VoteSummary, summary_text
 from agent.sqlite import ClippedText
@@ -278,8 +278,9 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None,
                      f"or ask the server's operator to check '{answer.database}'.")
     elif answer.sql is None:
         parts.append(f"No runnable SQL was produced: {_quoted_error(answer.error)}.")
-        parts.append("Rephrase the question more concretely (name the tables or values you mean) "
-                     "or add `evidence`, then ask again.")
+        if not (answer.error or "").endswith(BUSY_ADVICE):  # waiting helps then; rephrasing does not
+            parts.append("Rephrase the question more concretely (name the tables or values you mean) "
+                         "or add `evidence`, then ask again.")
     else:
         author = SqlAuthor.LIBRARY if answer.status == "verified" else SqlAuthor.MODEL
         parts.append(sql_block(answer.sql, author=author, ran=not (answer.error and not answer.rows),

@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.episode import EpisodeStatus
+from agent.episode import EpisodeSettings, EpisodeStatus
+from agent.episode_text import BUSY_ADVICE
 from agent.errors import DatabaseBusyError, DatabasePathError
 from agent.sqlite import Database, QueryResult, QueryStatus, WorkerLimits, WorkerPool, create_database
 from agent.tools import Environment, run_tool
 from agent.tools.trained_text import render_failure
+from mcp_server.answer.output import answer_from_episode, render_answer_text
 from tests.support.music_episodes import QUESTION, SCHEMA_SQL, run, script
 from tests.support.policies import assistant_reply, tool_call
 
@@ -128,3 +130,18 @@ def test_an_episode_on_a_busy_file_advises_asking_again_not_rephrasing(shop: Pat
     assert result.error.endswith("and no query ran without error during exploration; another program was "
                                  "writing to the database: ask again once it is done")
     assert "database is locked: another program is writing to the database" in result.error
+
+
+def test_no_sql_while_a_writer_held_the_file_says_to_ask_again(shop: Path, pool: WorkerPool) -> None:
+    """The model's queries all met the writer and it wrote no SQL: the episode and the tool's text say
+    to ask again once the writer is done, not to rephrase."""
+    db = Database.unruled(shop, pool)
+    db.schema()
+    backend = script(assistant_reply("look", tool_call("run_query", sql="SELECT count(*) FROM album")),
+                     final="I could not read the database.")
+    with writer_holding(shop):
+        result = run(QUESTION, db, backend, settings=EpisodeSettings(max_tool_turns=2))
+    assert (result.status, result.sql) == (EpisodeStatus.FAILED, None)
+    assert result.error is not None and result.error.endswith(BUSY_ADVICE)
+    text = render_answer_text(answer_from_episode(result, database="shop", model="m", max_rows=5))
+    assert "rephras" not in text.lower() and BUSY_ADVICE in text

@@ -23,6 +23,9 @@ ANSWER_CELL_CHARS = 60
 LABEL_CHARS = 60
 LAST_REPLY_CHARS = 400  # of a failed answer's last reply shown to the caller
 EXACT_SQL = "`ask --json`"  # where the printed answer sends a reader for the exact SQL
+# How a failed answer ends when a writer held the database: waiting helps, rephrasing cannot.
+BUSY_ADVICE = "another program was writing to the database: ask again once it is done"
+REPHRASE_ADVICE = "try rephrasing the question or naming the tables it is about"
 
 
 JsonCell = str | int | float | bool | None

@@ -11,6 +11,10 @@ class DatabasePathError(SqaleError):
     """A configured database path is missing, not a file, or not an SQLite database."""
 
 
+class DatabaseBusyError(SqaleError):
+    """Another program holds a database file locked (a writer) past the busy wait: try again later."""
+
+
 class DatabaseWorkerError(SqaleError):
     """The SQLite worker process failed in a way a retry will not fix."""
 

@@ -53,6 +53,7 @@ from .episode import (
     StopReason,
     ToolCall,
 )
+from .episode_text import BUSY_ADVICE, REPHRASE_ADVICE
 from .prompt import (
     DEFAULT_PROMPTS,
     PromptSet,
@@ -178,6 +179,7 @@ class _Episode:
         self.failed_streak = 0
         self.last_ok_sql: str | None = None
         self.query_timeouts = 0  # the model's statements that the per-query time limit stopped
+        self.met_writer = False  # a statement found the database held by another program (BUSY)
         self.answer_timed_out = False
         self.started = time.perf_counter()
 
@@ -287,8 +289,7 @@ class _Episode:
             else:
                 record, query = await self._run_call(call)
                 seen[key] = record
-                if query is not None and query.status in TIMED_OUT:
-                    self.query_timeouts += 1
+                self._note_statement(query)
             records.append(record)
             if call.tool == "submit_sql":
                 return records, _Submit(sql_argument(call.args), record.ok, query)
@@ -305,6 +306,12 @@ class _Episode:
         record = CallRecord(call, outcome.ok, neutralise(outcome.text), time.perf_counter() - started,
                             outcome.tables)
         return record, outcome.query
+
+    def _note_statement(self, result: QueryResult | None) -> None:
+        """What a statement of the model's met: the per-query time limit, or a writer holding the file."""
+        if result is not None:
+            self.query_timeouts += result.status in TIMED_OUT
+            self.met_writer = self.met_writer or result.status is QueryStatus.BUSY
 
     def _count_query(self, ok: bool, sql: str | None) -> None:
         """One run_query's outcome in the failed streak and as the last query that ran."""
@@ -340,8 +347,7 @@ class _Episode:
             outcome = await tools.arun_tool(self.database, "run_query", {"sql": sql}, self.tool_settings,
                                             self.settings.environment)
             traced.finished(ok=outcome.ok, rows=_rows(outcome.query), result=outcome.text)
-        if outcome.query is not None and outcome.query.status in TIMED_OUT:
-            self.query_timeouts += 1
+        self._note_statement(outcome.query)
         self._count_query(outcome.ok, sql)
         if not outcome.ok:
             return None, ("your reply has SQL but no tool call, so it was taken as your answer, and it "
@@ -373,16 +379,17 @@ class _Episode:
         return await self._fallback(f"the answer's SQL failed ({answer.error})", sql, answer.seconds)
 
     async def _fallback(self, why: str, failed_sql: str | None, spent: float) -> _Answer:
-        """The last query that ran without error during exploration, or a failed answer."""
+        """The last query that ran without error during exploration, or a failed answer (saying to ask
+        again later when a writer held the database: rephrasing cannot help then)."""
         if self.last_ok_sql is not None:
             answer = await self._execute(self.last_ok_sql, EpisodeStatus.FALLBACK)
             if answer.result is not None and answer.result.ok:
                 return replace(answer, status=EpisodeStatus.FALLBACK, seconds=spent + answer.seconds,
                                error=f"{why}; used the last query that ran without error instead")
             spent += answer.seconds
+        advice = BUSY_ADVICE if self.met_writer else REPHRASE_ADVICE
         return _Answer(failed_sql, EpisodeStatus.FAILED, None,
-                       f"no answer: {why} and no query ran without error during exploration; "
-                       "try rephrasing the question or naming the tables it is about", spent)
+                       f"no answer: {why} and no query ran without error during exploration; {advice}", spent)
 
     async def _execute(self, sql: str, status: EpisodeStatus) -> _Answer:
         """Run the answer once for the result (result_rows rows, cut to result_bytes in the worker)."""
@@ -393,6 +400,7 @@ class _Episode:
         seconds = time.perf_counter() - started
         if result.status in TIMED_OUT:
             self.answer_timed_out = True
+        self.met_writer = self.met_writer or result.status is QueryStatus.BUSY
         if not result.ok:
             return _Answer(sql, status, result, result.error, seconds)
         tables, columns = schema_reads(await self.database.aschema(), result)

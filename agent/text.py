@@ -9,6 +9,8 @@ much of a long value is echoed.
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Iterable
 
 # Characters that break a line, hide text or reorder it on screen: C0/C1 controls, soft
 # hyphen, bidi marks, embeddings, overrides and isolates, zero-width characters, line and
@@ -99,33 +101,134 @@ def replace_lone_surrogates(text: str) -> str:
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-# What a renderer of Markdown or HTML could turn into markup or a link, in text meant as plain:
+# What a renderer of Markdown or HTML could turn into markup or a link, in text meant as plain
+# (`plain_label`). Look-alikes are folded first (NFKC: `ｈｔｔｐｓ：／／`, `＜`, `＠`), so each rule sees
+# what a reader, and a renderer, would take the text for.
+_MARKDOWN_ESCAPE = re.compile(r"\\(?=[!-/:-@\[-`{-~]|$)")  # `\*`, `\[`: Markdown drops the backslash
+_IDEOGRAPHIC_DOT = re.compile(r"\u3002(?=xn--|[^\W\d_]{2})")  # `evil。com`: a dot in a host name
 _TAG_OPENER = re.compile(r"<(?=[A-Za-z/!?])")  # `<b>`, `</p>`, `<!--`, `<?xml`, `<http://...>`
 _ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")  # `&lt;`, `&#60;`
-_SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,30}):(?=/)")  # `https://`, `file:/`
-_WWW = re.compile(r"(?i)(?<![A-Za-z0-9.-])(www)\.")  # GFM links a bare www.example.com
-_AT = re.compile(r"(?<=[A-Za-z0-9._%+-])@(?=[A-Za-z0-9-]+\.)")  # GFM links a bare ann@example.com
+# A backslash before a scheme's colon, or a host's dot, is read as none (Markdown drops it).
+_SCHEME = re.compile(r"(?<![\w+.-])([^\W\d_][\w+.-]+)\\?:(//(?=[^\s/\]]))?(?=\S)")  # `https://`, `data:`
+_SLASHES = re.compile(r"(?<![\[/])//(?=[^\s/\]])")  # linkify links `//host` (any host) on its own
+_WWW = re.compile(r"(?i)(?<![\w.-])(www)\\?\.")  # GFM links a bare www.x
+# A host name: labels and dots ending in a top-level-domain-like label (`evil.com`, `例え.jp`,
+# `xn--p1ai`), or an IPv4 address before a path or port. Some linkifiers link any of them bare.
+_HOST = re.compile(r"(?<![\w.-])(?:[\w-]+\\?\.)+(?:xn--[\w-]+|[^\W\d_]{2,})(?![\w-])"
+                   r"|(?<![\w.])\d{1,3}(?:\\?\.\d{1,3}){3}(?![\w.])")
+_HOST_DOT = re.compile(r"\\?\.")
+_AT = re.compile(r"(?<!\[)@(?![\]\s]|$)")  # `ann@example.com`, `@someone`
 _LINK_SYNTAX = re.compile(r"\]\s*[(\[:]|!\[")  # `[text](url)`, `[text][ref]`, `[ref]: url`, `![img]`
+_LOOSE_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")  # emphasis; `snake_case` is kept
+# Inline markup characters, written as look-alikes no renderer reads: emphasis, strikethrough, code.
+_INLINE_MARKUP = str.maketrans({"*": "\u2217", "~": "\u223c", "`": "\u02cb"})
+# Block markup at the start of a line: a heading, a quote, a list item.
+_LINE_START = re.compile(r"#{1,6}(?=\s|$)|>|[-+](?=\s|$)|\d{1,9}[.)](?=\s|$)")
+_LINE_START_LOOKALIKES = str.maketrans({"#": "\uff03", ">": "\u203a", "-": "\u2010", "+": "\uff0b",
+                                        ".": "\uff0e", ")": "\uff09"})
+_RULE_LINE = re.compile(r"[-=|:\s]*[-=][-=|:\s]*")  # a thematic break, a setext underline, a table's rule row
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")  # letters that show as nothing
 
 
 def plain_label(text: str, limit: int) -> str:
-    """Untrusted text shown as one plain line a form or chat renderer cannot turn into anything.
+    """Untrusted text shown as one plain line a form, Markdown or chat renderer cannot turn into anything.
 
-    Whitespace (newlines included) becomes single spaces; control, bidi and invisible
-    characters become escapes; tag openers, entities, link syntax, URLs (`https[:]//`),
-    `www[.]` and e-mail addresses (`ann[@]example.com`) are broken up so no renderer makes
-    markup or a link of them; past `limit` characters the text ends with an ellipsis.
+    Look-alikes are folded (NFKC) before anything is checked; whitespace (newlines included)
+    becomes single spaces; control, format, bidi and invisible characters become escapes; tag
+    openers and entities are broken up (`< b>`, `& lt;`); a scheme (`https[://]`,
+    `javascript[:]`), `[//]`, host names (`evil[.]com/x`, `www[.]x`, `g[.]Name`: linkify links any
+    name ending in a top-level domain) and `@` (`ann[@]example[.]com`) are defanged; Markdown's own
+    characters become look-alikes no renderer reads (`∗`, `∼`, `ˋ`, `ˍ` for an underscore outside a
+    word, `⧵` for an escaping backslash), link syntax is spaced out (`[a] (b)`), and a heading,
+    quote, list or rule marker at the start is written as a look-alike (`＃`). Applying it again
+    changes nothing. Past `limit` characters the text ends with an ellipsis.
     """
-    flat = escape_unsafe(" ".join(text.split()))
+    source = text[:limit * 8 + 256]  # whitespace and escapes change the length; the rest is never shown
+    # NFKC would make our own ellipsis three dots: each part around it is folded on its own.
+    folded = "\u2026".join(unicodedata.normalize("NFKC", part) for part in source.split("\u2026"))
+    flat = " ".join(folded.split())
+    # Each rule runs only where its character is (a regex starting with a lookbehind tries every
+    # position): an option's line costs a few dozen microseconds, not hundreds.
+    if "\u3002" in flat:
+        flat = _IDEOGRAPHIC_DOT.sub(".", flat)
+    flat = _escape_invisible(escape_unsafe(flat))
     flat = _TAG_OPENER.sub("< ", _ENTITY.sub("& ", flat))
-    flat = _SCHEME.sub(r"\1[:]", _WWW.sub(r"\1[.]", _AT.sub("[@]", flat)))
+    if "www" in flat.lower():
+        flat = _WWW.sub(r"\1[.]", flat)
+    if ":" in flat:
+        flat = _SCHEME.sub(_defanged_scheme, flat)
+    if "//" in flat:
+        flat = _SLASHES.sub("[//]", flat)
+    if "." in flat:
+        flat = _HOST.sub(lambda m: _HOST_DOT.sub("[.]", m.group()), flat)
+    if "@" in flat:
+        flat = _AT.sub("[@]", flat)
+    if "\\" in flat:
+        flat = _MARKDOWN_ESCAPE.sub("\u29f5", flat)
+    flat = flat.translate(_INLINE_MARKUP)
+    if "_" in flat:
+        flat = _LOOSE_UNDERSCORE.sub("\u02cd", flat)
     flat = _LINK_SYNTAX.sub(lambda m: f"{m.group()[0]} {m.group()[-1]}", flat)  # idempotent: `] (` stays
-    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
+    if _RULE_LINE.fullmatch(flat):
+        flat = flat.translate(_LINE_START_LOOKALIKES).replace("=", "\uff1d")
+    elif (start := _LINE_START.match(flat)) is not None:
+        flat = start.group().translate(_LINE_START_LOOKALIKES) + flat[start.end():]
+    if len(flat) <= limit and len(source) == len(text):
+        return flat
+    return flat[:limit - 1].rstrip() + "…"
 
 
-__all__ = ["ECHO_CHARS", "NAME_CHARS", "QUOTE_CHARS", "cut", "display_name", "echo_value",
-           "escape_unsafe", "lone_surrogate_at", "plain_label", "quoted_name", "quoted_text",
-           "replace_lone_surrogates"]
+def _defanged_scheme(match: re.Match[str]) -> str:
+    return f"{match[1]}[://]" if match[2] else f"{match[1]}[:]"
+
+
+def _escape_invisible(text: str) -> str:
+    """`text` with every other format, private-use or separator character, and the letters that show as
+    nothing (Hangul fillers, the blank Braille pattern), written as escapes too."""
+    if text.isascii():
+        return text
+    hidden = {c for c in set(text) if not c.isascii()
+              and (c in _BLANK_LETTERS or unicodedata.category(c) in _INVISIBLE_CATEGORIES)}
+    if not hidden:
+        return text
+    return "".join((f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}") if c in hidden else c
+                   for c in text)
+
+
+__all__ = [
+    "ECHO_CHARS",
+    "NAME_CHARS",
+    "QUOTE_CHARS",
+    "cut",
+    "did_you_mean",
+    "display_name",
+    "echo_value",
+    "escape_unsafe",
+    "lone_surrogate_at",
+    "nearest",
+    "plain_label",
+    "quoted_name",
+    "quoted_text",
+    "replace_lone_surrogates",
+]
+
+
+NEAR_CUTOFF = 0.6  # difflib's ratio for a suggestion (`--samles` -> `--samples`, `max_row` -> `max-rows`)
+
+
+def nearest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice closest to `word` (a mistyped flag, key or alias), None when none is close."""
+    import difflib  # only an error needs it
+
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=NEAR_CUTOFF)
+    return found[0] if found else None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`; did you mean --samples?` for the choice closest to `word`, or nothing."""
+    near = nearest(word, choices)
+    return f"; did you mean {near}?" if near is not None else ""
 
 
 def format_count(n: int) -> str:

@@ -88,9 +88,9 @@ from server_cost_support import (  # noqa: E402 - beside this file
     verdict,
 )
 
+from agent.demo import ensure_demo_database  # noqa: E402
 from agent.loop import run_episode  # noqa: E402
 from agent.sqlite import Database, WorkerLimits, WorkerPool  # noqa: E402
-from mcp_server.config.demo import ensure_demo_database  # noqa: E402
 from tests.support.fake_runtime import FakeServer  # noqa: E402
 from tests.support.mcp import DelayedPolicy  # noqa: E402
 from tests.support.policies import PolicyBackend  # noqa: E402

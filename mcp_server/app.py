@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.request_state import RequestStateSecurity
@@ -25,6 +25,7 @@ from agent.telemetry.gate import tracing_on
 from agent.verified import VerifiedLibrary
 from agent.version import package_version
 
+from .answer.admission import Admission
 from .answer.choice_tool import choice_tools
 from .answer.error_results import StructuredToolErrors
 from .answer.saving import app_only_tools
@@ -126,12 +127,17 @@ class SqaleServer(MCPServer[StateOpening]):
                          request_state_security=request_state_security(settings),
                          dependencies=list(MCP_DEV_DEPENDENCIES),
                          tools=[answer_tool(settings, catalog, describe(catalog), limits)])
+        # Ahead of the SDK's OpenTelemetry span, in this order: a call's quota and every message's
+        # `_meta` checked (admission.py: nothing after reads an unchecked field, and a call that
+        # fails after it has counted), then our telemetry (the HTTP headers' trace, the MCP metric).
+        tools = frozenset({TOOL_NAME, *(extra.name for extra in (*app_only_tools(settings),
+                                                                 *choice_tools(settings)))})
+        first: list[ServerMiddleware[Any]] = [Admission(tools)]
         if tracing_on():  # started before the server is built (__main__, server.py)
             from .serving.tracing import McpTelemetry
 
-            # Outermost, before the SDK's OpenTelemetry span: the HTTP headers' trace, the MCP metric.
-            tools = frozenset({TOOL_NAME, *(extra.name for extra in app_only_tools(settings))})
-            self.middleware.insert(0, McpTelemetry(tools))
+            first.append(McpTelemetry(tools))
+        self.middleware[0:0] = first
         self.sqale_settings = settings
         self.catalog = catalog
         self.state_closed = state_closed
@@ -238,8 +244,9 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
     if settings.episode_log is not None:
         EpisodeLog.check_writable(settings.episode_log)
     for entry in catalog.entries:
-        logger.info("database '%s': %s (%d tables, %d views)", entry.alias, entry.path,
-                    len(entry.tables), len(entry.views))
+        logger.info("database '%s': %s (%s)", entry.alias, entry.path,
+                    "busy: its first question reads its tables" if entry.busy
+                    else f"{len(entry.tables)} tables, {len(entry.views)} views")
         if entry.notes is not None:
             logger.info("database '%s': notes %s (%d facts, %d characters)", entry.alias,
                         entry.notes.path, entry.notes.facts, entry.notes.chars)

@@ -221,9 +221,17 @@ class OllamaBackend(ModelBackend):
             ) from exc
         except (json.JSONDecodeError, pydantic.ValidationError) as exc:
             raise BackendResponseError(
-                f"The server at {self.host} sent a reply that is not Ollama's ({exc}); check that "
-                "--ollama-host / OLLAMA_HOST points at `ollama serve`."
+                f"The server at {self.host} sent a reply that is not Ollama's ({exc}). "
+                f"{self._other_engine_hint()}"
             ) from exc
+
+    def _other_engine_hint(self) -> str:
+        """What to do when the address answers, but not as Ollama: most often an OpenAI-compatible engine."""
+        base = self.host.rstrip("/")
+        base = base if base.endswith("/v1") else f"{base}/v1"
+        return ("If it is an OpenAI-compatible engine (llama.cpp's llama-server, vLLM, SGLang, python -m "
+                f"llama_cpp.server), use --backend openai --base-url {base} instead of --ollama-host; "
+                "otherwise check --ollama-host / OLLAMA_HOST (the default is http://127.0.0.1:11434).")
 
     def _unreachable(self, detail: str) -> BackendUnreachable:
         return BackendUnreachable(
@@ -243,7 +251,7 @@ class OllamaBackend(ModelBackend):
         if exc.status_code == 404:
             return BackendResponseError(
                 f"{self.host} answered 404 ({message}): it does not look like an Ollama server. "
-                "Check --ollama-host / OLLAMA_HOST (the default is http://127.0.0.1:11434)."
+                f"{self._other_engine_hint()}"
             )
         return BackendResponseError(
             f"Ollama at {self.host} refused the request for model '{self.model}' "

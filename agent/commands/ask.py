@@ -31,7 +31,7 @@ from ..telemetry.setup import start_telemetry
 from ..untrusted import sql_block
 from ..verified import Consulted, consult, params_text, provenance_text, similar_text
 from .backend_options import add_backend_arguments, backend_choice, command_settings, prompts_from_args
-from .db_options import add_database_arguments, hide_rules
+from .db_options import add_database_arguments, database_path, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
 from .verified_options import add_verified_arguments, open_library
 
@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
                           'sqale-agent ask --db shop.db "How many orders are there?"')
     if args.max_rows < 1:
         raise ConfigError(f"--max-rows {args.max_rows}: give 1 or more rows to keep")
-    check_plain_path(args.db, args.command)
+    path = database_path(args)
+    check_plain_path(path, args.command)
     choice = backend_choice(args)
     given_slots = command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots")
     prompts = prompts_from_args(args)
@@ -90,10 +91,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(line, file=sys.stderr, flush=True)
 
-    library = open_library(args, Path(args.db).expanduser())
+    library = open_library(args, Path(path).expanduser())
 
     async def answered() -> tuple[SampledAnswer | None, Consulted | None]:
-        with Database(args.db, hide=rules) as db, question_span("ask", capture_content=content) as traced:
+        with Database(path, hide=rules) as db, question_span("ask", capture_content=content) as traced:
             traced.describe(database=db.path.name, samples=args.samples, question=question,
                             evidence=args.evidence, hidden_names=db.all_hidden_names)
             asked, consulted = await episodes(db)

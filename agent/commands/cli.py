@@ -46,7 +46,9 @@ COMMANDS: tuple[Command, ...] = (
 def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser:
     """The argument parser with every subcommand listed; each gets its options (its module is
     imported) unless `only` names others."""
-    parser = argparse.ArgumentParser(
+    from .argparse_shim import SuggestingParser  # not for `--version` alone, which never parses
+
+    parser = SuggestingParser(
         prog=PROG,
         description="Ask SQLite databases questions through a small local text-to-SQL agent.")
     add_version_flag(parser)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from importlib.metadata import packages_distributions
+from typing import TextIO
 
 import anyio
 
@@ -16,7 +20,7 @@ from ..backends.slots import engine_slots
 from ..engine_cache import DOCS
 from ..engine_session import EngineSession, ModelCheck, engine_session
 from ..episode import EpisodeSettings
-from ..errors import SqaleError
+from ..errors import DatabaseBusyError, SqaleError
 from ..notes import read_notes
 from ..options import add_flags
 from ..prompt import PromptSet, cut_at_chat_token, render_initial_prompt
@@ -90,6 +94,9 @@ def _check_databases(paths: list[str], hide: HideRules) -> list[str]:
         try:
             with Database(path, hide=hide) as db:
                 schema = db.schema()
+        except DatabaseBusyError as exc:  # a writer, not a damaged file: sqale-mcp serves it
+            print(f"[warn] database {exc}; sqale-mcp serves it anyway and reads it at its first question")
+            continue
         except SqaleError as exc:
             print(f"[fail] database {path}: {exc}")
             problems.append(path)
@@ -322,8 +329,36 @@ def _print_probe(where: str, probe: CacheProbe, engine: str | None) -> None:
               f"its {second.prompt_tokens:,} prompt tokens from the engine's cache ({probe.source})")
 
 
+class _WarningTally(io.TextIOBase):
+    """stdout, counting the lines that start with `[warn]` (every check prints its own)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out, self.warnings, self._line_start = out, 0, True
+
+    def write(self, text: str) -> int:
+        for piece in text.splitlines(keepends=True):
+            if self._line_start and piece.startswith("[warn]"):
+                self.warnings += 1
+            self._line_start = piece.endswith("\n")
+        return self.out.write(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print one line per check; exit 1 when something needs fixing."""
+    """Print one line per check; exit 1 when something needs fixing. The last line says whether all
+    passed, or how many warnings there were (they need no fixing, but deserve a look)."""
+    tally = _WarningTally(sys.stdout)
+    with contextlib.redirect_stdout(tally):
+        code = _run_checks(args)
+    if code == 0:
+        print("all checks passed" if tally.warnings == 0
+              else f"no check failed; {plural(tally.warnings, 'warning')} above")
+    return code
+
+
+def _run_checks(args: argparse.Namespace) -> int:
     for line in package_clashes(packages_distributions()):
         print(line)
     config = config_path(args, os.environ)
@@ -345,7 +380,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"[fail] texts: {texts_problem}")
     else:
         _report_texts(args, prompts)
-    if model_ok and not bad_dbs:
-        print("all checks passed")
-        return 0
-    return 1
+    return 0 if model_ok and not bad_dbs else 1

@@ -122,7 +122,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="JSON summary file (default: next to --out, <name>.summary.json)")
     out.add_argument("--report", metavar="PATH",
                      help="also write the HTML report of the whole run (resumed questions included) "
-                          "to PATH; needs pip install 'sqale-mcp[report]'")
+                          "to PATH; needs matplotlib (the `report` extra: the run says how to add it)")
     out.add_argument("--trace", choices=list(TraceKind), default=TraceKind.FULL.value,
                      help="episode detail kept per question: full (default), calls (no tool result "
                           "texts) or none")

@@ -14,7 +14,8 @@ EXIT_OK, EXIT_USAGE = 0, 2
 
 DESCRIPTION = ("Build one self-contained HTML page from the results file of `sqale-agent eval`: "
                "accuracy, charts and every question with its SQL, results and trace. With two "
-               "files, compare the runs question by question. Needs: pip install 'sqale-mcp[report]'.")
+               "files, compare the runs question by question. Needs matplotlib (the `report` extra; "
+               "without it the command says how to add it to this installation).")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ import sys
 from ..settings.aliases import check_plain_path
 from ..sqlite import Database
 from ..tools import TOOL_NAMES, canonical_tool_name, run_tool, unknown_tool_text
-from .db_options import add_database_arguments, hide_rules
+from .db_options import add_database_arguments, database_path, hide_rules
 from .environment_option import add_environment_argument, environment_from_args
 
 DESCRIPTION = ("Run one of the agent's tools on a database and print its result text exactly "
@@ -44,8 +44,9 @@ def run(args: argparse.Namespace) -> int:
     if canonical_tool_name(args.tool_name) is None:
         print(f"sqale-agent tool: {unknown_tool_text(args.tool_name)}", file=sys.stderr)
         return 2
-    check_plain_path(args.db, args.command)
-    with Database(args.db, hide=hide_rules(args)) as db:
+    path = database_path(args)
+    check_plain_path(path, args.command)
+    with Database(path, hide=hide_rules(args)) as db:
         outcome = run_tool(db, args.tool_name, tool_args, environment=environment_from_args(args))
     print(outcome.text)
     return 0

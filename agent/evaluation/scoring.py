@@ -66,7 +66,8 @@ _BACKEND_OUTCOMES: tuple[tuple[type[BackendError], Outcome], ...] = (
 _QUERY_OUTCOMES = {QueryStatus.SQL_ERROR: Outcome.SQL_ERROR, QueryStatus.DENIED: Outcome.DENIED,
                    QueryStatus.HIDDEN: Outcome.DENIED,
                    QueryStatus.TIMEOUT: Outcome.TIMEOUT, QueryStatus.KILLED: Outcome.KILLED,
-                   QueryStatus.CANCELLED: Outcome.KILLED}
+                   QueryStatus.CANCELLED: Outcome.KILLED,
+                   QueryStatus.BUSY: Outcome.SQL_ERROR}  # a benchmark's file has no writer
 
 
 QueryLimits = CompareLimits  # how gold and predicted SQL run: BIRD's 30 s, 100,000 rows (else row_cap)

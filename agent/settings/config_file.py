@@ -8,7 +8,7 @@ keys of the settings they have (the model runtime's) and leave the server's to t
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from ..errors import ConfigError
 from ..options import file_keys, option_of, path_fields
+from ..text import nearest
 
 CONFIG_FOLDER = "sqale-mcp"
 
@@ -70,7 +71,7 @@ def table_settings(table: Mapping[str, Any], model: type[BaseModel], *, where: s
         name = keys.get(key.replace("_", "-"))
         if name is None:
             if others == "refuse":
-                raise ConfigError(f"{where}: unknown setting {key!r}; known: {', '.join(sorted(keys))}")
+                raise ConfigError(f"{where}: {unknown_key_text(key, keys)}")
             continue
         if option_of(model.model_fields[name]).repeatable and isinstance(value, str | list):
             value = tuple(value) if isinstance(value, list) else (value,)
@@ -79,3 +80,17 @@ def table_settings(table: Mapping[str, Any], model: type[BaseModel], *, where: s
         if isinstance(values.get(name), str):
             values[name] = base / Path(values[name]).expanduser()
     return values
+
+
+KEYS_LISTED = 12  # a table with more keys than this refers to docs/options.md instead of listing them
+
+
+def unknown_key_text(key: str, keys: Collection[str]) -> str:
+    """`unknown setting 'max_row'; did you mean 'max-rows'?`, else the keys (or where they are listed)."""
+    near = nearest(key.replace("_", "-"), keys)
+    if near is not None:
+        return f"unknown setting {key!r}; did you mean {near!r}?"
+    if len(keys) <= KEYS_LISTED:
+        return f"unknown setting {key!r}; known: {', '.join(sorted(keys))}"
+    return (f"unknown setting {key!r}; a key is a long option without `--` (`max-rows`): "
+            "docs/options.md lists them, as `--help` does")

@@ -41,13 +41,26 @@ def wal_files_note(names: list[str]) -> str:
             "rollback mode once with `PRAGMA journal_mode=DELETE` or serve it from a read-only folder")
 
 
+def busy_error(exc: sqlite3.Error) -> bool:
+    """True when SQLite failed because another connection holds the file locked (SQLITE_BUSY or
+    SQLITE_LOCKED, extended codes included): a writer, not a damaged file nor a wrong query."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def busy_text(message: str, busy_timeout_ms: int) -> str:
+    """What a statement that met a writer is told: SQLite's words first, then why and what to do."""
+    return (f"{message}: another program is writing to the database and held it for more than "
+            f"{busy_timeout_ms / 1000:g} s; the query itself is fine: run it again in a moment")
+
+
 @dataclass(frozen=True)
 class GuardSettings:
     """Limits applied to every guarded connection."""
 
     max_sql_length: int = 100_000
     min_value_length: int = 16 * 1024 * 1024
-    busy_timeout_ms: int = 500
+    busy_timeout_ms: int = 500  # how long a statement waits for a writer to release the file
     progress_opcodes: int = 1000
     schema_chars: int = 2_000_000  # names, types and defaults kept per database schema
 
@@ -281,6 +294,9 @@ class GuardedConnection:
                                "time limit", seconds=elapsed)
         if isinstance(exc, sqlite3.ProgrammingError) and "one statement" in message:
             message = "only one statement per call is allowed"
+        if busy_error(exc):
+            return QueryResult(QueryStatus.BUSY, error=busy_text(message, self.settings.busy_timeout_ms),
+                               seconds=elapsed)
         return QueryResult(QueryStatus.SQL_ERROR, error=message, seconds=elapsed)
 
     def read_schema(self) -> Schema:

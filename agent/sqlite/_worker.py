@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, overload
 
-from ..errors import DatabasePathError, DatabaseWorkerError
+from ..errors import DatabaseBusyError, DatabasePathError, DatabaseWorkerError
 from ._cancel import CancelCell, CancelToken
-from ._guard import GuardedConnection, GuardSettings
+from ._guard import GuardedConnection, GuardSettings, busy_error
 from ._paths import NotADatabaseFile, check_database_file
 from .hiding import HideRules
 from .types import QueryResult, QueryStatus, Schema, SqlValue
@@ -35,10 +35,18 @@ class WorkerLimits:
     kill_grace: float = 0.3  # extra seconds before a stuck worker is killed
     memory_mb: int = 1024  # address-space cap of each worker
     max_sql_length: int = 100_000
-    busy_timeout_ms: int = 500
+    # How long a statement waits for another program's write to end (SQLite's busy timeout): a
+    # commit takes milliseconds, a batch job's transaction longer. At most half the query's time.
+    busy_timeout_ms: int = 5_000
     count_cap: int = 100_000  # rows counted past the returned ones
     workers: int = 1
     schema_chars: int = 2_000_000  # names, types and defaults a schema keeps per database
+
+    @property
+    def busy_wait_ms(self) -> int:
+        """The busy timeout the workers' connections get: busy_timeout_ms, within half a query's time
+        (the progress handler that enforces a query's deadline does not run while SQLite waits)."""
+        return max(1, min(self.busy_timeout_ms, int(self.query_timeout * 500)))
 
 
 @dataclass(frozen=True)
@@ -118,7 +126,7 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
                                     hide=request.hide, reads=request.reads, params=dict(request.params))
         except sqlite3.Error as exc:  # the file cannot be opened or its schema read
             _drop(connections, key)
-            reply = WorkerFailure("sqlite", str(exc))
+            reply = WorkerFailure("busy" if busy_error(exc) else "sqlite", str(exc))
         except NotADatabaseFile as exc:
             _drop(connections, key)
             reply = WorkerFailure("path", str(exc))
@@ -168,7 +176,7 @@ class _Worker:
         self._cancel_file = cancel_file
         self.cancel = CancelCell(cancel_file.fileno())
         settings = GuardSettings(max_sql_length=limits.max_sql_length,
-                                 busy_timeout_ms=limits.busy_timeout_ms,
+                                 busy_timeout_ms=limits.busy_wait_ms,
                                  schema_chars=limits.schema_chars)
         args = (to_child_r, from_child_w, cancel_file.fileno(), limits.memory_mb, settings)
         package_root = str(Path(__file__).resolve().parents[2])
@@ -289,8 +297,9 @@ class WorkerPool:
         """Run a request on a free worker, blocking: the query's result, or the schema.
 
         A request that overruns or is cancelled comes back as a KILLED/CANCELLED QueryResult.
-        Raises DatabasePathError when the file cannot be read as SQLite, DatabaseWorkerError
-        when the worker itself fails.
+        Raises DatabasePathError when the file cannot be read as SQLite, DatabaseBusyError when
+        another program holds it locked past the busy wait, DatabaseWorkerError when the worker
+        itself fails.
         """
         with self._slots:
             worker = self._checkout()
@@ -315,6 +324,11 @@ class WorkerPool:
         if isinstance(reply, WorkerFailure):
             if reply.kind == "path":
                 raise DatabasePathError(reply.message)
+            if reply.kind == "busy":
+                raise DatabaseBusyError(
+                    f"{request.path}: busy: another program is writing to it and held it locked for more "
+                    f"than {self.limits.busy_wait_ms / 1000:g} s (SQLite: {reply.message}); try again once "
+                    "it is done")
             if reply.kind == "sqlite":
                 raise DatabasePathError(f"{request.path}: cannot be read as an SQLite database "
                                         f"({reply.message}); check the file is not damaged")

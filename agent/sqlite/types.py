@@ -127,6 +127,7 @@ class QueryStatus(StrEnum):
     TIMEOUT = "timeout"  # the deadline interrupted it
     KILLED = "killed"  # the worker had to be killed (single opcode too long, or out of memory)
     CANCELLED = "cancelled"  # the caller cancelled it
+    BUSY = "busy"  # another program held the file locked (a writer) past the busy wait: run it again
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import ConfigError
+from ..install_hints import install_hint
 from .gate import tracing_on
 
 logger = logging.getLogger(__name__)
 
-EXTRA_HINT = "pip install 'sqale-mcp[otel]'"
 DEFAULT_PROTOCOL = "http/protobuf"
 DEFAULT_ENDPOINT = "http://localhost:4318"
 # The modules the `otel` extra brings: the SDK, the distro that configures it, the OTLP exporter.
@@ -83,7 +83,7 @@ def telemetry_plan(environ: Mapping[str, str], *, installed: bool, service: str,
                                     "to send traces and metrics")
     if not installed:
         return TelemetryPlan(False, f"{asked[0]} is set", problem=f"{asked[0]} is set but the OpenTelemetry "
-                             f"SDK is not installed, so nothing is sent: {EXTRA_HINT}")
+                             f"SDK is not installed, so nothing is sent: {install_hint('otel')}")
     destinations = tuple(d for signal, exporter, endpoint in SIGNALS
                          if (d := _destination(environ, signal, exporter, endpoint)) is not None)
     named = environ.get("OTEL_SERVICE_NAME", "").strip()

@@ -266,8 +266,8 @@ def render_query_failure(result: QueryResult, hint: str | None, query_timeout: f
     error = echo_value(result.error or "", ERROR_CHARS)
     if result.status is QueryStatus.SQL_ERROR:
         text = f"SQL error: {error}"
-    elif result.status is QueryStatus.HIDDEN:
-        text = error  # says what is hidden and what to write instead
+    elif result.status in (QueryStatus.HIDDEN, QueryStatus.BUSY):
+        text = error  # says what is hidden and what to write instead; that a writer holds the file
     elif result.status is QueryStatus.DENIED:
         text = error
         if "SELECT" not in text:  # e.g. a denied PRAGMA or function: say what is allowed

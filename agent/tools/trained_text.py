@@ -118,9 +118,10 @@ def render_values(column: str, result: QueryResult, cell_chars: int, max_chars: 
 
 def render_failure(result: QueryResult, hint: str | None, query_timeout: float,
                    error_line: str | None = None) -> str:
-    """Why a statement did not run: `Error: <SQLite's message>` (or the authors' `error_line`), and
-    a hint line when one helps."""
-    if result.status is QueryStatus.SQL_ERROR:
+    """Why a statement did not run: `Error: <SQLite's message>` (or the authors' `error_line`), and a
+    hint line when one helps (a busy database: SQLite's `database is locked`, then that a writer
+    holds it and to run it again)."""
+    if result.status in (QueryStatus.SQL_ERROR, QueryStatus.BUSY):
         text = fill_in_order(error_line or ERROR_LINE, echo_value(result.error or "", ERROR_CHARS))
         return text if hint is None else f"{text}\nhint: {echo_value(hint, HINT_CHARS)}"
     return render_query_failure(result, hint, query_timeout)

@@ -7,7 +7,9 @@ served). What is bound to the SQL is a plain SQLite value:
 - `integer`: `12`, `-3`, `1,500` (commas between groups of three digits), or a word from
   `zero` to `twenty`; an int within SQLite's 64-bit range and the slot's bounds;
 - `number`: the integer forms, and decimals with a point (`2.5`, `1,200.75`); an int when
-  there is no decimal part, else a float;
+  there is no decimal part, else a float, and only when the float is the number as written
+  (`0.1` is, as Python and SQLite print it; `0.99999999999999999` is not: it would be bound as
+  `1.0` and answer another question, so it reads as no value and the model answers);
 - `year`: four digits (`2024`); an int;
 - `month`: `March 2024`, `Mar 2024`, `Mar. 2024`, `March, 2024`, `2024-03`, `2024/3`,
   `03/2024`; bound as the text `2024-03`;
@@ -30,6 +32,7 @@ from __future__ import annotations
 import datetime
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 from ..golden_file import SlotType
 
@@ -95,12 +98,16 @@ def read_slot(kind: SlotType, text: str, *, minimum: float | None = None,
     if kind is SlotType.VALUE:
         return Reading(why_not="is looked up in its column")
     value: int | float | None
-    if kind in (SlotType.INTEGER, SlotType.TOP):
+    if kind in (SlotType.INTEGER, SlotType.TOP, SlotType.NUMBER):
         value = _integer(text)
-    elif kind is SlotType.NUMBER:
-        value = _integer(text)
-        if value is None and len(text) <= NUMBER_CHARS and _DECIMAL.fullmatch(text):
-            value = float(text.replace(",", ""))
+        if value is None and _INTEGER.fullmatch(text) and len(text) <= NUMBER_CHARS:
+            return Reading(why_not=f"is not a whole number SQLite holds (from {INT64[0]:,} to {INT64[1]:,})")
+        if value is None and kind is SlotType.NUMBER and len(text) <= NUMBER_CHARS and _DECIMAL.fullmatch(text):
+            written = text.replace(",", "")
+            value = float(written)
+            if not _exact(written, value):
+                return Reading(why_not=f"is not a number SQLite holds exactly (it would be rounded to "
+                                       f"{value!r})")
     elif kind is SlotType.YEAR:
         value = int(text) if _YEAR.fullmatch(text) else None
     elif kind is SlotType.MONTH:
@@ -130,6 +137,13 @@ def sample_value(kind: SlotType, *, minimum: float | None = None, maximum: float
 def ascii_lower(text: str) -> str:
     """`text` with the letters A-Z in lower case and nothing else changed (SQLite's NOCASE)."""
     return text.translate(_ASCII_LOWER)
+
+
+def _exact(written: str, value: float) -> bool:
+    """True when the float `value` is the decimal `written`: its exact value, or the shortest decimal
+    that reads back as it (`0.1`, as Python and SQLite print it); False when it is another number
+    (`0.99999999999999999` is the float 1.0)."""
+    return Decimal(written) in (Decimal(value), Decimal(repr(value)))
 
 
 def _integer(text: str) -> int | None:

@@ -24,6 +24,7 @@ from agent.errors import BackendError, SqaleError
 from agent.telemetry.gate import question_trace
 from agent.verified import verified_tier
 
+from ..serving.access import Caller
 from ..state import ServerState
 from .engine_cache_output import prompt_cache_of
 from .output import AnswerOutput, trace_of
@@ -167,19 +168,27 @@ async def record_unanswered(server_state: ServerState, log: CallLog, call: Quest
 
 async def record_refused(server_state: ServerState, log: CallLog, call: QuestionCall, refused: Refused) -> None:
     """The metric and span of a refused call, and (a few per token and minute) a short log line of it."""
-    server_state.metrics.questions.labels(call.alias, log.token, "refused", refused.reason).inc()
     question_trace().finish("refused", refused.reason)
-    held_back = server_state.quotas.of(call.caller).refusal_lines.allow()
+    await record_refusal(server_state, log, call.caller, alias=call.alias, question=call.question,
+                         samples=call.samples, refused=refused)
+
+
+async def record_refusal(server_state: ServerState, log: CallLog, caller: Caller, *, alias: str,
+                         question: str, samples: int | None, refused: Refused) -> None:
+    """The metric of a refused call and (a few per token and minute) a short log line of it: a question
+    refused where it runs (record_refused), or any call refused when it arrives (admission.py)."""
+    server_state.metrics.questions.labels(alias, log.token, "refused", refused.reason).inc()
+    held_back = server_state.quotas.of(caller).refusal_lines.allow()
     if held_back is None:  # a flood of refusals must not fill the disk: counted, not written
         return
     if server_state.episode_log is not None:
         with anyio.CancelScope(shield=True):
             await server_state.episode_log.append({
-                "question_id": log.question_id, "token": log.token, "database": call.alias,
+                "question_id": log.question_id, "token": log.token, "database": alias,
                 "status": "refused", "stop_reason": refused.reason, "error": str(refused),
-                "question": clip(call.question, REFUSED_QUESTION_CHARS), "samples": call.samples,
+                "question": clip(question, REFUSED_QUESTION_CHARS), "samples": samples,
                 "refusals_not_logged": held_back})
-    logger.info("refused on '%s' for token '%s' (%s): %s%s", call.alias, log.token, refused.reason,
+    logger.info("refused on '%s' for token '%s' (%s): %s%s", alias, log.token, refused.reason,
                 refused, f" ({held_back} earlier refusals of this token were not logged)" if held_back else "",
                 extra=log.log_fields())
 

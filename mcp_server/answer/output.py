@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.episode import EpisodeResult, EpisodeStatus, Round, StopReason
-from agent.episode_text import JsonCell, clip, cut_note, json_cell, last_reply_excerpt
+from agent.episode_text import BUSY_ADVICE, JsonCell, clip, cut_note, json_cell, last_reply_excerpt
 from agent.sampling import Candidate as AskedCandidate
 from agent.sampling import SampledAnswer, VoteSummary, summary_text
 from agent.sqlite import ClippedText
@@ -278,7 +278,10 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None,
                      f"or ask the server's operator to check '{answer.database}'.")
     elif answer.sql is None:
         parts.append(f"No runnable SQL was produced: {_quoted_error(answer.error)}.")
-        if answer.stop_reason != StopReason.NEVER_CALLED.value:  # its error says what to check instead
+        # Its error says what to check instead when the model called no tool; waiting helps when a
+        # writer held the database: rephrasing does not help either.
+        if answer.stop_reason != StopReason.NEVER_CALLED.value and not (answer.error or "").endswith(
+                BUSY_ADVICE):
             parts.append("Rephrase the question more concretely (name the tables or values you mean) "
                          "or add `evidence`, then ask again.")
     else:

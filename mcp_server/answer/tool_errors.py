@@ -18,6 +18,7 @@ from agent.errors import (
     BackendResponseError,
     BackendTimeout,
     BackendUnreachable,
+    DatabaseBusyError,
     DatabasePathError,
     DatabaseWorkerError,
     ModelNotFound,
@@ -44,6 +45,7 @@ _PREFIXES: tuple[tuple[type[SqaleError], str], ...] = (
     (BackendAuthError, "The model runtime refused our credentials"),
     (BackendResponseError, "The model runtime failed"),
     (BackendError, "The model runtime failed"),
+    (DatabaseBusyError, "The database is busy"),
     (DatabasePathError, "The database cannot be read"),
     (DatabaseWorkerError, "The SQLite worker failed"),
 )
@@ -54,6 +56,7 @@ _KINDS: tuple[tuple[type[SqaleError], str], ...] = (
     (BackendTimeout, "backend_timeout"),
     (BackendAuthError, "backend_auth"),
     (BackendError, "backend_error"),
+    (DatabaseBusyError, "database_busy"),
     (DatabasePathError, "database_unreadable"),
     (DatabaseWorkerError, "worker_failed"),
 )
@@ -72,6 +75,8 @@ _REMOTE_CAUSES: tuple[tuple[type[SqaleError], str], ...] = (
     (BackendTimeout, "The model runtime timed out."),
     (BackendAuthError, "The model runtime refused the server's credentials."),
     (BackendError, "The model runtime failed."),
+    (DatabaseBusyError, "The database '{database}' is busy: another program is writing to it, and it "
+                        "stayed locked while the server waited."),
     (DatabasePathError, "The database '{database}' cannot be read: its file is missing, unreadable "
                         "or not an SQLite database."),
     (DatabaseWorkerError, "The SQLite worker failed on the database '{database}'."),
@@ -103,10 +108,13 @@ def tool_error_for(exc: SqaleError, *, database: str, remote: bool = False,
     if remote:
         cause = next((text for kind, text in _REMOTE_CAUSES if isinstance(exc, kind)),
                      "Answering on the database '{database}' failed.")
-        retry = "Retry in a moment; if it keeps failing, ask" if isinstance(exc, BackendTimeout) else "Ask"
+        passing = isinstance(exc, BackendTimeout | DatabaseBusyError)  # a retry may well work
+        retry = "Retry in a moment; if it keeps failing, ask" if passing else "Ask"
         return CallError(f"{cause.format(database=database)} {retry} the server's operator: its "
                          f"log has the details under question id {question_id}.", failure)
     for kind, prefix in _PREFIXES:
+        if isinstance(exc, kind) and kind is DatabaseBusyError:  # it says to try again: nothing to fix
+            return CallError(f"{prefix} ('{database}'): {sentence(str(exc))}", failure)
         if isinstance(exc, kind):
             if kind in (DatabasePathError, DatabaseWorkerError):
                 return CallError(f"{prefix} ('{database}'): {sentence(str(exc))} Ask the server's "

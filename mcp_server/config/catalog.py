@@ -12,8 +12,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
+from agent.demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from agent.episode_text import clip
-from agent.errors import ConfigError, DatabasePathError
+from agent.errors import ConfigError, DatabaseBusyError, DatabasePathError
 from agent.notes import Notes, read_notes
 from agent.settings.aliases import ALIAS_PATTERN
 from agent.settings.config_file import default_config_path, shown_path
@@ -26,9 +27,8 @@ from agent.sqlite import (
     hiding_findings,
     validate_database_path,
 )
-from agent.text import display_name, plural
+from agent.text import display_name, nearest, plural
 
-from .demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from .limits import AnswerLimits, limits_paragraph
 from .server_settings import DatabaseSpec, NotesSpec, ServerSettings, VerifiedSpec
 
@@ -61,6 +61,9 @@ class CatalogEntry:
     hide: HideRules = field(default_factory=HideRules)  # what the model may not see or read
     hiding: HideReport | None = None  # what those rules hid on this database
     verified: Path | None = None  # its verified library (a golden-question file), if it has one
+    # Another program held the file locked (a writer) when the server started: it is served, its
+    # tables unknown here; the first question reads them (Database.schema), once the writer is done.
+    busy: bool = False
 
 
 @dataclass(frozen=True)
@@ -181,14 +184,19 @@ def hide_rules_by_alias(settings: ServerSettings,
     for item in settings.hide:
         if item.alias not in aliases:
             raise ConfigError(f"--hide {item.alias}=...: no database is served as '{item.alias}'; "
-                              f"the aliases are {', '.join(aliases)}")
+                              f"{_aliases_text(item.alias, aliases)}")
         out[item.alias] = HideRules.parse(item.rules)
     return out
 
 
+STARTUP_BUSY_MS = 500  # how long start-up waits for a writer before it serves the file as busy
+
+
 def startup_engine(limits: WorkerLimits) -> WorkerPool:
-    """The engine the start-up checks (the catalog, the verified libraries) run on: one worker."""
-    return WorkerPool(WorkerLimits(workers=1, query_timeout=limits.query_timeout))
+    """The engine the start-up checks (the catalog, the verified libraries) run on: one worker, which
+    waits briefly for a writer (a busy file is served, and read at its first question)."""
+    return WorkerPool(WorkerLimits(workers=1, query_timeout=limits.query_timeout,
+                                   busy_timeout_ms=STARTUP_BUSY_MS))
 
 
 @contextmanager
@@ -209,7 +217,8 @@ def load_catalog(specs: Sequence[DatabaseSpec], limits: WorkerLimits,
     """Validate every database and read its table names (on `engine` when given).
 
     A bad explicit database is a ConfigError naming its alias; a bad --db-dir file is skipped
-    with a warning naming it and why.
+    with a warning naming it and why. A file another program holds locked (a writer) is not bad:
+    it is served as busy, with a warning, and read at its first question.
     """
     hide = hide or {}
     with checking_engine(limits, engine) as checks:
@@ -220,6 +229,12 @@ def load_catalog(specs: Sequence[DatabaseSpec], limits: WorkerLimits,
                 path = validate_database_path(spec.path)
                 rules = hide.get(spec.alias, HideRules())
                 schema = Database(path, checks, hide=rules).schema()
+            except DatabaseBusyError as exc:
+                logger.warning("database '%s': %s; meanwhile it is served without its tables, which its "
+                               "first question reads", spec.alias, exc)
+                entries.append(CatalogEntry(alias=spec.alias, path=path, tables=(), views=(), hide=rules,
+                                            busy=True))
+                continue
             except DatabasePathError as exc:
                 if not spec.skippable:  # named explicitly: the user must fix it
                     raise ConfigError(f"database '{spec.alias}': {exc}") from exc
@@ -272,8 +287,14 @@ def _files_by_alias(catalog: Catalog, flag: str, specs: Sequence[_AliasFile]) ->
     if unknown:
         raise ConfigError(
             f"{flag} {unknown[0]}={by_alias[unknown[0]].path}: no database '{unknown[0]}' is "
-            f"configured (the aliases are {', '.join(catalog.aliases)}); use one of them")
+            f"configured; {_aliases_text(unknown[0], catalog.aliases)}")
     return by_alias
+
+
+def _aliases_text(alias: str, aliases: Sequence[str]) -> str:
+    """`did you mean 'sales'?` for a mistyped alias, else every alias."""
+    near = nearest(alias, aliases)
+    return f"did you mean '{near}'?" if near is not None else f"the aliases are {', '.join(aliases)}"
 
 
 def log_hiding(entry: CatalogEntry) -> None:
@@ -285,6 +306,11 @@ def log_hiding(entry: CatalogEntry) -> None:
 
 def summarize(entry: CatalogEntry, names_shown: int = SUMMARY_TABLE_NAMES) -> str:
     """One line for the tool description, e.g. `chinook: 11 tables (Album, Artist, ...)`."""
+    notes = "; has notes" if entry.notes is not None else ""
+    verified = "; has verified answers" if entry.verified is not None else ""
+    if entry.busy:
+        return (f"{entry.alias}: busy when the server started (another program was writing to it); "
+                f"ask anyway: its tables are read at its first question{notes}{verified}")
     counts = [plural(len(entry.tables), "table")]
     if entry.views:
         counts.append(plural(len(entry.views), "view"))
@@ -293,8 +319,6 @@ def summarize(entry: CatalogEntry, names_shown: int = SUMMARY_TABLE_NAMES) -> st
     shown = ", ".join(display_name(n, SUMMARY_NAME_CHARS) for n in names[:names_shown])
     more = ", …" if len(names) > names_shown else ""
     listing = f" ({shown}{more})" if names and names_shown else ""
-    notes = "; has notes" if entry.notes is not None else ""
-    verified = "; has verified answers" if entry.verified is not None else ""
     return f"{entry.alias}: {' and '.join(counts)}{listing}{notes}{verified}"
 
 

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from agent.agent_settings import PROMPT_FLAGS
 from agent.backends.registry import BACKEND_FLAGS
+from agent.commands.argparse_shim import SuggestingParser
 from agent.errors import ConfigError
 from agent.options import add_flags
 from agent.settings.aliases import check_alias, parse_alias_files
@@ -26,11 +27,12 @@ from .server_settings import DatabaseSpec, HideSpec, NotesSpec, ServerSettings, 
 _HELP_HINT = "see `sqale-mcp --help`"
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises ConfigError instead of printing usage and exiting."""
+class _Parser(SuggestingParser):
+    """argparse that raises ConfigError instead of printing usage and exiting (naming the nearest
+    option for a mistyped one)."""
 
-    def error(self, message: str) -> NoReturn:
-        raise ConfigError(f"{message}; {_HELP_HINT}")
+    def fail(self, message: str) -> NoReturn:
+        raise ConfigError(f"{message} ({_HELP_HINT})" if message.endswith("?") else f"{message}; {_HELP_HINT}")
 
 
 # The flags of `sqale-mcp --help` and docs/options.md, by group; each is a ServerSettings field.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from agent.errors import ConfigError
+from agent.errors import ConfigError, DatabaseBusyError
 from agent.sqlite import Database, WorkerLimits, WorkerPool
 from agent.verified import VerifiedLibrary
 
@@ -38,12 +38,17 @@ def open_libraries(catalog: Catalog, limits: WorkerLimits, *,
                                   "the path")
             shared = {alias for alias, other in paths.items() if other == path and alias != entry.alias}
             library = VerifiedLibrary(path, entry.alias, shared_with=shared)
-            snapshot = library.current(Database(entry.path, checks, hide=entry.hide))
+            libraries[entry.alias] = library
+            try:
+                snapshot = library.current(Database(entry.path, checks, hide=entry.hide))
+            except DatabaseBusyError:  # checked at the database's first question, as it is read then
+                logger.warning("database '%s': verified library %s is checked at the database's first "
+                               "question (another program is writing to the database)", entry.alias, path)
+                continue
             if snapshot.missing:
                 logger.warning("database '%s': verified library %s does not exist yet; it is served "
                                "empty until entries are added to it", entry.alias, path)
             else:
                 logger.info("database '%s': verified library %s: %d entries served, %d refused",
                             entry.alias, path, len(snapshot.entries), len(snapshot.refusals))
-            libraries[entry.alias] = library
     return libraries

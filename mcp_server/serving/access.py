@@ -16,6 +16,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 
 from agent.errors import ConfigError
+from agent.text import nearest
 
 from ..config.server_settings import ServerSettings
 from .headers import can_be_sent
@@ -109,9 +110,10 @@ def token_table(settings: ServerSettings, aliases: Sequence[str]) -> TokenTable:
         if spec.databases is not None:
             for alias in spec.databases:
                 if alias not in aliases:
+                    near = nearest(alias, aliases)
                     raise ConfigError(
-                        f"tokens.{spec.name}: database {alias!r} is not configured; configured: "
-                        f"{', '.join(aliases)}")
+                        f"tokens.{spec.name}: database {alias!r} is not configured; "
+                        + (f"did you mean {near!r}?" if near else f"configured: {', '.join(aliases)}"))
         credentials.append(_Credential(spec.secret.get_secret_value().encode(),
                                        Caller(spec.name, spec.databases)))
     unsendable = [c.caller.name for c in credentials if not can_be_sent(c.secret.decode())]

@@ -1,6 +1,13 @@
 """Per-token quotas, counted in episodes (a question with K samples is K episodes): episodes at
 once (the rest queue, as for runtime slots), episodes per minute, and open HTTP sessions.
 
+Every call of our tools counts its first episode of its token's minute when it arrives, before
+anything else of ours reads it (`TokenQuotas.admit`, in the first middleware: answer/admission.py),
+so a call that fails later (bad arguments, a hostile `_meta`, a bug) has still counted, and a
+flood of them meets the quota and the refusal-log budget. `check_rate`, where a call learns how
+many episodes it runs, counts that first one among them: a question refused there for its quota
+gives it back (refused questions cost nothing; anything else costs at least one).
+
 A server has `places`: an episode holds a worker and a runtime slot from start to end, so as many
 episodes run at once as the smaller of --max-concurrent and the runtime slots. When several tokens
 share them, no token's episodes may hold the last place (`token_places`): its further episodes
@@ -15,7 +22,9 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from agent.backends.slots import RuntimeSlots
@@ -73,6 +82,16 @@ class MinuteWindow:
             return WINDOW_SECONDS - (now - self._times[excess - 1])
         self._times.extend([now] * events)
         return None
+
+    @property
+    def newest(self) -> float:
+        """When the last event counted was (the window holds one at least)."""
+        return self._times[-1]
+
+    def give_back(self, at: float) -> None:
+        """Forget one event counted at `at` (a call's first episode, when the call is refused)."""
+        if at in self._times:  # not when it has left the window already
+            self._times.remove(at)
 
 
 class LogBudget:
@@ -145,6 +164,29 @@ def place_sharing_note(places: int, tokens: int) -> tuple[int, str] | None:
         "so one place is always left for the others")
 
 
+@dataclass
+class _Admitted:
+    """The first episode of the call under way, counted when it arrived (see `TokenQuotas.admit`)."""
+
+    caller: str
+    at: float  # when it was counted, to give it back
+    counted: bool = False  # check_rate has counted it among the call's episodes (or given it back)
+
+
+# The call under way's first episode: set by `admit` around the call, so the call's own check_rate
+# (same task) counts it among its episodes. A context variable, not shared state: each call has its own.
+_ADMITTED: ContextVar[_Admitted | None] = ContextVar("sqale_admitted_episode", default=None)
+
+
+@contextmanager
+def _held(admitted: _Admitted) -> Iterator[None]:
+    token = _ADMITTED.set(admitted)
+    try:
+        yield
+    finally:
+        _ADMITTED.reset(token)
+
+
 class TokenQuotas:
     """The quotas of every caller, made on first use for callers without a configured token.
 
@@ -169,10 +211,30 @@ class TokenQuotas:
                                                    LogBudget(REFUSAL_LINES_PER_MINUTE))
         return self._quotas[caller.name]
 
-    def check_rate(self, caller: Caller, episodes: int = 1) -> None:
-        """Count `episodes` episodes of `caller` (all or none); QuotaExceeded when they do not fit."""
+    def admit(self, caller: Caller) -> AbstractContextManager[None]:
+        """Count the first episode of a call of `caller` now, before anything else reads the call
+        (QuotaExceeded, counting nothing, when it does not fit); the block this returns holds it for
+        the call's `check_rate`."""
         quota = self.of(caller)
-        wait = quota.per_minute.retry_after(episodes)
+        wait = quota.per_minute.retry_after(1)
+        if wait is not None:
+            raise QuotaExceeded(caller.name, quota.per_minute.limit, wait, 1)
+        return _held(_Admitted(caller.name, quota.per_minute.newest))
+
+    def check_rate(self, caller: Caller, episodes: int = 1) -> None:
+        """Count `episodes` episodes of `caller` (all or none); QuotaExceeded when they do not fit.
+
+        Within an admitted call (`admit`), the call's first episode, counted when it arrived, is
+        the first of them; refused, it is given back.
+        """
+        quota = self.of(caller)
+        admitted = _ADMITTED.get()
+        own = admitted is not None and not admitted.counted and admitted.caller == caller.name
+        wait = quota.per_minute.retry_after(episodes - 1 if own else episodes)
+        if admitted is not None and own:
+            admitted.counted = True
+            if wait is not None:
+                quota.per_minute.give_back(admitted.at)
         if wait is not None:
             raise QuotaExceeded(caller.name, quota.per_minute.limit, wait, episodes)
 

@@ -26,7 +26,7 @@ ALL_TRACKS = "SELECT count(*) FROM Track t"
 QUESTION = "How many tracks are Jazz?"
 # What no option line may hold: a tag, an entity, link syntax, a URL or address a renderer links,
 # a line break, a control or invisible character.
-MARKUP = re.compile(r"<[A-Za-z/!?]|&#?\w+;|\]\(|!\[|://|www\.|\w@\w|[\n\r\x00-\x1f\u200b-\u200f\u202a-\u202e]")
+MARKUP = re.compile(r"<[A-Za-z/!?]|&#?\w+;|\]\(|!\[|(?<!\[)://|www\.|\w@\w|[\n\r\x00-\x1f\u200b-\u200f\u202a-\u202e]")
 
 
 @pytest.mark.parametrize(("mode", "samples", "groups", "asks"), [
@@ -43,10 +43,10 @@ def test_the_issue_example_reads_as_three_plain_lines() -> None:
     choice = choice_of(QUESTION, [OptionSource(JAZZ, 2, 1, ("n",), (130,)),
                                   OptionSource(LIKE_JAZZ, 1, 1, ("n",), (131,)),
                                   OptionSource(ALL_TRACKS, 1, 1, ("n",), (3503,))], samples=5)
-    join = "JOIN Genre g ON g.GenreId = t.GenreId"
+    join = "JOIN Genre g ON g[.]GenreId = t[.]GenreId"  # linkify would link `g.Name` (.name is a domain)
     assert choice == Choice(QUESTION, 5, (
-        Option(0, f"130 (1 row) · 2 of 5 samples · filter g.Name = 'Jazz'; {join}"),
-        Option(1, f"131 (1 row) · 1 of 5 samples · filter g.Name LIKE '%Jazz%'; {join}"),
+        Option(0, f"130 (1 row) · 2 of 5 samples · filter g[.]Name = 'Jazz'; {join}"),
+        Option(1, f"131 (1 row) · 1 of 5 samples · filter g[.]Name LIKE '%Jazz%'; {join}"),
         Option(2, f"3503 (1 row) · 1 of 5 samples · no {join}")))
     assert choice.message == (
         'The model found 3 different answers to "How many tracks are Jazz?". Which one answers your question? '
@@ -99,11 +99,8 @@ def test_hostile_cells_and_sql_make_plain_bounded_lines(cell: str) -> None:
 
 
 def test_plain_label_breaks_what_renderers_would_render() -> None:
-    """Tags, entities, URLs, bare domains, addresses and link syntax are broken up; SQL's `<` stays."""
-    assert plain_label("<b>x</b> &amp; [a](b) ![c](d) https://e.example www.f.example g@h.example", 200) == (
-        "< b>x< /b> & amp; [a] (b) ! [c] (d) https[:]//e.example www[.]f.example g[@]h.example")
-    assert plain_label("price < 10 AND a <= b\n\tOR c", 200) == "price < 10 AND a <= b OR c"
-    assert plain_label("abc def", 4) == "abc…"
+    """Link syntax, URLs and hosts in cells are broken up, the same again when labelled again (the
+    class is tests/agent/test_plain_label.py's)."""
     once = plain_label(HOSTILE_CELLS[1] + " " + HOSTILE_CELLS[7], 200)
-    assert plain_label(once, 200) == once == ("[click me] (https[:]//evil.example/steal) "
-                                              "! [pixel] (http[:]//evil.example/p.png)")
+    assert plain_label(once, 200) == once == ("[click me] (https[://]evil[.]example/steal) "
+                                              "! [pixel] (http[://]evil[.]example/p[.]png)")

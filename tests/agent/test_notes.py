@@ -10,10 +10,10 @@ import pytest
 from mcp import Client
 
 from agent.commands.cli import main
+from agent.demo import ensure_demo_database
 from agent.errors import ConfigError
 from agent.notes import Notes, evidence_with_notes, notes_text, read_notes
 from mcp_server.config.command_line import parse_settings
-from mcp_server.config.demo import ensure_demo_database
 from mcp_server.config.server_settings import NotesSpec
 from tests.support.mcp import BOOK_GOLD, TOOL, run_server_expecting_exit
 from tests.support.mcp_in_process import build
@@ -130,8 +130,12 @@ def test_notes_too_long_or_for_an_unknown_alias_stop_start_up(tmp_path: Path) ->
         "limit of 100 (--max-notes-chars); shorten the notes or raise the limit\n")
     with pytest.raises(ConfigError) as info:
         build(tmp_path, ["--demo", "--notes", f"sales={notes}"], PolicyBackend(OraclePolicy(BOOK_GOLD)))
-    assert str(info.value) == (f"--notes sales={notes}: no database 'sales' is configured (the "
-                               "aliases are bookshop); use one of them")
+    assert str(info.value) == (f"--notes sales={notes}: no database 'sales' is configured; the "
+                               "aliases are bookshop")
+    with pytest.raises(ConfigError) as info:
+        build(tmp_path, ["--demo", "--notes", f"bookshp={notes}"], PolicyBackend(OraclePolicy(BOOK_GOLD)))
+    assert str(info.value) == (f"--notes bookshp={notes}: no database 'bookshp' is configured; did you mean "
+                               "'bookshop'?")
 
 
 def test_doctor_shows_the_size_of_notes(fake_ollama: Any, tmp_path: Path, capsys: Any) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.commands.doctor import telemetry_line
+from agent.install_hints import install_hint
 from agent.sqlite import create_database
 from agent.telemetry.setup import extra_installed, telemetry_plan
 from tests.support.console import console_script
@@ -53,7 +54,7 @@ def test_disabled_wins_and_a_missing_extra_is_a_warning() -> None:
         "[info] OpenTelemetry: off (OTEL_SDK_DISABLED is true)")
     assert line({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, installed=False) == (
         "[warn] OpenTelemetry: OTEL_EXPORTER_OTLP_ENDPOINT is set but the OpenTelemetry SDK is not installed, "
-        "so nothing is sent: pip install 'sqale-mcp[otel]'")
+        f"so nothing is sent: {install_hint('otel')}")
 
 
 def test_a_process_already_instrumented_is_left_as_it_is() -> None:

@@ -226,7 +226,9 @@ async def test_model_not_found(fake_ollama) -> None:
         "with `ollama create`.", id="any other error answer carries Ollama's message"),
     pytest.param(
         "fake_openai", "unused",
-        "{url} answered 404 (Not Found): it does not look like an Ollama server. Check --ollama-host / "
+        "{url} answered 404 (Not Found): it does not look like an Ollama server. If it is an "
+        "OpenAI-compatible engine (llama.cpp's llama-server, vLLM, SGLang, python -m llama_cpp.server), use "
+        "--backend openai --base-url {url} instead of --ollama-host; otherwise check --ollama-host / "
         "OLLAMA_HOST (the default is http://127.0.0.1:11434).",
         id="a 404 without a model in it means the address is wrong"),
 ])

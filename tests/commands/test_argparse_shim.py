@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
-from agent.commands.argparse_shim import option_groups, subcommands
+import pytest
+
+from agent.commands.argparse_shim import SuggestingParser, option_groups, subcommands
 
 PYTHON = f"Python {sys.version_info.major}.{sys.version_info.minor}"
 
@@ -50,3 +53,20 @@ def test_groups_and_subcommands_are_listed_as_help_shows_them() -> None:
     assert [p.prog for p in listed] == ["tool run", "tool run target now"]
     assert [(title, [a.dest for a in actions]) for title, actions in option_groups(listed[0])] == [
         ("positional arguments", ["target"])]
+
+
+def test_a_subcommand_is_parsed_by_a_parser_of_its_parents_class() -> None:
+    """SuggestingParser relies on argparse making each subcommand's parser of its parent's class and
+    calling its `parse_known_args`: an unknown option of a subcommand is then named by that subcommand."""
+    parser = SuggestingParser(prog="tool")
+    run = parser.add_subparsers(dest="command").add_parser("run")
+    run.add_argument("--fast", action="store_true")
+    assert type(run) is SuggestingParser, f"{PYTHON}: subcommand parsers are no longer of the parent's class"
+
+    def refuse(message: str) -> NoReturn:
+        raise ValueError(message)
+
+    run.fail = refuse  # type: ignore[method-assign]
+    with pytest.raises(ValueError) as refused:
+        parser.parse_args(["run", "--fsat"])
+    assert str(refused.value) == "unknown option --fsat; did you mean --fast?", PYTHON

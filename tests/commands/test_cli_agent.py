@@ -17,6 +17,7 @@ from agent.sqlite import create_database
 from tests.conftest import SHARED_DATA
 from tests.support.console import console_script, default_sigint
 from tests.support.databases import mount_read_only, wal_database
+from tests.support.mcp import BOOK_GOLD
 from tests.support.policies import DEFAULT_MODEL, OraclePolicy, ScriptedReply, ScriptPolicy, tool_call
 
 CHINOOK = SHARED_DATA / "dbs" / "Chinook_Sqlite.sqlite"
@@ -89,6 +90,20 @@ def test_ask_rejects_a_bad_database_path(fake_ollama, tmp_path, capsys) -> None:
     assert capsys.readouterr().err == f"sqale-agent ask: {tmp_path / 'none.db'}: no such file; check the path\n"
 
 
+def test_ask_and_tool_take_the_demo_database(fake_ollama, tmp_path, monkeypatch, capsys) -> None:
+    """`ask --demo` and `tool --demo` use the bookshop `sqale-mcp --demo` serves, built into the cache;
+    `--demo` and `--db` together are refused."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    server = fake_ollama(OraclePolicy(BOOK_GOLD))
+    assert main(["ask", "--demo", "--ollama-host", server.url, "--json", "How many books are there?"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == [[16]]
+    assert main(["tool", "--demo", "list_tables"]) == 0
+    assert capsys.readouterr().out == "authors, books, customers, order_items, orders (5 tables)\n"
+    with pytest.raises(SystemExit):
+        main(["ask", "--demo", "--db", "x.db", "q"])
+    assert capsys.readouterr().err.endswith("error: argument --db: not allowed with argument --demo\n")
+
+
 def test_doctor_shows_model_parameters_and_databases(fake_ollama, tmp_path, capsys) -> None:
     """doctor passes when the model exists and each database opens."""
     db = tmp_path / "t.sqlite"
@@ -101,6 +116,17 @@ def test_doctor_shows_model_parameters_and_databases(fake_ollama, tmp_path, caps
     assert ("[info] runtime slots: 1 (Ollama's one slot per model (OLLAMA_NUM_PARALLEL is not set "
             "here)): questions beyond that wait their turn\n") in out
     assert out.endswith("all checks passed\n")
+
+
+def test_doctor_never_says_all_passed_after_a_warning(fake_ollama, tmp_path, capsys) -> None:
+    """A warning (a database without tables) fails nothing, so doctor exits 0, but its last line counts
+    the warnings instead of saying every check passed."""
+    empty = create_database(tmp_path / "empty.sqlite", "CREATE TABLE t (x); DROP TABLE t;")
+    server = fake_ollama(OraclePolicy({}))
+    assert main(["doctor", "--ollama-host", server.url, "--db", str(empty)]) == 0
+    out = capsys.readouterr().out
+    assert f"[warn] database {empty.resolve()}: " in out and "all checks passed" not in out
+    assert out.endswith("no check failed; 1 warning above\n")
 
 
 def test_doctor_says_how_to_create_a_missing_model(fake_ollama, tmp_path, capsys) -> None:

@@ -110,11 +110,11 @@ def test_bad_database_path_exits_one(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_missing_db_option_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -> None:
-    """Without --db argparse stops with status 2."""
+    """Without --db (or --demo) argparse stops with status 2."""
     with pytest.raises(SystemExit) as stop:
         main(["tool", "list_tables"])
     assert stop.value.code == 2
-    assert "the following arguments are required: --db" in capsys.readouterr().err
+    assert "one of the arguments --db --demo is required" in capsys.readouterr().err
 
 
 def test_module_entry_point_in_a_subprocess(music: Path) -> None:

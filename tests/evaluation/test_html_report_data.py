@@ -34,6 +34,7 @@ from agent.evaluation.html_report.data import (
     tool_rounds,
     unmatched_rows,
 )
+from agent.evaluation.html_report.sections import run_settings
 from agent.evaluation.records import RowsPreview, TraceKind, read_records
 from tests.support.report_runs import run, run_a_policy, run_b_policy, write_dataset
 
@@ -188,3 +189,22 @@ def test_groups_aligned_for_two_runs():
         [GroupAccuracy("zoo", 1, 1), GroupAccuracy("shop", 1, 3), GroupAccuracy("farm", 0, 0)],
         [GroupAccuracy("zoo", 0, 0), GroupAccuracy("shop", 2, 3), GroupAccuracy("farm", 0, 2)])
 
+
+
+def test_early_stopped_samples_and_unset_slots_read_as_what_they_are(runs, tmp_path):
+    """A sample cancelled because the vote was decided is `stopped early`, not a backend error; runtime
+    slots left unset are the concurrency the run used, not `None`."""
+    lines = []
+    for line in runs["a"].read_text(encoding="utf-8").splitlines():
+        data = json.loads(line)
+        data["run"]["settings"].update(runtime_slots=None, concurrency=4)
+        if data["key"] == "3":
+            data["samples"][0].update(outcome="cancelled", status="cancelled", stop_reason=None)
+        lines.append(json.dumps(data))
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    loaded = load_run(edited)
+    assert stop_reason_mix(loaded) == {"submit_sql": 2, "tool_turns_used": 1,
+                                       "stopped early (the vote was decided)": 1}
+    settings = run_settings(loaded)
+    assert (settings["runtime slots"], settings["concurrency"]) == ("4 (the concurrency)", "4")

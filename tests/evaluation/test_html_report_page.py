@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.commands.cli import main
-from agent.evaluation.html_report import INSTALL_HINT
+from agent.install_hints import install_hint
 from agent.sqlite import create_database
 from tests.support.policies import OraclePolicy, SeedSwitchPolicy
 from tests.support.report_runs import HOSTILE, QUESTIONS, run, run_a_policy, run_b_policy, write_dataset
@@ -159,7 +159,7 @@ def test_without_matplotlib_the_error_says_what_to_install(results, tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "sqale-agent report: the HTML report draws its charts with matplotlib, which is not installed; "
-        f"run: {INSTALL_HINT}"]
+        f"run: {install_hint('report')}"]
     assert not (tmp_path / "x.html").exists()
 
 

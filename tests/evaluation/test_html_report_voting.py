@@ -86,7 +86,7 @@ def test_each_disagreeing_question_records_what_a_person_would_be_asked(results:
     right; Q2 (no SQL), Q3 (all agree) and Q4 (gold error) would ask nobody."""
     records = load_run(results).records
     assert [r.choice.model_dump() if r.choice else None for r in records] == [
-        {"options": ["3 (1 row) · 2 of 3 samples · from customer; column count(*)",
+        {"options": ["3 (1 row) · 2 of 3 samples · from customer; column count(∗)",
                      "42 (1 row) · 1 of 3 samples · column 42; no from customer"],
          "groups": [0, 1], "right": 1, "more": 0},
         {"options": ["Bob (1 row) · 2 of 3 samples · filter city = 'Rome'",

@@ -13,13 +13,13 @@ import pytest
 
 from agent.backends.base import SamplingSettings
 from agent.commands.cli import main
+from agent.demo import ensure_demo_database
 from agent.errors import BackendUnreachable
 from agent.evaluation.datasets import load_dataset, select_examples
 from agent.evaluation.runner import EvalSettings, evaluate
 from agent.sampling import run_samples, sample_seeds, seeded_backends
 from agent.sqlite import QueryResult, QueryStatus, create_database
 from agent.voting import Group, MatchRule, Tally, answer_key
-from mcp_server.config.demo import ensure_demo_database
 from tests.support.mcp import BOOK_GOLD
 from tests.support.policies import (
     OraclePolicy,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -91,3 +92,22 @@ async def test_the_installed_demo_answers_from_another_folder(wheel: Path, tmp_p
                               "import mcp_server; print(mcp_server.__file__)"],
                              cwd=elsewhere, env=uv_env(tmp_path), capture_output=True, text=True, timeout=600)
     assert located.returncode == 0 and not located.stdout.startswith(str(REPO)), located
+
+
+def test_a_uv_tool_install_is_told_a_command_that_adds_the_extra(wheel: Path, tmp_path: Path) -> None:
+    """`uv tool install WHEEL` without matplotlib: the report's hint is `uv tool install WHEEL --with
+    'matplotlib...'`, and running exactly that makes matplotlib importable in the tool's environment."""
+    env = uv_env(tmp_path, UV_TOOL_DIR=str(tmp_path / "tools"), UV_TOOL_BIN_DIR=str(tmp_path / "bin"),
+                 PYTHONPATH="")
+    uv = uv_tool()
+    subprocess.run([uv, "tool", "install", str(wheel)], env=env, capture_output=True, timeout=600, check=True)
+    python = str(tmp_path / "tools" / "sqale-mcp" / "bin" / "python")
+    said = subprocess.run([python, "-c", "from agent.evaluation.html_report import require_plotting; "
+                                         "require_plotting()"], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    hint = said.stderr.strip().splitlines()[-1].partition("run: ")[2]
+    assert hint == f"uv tool install {wheel} --with 'matplotlib<4,>=3.8'", said.stderr
+    subprocess.run([uv, *shlex.split(hint)[1:]], env=env, capture_output=True, timeout=600, check=True)
+    done = subprocess.run([python, "-c", "import matplotlib"], env=env, cwd=tmp_path, capture_output=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr

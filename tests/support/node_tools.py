@@ -17,9 +17,15 @@ def node_tool(name: str, package: str) -> Path:
     install it, when it is absent (no npm on this machine, or .ci/run not run)."""
     path = NODE_BIN / name
     if not path.is_file():
-        pytest.skip(f"{path} is absent; install it with `npm install --prefix .ci/node node@22 {package}` "
+        pytest.skip(f"{path} is absent; install it with `{install_command(package)}` "
                     "(.ci/run does when npm is present)")
     return path
+
+
+def install_command(package: str) -> str:
+    """The npm command that puts `package` under .ci/node with Node.js 22 (named once)."""
+    packages = " ".join(dict.fromkeys(("node@22", package)))
+    return f"npm install --prefix .ci/node {packages}"
 
 
 def node_env(base: dict[str, str] | None = None) -> dict[str, str]:

@@ -115,6 +115,20 @@ async def test_a_miss_falls_to_the_model_and_says_why_when_a_templates_words_fit
             assert got.not_served == note
 
 
+async def test_a_number_that_would_be_rounded_falls_to_the_model(tmp_path: Path, database: Database) -> None:
+    """A number slot never binds a rounded value: 0.99999999999999999 is not served as 1.0 (0 rows where
+    the question asks for every order); an exact one is bound as written."""
+    above = template("Which orders are above {amount}?",
+                     "SELECT id FROM orders WHERE amount > :amount ORDER BY id", amount={"type": "number"})
+    library = library_of(tmp_path, above)
+    for text in ("0.99999999999999999", "4.99999999999999999999", "9223372036854775808"):
+        got = await ask(library, database, f"Which orders are above {text}?")
+        assert (got.answer, got.template_miss) == (None, TemplateMiss.SLOT_NOT_READ), text
+        assert got.not_served is not None and f'"{text}" is not ' in got.not_served
+    got = await ask(library, database, "Which orders are above 9.5?")
+    assert got.answer is not None and [tuple(r) for r in got.answer.rows] == [(1,), (2,), (3,)]
+
+
 async def test_ambiguity_is_a_miss(tmp_path: Path, database: Database) -> None:
     """Two templates fitting, a date read two ways, a value matching two spellings: the model answers."""
     other_month = template("How many orders shipped in {when}?", MONTH_SQL.replace(":month", ":when"),

@@ -54,6 +54,46 @@ def test_other_text_reads_as_nothing_and_says_what_the_type_reads(kind: SlotType
     assert reading.values == () and reading.why_not is not None and reading.why_not.startswith("is not ")
 
 
+@pytest.mark.parametrize(("kind", "text", "values"), [
+    (T.NUMBER, "0.1", (0.1,)), (T.NUMBER, "0.30000000000000004", (0.30000000000000004,)),
+    (T.NUMBER, "-0.0", (-0.0,)), (T.NUMBER, "5.00", (5.0,)), (T.NUMBER, "100000000000000000000.0", (1e20,)),
+    (T.NUMBER, "9223372036854775807", (2**63 - 1,)), (T.NUMBER, "-9,223,372,036,854,775,808", (-(2**63),)),
+    (T.INTEGER, "9223372036854775807", (2**63 - 1,)),
+])
+def test_a_number_is_read_when_the_value_bound_is_the_number_written(
+        kind: SlotType, text: str, values: tuple[Any, ...]) -> None:
+    """A decimal reads as the float that prints as it (0.1), an integer up to SQLite's 64-bit range."""
+    assert read_slot(kind, text) == Reading(values)
+
+
+@pytest.mark.parametrize(("kind", "text", "why"), [
+    (T.NUMBER, "0.99999999999999999", "is not a number SQLite holds exactly (it would be rounded to 1.0)"),
+    (T.NUMBER, "1.00000000000000001", "is not a number SQLite holds exactly (it would be rounded to 1.0)"),
+    (T.NUMBER, "0.3000000000000000444", "is not a number SQLite holds exactly (it would be rounded to "
+                                        "0.30000000000000004)"),
+    (T.NUMBER, "123456789012345678.5", "is not a number SQLite holds exactly (it would be rounded to "
+                                       "1.2345678901234568e+17)"),
+    (T.NUMBER, "-99,999,999,999,999,999.25", "is not a number SQLite holds exactly (it would be rounded "
+                                             "to -1e+17)"),
+    (T.NUMBER, "9223372036854775808", "is not a whole number SQLite holds (from -9,223,372,036,854,775,808 "
+                                      "to 9,223,372,036,854,775,807)"),
+    (T.NUMBER, "-9223372036854775809", "is not a whole number SQLite holds (from -9,223,372,036,854,775,808 "
+                                       "to 9,223,372,036,854,775,807)"),
+    (T.INTEGER, "18,446,744,073,709,551,616", "is not a whole number SQLite holds (from "
+                                              "-9,223,372,036,854,775,808 to 9,223,372,036,854,775,807)"),
+    (T.TOP, "99999999999999999999", "is not a whole number SQLite holds (from -9,223,372,036,854,775,808 "
+                                    "to 9,223,372,036,854,775,807)"),
+] + [(T.NUMBER, text, "is not a number such as 12, 2.5 or 1,200.75") for text in (
+    "1e400", "1e3", "1E-5", "NaN", "nan", "Infinity", "-inf", "1_000", "0x10", "0b1", "0o7", "+1", "+1.5",
+    "１２", "１.５", "٣.٥", "1.", ".5", "1..5", "1.2.3", "1,0000.5", "0.5e0", " 1.5", "1.5 ", "1.5\n",
+    "9" * 41, "1." + "0" * 40)])
+def test_a_number_that_would_be_rounded_or_is_past_sqlites_range_reads_as_none(
+        kind: SlotType, text: str, why: str) -> None:
+    """Rounding would bind another number (0.99999999999999999 as 1.0) and answer another question:
+    such a text, an integer past SQLite's 64-bit range, and other spellings read as no value."""
+    assert read_slot(kind, text) == Reading(why_not=why)
+
+
 def test_bounds_refuse_a_value_outside_them_and_top_starts_at_one() -> None:
     """min and max bound the numeric types; a top count is at least 1 unless its bounds say otherwise."""
     assert read_slot(T.INTEGER, "12", minimum=1, maximum=10) == Reading(why_not="is not between 1 and 10")

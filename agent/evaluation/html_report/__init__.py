@@ -16,13 +16,13 @@ from pathlib import Path
 
 from ...errors import ConfigError
 from .cache_reuse import cache_section
-from .charts import INSTALL_HINT, plotting_available, require_plotting
+from .charts import plotting_available, require_plotting
 from .data import DIFFICULTY, Run, label_groupings, load_run, pair_runs, run_summary
 from .episodes import browser, esc
 from .page import document
 from .sections import comparison_charts, comparison_headline, flipped, headline, run_charts
 
-__all__ = ["INSTALL_HINT", "Run", "build_comparison_page", "build_run_page", "default_report_path",
+__all__ = ["Run", "build_comparison_page", "build_run_page", "default_report_path",
            "load_run", "plotting_available", "require_plotting", "write_report"]
 
 

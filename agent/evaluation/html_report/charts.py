@@ -1,6 +1,6 @@
 """The report's charts: matplotlib figures rendered to inline SVG that follows the page's colours.
 
-matplotlib is an optional extra (`sqale-mcp[report]`): `require_plotting` says how to get it.
+matplotlib is an optional extra (`report`): `require_plotting` says how to add it to this installation.
 Text stays text in the SVG (`svg.fonttype: none`), so it is small and takes the page font. Axes
 and labels are drawn in placeholder colours that become CSS variables, so one SVG reads well in
 light and dark mode. Every function takes plain numbers from `data` and returns an SVG string.
@@ -17,12 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError
+from ...install_hints import install_hint
 from .data import Distribution, GroupAccuracy, ToolRounds, histogram
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-INSTALL_HINT = "pip install 'sqale-mcp[report]'"
 # Placeholder colours replaced by CSS variables after rendering (see the page's stylesheet).
 _FG, _MUTED, _GRID = "#010203", "#040506", "#070809"
 _THEME = {_FG: "var(--fg)", _MUTED: "var(--muted)", _GRID: "var(--grid)"}
@@ -54,7 +54,7 @@ def require_plotting() -> None:
     """Raise ConfigError with the install command when matplotlib is missing."""
     if not plotting_available():
         raise ConfigError(f"the HTML report draws its charts with matplotlib, which is not installed; "
-                          f"run: {INSTALL_HINT}")
+                          f"run: {install_hint('report')}")
 
 
 def accuracy_chart(groups: Sequence[GroupAccuracy], *, salt: str) -> str:

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import ConfigError
-from ..records import BACKEND_ERROR_STATUS, QuestionRecord, RowsPreview, SampleRecord, read_records
+from ..records import BACKEND_ERROR_STATUS, Outcome, QuestionRecord, RowsPreview, SampleRecord, read_records
 from ..summary import DIFFICULTY_ORDER, SUMMARY_SUFFIX, Summary, results_path_for, summarize
 
 FINAL_ROUND = "final"
 NO_STOP_REASON = "none (backend error)"
+STOPPED_EARLY = "stopped early (the vote was decided)"  # a sample cancelled once a majority agreed
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,8 @@ def status_mix(run: Run) -> dict[str, int]:
 
 def stop_reason_mix(run: Run) -> dict[str, int]:
     """Episodes by why the exploration ended."""
-    return count(s.stop_reason or NO_STOP_REASON for s in run.episodes)
+    return count(s.stop_reason or (STOPPED_EARLY if s.outcome is Outcome.CANCELLED else NO_STOP_REASON)
+                 for s in run.episodes)
 
 
 def outcome_mix(run: Run) -> dict[str, int]:

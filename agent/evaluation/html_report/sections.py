@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ..records import QuestionRecord
 from ..summary import Summary
@@ -92,8 +92,17 @@ def run_settings(run: Run) -> dict[str, str]:
     out["started"] = starts[0] + resumed
     out["backend"] = _joined(i.backend or "-" for i in infos)
     for key in dict.fromkeys(k for i in infos for k in i.settings):
-        out[key.replace("_", " ")] = _joined(str(i.settings.get(key, "-")) for i in infos)
+        out[key.replace("_", " ")] = _joined(_setting_text(key, i.settings) for i in infos)
     return out
+
+
+def _setting_text(key: str, settings: Mapping[str, object]) -> str:
+    """A recorded setting as the page shows it: `-` when absent or unset; the runtime slots, unset,
+    are the concurrency (what the run used)."""
+    value = settings.get(key)
+    if value is None and key == "runtime_slots" and settings.get("concurrency") is not None:
+        return f"{settings['concurrency']} (the concurrency)"
+    return "-" if value is None else str(value)
 
 
 def _joined(values: Iterable[str]) -> str:

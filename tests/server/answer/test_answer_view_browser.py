@@ -185,6 +185,17 @@ def disagreeing(sql: str) -> ScriptPolicy:
                          assistant_reply("answer", tool_call("submit_sql", sql=sql))])
 
 
+def test_no_ask_again_after_an_error_more_samples_cannot_fix(host, tmp_path):
+    """The model runtime is unreachable: the view shows the error and offers no "Ask again with 5
+    samples" (five calls to a runtime that is down fail five times); it offers it after an answer."""
+    html, [down] = answers(tmp_path, ["--demo", "--ollama-host", "http://127.0.0.1:9"],
+                           {"question": "How many books are there?"})
+    assert down["structuredContent"]["stop_reason"] == "backend_unreachable"
+    host.show(html, {"question": "How many books are there?"}, down)
+    host.wait_view("document.querySelector('.badge')")
+    assert host.view("document.querySelector('button.ask-again')") is None
+
+
 def test_ask_again_with_five_samples_shows_the_agreement(host, tmp_path, fake_ollama, shots):
     """The button calls the tool with samples=5 through the host; the answer says 3 of 5 agree."""
     oracle = OraclePolicy(GOLD)

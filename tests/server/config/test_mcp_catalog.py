@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.demo import DEMO_ALIAS, ensure_demo_database
 from agent.errors import ConfigError
 from agent.sqlite import Database, HideRules, WorkerLimits, create_database
 from mcp_server.config.catalog import (
@@ -20,7 +21,6 @@ from mcp_server.config.catalog import (
     tool_description,
 )
 from mcp_server.config.command_line import parse_settings
-from mcp_server.config.demo import DEMO_ALIAS, ensure_demo_database
 from mcp_server.config.limits import AnswerLimits
 from mcp_server.config.server_settings import DatabaseSpec
 from tests.support.server_settings import make_db

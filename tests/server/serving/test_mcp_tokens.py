@@ -84,6 +84,8 @@ def test_token_table_checks_scopes_and_finds_callers(tmp_path: Path) -> None:
     assert Caller("a", ("sales",)).visible(("hr", "sales")) == ("sales",)
     with pytest.raises(ConfigError, match=r"tokens\.a: database 'sales' is not configured; configured: hr"):
         token_table(settings, ("hr",))
+    with pytest.raises(ConfigError, match=r"database 'sales' is not configured; did you mean 'saels'\?"):
+        token_table(settings, ("saels", "hr"))
 
 
 def test_two_tokens_with_one_value_are_refused(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from agent.sqlite import create_database
+from .sqlite import create_database
 
 DEMO_ALIAS = "bookshop"
 DEMO_VERSION = 1

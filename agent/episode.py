@@ -30,6 +30,7 @@ class StopReason(StrEnum):
     TOKEN_BUDGET = "token_budget"  # the episode token budget ran out
     NO_CALL = "no_tool_call"  # a tool turn answered with SQL that ran, instead of calls
     NO_TABLES = "no_readable_tables"  # the database shows no table or view: the model was not asked
+    TIME_UP = "time_up"  # told to answer now (its time nearly up): the final turn came early
     VERIFIED = "verified_answer"  # the question was answered from the verified library: no exploration
 
 

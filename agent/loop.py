@@ -17,6 +17,10 @@ Choices beyond the protocol (agent-protocol.md), each documented where it is mad
   the prompt (`<|im_start|>` is also a stop string; this catches runtimes that ignore stops).
 - Each round is a `sqale.round` span and each tool call an `execute_tool` span under it
   (agent/telemetry/steps.py); the model call's span is the backend's (agent/backends/traced.py).
+- `finish_now` (an event the caller sets when time is nearly up: the question's time limit, or a
+  host that will not call again) ends exploration: before a tool turn, or by cutting that turn's
+  model request, the unanswered user turn becomes the final one in the words of a spent tool-turn
+  budget (StopReason.TIME_UP), so the model answers with what it has, as it was trained to.
 - Tokens: whole-prompt and incremental (KV-cache) prompt counts are both handled
   (`context_after`); text not yet counted by the runtime is estimated at 4 characters a token.
   A tool turn needs at least final_turn_min_tokens of room besides the reserve; the final
@@ -31,6 +35,8 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+
+import anyio
 
 from . import tools
 from .backends.base import Completion, ModelBackend
@@ -126,9 +132,14 @@ def schema_reads(schema: Schema, result: QueryResult) -> tuple[tuple[str, ...], 
 async def run_episode(question: str, database: Database, backend: ModelBackend, *,
                       evidence: str | None = None, prompts: PromptSet = DEFAULT_PROMPTS,
                       settings: EpisodeSettings = DEFAULT_EPISODE_SETTINGS,
-                      on_round: Callable[[Round], Awaitable[None]] | None = None) -> EpisodeResult:
-    """Answer `question` on `database` with the model; BackendError and cancellation propagate."""
-    episode = _Episode(question, evidence, database, backend, prompts, settings, on_round)
+                      on_round: Callable[[Round], Awaitable[None]] | None = None,
+                      finish_now: anyio.Event | None = None) -> EpisodeResult:
+    """Answer `question` on `database` with the model; BackendError and cancellation propagate.
+
+    Once `finish_now` is set, the next tool turn (or the one whose request is under way) gives way
+    to the final turn.
+    """
+    episode = _Episode(question, evidence, database, backend, prompts, settings, on_round, finish_now)
     return await episode.play()
 
 
@@ -137,8 +148,10 @@ class _Episode:
 
     def __init__(self, question: str, evidence: str | None, database: Database,
                  backend: ModelBackend, prompts: PromptSet, settings: EpisodeSettings,
-                 on_round: Callable[[Round], Awaitable[None]] | None) -> None:
+                 on_round: Callable[[Round], Awaitable[None]] | None,
+                 finish_now: anyio.Event | None = None) -> None:
         self.question, self.evidence = question, evidence
+        self.finish_now = finish_now
         self.database, self.backend = database, backend
         self.prompts, self.settings, self.on_round = prompts, settings, on_round
         self.prompt = ""
@@ -194,9 +207,59 @@ class _Episode:
         self.used = context_after(self.used, estimate_tokens(self.pending), completion)
         return completion, seconds
 
+    async def _complete_unless_finishing(self, max_tokens: int) -> tuple[Completion, float] | None:
+        """A tool turn's completion; None when `finish_now` is set before it, or while it is made
+        (the request is then cut: its engine slot is freed at once)."""
+        finish_now = self.finish_now
+        if finish_now is None:
+            return await self._complete(max_tokens)
+        if finish_now.is_set():
+            return None
+        made: tuple[Completion, float] | None = None
+        failed: Exception | None = None
+        async with anyio.create_task_group() as group:
+
+            async def cut() -> None:
+                await finish_now.wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(cut)
+            try:
+                made = await self._complete(max_tokens)
+            except Exception as exc:  # raised below as itself, not inside the group's ExceptionGroup
+                failed = exc
+            group.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
+        return made
+
+    def _final_now(self) -> None:
+        """Turn the user turn the model has not answered yet into the final one, worded exactly as
+        when the tool turns are spent (the trained environment's "You have reached the exploration
+        limit..."), with the results it carried."""
+        spent = StopReason.TOOL_TURNS
+        environment = self.settings.environment
+        if not self.rounds:
+            self.prompt = self.pending = render_initial_prompt(
+                self.prompts, self.question, self.evidence, final=True, final_reason=spent,
+                environment=environment)
+            return
+        last = self.rounds[-1]
+        results = [(record.call, record.text) for record in last.calls]
+        message = render_round_message(environment, results, list(last.notes),
+                                       self.settings.max_tool_turns - self.tool_turns, final=True,
+                                       final_reason=spent, last_ok_sql=self.last_ok_sql)
+        answered = self.prompt[:len(self.prompt) - len(self.pending)]  # up to the last completion
+        self.prompt = continue_prompt(answered, "", message)
+        self.pending = self.prompt[len(answered):]
+
     async def _tool_turn(self) -> tuple[StopReason | None, _Answer | None]:
         """One tool round; returns why exploration ended (None: go on) and an answer if one came."""
-        completion, model_seconds = await self._complete(self._tool_tokens(self.pending))
+        made = await self._complete_unless_finishing(self._tool_tokens(self.pending))
+        if made is None:  # told to answer now: the final turn comes next
+            self._final_now()
+            return StopReason.TIME_UP, None
+        completion, model_seconds = made
         self.tool_turns += 1
         parsed = parse_completion(completion.text)
         records, submitted = await self._run_calls(parsed.calls)

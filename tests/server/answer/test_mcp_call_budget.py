@@ -13,6 +13,7 @@ import pytest
 from mcp import Client
 from mcp_types import CallToolResult, ElicitResult
 
+from mcp_server.app import SqaleServer
 from tests.support.choosing import BOOKS, OLD_BOOKS, SEED_FLAGS, accept, disagreeing_policy
 from tests.support.mcp import BOOK_GOLD, TOOL
 from tests.support.mcp_in_process import build, error_text, metric, valid_answer
@@ -41,6 +42,16 @@ async def until(check: Any, timeout: float = 30) -> None:
             await anyio.sleep(0.02)
 
 
+def held_server(tmp_path: Path, fake_ollama: Any, *flags: str) -> tuple[Any, SqaleServer, Path]:
+    """The oracle behind a fake runtime holding every model request (until `release()`), a server on
+    it with `flags` and an episode log: the runtime, the server and the log's path."""
+    fake = fake_ollama(OraclePolicy(BOOK_GOLD))
+    log = tmp_path / "episodes.jsonl"
+    server = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--episode-log", str(log), *flags])
+    fake.hold()
+    return fake, server, log
+
+
 async def ask_until_answered(client: Client, arguments: dict[str, Any], most: int = 20) -> list[CallToolResult]:
     """Call the tool with the same arguments until it answers (as an assistant told `working` does)."""
     results = []
@@ -56,11 +67,7 @@ async def test_a_slow_question_says_working_and_the_same_call_gets_its_answer(tm
     """Held at the model past a 2 s budget, the call says `working` (a success, valid against the output
     schema, telling the assistant what to do); called again, it waits for that same question: its three
     model requests are made once, and the log says so."""
-    fake = fake_ollama(OraclePolicy(BOOK_GOLD))
-    log = tmp_path / "episodes.jsonl"
-    server = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--call-budget", "2",
-                              "--episode-log", str(log)])
-    fake.hold()
+    fake, server, log = held_server(tmp_path, fake_ollama, "--call-budget", "2")
     async with Client(server) as client:
         with anyio.fail_after(30):  # the held request would never end: the budget ends the call
             first = await client.call_tool(TOOL, COUNT)
@@ -90,11 +97,7 @@ async def test_a_persons_cancel_stops_the_question_and_frees_the_engine(tmp_path
                                                                        fake_ollama: Any) -> None:
     """The call waiting on a question that outlived its first call is cancelled: the question stops, its
     model request is closed, its line says so; the same question asked again starts afresh."""
-    fake = fake_ollama(OraclePolicy(BOOK_GOLD))
-    log = tmp_path / "episodes.jsonl"
-    server = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--call-budget", "2",
-                              "--episode-log", str(log)])
-    fake.hold()
+    fake, server, log = held_server(tmp_path, fake_ollama, "--call-budget", "2")
     async with Client(server) as client:
         assert valid_answer(await client.call_tool(TOOL, COUNT))["status"] == "working"
         async with anyio.create_task_group() as group:
@@ -113,11 +116,7 @@ async def test_a_persons_cancel_stops_the_question_and_frees_the_engine(tmp_path
 async def test_a_question_nobody_asks_again_is_stopped_after_the_working_timeout(tmp_path: Path,
                                                                                  fake_ollama: Any) -> None:
     """No call comes back within --working-timeout: the question is cancelled and its engine freed."""
-    fake = fake_ollama(OraclePolicy(BOOK_GOLD))
-    log = tmp_path / "episodes.jsonl"
-    server = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--call-budget", "1",
-                              "--working-timeout", "1", "--episode-log", str(log)])
-    fake.hold()
+    fake, server, log = held_server(tmp_path, fake_ollama, "--call-budget", "1", "--working-timeout", "1")
     async with Client(server) as client:
         assert valid_answer(await client.call_tool(TOOL, COUNT))["status"] == "working"
         assert await fake.await_disconnects(1, timeout=20)
@@ -131,10 +130,7 @@ async def test_a_question_nobody_asks_again_is_stopped_after_the_working_timeout
 async def test_a_token_holds_at_most_its_working_questions(tmp_path: Path, fake_ollama: Any) -> None:
     """With --token-max-working 1, a second question is refused while the first is being answered,
     saying to ask that one again; asking it again is no new question and gets its answer."""
-    fake = fake_ollama(OraclePolicy(BOOK_GOLD))
-    server = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--call-budget", "1",
-                              "--token-max-working", "1"])
-    fake.hold()
+    fake, server, _ = held_server(tmp_path, fake_ollama, "--call-budget", "1", "--token-max-working", "1")
     async with Client(server) as client:
         assert valid_answer(await client.call_tool(TOOL, COUNT))["status"] == "working"
         refused = await client.call_tool(TOOL, {"question": AUTHORS})
@@ -204,9 +200,7 @@ async def test_a_drain_waits_for_a_working_question_and_its_next_call_still_gets
         tmp_path: Path, fake_ollama: Any) -> None:
     """SIGTERM's drain counts a question whose call said `working`: a new question is refused, but the
     same one asked again waits for its answer, and the drain ends with it, nothing cancelled."""
-    fake = fake_ollama(OraclePolicy(BOOK_GOLD))
-    server = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--call-budget", "2"])
-    fake.hold()
+    fake, server, _ = held_server(tmp_path, fake_ollama, "--call-budget", "2")
     async with Client(server) as client:
         assert valid_answer(await client.call_tool(TOOL, COUNT))["status"] == "working"
         drained: list[Any] = []

@@ -218,3 +218,24 @@ async def test_a_drain_waits_for_a_working_question_and_its_next_call_still_gets
 async def _drain(server: Any, drained: list[Any]) -> None:
     """SIGTERM's drain (serving/draining.py), as the HTTP server runs it."""
     drained.append(await server.gate.drain(60))
+
+
+async def test_2026_07_28_a_working_call_then_the_form_through_input_required(tmp_path: Path,
+                                                                            fake_ollama: Any) -> None:
+    """2026-07-28: the samples outlast the first call (`working`); the next call of the question ends with
+    the form (input_required), and the client's retry with the person's choice gets that answer."""
+    fake = fake_ollama(disagreeing_policy())
+    server = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--call-budget", "2", *SEED_FLAGS])
+    fake.hold()
+
+    async def reply(context: Any, params: Any) -> ElicitResult:
+        return accept("2")
+
+    async with Client(server, mode="auto", elicitation_callback=reply) as client:  # type: ignore[arg-type]
+        assert client.protocol_version == "2026-07-28"
+        assert valid_answer(await client.call_tool(TOOL, COUNT))["status"] == "working"
+        fake.release()
+        answered = await ask_until_answered(client, COUNT)  # the SDK answers input_required itself
+    chosen = valid_answer(answered[-1])
+    assert (chosen["sql"], chosen["chosen_by"], chosen["asked"]["reply"]) == (OLD_BOOKS, "user", "chose")
+    assert len(questions_of(fake, BOOKS)) == 8

@@ -230,7 +230,7 @@ async def main() -> None:
         calls = [c.get("status") or c["error"]["message"] for c in first["calls"]]
         print(f"\ncancel: the slow question's calls {calls}; its line: {stopped}; engine requests closed: "
               f"{closed}; the next question (one runtime slot) answered in {len(second['calls'])} call(s), "
-              f"{second['calls'][-1]['seconds']:.1f} s, status {second['calls'][-1].get('status')}")
+              f"{second['calls'][-1]['seconds']:.2f} s, status {second['calls'][-1].get('status')}")
 
 
 if __name__ == "__main__":

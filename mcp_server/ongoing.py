@@ -35,8 +35,6 @@ logger = logging.getLogger(__name__)
 
 ReportProgress = Callable[[float, float | None, str | None], Awaitable[None]]
 SendForm = Callable[[str, dict[str, Any]], Awaitable[Any]]
-# What a call's progress channel raises once its client has gone: that call stops hearing, the work goes on.
-GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError)
 
 
 @dataclass(frozen=True)
@@ -124,24 +122,17 @@ class Ongoing:
         await self._changed.wait()
 
     async def report(self, progress: float, total: float | None, message: str | None) -> None:
-        """Send a progress notification to every call waiting on it (a call whose client has gone
-        stops hearing; the work goes on), and keep it for the next call to come."""
+        """Send a progress notification to every call waiting on it, and keep it for the next call to
+        come. (The SDK drops a notification to a client that has gone, with a debug log: it never
+        fails the work.)"""
         self._last_report = (progress, total, message)
-        for number, waiter in list(self.waiters.items()):
-            try:
-                await waiter.report(progress, total, message)
-            except GONE:
-                logger.debug("call %d of question %s no longer hears its progress", number, self.question_id)
-                self.waiters.pop(number, None)
+        for waiter in list(self.waiters.values()):
+            await waiter.report(progress, total, message)
 
     async def greet(self, waiter: Waiter) -> None:
         """Tell a call that has just come where the question stands (the last progress sent)."""
         if self._last_report is not None:
-            progress, total, message = self._last_report
-            try:
-                await waiter.report(progress, total, message)
-            except GONE:
-                logger.debug("a call of question %s left before it heard its progress", self.question_id)
+            await waiter.report(*self._last_report)
 
     async def send_form(self, message: str, schema: dict[str, Any]) -> Any:
         """2025-11-25: send the form through a call waiting on the question (the next one to come,

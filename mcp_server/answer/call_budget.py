@@ -109,9 +109,10 @@ async def wait_for_answer(server_state: ServerState, work: Ongoing, waiter: Wait
     another call waits on it, and the cancellation goes on.
     """
     settings = server_state.settings
-    number = work.attach(waiter)
+    number: int | None = None
     try:
-        await work.greet(waiter)
+        await work.greet(waiter)  # before it hears the question's next progress, which is higher
+        number = work.attach(waiter)
         if settings.call_budget <= 0:
             await work.done.wait()
             return True
@@ -130,13 +131,15 @@ async def wait_for_answer(server_state: ServerState, work: Ongoing, waiter: Wait
             await work.done.wait()
         return work.done.is_set()
     except anyio.get_cancelled_exc_class():
-        work.detach(number)
+        if number is not None:
+            work.detach(number)
         if not work.waiters:
             server_state.ongoing.cancel(work, "call_cancelled")
         question_trace().finish(*CANCELLED["call_cancelled"][0])  # this call's span, ended here
         raise
     finally:
-        work.detach(number)
+        if number is not None:
+            work.detach(number)
 
 
 def working_answer(server_state: ServerState, work: Ongoing, call: QuestionCall) -> AnswerOutput:

@@ -239,3 +239,17 @@ async def test_2026_07_28_a_working_call_then_the_form_through_input_required(tm
     chosen = valid_answer(answered[-1])
     assert (chosen["sql"], chosen["chosen_by"], chosen["asked"]["reply"]) == (OLD_BOOKS, "user", "chose")
     assert len(questions_of(fake, BOOKS)) == 8
+
+
+async def test_a_question_counts_once_in_its_tokens_quota(tmp_path: Path, fake_ollama: Any) -> None:
+    """--token-per-minute 1: the question's later calls are no new episodes (they wait for the one
+    running), while another question within the minute is refused."""
+    fake, server, _ = held_server(tmp_path, fake_ollama, "--call-budget", "1", "--token-per-minute", "1")
+    async with Client(server) as client:
+        assert valid_answer(await client.call_tool(TOOL, COUNT))["status"] == "working"
+        assert valid_answer(await client.call_tool(TOOL, COUNT))["status"] == "working"
+        other = await client.call_tool(TOOL, {"question": AUTHORS})
+        assert error_text(other).startswith("Too many questions: token 'local' may ask 1 per minute.")
+        fake.release()
+        answered = await ask_until_answered(client, COUNT)
+    assert valid_answer(answered[-1])["rows"] == [[16]]

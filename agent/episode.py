@@ -32,6 +32,7 @@ class StopReason(StrEnum):
     # No tool turn held a call (or an attempt at one): not the trained agent, or a rebuilt prompt.
     NEVER_CALLED = "never_called_a_tool"
     NO_TABLES = "no_readable_tables"  # the database shows no table or view: the model was not asked
+    TIME_UP = "time_up"  # told to answer now (its time nearly up): the final turn came early
     VERIFIED = "verified_answer"  # the question was answered from the verified library: no exploration
 
 

@@ -174,3 +174,12 @@ def last_reply_excerpt(result: EpisodeResult, limit: int = LAST_REPLY_CHARS) -> 
     if len(thought) <= limit:
         return thought
     return "…" + thought[len(thought) - limit + 1:]  # where it stopped says most
+
+
+def never_called(rounds: int) -> str:
+    """Why an episode whose tool turns held no call has no answer, and what to check."""
+    return (f"no answer: the model called no tool in {rounds} rounds, so it never looked at the database. "
+            "That is a problem of the model or its runtime, not of the question: another model may be "
+            "served under this model's name, an Ollama Modelfile whose TEMPLATE is not the raw "
+            "{{ .Prompt }} may rewrite the prompt, or a chat endpoint may rebuild it; run "
+            "`sqale-agent doctor`, which asks the model one question and checks that it calls a tool")

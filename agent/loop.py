@@ -27,23 +27,26 @@ Choices beyond the protocol (agent-protocol.md), each documented where it is mad
   the prompt (`<|im_start|>` is also a stop string; this catches runtimes that ignore stops).
 - Each round is a `sqale.round` span and each tool call an `execute_tool` span under it
   (agent/telemetry/steps.py); the model call's span is the backend's (agent/backends/traced.py).
-- Tokens: whole-prompt and incremental (KV-cache) prompt counts are both handled
-  (`context_after`); text not yet counted by the runtime is estimated at 4 characters a token.
-  A tool turn needs at least final_turn_min_tokens of room besides the reserve; the final
-  turn always gets at least final_turn_min_tokens.
+- `finish_now` (an event the caller sets when time is nearly up: the question's time limit, or a
+  host that will not call again) ends exploration: before a tool turn, or by cutting that turn's
+  model request, the unanswered user turn becomes the final one in the words of a spent tool-turn
+  budget (StopReason.TIME_UP), so the model answers with what it has, as it was trained to.
+- Tokens are counted and each turn's share given as agent/engine_fit.py says.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
+import anyio
+
 from . import tools
 from .backends.base import Completion, ModelBackend
+from .engine_fit import context_after, estimate_tokens, final_turn_tokens, tool_turn_tokens
 from .episode import (
     CallRecord,
     EpisodeResult,
@@ -53,7 +56,7 @@ from .episode import (
     StopReason,
     ToolCall,
 )
-from .episode_text import BUSY_ADVICE, REPHRASE_ADVICE
+from .episode_text import never_called
 from .prompt import (
     DEFAULT_PROMPTS,
     PromptSet,
@@ -64,55 +67,12 @@ from .prompt import (
     render_round_message,
 )
 from .replies import ParsedCompletion, parse_completion, read_final_sql, sql_argument
-from .sqlite import Database, QueryResult, QueryStatus, Schema
+from .sql_answer import TIMED_OUT, Answer, Settling
+from .sqlite import Database, QueryResult, QueryStatus
 from .telemetry.gate import round_played, round_span, tool_span
 from .text import replace_lone_surrogates
 
-# Rough size of a token, only for text the runtime has not counted yet (the next user turn).
-CHARS_PER_TOKEN = 4
-TIMED_OUT = frozenset({QueryStatus.TIMEOUT, QueryStatus.KILLED})
 DEFAULT_EPISODE_SETTINGS = EpisodeSettings()
-
-
-def estimate_tokens(text: str) -> int:
-    """A rough token count for text the runtime has not reported on yet."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
-def context_after(used: int, pending_estimate: int, completion: Completion) -> int:
-    """Episode tokens after a completion, whether the runtime reports whole or incremental prompts."""
-    # A whole-prompt count can never be smaller than the context already used; a smaller
-    # one is what a runtime reusing its KV cache reports: only the newly evaluated tokens.
-    # A runtime that reports no prompt count at all (0) gets our estimate of the new text.
-    if completion.prompt_tokens >= used and completion.prompt_tokens > 0:
-        return completion.prompt_tokens + completion.completion_tokens
-    new_prompt = completion.prompt_tokens or pending_estimate
-    return used + new_prompt + completion.completion_tokens
-
-
-def tool_turn_tokens(settings: EpisodeSettings, used: int, pending_estimate: int) -> int:
-    """num_predict for a tool turn; below final_turn_min_tokens there is no room for one."""
-    left = settings.token_budget - used - pending_estimate - settings.final_turn_min_tokens
-    return min(settings.max_turn_tokens, left)
-
-
-def final_turn_tokens(settings: EpisodeSettings, used: int, pending_estimate: int) -> int:
-    """num_predict for the final turn: what is left, but never less than the reserved minimum."""
-    left = settings.token_budget - used - pending_estimate
-    return max(settings.final_turn_min_tokens, min(settings.max_turn_tokens, left))
-
-
-@dataclass(frozen=True)
-class _Answer:
-    """The SQL an episode ends with and how it came about."""
-
-    sql: str | None
-    status: EpisodeStatus
-    result: QueryResult | None
-    error: str | None
-    seconds: float
-    tables_read: tuple[str, ...] = ()
-    columns_read: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,39 +84,22 @@ class _Submit:
     query: QueryResult | None
 
 
-def never_called(rounds: int) -> str:
-    """Why an episode whose tool turns held no call has no answer, and what to check."""
-    return (f"no answer: the model called no tool in {rounds} rounds, so it never looked at the database. "
-            "That is a problem of the model or its runtime, not of the question: another model may be "
-            "served under this model's name, an Ollama Modelfile whose TEMPLATE is not the raw "
-            "{{ .Prompt }} may rewrite the prompt, or a chat endpoint may rebuild it; run "
-            "`sqale-agent doctor`, which asks the model one question and checks that it calls a tool")
-
-
 def _rows(result: QueryResult | None) -> int | None:
     """The rows a query tool's statement produced (counted up to the cap); None for other tools."""
     return None if result is None else result.total_rows
 
 
-def schema_reads(schema: Schema, result: QueryResult) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
-    """The schema's tables and views (and their columns) a query read, in name order.
-
-    The worker also reports CTEs and subqueries SQLite materialises, under their own names;
-    only names of the schema are kept, spelled as the schema spells them.
-    """
-    tables = {t.name for name in result.tables_read if (t := schema.find(name)) is not None}
-    columns = {(t.name, column) for name, column in result.columns_read
-               if (t := schema.find(name)) is not None}
-    return (tuple(sorted(tables, key=str.casefold)),
-            tuple(sorted(columns, key=lambda c: (c[0].casefold(), c[1].casefold()))))
-
-
 async def run_episode(question: str, database: Database, backend: ModelBackend, *,
                       evidence: str | None = None, prompts: PromptSet = DEFAULT_PROMPTS,
                       settings: EpisodeSettings = DEFAULT_EPISODE_SETTINGS,
-                      on_round: Callable[[Round], Awaitable[None]] | None = None) -> EpisodeResult:
-    """Answer `question` on `database` with the model; BackendError and cancellation propagate."""
-    episode = _Episode(question, evidence, database, backend, prompts, settings, on_round)
+                      on_round: Callable[[Round], Awaitable[None]] | None = None,
+                      finish_now: anyio.Event | None = None) -> EpisodeResult:
+    """Answer `question` on `database` with the model; BackendError and cancellation propagate.
+
+    Once `finish_now` is set, the next tool turn (or the one whose request is under way) gives way
+    to the final turn.
+    """
+    episode = _Episode(question, evidence, database, backend, prompts, settings, on_round, finish_now)
     return await episode.play()
 
 
@@ -165,8 +108,10 @@ class _Episode:
 
     def __init__(self, question: str, evidence: str | None, database: Database,
                  backend: ModelBackend, prompts: PromptSet, settings: EpisodeSettings,
-                 on_round: Callable[[Round], Awaitable[None]] | None) -> None:
+                 on_round: Callable[[Round], Awaitable[None]] | None,
+                 finish_now: anyio.Event | None = None) -> None:
         self.question, self.evidence = question, evidence
+        self.finish_now = finish_now
         self.database, self.backend = database, backend
         self.prompts, self.settings, self.on_round = prompts, settings, on_round
         self.tool_settings = replace(settings.tools, texts=prompts.texts)  # the authors' texts, if any
@@ -177,10 +122,8 @@ class _Episode:
         self.tool_turns = 0
         self.called = False  # a tool turn held a call, or an attempt at one (a call it could not read)
         self.failed_streak = 0
-        self.last_ok_sql: str | None = None
+        self.answers = Settling(database, settings)  # also keeps the last query that ran without error
         self.query_timeouts = 0  # the model's statements that the per-query time limit stopped
-        self.met_writer = False  # a statement found the database held by another program (BUSY)
-        self.answer_timed_out = False
         self.started = time.perf_counter()
 
     async def play(self) -> EpisodeResult:
@@ -188,7 +131,7 @@ class _Episode:
         # Nothing to explore: say so at once rather than let the model guess for seven rounds.
         empty = (await self.database.aschema()).no_readable_tables()
         if empty is not None:
-            return self._result(_Answer(None, EpisodeStatus.FAILED, None, empty, 0.0), StopReason.NO_TABLES)
+            return self._result(Answer(None, EpisodeStatus.FAILED, None, empty, 0.0), StopReason.NO_TABLES)
         self.prompt = self.pending = render_initial_prompt(
             self.prompts, self.question, self.evidence, environment=self.settings.environment)
         stop: StopReason | None = None
@@ -207,7 +150,7 @@ class _Episode:
                 return self._result(answer, stop)
         with round_span(len(self.rounds) + 1, final=True):
             final = await self._final_turn()
-        if self.tool_turns > 0 and not self.called:
+        if self.tool_turns > 0 and not self.called and stop is not StopReason.TIME_UP:
             stop = StopReason.NEVER_CALLED
             if final.status is EpisodeStatus.FAILED:
                 final = replace(final, error=never_called(len(self.rounds) - 1))
@@ -234,15 +177,66 @@ class _Episode:
         # With a prefix such as "<think>\n" the completion starts inside the think block.
         return self.prompts.assistant_prefix + completion.text
 
-    async def _tool_turn(self) -> tuple[StopReason | None, _Answer | None]:
+    async def _complete_unless_finishing(self, max_tokens: int) -> tuple[Completion, float] | None:
+        """A tool turn's completion; None when `finish_now` is set before it, or while it is made
+        (the request is then cut: its engine slot is freed at once)."""
+        finish_now = self.finish_now
+        if finish_now is None:
+            return await self._complete(max_tokens)
+        if finish_now.is_set():
+            return None
+        made: tuple[Completion, float] | None = None
+        failed: Exception | None = None
+        async with anyio.create_task_group() as group:
+
+            async def cut() -> None:
+                await finish_now.wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(cut)
+            try:
+                made = await self._complete(max_tokens)
+            except Exception as exc:  # raised below as itself, not inside the group's ExceptionGroup
+                failed = exc
+            group.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
+        return made
+
+    def _final_now(self) -> None:
+        """Turn the user turn the model has not answered yet into the final one, worded exactly as
+        when the tool turns are spent (the trained environment's "You have reached the exploration
+        limit..."), with the results it carried."""
+        spent = StopReason.TOOL_TURNS
+        environment = self.settings.environment
+        if not self.rounds:
+            self.prompt = self.pending = render_initial_prompt(
+                self.prompts, self.question, self.evidence, final=True, final_reason=spent,
+                environment=environment)
+            return
+        last = self.rounds[-1]
+        results = [(record.call, record.text) for record in last.calls]
+        message = render_round_message(environment, results, list(last.notes),
+                                       self.settings.max_tool_turns - self.tool_turns, final=True,
+                                       final_reason=spent, last_ok_sql=self.answers.last_ok_sql,
+                                       texts=self.prompts.texts)
+        answered = self.prompt[:len(self.prompt) - len(self.pending)]  # up to the last completion
+        self.prompt = continue_prompt(answered, "", message, self.prompts.assistant_prefix)
+        self.pending = self.prompt[len(answered):]
+
+    async def _tool_turn(self) -> tuple[StopReason | None, Answer | None]:
         """One tool round; returns why exploration ended (None: go on) and an answer if one came."""
-        completion, model_seconds = await self._complete(self._tool_tokens(self.pending))
+        made = await self._complete_unless_finishing(self._tool_tokens(self.pending))
+        if made is None:  # told to answer now: the final turn comes next
+            self._final_now()
+            return StopReason.TIME_UP, None
+        completion, model_seconds = made
         self.tool_turns += 1
         parsed = parse_completion(self._reply(completion))
         self.called = self.called or bool(parsed.calls or parsed.problems)
         records, submitted = await self._run_calls(parsed.calls)
         notes = list(parsed.problems)
-        answer: _Answer | None = None
+        answer: Answer | None = None
         stop: StopReason | None = None
         if submitted is not None:
             answer, stop = await self._submitted(submitted), StopReason.SUBMITTED
@@ -269,7 +263,7 @@ class _Episode:
             stop = StopReason.TOKEN_BUDGET
         if stop is not None:
             message = render_round_message(environment, results, notes, turns_left, final=True,
-                                           final_reason=stop, last_ok_sql=self.last_ok_sql, texts=texts)
+                                           final_reason=stop, last_ok_sql=self.answers.last_ok_sql, texts=texts)
         await self._record_round(completion, parsed, records, notes, model_seconds, tool_seconds)
         next_prompt = continue_prompt(self.prompt, completion.text, message, self.prompts.assistant_prefix)
         self.pending = next_prompt[len(self.prompt) + len(completion.text):]
@@ -311,28 +305,28 @@ class _Episode:
         """What a statement of the model's met: the per-query time limit, or a writer holding the file."""
         if result is not None:
             self.query_timeouts += result.status in TIMED_OUT
-            self.met_writer = self.met_writer or result.status is QueryStatus.BUSY
+            self.answers.met_writer = self.answers.met_writer or result.status is QueryStatus.BUSY
 
     def _count_query(self, ok: bool, sql: str | None) -> None:
         """One run_query's outcome in the failed streak and as the last query that ran."""
         self.failed_streak = 0 if ok else self.failed_streak + 1
         if ok and sql is not None:
-            self.last_ok_sql = sql
+            self.answers.last_ok_sql = sql
 
-    async def _submitted(self, submit: _Submit) -> _Answer:
+    async def _submitted(self, submit: _Submit) -> Answer:
         """The answer of a submit_sql: its SQL when it ran, else the last query that ran without error."""
         if submit.sql is None:
-            return await self._fallback("the submit_sql call had no SQL", None, 0.0)
+            return await self.answers.fallback("the submit_sql call had no SQL", None, 0.0)
         if not submit.ok:
             error = submit.query.error if submit.query is not None else None
             if submit.query is not None and submit.query.status in TIMED_OUT:
-                self.answer_timed_out = True
-            return await self._fallback(f"the submitted SQL failed ({error or 'it did not run'})",
+                self.answers.timed_out = True
+            return await self.answers.fallback(f"the submitted SQL failed ({error or 'it did not run'})",
                                         submit.sql, 0.0)
-        return await self._settle(submit.sql, EpisodeStatus.SUBMITTED)
+        return await self.answers.settle(submit.sql, EpisodeStatus.SUBMITTED)
 
     async def _answer_without_call(self, completion: Completion,
-                                   parsed: ParsedCompletion) -> tuple[_Answer | None, str | None]:
+                                   parsed: ParsedCompletion) -> tuple[Answer | None, str | None]:
         """A tool turn with no call: its SQL, if any, is the answer (with a note of what was left out
         after it); otherwise a corrective note."""
         final = read_final_sql(self._reply(completion))
@@ -352,9 +346,9 @@ class _Episode:
         if not outcome.ok:
             return None, ("your reply has SQL but no tool call, so it was taken as your answer, and it "
                           f"failed:\n{outcome.text}\nFix it with run_query, then answer with submit_sql")
-        return await self._settle(sql, EpisodeStatus.FINAL_ANSWER), final.note()
+        return await self.answers.settle(sql, EpisodeStatus.FINAL_ANSWER), final.note()
 
-    async def _final_turn(self) -> _Answer:
+    async def _final_turn(self) -> Answer:
         """The answer turn: its SQL if it runs, else the last query that ran, else failure."""
         max_tokens = final_turn_tokens(self.settings, self.used, estimate_tokens(self.pending))
         completion, model_seconds = await self._complete(max_tokens)
@@ -368,43 +362,8 @@ class _Episode:
             notes.append(dropped)
         await self._record_round(completion, parsed, [], notes, model_seconds, 0.0, final=True)
         if final is None:
-            return await self._fallback("the final answer had no SQL", None, 0.0)
-        return await self._settle(final.sql, status)
-
-    async def _settle(self, sql: str, status: EpisodeStatus) -> _Answer:
-        """Run the answer SQL; when it fails, fall back to the last query that ran."""
-        answer = await self._execute(sql, status)
-        if answer.result is not None and answer.result.ok:
-            return answer
-        return await self._fallback(f"the answer's SQL failed ({answer.error})", sql, answer.seconds)
-
-    async def _fallback(self, why: str, failed_sql: str | None, spent: float) -> _Answer:
-        """The last query that ran without error during exploration, or a failed answer (saying to ask
-        again later when a writer held the database: rephrasing cannot help then)."""
-        if self.last_ok_sql is not None:
-            answer = await self._execute(self.last_ok_sql, EpisodeStatus.FALLBACK)
-            if answer.result is not None and answer.result.ok:
-                return replace(answer, status=EpisodeStatus.FALLBACK, seconds=spent + answer.seconds,
-                               error=f"{why}; used the last query that ran without error instead")
-            spent += answer.seconds
-        advice = BUSY_ADVICE if self.met_writer else REPHRASE_ADVICE
-        return _Answer(failed_sql, EpisodeStatus.FAILED, None,
-                       f"no answer: {why} and no query ran without error during exploration; {advice}", spent)
-
-    async def _execute(self, sql: str, status: EpisodeStatus) -> _Answer:
-        """Run the answer once for the result (result_rows rows, cut to result_bytes in the worker)."""
-        started = time.perf_counter()
-        result = await self.database.aquery(sql, max_rows=self.settings.result_rows,
-                                            cell_limit=self.settings.result_cell_chars,
-                                            byte_budget=self.settings.result_bytes)
-        seconds = time.perf_counter() - started
-        if result.status in TIMED_OUT:
-            self.answer_timed_out = True
-        self.met_writer = self.met_writer or result.status is QueryStatus.BUSY
-        if not result.ok:
-            return _Answer(sql, status, result, result.error, seconds)
-        tables, columns = schema_reads(await self.database.aschema(), result)
-        return _Answer(sql, status, result, None, seconds, tables, columns)
+            return await self.answers.fallback("the final answer had no SQL", None, 0.0)
+        return await self.answers.settle(final.sql, status)
 
     async def _record_round(self, completion: Completion, parsed: ParsedCompletion,
                             records: list[CallRecord], notes: list[str], model_seconds: float,
@@ -422,7 +381,7 @@ class _Episode:
         if self.on_round is not None:
             await self.on_round(round_)
 
-    def _result(self, answer: _Answer, stop: StopReason) -> EpisodeResult:
+    def _result(self, answer: Answer, stop: StopReason) -> EpisodeResult:
         result = answer.result if answer.result is not None and answer.result.ok else None
         model_seconds = sum(r.model_seconds for r in self.rounds)
         return EpisodeResult(
@@ -436,5 +395,5 @@ class _Episode:
             tool_seconds=sum(r.tool_seconds for r in self.rounds) + answer.seconds,
             prompt=self.prompt, cut=result.cut if result else None,
             tables_read=answer.tables_read, columns_read=answer.columns_read,
-            query_timeouts=self.query_timeouts, answer_timed_out=self.answer_timed_out,
+            query_timeouts=self.query_timeouts, answer_timed_out=self.answers.timed_out,
         )

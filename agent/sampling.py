@@ -16,6 +16,14 @@ The answer is chosen by one rule, the same for every front end:
 sample whose SQL ran; None when the answer has no SQL that ran (there is nothing to agree
 on), and with K > 1 when its result could not be compared with the others.
 
+Answering early, the way the model was trained (agent/loop.py's `finish_now`): a sample whose
+episode timeout is near (its reserve for the final turn: ANSWER_RESERVE_SHARE of the timeout, or
+twice its longest model request if more) gets its final turn now instead of running out of time;
+a question told to finish (`finish_now`, the server's one-call answers) gives every sample still
+exploring its final turn, and starts no sample still waiting for its slot (`SampleRun.skipped`)
+once one has started (the first to start then answers with what it has, if it must at once).
+The vote counts the samples that finished.
+
 The front ends keep only what is theirs: progress, their limits (the server's admission and
 episode timeout come in as `slot` and `SampleSettings`) and the shape of what they print. Each
 sample is an `invoke_agent` span (agent/telemetry/steps.py) under the front end's question span.
@@ -25,7 +33,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -49,6 +57,10 @@ if TYPE_CHECKING:  # agent.prompt loads the tools; this module only passes a Pro
 T = TypeVar("T")
 SEED_RANGE = 2**31 - 1024  # base seeds drawn when none is given stay below 2**31 with seed + k
 OTHER_ANSWERS_SHOWN = 3
+# The end of an episode's time kept for its final turn: at least this share of the episode timeout
+# (a model request under way then is cut), or twice the sample's longest model request so far.
+ANSWER_RESERVE_SHARE = 0.2
+ANSWER_RESERVE_REQUESTS = 2.0
 
 
 class EpisodeFn(Protocol):
@@ -56,7 +68,8 @@ class EpisodeFn(Protocol):
 
     def __call__(self, question: str, database: Database, backend: ModelBackend, *,
                  evidence: str | None = ..., prompts: PromptSet = ..., settings: EpisodeSettings = ...,
-                 on_round: Callable[[Round], Awaitable[None]] | None = ...) -> Awaitable[EpisodeResult]: ...
+                 on_round: Callable[[Round], Awaitable[None]] | None = ...,
+                 finish_now: anyio.Event | None = ...) -> Awaitable[EpisodeResult]: ...
 
 
 def sample_seeds(samples: int, seed: int | None) -> tuple[int | None, ...]:
@@ -123,6 +136,7 @@ class SampleRun:
     compared: QueryResult | None = None  # its SQL run whole for the vote; None when not compared
     queued_seconds: float = 0.0  # time it waited for its slot
     backend_error: BackendError | None = None  # kept only with SampleSettings.keep_backend_errors
+    skipped: bool = False  # never started: the question was told to finish while it waited for its slot
 
     @property
     def ran(self) -> bool:
@@ -213,42 +227,85 @@ FinishedFn = Callable[[SampleRun, Tally], Awaitable[None]]
 async def sample_question(question: Question, backends: SampleBackends, episode: EpisodeFn,
               settings: SampleSettings = SampleSettings(), *, slot: SlotFn | None = None,
               on_round: RoundFn | None = None, on_finished: FinishedFn | None = None,
-              comparison: Comparison | None = None) -> SampledAnswer:
+              comparison: Comparison | None = None, finish_now: anyio.Event | None = None) -> SampledAnswer:
     """Run the K samples (each inside `slot(k)`, its runtime slot), vote, and choose the answer.
 
     Our own errors (SqaleError) cancel the other samples and are raised as themselves, except
     a sample's BackendError with `keep_backend_errors`. `comparison` lets the caller reuse the
-    SQL run for the vote (eval scores with it).
+    SQL run for the vote (eval scores with it). Once `finish_now` is set, the samples exploring
+    answer now and those waiting for their slot are skipped.
     """
     count = len(backends.backends)
     comparison = comparison or Comparison(question.database, settings.limits, settings.rule)
     compare = count > 1 or settings.compare_single
-    options = {} if question.prompts is None else {"prompts": question.prompts}
+    options: dict[str, Any] = {} if question.prompts is None else {"prompts": question.prompts}
 
     traces: dict[int, EpisodeTrace | Untraced] = {}
+    started = anyio.Event()  # a sample got its slot
+
+    async def play(k: int) -> EpisodeResult | None:
+        """Sample k's episode, None past the episode timeout (which starts with the slot: waiting
+        for one is not the episode's time); told to answer early as the module says."""
+        timeout = settings.episode_timeout
+        reported = None if on_round is None else _for_sample(on_round, k)
+        if timeout is None and finish_now is None:
+            return await episode(question.text, question.database, backends.backends[k],
+                                 evidence=question.evidence, settings=question.settings, **options,
+                                 on_round=reported)
+        started, longest, finish = time.perf_counter(), 0.0, anyio.Event()
+
+        async def played(done: Round) -> None:
+            nonlocal longest
+            longest = max(longest, done.model_seconds)
+            reserve = max((timeout or 0.0) * ANSWER_RESERVE_SHARE, ANSWER_RESERVE_REQUESTS * longest)
+            if timeout is not None and time.perf_counter() - started + reserve >= timeout:
+                finish.set()
+            if reported is not None:
+                await reported(done)
+
+        async def watch() -> None:  # the question told to finish, or the floor of the reserve reached
+            with anyio.move_on_after(None if timeout is None else timeout * (1 - ANSWER_RESERVE_SHARE)):
+                await (anyio.sleep_forever() if finish_now is None else finish_now.wait())
+            finish.set()
+
+        with anyio.move_on_after(timeout):
+            return await _beside(watch, lambda: episode(
+                question.text, question.database, backends.backends[k], evidence=question.evidence,
+                settings=question.settings, **options, on_round=played, finish_now=finish))
+        return None
 
     async def one(k: int) -> tuple[SampleRun, Hashable | None]:
         arrived = time.perf_counter()
-        waited, result, failure = 0.0, None, None
+        waited, result, failure, granted = 0.0, None, None, False
         with episode_span(k, backends.seeds[k], backends.backends[k].model) as traced:
             traces[k] = traced
-            try:
-                async with slot(k) if slot is not None else nullcontext():
-                    waited = time.perf_counter() - arrived
-                    traced.slot_granted(waited)
-                    # The timeout starts with the slot: waiting for one is not the episode's time.
-                    with anyio.move_on_after(settings.episode_timeout):
-                        result = await episode(
-                            question.text, question.database, backends.backends[k], evidence=question.evidence,
-                            settings=question.settings, **options,
-                            on_round=None if on_round is None else _for_sample(on_round, k))
-            except BackendError as exc:
-                if not settings.keep_backend_errors:
-                    raise
-                failure = exc
-            _episode_ended(traced, result, failure)
+            with anyio.CancelScope() as waiting:
+
+                async def give_up() -> None:  # told to finish, a question starts no more samples
+                    if finish_now is not None:
+                        await finish_now.wait()
+                        await started.wait()  # ... but one always runs: it answers with what it has
+                        if not granted:
+                            waiting.cancel()
+
+                async def in_slot() -> EpisodeResult | None:
+                    nonlocal waited, granted
+                    async with slot(k) if slot is not None else nullcontext():
+                        granted, waited = True, time.perf_counter() - arrived
+                        started.set()
+                        traced.slot_granted(waited)
+                        return await play(k)
+
+                try:
+                    result = await _beside(give_up, in_slot)
+                except BackendError as exc:
+                    if not settings.keep_backend_errors:
+                        raise
+                    failure = exc
+            skipped = waiting.cancelled_caught
+            _episode_ended(traced, result, failure, skipped=skipped)
         compared, key = await comparison.vote(result) if compare and result is not None else (None, None)
-        return SampleRun(k, backends.seeds[k], result, compared, waited, failure), key
+        return SampleRun(k, backends.seeds[k], result, compared, waited, failure, skipped), key
 
     async def finished(k: int, run: SampleRun, tally: Tally) -> None:
         if on_finished is not None:
@@ -263,9 +320,29 @@ async def sample_question(question: Question, backends: SampleBackends, episode:
     return SampledAnswer(outcome, choose(outcome))
 
 
+async def _beside(watch: Callable[[], Coroutine[Any, Any, None]], work: Callable[[], Awaitable[T]]) -> T:
+    """`work()`'s value, with `watch()` running beside it until work ends; work's errors are raised
+    as themselves (not inside a task group's ExceptionGroup)."""
+    done: list[T] = []
+    failed: Exception | None = None
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        try:
+            done.append(await work())
+        except Exception as exc:  # raised below as itself
+            failed = exc
+        group.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
+    return done[0]
+
+
 def _episode_ended(traced: EpisodeTrace | Untraced, result: EpisodeResult | None,
-                   failure: BackendError | None) -> None:
-    """The episode span's outcome: the result's, the backend's failure, or the episode timeout."""
+                   failure: BackendError | None, *, skipped: bool = False) -> None:
+    """The episode span's outcome: the result's, the backend's failure, or the episode timeout (a
+    sample skipped because its question was told to finish is no error)."""
+    if skipped:
+        return
     if result is not None:
         traced.finished(status=result.status.value, stop_reason=result.stop_reason.value,
                         rounds=len(result.rounds), tool_calls=result.tool_calls, tokens=result.tokens,

@@ -90,7 +90,7 @@ def server_env(cache: Path) -> dict[str, str]:
 def server_params(args: list[str], cache: Path, log: Path) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, cwd=ROOT, env=server_env(cache),
                                  args=["-m", "mcp_server", *args, "--episode-log", str(log),
-                                       "--log-level", "WARNING"])
+                                       "--log-level", "WARNING", "--call-budget", "0"])  # a patient client
 
 
 async def batch(client: Client, questions: list[str], concurrent: bool, log: Path) -> Run:

@@ -26,12 +26,13 @@ from agent.verified import VerifiedLibrary
 from agent.version import package_version
 
 from .answer.admission import Admission
+from .answer.arguments import advertised_input_schema
 from .answer.choice_tool import choice_tools
 from .answer.error_results import StructuredToolErrors
 from .answer.saving import app_only_tools
 from .answer.scoping import ScopedToolList
 from .answer.sizing import result_size_meta
-from .answer.tool import TOOL_NAME, advertised_input_schema, answer_sql_question
+from .answer.tool import TOOL_NAME, answer_sql_question
 from .answer.view import AnswerView, ViewForAppsClients
 from .config.catalog import (
     Catalog,

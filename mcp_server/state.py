@@ -28,6 +28,7 @@ from agent.verified import VerifiedLibrary
 from .config.catalog import Catalog
 from .config.limits import AnswerLimits
 from .config.server_settings import ServerSettings
+from .ongoing import OngoingQuestions
 from .serving.access import Caller
 from .serving.draining import QuestionGate
 from .serving.metrics import MeteredBackend, ServerMetrics
@@ -107,6 +108,7 @@ class ServerState:
     cache_watch: CacheWatch  # warns once per engine that keeps re-evaluating later rounds' prompts
     engine_label: str  # the engine a round is counted under when the backend does not name one
     view_choices: Sealer  # seals the answer view's choice (answer/view_choice.py)
+    ongoing: OngoingQuestions  # questions being answered beyond their calls (status `working`)
 
     def watch_round(self, previous: Round | None, played: Round) -> None:
         """Note how the engine treated `played`'s prompt (`previous`: the round before, same episode)."""
@@ -162,17 +164,23 @@ async def open_state(settings: ServerSettings, catalog: Catalog, prompts: Prompt
             metrics.watch_sqlite_workers(lambda: engine.starts, lambda: engine.kills)
             if session.budget_note is not None:
                 logger.warning("%s", session.budget_note)
-            yield ServerState(
-                settings=settings, catalog=catalog, databases=databases, backend=metered,
-                model_label=session.model_label,
-                prompts=prompts, episode_settings=session.episode,
-                limiter=limiter, slots=runtime_slots,
-                episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
-                quotas=quotas, gate=gate, metrics=metrics,
-                limits=limits, verified=dict(libraries or {}),
-                cache_watch=CacheWatch(lambda where: cache_advice(session.engine_at(where)), logger.warning),
-                engine_label=session.backend.replica_label, view_choices=Sealer.from_settings(settings),
-            )
+            ongoing = OngoingQuestions(keep_seconds=settings.working_timeout,
+                                       per_token=settings.token_max_working)
+            metrics.questions_working.set_function(lambda: ongoing.unwaited)
+            async with ongoing.running():  # what is still being answered is cancelled at the end
+                yield ServerState(
+                    settings=settings, catalog=catalog, databases=databases, backend=metered,
+                    model_label=session.model_label,
+                    prompts=prompts, episode_settings=session.episode,
+                    limiter=limiter, slots=runtime_slots,
+                    episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
+                    quotas=quotas, gate=gate, metrics=metrics,
+                    limits=limits, verified=dict(libraries or {}),
+                    cache_watch=CacheWatch(lambda where: cache_advice(session.engine_at(where)),
+                                           logger.warning),
+                    engine_label=session.backend.replica_label, view_choices=Sealer.from_settings(settings),
+                    ongoing=ongoing,
+                )
     finally:
         # Shielded: a server stopped by cancellation must still stop its worker processes (the
         # session closes the backend first, shielded too).

@@ -62,6 +62,7 @@ class Answered:
     tool_seconds: float = 0.0
     voting: dict[str, Any] = field(default_factory=dict)  # the vote, the person's reply
     meta: dict[str, Any] | None = None  # the result's `_meta` (the answer view's choice), not audited
+    calls: int = 1  # the calls the question took (the earlier ones said `working`)
 
 
 class Refused(CallError):
@@ -117,7 +118,10 @@ async def record_answered(server_state: ServerState, log: CallLog, call: Questio
     record = {**answer.model_dump(mode="json", include=set(AUDITED_ANSWER_FIELDS)), **replied,
               "model_seconds": round(answered.model_seconds, 3),
               "tool_seconds": round(answered.tool_seconds, 3),
-              "queued_seconds": round(answer.queued_seconds, 3), **answered.voting, **audit_fields(answer)}
+              "queued_seconds": round(answer.queued_seconds, 3), **answered.voting, **audit_fields(answer),
+              **({"calls": answered.calls} if answered.calls > 1 else {}),
+              **({"answered_early": answer.answered_early.model_dump(mode="json")} if answer.answered_early
+                 else {})}
     server_state.metrics.questions.labels(call.alias, call.caller.name, answer.status, answer.stop_reason).inc()
     tier = None if answer.verified is None else verified_tier(answer.verified.params)  # the library answered it
     question_trace().finish(answer.status, answer.stop_reason, rows=answer.row_count, sql=answer.sql,
@@ -153,7 +157,9 @@ async def record_unanswered(server_state: ServerState, log: CallLog, call: Quest
                             error: BaseException | None = None) -> None:
     """The metric, the span's end, the whole episode-log line and a log line of a failed or cancelled call."""
     server_state.metrics.questions.labels(call.alias, log.token, *outcome).inc()
-    question_trace().finish(*outcome)
+    traced = question_trace()
+    if not traced.ended:  # a question that outlived its call: that call ended its span (`working`)
+        traced.finish(*outcome)
     await audit(server_state, log, call.question, hint, call.alias,
                 {"status": outcome[0], "stop_reason": outcome[1], "error": said, **done})
     internal = error is not None and not isinstance(error, SqaleError | ToolError)

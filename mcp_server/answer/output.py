@@ -20,6 +20,7 @@ from .choice_output import AskedPerson, ChosenBy, asked_line
 from .engine_cache_output import RoundPrompt, prompt_cache_of
 from .fence import SqlAuthor, fence_untrusted, neutralise_markers, sql_block, sql_fence
 from .library_output import SimilarVerified, VerifiedSource, library_lines, verified_paragraph
+from .working_output import WORKING, AnsweredEarly, early_line, working_text
 
 TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured content
 TEXT_COLUMNS = 20  # columns shown in the text content; all are in the structured content
@@ -60,8 +61,8 @@ class Candidate(BaseModel):
     status: str = Field(description="how that sample produced its SQL (submitted, final_answer, fallback)")
 
 
-AnswerStatus = Literal["submitted", "final_answer", "fallback", "failed", "verified", "error", "refused",
-                       "cancelled"]
+AnswerStatus = Literal["submitted", "final_answer", "fallback", "failed", "verified", "working", "error",
+                       "refused", "cancelled"]
 NOT_ANSWERED: frozenset[AnswerStatus] = frozenset({"error", "refused", "cancelled"})
 
 
@@ -88,7 +89,9 @@ class AnswerOutput(BaseModel):
                     "turn; fallback: no usable answer, the last query that ran without error; "
                     "failed: nothing runnable; verified: a verified library's SQL for this same "
                     "question, or a verified template's with the values read from it, run now (no model "
-                    "call; see `verified`); and for a call that was not "
+                    "call; see `verified`); working: not answered yet within the call's time budget, the "
+                    "question goes on: call again with the same arguments for its answer; and for a call "
+                    "that was not "
                     "answered (isError): "
                     "error (bad arguments, the model runtime or a database failed), refused "
                     "(quota, or the server is stopping) or cancelled (the server stopped first)")
@@ -158,6 +161,9 @@ class AnswerOutput(BaseModel):
     asked: AskedPerson | None = Field(
         default=None, exclude_if=lambda v: v is None,
         description="present only when the person was asked to choose: the options shown and their reply")
+    answered_early: AnsweredEarly | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="present only when time ran short and the samples answered with what they had explored")
 
 
 def trace_entries(result: EpisodeResult) -> list[TraceEntry]:
@@ -271,6 +277,8 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None,
 
     With `limits`, each limit the answer hit gets a line saying which and how to ask for less.
     """
+    if answer.status == WORKING:
+        return working_text(answer)
     parts: list[str] = []
     if answer.stop_reason == StopReason.NO_TABLES.value:
         why = _quoted_error(answer.error or "the database has no readable tables")  # it names tables
@@ -320,6 +328,8 @@ def render_answer_text(answer: AnswerOutput, limits: AnswerLimits | None = None,
         parts.append(votes_text(answer))
     if answer.asked is not None:
         parts.append(plain_label(asked_line(answer.asked), ASKED_LINE_CHARS))
+    if answer.answered_early is not None:
+        parts.append(early_line(answer.answered_early))
     parts.extend(library_lines(answer.verified_note, answer.similar_verified))
     if answer.verified is not None:
         parts.append(verified_paragraph(answer.verified))

@@ -18,6 +18,7 @@ from agent.sampling import Question, SampleBackends, SampledAnswer, SampleRun, S
 from agent.text import plural
 from agent.voting import CompareLimits, Tally
 
+from ..ongoing import Ongoing
 from ..serving.access import LOCAL_CALLER, Caller
 from ..serving.quotas import token_waiting_message
 from ..state import ServerState
@@ -116,7 +117,9 @@ class SampleProgress:
             return
         k = run.index
         self.done[k] = self.steps
-        if run.result is None:
+        if run.skipped:
+            how = "not started: the question answered with the samples that had"
+        elif run.result is None:
             how = "out of time"
         elif not run.ran:
             how = "nothing runnable"
@@ -135,10 +138,12 @@ class SampleProgress:
 
 
 async def run_question(server_state: ServerState, asked: QuestionCall, report_progress: ReportProgress,
-                       played: list[Round] | None = None) -> SampledAnswer:
+                       played: list[Round] | None = None, *, work: Ongoing | None = None) -> SampledAnswer:
     """Run the K samples (one slot each, within the server's limits) and choose the answer.
 
     Every round any sample plays is appended to `played` as it ends (what a cancelled question did).
+    `work`, the question as the calls waiting on it see it, hears of each round and finished sample,
+    and may tell the samples to finish now (--one-call-answers).
     """
     settings = server_state.settings
     progress = SampleProgress(asked.samples, server_state.episode_settings.max_tool_turns, report_progress)
@@ -157,9 +162,17 @@ async def run_question(server_state: ServerState, asked: QuestionCall, report_pr
     async def on_round(k: int, done: Round) -> None:
         if played is not None:
             played.append(done)
+        if work is not None:
+            work.touch()
         server_state.watch_round(previous.get(k), done)
         previous[k] = done
         await progress.round(k, done)
+
+    async def on_finished(run: SampleRun, tally: Tally) -> None:
+        if work is not None:
+            work.samples_finished += 1
+            work.touch()
+        await progress.finished(run, tally)
 
     question = Question(asked.question, server_state.databases[asked.alias], asked.evidence,
                         server_state.episode_settings, server_state.prompts)
@@ -167,4 +180,4 @@ async def run_question(server_state: ServerState, asked: QuestionCall, report_pr
                       episode_timeout=settings.episode_timeout, early_stop=not asked.run_all)
     backends = SampleBackends.seeded(server_state.backend, asked.samples, settings.seed)
     return await sample_question(question, backends, run_episode, how, slot=slot, on_round=on_round,
-                                 on_finished=progress.finished)
+                                 on_finished=on_finished, finish_now=None if work is None else work.finish_now)

@@ -3,11 +3,9 @@ disagree (choosing.py), shapes the answer."""
 
 from __future__ import annotations
 
-import copy
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, TypeVar
 
 import anyio
@@ -23,6 +21,7 @@ from agent.telemetry.gate import question_span, question_trace
 from agent.verified import Consulted
 
 from ..config.limits import AnswerLimits
+from ..ongoing import Ongoing
 from ..opening import ready_state
 from ..serving.access import LOCAL_CALLER, Caller, caller_of
 from ..serving.draining import ServerStopping
@@ -42,6 +41,7 @@ from .audit import (
     record_refused,
     record_unanswered,
 )
+from .call_budget import cancel_outcome, join_question, wait_for_answer, waiter_of, work_asker, working_response
 from .choice_form import ChoiceForm, ChoiceState, PersonReply
 from .choosing import (
     PersonAsker,
@@ -69,6 +69,7 @@ from .tool_errors import (
 )
 from .verified import consult_library, hinted, verified_answer, with_library
 from .view_choice import VIEW_STATE_MAX_CHARS, seal_choice, view_choice_meta
+from .working_output import answered_early
 
 T = TypeVar("T")
 TOOL_NAME = "answer_sql_question"
@@ -92,6 +93,7 @@ async def answer_sql_question(
                                                        "question; default true")] = None,
 ) -> Annotated[CallToolResult, AnswerOutput] | InputRequiredResult:
     """Answer a question about a configured SQLite database with a small local text-to-SQL model."""
+    arrived = time.perf_counter()  # the call's budget counts from here, as the host's timer does
     server_state = await ready_state(ctx.request_context.lifespan_context)
     caller = caller_of(ctx.request_context.request)
     with question_span("mcp", capture_content=server_state.settings.trace_content) as traced:
@@ -101,7 +103,7 @@ async def answer_sql_question(
             return await answer_question(server_state, question, database, evidence,
                                          report_progress=ctx.report_progress, samples=samples, caller=caller,
                                          use_verified=verified is not False,
-                                         person=person_asker(ctx, server_state.settings))
+                                         person=person_asker(ctx, server_state.settings), arrived=arrived)
         except CallError as error:
             if not traced.ended:  # refused and failed calls ended their span where they were recorded
                 traced.finish(error.status, error.kind)
@@ -119,53 +121,20 @@ def error_response(error: CallError, *, database: str | None, question: str, mod
                           structured_content=answer.model_dump(mode="json"), is_error=True)
 
 
-def advertised_input_schema(schema: Mapping[str, Any], *, aliases: Sequence[str], max_question_chars: int,
-                            max_evidence_chars: int, max_samples: int, example: str, default_samples: int = 1,
-                            verified: bool = True) -> dict[str, Any]:
-    """The tool's input schema with what the server enforces: alias enum, lengths, ranges, an example.
-
-    Each limit is stated here once; the tool description states the answer's limits. `verified`
-    is advertised only when a database has a verified library (`verified=False` drops it).
-    Optional arguments are advertised plainly, as the type they take, with the default the
-    server applies where it has one: an argument that may be omitted needs no null branch, and
-    form-filling clients read an `anyOf` as a value to send (and fill a yes/no field with "no"
-    unless told the default). The tool still takes null for each of them (its signature),
-    meaning the same as leaving it out.
-    """
-    properties = copy.deepcopy(dict(schema["properties"]))
-    if not verified:
-        properties.pop("verified", None)
-    given = properties["question"].get("description", "The question in plain language").rstrip(". ")
-    properties["question"].update(
-        description=f"{given}, e.g. '{example}'", maxLength=max_question_chars, examples=[example])
-    plain: dict[str, dict[str, Any]] = {
-        "database": {"type": "string", "enum": list(aliases)},
-        "evidence": {"type": "string", "maxLength": max_evidence_chars},
-        "samples": {"type": "integer", "minimum": 1, "maximum": max_samples, "default": default_samples},
-        "verified": {"type": "boolean", "default": True}}
-    for name, shape in plain.items():
-        if name in properties:
-            properties[name] = _plain_optional(properties[name], shape)
-    return {**schema, "properties": properties}
-
-
-def _plain_optional(advertised: Mapping[str, Any], shape: dict[str, Any]) -> dict[str, Any]:
-    """An optional property as `shape` with its title and description: no `anyOf` null branch, no
-    `default: null` (a value its own type rejects; `shape` gives the real default where there is one)."""
-    return {**{k: v for k, v in advertised.items() if k not in ("anyOf", "default", "type")}, **shape}
-
-
 async def answer_question(server_state: ServerState, question: str, database: str | None,
                           evidence: str | None, *, report_progress: ReportProgress,
                           samples: int | None = None, caller: Caller = LOCAL_CALLER,
-                          use_verified: bool = True,
-                          person: PersonAsker | None = None) -> CallToolResult | InputRequiredResult:
+                          use_verified: bool = True, person: PersonAsker | None = None,
+                          arrived: float | None = None) -> CallToolResult | InputRequiredResult:
     """Run the call's samples (one episode by default; --ask-samples when `person` may be asked) and
     return the CallToolResult, or (2026-07-28) the form asking the person; errors are ToolErrors.
 
-    Every call that gets past its arguments leaves one episode-log line, one log line and a
-    count in the metrics (audit.py).
+    The question runs in the server's OngoingQuestions: a call of a question already being answered
+    waits for it; a call not answered within --call-budget of `arrived` returns status `working`
+    (call_budget.py). Every call that gets past its arguments leaves one episode-log line, one log
+    line and a count in the metrics (audit.py).
     """
+    arrived = time.perf_counter() if arrived is None else arrived
     settings = server_state.settings
     asked = checked_text("question", question, settings.max_question_chars)
     if asked is None:
@@ -173,7 +142,6 @@ async def answer_question(server_state: ServerState, question: str, database: st
     hint = checked_text("evidence", evidence, settings.max_evidence_chars)
     # Out of scope and nonexistent aliases get the same error: it lists only the caller's own.
     alias = resolve_alias(database, caller.visible(server_state.catalog.aliases))
-    log = CallLog(uuid.uuid4().hex[:12], caller.name)
     by_form = person is not None and person.by_form
     count = samples if samples is not None else settings.ask_samples if by_form else settings.samples
     if not 1 <= count <= settings.max_samples:
@@ -184,14 +152,37 @@ async def answer_question(server_state: ServerState, question: str, database: st
                          given_evidence=hint, notes=notes.text if notes else None, use_verified=use_verified,
                          run_all=by_form)
 
-    async def admitted(played: list[Round]) -> Answered | _AwaitingChoice:
-        return await _run_admitted(server_state, call, log, report_progress, played, person)
+    def run_for(log: CallLog) -> Callable[[Ongoing], Awaitable[Answered | _AwaitingChoice]]:
+        async def run(work: Ongoing) -> Answered | _AwaitingChoice:
+            async def admitted(played: list[Round]) -> Answered | _AwaitingChoice:
+                return await _run_admitted(server_state, call, log, work.report, played,
+                                           work_asker(person, work), work)
 
-    outcome = await _recorded(server_state, log, call, hint, admitted)
+            return await _recorded(server_state, log, call, hint, admitted, played=work.rounds,
+                                   cancelled=lambda: cancel_outcome(work))
+
+        return run
+
+    work, log = await join_question(server_state, call, person, hint, run_for)
+    if not await wait_for_answer(server_state, work, waiter_of(report_progress, person), arrived):
+        return await working_response(server_state, work, call, log, hint)
+    return await _deliver(server_state, work, log, call, hint)
+
+
+async def _deliver(server_state: ServerState, work: Ongoing, log: CallLog, call: QuestionCall,
+                   hint: str | None) -> CallToolResult | InputRequiredResult:
+    """A finished question's response, recorded for this call (each call that waited on it leaves its
+    own line); its error, recorded where it arose, raised to each call."""
+    server_state.ongoing.take(work)
+    if work.error is not None:
+        raise work.error
+    outcome = work.outcome
     if isinstance(outcome, _AwaitingChoice):
         await record_awaiting(server_state, log, call, hint, outcome.voting)
         return outcome.result
-    return await _respond(server_state, log, call, hint, outcome)
+    if not isinstance(outcome, Answered):  # cancelled while this call waited: the server stops
+        raise server_stopped_answering()
+    return await _respond(server_state, log, call, hint, replace(outcome, calls=work.calls))
 
 
 async def answer_reply(server_state: ServerState, sealed: str, responses: InputResponses | None, *,
@@ -245,21 +236,24 @@ class _AwaitingChoice:
 
 
 async def _recorded(server_state: ServerState, log: CallLog, call: QuestionCall, hint: str | None,
-                       work: Callable[[list[Round]], Awaitable[T]]) -> T:
-    """`work`'s outcome; a call it does not answer (cancelled, refused, failed) is recorded, then
-    its error raised as the caller must see it."""
+                    work: Callable[[list[Round]], Awaitable[T]], *, played: list[Round] | None = None,
+                    cancelled: Callable[[], tuple[tuple[str, str], str]] | None = None) -> T:
+    """`work`'s outcome; a question it does not answer (cancelled, refused, failed) is recorded, then
+    its error raised as the caller must see it. `played` collects every round of every sample as it
+    ends; `cancelled()` says how a cancel is written down (default: the client cancelled the call)."""
     question_trace().describe(database=call.alias, samples=call.samples, token=call.caller.name,
                               question=call.question, evidence=call.given_evidence,
                               hidden_names=server_state.databases[call.alias].all_hidden_names)
-    played: list[Round] = []  # every round of every sample, as it ends
+    played = [] if played is None else played
     started = time.perf_counter()
     try:
         return await work(played)
     except anyio.get_cancelled_exc_class():
-        # The client cancelled the call (or its session ended): still one line of what it did.
+        # Cancelled (the client's cancel, the question expired, the server stops): still one line.
+        outcome, said = (("cancelled", "call_cancelled"), "the call was cancelled before it was answered") \
+            if cancelled is None else cancelled()
         with anyio.CancelScope(shield=True):
-            await record_unanswered(server_state, log, call, hint, ("cancelled", "call_cancelled"),
-                                    "the call was cancelled before it was answered", activity(played, started))
+            await record_unanswered(server_state, log, call, hint, outcome, said, activity(played, started))
         raise
     except Refused as refused:
         await record_refused(server_state, log, call, refused)
@@ -286,7 +280,7 @@ async def _respond(server_state: ServerState, log: CallLog, call: QuestionCall, 
 
 async def _run_admitted(server_state: ServerState, call: QuestionCall, log: CallLog,
                         report_progress: ReportProgress, played: list[Round],
-                        person: PersonAsker | None) -> Answered | _AwaitingChoice:
+                        person: PersonAsker | None, work: Ongoing) -> Answered | _AwaitingChoice:
     """Count the call's episodes against its token's minute, check the server still takes
     questions, then run the samples (each waits for a unit of its token's quota)."""
     # A question the verified library may answer counts as one episode until it is known not to.
@@ -304,7 +298,7 @@ async def _run_admitted(server_state: ServerState, call: QuestionCall, log: Call
                     server_state.quotas.check_rate(call.caller, call.samples - 1)
                 hinted_call = hinted(call, consulted, server_state.settings.verified_hints)
                 return await _run_samples(server_state, hinted_call,
-                                          log, report_progress, played, consulted, person)
+                                          log, report_progress, played, consulted, person, work)
             raise Cancelled(str(server_stopped_answering()))
     except QuotaExceeded as exc:
         raise Refused(str(exc), "quota") from exc
@@ -314,16 +308,17 @@ async def _run_admitted(server_state: ServerState, call: QuestionCall, log: Call
 
 async def _run_samples(server_state: ServerState, call: QuestionCall, log: CallLog,
                        report_progress: ReportProgress, played: list[Round], consulted: Consulted | None,
-                       person: PersonAsker | None) -> Answered | _AwaitingChoice:
+                       person: PersonAsker | None, work: Ongoing) -> Answered | _AwaitingChoice:
     """Run the samples and vote, then ask the person when they disagree (and may be asked).
 
     Our errors (SqaleError) propagate: the edge maps them for the caller.
     """
-    asked = await run_question(server_state, call, report_progress, played)
+    asked = await run_question(server_state, call, report_progress, played, work=work)
     chosen = asked.chosen
     if chosen is None or chosen.result is None:  # every sample ran out of time
         raise episode_timeout(server_state.settings.episode_timeout)
     voted = chosen.result
+    early = answered_early(asked, work.finish_now.is_set(), server_state.episode_settings.max_tool_turns + 1)
 
     async def answer_of(run: SampleRun) -> AnswerOutput:
         result = run.result
@@ -333,7 +328,7 @@ async def _run_samples(server_state: ServerState, call: QuestionCall, log: CallL
             result, database=call.alias, model=server_state.model_label,
             max_rows=server_state.settings.max_rows,
             queued_seconds=run.queued_seconds))
-        return with_library(with_vote(built, asked), consulted)
+        return with_library(with_vote(built, asked), consulted).model_copy(update={"answered_early": early})
 
     voting = {} if call.samples == 1 else {
         **asked.vote_fields(), "chosen_sample": chosen.index,

@@ -218,3 +218,10 @@ def stale_reply() -> CallError:
     return CallError("This reply belongs to a question this server cannot resume (it was asked of another "
                      "version of the server, or about a database this token no longer sees). Ask the "
                      "question again.", "stale_reply")
+
+
+def too_many_working(token: str, limit: int) -> str:
+    """The refusal of a new question while the token has its most being answered (--token-max-working)."""
+    return (f"Too many questions at once: token '{token}' already has {limit} being answered, counting those "
+            "whose call said `working`. Call again with the arguments of one of those to get its answer (that "
+            "also frees its place), or wait for them to be answered, then ask this one.")

@@ -42,6 +42,8 @@ FLAG_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("model backend", BACKEND_FLAGS),
     ("answers", ("max_rows", "max_result_bytes", "query_timeout", "episode_timeout", "max_concurrent",
                  "runtime_slots", "samples", "max_samples", "seed")),
+    ("within the client's patience", ("call_budget", "one_call_answers", "working_timeout",
+                                      "token_max_working")),
     ("what the model reads", (*PROMPT_FLAGS, "environment")),
     ("serving", ("transport", "host", "port", "auth_token_env", "token_max_concurrent", "token_per_minute",
                  "max_sessions", "token_max_sessions", "session_idle_timeout", "http_header_timeout",

@@ -143,6 +143,20 @@ class ServerSettings(AgentSettings):
                                  description="limit for one SQL statement")
     episode_timeout: float = Field(300.0, gt=0, le=86_400,
                                    description="limit for answering one question (time queued not counted)")
+    call_budget: float = Field(50.0, ge=0, le=86_400, description=(
+        "seconds a tool call may last: a question not answered by then gets a result with status `working` "
+        "(its work goes on; calling again with the same arguments waits for it again); a little under the "
+        "60 s after which Claude Desktop gives up; 0: as long as the question takes"))
+    one_call_answers: bool = Field(False, description=(
+        "for hosts whose assistant does not call again after `working`: when --call-budget is nearly up, "
+        "the samples still exploring answer with what they have (the model's final turn, as when its tool "
+        "turns are spent) and the call returns that answer, saying so"))
+    working_timeout: float = Field(120.0, gt=0, le=86_400, description=(
+        "a question whose call said `working` is kept this long after its last call ended; if no call of "
+        "the same question comes by then, it is cancelled (or its answer dropped)"))
+    token_max_working: int = Field(16, ge=1, le=1_024, description=(
+        "questions one token may have being answered at once, counting those whose call said `working`; "
+        "a new one past that gets a tool error saying to ask one of those again first"))
     max_concurrent: int = Field(4, ge=1, le=64, description=(
         "episodes answered at once (a question with K samples takes K); more wait in a queue"))
     max_samples: Annotated[int, Option(metavar="K")] = Field(

@@ -56,6 +56,13 @@ class ServerMetrics:
             "sqale_verified_saves", "Save-as-verified calls, by database, token and outcome (proposed, "
             "already_verified, already_proposed, refused, invalid, not_permitted, no_library, quota, error)",
             ("database", "token", "outcome"), registry=r)
+        self.working_calls = Counter(
+            "sqale_working_answers", "Calls that ended with status working: the answer was not ready within "
+            "--call-budget (the question goes on, and a call of the same question waits for it again)",
+            ("database", "token"), registry=r)
+        self.questions_working = Gauge(
+            "sqale_questions_working", "Questions being answered (or holding an answer) that no call waits "
+            "on: their last call said working", registry=r)
         self.answer_bytes = Histogram(
             "sqale_answer_bytes", "UTF-8 bytes of the answer's text", ("database",),
             buckets=ANSWER_BYTES_BUCKETS, registry=r)

@@ -7,8 +7,9 @@ from typing import Any
 import anyio
 
 from agent.backends.base import Completion
+from agent.engine_fit import context_after, final_turn_tokens, tool_turn_tokens
 from agent.episode import EpisodeResult, EpisodeSettings, EpisodeStatus, StopReason
-from agent.loop import context_after, final_turn_tokens, run_episode, tool_turn_tokens
+from agent.loop import run_episode
 from agent.sqlite import Database
 from tests.support.music_episodes import FINAL_TEXT, QUESTION, run, script
 from tests.support.policies import OraclePolicy, PolicyBackend, ScriptPolicy, assistant_reply, tool_call

@@ -124,8 +124,11 @@ def agent_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def mcp_params(tmp_path: Path, server: LlamaServer, db_path: Path, *flags: str) -> StdioServerParameters:
-    """The MCP server over stdio, answering from the real engine (one runtime slot: it says so)."""
-    cmd = server_command("--db", f"music={db_path}", "--backend", "openai", "--base-url", server.url, *flags)
+    """The MCP server over stdio, answering from the real engine (one runtime slot: it says so); its
+    calls last as long as their questions (--call-budget 0: these clients wait, and on a busy machine
+    three questions queued on one slot take longer than the default 50 s)."""
+    cmd = server_command("--db", f"music={db_path}", "--backend", "openai", "--base-url", server.url,
+                         "--call-budget", "0", *flags)
     return StdioServerParameters(command=cmd[0], args=cmd[1:], env=server_env(tmp_path), cwd=REPO)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.episode import CallRecord, EpisodeResult, EpisodeStatus, Round, StopReason, ToolCall
+from agent.episode_text import never_called
 from agent.errors import (
     BackendAuthError,
     BackendResponseError,
@@ -15,7 +16,6 @@ from agent.errors import (
     DatabaseWorkerError,
     ModelNotFound,
 )
-from agent.loop import never_called
 from agent.sqlite import BlobRef, ClippedText, ResultCut
 from mcp_server.answer.output import (
     DATA_NOTICE,

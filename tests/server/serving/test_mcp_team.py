@@ -84,7 +84,9 @@ async def test_concurrency_quota_queues_only_its_own_token(team_server: Any) -> 
     answers: dict[str, Any] = {}
 
     async def one(key: str, token: str) -> None:
-        answers[key] = await ask(server.url, token, {"question": BOOK_QUESTION, "database": "bookshop"})
+        # Its own evidence each: the same arguments of the same token would be one question (ongoing.py).
+        answers[key] = await ask(server.url, token, {"question": BOOK_QUESTION, "database": "bookshop",
+                                                     "evidence": f"asked as {key}"})
 
     def with_the_model() -> int:
         return sum(BOOK_QUESTION in r.body["prompt"] for r in server.runtime.generating)
@@ -133,12 +135,13 @@ async def test_a_busy_token_leaves_a_place_for_another_at_the_defaults(team_serv
     server = team_server(ollama_url=fake.url, places=(), environ={"OLLAMA_NUM_PARALLEL": "4"})
     slow: list[Any] = []
 
-    async def busy() -> None:
-        slow.append(await ask(server.url, ALL, {"question": "How many sales are there?", "database": "sales"}))
+    async def busy(k: int) -> None:  # four questions (the same arguments of one token would be one)
+        slow.append(await ask(server.url, ALL, {"question": "How many sales are there?", "database": "sales",
+                                                "evidence": f"asker {k}"}))
 
     async with anyio.create_task_group() as group:
-        for _ in range(4):
-            group.start_soon(busy)
+        for k in range(4):
+            group.start_soon(busy, k)
         await wait_in_flight(server, 4)
         with anyio.fail_after(45):  # the slow questions' first replies take 60 s
             other = await ask(server.url, BOOKS, {"question": BOOK_QUESTION})
@@ -221,7 +224,9 @@ async def test_sigterm_drains_questions_in_flight(team_server: Any) -> None:
         stopped_at = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
         await wait_until(lambda: "SIGTERM: taking no new questions" in server.stderr.read_text())
-        late = error_text(await ask(server.url, ALL, {"question": BOOK_QUESTION, "database": "bookshop"}))
+        # A new question (one of those in flight, asked again, would wait for its answer: ongoing.py).
+        late = error_text(await ask(server.url, ALL, {"question": BOOK_QUESTION, "database": "bookshop",
+                                                      "evidence": "asked late"}))
         server.runtime.release()
     assert late == ("The server is shutting down and takes no new questions. Ask again in a minute, "
                     "once it has restarted (or ask its operator).")

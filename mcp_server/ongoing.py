@@ -1,0 +1,255 @@
+"""Questions still being answered after the call that asked them ended with status `working`.
+
+A host gives up on a tool call after a fixed time (Claude Desktop at 60 s), and a slow model takes
+longer than that to answer. So each call has --call-budget seconds: a question not answered by then
+goes on here, untouched, while its call ends saying `working`; a call of the same question (its
+`QuestionKey`: the same token, database and arguments) finds it and waits for it again. Nothing is
+asked of the model twice, and its quota was counted once, when it started.
+
+Bounds: a token holds at most --token-max-working questions here; one that no call waits on is kept
+--working-timeout seconds after its last call ended, then cancelled (or its answer dropped), saying
+so in the episode log. A person's cancel of the last call waiting on one cancels it. The work runs
+in the server state's own task group, inside the question gate (serving/draining.py): a drain
+waits for it, a stop cancels it.
+
+This module knows nothing of what a question is: the answer layer (answer/call_budget.py) gives the
+work to run and reads its outcome.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from agent.episode import Round
+
+logger = logging.getLogger(__name__)
+
+ReportProgress = Callable[[float, float | None, str | None], Awaitable[None]]
+SendForm = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class QuestionKey:
+    """What makes two calls the same question: who asks, where, and the arguments as checked."""
+
+    token: str
+    database: str
+    question: str
+    evidence: str | None
+    samples: int
+    verified: bool
+    asking: str  # how its client may be asked to choose (none, form, retry, view): the work differs
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """A call waiting on a question: where its progress goes, and (2025-11-25) how it sends a form."""
+
+    report: ReportProgress
+    send_form: SendForm | None = None
+
+
+class TooManyWorking(Exception):
+    """A token asked a new question while it already has --token-max-working being answered."""
+
+    def __init__(self, token: str, limit: int) -> None:
+        super().__init__(token, limit)
+        self.token, self.limit = token, limit
+
+
+class Ongoing:
+    """One question being answered: the calls waiting on it, what it has done, and its outcome."""
+
+    def __init__(self, key: QuestionKey, question_id: str) -> None:
+        self.key, self.question_id = key, question_id
+        self.started = time.perf_counter()
+        self.calls = 0  # calls that asked this question so far
+        self.waiters: dict[int, Waiter] = {}  # the calls waiting on it now, by call number
+        self.left_at = self.started  # when the last call stopped waiting
+        self.done = anyio.Event()  # set once `outcome` or `error` is known, or it was cancelled
+        self.outcome: object | None = None
+        self.error: Exception | None = None
+        self.cancelled_why: str | None = None  # call_cancelled, not_asked_again or server_stopped
+        self.finish_now = anyio.Event()  # set: its samples answer with what they have (one-call answers)
+        self.rounds: list[Round] = []  # every round its samples played, as each ended
+        self.samples_finished = 0
+        self.asking = False  # a form waits for its person's choice
+        self.taken = False  # a call has its outcome
+        self.scope = anyio.CancelScope()
+        self._changed = anyio.Event()
+        self._last_report: tuple[float, float | None, str | None] | None = None
+        self._numbers = itertools.count(1)
+
+    @property
+    def seconds(self) -> float:
+        """Seconds since the first call asked it."""
+        return time.perf_counter() - self.started
+
+    def longest_request(self) -> float:
+        """The longest model request of its rounds so far (0 before the first round ends)."""
+        return max((r.model_seconds for r in self.rounds), default=0.0)
+
+    def attach(self, waiter: Waiter) -> int:
+        """A call waits on it from now on; returns the call's number (1 for the first call)."""
+        number = next(self._numbers)
+        self.calls = number
+        self.waiters[number] = waiter
+        self.touch()
+        return number
+
+    def detach(self, number: int) -> None:
+        """Call `number` no longer waits on it."""
+        if self.waiters.pop(number, None) is not None and not self.waiters:
+            self.left_at = time.perf_counter()
+        self.touch()
+
+    def touch(self) -> None:
+        """Wake whoever waits for a change: a call came or went, a round ended, it finished."""
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
+
+    async def changed(self) -> None:
+        """Return at its next change."""
+        await self._changed.wait()
+
+    async def report(self, progress: float, total: float | None, message: str | None) -> None:
+        """Send a progress notification to every call waiting on it, and keep it for the next call to
+        come. (The SDK drops a notification to a client that has gone, with a debug log: it never
+        fails the work.)"""
+        self._last_report = (progress, total, message)
+        for waiter in list(self.waiters.values()):
+            await waiter.report(progress, total, message)
+
+    async def greet(self, waiter: Waiter) -> None:
+        """Tell a call that has just come where the question stands (the last progress sent)."""
+        if self._last_report is not None:
+            await waiter.report(*self._last_report)
+
+    async def send_form(self, message: str, schema: dict[str, Any]) -> Any:
+        """2025-11-25: send the form through a call waiting on the question (the next one to come,
+        when none waits now) and wait for the person's reply, which outlives that call."""
+        self.asking = True
+        try:
+            while True:
+                sender = next((w.send_form for w in reversed(self.waiters.values())
+                               if w.send_form is not None), None)
+                if sender is not None:
+                    return await sender(message, schema)
+                await self.changed()
+        finally:
+            self.asking = False
+
+
+class OngoingQuestions:
+    """Every question being answered, by key; they run while `running()` is open (the server state's)."""
+
+    def __init__(self, *, keep_seconds: float, per_token: int) -> None:
+        self.keep_seconds, self.per_token = keep_seconds, per_token
+        self._held: dict[QuestionKey, Ongoing] = {}
+        self._group: TaskGroup | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Run questions until the block ends, then cancel those still running (each writes its line)."""
+        async with anyio.create_task_group() as group:
+            self._group = group
+            try:
+                yield
+            finally:
+                self._group = None
+                group.cancel_scope.cancel()
+
+    @property
+    def held(self) -> int:
+        """Questions being answered or holding an answer no call has taken yet."""
+        return len(self._held)
+
+    @property
+    def unwaited(self) -> int:
+        """Of those, the ones no call waits on (their calls said `working`)."""
+        return sum(1 for work in self._held.values() if not work.waiters)
+
+    def find(self, key: QuestionKey) -> Ongoing | None:
+        """The question being answered under `key`, if any."""
+        return self._held.get(key)
+
+    def start(self, key: QuestionKey, question_id: str, run: Callable[[Ongoing], Awaitable[object]],
+              on_expired: Callable[[Ongoing], Awaitable[None]]) -> Ongoing:
+        """Start answering a question: `run(work)` gives its outcome; `on_expired(work)` records an
+        answer no call came back for. TooManyWorking when its token holds its most."""
+        held = sum(1 for other in self._held if other.token == key.token)
+        if held >= self.per_token:
+            raise TooManyWorking(key.token, self.per_token)
+        if self._group is None:
+            raise RuntimeError("OngoingQuestions.start() outside running()")  # our bug
+        work = Ongoing(key, question_id)
+        self._held[key] = work
+        self._group.start_soon(self._run, work, run)
+        self._group.start_soon(self._keep, work, on_expired)
+        return work
+
+    def take(self, work: Ongoing) -> None:
+        """A call answers with a finished question's outcome: the next call of it is a new question."""
+        work.taken = True
+        self._forget(work)
+
+    def cancel(self, work: Ongoing, why: str) -> None:
+        """Stop a question being answered (`why` goes in its log line); one already answered is left
+        for a later call, or to expire."""
+        if work.done.is_set():
+            return
+        if work.cancelled_why is None:
+            work.cancelled_why = why
+            work.scope.cancel()
+        self._forget(work)
+
+    def _forget(self, work: Ongoing) -> None:
+        if self._held.get(work.key) is work:
+            del self._held[work.key]
+        work.touch()
+
+    async def _run(self, work: Ongoing, run: Callable[[Ongoing], Awaitable[object]]) -> None:
+        try:
+            with work.scope:
+                try:
+                    work.outcome = await run(work)
+                except Exception as exc:  # the calls waiting on it raise it (our bugs too)
+                    work.error = exc
+        finally:
+            if work.cancelled_why is None and work.outcome is None and work.error is None:
+                work.cancelled_why = "server_stopped"  # cancelled from outside: the server stops
+            work.done.set()
+            work.touch()
+
+    async def _keep(self, work: Ongoing, on_expired: Callable[[Ongoing], Awaitable[None]]) -> None:
+        """Drop the question once no call has waited on it for keep_seconds."""
+        while self._held.get(work.key) is work:
+            if work.waiters:
+                await work.changed()
+                continue
+            left = work.left_at + self.keep_seconds - time.perf_counter()
+            if left > 0:
+                with anyio.move_on_after(left):
+                    await work.changed()
+                continue
+            if work.done.is_set():
+                self._forget(work)
+                if work.outcome is not None:
+                    with anyio.CancelScope(shield=True):
+                        try:
+                            await on_expired(work)
+                        except Exception:  # our bug: logged whole; it must not stop the other questions
+                            logger.exception("recording question %s, expired unanswered, failed",
+                                             work.question_id)
+            else:
+                self.cancel(work, "not_asked_again")
+            return

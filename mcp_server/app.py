@@ -50,6 +50,7 @@ from .serving.access import TokenTable, caller_of, token_table
 from .serving.draining import QuestionGate
 from .serving.log_format import configure_logging
 from .serving.metrics import ServerMetrics
+from .serving.stdio_shim import serve_stdio
 from .serving.stopping import exit_on_stop_signal, print_tty_notice
 from .state import (
     BackendFactory,
@@ -163,7 +164,7 @@ class SqaleServer(MCPServer[StateOpening]):
         """Serve MCP on stdin/stdout until the client hangs up or SIGINT/SIGTERM stops the process."""
         async with anyio.create_task_group() as group:
             group.start_soon(exit_on_stop_signal, group.cancel_scope, self.state_closed)
-            await self.run_stdio_async()
+            await serve_stdio(self)  # the pipes read and written on the event loop (stdio_shim.py)
             group.cancel_scope.cancel()  # the client hung up: stop watching for signals
 
     async def serve_http(self, settings: ServerSettings) -> None:

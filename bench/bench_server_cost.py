@@ -43,17 +43,17 @@ Parts 3 and 4 need ../shared/data (Chinook) and say so when it is absent.
 from __future__ import annotations
 
 import argparse
-import json
+import io
 import os
+import random
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
-from collections import defaultdict
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from itertools import cycle, islice
 from pathlib import Path
@@ -64,8 +64,17 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
 
-from mcp import Client, StdioServerParameters  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
+from hit_support import (  # noqa: E402 - beside this file
+    VALGRIND,
+    RawServer,
+    callgrind_control,
+    callgrind_descendants,
+    context_switches,
+    dumped_totals,
+    hit_sides,
+    process_name,
+    under_callgrind,
+)
 from server_cost_support import (  # noqa: E402 - beside this file
     CHINOOK,
     DEMO_GOLD,
@@ -76,13 +85,12 @@ from server_cost_support import (  # noqa: E402 - beside this file
     ask,
     ask_all,
     child_pid,
+    dbhub_argv,
     dbhub_missing,
-    dbhub_params,
     ms,
     own_cpu,
     sqale_mcp,
     stream_token_cpu,
-    timed,
     timed_sync,
     tree_cpu,
     verdict,
@@ -191,56 +199,77 @@ def print_burst(label: str, b: Burst, n: int) -> float:
 
 # ---- 3. a verified hit against DBHub ------------------------------------------------------
 
-async def verified_hits(url: str, hits: int, tmp: Path, dbhub: StdioServerParameters | None) -> dict[str, Any]:
-    """Latencies (ours, DBHub, each one's tools/list, bare sqlite3) and CPU per call of each side."""
-    library = tmp / "chinook.jsonl"
-    library.write_text(json.dumps({"question": HIT_QUESTION, "sql": HIT_SQL, "database": "chinook"}) + "\n")
-    args = ["--db", f"chinook={CHINOOK}", "--verified", f"chinook={library}", "--ollama-host", url]
-    times: dict[str, list[float]] = {"ours": [], "dbhub": [], "ours list": [], "dbhub list": []}
-    cpu: dict[str, float] = {}
-    client_cpu: dict[str, float] = defaultdict(float)
-    async with AsyncExitStack() as stack:
-        ours = await stack.enter_async_context(sqale_mcp(args, tmp))
-        calls: dict[str, Callable[[], Awaitable[object]]] = {
-            "ours": lambda: ask(ours, HIT_QUESTION, "verified"), "ours list": lambda: _listed(ours)}
-        pids = {"ours": child_pid(b"mcp_server")}
-        if dbhub is not None:
-            errlog = stack.enter_context((tmp / "dbhub-stderr.txt").open("a"))
-            peer = await stack.enter_async_context(Client(stdio_client(dbhub, errlog=errlog)))
-            pids["dbhub"] = child_pid(b"dbhub")
-            calls["dbhub"] = lambda: _dbhub_sql(peer, HIT_SQL)
-            calls["dbhub list"] = lambda: _listed(peer)
-        for call in calls.values():  # warm-up
+def extract_tree(ref: str, into: Path) -> Path:
+    """The tree of commit `ref` of this repository, written under `into`."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", ref], capture_output=True,
+                             check=True, timeout=120).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def verified_hits(url: str, hits: int, tmp: Path, dbhub: list[str] | None,
+                  before: Path | None) -> dict[str, Any]:
+    """Per server: wall seconds of each call, process-tree CPU and context switches per call, over
+    `hits` rounds, each round calling every server once in a new order, after a warm-up."""
+    sides = hit_sides(python=sys.executable, root=ROOT, tmp=tmp, chinook=CHINOOK, question=HIT_QUESTION,
+                      sql=HIT_SQL, ollama_url=url, dbhub=dbhub, before=before)
+    servers = {side.name: RawServer(side.argv, side.env, side.cwd, tmp / "hit-stderr.txt") for side in sides}
+    calls = {side.name: side.call for side in sides}
+    times: dict[str, list[float]] = {name: [] for name in servers}
+    try:
+        for server in servers.values():
+            server.start()
+        for name, server in servers.items():  # warm-up: workers started, caches filled
+            for _ in range(10):
+                calls[name](server)
+        cpu = {name: tree_cpu(s.pid) for name, s in servers.items()}
+        switches = {name: context_switches(s.pid) for name, s in servers.items()}
+        order, shuffle = list(servers), random.Random(44)
+        for _ in range(hits):
+            shuffle.shuffle(order)
+            for name in order:
+                started = time.perf_counter()
+                calls[name](servers[name])
+                times[name].append(time.perf_counter() - started)
+        cpu = {name: (tree_cpu(s.pid) - cpu[name]) / hits for name, s in servers.items()}
+        switches = {name: (context_switches(s.pid) - switches[name]) / hits for name, s in servers.items()}
+    finally:
+        for server in servers.values():
+            server.close()
+    return {"times": times, "cpu": cpu, "switches": switches}
+
+
+def hit_instructions(url: str, calls: int, tmp: Path, dbhub: list[str] | None,
+                     before: Path | None) -> dict[str, dict[str, float]]:
+    """Instructions per call of each server under callgrind, per process and thread of its tree."""
+    out = tmp / "callgrind"
+    out.mkdir(exist_ok=True)
+    sides = hit_sides(python=sys.executable, root=ROOT, tmp=tmp, chinook=CHINOOK, question=HIT_QUESTION,
+                      sql=HIT_SQL, ollama_url=url, dbhub=dbhub, before=before)
+    found: dict[str, dict[str, float]] = {}
+    for number, side in enumerate(sides):
+        tag = f"side{number}"
+        server = RawServer(under_callgrind(side.argv, out, tag), side.env, side.cwd,
+                           tmp / "callgrind-stderr.txt")
+        try:
+            server.start()
             for _ in range(5):
-                await call()
-        cpu = {name: tree_cpu(pid) for name, pid in pids.items()}
-        for _ in range(hits):
-            for name in pids:
-                client = time.process_time()
-                times[name].append(await timed(calls[name]))
-                client_cpu[name] += (time.process_time() - client) / hits
-        cpu = {name: (tree_cpu(pids[name]) - before) / hits for name, before in cpu.items()}
-        listed = {name: tree_cpu(pid) for name, pid in pids.items()}
-        for _ in range(hits):
-            for name in pids:
-                client = time.process_time()
-                times[f"{name} list"].append(await timed(calls[f"{name} list"]))
-                client_cpu[f"{name} list"] += (time.process_time() - client) / hits
-        cpu.update({f"{name} list": (tree_cpu(pids[name]) - before) / hits for name, before in listed.items()})
-    bare = sqlite3.connect(CHINOOK.as_uri() + "?mode=ro", uri=True)
-    times["bare sqlite3"] = [timed_sync(lambda: bare.execute(HIT_SQL).fetchall()) for _ in range(hits * 5)]
-    bare.close()
-    return {"times": times, "cpu": cpu, "client cpu": client_cpu}
-
-
-async def _listed(client: Client) -> None:
-    """tools/list fetched from the server (not the client's cache): a request with no database work."""
-    await client.list_tools(cache_mode="refresh")
-
-
-async def _dbhub_sql(client: Client, sql: str) -> None:
-    result = await client.call_tool("execute_sql", {"sql": sql})
-    assert not result.is_error and '"count": 5' in result.content[0].text, result.content  # type: ignore[union-attr]
+                side.call(server)
+            pids = callgrind_descendants(server.pid)
+            names = {pid: process_name(pid) for pid in pids}
+            callgrind_control("-z", pids)
+            for _ in range(calls):
+                side.call(server)
+            callgrind_control("-d", pids)
+            per: dict[str, float] = {}
+            for pid in pids:
+                for thread, total in dumped_totals(out, tag, pid).items():
+                    per[f"{'server' if pid == server.pid else names[pid]} {thread}"] = total / calls
+            found[side.name] = per
+        finally:
+            server.close()
+    return found
 
 
 # ---- 4. the guarded worker's read completion ----------------------------------------------
@@ -300,25 +329,34 @@ def report_burst(url: str, repeats: int, turn_delay: float, tmp: Path) -> None:
     print(f"    ratio at once / (32 x one at a time): {ratio:.3f} (ideal {1 / 32:.3f})")
 
 
-def report_hit(url: str, hits: int, dbhub_prefix: Path, node: str | None, tmp: Path) -> None:
+def report_hit(url: str, hits: int, dbhub_prefix: Path, node: str | None, tmp: Path,
+               instructions: int, before: str | None) -> None:
     reason = dbhub_missing(dbhub_prefix, node)
-    dbhub = None if reason or node is None else dbhub_params(dbhub_prefix, node, tmp)
-    hit = anyio.run(verified_hits, url, hits, tmp, dbhub)
+    dbhub = None if reason or node is None else dbhub_argv(dbhub_prefix, node, tmp)
+    tree = extract_tree(before, tmp / "before") if before else None
+    hit = verified_hits(url, hits, tmp, dbhub, tree)
     times = hit["times"]
-    print(f"3. a verified hit on Chinook over MCP stdio ({hits} calls each, interleaved):")
+    peer = "DBHub execute_sql"
+    base = statistics.median(times[peer]) if peer in times else None
+    print(f"3. a verified hit on Chinook over stdio, raw JSON-RPC ({hits} rounds, every server once a round "
+          "in a new order; CPU and context switches of each server's process tree per call):")
     for name, values in times.items():
-        if not values:
-            continue
-        side = ""
-        if name in hit["cpu"]:
-            side = (f"; CPU a call: server {1000 * hit['cpu'][name]:.2f} ms, "
-                    f"client {1000 * hit['client cpu'][name]:.2f} ms")
-        print(f"  {name:<13} {ms(values)}{side}")
-    if reason:
+        ratio = f"  {statistics.median(values) / base:4.2f}x DBHub" if base else ""
+        print(f"  {name:<40} {ms(values)}{ratio}; CPU {1000 * hit['cpu'][name]:.2f} ms, "
+              f"{hit['switches'][name]:.1f} context switches")
+    if reason or base is None:
         print(f"  DBHub skipped: {reason}")
-        return
-    ratio = statistics.median(times["ours"]) / statistics.median(times["dbhub"])
-    print(f"  ours / DBHub: {ratio:.2f}x ({verdict(ratio, 1.0)})")
+    else:
+        ratio = statistics.median(times["ours (verified hit)"]) / base
+        print(f"  ours / DBHub: {ratio:.2f}x ({verdict(ratio, 1.0)})")
+    if instructions and VALGRIND is None:
+        print("  instructions: skipped (no valgrind on PATH)")
+    elif instructions:
+        print(f"  instructions per call under callgrind ({instructions} calls after 5, by process and thread):")
+        for name, per in hit_instructions(url, instructions, tmp, dbhub, tree).items():
+            parts = ", ".join(f"{part} {value / 1e6:.2f} M" for part, value in sorted(per.items())
+                              if value >= 5e3)
+            print(f"  {name:<40} {sum(per.values()) / 1e6:.2f} M ({parts})")
 
 
 def report_reads(repeat: int) -> None:
@@ -343,12 +381,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs of the 20 questions for the CPU figure")
     parser.add_argument("--repeats", type=int, default=2, help="serial and at-once blocks of each burst")
     parser.add_argument("--turn-delay", type=float, default=0.2, help="seconds per fake model turn in bursts")
-    parser.add_argument("--hits", type=int, default=40, help="verified hits and DBHub calls, interleaved")
+    parser.add_argument("--hits", type=int, default=300, help="rounds of the verified hit and its peers")
+    parser.add_argument("--instructions", type=int, default=0,
+                        help="also count instructions per hit under callgrind, over this many calls")
     parser.add_argument("--join-repeat", type=int, default=200, help="queries of the join per mode")
     parser.add_argument("--dbhub", type=Path, default=Path(tempfile.gettempdir()) / "dbhub",
                         help="npm prefix holding @bytebase/dbhub")
     ci_node = ROOT / ".ci" / "node" / "node_modules" / ".bin" / "node"
     parser.add_argument("--node", default=str(ci_node) if ci_node.is_file() else shutil.which("node"))
+    parser.add_argument("--before", metavar="REF", help="also run this commit's server in the hit part")
     parser.add_argument("--parts", default="cpu,burst,hit,reads,stream", help="which parts to run, by name")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -366,7 +407,7 @@ def main() -> None:
                 if part in parts and not CHINOOK.is_file():
                     print(f"{label} skipped: {CHINOOK} not found (../shared/data is absent)")
             if "hit" in parts and CHINOOK.is_file():
-                report_hit(quick.url, args.hits, args.dbhub, args.node, tmp)
+                report_hit(quick.url, args.hits, args.dbhub, args.node, tmp, args.instructions, args.before)
             if "reads" in parts and CHINOOK.is_file():
                 report_reads(args.join_repeat)
             if "stream" in parts:

@@ -214,13 +214,12 @@ def verdict(value: float, goal: float) -> str:
     return f"goal <= {goal:g}: {'met' if value <= goal else 'NOT met'}"
 
 
-def dbhub_params(prefix: Path, node: str, tmp: Path) -> StdioServerParameters:
+def dbhub_argv(prefix: Path, node: str, tmp: Path) -> list[str]:
     config = tmp / "dbhub.toml"
     config.write_text(f'[[sources]]\nid = "chinook"\ndsn = "sqlite://{CHINOOK}"\n\n[[tools]]\n'
                       'name = "execute_sql"\nsource = "chinook"\nreadonly = true\nmax_rows = 50\n')
     script = prefix / "node_modules" / "@bytebase" / "dbhub" / "dist" / "index.js"
-    return StdioServerParameters(command=node, args=[str(script), f"--config={config}", "--transport=stdio"],
-                                 cwd=tmp)
+    return [node, str(script), f"--config={config}", "--transport=stdio"]
 
 
 def dbhub_missing(prefix: Path, node: str | None) -> str | None:

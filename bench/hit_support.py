@@ -38,6 +38,13 @@ async def noop() -> str:
 server.run()
 '''
 
+# The same no-op tool served as sqale-mcp serves stdio (mcp_server/serving/stdio_shim.py): on the loop.
+NOOP_SHIM_SERVER = NOOP_SERVER.replace("server.run()\n", """import anyio
+from mcp_server.serving.stdio_shim import serve_stdio
+
+anyio.run(serve_stdio, server)
+""")
+
 # The low-level server over pipes read on the event loop, answering one tool with SQL run in process.
 LOWLEVEL_SQL_SERVER = '''\
 import json, sqlite3, sys
@@ -252,8 +259,10 @@ def hit_sides(*, python: str, root: Path, tmp: Path, chinook: Path, question: st
     env = {k: v for k, v in os.environ.items() if k not in ("OLLAMA_HOST", "SQALE_MCP_ARGS", "PYTHONPATH")}
     env |= {"XDG_CACHE_HOME": str(tmp / "cache"), "XDG_CONFIG_HOME": str(tmp / "config"),
             "PYTHONPATH": str(root)}
-    noop, lowlevel = tmp / "noop_server.py", tmp / "lowlevel_sql_server.py"
+    noop, noop_shim = tmp / "noop_server.py", tmp / "noop_shim_server.py"
+    lowlevel = tmp / "lowlevel_sql_server.py"
     noop.write_text(NOOP_SERVER)
+    noop_shim.write_text(NOOP_SHIM_SERVER)
     lowlevel.write_text(LOWLEVEL_SQL_SERVER)
 
     def ours(server: RawServer) -> None:
@@ -276,6 +285,8 @@ def hit_sides(*, python: str, root: Path, tmp: Path, chinook: Path, question: st
     sides += [
         HitSide("floor: MCPServer no-op tool", [python, str(noop)], lambda s: s.call_tool("noop", {}),
                 env, tmp),
+        HitSide("floor: MCPServer no-op, stdio on the loop", [python, str(noop_shim)],
+                lambda s: s.call_tool("noop", {}), env, tmp),
         HitSide("floor: low-level, no threads, sqlite3", [python, str(lowlevel), chinook.as_uri() + "?mode=ro"],
                 lambda s: rows(s, "run_sql", {"sql": sql}), env, tmp),
     ]

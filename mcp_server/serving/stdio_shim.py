@@ -25,7 +25,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -81,10 +81,12 @@ class PipeLines:
 
 
 class PipeWriter:
-    """Writes text to a non-blocking pipe on the event loop, waiting while the reader is behind."""
+    """Writes text to a non-blocking pipe on the event loop, waiting while the reader is behind;
+    `written` is called once the first text is all written (the first reply is on the wire)."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, written: Callable[[], object] | None = None) -> None:
         self._fd = fd
+        self._written = written
 
     async def write(self, text: str) -> int:
         """Write all of `text` (as UTF-8); a reader that has gone raises BrokenPipeError."""
@@ -96,6 +98,9 @@ class PipeWriter:
                 await anyio.wait_writable(self._fd)
                 continue
             data = data[written:]
+        first, self._written = self._written, None
+        if first is not None:
+            first()
         return len(text)
 
     async def flush(self) -> None:
@@ -120,10 +125,11 @@ def _waitable(fd: int) -> bool:
 
 
 @contextmanager
-def claimed_pipes() -> Iterator[ClaimedPipes | None]:
+def claimed_pipes(replied: Callable[[], object] | None = None) -> Iterator[ClaimedPipes | None]:
     """The process's stdin and stdout as non-blocking private descriptors, with fd 0 reading the
     null device and fd 1 writing to stderr meanwhile; None (nothing changed) when they are not
-    both pipes or sockets, or cannot be moved. Everything is put back on exit."""
+    both pipes or sockets, or cannot be moved. Everything is put back on exit. `replied` is
+    called once the first message is written."""
     if os.name != "posix" or not (_waitable(0) and _waitable(1)):
         yield None
         return
@@ -143,7 +149,7 @@ def claimed_pipes() -> Iterator[ClaimedPipes | None]:
         yield None
         return
     try:
-        yield ClaimedPipes(PipeLines(moved[0][1]), PipeWriter(moved[1][1]))
+        yield ClaimedPipes(PipeLines(moved[0][1]), PipeWriter(moved[1][1], replied))
     finally:
         _restore(moved)
 
@@ -168,11 +174,14 @@ def _restore(moved: list[tuple[int, int, bool]]) -> None:
             os.close(private)
 
 
-async def serve_stdio(server: MCPServer[Any]) -> None:
+async def serve_stdio(server: MCPServer[Any], replied: Callable[[], object] | None = None) -> None:
     """Serve `server` over stdin and stdout until the client hangs up: on the event loop when both
-    are pipes or sockets, else through the SDK's own transport (`run_stdio_async`)."""
-    with claimed_pipes() as pipes:
+    are pipes or sockets, else through the SDK's own transport (`run_stdio_async`). `replied` is
+    called once the first reply is written (at once with the SDK's transport, which does not say)."""
+    with claimed_pipes(replied) as pipes:
         if pipes is None:
+            if replied is not None:
+                replied()
             await server.run_stdio_async()
             return
         lowlevel = server._lowlevel_server  # the shim's one SDK internal (see above)

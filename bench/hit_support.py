@@ -45,6 +45,27 @@ from mcp_server.serving.stdio_shim import serve_stdio
 anyio.run(serve_stdio, server)
 """)
 
+# sqale-mcp whose tool, once it has answered, answers every later call with that same response: what
+# a call costs with no answer work at all (no SQL, no building, no audit), everything else as served.
+PREBUILT_SERVER = """\
+import sys
+import mcp_server.answer.tool as tool
+from mcp_server.__main__ import main
+
+built = []
+answer = tool.answer_question
+
+
+async def prebuilt(*args, **kwargs):
+    if not built:
+        built.append(await answer(*args, **kwargs))
+    return built[0]
+
+
+tool.answer_question = prebuilt
+sys.exit(main())
+"""
+
 # The low-level server over pipes read on the event loop, answering one tool with SQL run in process.
 LOWLEVEL_SQL_SERVER = '''\
 import json, sqlite3, sys
@@ -260,9 +281,10 @@ def hit_sides(*, python: str, root: Path, tmp: Path, chinook: Path, question: st
     env |= {"XDG_CACHE_HOME": str(tmp / "cache"), "XDG_CONFIG_HOME": str(tmp / "config"),
             "PYTHONPATH": str(root)}
     noop, noop_shim = tmp / "noop_server.py", tmp / "noop_shim_server.py"
-    lowlevel = tmp / "lowlevel_sql_server.py"
+    lowlevel, prebuilt = tmp / "lowlevel_sql_server.py", tmp / "prebuilt_server.py"
     noop.write_text(NOOP_SERVER)
     noop_shim.write_text(NOOP_SHIM_SERVER)
+    prebuilt.write_text(PREBUILT_SERVER)
     lowlevel.write_text(LOWLEVEL_SQL_SERVER)
 
     def ours(server: RawServer) -> None:
@@ -283,6 +305,7 @@ def hit_sides(*, python: str, root: Path, tmp: Path, chinook: Path, question: st
         sides.append(HitSide("DBHub execute_sql", dbhub, lambda s: rows(s, "execute_sql", {"sql": sql}),
                              None, tmp))
     sides += [
+        HitSide("floor: ours, the answer prebuilt", [python, str(prebuilt), *ours_argv[3:]], ours, env, root),
         HitSide("floor: MCPServer no-op tool", [python, str(noop)], lambda s: s.call_tool("noop", {}),
                 env, tmp),
         HitSide("floor: MCPServer no-op, stdio on the loop", [python, str(noop_shim)],

@@ -272,15 +272,14 @@ class _Worker:
                 if remaining <= 0:
                     self.kill()
                     return None
-                with anyio.move_on_after(remaining):
+                with anyio.move_on_after(remaining) as waited:
                     await anyio.wait_readable(self.inbox.fileno())
-                if self.inbox.poll():
-                    reply_id, reply = self.inbox.recv()
-                    if reply_id == request_id:
-                        return reply
-                elif self.process.poll() is not None:
-                    self.kill()
-                    return None
+                if waited.cancelled_caught:
+                    continue  # past the deadline: killed above
+                # Readable: a reply, or the end of the pipe (the worker died: EOFError below).
+                reply_id, reply = self.inbox.recv()
+                if reply_id == request_id:
+                    return reply
         except (EOFError, OSError):
             self.kill()
             return None

@@ -353,7 +353,11 @@ class WorkerPool:
         """
         worker = self._idle_ready() if self._slots.acquire(blocking=False) else None
         if worker is None:
-            return await anyio.to_thread.run_sync(lambda: self.run(request, cancel), abandon_on_cancel=True)
+            try:
+                return await anyio.to_thread.run_sync(lambda: self.run(request, cancel), abandon_on_cancel=True)
+            except anyio.get_cancelled_exc_class():
+                cancel.cancel()  # the abandoned thread's worker stops the statement
+                raise
         held_here = True  # the slot and the worker are this call's until handed to a thread
         try:
             started = time.monotonic()

@@ -117,6 +117,29 @@ def test_awaited_bomb_is_killed_at_its_deadline_while_the_loop_goes_on(name: str
     assert (ok, ticks > 5, rows) == (False, True, (("Ann",), ("Bob",)))
 
 
+def test_awaited_query_cancelled_while_its_worker_starts_is_interrupted(shop: Path) -> None:
+    """The first query of a pool waits in a thread for its worker to start (WorkerPool.arun's other
+    way): cancelled, starting or running, it is stopped too, and the next query does not wait for it."""
+    import anyio
+
+    eng = WorkerPool(WorkerLimits(query_timeout=CANCEL_DEADLINE))
+    db = Database.unruled(shop, eng)
+
+    async def scenario() -> tuple[float, QueryStatus]:
+        start = time.monotonic()
+        with anyio.move_on_after(0.3):
+            await db.aquery(BOMBS["runaway recursive CTE"], max_rows=1)
+        nxt = await db.aquery("SELECT count(*) FROM customer", max_rows=1)
+        return time.monotonic() - start, nxt.status
+
+    try:
+        total, status = anyio.run(scenario)
+        assert status is QueryStatus.OK
+        assert total < CANCEL_DEADLINE / 2
+    finally:
+        eng.close()
+
+
 def test_awaited_query_cancelled_in_a_c_call_frees_its_worker(shop: Path) -> None:
     """A query cancelled inside one long C call (it never sees the cancel) is killed after the
     grace time, in a thread: the caller returns at once, and the next query gets a new worker."""

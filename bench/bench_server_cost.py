@@ -1,9 +1,10 @@
-"""The server's own cost (issue 37): a round, a burst of questions, a verified hit, a read completion.
+"""The server's own cost (issues 37, 44): a round, bursts, a verified hit, reads, streams, start-up.
 
-    python bench/bench_server_cost.py [--runs 3] [--repeats 2] [--hits 40] [--parts cpu,burst,hit,reads,stream]
+    python bench/bench_server_cost.py [--runs 3] [--repeats 2] [--hits 300] [--instructions N] [--before REF]
+                                      [--parts cpu,burst,hit,reads,stream,reuse,startup]
                                       [--dbhub DIR] [--node PATH]
 
-Four figures from one run, each a median of repeated runs, every server a real `python -m
+Figures from one run, each a median of repeated runs, every server a real `python -m
 mcp_server` over stdio; the fake model runtime (tests/support/fake_runtime.py) runs in this
 process, so the server's process tree holds the server and its SQLite workers only:
 
@@ -22,10 +23,15 @@ process, so the server's process tree holds the server and its SQLite workers on
    apart. Goal: ratio <= 0.25. Then 32 at once with 32 slots on one server, against 32 times
    that server's own serial time per question (8 asked one at a time): reported.
 3. hit: a verified-library answer on Chinook over MCP stdio against DBHub's `execute_sql`
-   (@bytebase/dbhub, read-only, max_rows 50 like our --max-rows) of the same SQL, interleaved,
-   --hits calls each after a warm-up; with each server's tools/list (a request with no database
-   work), each process tree's CPU and this client's per call, and bare sqlite3 on the same SQL.
-   Goal: ours <= 1.0x DBHub.
+   (@bytebase/dbhub, read-only, max_rows 50 like our --max-rows) of the same SQL, spoken to with
+   raw JSON-RPC lines (bench/hit_support.py: no SDK client shares the cores), --hits rounds each
+   calling every server once in a new order, after a warm-up; each process tree's CPU and context
+   switches per call. Beside them the floors: our server whose tool answers with a prebuilt
+   response (no SQL, no building, no audit), the SDK's MCPServer with a no-op tool (over the SDK's
+   stdio transport, and over ours on the event loop), and the SDK's low-level server over ours
+   running the SQL in process with sqlite3. With --before REF, that commit's server too; with
+   --instructions N, each server under callgrind for N calls, its instructions per call by process
+   and thread. Goal: ours <= 1.0x DBHub.
    DBHub needs `npm install --prefix DIR @bytebase/dbhub` (DIR defaults to $TMPDIR/dbhub) and
    the Node its package asks for (22.5+: its SQLite is node:sqlite; .ci/node's node@22, else the
    one on PATH); without them this part says why and goes on.
@@ -38,6 +44,14 @@ process, so the server's process tree holds the server and its SQLite workers on
    token: CPU of this process per token, from completions of ~17 and ~413 tokens alternated
    (a fake engine in its own process), by difference. No goal: a team server's engine writes
    hundreds of tokens a round, so this, not part 1's Ollama figure, is its CPU per round.
+
+6. reuse: 160 completions one after another through the OpenAI-compatible backend against a fake
+   engine over real HTTP that records each request's peer. Goal: one connection.
+
+7. startup: this checkout installed (pip install --target), its console script spawned until its
+   first reply to initialize (the demo; Chinook with a verified library) and to server/discover,
+   against the SDK's minimal server asked the same, interleaved (bench_startup.py's measures).
+   Goal: <= 1.2x each.
 
 Parts 3 and 4 need ../shared/data (Chinook) and say so when it is absent.
 """
@@ -84,6 +98,7 @@ from server_cost_support import (  # noqa: E402 - beside this file
     HIT_SQL,
     JOIN_SQL,
     ROUND_PROMPT,
+    STREAM_PROMPT,
     FourRounds,
     ask,
     ask_all,
@@ -106,7 +121,7 @@ from agent.sqlite import Database, WorkerLimits, WorkerPool  # noqa: E402
 from mcp_server.config.demo import ensure_demo_database  # noqa: E402
 from tests.support.fake_runtime import FakeServer  # noqa: E402
 from tests.support.mcp import DelayedPolicy  # noqa: E402
-from tests.support.policies import PolicyBackend  # noqa: E402
+from tests.support.policies import PolicyBackend, ScriptedReply, assistant_reply, tool_call  # noqa: E402
 
 # ---- 1. CPU per round ---------------------------------------------------------------------
 
@@ -388,6 +403,50 @@ def report_stream(runs: int) -> None:
           f"({', '.join(f'{v:.1f}' for v in per_token)})")
 
 
+async def completion_connections(url: str, count: int) -> int:
+    """`count` completions through the OpenAI-compatible backend, one after another, against the fake
+    engine at `url` (which records each request's peer: one per connection)."""
+    from agent.backends.registry import make_backend
+    from mcp_server.config.command_line import parse_settings
+
+    backend = make_backend(parse_settings(["--demo", "--backend", "openai", "--base-url", url + "/v1"], {}))
+    try:
+        for _ in range(count):
+            await backend.complete(STREAM_PROMPT, max_tokens=64)
+    finally:
+        await backend.aclose()
+    return count
+
+
+class SteadyModel:
+    """The same short reply to every prompt."""
+
+    def reply(self, prompt: str, model: str) -> ScriptedReply:
+        return ScriptedReply(assistant_reply("Next step.", tool_call("list_tables")))
+
+
+def report_reuse(count: int) -> None:
+    engine = FakeServer(SteadyModel()).start()
+    try:
+        anyio.run(completion_connections, engine.root, count)
+        peers = {r.peer for r in engine.requests if r.path == "/v1/completions"}
+        done = sum(r.path == "/v1/completions" for r in engine.requests)
+    finally:
+        engine.stop()
+    print(f"6. the OpenAI-compatible backend's connections: {done} completions one after another on "
+          f"{len(peers)} connection(s) (goal: one per engine: {'met' if len(peers) == 1 else 'NOT met'})")
+
+
+def report_startup(runs: int) -> None:
+    from bench_startup import startup_figures
+
+    figures = startup_figures(runs)
+    print(f"7. start-up, spawn to the first reply (installed tree, console script, median of {runs} "
+          "interleaved runs; bench_startup.py has the rest):")
+    for name, (seconds, ratio) in figures.items():
+        print(f"  {name:36s} {seconds:6.3f} s  {ratio:5.2f}x the SDK's minimal server  {verdict(ratio, 1.2)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs of the 20 questions for the CPU figure")
@@ -402,7 +461,9 @@ def main() -> None:
     ci_node = ROOT / ".ci" / "node" / "node_modules" / ".bin" / "node"
     parser.add_argument("--node", default=str(ci_node) if ci_node.is_file() else shutil.which("node"))
     parser.add_argument("--before", metavar="REF", help="also run this commit's server in the hit part")
-    parser.add_argument("--parts", default="cpu,burst,hit,reads,stream", help="which parts to run, by name")
+    parser.add_argument("--startup-runs", type=int, default=9, help="interleaved start-ups of each server")
+    parser.add_argument("--parts", default="cpu,burst,hit,reads,stream,reuse,startup",
+                        help="which parts to run, by name")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -424,6 +485,10 @@ def main() -> None:
                 report_reads(args.join_repeat)
             if "stream" in parts:
                 report_stream(args.runs)
+            if "reuse" in parts:
+                report_reuse(160)
+            if "startup" in parts:
+                report_startup(args.startup_runs)
     finally:
         quick.stop()
         slow.stop()

@@ -278,6 +278,26 @@ def report(trees: Sequence[Tree], figures: Mapping[str, Mapping[str, float]], ba
             print(f"  {name:36s}  {after[name] / before[name]:5.2f}")
 
 
+def startup_figures(runs: int) -> dict[str, tuple[float, float]]:
+    """This checkout's server, installed, to its first reply (initialize on the demo and on Chinook,
+    server/discover): seconds and the ratio to the SDK's minimal server asked the same."""
+    fake = FakeServer(OraclePolicy({QUESTION: QUESTION_SQL})).start()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            place = prepare(Path(tmp), fake.url)
+            copied = checkout_copy(Path(tmp) / "checkout")
+            tree = Tree("this checkout", install(copied, Path(tmp) / "installed"))
+            timed = {name: run for name, run in baselines(place).items() if "server" in name}
+            timed |= {name: run for name, run in commands(tree, place).items() if name.startswith("sqale-mcp i")
+                      or "discover" in name}
+            medians = measure(timed, runs)
+    finally:
+        fake.stop()
+    return {name: (seconds, seconds / medians["SDK minimal server " + ("server/discover" if "discover" in name
+                                                                       else "initialize")])
+            for name, seconds in medians.items() if name.startswith("sqale-mcp")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs of each command (median shown)")

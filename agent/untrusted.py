@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 from enum import Enum
+from functools import lru_cache
 
 from .sqlite.sql_text import quoted_and_comments
 from .text import escape_unsafe
@@ -83,13 +84,27 @@ def sql_fence(sql: str, lang: str = "sql") -> str:
     return f"{ticks}{lang}\n{sql}\n{ticks}"
 
 
+REMEMBERED_SQL_CHARS = 8_000  # plain_sql remembers its verdict on SQL up to this long
+REMEMBERED_SQL = 256  # ... for this many texts (a verified answer's SQL is shown again and again)
+
+
 def plain_sql(sql: str) -> bool:
     """True when `sql` holds nothing a reader could take for words addressed to it.
 
     Plain SQL has no comment, no string or quoted name spanning lines, nothing anywhere that
     speaks as a chat role or opens a turn (`SYSTEM:`, `<|im_start|>`, `[INST]`, ...), no line
     that looks like a fence, no block marker and no character that must be shown as an escape.
+    The verdict on a text (a pure function of it) is remembered for short texts.
     """
+    return _remembered_plain_sql(sql) if len(sql) <= REMEMBERED_SQL_CHARS else _plain_sql(sql)
+
+
+@lru_cache(maxsize=REMEMBERED_SQL)
+def _remembered_plain_sql(sql: str) -> bool:
+    return _plain_sql(sql)
+
+
+def _plain_sql(sql: str) -> bool:
     if (escape_unsafe(sql, keep="\n\t") != sql or _FENCE_LIKE.search(sql) or looks_like_marker(sql)
             or _ROLE_MARKER.search(sql)):
         return False

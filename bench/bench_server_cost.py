@@ -1,29 +1,37 @@
-"""The server's own cost (issue 37): a round, a burst of questions, a verified hit, a read completion.
+"""The server's own cost (issues 37, 44): a round, bursts, a verified hit, reads, streams, start-up.
 
-    python bench/bench_server_cost.py [--runs 3] [--repeats 2] [--hits 40] [--parts cpu,burst,hit,reads,stream]
+    python bench/bench_server_cost.py [--runs 3] [--repeats 2] [--hits 300] [--instructions N] [--before REF]
+                                      [--parts cpu,burst,hit,reads,stream,reuse,startup]
                                       [--dbhub DIR] [--node PATH]
 
-Four figures from one run, each a median of repeated runs, every server a real `python -m
+Figures from one run, each a median of repeated runs, every server a real `python -m
 mcp_server` over stdio; the fake model runtime (tests/support/fake_runtime.py) runs in this
 process, so the server's process tree holds the server and its SQLite workers only:
 
 1. cpu: server CPU per model round. 20 questions on the demo database, four rounds each
    (list_tables, describe_table, run_query, submit_sql) against a fake Ollama that answers at
-   once, one after another; utime + stime of the server and its SQLite workers from /proc
-   (workers that died are counted through the server's cutime/cstime), over the rounds the
-   answers report, after one untimed question. Beside it the same episodes run in this process
-   (run_episode with an in-process policy backend: no MCP, no HTTP): wall minus model time,
-   and the CPU of this process and its workers. Goal: <= 4 ms per round over stdio.
+   once, one after another, in batches of the 20; the CPU of the server's threads and of its
+   SQLite workers from /proc (each task's schedstat, to the nanosecond), over the rounds the
+   answers report, after one untimed question and one untimed batch. The figure is the least
+   batch; its breakdown: the ollama client (one completion of a round-sized prompt through our
+   Ollama backend, timed apart in a process of its own), the SQLite workers, and the rest (our
+   loop and the MCP server). Beside it the same episodes run in this process (run_episode with
+   an in-process policy backend: no MCP, no HTTP). Goal: <= 4 ms per round over stdio.
 2. burst: 8 questions at once against the same 8 one at a time (0.2 s a model turn,
    --max-concurrent 8 --runtime-slots 8), blocks alternated S A A S; start-up (spawn to the
    initialize reply, then a first untimed burst that starts the SQLite workers) is reported
    apart. Goal: ratio <= 0.25. Then 32 at once with 32 slots on one server, against 32 times
    that server's own serial time per question (8 asked one at a time): reported.
 3. hit: a verified-library answer on Chinook over MCP stdio against DBHub's `execute_sql`
-   (@bytebase/dbhub, read-only, max_rows 50 like our --max-rows) of the same SQL, interleaved,
-   --hits calls each after a warm-up; with each server's tools/list (a request with no database
-   work), each process tree's CPU and this client's per call, and bare sqlite3 on the same SQL.
-   Goal: ours <= 1.0x DBHub.
+   (@bytebase/dbhub, read-only, max_rows 50 like our --max-rows) of the same SQL, spoken to with
+   raw JSON-RPC lines (bench/hit_support.py: no SDK client shares the cores), --hits rounds each
+   calling every server once in a new order, after a warm-up; each process tree's CPU and context
+   switches per call. Beside them the floors: our server whose tool answers with a prebuilt
+   response (no SQL, no building, no audit), the SDK's MCPServer with a no-op tool (over the SDK's
+   stdio transport, and over ours on the event loop), and the SDK's low-level server over ours
+   running the SQL in process with sqlite3. With --before REF, that commit's server too; with
+   --instructions N, each server under callgrind for N calls, its instructions per call by process
+   and thread. Goal: ours <= 1.0x DBHub.
    DBHub needs `npm install --prefix DIR @bytebase/dbhub` (DIR defaults to $TMPDIR/dbhub) and
    the Node its package asks for (22.5+: its SQLite is node:sqlite; .ci/node's node@22, else the
    one on PATH); without them this part says why and goes on.
@@ -37,23 +45,31 @@ process, so the server's process tree holds the server and its SQLite workers on
    (a fake engine in its own process), by difference. No goal: a team server's engine writes
    hundreds of tokens a round, so this, not part 1's Ollama figure, is its CPU per round.
 
+6. reuse: 160 completions one after another through the OpenAI-compatible backend against a fake
+   engine over real HTTP that records each request's peer. Goal: one connection.
+
+7. startup: this checkout installed (pip install --target), its console script spawned until its
+   first reply to initialize (the demo; Chinook with a verified library) and to server/discover,
+   against the SDK's minimal server asked the same, interleaved (bench_startup.py's measures).
+   Goal: <= 1.2x each.
+
 Parts 3 and 4 need ../shared/data (Chinook) and say so when it is absent.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import io
 import os
+import random
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
-from collections import defaultdict
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from itertools import cycle, islice
 from pathlib import Path
@@ -64,25 +80,37 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repository root: agent, mcp_server and tests.support
 
-from mcp import Client, StdioServerParameters  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
+from hit_support import (  # noqa: E402 - beside this file
+    VALGRIND,
+    RawServer,
+    callgrind_control,
+    callgrind_descendants,
+    context_switches,
+    dumped_totals,
+    hit_sides,
+    process_name,
+    under_callgrind,
+)
 from server_cost_support import (  # noqa: E402 - beside this file
     CHINOOK,
     DEMO_GOLD,
     HIT_QUESTION,
     HIT_SQL,
     JOIN_SQL,
+    ROUND_PROMPT,
+    STREAM_PROMPT,
     FourRounds,
     ask,
     ask_all,
     child_pid,
+    dbhub_argv,
     dbhub_missing,
-    dbhub_params,
     ms,
+    ollama_client_cpu,
     own_cpu,
+    split_cpu,
     sqale_mcp,
     stream_token_cpu,
-    timed,
     timed_sync,
     tree_cpu,
     verdict,
@@ -93,13 +121,13 @@ from agent.loop import run_episode  # noqa: E402
 from agent.sqlite import Database, WorkerLimits, WorkerPool  # noqa: E402
 from tests.support.fake_runtime import FakeServer  # noqa: E402
 from tests.support.mcp import DelayedPolicy  # noqa: E402
-from tests.support.policies import PolicyBackend  # noqa: E402
+from tests.support.policies import PolicyBackend, ScriptedReply, assistant_reply, tool_call  # noqa: E402
 
 # ---- 1. CPU per round ---------------------------------------------------------------------
 
-async def cpu_over_stdio(url: str, runs: int, tmp: Path) -> tuple[list[float], list[float]]:
-    """(start-up CPU seconds: to the initialize reply, then the first question; server CPU ms per
-    round, one figure per run of the 20 questions, the first run first)."""
+async def cpu_over_stdio(url: str, runs: int, tmp: Path) -> tuple[list[float], list[tuple[float, float]]]:
+    """(start-up CPU seconds: to the initialize reply, then the first question; per batch of the 20
+    questions, the first one first: CPU ms per round of the server process and of its SQLite workers)."""
     per_round = []
     async with sqale_mcp(["--demo", "--ollama-host", url], tmp) as client:
         pid = child_pid(b"mcp_server")
@@ -107,9 +135,10 @@ async def cpu_over_stdio(url: str, runs: int, tmp: Path) -> tuple[list[float], l
         await ask(client, next(iter(DEMO_GOLD)))  # the worker starts, the schema is read
         start_up.append(tree_cpu(pid) - start_up[0])
         for _ in range(runs + 1):
-            before = tree_cpu(pid)
+            before = split_cpu(pid)
             _, answers = await ask_all(client, list(DEMO_GOLD), at_once=False)
-            per_round.append(1000 * (tree_cpu(pid) - before) / sum(a["rounds"] for a in answers))
+            after, rounds = split_cpu(pid), sum(a["rounds"] for a in answers)
+            per_round.append((1000 * (after[0] - before[0]) / rounds, 1000 * (after[1] - before[1]) / rounds))
     return start_up, per_round
 
 
@@ -191,56 +220,77 @@ def print_burst(label: str, b: Burst, n: int) -> float:
 
 # ---- 3. a verified hit against DBHub ------------------------------------------------------
 
-async def verified_hits(url: str, hits: int, tmp: Path, dbhub: StdioServerParameters | None) -> dict[str, Any]:
-    """Latencies (ours, DBHub, each one's tools/list, bare sqlite3) and CPU per call of each side."""
-    library = tmp / "chinook.jsonl"
-    library.write_text(json.dumps({"question": HIT_QUESTION, "sql": HIT_SQL, "database": "chinook"}) + "\n")
-    args = ["--db", f"chinook={CHINOOK}", "--verified", f"chinook={library}", "--ollama-host", url]
-    times: dict[str, list[float]] = {"ours": [], "dbhub": [], "ours list": [], "dbhub list": []}
-    cpu: dict[str, float] = {}
-    client_cpu: dict[str, float] = defaultdict(float)
-    async with AsyncExitStack() as stack:
-        ours = await stack.enter_async_context(sqale_mcp(args, tmp))
-        calls: dict[str, Callable[[], Awaitable[object]]] = {
-            "ours": lambda: ask(ours, HIT_QUESTION, "verified"), "ours list": lambda: _listed(ours)}
-        pids = {"ours": child_pid(b"mcp_server")}
-        if dbhub is not None:
-            errlog = stack.enter_context((tmp / "dbhub-stderr.txt").open("a"))
-            peer = await stack.enter_async_context(Client(stdio_client(dbhub, errlog=errlog)))
-            pids["dbhub"] = child_pid(b"dbhub")
-            calls["dbhub"] = lambda: _dbhub_sql(peer, HIT_SQL)
-            calls["dbhub list"] = lambda: _listed(peer)
-        for call in calls.values():  # warm-up
+def extract_tree(ref: str, into: Path) -> Path:
+    """The tree of commit `ref` of this repository, written under `into`."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", ref], capture_output=True,
+                             check=True, timeout=120).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def verified_hits(url: str, hits: int, tmp: Path, dbhub: list[str] | None,
+                  before: Path | None) -> dict[str, Any]:
+    """Per server: wall seconds of each call, process-tree CPU and context switches per call, over
+    `hits` rounds, each round calling every server once in a new order, after a warm-up."""
+    sides = hit_sides(python=sys.executable, root=ROOT, tmp=tmp, chinook=CHINOOK, question=HIT_QUESTION,
+                      sql=HIT_SQL, ollama_url=url, dbhub=dbhub, before=before)
+    servers = {side.name: RawServer(side.argv, side.env, side.cwd, tmp / "hit-stderr.txt") for side in sides}
+    calls = {side.name: side.call for side in sides}
+    times: dict[str, list[float]] = {name: [] for name in servers}
+    try:
+        for server in servers.values():
+            server.start()
+        for name, server in servers.items():  # warm-up: workers started, caches filled
+            for _ in range(10):
+                calls[name](server)
+        cpu = {name: tree_cpu(s.pid) for name, s in servers.items()}
+        switches = {name: context_switches(s.pid) for name, s in servers.items()}
+        order, shuffle = list(servers), random.Random(44)
+        for _ in range(hits):
+            shuffle.shuffle(order)
+            for name in order:
+                started = time.perf_counter()
+                calls[name](servers[name])
+                times[name].append(time.perf_counter() - started)
+        cpu = {name: (tree_cpu(s.pid) - cpu[name]) / hits for name, s in servers.items()}
+        switches = {name: (context_switches(s.pid) - switches[name]) / hits for name, s in servers.items()}
+    finally:
+        for server in servers.values():
+            server.close()
+    return {"times": times, "cpu": cpu, "switches": switches}
+
+
+def hit_instructions(url: str, calls: int, tmp: Path, dbhub: list[str] | None,
+                     before: Path | None) -> dict[str, dict[str, float]]:
+    """Instructions per call of each server under callgrind, per process and thread of its tree."""
+    out = tmp / "callgrind"
+    out.mkdir(exist_ok=True)
+    sides = hit_sides(python=sys.executable, root=ROOT, tmp=tmp, chinook=CHINOOK, question=HIT_QUESTION,
+                      sql=HIT_SQL, ollama_url=url, dbhub=dbhub, before=before)
+    found: dict[str, dict[str, float]] = {}
+    for number, side in enumerate(sides):
+        tag = f"side{number}"
+        server = RawServer(under_callgrind(side.argv, out, tag), side.env, side.cwd,
+                           tmp / "callgrind-stderr.txt")
+        try:
+            server.start()
             for _ in range(5):
-                await call()
-        cpu = {name: tree_cpu(pid) for name, pid in pids.items()}
-        for _ in range(hits):
-            for name in pids:
-                client = time.process_time()
-                times[name].append(await timed(calls[name]))
-                client_cpu[name] += (time.process_time() - client) / hits
-        cpu = {name: (tree_cpu(pids[name]) - before) / hits for name, before in cpu.items()}
-        listed = {name: tree_cpu(pid) for name, pid in pids.items()}
-        for _ in range(hits):
-            for name in pids:
-                client = time.process_time()
-                times[f"{name} list"].append(await timed(calls[f"{name} list"]))
-                client_cpu[f"{name} list"] += (time.process_time() - client) / hits
-        cpu.update({f"{name} list": (tree_cpu(pids[name]) - before) / hits for name, before in listed.items()})
-    bare = sqlite3.connect(CHINOOK.as_uri() + "?mode=ro", uri=True)
-    times["bare sqlite3"] = [timed_sync(lambda: bare.execute(HIT_SQL).fetchall()) for _ in range(hits * 5)]
-    bare.close()
-    return {"times": times, "cpu": cpu, "client cpu": client_cpu}
-
-
-async def _listed(client: Client) -> None:
-    """tools/list fetched from the server (not the client's cache): a request with no database work."""
-    await client.list_tools(cache_mode="refresh")
-
-
-async def _dbhub_sql(client: Client, sql: str) -> None:
-    result = await client.call_tool("execute_sql", {"sql": sql})
-    assert not result.is_error and '"count": 5' in result.content[0].text, result.content  # type: ignore[union-attr]
+                side.call(server)
+            pids = callgrind_descendants(server.pid)
+            names = {pid: process_name(pid) for pid in pids}
+            callgrind_control("-z", pids)
+            for _ in range(calls):
+                side.call(server)
+            callgrind_control("-d", pids)
+            per: dict[str, float] = {}
+            for pid in pids:
+                for thread, total in dumped_totals(out, tag, pid).items():
+                    per[f"{'server' if pid == server.pid else names[pid]} {thread}"] = total / calls
+            found[side.name] = per
+        finally:
+            server.close()
+    return found
 
 
 # ---- 4. the guarded worker's read completion ----------------------------------------------
@@ -280,14 +330,20 @@ def read_completion(repeat: int) -> tuple[dict[str, list[float]], dict[str, floa
 
 def report_cpu(url: str, runs: int, tmp: Path) -> None:
     start_up, per_run = anyio.run(cpu_over_stdio, url, runs, tmp)
-    stdio = statistics.median(per_run[1:])
+    batches = [server + workers for server, workers in per_run[1:]]
+    least = min(range(len(batches)), key=batches.__getitem__)
+    server, workers = per_run[1:][least]
+    client = ollama_client_cpu(url, 40)
     wall, cpu = anyio.run(cpu_in_process, ensure_demo_database(tmp / "demo"), runs)
     print(f"1. server CPU per model round ({len(DEMO_GOLD)} questions x 4 rounds, a fake model "
-          f"answering at once, median of {runs} runs after a first one):")
+          f"answering at once, the least of {runs} batches after a first one):")
     print(f"  start-up apart: {start_up[0]:.2f} s CPU to the initialize reply, {start_up[1]:.2f} s "
-          f"for the first question (worker start, schema); first run {per_run[0]:.2f} ms per round")
-    print(f"  over stdio, server + SQLite workers: {stdio:.2f} ms per round "
-          f"(runs {', '.join(f'{v:.2f}' for v in per_run[1:])}; {verdict(stdio, 4)})")
+          f"for the first question (worker start, schema); first batch {sum(per_run[0]):.2f} ms per round")
+    print(f"  over stdio, server + SQLite workers: {batches[least]:.2f} ms per round "
+          f"(batches {', '.join(f'{v:.2f}' for v in batches)}; {verdict(batches[least], 4)})")
+    print(f"    of it: the ollama client {client:.2f} ms (one completion of a {len(ROUND_PROMPT):,}-character "
+          f"prompt, measured apart), our loop and the MCP server {server - client:.2f} ms, "
+          f"the SQLite workers {workers:.2f} ms")
     print(f"  in process (run_episode, no MCP, no HTTP): wall minus model {statistics.median(wall):.2f} ms, "
           f"CPU with workers {statistics.median(cpu):.2f} ms per round")
 
@@ -300,25 +356,34 @@ def report_burst(url: str, repeats: int, turn_delay: float, tmp: Path) -> None:
     print(f"    ratio at once / (32 x one at a time): {ratio:.3f} (ideal {1 / 32:.3f})")
 
 
-def report_hit(url: str, hits: int, dbhub_prefix: Path, node: str | None, tmp: Path) -> None:
+def report_hit(url: str, hits: int, dbhub_prefix: Path, node: str | None, tmp: Path,
+               instructions: int, before: str | None) -> None:
     reason = dbhub_missing(dbhub_prefix, node)
-    dbhub = None if reason or node is None else dbhub_params(dbhub_prefix, node, tmp)
-    hit = anyio.run(verified_hits, url, hits, tmp, dbhub)
+    dbhub = None if reason or node is None else dbhub_argv(dbhub_prefix, node, tmp)
+    tree = extract_tree(before, tmp / "before") if before else None
+    hit = verified_hits(url, hits, tmp, dbhub, tree)
     times = hit["times"]
-    print(f"3. a verified hit on Chinook over MCP stdio ({hits} calls each, interleaved):")
+    peer = "DBHub execute_sql"
+    base = statistics.median(times[peer]) if peer in times else None
+    print(f"3. a verified hit on Chinook over stdio, raw JSON-RPC ({hits} rounds, every server once a round "
+          "in a new order; CPU and context switches of each server's process tree per call):")
     for name, values in times.items():
-        if not values:
-            continue
-        side = ""
-        if name in hit["cpu"]:
-            side = (f"; CPU a call: server {1000 * hit['cpu'][name]:.2f} ms, "
-                    f"client {1000 * hit['client cpu'][name]:.2f} ms")
-        print(f"  {name:<13} {ms(values)}{side}")
-    if reason:
+        ratio = f"  {statistics.median(values) / base:4.2f}x DBHub" if base else ""
+        print(f"  {name:<40} {ms(values)}{ratio}; CPU {1000 * hit['cpu'][name]:.2f} ms, "
+              f"{hit['switches'][name]:.1f} context switches")
+    if reason or base is None:
         print(f"  DBHub skipped: {reason}")
-        return
-    ratio = statistics.median(times["ours"]) / statistics.median(times["dbhub"])
-    print(f"  ours / DBHub: {ratio:.2f}x ({verdict(ratio, 1.0)})")
+    else:
+        ratio = statistics.median(times["ours (verified hit)"]) / base
+        print(f"  ours / DBHub: {ratio:.2f}x ({verdict(ratio, 1.0)})")
+    if instructions and VALGRIND is None:
+        print("  instructions: skipped (no valgrind on PATH)")
+    elif instructions:
+        print(f"  instructions per call under callgrind ({instructions} calls after 5, by process and thread):")
+        for name, per in hit_instructions(url, instructions, tmp, dbhub, tree).items():
+            parts = ", ".join(f"{part} {value / 1e6:.2f} M" for part, value in sorted(per.items())
+                              if value >= 5e3)
+            print(f"  {name:<40} {sum(per.values()) / 1e6:.2f} M ({parts})")
 
 
 def report_reads(repeat: int) -> None:
@@ -338,18 +403,67 @@ def report_stream(runs: int) -> None:
           f"({', '.join(f'{v:.1f}' for v in per_token)})")
 
 
+async def completion_connections(url: str, count: int) -> int:
+    """`count` completions through the OpenAI-compatible backend, one after another, against the fake
+    engine at `url` (which records each request's peer: one per connection)."""
+    from agent.backends.registry import make_backend
+    from mcp_server.config.command_line import parse_settings
+
+    backend = make_backend(parse_settings(["--demo", "--backend", "openai", "--base-url", url + "/v1"], {}))
+    try:
+        for _ in range(count):
+            await backend.complete(STREAM_PROMPT, max_tokens=64)
+    finally:
+        await backend.aclose()
+    return count
+
+
+class SteadyModel:
+    """The same short reply to every prompt."""
+
+    def reply(self, prompt: str, model: str) -> ScriptedReply:
+        return ScriptedReply(assistant_reply("Next step.", tool_call("list_tables")))
+
+
+def report_reuse(count: int) -> None:
+    engine = FakeServer(SteadyModel()).start()
+    try:
+        anyio.run(completion_connections, engine.root, count)
+        peers = {r.peer for r in engine.requests if r.path == "/v1/completions"}
+        done = sum(r.path == "/v1/completions" for r in engine.requests)
+    finally:
+        engine.stop()
+    print(f"6. the OpenAI-compatible backend's connections: {done} completions one after another on "
+          f"{len(peers)} connection(s) (goal: one per engine: {'met' if len(peers) == 1 else 'NOT met'})")
+
+
+def report_startup(runs: int) -> None:
+    from bench_startup import startup_figures
+
+    figures = startup_figures(runs)
+    print(f"7. start-up, spawn to the first reply (installed tree, console script, median of {runs} "
+          "interleaved runs; bench_startup.py has the rest):")
+    for name, (seconds, ratio) in figures.items():
+        print(f"  {name:36s} {seconds:6.3f} s  {ratio:5.2f}x the SDK's minimal server  {verdict(ratio, 1.2)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs of the 20 questions for the CPU figure")
     parser.add_argument("--repeats", type=int, default=2, help="serial and at-once blocks of each burst")
     parser.add_argument("--turn-delay", type=float, default=0.2, help="seconds per fake model turn in bursts")
-    parser.add_argument("--hits", type=int, default=40, help="verified hits and DBHub calls, interleaved")
+    parser.add_argument("--hits", type=int, default=300, help="rounds of the verified hit and its peers")
+    parser.add_argument("--instructions", type=int, default=0,
+                        help="also count instructions per hit under callgrind, over this many calls")
     parser.add_argument("--join-repeat", type=int, default=200, help="queries of the join per mode")
     parser.add_argument("--dbhub", type=Path, default=Path(tempfile.gettempdir()) / "dbhub",
                         help="npm prefix holding @bytebase/dbhub")
     ci_node = ROOT / ".ci" / "node" / "node_modules" / ".bin" / "node"
     parser.add_argument("--node", default=str(ci_node) if ci_node.is_file() else shutil.which("node"))
-    parser.add_argument("--parts", default="cpu,burst,hit,reads,stream", help="which parts to run, by name")
+    parser.add_argument("--before", metavar="REF", help="also run this commit's server in the hit part")
+    parser.add_argument("--startup-runs", type=int, default=9, help="interleaved start-ups of each server")
+    parser.add_argument("--parts", default="cpu,burst,hit,reads,stream,reuse,startup",
+                        help="which parts to run, by name")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -366,11 +480,15 @@ def main() -> None:
                 if part in parts and not CHINOOK.is_file():
                     print(f"{label} skipped: {CHINOOK} not found (../shared/data is absent)")
             if "hit" in parts and CHINOOK.is_file():
-                report_hit(quick.url, args.hits, args.dbhub, args.node, tmp)
+                report_hit(quick.url, args.hits, args.dbhub, args.node, tmp, args.instructions, args.before)
             if "reads" in parts and CHINOOK.is_file():
                 report_reads(args.join_repeat)
             if "stream" in parts:
                 report_stream(args.runs)
+            if "reuse" in parts:
+                report_reuse(160)
+            if "startup" in parts:
+                report_startup(args.startup_runs)
     finally:
         quick.stop()
         slow.stop()

@@ -141,6 +141,18 @@ def tree_cpu(pid: int, *, reaped: bool = True) -> float:
     return total / TICK
 
 
+def split_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds, to the nanosecond, of `pid`'s threads and of its live descendants' (the workers)."""
+    def threads(p: int) -> float:
+        try:
+            return sum(int((task / "schedstat").read_text().split()[0])
+                       for task in Path(f"/proc/{p}/task").iterdir()) / 1e9
+        except FileNotFoundError:
+            return 0.0
+
+    return threads(pid), sum(threads(child) for child in descendants(pid))
+
+
 def own_cpu() -> float:
     """CPU seconds of this process (every thread) and its live descendants, to the nanosecond."""
     total = time.process_time()
@@ -177,9 +189,11 @@ async def sqale_mcp(args: list[str], tmp: Path) -> AsyncIterator[Client]:
             yield client
 
 
-async def ask(client: Client, question: str, status: str = "submitted") -> dict[str, Any]:
+async def ask(client: Client, question: str, status: str = "submitted",
+              evidence: str | None = None) -> dict[str, Any]:
     """One call of the tool; its structured answer, checked."""
-    result = await client.call_tool(TOOL, {"question": question})
+    arguments = {"question": question} | ({"evidence": evidence} if evidence is not None else {})
+    result = await client.call_tool(TOOL, arguments)
     answer = result.structured_content or {}
     assert answer.get("status") == status, (answer.get("status"), result.content)
     return answer
@@ -189,17 +203,18 @@ async def ask_all(client: Client, questions: list[str], at_once: bool) -> tuple[
     """Wall seconds to answer every question, all at once or one after another; the answers."""
     answers: list[dict[str, Any]] = []
 
-    async def one(question: str) -> None:
-        answers.append(await ask(client, question))
+    async def one(n: int, question: str) -> None:
+        # Each call its own evidence: identical calls at once would share one question (and its episode).
+        answers.append(await ask(client, question, evidence=f"call {n}"))
 
     started = time.perf_counter()
     if at_once:
         async with anyio.create_task_group() as group:
-            for question in questions:
-                group.start_soon(one, question)
+            for n, question in enumerate(questions):
+                group.start_soon(one, n, question)
     else:
-        for question in questions:
-            await one(question)
+        for n, question in enumerate(questions):
+            await one(n, question)
     return time.perf_counter() - started, answers
 
 
@@ -214,13 +229,12 @@ def verdict(value: float, goal: float) -> str:
     return f"goal <= {goal:g}: {'met' if value <= goal else 'NOT met'}"
 
 
-def dbhub_params(prefix: Path, node: str, tmp: Path) -> StdioServerParameters:
+def dbhub_argv(prefix: Path, node: str, tmp: Path) -> list[str]:
     config = tmp / "dbhub.toml"
     config.write_text(f'[[sources]]\nid = "chinook"\ndsn = "sqlite://{CHINOOK}"\n\n[[tools]]\n'
                       'name = "execute_sql"\nsource = "chinook"\nreadonly = true\nmax_rows = 50\n')
     script = prefix / "node_modules" / "@bytebase" / "dbhub" / "dist" / "index.js"
-    return StdioServerParameters(command=node, args=[str(script), f"--config={config}", "--transport=stdio"],
-                                 cwd=tmp)
+    return [node, str(script), f"--config={config}", "--transport=stdio"]
 
 
 def dbhub_missing(prefix: Path, node: str | None) -> str | None:
@@ -311,3 +325,35 @@ def stream_token_cpu(runs: int, count: int) -> tuple[list[float], tuple[int, int
             if fake.stdin is not None:
                 fake.stdin.close()
             fake.wait()
+
+
+# ---- the ollama client's share of a round ---------------------------------------------------
+
+# A round's prompt as the loop sends it by the third round (the system prompt, the question and
+# two tool results): what the client encodes and sends each time.
+ROUND_PROMPT = ("<|im_start|>system\n" + "You answer questions with SQL. " * 120 + "<|im_end|>\n"
+                + "<|im_start|>user\nHow many books are there?\n" + "Tables: books, authors, orders. " * 25
+                + "<|im_end|>\n"
+                + "<|im_start|>assistant\n")
+_CLIENT_CPU = """
+import sys, time, anyio
+from agent.backends.ollama import OllamaBackend
+prompt, count = sys.stdin.read(), int(sys.argv[2])
+async def main():
+    backend = OllamaBackend("qwen3.5-2b-grpo-synsql", host=sys.argv[1])
+    await backend.complete(prompt, max_tokens=512)
+    used = time.thread_time()
+    for _ in range(count):
+        await backend.complete(prompt, max_tokens=512)
+    print((time.thread_time() - used) / count)
+    await backend.aclose()
+anyio.run(main)
+"""
+
+
+def ollama_client_cpu(url: str, count: int) -> float:
+    """CPU ms of one completion through our Ollama backend (the `ollama` client over httpx), in a
+    process of its own talking to the fake runtime at `url`: the event loop's thread, per completion."""
+    done = subprocess.run([sys.executable, "-c", _CLIENT_CPU, url, str(count)], input=ROUND_PROMPT, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, check=True)
+    return 1000 * float(done.stdout.strip())

@@ -6,7 +6,7 @@ import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -52,10 +52,12 @@ from .serving.access import TokenTable, caller_of, token_table
 from .serving.draining import QuestionGate
 from .serving.log_format import configure_logging
 from .serving.metrics import ServerMetrics
+from .serving.stdio_shim import serve_stdio
 from .serving.stopping import exit_on_stop_signal, print_tty_notice
 from .state import (
     BackendFactory,
     EpisodeLog,
+    ServerState,
     answer_limits,
     open_state,
     server_prompts,
@@ -71,6 +73,8 @@ MCP_DEV_DEPENDENCIES = ("mcp[cli]",)
 # A 2026-07-28 reply later than --ask-timeout still gets the vote's answer (saying it came late)
 # for this long; after that the SDK refuses the state ("Invalid or expired requestState").
 LATE_REPLY_SECONDS = 600.0
+# The stdio server opens its state once its first reply is written, or after this long without one.
+FIRST_REPLY_WAIT = 0.25
 INSTRUCTIONS = (
     "Use answer_sql_question to answer questions about the configured SQLite databases. "
     "A small local model writes the SQL: read the SQL it returns before trusting the numbers."
@@ -99,7 +103,7 @@ class SqaleServer(MCPServer[StateOpening]):
             opening = StateOpening()
             try:
                 async with anyio.create_task_group() as group:
-                    group.start_soon(opening.hold, open_state(
+                    group.start_soon(self._open_state, opening, open_state(
                         settings, catalog, prompts, backend_factory, gate=gate, metrics=metrics,
                         callers=tokens.callers, libraries=libraries))
                     if self.state_before_serving:
@@ -145,9 +149,19 @@ class SqaleServer(MCPServer[StateOpening]):
         # True: the lifespan opens the state before serving starts (HTTP: a server that takes
         # connections is ready, its metrics whole); False: beside it (stdio, in-process).
         self.state_before_serving = False
+        self._first_reply: anyio.Event | None = None  # stdio: set once the first reply is written
         self.tokens = tokens
         self.gate = gate
         self.metrics = metrics
+
+    async def _open_state(self, opening: StateOpening, state: AbstractAsyncContextManager[ServerState]) -> None:
+        """Open the state (opening.hold), on stdio once the first reply is written or after
+        FIRST_REPLY_WAIT: opening it imports the model backend's HTTP client in a thread, whose
+        share of the interpreter would slow the handshake the client is waiting for."""
+        if self._first_reply is not None:
+            with anyio.move_on_after(FIRST_REPLY_WAIT):
+                await self._first_reply.wait()
+        await opening.hold(state)
 
     def run(self, transport: str | None = None, **kwargs: Any) -> None:
         """Serve on `transport` (default: the configured one) until stopped."""
@@ -168,9 +182,11 @@ class SqaleServer(MCPServer[StateOpening]):
 
     async def serve_stdio(self) -> None:
         """Serve MCP on stdin/stdout until the client hangs up or SIGINT/SIGTERM stops the process."""
+        self._first_reply = anyio.Event()
         async with anyio.create_task_group() as group:
             group.start_soon(exit_on_stop_signal, group.cancel_scope, self.state_closed)
-            await self.run_stdio_async()
+            # The pipes read and written on the event loop (stdio_shim.py).
+            await serve_stdio(self, replied=self._first_reply.set)
             group.cancel_scope.cancel()  # the client hung up: stop watching for signals
 
     async def serve_http(self, settings: ServerSettings) -> None:

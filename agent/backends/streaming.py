@@ -15,6 +15,10 @@ USAGE_COUNTED = "counted: the server sent no usage; prompt tokens estimated"
 # Where a completion's cached prompt tokens came from (Completion.details["cache"]).
 CACHE_FROM_USAGE = "usage.prompt_tokens_details.cached_tokens"
 CACHE_FROM_TIMINGS = "timings.cache_n"  # llama.cpp's llama-server
+# Bytes read past `data: [DONE]` to reach the end of the body (its last chunk's terminator): a
+# body read to its end returns its connection to the pool; one cut short is closed, and every
+# completion would open a new one. A server still sending past this is left, and its connection closed.
+AFTER_DONE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,9 @@ async def _data_fields(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
 
     Lines end in LF, CRLF or CR (the SSE format allows each); a chunk may end inside a line or
     a character (an LF byte never occurs inside a UTF-8 character), and a last line without its
-    end counts. Bytes that are not UTF-8 are replaced, as a text decoder would.
+    end counts. Bytes that are not UTF-8 are replaced, as a text decoder would. After [DONE] the
+    body is read to its end (up to AFTER_DONE_BYTES), so that its connection can serve the next
+    completion.
     """
     rest = b""
     async for chunk in chunks:
@@ -119,10 +125,20 @@ async def _data_fields(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
             if line.startswith(b"data:"):
                 data = line[5:].strip()
                 if data == b"[DONE]":
+                    await _read_to_end(chunks)
                     return
                 yield data.decode("utf-8", "replace")
     if rest.startswith(b"data:") and (data := rest[5:].strip()) != b"[DONE]":
         yield data.decode("utf-8", "replace")
+
+
+async def _read_to_end(chunks: AsyncIterator[bytes]) -> None:
+    """Read what follows [DONE] (nothing but the body's end, from a well-behaved server)."""
+    left = AFTER_DONE_BYTES
+    async for chunk in chunks:
+        left -= len(chunk)
+        if left < 0:
+            return
 
 
 def _decode(data: str, url: str) -> dict[str, Any]:

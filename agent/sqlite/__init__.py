@@ -117,6 +117,11 @@ def _statement_span(operation: str | None, namespace: str,
     return statement_span(SCHEMA_READ if operation is None else operation, namespace, sql)
 
 
+def _finished(traced: StatementTrace | Untraced, result: QueryResult) -> None:
+    traced.finished(status=result.status.value, returned=len(result.rows), total=result.total_rows,
+                    cut=result.truncated or result.cut_to_fit, seconds=result.seconds)
+
+
 class Database:
     """One validated database file, queried read-only through a WorkerPool."""
 
@@ -221,18 +226,23 @@ class Database:
         bound to the statement's named parameters (`:month`) by SQLite in the worker, never
         spliced into its text.
         """
-        request = QueryRequest(
+        request = self._request(sql, max_rows=max_rows, cell_limit=cell_limit, count_cap=count_cap,
+                                timeout=timeout, byte_budget=byte_budget, reads=reads, params=params)
+        with _statement_span(first_keyword(sql).upper(), self.path.name, sql) as traced:
+            result = self.workers.run(request, cancel)
+            _finished(traced, result)
+        return result
+
+    def _request(self, sql: str, *, max_rows: int, cell_limit: int | None, count_cap: int | None,
+                 timeout: float | None, byte_budget: int | None, reads: bool,
+                 params: Mapping[str, SqlValue] | None) -> QueryRequest:
+        return QueryRequest(
             path=str(self.path), sql=sql, max_rows=max(0, max_rows),
             count_cap=self.limits.count_cap if count_cap is None else count_cap,
             cell_limit=cell_limit,
             timeout=self.limits.query_timeout if timeout is None else timeout, hide=self._hide,
             byte_budget=byte_budget, reads=reads, params=tuple((params or {}).items()),
         )
-        with _statement_span(first_keyword(sql).upper(), self.path.name, sql) as traced:
-            result = self.workers.run(request, cancel)
-            traced.finished(status=result.status.value, returned=len(result.rows), total=result.total_rows,
-                            cut=result.truncated or result.cut_to_fit, seconds=result.seconds)
-        return result
 
     async def aschema(self) -> Schema:
         """`schema()` without blocking the event loop: at once while the cached schema is current."""
@@ -247,18 +257,14 @@ class Database:
                      count_cap: int | None = None, timeout: float | None = None,
                      byte_budget: int | None = None, reads: bool = True,
                      params: Mapping[str, SqlValue] | None = None) -> QueryResult:
-        """`query()` without blocking the event loop; cancelling the caller interrupts the query."""
-        token = CancelToken()
-        try:
-            return await anyio.to_thread.run_sync(
-                lambda: self.query(sql, max_rows=max_rows, cell_limit=cell_limit,
-                                   count_cap=count_cap, timeout=timeout, cancel=token,
-                                   byte_budget=byte_budget, reads=reads, params=params),
-                abandon_on_cancel=True,
-            )
-        except anyio.get_cancelled_exc_class():
-            token.cancel()
-            raise
+        """`query()` without blocking the event loop (the worker's reply is awaited on it when a
+        worker is free: WorkerPool.arun); cancelling the caller interrupts the query."""
+        request = self._request(sql, max_rows=max_rows, cell_limit=cell_limit, count_cap=count_cap,
+                                timeout=timeout, byte_budget=byte_budget, reads=reads, params=params)
+        with _statement_span(first_keyword(sql).upper(), self.path.name, sql) as traced:
+            result = await self.workers.arun(request, CancelToken())
+            _finished(traced, result)
+        return result
 
     def close(self) -> None:
         """Stop the worker processes if this Database started them."""

@@ -8,6 +8,7 @@ the result records each cut so the answer can say what was cut and how to get le
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,9 @@ from .types import BlobRef, ClippedText
 MIN_CELL_CHARS = 100  # text cells are never clipped shorter than this to fit more columns
 _ROW_OVERHEAD = 4  # brackets and separators of one row in JSON
 _CLIPPED_OVERHEAD = 24  # what a clipped cell adds when shown: `…[12,345 chars]`
+# A character JSON (ASCII-escaped) writes as more than itself: outside printable ASCII, a quote,
+# a backslash. Text without one weighs its length and its two quotes, no encoding needed.
+_ESCAPED_IN_JSON = re.compile(r'[^ -~]|["\\]')
 
 
 def clip_value(value: Any, cell_limit: int | None) -> Any:
@@ -30,10 +34,13 @@ def clip_value(value: Any, cell_limit: int | None) -> Any:
 
 
 def clip_row(row: tuple[Any, ...], cell_limit: int | None) -> tuple[Any, ...]:
-    """Every cell of `row` through clip_value."""
+    """Every cell of `row` through clip_value (`row` itself when none is a blob or too long)."""
     if cell_limit is None:
         return row
-    return tuple(clip_value(v, cell_limit) for v in row)
+    for value in row:
+        if isinstance(value, bytes) or (isinstance(value, str) and len(value) > cell_limit):
+            return tuple(clip_value(v, cell_limit) for v in row)
+    return row
 
 
 def cell_weight(value: Any) -> int:
@@ -41,7 +48,7 @@ def cell_weight(value: Any) -> int:
     if value is None:
         return 5
     if isinstance(value, str):
-        return len(json.dumps(value)) + 1
+        return len(value) + 3 if _ESCAPED_IN_JSON.search(value) is None else len(json.dumps(value)) + 1
     if isinstance(value, ClippedText):
         return len(json.dumps(value.prefix)) + _CLIPPED_OVERHEAD
     if isinstance(value, bytes):
@@ -51,7 +58,7 @@ def cell_weight(value: Any) -> int:
 
 def row_weight(row: tuple[Any, ...]) -> int:
     """Bytes of one row in the JSON answer (an upper bound)."""
-    return _ROW_OVERHEAD + sum(cell_weight(v) for v in row)
+    return _ROW_OVERHEAD + sum(map(cell_weight, row))
 
 
 @dataclass

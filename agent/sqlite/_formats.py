@@ -34,6 +34,9 @@ class ValueTooBig(Exception):
 
 def names_formats(sql: str) -> bool:
     """True when `sql` may call printf() or format() (the word anywhere in it)."""
+    folded = sql.casefold()  # folding is per character: a word's folded text is in the whole's
+    if not any(name in folded for name in FORMAT_FUNCTIONS):
+        return False
     return not sql_words(sql).isdisjoint(FORMAT_FUNCTIONS)
 
 

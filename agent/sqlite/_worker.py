@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, overload
 
+import anyio
+
 from ..errors import DatabaseBusyError, DatabasePathError, DatabaseWorkerError
 from ._cancel import CancelCell, CancelToken
 from ._guard import GuardedConnection, GuardSettings, busy_error
@@ -230,10 +232,18 @@ class _Worker:
         # Interpreter start-up (slow on a loaded machine) is not part of a query's time limit.
         if not self.ready and not self._await_ready(cancel):
             return None
+        request_id, deadline = self.send(request)
+        return self.reply(request_id, deadline, cancel)
+
+    def send(self, request: QueryRequest | SchemaRequest) -> tuple[int, float]:
+        """Send one request to a ready worker: (its id, the moment past which the worker is killed)."""
         self._next_id += 1
-        request_id = self._next_id
-        self.outbox.send((request_id, request))
-        deadline = time.monotonic() + request.timeout + self.limits.kill_grace
+        self.outbox.send((self._next_id, request))
+        return self._next_id, time.monotonic() + request.timeout + self.limits.kill_grace
+
+    def reply(self, request_id: int, deadline: float, cancel: CancelToken | None) -> Any:
+        """Wait, blocking, for the reply to `request_id`; None (the worker killed) past the deadline,
+        `kill_grace` after a cancel, or when the worker dies."""
         remove = cancel.on_cancel(lambda: self.cancel.request(request_id)) if cancel else None
         try:
             while True:
@@ -257,6 +267,30 @@ class _Worker:
         finally:
             if remove:
                 remove()
+
+    async def areply(self, request_id: int, deadline: float) -> Any:
+        """`reply` waiting on the event loop: the pipe is watched by the loop, no thread waits.
+
+        Cancelled, it asks the worker to stop the statement and leaves the rest of the wait (up to
+        `kill_grace`, then a kill) to `finish`, in a thread, as an abandoned `reply` would.
+        """
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self.kill()
+                    return None
+                with anyio.move_on_after(remaining) as waited:
+                    await anyio.wait_readable(self.inbox.fileno())
+                if waited.cancelled_caught:
+                    continue  # past the deadline: killed above
+                # Readable: a reply, or the end of the pipe (the worker died: EOFError below).
+                reply_id, reply = self.inbox.recv()
+                if reply_id == request_id:
+                    return reply
+        except (EOFError, OSError):
+            self.kill()
+            return None
 
     @property
     def alive(self) -> bool:
@@ -309,31 +343,90 @@ class WorkerPool:
             except DatabaseWorkerError:  # it died before it was ready: broken, not busy
                 self._retire(worker)
                 raise
-            if reply is None:
+            reply = self._returned(worker, request, reply, cancel, started)
+        return _answer(request, reply, self.limits.busy_wait_ms)
+
+    @overload
+    async def arun(self, request: QueryRequest, cancel: CancelToken) -> QueryResult: ...
+
+    @overload
+    async def arun(self, request: SchemaRequest, cancel: CancelToken) -> Schema | QueryResult: ...
+
+    async def arun(self, request: QueryRequest | SchemaRequest, cancel: CancelToken) -> QueryResult | Schema:
+        """`run` from the event loop. With a slot free and a worker idle and ready, the request is
+        sent and its reply awaited on the loop (no thread to hand it to and back); otherwise `run`
+        waits in a thread. Either way one worker runs it under the same deadline and kill.
+
+        Cancelled, the worker is asked to stop (`cancel`) and the rest of the wait, up to
+        `kill_grace` and then a kill, goes on in a thread, as an abandoned `run` does.
+        """
+        worker = self._idle_ready() if self._slots.acquire(blocking=False) else None
+        if worker is None:
+            try:
+                return await anyio.to_thread.run_sync(lambda: self.run(request, cancel), abandon_on_cancel=True)
+            except anyio.get_cancelled_exc_class():
+                cancel.cancel()  # the abandoned thread's worker stops the statement
+                raise
+        held_here = True  # the slot and the worker are this call's until handed to a thread
+        try:
+            started = time.monotonic()
+            request_id, deadline = worker.send(request)
+            try:
+                reply = await worker.areply(request_id, deadline)
+            except anyio.get_cancelled_exc_class():
+                cancel.cancel()
+                threading.Thread(target=self._finish, args=(worker, request, request_id, deadline, cancel,
+                                                            started), name="sqlite-cancel", daemon=True).start()
+                held_here = False
+                raise
+            reply = self._returned(worker, request, reply, cancel, started)
+        except BaseException:
+            if held_here:
                 self._retire(worker)
-                held = time.monotonic() - started
-                if cancel is not None and cancel.cancelled_at is not None:
-                    return QueryResult(QueryStatus.CANCELLED, error="cancelled", seconds=held)
-                return QueryResult(
-                    QueryStatus.KILLED,
-                    error=f"stopped: the query ran past its {request.timeout:g} s limit (or its "
-                          f"{self.limits.memory_mb} MB memory cap) and was killed",
-                    seconds=held,
-                )
+            raise
+        finally:
+            if held_here:
+                self._slots.release()
+        return _answer(request, reply, self.limits.busy_wait_ms)
+
+    def _finish(self, worker: _Worker, request: QueryRequest | SchemaRequest, request_id: int, deadline: float,
+                cancel: CancelToken, started: float) -> None:
+        """The rest of a cancelled `arun`'s wait, in a thread: the reply, or the kill."""
+        try:
+            self._returned(worker, request, worker.reply(request_id, deadline, cancel), cancel, started)
+        finally:
+            self._slots.release()
+
+    def _returned(self, worker: _Worker, request: QueryRequest | SchemaRequest, reply: Any,
+                  cancel: CancelToken | None, started: float) -> Any:
+        """The worker back to the idle ones with its reply; or, killed (None), retired, and the
+        CANCELLED or KILLED result."""
+        if reply is not None:
             self._idle.put(worker)
-        if isinstance(reply, WorkerFailure):
-            if reply.kind == "path":
-                raise DatabasePathError(reply.message)
-            if reply.kind == "busy":
-                raise DatabaseBusyError(
-                    f"{request.path}: busy: another program is writing to it and held it locked for more "
-                    f"than {self.limits.busy_wait_ms / 1000:g} s (SQLite: {reply.message}); try again once "
-                    "it is done")
-            if reply.kind == "sqlite":
-                raise DatabasePathError(f"{request.path}: cannot be read as an SQLite database "
-                                        f"({reply.message}); check the file is not damaged")
-            raise DatabaseWorkerError(f"{reply.kind}: {reply.message}")
-        return reply
+            return reply
+        self._retire(worker)
+        held = time.monotonic() - started
+        if cancel is not None and cancel.cancelled_at is not None:
+            return QueryResult(QueryStatus.CANCELLED, error="cancelled", seconds=held)
+        return QueryResult(
+            QueryStatus.KILLED,
+            error=f"stopped: the query ran past its {request.timeout:g} s limit (or its "
+                  f"{self.limits.memory_mb} MB memory cap) and was killed",
+            seconds=held,
+        )
+
+    def _idle_ready(self) -> _Worker | None:
+        """An idle worker that is alive and has started, taken; None (its slot given back) without one."""
+        try:
+            worker = self._idle.get_nowait()
+        except queue.Empty:
+            worker = None
+        if worker is not None and worker.ready and worker.alive:
+            return worker
+        if worker is not None:
+            self._idle.put(worker)  # starting (or dead): `run` waits for it (or retires it) in a thread
+        self._slots.release()
+        return None
 
     def start_worker(self) -> None:
         """Start one worker now rather than at the first request, so that its interpreter starts
@@ -378,6 +471,22 @@ class WorkerPool:
     def __del__(self) -> None:  # a forgotten engine must not leave processes behind
         if not getattr(self, "_closed", True):  # False only once __init__ has run
             self.close()
+
+
+def _answer(request: QueryRequest | SchemaRequest, reply: Any, busy_wait_ms: int) -> Any:
+    """The worker's reply, or the error a failure it carried back stands for."""
+    if isinstance(reply, WorkerFailure):
+        if reply.kind == "path":
+            raise DatabasePathError(reply.message)
+        if reply.kind == "busy":
+            raise DatabaseBusyError(
+                f"{request.path}: busy: another program is writing to it and held it locked for more "
+                f"than {busy_wait_ms / 1000:g} s (SQLite: {reply.message}); try again once it is done")
+        if reply.kind == "sqlite":
+            raise DatabasePathError(f"{request.path}: cannot be read as an SQLite database "
+                                    f"({reply.message}); check the file is not damaged")
+        raise DatabaseWorkerError(f"{reply.kind}: {reply.message}")
+    return reply
 
 
 def stat_signature(path: Path) -> tuple[int, ...]:

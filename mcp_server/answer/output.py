@@ -360,8 +360,11 @@ def votes_text(answer: AnswerOutput) -> str:
 def markdown_table(columns: list[str], rows: list[list[JsonCell]]) -> str:
     """A Markdown table with cells clipped and `|` escaped so each row stays one line."""
     def cell(value: JsonCell) -> str:
-        text = "NULL" if value is None else str(value)
-        return escape_unsafe(clip(text, TEXT_CELL_CHARS)).replace("|", "\\|")
+        if value is None:
+            return "NULL"
+        if type(value) is int:  # nothing to clip or escape in a number's digits
+            return str(value)
+        return escape_unsafe(clip(str(value), TEXT_CELL_CHARS)).replace("|", "\\|")
 
     header = "| " + " | ".join(cell(c) for c in columns) + " |"
     rule = "|" + "|".join("---" for _ in columns) + "|"

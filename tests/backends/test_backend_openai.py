@@ -95,6 +95,18 @@ async def test_completion_fields(fake_openai) -> None:
     )
 
 
+async def test_completions_one_after_another_share_one_connection(fake_openai) -> None:
+    """Each stream is read to the end of its body, past `data: [DONE]`, so its connection goes back
+    to the pool: ten completions, one connection (cut short, each would open a new one)."""
+    fake = fake_openai(KeyedPolicy())
+    backend = _backend([fake.url])
+    for _ in range(10):
+        await backend.complete(PROMPT, max_tokens=8)
+    await backend.aclose()
+    completions = [r for r in fake.requests if r.path == "/v1/completions"]
+    assert (len(completions), len({r.peer for r in completions})) == (10, 1)
+
+
 async def test_finish_reason_length(fake_openai) -> None:
     """A reply cut at max_tokens reports 'length'."""
     fake = fake_openai(ScriptPolicy(["abcdefghijklmnop"]))

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from agent.backends.streaming import USAGE_COUNTED, StreamedCompletion, read_completion_stream
+from agent.backends.streaming import AFTER_DONE_BYTES, USAGE_COUNTED, StreamedCompletion, read_completion_stream
 from agent.errors import BackendResponseError
 
 URL = "http://127.0.0.1:9/v1/completions"
@@ -88,3 +88,25 @@ def test_a_last_line_without_its_end_and_bytes_that_are_not_utf8_still_read() ->
         "a\u00e9\ufffd", "stop", 0, 1, USAGE_COUNTED)
     assert anyio.run(read_completion_stream, after_done(), URL) == StreamedCompletion(
         "b", "stop", 0, 1, USAGE_COUNTED)
+
+
+def test_the_body_is_read_to_its_end_after_done_within_a_bound() -> None:
+    """What follows [DONE] is read (so the connection can be reused) and ignored; a server that goes
+    on sending past AFTER_DONE_BYTES is left there, never waited for to the end."""
+    consumed: list[int] = []
+
+    async def body(after: int) -> AsyncIterator[bytes]:
+        yield (event("SELECT 1", "stop") + "\n").encode()
+        yield b"data: [DONE]\n\n"
+        for number in range(after):
+            consumed.append(number)
+            yield b"x" * 4096
+
+    async def read_body(after: int) -> StreamedCompletion:
+        return await read_completion_stream(body(after), URL)
+
+    assert anyio.run(read_body, 3).text == "SELECT 1"
+    assert len(consumed) == 3
+    consumed.clear()
+    assert anyio.run(read_body, 10_000).text == "SELECT 1"
+    assert len(consumed) == AFTER_DONE_BYTES // 4096 + 1

@@ -24,9 +24,17 @@ def test_loggers_are_named_by_their_module() -> None:
 
 
 def test_the_mcp_sdk_is_used_through_its_public_api() -> None:
-    """No private attribute of the MCP SDK's server (`_tool_manager`, `_lowlevel_server`...) is touched."""
+    """No private attribute of the MCP SDK's server (`_tool_manager`, `_lowlevel_server`...) is touched,
+    but for the low-level server in its shim (mcp_server/serving/stdio_shim.py, tested by
+    tests/server/serving/test_stdio_shim.py)."""
     private = re.compile(r"\._(tool_manager|resource_manager|prompt_manager|lowlevel_server|subscriptions)\b")
-    assert [str(p.relative_to(ROOT)) for p in SOURCES if private.search(p.read_text(encoding="utf-8"))] == []
+    shim = re.compile(r"\._(tool_manager|resource_manager|prompt_manager|subscriptions)\b")
+    found = [name for p in SOURCES if (shim if (name := str(p.relative_to(ROOT))) == STDIO_SHIM else private)
+             .search(p.read_text(encoding="utf-8"))]
+    assert found == []
+
+
+STDIO_SHIM = "mcp_server/serving/stdio_shim.py"
 
 
 # What may be used only inside one shim module each, with its test (tests/*/test_*_shim.py):
@@ -49,7 +57,8 @@ def test_private_apis_are_used_only_in_their_shim() -> None:
 
 def test_the_sdk_is_used_through_its_public_modules() -> None:
     """No import of a private module of the MCP SDK (`mcp.server._x`, `mcp_types._x`), and no
-    private attribute of an SDK object (`server._lowlevel_server`, `ctx._request`)."""
+    private attribute of an SDK object (`server._lowlevel_server`, `ctx._request`) but the stdio
+    shim's one (its test names what changed when the SDK does)."""
     private_module = re.compile(r"^\s*(from|import)\s+(mcp|mcp_types)(\.\w+)*\._", re.MULTILINE)
     private_attribute = re.compile(r"\b(?!self\b|cls\b)[a-z]\w*\._(?!_|exit\b)[a-z]\w*")
     sdk_users = [p for p in SOURCES if re.search(r"^\s*(from|import)\s+(mcp|mcp_types)\b",
@@ -58,7 +67,7 @@ def test_the_sdk_is_used_through_its_public_modules() -> None:
     found = [f"{p.relative_to(ROOT)}: {m.group()}" for p in sdk_users
              for pattern in (private_module, private_attribute)
              for m in pattern.finditer(p.read_text(encoding="utf-8"))]
-    assert found == []
+    assert found == [f"{STDIO_SHIM}: server._lowlevel_server"]
 
 
 def test_json_lines_go_through_the_one_codec() -> None:

@@ -83,6 +83,90 @@ def test_async_query_cancelled_by_caller_interrupts_worker(shop: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", ["runaway recursive CTE", "instr on megabyte strings"])
+def test_awaited_bomb_is_killed_at_its_deadline_while_the_loop_goes_on(name: str, shop: Path,
+                                                                       engine: WorkerPool) -> None:
+    """A bomb awaited on the event loop (WorkerPool.arun: a worker idle and ready) comes back within
+    the deadline plus 1 s, even one in a single C call that no progress handler interrupts (its
+    worker is killed); the loop runs other tasks meanwhile, and the next query works."""
+    import anyio
+
+    db = Database.unruled(shop, engine)
+
+    async def scenario() -> tuple[float, bool, int, tuple[tuple[object, ...], ...]]:
+        await db.aquery("SELECT 1", max_rows=1)  # the worker has started and is idle
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await anyio.sleep(0.01)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(tick)
+            start = time.monotonic()
+            result = await db.aquery(BOMBS[name], max_rows=5)
+            held = time.monotonic() - start
+            group.cancel_scope.cancel()
+        after = await db.aquery("SELECT name FROM customer ORDER BY id", max_rows=5)
+        return held, result.ok, ticks, after.rows
+
+    held, ok, ticks, rows = anyio.run(scenario)
+    assert held < DEADLINE + 1.0, (name, held)
+    assert (ok, ticks > 5, rows) == (False, True, (("Ann",), ("Bob",)))
+
+
+def test_awaited_query_cancelled_while_its_worker_starts_is_interrupted(shop: Path) -> None:
+    """The first query of a pool waits in a thread for its worker to start (WorkerPool.arun's other
+    way): cancelled, starting or running, it is stopped too, and the next query does not wait for it."""
+    import anyio
+
+    eng = WorkerPool(WorkerLimits(query_timeout=CANCEL_DEADLINE))
+    db = Database.unruled(shop, eng)
+
+    async def scenario() -> tuple[float, QueryStatus]:
+        start = time.monotonic()
+        with anyio.move_on_after(0.3):
+            await db.aquery(BOMBS["runaway recursive CTE"], max_rows=1)
+        nxt = await db.aquery("SELECT count(*) FROM customer", max_rows=1)
+        return time.monotonic() - start, nxt.status
+
+    try:
+        total, status = anyio.run(scenario)
+        assert status is QueryStatus.OK
+        assert total < CANCEL_DEADLINE / 2
+    finally:
+        eng.close()
+
+
+def test_awaited_query_cancelled_in_a_c_call_frees_its_worker(shop: Path) -> None:
+    """A query cancelled inside one long C call (it never sees the cancel) is killed after the
+    grace time, in a thread: the caller returns at once, and the next query gets a new worker."""
+    import anyio
+
+    eng = WorkerPool(WorkerLimits(query_timeout=CANCEL_DEADLINE))
+    db = Database.unruled(shop, eng)
+
+    async def scenario() -> tuple[float, QueryStatus]:
+        await db.aquery("SELECT 1", max_rows=1)  # the worker has started and is idle
+        start = time.monotonic()
+        with anyio.move_on_after(0.3):
+            await db.aquery(BOMBS["instr on megabyte strings"], max_rows=1)
+        returned = time.monotonic() - start
+        nxt = await db.aquery("SELECT count(*) FROM customer", max_rows=1)
+        return returned, nxt.status
+
+    try:
+        returned, status = anyio.run(scenario)
+        assert status is QueryStatus.OK
+        assert returned < CANCEL_DEADLINE / 2
+        assert eng.kills == 1
+    finally:
+        eng.close()
+
+
+@pytest.mark.slow
 def test_view_chain_bomb_returns_within_deadline(geo: Path, engine: WorkerPool) -> None:
     """Querying a view that doubles 17 times fails within the deadline; the next query works."""
     db = Database.unruled(geo, engine)

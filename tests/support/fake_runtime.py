@@ -48,6 +48,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]  # lower-case names
     body: Any  # decoded JSON, the raw text when it is not JSON, None when empty
+    peer: tuple[str, int] | None = None  # the client's address and port: one per connection
 
 
 class FakeServer:
@@ -225,7 +226,7 @@ class FakeServer:
                 body = raw.decode("utf-8", "replace")
         recorded = RecordedRequest(
             request.method, request.url.path, {k.lower(): v for k, v in request.headers.items()},
-            body,
+            body, (request.client.host, request.client.port) if request.client else None,
         )
         self.requests.append(recorded)
         return recorded

@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 from mcp import Client
 from mcp_types import CallToolResult
@@ -15,6 +16,7 @@ from agent.backends.base import EngineFacts, ModelBackend
 from mcp_server.app import SqaleServer, build_server
 from mcp_server.config.command_line import parse_settings
 from mcp_server.config.server_settings import ServerSettings
+from mcp_server.opening import StateOpening
 from tests.support.mcp import BOOK_GOLD, TOOL
 from tests.support.mcp_in_process import valid_answer
 from tests.support.policies import OraclePolicy, PolicyBackend
@@ -93,3 +95,36 @@ async def test_a_client_that_hangs_up_while_the_state_opens_stops_the_opening(
             while not factory.asked.is_set():  # the opening has reached the engine
                 await anyio.sleep(0.01)
     assert server.state_closed.is_set()
+
+
+async def test_on_stdio_the_state_opens_once_the_first_reply_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Served over stdio, the state starts opening (its backend's HTTP client imported in a thread,
+    which would share the interpreter with the handshake) only once the first reply is written;
+    then it opens at once. (FIRST_REPLY_WAIT, the bound for a client that sends nothing, is made
+    long so that only the reply can start it.)"""
+    import mcp_server.app as app
+
+    monkeypatch.setattr(app, "FIRST_REPLY_WAIT", 10 * WAIT_SECONDS)
+    factory = HeldFactory(PolicyBackend(OraclePolicy(BOOK_GOLD)))
+    factory.released.set()
+    server = held_server(tmp_path, factory)
+    opening = StateOpening()
+
+    class Opened:
+        async def __aenter__(self) -> str:
+            return "state"
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
+
+    async with anyio.create_task_group() as group:
+        server._first_reply = anyio.Event()  # as serve_stdio sets it up
+        group.start_soon(server._open_state, opening, Opened())
+        for _ in range(20):  # the opening task runs as far as it can
+            await anyio.lowlevel.checkpoint()
+        assert opening._state is None
+        server._first_reply.set()
+        with anyio.fail_after(WAIT_SECONDS):
+            assert await opening.ready() == "state"
+        group.cancel_scope.cancel()

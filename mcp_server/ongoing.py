@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -177,6 +177,18 @@ class OngoingQuestions:
     def unwaited(self) -> int:
         """Of those, the ones no call waits on (their calls said `working`)."""
         return sum(1 for work in self._held.values() if not work.waiters)
+
+    def asks(self, token: str, arguments: object) -> bool:
+        """Whether a call's `arguments`, unchecked, ask a question `token` has being answered (by its
+        text and evidence): such a call starts no episode, so admission counts none for it. (One that
+        only looks so starts its episodes as any question does, counted then.)"""
+        if not isinstance(arguments, Mapping):
+            return False
+        question, evidence = arguments.get("question"), arguments.get("evidence")
+        if not isinstance(question, str) or not (evidence is None or isinstance(evidence, str)):
+            return False
+        wanted = (question.strip(), (evidence or "").strip() or None)
+        return any(key.token == token and (key.question, key.evidence) == wanted for key in self._held)
 
     def find(self, key: QuestionKey) -> Ongoing | None:
         """The question being answered under `key`, if any."""

@@ -3,6 +3,8 @@
 1. a call of one of our tools counts its first episode of its token's minute
    (serving/quotas.TokenQuotas.admit) and is refused past it, the refusal counted and logged
    within the token's refusal-log budget (audit.record_refusal), before anything reads the call;
+   a call of a question its token already has being answered (ongoing.py) starts no episode and
+   counts none;
 2. the request's `_meta`, any JSON a client sent, is checked (serving/meta.py): trace fields that
    are no header text are left out, a `progressToken` that cannot be echoed is refused;
 
@@ -50,6 +52,8 @@ class Admission(ServerMiddleware[Any]):
             return await call_next(self._checked(ctx))
         server_state = await ready_state(ctx.lifespan_context)
         caller = caller_of(ctx.request)
+        if name == TOOL_NAME and server_state.ongoing.asks(caller.name, params.get("arguments")):
+            return await call_next(self._checked(ctx))  # it waits for a question already counted
         try:
             admitted = server_state.quotas.admit(caller)
         except QuotaExceeded as exc:

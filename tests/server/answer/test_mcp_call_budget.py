@@ -253,3 +253,18 @@ async def test_a_question_counts_once_in_its_tokens_quota(tmp_path: Path, fake_o
         fake.release()
         answered = await ask_until_answered(client, COUNT)
     assert valid_answer(answered[-1])["rows"] == [[16]]
+
+
+async def test_a_later_call_written_otherwise_counts_nothing_either(tmp_path: Path, fake_ollama: Any) -> None:
+    """--token-per-minute 1: a later call of the question with spaces around it, or naming its
+    database, waits for it without counting; a question that only shares its text does count."""
+    fake, server, _ = held_server(tmp_path, fake_ollama, "--call-budget", "1", "--token-per-minute", "1")
+    async with Client(server) as client:
+        assert valid_answer(await client.call_tool(TOOL, COUNT))["status"] == "working"
+        again = {"question": f"  {COUNT['question']} ", "database": "bookshop"}
+        assert valid_answer(await client.call_tool(TOOL, again))["status"] == "working"
+        other = await client.call_tool(TOOL, {**COUNT, "evidence": "another question"})
+        assert error_text(other).startswith("Too many questions: token 'local' may ask 1 per minute.")
+        fake.release()
+        answered = await ask_until_answered(client, COUNT)
+    assert valid_answer(answered[-1])["rows"] == [[16]]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -329,8 +328,12 @@ def _print_probe(where: str, probe: CacheProbe, engine: str | None) -> None:
               f"its {second.prompt_tokens:,} prompt tokens from the engine's cache ({probe.source})")
 
 
-class _WarningTally(io.TextIOBase):
-    """stdout, counting the lines that start with `[warn]` (every check prints its own)."""
+class _WarningTally:
+    """stdout, counting the lines that start with `[warn]` (every check prints its own).
+
+    Not an io.TextIOBase: that one flushes when collected, which fails once the stream it wraps is
+    closed (a test's captured stdout, on Python 3.13's collection order).
+    """
 
     def __init__(self, out: TextIO) -> None:
         self.out, self.warnings, self._line_start = out, 0, True

@@ -185,20 +185,6 @@ def flag_arguments(model: type[BaseModel], name: str, default: Any = None) -> di
     return kwargs
 
 
-def flag_usage(model: type[BaseModel], name: str) -> tuple[str, ...]:
-    """The flag as a user types it, as --help shows it: (`--db ALIAS=PATH`,), (`--transport
-    stdio|streamable-http`,), (`--demo`,), or both forms of a switch on by default (`--answer-view`,
-    `--no-answer-view`)."""
-    flag = f"--{setting_name(model, name)}"
-    kwargs = flag_arguments(model, name)
-    if kwargs.get("action") is argparse.BooleanOptionalAction:
-        return flag, f"--no-{flag[2:]}"
-    if kwargs.get("action") == "store_true":
-        return (flag,)
-    value = kwargs["metavar"] or ("|".join(kwargs["choices"]) if "choices" in kwargs else name.upper())
-    return (f"{flag} {value}",)
-
-
 _METAVARS: dict[object, str] = {int: "N", float: "SECONDS", Path: "PATH"}
 
 

@@ -15,9 +15,8 @@ from agent.commands.argparse_shim import option_strings, subcommands
 from agent.commands.cli import build_parser, main
 from agent.errors import ConfigError
 from agent.options import file_keys
+from mcp_server.config.command_line import TOKEN_GIVEN, parse_settings
 from mcp_server.config.command_line import build_parser as server_parser
-from mcp_server.config.command_line import parse_settings
-from mcp_server.config.config_file import TOKEN_GIVEN
 from mcp_server.config.server_settings import ServerSettings, TokenSpec
 from tests.support.console import console_script
 

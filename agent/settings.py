@@ -87,17 +87,15 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def table_settings(table: Mapping[str, Any], model: type[BaseModel], *, where: str, base: Path,
-                   others: Literal["refuse", "ignore"] = "refuse",
-                   given: tuple[str, ...] = ()) -> dict[str, Any]:
+                   others: Literal["refuse", "ignore"] = "refuse") -> dict[str, Any]:
     """The settings of `model` in one table of a config file (the file's top level, or a
     `[tokens.NAME]` table), by field name; `where` names the table in messages.
 
-    A key `model` lacks, or one naming a field in `given` (what the caller sets itself), is
-    refused (`others="refuse"`) or left alone (`"ignore"`: a command, which leaves the server's
-    keys to the server). A repeatable setting may be one string or a list; relative paths are
-    relative to `base`, the file's folder.
+    A key `model` lacks (`file_keys`) is refused (`others="refuse"`) or left alone (`"ignore"`: a
+    command, which leaves the server's keys to the server). A repeatable setting may be one string
+    or a list; relative paths are relative to `base`, the file's folder.
     """
-    keys = {key: name for key, name in file_keys(model).items() if name not in given}
+    keys = file_keys(model)
     values: dict[str, Any] = {}
     for key, value in table.items():
         name = keys.get(key.replace("_", "-"))

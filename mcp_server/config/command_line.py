@@ -38,7 +38,6 @@ from .server_settings import AliasFile, DatabaseSpec, HideSpec, ServerSettings, 
 
 _HELP_HINT = "see `sqale-mcp --help`"
 ARGS_ENV = "SQALE_MCP_ARGS"  # options for the module-level server of `mcp dev` / `mcp run`
-TOKEN_GIVEN = ("name",)  # the TokenSpec field a [tokens.NAME] table's header gives, not a key of it
 
 
 class _Parser(SuggestingParser):
@@ -177,7 +176,7 @@ def file_tokens(table: object, environ: Mapping[str, str], path: Path) -> tuple[
         if not isinstance(entry, dict):
             raise ConfigError(f"{where} must be a table like {example}")
         check_alias(name, where)  # the same safe characters as an alias: it is logged
-        values = table_settings(entry, TokenSpec, where=where, base=path.parent, given=TOKEN_GIVEN)
+        values = table_settings(entry, TokenSpec, where=where, base=path.parent)
         secret = read_secret(values.get("env"), environ, f"{where}.env")
         try:
             specs.append(TokenSpec(**values, name=name, secret=secret))

@@ -22,7 +22,7 @@ from agent.commands.argparse_shim import option_groups, subcommands
 from agent.commands.cli import build_parser as agent_parser
 from agent.options import env_variables, file_keys, help_text, is_secret, option_of, setting_name
 
-from .command_line import PROG, TOKEN_GIVEN
+from .command_line import PROG
 from .command_line import build_parser as server_parser
 from .server_settings import ServerSettings, TokenSpec
 
@@ -70,7 +70,7 @@ def options_page() -> str:
             if name == "tokens":
                 lines.append(f"| `[tokens.NAME]` | {_meaning(ServerSettings, name)} |")
                 lines += [f"| `{key}` in `[tokens.NAME]` | {_meaning(TokenSpec, key_field)} |"
-                          for key, key_field in file_keys(TokenSpec).items() if key_field not in TOKEN_GIVEN]
+                          for key, key_field in file_keys(TokenSpec).items()]
             else:
                 lines.append(f"| `{setting_name(ServerSettings, name)}` | {_meaning(ServerSettings, name)} |")
     lines.append("")

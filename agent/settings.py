@@ -15,7 +15,6 @@ line is not spoilt by the config file's `base-url` for the OpenAI-compatible eng
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +75,8 @@ def read_config_file(path: Path, model: type[BaseModel], *,
 
 def read_toml(path: Path) -> dict[str, Any]:
     """The TOML file at `path`; ConfigError, naming it, when it is missing, unreadable or not TOML."""
+    import tomllib  # here: `sqale-agent tool` checks its --db with this module and reads no file
+
     try:
         return tomllib.loads(path.expanduser().read_text(encoding="utf-8"))
     except FileNotFoundError as exc:

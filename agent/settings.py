@@ -130,7 +130,6 @@ class Layered:
 
     values: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
-    variables: frozenset[str] = frozenset()  # the fields set by an environment variable
 
 
 def layered(model: type[BaseModel], flags: Mapping[str, Any], environ: Mapping[str, str],
@@ -154,8 +153,7 @@ def layered(model: type[BaseModel], flags: Mapping[str, Any], environ: Mapping[s
         ranked = {name: entry for name, entry in ranked.items()
                   if option_of(model.model_fields[name]).backend in (None, backend) or entry[0] >= chosen_rank}
     return Layered(values={name: value for name, (_, value, _) in ranked.items()},
-                   sources={name: source for name, (_, _, source) in ranked.items()},
-                   variables=frozenset(name for name, (rank, _, _) in ranked.items() if rank == ENVIRONMENT))
+                   sources={name: source for name, (_, _, source) in ranked.items()})
 
 
 def read_secret(env_name: object, environ: Mapping[str, str], flag: str,
@@ -198,7 +196,7 @@ def problem_text(exc: ValidationError, model: type[BaseModel], layers: Layered |
     key = setting_name(model, first) if first in model.model_fields else first.replace("_", "-")
     if table is not None:
         name = f"{table}.{key}"
-    elif first in layers.variables:
+    elif layers.sources.get(first) in env_variables(model).values():
         name = layers.sources[first]
     else:
         name = f"--{key}"

@@ -59,9 +59,10 @@ def is_secret(field: FieldInfo) -> bool:
 
 
 def file_keys(model: type[BaseModel]) -> dict[str, str]:
-    """Every config-file key of `model` and the field it sets (`db` -> `databases`)."""
+    """Every config-file key of `model` and the field it sets (`db` -> `databases`): each field with a
+    description, but a secret (a field without one, such as a [tokens.NAME] table's name, is no key)."""
     return {setting_name(model, name): name for name, field in model.model_fields.items()
-            if not is_secret(field)}
+            if field.description and not is_secret(field)}
 
 
 def path_fields(model: type[BaseModel]) -> tuple[str, ...]:
@@ -86,16 +87,6 @@ def choices_of(field: FieldInfo) -> tuple[str, ...] | None:
     if isinstance(listed, list):
         return tuple(str(value) for value in listed)
     return None
-
-
-def default_text(field: FieldInfo) -> str | None:
-    """The default as help shows it: 10.0 -> 10, 262144 -> 262,144; None when there is none to show."""
-    option = option_of(field)
-    if option.default_text is not None:
-        return option.default_text
-    if field.is_required():
-        return None
-    return _shown(field.get_default(call_default_factory=True))
 
 
 def _argument_default(field: FieldInfo) -> Any:
@@ -133,11 +124,12 @@ def help_text(model: type[BaseModel], name: str, default: Any = None) -> str:
     field = model.model_fields[name]
     if not field.description:
         raise ValueError(f"{model.__name__}.{name} has no description; give it Field(description=...)")
-    shown = default_text(field) if default is None else _shown(default)
-    if default is None and option_of(field).default_text is not None:
-        shown = f": {shown}"  # a phrase, not a value
-    elif shown is not None:
-        shown = f" {shown}"
+    phrase = option_of(field).default_text
+    if default is None and phrase is not None:
+        shown: str | None = f": {phrase}"  # a phrase, not a value
+    else:
+        value = _shown(_argument_default(field) if default is None and not field.is_required() else default)
+        shown = None if value is None else f" {value}"
     text = field.description
     if shown is not None:
         text = f"{text[:-1]}; default{shown})" if text.endswith(")") else f"{text} (default{shown})"
@@ -183,20 +175,6 @@ def flag_arguments(model: type[BaseModel], name: str, default: Any = None) -> di
     if option.repeatable:
         kwargs["action"] = "append"
     return kwargs
-
-
-def flag_usage(model: type[BaseModel], name: str) -> tuple[str, ...]:
-    """The flag as a user types it, as --help shows it: (`--db ALIAS=PATH`,), (`--transport
-    stdio|streamable-http`,), (`--demo`,), or both forms of a switch on by default (`--answer-view`,
-    `--no-answer-view`)."""
-    flag = f"--{setting_name(model, name)}"
-    kwargs = flag_arguments(model, name)
-    if kwargs.get("action") is argparse.BooleanOptionalAction:
-        return flag, f"--no-{flag[2:]}"
-    if kwargs.get("action") == "store_true":
-        return (flag,)
-    value = kwargs["metavar"] or ("|".join(kwargs["choices"]) if "choices" in kwargs else name.upper())
-    return (f"{flag} {value}",)
 
 
 _METAVARS: dict[object, str] = {int: "N", float: "SECONDS", Path: "PATH"}

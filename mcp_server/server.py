@@ -22,8 +22,7 @@ if __package__ in (None, ""):
 from agent.errors import ConfigError, PromptConfigError
 from agent.telemetry.setup import start_telemetry
 from mcp_server.app import SERVICE, SqaleServer, build_server, configure_logging
-from mcp_server.config.command_line import parse_settings
-from mcp_server.config.config_file import module_server_arguments
+from mcp_server.config.command_line import module_server_arguments, parse_settings
 
 
 def server_from_environment() -> SqaleServer:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from ..errors import ConfigError
 from ..options import ArgumentAdder, Option, add_flags, option_of, setting_name
-from ..settings.layers import Layered, problem_text, with_secrets
+from ..settings import Layered, problem_text, with_secrets
 from ._http import is_http_url
 from ._replicas import replicas_address
 from .base import ModelBackend, SamplingSettings

@@ -24,7 +24,7 @@ from ..loop import run_episode
 from ..notes import evidence_with_notes, read_notes
 from ..options import add_flags
 from ..sampling import Question, SampleBackends, SampledAnswer, sample_question, summary_text, trace_outcome
-from ..settings.aliases import check_plain_path
+from ..settings import check_plain_path
 from ..sqlite import Database
 from ..telemetry.gate import question_span
 from ..telemetry.setup import start_telemetry

@@ -2,7 +2,7 @@
 
 The backend's settings come, in this order, from the flags, the `SQALE_*` environment
 variables and the config file the server reads (--config, else the default one when it
-exists); see agent.settings.layers.
+exists); see agent/settings.py.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from ..backends.registry import BACKEND_FLAGS, BackendSettings, add_backend_flag
 from ..options import add_flags
 from ..prompt import PromptSet
 from ..prompt_files import load_prompts
-from ..settings.config_file import default_config_path, read_config_file
-from ..settings.layers import Layered, layered
+from ..settings import Layered, default_config_path, layered, read_config_file
 
 CONFIG_HELP = ("the config file to take the model runtime's settings from (backend, model, addresses, "
                "runtime slots; the server's other keys are left alone); flags and SQALE_* variables win "

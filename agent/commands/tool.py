@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..settings.aliases import check_plain_path
+from ..settings import check_plain_path
 from ..sqlite import Database
 from ..tools import TOOL_NAMES, canonical_tool_name, run_tool, unknown_tool_text
 from .db_options import add_database_arguments, database_path, hide_rules

@@ -10,14 +10,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar
 
 from agent.demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
 from agent.episode_text import clip
 from agent.errors import ConfigError, DatabaseBusyError, DatabasePathError
 from agent.notes import Notes, read_notes
-from agent.settings.aliases import ALIAS_PATTERN
-from agent.settings.config_file import default_config_path, shown_path
+from agent.settings import ALIAS_PATTERN, default_config_path, shown_path
 from agent.sqlite import (
     Database,
     HideReport,
@@ -30,10 +28,9 @@ from agent.sqlite import (
 from agent.text import display_name, nearest, plural
 
 from .limits import AnswerLimits, limits_paragraph
-from .server_settings import DatabaseSpec, NotesSpec, ServerSettings, VerifiedSpec
+from .server_settings import AliasFile, DatabaseSpec, ServerSettings
 
 logger = logging.getLogger(__name__)
-_AliasFile = TypeVar("_AliasFile", NotesSpec, VerifiedSpec)
 
 DB_DIR_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 SUMMARY_TABLE_NAMES = 6  # table names shown per database in the tool description
@@ -260,7 +257,7 @@ def load_catalog(specs: Sequence[DatabaseSpec], limits: WorkerLimits,
         return Catalog(tuple(entries))
 
 
-def attach_notes(catalog: Catalog, specs: Sequence[NotesSpec], max_chars: int) -> Catalog:
+def attach_notes(catalog: Catalog, specs: Sequence[AliasFile], max_chars: int) -> Catalog:
     """The catalog with each --notes file read into its database's entry; ConfigError if bad."""
     by_alias = _files_by_alias(catalog, "--notes", specs)
     entries = []
@@ -273,14 +270,14 @@ def attach_notes(catalog: Catalog, specs: Sequence[NotesSpec], max_chars: int) -
     return Catalog(tuple(entries))
 
 
-def attach_verified(catalog: Catalog, specs: Sequence[VerifiedSpec]) -> Catalog:
+def attach_verified(catalog: Catalog, specs: Sequence[AliasFile]) -> Catalog:
     """The catalog with each --verified library named on its database's entry; ConfigError if bad."""
     by_alias = _files_by_alias(catalog, "--verified", specs)
     return Catalog(tuple(replace(e, verified=by_alias[e.alias].path.expanduser()) if e.alias in by_alias
                          else e for e in catalog.entries))
 
 
-def _files_by_alias(catalog: Catalog, flag: str, specs: Sequence[_AliasFile]) -> dict[str, _AliasFile]:
+def _files_by_alias(catalog: Catalog, flag: str, specs: Sequence[AliasFile]) -> dict[str, AliasFile]:
     """`specs` by alias; ConfigError naming `flag` for one whose alias is not configured."""
     by_alias = {spec.alias: spec for spec in specs}
     unknown = [alias for alias in by_alias if alias not in catalog.aliases]

@@ -1,30 +1,43 @@
-"""The `sqale-mcp` command line, and merging it with the config file and environment into settings."""
+"""`sqale-mcp`'s settings as a user gives them: its command line, its config file (the top-level keys
+and the [db], [notes], [verified], [hide] and [tokens.NAME] tables) and the `SQALE_*` variables,
+merged into one ServerSettings; and the options of the module-level server (`mcp dev`).
+
+Reading the file and which layer wins: agent/settings.py.
+"""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agent.agent_settings import PROMPT_FLAGS
 from agent.backends.registry import BACKEND_FLAGS
 from agent.commands.argparse_shim import SuggestingParser
 from agent.errors import ConfigError
-from agent.options import add_flags
-from agent.settings.aliases import check_alias, parse_alias_files
-from agent.settings.config_file import default_config_path
-from agent.settings.layers import layered, problem_text, with_secrets
+from agent.options import add_flags, setting_name
+from agent.settings import (
+    check_alias,
+    default_config_path,
+    layered,
+    problem_text,
+    read_config_file,
+    read_secret,
+    table_settings,
+    with_secrets,
+)
 from agent.sqlite.hiding import parse_hide_rule
-from agent.version import VERSION_FLAG, VERSION_HELP, add_version_flag
+from agent.version import add_version_flag
 
 from .. import PROG
-from .config_file import file_tokens, read_server_config
-from .server_settings import DatabaseSpec, HideSpec, NotesSpec, ServerSettings, VerifiedSpec
+from .server_settings import AliasFile, DatabaseSpec, HideSpec, ServerSettings, TokenSpec
 
 _HELP_HINT = "see `sqale-mcp --help`"
+ARGS_ENV = "SQALE_MCP_ARGS"  # options for the module-level server of `mcp dev` / `mcp run`
 
 
 class _Parser(SuggestingParser):
@@ -55,21 +68,23 @@ FLAG_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 CONFIG_HELP = ("TOML file with the same settings, keys named as the long options (see docs/options.md); "
                "flags and SQALE_* variables win over it (default: $XDG_CONFIG_HOME/sqale-mcp/config.toml, "
                "else ~/.config/sqale-mcp/config.toml, when no database option is given)")
-
-
 DESCRIPTION = ("MCP server with one tool, answer_sql_question: a small local text-to-SQL model explores your "
                "SQLite databases and returns SQL with its result.")
-# The options that are no settings, as typed and with their help (--help and docs/options.md).
-VERSION_OPTION = (VERSION_FLAG, VERSION_HELP)
-CONFIG_OPTION = ("--config FILE.toml", CONFIG_HELP)
+# The settings given per database: `--db ALIAS=PATH` (in the file, a [db] table of alias = "path"
+# lines), `--notes`, `--verified` and `--hide ALIAS=RULE` ([hide]: alias = [rules] lines): how the
+# flag's value is written, an example of it, and an example of the table's line.
+PER_ALIAS = {"databases": ("ALIAS=PATH", "chinook=~/data/chinook.db", '"data/chinook.db"'),
+             "notes": ("ALIAS=PATH", "chinook=~/notes/chinook.txt", '"data/chinook-notes.txt"'),
+             "verified": ("ALIAS=PATH", "chinook=~/chinook-verified.jsonl", '"data/chinook-verified.jsonl"'),
+             "hide": ("ALIAS=TABLE or ALIAS=TABLE.COLUMN", "chinook=Customer.Email",
+                      '["Customer.Email", "Invoice"]')}
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The `sqale-mcp` command line; every default is None so the config file can fill it."""
     p = _Parser(prog=PROG, description=DESCRIPTION)
     add_version_flag(p)
-    flag, metavar = CONFIG_OPTION[0].split()
-    p.add_argument(flag, type=Path, metavar=metavar, help=CONFIG_OPTION[1])
+    p.add_argument("--config", type=Path, metavar="FILE.toml", help=CONFIG_HELP)
     for title, names in FLAG_GROUPS:
         add_flags(p.add_argument_group(title), ServerSettings, *names)
     return p
@@ -88,26 +103,11 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
         # Plain `sqale-mcp`: the user's config file, as `mcp dev` reads it.
         default = default_config_path(environ)
         config_path = default if default.is_file() else None
-    file_values = read_server_config(config_path) if config_path is not None else {}
-    file_dbs: dict[str, Path] = file_values.pop("databases", {})
-    file_notes: dict[str, Path] = file_values.pop("notes", {})
-    file_verified: dict[str, Path] = file_values.pop("verified", {})
-    hidden: dict[str, tuple[str, ...]] = dict(file_values.pop("hide", {}))
-    flag_dbs = parse_db_flags(args.pop("databases") or [])
-    flag_notes = parse_alias_files(args.pop("notes") or [], "--notes", "--notes chinook=~/notes/chinook.txt")
-    flag_verified = parse_alias_files(args.pop("verified") or [], "--verified",
-                                      "--verified chinook=~/chinook-verified.jsonl")
-    for alias, rules in parse_hide_flags(args.pop("hide") or []).items():
-        hidden[alias] = (*hidden.get(alias, ()), *rules)  # flags add to the file's rules
+    file_values = read_config_file(config_path, ServerSettings) if config_path is not None else {}
+    per_alias = {name: by_alias(name, args.pop(name) or [], file_values.pop(name, {}), config_path)
+                 for name in PER_ALIAS}
     layers = layered(ServerSettings, args, environ, file_values, str(config_path))
-    values = dict(layers.values)
-    values["databases"] = tuple(
-        DatabaseSpec(alias=a, path=p) for a, p in ({**file_dbs, **flag_dbs}).items())
-    values["notes"] = tuple(
-        NotesSpec(alias=a, path=p) for a, p in ({**file_notes, **flag_notes}).items())
-    values["hide"] = tuple(HideSpec(alias=a, rules=r) for a, r in hidden.items())
-    values["verified"] = tuple(
-        VerifiedSpec(alias=a, path=p) for a, p in ({**file_verified, **flag_verified}).items())
+    values: dict[str, Any] = {**layers.values, **per_alias}
     if "tokens" in values:
         values["tokens"] = file_tokens(values["tokens"], environ, config_path or Path("?"))
     try:
@@ -116,28 +116,84 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
         raise ConfigError(f"{problem_text(exc, ServerSettings, layers)}; {_HELP_HINT}") from exc
 
 
-def parse_db_flags(items: Sequence[str]) -> dict[str, Path]:
-    """`ALIAS=PATH` strings into a mapping; ConfigError when an alias is given twice."""
-    seen: dict[str, str] = {}
-    for item in items:
-        alias = item.partition("=")[0].strip()
-        if alias in seen:
-            raise ConfigError(f"database alias '{alias}' is given twice (--db {seen[alias]} and "
-                              f"--db {item}); rename one with --db OTHER_ALIAS=PATH")
-        seen[alias] = item
-    return parse_alias_files(items, "--db", "--db chinook=~/data/chinook.db")
-
-
-def parse_hide_flags(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    """`ALIAS=TABLE[.COLUMN]` strings into rules per alias, in order."""
+def by_alias(name: str, flags: Sequence[str], table: object, config: Path | None) -> tuple[BaseModel, ...]:
+    """A per-database setting (PER_ALIAS) as its specs: the config file's table, then the flags. A flag's
+    path replaces the file's for its alias (an alias twice in --db is refused); a --hide rule adds to
+    the file's rules. Paths in the file are relative to it; ConfigError naming the flag or the line."""
+    form, example, line = PER_ALIAS[name]
+    key, hide = setting_name(ServerSettings, name), name == "hide"
+    if not isinstance(table, dict):
+        kind = "[rules]" if hide else '"path"'
+        raise ConfigError(f"--config {config}: `{key}` must be a table of alias = {kind} lines, "
+                          f"e.g. [{key}]\\nchinook = {line}")
+    base = config.expanduser().resolve().parent if config is not None else Path()
     out: dict[str, tuple[str, ...]] = {}
-    for item in items:
-        alias, sep, rule = item.partition("=")
-        where = f"--hide {item!r}"
-        if not sep or not rule.strip():
-            raise ConfigError(f"{where}: write it as ALIAS=TABLE or ALIAS=TABLE.COLUMN, e.g. "
-                              "--hide chinook=Customer.Email")
-        parse_hide_rule(rule, where)
-        key = check_alias(alias.strip(), where)
-        out[key] = (*out.get(key, ()), rule.strip())
-    return out
+    for alias, value in table.items():
+        where = f"--config {config}: {key}.{alias}"
+        listed = [value] if isinstance(value, str) else value
+        if hide and not (isinstance(listed, list) and all(isinstance(rule, str) for rule in listed)):
+            raise ConfigError(f'{where} must be a list of "TABLE" or "TABLE.COLUMN" strings, e.g. [{key}]\\n'
+                              f"chinook = {line}")
+        if not hide and not (isinstance(value, str) and value.strip()):
+            raise ConfigError(f"{where} must be a path string, e.g. [{key}]\\nchinook = {line}")
+        out[check_alias(alias, where)] = tuple(_value(name, v, where, base) for v in listed)
+    given: dict[str, str] = {}
+    for item in flags:
+        alias, sep, value = item.partition("=")
+        where = f"--{key} {item!r}"
+        if not sep or not value.strip():
+            raise ConfigError(f"{where}: write it as {form}, e.g. --{key} {example}")
+        alias = check_alias(alias.strip(), where)
+        if name == "databases" and alias in given:
+            raise ConfigError(f"database alias '{alias}' is given twice (--db {given[alias]} and --db {item}); "
+                              "rename one with --db OTHER_ALIAS=PATH")
+        given[alias] = item
+        out[alias] = (*(out.get(alias, ()) if hide else ()), _value(name, value, where, None))
+    if hide:
+        return tuple(HideSpec(alias=alias, rules=rules) for alias, rules in out.items())
+    spec = DatabaseSpec if name == "databases" else AliasFile
+    return tuple(spec(alias=alias, path=Path(paths[0])) for alias, paths in out.items())
+
+
+def _value(name: str, value: str, where: str, base: Path | None) -> str:
+    """A hide rule (ConfigError naming `where` when malformed), or a path: in the file, relative to
+    its folder `base`."""
+    if name == "hide":
+        parse_hide_rule(value, where)
+        return value.strip()
+    path = Path(value.strip()).expanduser()
+    return str(path if base is None else base / path)
+
+
+def file_tokens(table: object, environ: Mapping[str, str], path: Path) -> tuple[TokenSpec, ...]:
+    """The [tokens.NAME] tables, each validated as a TokenSpec, its secret read from the variable it names."""
+    example = '[tokens.analytics]\\nenv = "SQALE_TOKEN_ANALYTICS"\\ndatabases = ["sales"]'
+    if not isinstance(table, dict):
+        raise ConfigError(f"--config {path}: `tokens` must be tables like {example}")
+    specs = []
+    for name, entry in table.items():
+        where = f"--config {path}: tokens.{name}"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where} must be a table like {example}")
+        check_alias(name, where)  # the same safe characters as an alias: it is logged
+        values = table_settings(entry, TokenSpec, where=where, base=path.parent)
+        secret = read_secret(values.get("env"), environ, f"{where}.env")
+        try:
+            specs.append(TokenSpec(**values, name=name, secret=secret))
+        except ValidationError as exc:
+            problem = problem_text(exc, TokenSpec, table=f"tokens.{name}")
+            raise ConfigError(f"--config {path}: {problem}") from exc
+    return tuple(specs)
+
+
+def module_server_arguments(environ: Mapping[str, str]) -> tuple[list[str], str]:
+    """Options for the module-level server (`mcp dev`/`mcp run`), and where they came from.
+
+    $SQALE_MCP_ARGS if set, else the default config file if it exists, else `--demo`.
+    """
+    if environ.get(ARGS_ENV, "").strip():
+        return shlex.split(environ[ARGS_ENV]), f"{ARGS_ENV}={environ[ARGS_ENV]!r}"
+    config = default_config_path(environ)
+    if config.is_file():
+        return ["--config", str(config)], str(config)
+    return ["--demo"], f"no {ARGS_ENV} and no {config}: --demo"

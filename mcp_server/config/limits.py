@@ -60,21 +60,16 @@ def answer_size_notice(settings: ServerSettings) -> str | None:
             f"{limits.answer_chars:,} characters, the most the tool may declare {declared}")
 
 
-def limits_sentence(limits: AnswerLimits) -> str:
-    """The limits in force, in one sentence."""
+def limits_paragraph(limits: AnswerLimits) -> str:
+    """The tool description's paragraph about the limits in force and what to do about them."""
     return (f"Limits: an answer holds at most {limits.max_rows:,} rows (row_count still counts "
             f"the rest) and at most {limits.max_result_bytes:,} bytes of rows as JSON (columns, "
             f"cells and rows are cut to fit); text cells over {limits.cell_chars:,} characters "
             "are clipped; each SQL "
             f"statement may run {limits.query_timeout:g} s; answering one question may take "
-            f"{limits.episode_timeout:g} s (time queued not counted).")
-
-
-def limits_paragraph(limits: AnswerLimits) -> str:
-    """The tool description's paragraph about limits and what to do about them."""
-    return (f"{limits_sentence(limits)} An answer that hits one names it in `limits_hit` and in "
-            "the text; ask for less (a top N, an aggregate, a filter, fewer columns, a shorter "
-            "period) to stay within them.")
+            f"{limits.episode_timeout:g} s (time queued not counted). An answer that hits one names "
+            "it in `limits_hit` and in the text; ask for less (a top N, an aggregate, a filter, fewer "
+            "columns, a shorter period) to stay within them.")
 
 
 def limits_hit(*, truncated: bool, clipped_cells: bool, query_timeouts: int,

@@ -1,11 +1,10 @@
-"""docs/options.md, generated from the declared settings and the `sqale-agent` commands' parsers.
+"""docs/options.md, generated from both commands' parsers and the declared settings.
 
 `python -m mcp_server.config.options_page` writes it (`--check` only says whether it is
 stale); tests/server/config/test_options_page.py fails when it is. Nothing in it is written by hand:
-`sqale-mcp`'s options are its settings' fields (their description, default, `Option`, config
-key and variable: agent/options.py) in the order of FLAG_GROUPS; `sqale-agent`'s commands are
-read from their parsers, whose options are mostly no settings (a question, a dataset, --json),
-through agent/commands/argparse_shim.py.
+each command's options are read from its parser, group by group, as `--help` lists them (through
+agent/commands/argparse_shim.py); a `sqale-mcp` option that is a setting also shows its config key
+and variable (agent/options.py), and the keys only the config file holds follow.
 """
 
 from __future__ import annotations
@@ -21,10 +20,10 @@ from pydantic import BaseModel
 from agent.backends.registry import BACKEND_FLAGS, BackendSettings
 from agent.commands.argparse_shim import option_groups, subcommands
 from agent.commands.cli import build_parser as agent_parser
-from agent.options import env_variables, file_keys, flag_usage, help_text, is_secret, option_of, setting_name
+from agent.options import env_variables, file_keys, help_text, is_secret, option_of, setting_name
 
-from .command_line import CONFIG_OPTION, DESCRIPTION, FLAG_GROUPS, PROG, VERSION_OPTION
-from .config_file import TOKEN_GIVEN
+from .command_line import PROG
+from .command_line import build_parser as server_parser
 from .server_settings import ServerSettings, TokenSpec
 
 _CHECKOUT = Path(__file__).resolve().parents[2]  # the clone, when this runs from one
@@ -51,23 +50,19 @@ _AGENT_INTRO = f"""`ask`, `doctor` and `eval` take the model backend's settings 
 `sqale-mcp`, in the same order: flag, variable, config file, default (`eval`'s `--runtime-slots`
 is a flag only: its default is `--concurrency`, or fewer when the engine serves fewer)."""
 
-_SERVER_TABLE = ["| option | config key, variable | meaning |", "|---|---|---|"]
-
-
 def options_page() -> str:
     """The whole page, as Markdown."""
-    lines = [_HEADER, f"## {PROG}", "", _paragraph(DESCRIPTION), "", _SERVER_INTRO, ""]
-    lines += ["### options", "", *_SERVER_TABLE,
-              *(f"| {_code(typed)} | – | {_cell(text)} |" for typed, text in (VERSION_OPTION, CONFIG_OPTION)),
-              ""]
+    server = server_parser()
+    lines = [_HEADER, f"## {PROG}", "", _paragraph(server.description), "", _SERVER_INTRO, ""]
     variables = env_variables(ServerSettings)
-    for title, names in FLAG_GROUPS:
-        lines += [f"### {title}", "", *_SERVER_TABLE]
-        for name in names:
-            typed = " / ".join(_code(form) for form in flag_usage(ServerSettings, name))
-            also = [_code(setting_name(ServerSettings, name)), *([_code(variables[name])] if name in variables
-                                                                 else [])]
-            lines.append(f"| {typed} | {', '.join(also)} | {_meaning(ServerSettings, name)} |")
+    for title, actions in option_groups(server):
+        lines += [f"### {title}", "", "| option | config key, variable | meaning |", "|---|---|---|"]
+        for action in actions:
+            also = "–"
+            if action.dest in ServerSettings.model_fields:  # a setting (not --config, --version)
+                also = ", ".join(_code(name) for name in (setting_name(ServerSettings, action.dest),
+                                                          variables.get(action.dest)) if name)
+            lines.append(f"| {_typed(action)} | {also} | {_help(server, action)} |")
         lines.append("")
     lines += ["### Only in the config file", "", "| key | meaning |", "|---|---|"]
     for name, field in ServerSettings.model_fields.items():
@@ -75,7 +70,7 @@ def options_page() -> str:
             if name == "tokens":
                 lines.append(f"| `[tokens.NAME]` | {_meaning(ServerSettings, name)} |")
                 lines += [f"| `{key}` in `[tokens.NAME]` | {_meaning(TokenSpec, key_field)} |"
-                          for key, key_field in file_keys(TokenSpec).items() if key_field not in TOKEN_GIVEN]
+                          for key, key_field in file_keys(TokenSpec).items()]
             else:
                 lines.append(f"| `{setting_name(ServerSettings, name)}` | {_meaning(ServerSettings, name)} |")
     lines.append("")
@@ -99,10 +94,13 @@ def _groups(parser: argparse.ArgumentParser, *, heading: str = "###") -> list[st
         out += [f"{heading} {'arguments' if title == 'positional arguments' else title}", "",
                 "| option | meaning |", "|---|---|"]
         for action in actions:
-            meaning = _cell((action.help or "").replace("%%", "%").replace("%(prog)s", parser.prog))
-            out.append(f"| {_typed(action)} | {meaning} |")
+            out.append(f"| {_typed(action)} | {_help(parser, action)} |")
         out.append("")
     return out
+
+
+def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
+    return _cell((action.help or "").replace("%%", "%").replace("%(prog)s", parser.prog))
 
 
 def _code(text: str) -> str:

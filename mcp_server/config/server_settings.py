@@ -1,7 +1,7 @@
 """Server settings: the frozen, validated settings object and its parts.
 
 Parsed once at the edge: `command_line.parse_settings` merges the flags, an optional TOML
-file (`config_file`) and the environment into a ServerSettings.
+file and the environment into a ServerSettings.
 """
 
 from __future__ import annotations
@@ -67,17 +67,9 @@ class TokenSpec(BaseModel):
         return value
 
 
-class NotesSpec(BaseModel):
-    """A notes file (facts about the data, one per line) for the database under `alias`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    alias: str
-    path: Path
-
-
-class VerifiedSpec(BaseModel):
-    """The verified library (a golden-question file) served for the database under `alias`."""
+class AliasFile(BaseModel):
+    """A file that goes with the database under `alias`: its notes (facts about its data, one per
+    line) or its verified library (a golden-question file)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -108,14 +100,14 @@ class ServerSettings(AgentSettings):
                          Option(name="db", metavar="ALIAS=PATH", repeatable=True)] = Field(
         (), description="a database to serve under ALIAS (repeatable; in the config file, the [db] table "
                         'of alias = "path" lines)')
-    notes: Annotated[tuple[NotesSpec, ...], Option(metavar="ALIAS=FILE", repeatable=True)] = Field(
+    notes: Annotated[tuple[AliasFile, ...], Option(metavar="ALIAS=FILE", repeatable=True)] = Field(
         (), description="a UTF-8 file of facts about that database's data, one per line, read with every "
                         "question about it (repeatable; in the config file, a [notes] table)")
     hide: Annotated[tuple[HideSpec, ...], Option(metavar="ALIAS=TABLE[.COLUMN]", repeatable=True)] = Field(
         (), description="hide a table or column of database ALIAS from the model (repeatable; globs such "
                         "as '*.password*' allowed, any case; in the config file, a [hide] table of "
                         "alias = [rules] lines)")
-    verified: Annotated[tuple[VerifiedSpec, ...], Option(metavar="ALIAS=FILE", repeatable=True)] = Field(
+    verified: Annotated[tuple[AliasFile, ...], Option(metavar="ALIAS=FILE", repeatable=True)] = Field(
         (), description="a verified library for database ALIAS: golden questions (JSON Lines, as `sqale-agent "
                         "golden add` writes them) answered at once when asked again, and listed beside the "
                         "model's answer when a similar one is asked (repeatable; in the config file, a "

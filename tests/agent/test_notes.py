@@ -14,7 +14,7 @@ from agent.demo import ensure_demo_database
 from agent.errors import ConfigError
 from agent.notes import Notes, evidence_with_notes, notes_text, read_notes
 from mcp_server.config.command_line import parse_settings
-from mcp_server.config.server_settings import NotesSpec
+from mcp_server.config.server_settings import AliasFile
 from tests.support.mcp import BOOK_GOLD, TOOL, run_server_expecting_exit
 from tests.support.mcp_in_process import build
 from tests.support.policies import OraclePolicy, PolicyBackend, first_user_turn
@@ -77,8 +77,8 @@ def test_notes_come_from_flags_and_the_config_file(tmp_path: Path) -> None:
     config.parent.mkdir()
     config.write_text('max-notes-chars = 900\n[notes]\nshop = "shop.txt"\nsales = "/abs/sales.txt"\n')
     settings = parse_settings(["--config", str(config), "--notes", "shop=/flag/shop.txt"], {})
-    assert settings.notes == (NotesSpec(alias="shop", path=Path("/flag/shop.txt")),
-                              NotesSpec(alias="sales", path=Path("/abs/sales.txt")))
+    assert settings.notes == (AliasFile(alias="shop", path=Path("/flag/shop.txt")),
+                              AliasFile(alias="sales", path=Path("/abs/sales.txt")))
     assert settings.max_notes_chars == 900
     with pytest.raises(ConfigError, match=r"--notes 'shop': write it as ALIAS=PATH"):
         parse_settings(["--notes", "shop"], {})

@@ -13,7 +13,7 @@ from mcp import Client
 from agent.episode import CallRecord, Round, ToolCall
 from agent.episode_text import progress_message
 from agent.errors import ConfigError
-from agent.settings.aliases import check_alias
+from agent.settings import check_alias
 from agent.sqlite import create_database
 from mcp_server.answer.output import AnswerOutput, Candidate, render_answer_text, sql_block, tables_line
 from mcp_server.answer.tool_errors import unknown_database

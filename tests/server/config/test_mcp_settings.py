@@ -14,8 +14,7 @@ from agent.tools import Environment
 from mcp_server.config.catalog import (
     hide_rules_by_alias,
 )
-from mcp_server.config.command_line import parse_settings
-from mcp_server.config.config_file import module_server_arguments
+from mcp_server.config.command_line import module_server_arguments, parse_settings
 from mcp_server.config.server_settings import DatabaseSpec, ServerSettings, is_loopback
 from tests.support.server_settings import config_error
 

@@ -14,9 +14,9 @@ import anyio
 
 from ..agent_settings import AgentSettings
 from ..backends.advice import cache_advice
-from ..backends.slots import RuntimeSlots
+from ..backends.runtime_slots import RuntimeSlots
 from ..engine_cache import episode_reuse, verdicts
-from ..engine_session import engine_session
+from ..engine_start import engine_session
 from ..episode import EpisodeResult, EpisodeSettings, EpisodeStatus, Round
 from ..episode_text import EXACT_SQL, progress_message, render_answer, render_trace, result_as_json
 from ..errors import ConfigError

@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agent.episode_text import result_as_json
+from agent.commands.ask import result_as_json
 from agent.errors import ConfigError
 from agent.loop import run_episode
 from agent.sqlite import Database, HideRules, QueryStatus, create_database

@@ -51,9 +51,7 @@ def cut(text: str, limit: int) -> str:
 
 def echo_value(text: str, limit: int = ECHO_CHARS) -> str:
     """Model-written text shown back to it: cut to `limit`, escaped, on one line."""
-    if len(text) <= limit:
-        return escape_unsafe(text)
-    return f"{escape_unsafe(text[:limit])}…[+{len(text) - limit:,} chars]"
+    return escape_unsafe(cut(text, limit))  # what `cut` adds needs no escape
 
 
 def display_name(name: str, limit: int = NAME_CHARS) -> str:

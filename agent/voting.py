@@ -148,14 +148,6 @@ class Tally:
         return bool(groups) and groups[0].votes * 2 > self.samples
 
 
-def vote(keys: Sequence[Hashable | None]) -> int | None:
-    """Index of the winning sample among finished ones: earliest of the largest group."""
-    tally = Tally(len(keys))
-    for sample, key in enumerate(keys):
-        tally.add(sample, key)
-    return tally.winner()
-
-
 @dataclass(frozen=True)
 class VoteOutcome(Generic[T]):
     """What K samples gave: the finished ones, their groups, the winner."""

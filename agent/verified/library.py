@@ -117,9 +117,6 @@ class Snapshot:
                      if r.score <= SIMILAR_RELATIVE_SCORE * ranked[0].score)
 
 
-Checker = Callable[[str], str | None]  # SQL -> why it may not be served, or None
-
-
 class VerifiedLibrary:
     """The verified answers of one database alias, read from one file and kept current."""
 

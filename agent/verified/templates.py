@@ -17,8 +17,7 @@ import re
 from dataclasses import dataclass
 
 from ..golden_file import GoldenEntry, ParamSpec, SlotType
-from ..sqlite.hiding import quote_name
-from ..sqlite.sql_text import parameter_names
+from ..sqlite.sql_text import parameter_names, quote_name
 from .matching import TRAILING, normalise_question
 
 TEMPLATE_RULE = ("a question matches a template when, after the same normalisation as the same-question "

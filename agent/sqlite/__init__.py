@@ -4,7 +4,7 @@ Nothing outside this package opens a database. Statements run in killable worker
 processes (`_worker`, started and killed by `_pool`, cancelled through `_cancel`) on
 connections guarded by an allow-list authorizer (`_guard` opens them, `_authorizer` decides,
 `_schema_read` reads their schema).
-`similar` ranks similar questions with FTS5 in a private in-memory index (never a user's file).
+`text_index` ranks similar questions with FTS5 in a private in-memory index (never a user's file).
 The owner's hide rules (`hiding`) are resolved against the whole file (`_hiding_file`) and
 enforced by the same authorizer; `_refusals` words what a refused statement is told, from the
 names `_sql_names` finds in it. A `Database` states its rules when it is made (`hide=`: the

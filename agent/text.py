@@ -215,11 +215,11 @@ __all__ = [
 NEAR_CUTOFF = 0.6  # difflib's ratio for a suggestion (`--samles` -> `--samples`, `max_row` -> `max-rows`)
 
 
-def nearest(word: str, choices: Iterable[str]) -> str | None:
-    """The choice closest to `word` (a mistyped flag, key or alias), None when none is close."""
+def nearest(word: str, choices: Iterable[str], cutoff: float = NEAR_CUTOFF) -> str | None:
+    """The choice closest to `word` (a mistyped flag, key, alias or tool), None when none is close."""
     import difflib  # only an error needs it
 
-    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=NEAR_CUTOFF)
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
     return found[0] if found else None
 
 

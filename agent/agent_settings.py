@@ -17,7 +17,7 @@ from .options import Option
 from .tools.environment import DEFAULT_ENVIRONMENT, Environment
 
 MAX_SAMPLES = 64  # the most samples any front end runs for one question
-# How the runtime slots are chosen without --runtime-slots (agent/backends/slots.py).
+# How the runtime slots are chosen without --runtime-slots (agent/backends/runtime_slots.py).
 RUNTIME_SLOTS_DEFAULT = (f"what the engine serves at once where it says so: {ENGINES_THAT_SAY}; else "
                          f"${OLLAMA_PARALLEL_ENV} or 1 for Ollama, {SLOTS_PER_REPLICA} per --base-url")
 

@@ -60,7 +60,7 @@ class OptionSource:
 
 
 @dataclass(frozen=True)
-class Option:
+class ChoiceOption:
     """One option of the choice: the vote's group `group` (0: the vote's answer), as one line."""
 
     group: int
@@ -73,7 +73,7 @@ class Choice:
 
     question: str
     samples: int
-    options: tuple[Option, ...]
+    options: tuple[ChoiceOption, ...]
     more: int = 0  # distinct results not offered (past MAX_OPTIONS)
 
     @property
@@ -100,7 +100,7 @@ def choice_of(question: str, sources: Sequence[OptionSource], samples: int) -> C
     """The options for the vote's groups (`sources`, most votes first), at most MAX_OPTIONS."""
     shown = tuple(sources[:MAX_OPTIONS])
     sqls = [s.sql for s in shown]
-    options = tuple(Option(k, option_label(s, samples, differences_text(k, sqls)))
+    options = tuple(ChoiceOption(k, option_label(s, samples, differences_text(k, sqls)))
                     for k, s in enumerate(shown))
     return Choice(question, samples, options, more=len(sources) - len(shown))
 

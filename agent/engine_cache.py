@@ -147,13 +147,6 @@ def verdicts(reuses: Iterable[RoundReuse], min_rounds: int = MIN_LATER_ROUNDS) -
             for engine, (later, re_evaluated, unknown, prompt, cached) in sorted(tally.items())]
 
 
-def reuse_text(prompt_tokens: int, cached_tokens: int | None) -> str:
-    """`1,234 prompt tokens, 1,180 from cache` or `1,234 prompt tokens, cache unknown`."""
-    if cached_tokens is None:
-        return f"{prompt_tokens:,} prompt tokens, cache {UNKNOWN}"
-    return f"{prompt_tokens:,} prompt tokens, {cached_tokens:,} from cache"
-
-
 class CacheWatch:
     """Watches the rounds a server plays and warns once per engine whose later rounds keep
     re-evaluating their prompt (never again for that engine, however many questions follow)."""

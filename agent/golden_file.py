@@ -8,7 +8,7 @@ of labels; the summary groups by them as it groups the benchmarks by difficulty)
 verified library (agent.verified) serves one as answers.
 
 An entry may be a template: `params` names the slots its question writes as `{name}` and its
-SQL binds as `:name`, each with a type (`{"month": {"type": "month"}}`; agent.verified.slots
+SQL binds as `:name`, each with a type (`{"month": {"type": "month"}}`; agent.verified.slot_types
 says what each type reads), bounds (`min`, `max`) for the numeric types, and for a `value` the
 column it must be a value of (`"column": "Genre.Name"`).
 """
@@ -35,7 +35,7 @@ LINE_EXAMPLE = ('{"question": "...", "sql": "SELECT ...", "database": "sales", '
 
 
 class SlotType(StrEnum):
-    """What a template's slot must be (`params.NAME.type`; agent.verified.slots reads each)."""
+    """What a template's slot must be (`params.NAME.type`; agent.verified.slot_types reads each)."""
 
     INTEGER = "integer"
     NUMBER = "number"

@@ -143,11 +143,6 @@ def reference_file(path: str | Path) -> Path:
         f"or the file itself")
 
 
-def load_reference_agent(path: str | Path) -> PromptSet:
-    """The prompts and texts of the authors' sqale_agent.py (or of the folder holding it), never run."""
-    return read_reference_agent(path).prompts
-
-
 def read_reference_agent(path: str | Path) -> ReferenceAgent:
     """Read the authors' file without running it: its prompts, and its constants for our texts."""
     file = reference_file(path)

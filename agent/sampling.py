@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -42,12 +42,12 @@ import anyio
 
 from .backends.base import ModelBackend
 from .episode import EpisodeResult, EpisodeSettings, Round
-from .errors import BackendError, SqaleError
+from .errors import BackendError
 from .sqlite import Database, QueryResult
 from .telemetry.gate import Untraced, episode_span
 from .text import plural
 from .untrusted import sql_block
-from .voting import CompareLimits, Comparison, MatchRule, Tally, VoteOutcome, ran_sql
+from .voting import CompareLimits, Comparison, MatchRule, Tally, VoteOutcome, ran_sql, run_samples
 
 if TYPE_CHECKING:  # agent.prompt loads the tools; this module only passes a PromptSet along
     from .prompt import PromptSet
@@ -80,15 +80,6 @@ def sample_seeds(samples: int, seed: int | None) -> tuple[int | None, ...]:
     return tuple(base + k for k in range(samples))
 
 
-def seeded_backends(backend: ModelBackend, seeds: Sequence[int | None]) -> list[ModelBackend]:
-    """One backend per sample, sharing `backend`'s connections, each sampling with its seed.
-
-    A backend that cannot set a seed answers `with_seed` with itself: the runtime's own
-    randomness varies the samples.
-    """
-    return [backend if seed is None else backend.with_seed(seed) for seed in seeds]
-
-
 @dataclass(frozen=True)
 class SampleBackends:
     """Who answers each sample: sample k samples with seeds[k] on backends[k]."""
@@ -98,9 +89,13 @@ class SampleBackends:
 
     @classmethod
     def seeded(cls, backend: ModelBackend, samples: int, seed: int | None) -> SampleBackends:
-        """K samples of `backend` (seed + k each), sharing its connections."""
+        """K samples of `backend` (seed + k each), sharing its connections.
+
+        A backend that cannot set a seed answers `with_seed` with itself: the runtime's own
+        randomness varies the samples.
+        """
         seeds = sample_seeds(samples, seed)
-        return cls(seeds, tuple(seeded_backends(backend, seeds)))
+        return cls(seeds, tuple(backend if s is None else backend.with_seed(s) for s in seeds))
 
 
 @dataclass(frozen=True)
@@ -367,52 +362,6 @@ def _for_sample(on_round: RoundFn, k: int) -> Callable[[Round], Awaitable[None]]
     async def report(played: Round) -> None:
         await on_round(k, played)
     return report
-
-
-SampleFn = Callable[[int], Awaitable[tuple[T, Hashable | None]]]
-FinishFn = Callable[[int, T, Tally], Awaitable[None]]
-
-
-async def run_samples(samples: int, run_one: SampleFn[T], *, early_stop: bool = True,
-                      on_finished: FinishFn[T] | None = None,
-                      on_stop: Callable[[], None] | None = None) -> VoteOutcome[T]:
-    """Run samples 0..K-1 concurrently and tally them; stop the rest once a majority agrees.
-
-    `run_one(k)` returns the sample's value and its vote. The first of our own errors
-    (SqaleError) any sample raises cancels the others and is raised as itself. `on_stop` is
-    called just before a majority stops the others (so they can tell that from a cancel).
-    """
-    tally = Tally(samples)
-    results: dict[int, T] = {}
-    failures: list[SqaleError] = []
-    stopped = False
-    async with anyio.create_task_group() as group:
-
-        async def one(k: int) -> None:
-            nonlocal stopped
-            try:
-                value, key = await run_one(k)
-            except SqaleError as exc:
-                failures.append(exc)
-                group.cancel_scope.cancel()
-                return
-            results[k] = value
-            tally.add(k, key)
-            if early_stop and len(results) < samples and tally.has_majority():
-                stopped = True
-                if on_stop is not None:
-                    on_stop()
-                group.cancel_scope.cancel()
-            if on_finished is not None:
-                with anyio.CancelScope(shield=True):
-                    await on_finished(k, value, tally)
-
-        for k in range(samples):
-            group.start_soon(one, k)
-    if failures:
-        raise failures[0]
-    return VoteOutcome(samples=samples, results=results, groups=tally.groups(), winner=tally.winner(),
-                       stopped_early=stopped, arrivals=tuple(tally.arrivals))
 
 
 def summary_text(summary: VoteSummary, *, shown: int = OTHER_ANSWERS_SHOWN,

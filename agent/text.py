@@ -51,9 +51,7 @@ def cut(text: str, limit: int) -> str:
 
 def echo_value(text: str, limit: int = ECHO_CHARS) -> str:
     """Model-written text shown back to it: cut to `limit`, escaped, on one line."""
-    if len(text) <= limit:
-        return escape_unsafe(text)
-    return f"{escape_unsafe(text[:limit])}…[+{len(text) - limit:,} chars]"
+    return escape_unsafe(cut(text, limit))  # what `cut` adds needs no escape
 
 
 def display_name(name: str, limit: int = NAME_CHARS) -> str:
@@ -217,11 +215,11 @@ __all__ = [
 NEAR_CUTOFF = 0.6  # difflib's ratio for a suggestion (`--samles` -> `--samples`, `max_row` -> `max-rows`)
 
 
-def nearest(word: str, choices: Iterable[str]) -> str | None:
-    """The choice closest to `word` (a mistyped flag, key or alias), None when none is close."""
+def nearest(word: str, choices: Iterable[str], cutoff: float = NEAR_CUTOFF) -> str | None:
+    """The choice closest to `word` (a mistyped flag, key, alias or tool), None when none is close."""
     import difflib  # only an error needs it
 
-    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=NEAR_CUTOFF)
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
     return found[0] if found else None
 
 

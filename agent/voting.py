@@ -1,6 +1,7 @@
 """The vote among K answers to one question: which results are equal, which group wins.
 
-One rule for the MCP server, `ask` and `eval` (agent/sampling.py runs the samples and chooses):
+One rule for the MCP server, `ask` and `eval` (agent/sampling.py plays each sample and chooses the
+answer; `run_samples` here runs the K of them and tallies their votes):
 - A sample votes with its final SQL run again whole, under the comparison limits. Answers
   whose results are equal (`answer_key`: the rows as a set or a multiset, the same
   comparison the benchmarks' accuracy uses) form a group. A result with more rows than the
@@ -16,12 +17,15 @@ One rule for the MCP server, `ask` and `eval` (agent/sampling.py runs the sample
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
+import anyio
+
 from .episode import EpisodeResult, EpisodeStatus
+from .errors import SqaleError
 from .sqlite import Database, QueryResult
 
 T = TypeVar("T")
@@ -144,14 +148,6 @@ class Tally:
         return bool(groups) and groups[0].votes * 2 > self.samples
 
 
-def vote(keys: Sequence[Hashable | None]) -> int | None:
-    """Index of the winning sample among finished ones: earliest of the largest group."""
-    tally = Tally(len(keys))
-    for sample, key in enumerate(keys):
-        tally.add(sample, key)
-    return tally.winner()
-
-
 @dataclass(frozen=True)
 class VoteOutcome(Generic[T]):
     """What K samples gave: the finished ones, their groups, the winner."""
@@ -172,3 +168,49 @@ class VoteOutcome(Generic[T]):
     def cancelled(self) -> tuple[int, ...]:
         """Samples stopped before they finished."""
         return tuple(k for k in range(self.samples) if k not in self.results)
+
+
+SampleFn = Callable[[int], Awaitable[tuple[T, Hashable | None]]]
+FinishFn = Callable[[int, T, Tally], Awaitable[None]]
+
+
+async def run_samples(samples: int, run_one: SampleFn[T], *, early_stop: bool = True,
+                      on_finished: FinishFn[T] | None = None,
+                      on_stop: Callable[[], None] | None = None) -> VoteOutcome[T]:
+    """Run samples 0..K-1 concurrently and tally them; stop the rest once a majority agrees.
+
+    `run_one(k)` returns the sample's value and its vote. The first of our own errors
+    (SqaleError) any sample raises cancels the others and is raised as itself. `on_stop` is
+    called just before a majority stops the others (so they can tell that from a cancel).
+    """
+    tally = Tally(samples)
+    results: dict[int, T] = {}
+    failures: list[SqaleError] = []
+    stopped = False
+    async with anyio.create_task_group() as group:
+
+        async def one(k: int) -> None:
+            nonlocal stopped
+            try:
+                value, key = await run_one(k)
+            except SqaleError as exc:
+                failures.append(exc)
+                group.cancel_scope.cancel()
+                return
+            results[k] = value
+            tally.add(k, key)
+            if early_stop and len(results) < samples and tally.has_majority():
+                stopped = True
+                if on_stop is not None:
+                    on_stop()
+                group.cancel_scope.cancel()
+            if on_finished is not None:
+                with anyio.CancelScope(shield=True):
+                    await on_finished(k, value, tally)
+
+        for k in range(samples):
+            group.start_soon(one, k)
+    if failures:
+        raise failures[0]
+    return VoteOutcome(samples=samples, results=results, groups=tally.groups(), winner=tally.winner(),
+                       stopped_early=stopped, arrivals=tuple(tally.arrivals))

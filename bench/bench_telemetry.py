@@ -117,7 +117,7 @@ def child(mode: str, episodes: int, delay: float) -> None:
     """Alternate questions with tracing off and as `mode` sets it up; print (mode, wall, cpu) as JSON."""
     import anyio
 
-    from agent.engine_session import traced_backend
+    from agent.engine_start import traced_backend
     from agent.loop import run_episode
     from agent.sampling import Question, SampleBackends, ask
     from agent.sqlite import Database, create_database

@@ -47,8 +47,9 @@ from agent.backends.registry import make_backend  # noqa: E402
 from agent.episode import EpisodeSettings  # noqa: E402
 from agent.evaluation.accuracy import MatchRule, has_top_level_order_by, results_match  # noqa: E402
 from agent.sqlite import Database, QueryResult, WorkerLimits, WorkerPool  # noqa: E402
+from agent.sqlite.text_index import TextIndex  # noqa: E402
 from agent.verified import VerifiedLibrary, consult, normalise_question  # noqa: E402
-from agent.verified.similar import QuestionIndex  # noqa: E402
+from agent.verified.matching import query_terms  # noqa: E402
 from agent.voting import CompareLimits, execute_for_comparison  # noqa: E402
 from mcp_server.app import build_server  # noqa: E402
 from mcp_server.config.command_line import parse_settings  # noqa: E402
@@ -164,10 +165,10 @@ async def tiers(data: Path, workdir: Path) -> dict[str, Any]:
             # library entries themselves (asking an entry's own question is an exact repeat),
             # and meaning edits of every entry.
             others = [q for q in asked if library_entries[q.group] is not q]
-            index = QuestionIndex([q.question for q in others])
+            index = TextIndex([q.question for q in others])
             negatives: dict[str, Question] = {}
             for group, entry in library_entries.items():
-                ranked = index.search(entry.question, limit=len(others))
+                ranked = index.search(query_terms(entry.question), limit=len(others))
                 near = [others[r.position] for r in ranked if others[r.position].group != group][:NEIGHBOURS]
                 for q in near:
                     negatives[q.question] = q

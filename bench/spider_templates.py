@@ -19,7 +19,7 @@ from typing import Any
 
 from agent.sqlite import Database, Schema
 from agent.sqlite.sql_text import Token, TokenKind, sql_tokens
-from agent.verified.slots import NUMBER_WORDS
+from agent.verified.slot_types import NUMBER_WORDS
 
 NEW_VALUES = 3  # other values asked per slot
 COMPARE_OPS = {"=", "==", "!=", "<>", ">", "<", ">=", "<="}

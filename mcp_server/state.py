@@ -14,9 +14,9 @@ import anyio
 
 from agent.backends.advice import cache_advice
 from agent.backends.base import EngineFacts, ModelBackend
-from agent.backends.slots import OnWait, RuntimeSlots, engine_slots
+from agent.backends.runtime_slots import OnWait, RuntimeSlots, engine_slots
 from agent.engine_cache import CacheWatch, next_reuse
-from agent.engine_session import EngineSession, engine_session
+from agent.engine_start import EngineSession, engine_session
 from agent.episode import EpisodeSettings, Round
 from agent.errors import ConfigError
 from agent.jsonl import dumps_line

@@ -24,7 +24,8 @@ from opentelemetry.trace import SpanKind
 
 from ..telemetry import names as n
 from ..telemetry.content import content_policy
-from ..telemetry.spans import failure_kind, sdk_configured, span
+from ..telemetry.gate import tracing_on
+from ..telemetry.spans import failure_kind, span
 from ..version import package_version
 from .base import Completion, EngineFacts, ModelBackend
 from .wrapper import BackendWrapper
@@ -80,7 +81,7 @@ class TracedBackend(BackendWrapper):
 
     async def complete(self, prompt: str, *, max_tokens: int) -> Completion:
         """The inner completion inside its span."""
-        if not sdk_configured():  # nothing would record a span or a measurement
+        if not tracing_on():  # nothing would record a span or a measurement
             return await self.inner.complete(prompt, max_tokens=max_tokens)
         # The metrics count every call, sampled or not; the span only when it would be recorded.
         base = {n.OPERATION_NAME: n.COMPLETION, n.PROVIDER_NAME: self.engines.provider,

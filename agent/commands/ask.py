@@ -14,11 +14,11 @@ import anyio
 
 from ..agent_settings import AgentSettings
 from ..backends.advice import cache_advice
-from ..backends.slots import RuntimeSlots
+from ..backends.runtime_slots import RuntimeSlots
 from ..engine_cache import episode_reuse, verdicts
-from ..engine_session import engine_session
+from ..engine_start import engine_session
 from ..episode import EpisodeResult, EpisodeSettings, EpisodeStatus, Round
-from ..episode_text import EXACT_SQL, progress_message, render_answer, render_trace, result_as_json
+from ..episode_text import cut_note, json_cell, last_reply_excerpt, progress_message
 from ..errors import ConfigError
 from ..loop import run_episode
 from ..notes import evidence_with_notes, read_notes
@@ -28,7 +28,9 @@ from ..settings import check_plain_path
 from ..sqlite import Database
 from ..telemetry.gate import question_span
 from ..telemetry.setup import start_telemetry
-from ..untrusted import sql_block
+from ..text import escape_unsafe, plural
+from ..tools.result_text import format_cell, render_grid
+from ..untrusted import SqlAuthor, sql_block
 from ..verified import Consulted, consult, params_text, provenance_text, similar_text
 from .backend_options import add_backend_arguments, backend_choice, command_settings, prompts_from_args
 from .db_options import add_database_arguments, database_path, hide_rules
@@ -207,3 +209,83 @@ def library_fields(consulted: Consulted | None) -> dict[str, Any]:
 def exit_status(result: EpisodeResult) -> int:
     """0 when the model produced SQL that ran (even as a fallback); EXIT_NO_ANSWER when it did not."""
     return EXIT_NO_ANSWER if result.status is EpisodeStatus.FAILED else 0
+
+
+# How the answer is printed: the SQL, the first rows, what is missing; --trace and --json.
+ANSWER_ROWS = 20
+ANSWER_CELL_CHARS = 60
+EXACT_SQL = "`ask --json`"  # where the printed answer sends a reader for the exact SQL
+
+
+def render_rows(columns: tuple[str, ...], rows: tuple[tuple[Any, ...], ...], *,
+                max_rows: int = ANSWER_ROWS, cell_chars: int = ANSWER_CELL_CHARS) -> str:
+    """An aligned table of the first rows."""
+    cells = [[format_cell(v, cell_chars) for v in row] for row in rows[:max_rows]]
+    return render_grid(list(columns), cells)
+
+
+def render_answer(result: EpisodeResult, *, max_rows: int = ANSWER_ROWS) -> str:
+    """The SQL in a fence, then the first rows as a table, then what is missing."""
+    lines = [f"status: {result.status.value} ({result.stop_reason.value}); {len(result.rounds)} rounds, "
+             f"{result.tool_calls} tool calls, {result.seconds:.1f} s"]
+    last_reply = last_reply_excerpt(result) if result.status is EpisodeStatus.FAILED else None
+    if result.sql is None:
+        lines.append(f"no SQL: {result.error or 'the model produced nothing runnable'}")
+        if last_reply:
+            lines.append(f"the model's last reply: {escape_unsafe(last_reply)}")
+        return "\n".join(lines)
+    author = SqlAuthor.LIBRARY if result.status is EpisodeStatus.VERIFIED else SqlAuthor.MODEL
+    lines.append(sql_block(result.sql.strip(), author=author, ran=not result.error, exact=EXACT_SQL))
+    if result.error:
+        lines.append(f"error: {result.error}")
+        if last_reply:
+            lines.append(f"the model's last reply: {escape_unsafe(last_reply)}")
+        return "\n".join(lines)
+    if result.columns:
+        lines.append(render_rows(result.columns, result.rows, max_rows=max_rows))
+    shown = min(max_rows, len(result.rows))
+    total = plural(result.row_count, "row")
+    if result.truncated and result.row_count <= len(result.rows):
+        total = f"more than {total}"
+    lines.append(f"[{total}; first {shown} shown]" if shown < result.row_count or result.truncated
+                 else f"[{total}]")
+    if result.cut is not None:
+        lines.append(f"[{cut_note(result.cut, len(result.rows))}]")
+    return "\n".join(lines)
+
+
+def render_trace(result: EpisodeResult) -> str:
+    """Every round: the model's thoughts, its calls, and what each call returned."""
+    out: list[str] = []
+    for played in result.rounds:
+        head = "final turn" if played.final else f"round {played.index}"
+        cached = "unknown" if played.cached_tokens is None else played.cached_tokens
+        out.append(f"=== {head}  (model {played.model_seconds:.2f} s, tools {played.tool_seconds:.3f} s, "
+                   f"tokens {played.prompt_tokens}+{played.completion_tokens}, cached {cached}, "
+                   f"context {played.context_tokens})")
+        if played.think:
+            out += ["--- thinking", played.think.strip()]
+        for record in played.calls:
+            args = json.dumps(record.call.args, ensure_ascii=False)
+            flag = "" if record.ok else "  [error]"
+            dup = "  [duplicate, not run again]" if record.duplicate else ""
+            out += [f"--- {record.call.tool} {args}{flag}{dup}", record.text.rstrip()]
+        for note in played.notes:
+            out.append(f"--- note: {note}")
+        if not played.calls and not played.think:
+            out += ["--- completion", played.completion.strip()]
+    return "\n".join(out)
+
+
+def result_as_json(result: EpisodeResult) -> dict[str, Any]:
+    """The episode result as JSON-safe data (blobs as `<blob N bytes>`)."""
+    data = asdict(result)
+    data["status"] = result.status.value
+    data["stop_reason"] = result.stop_reason.value
+    data["rows"] = [[json_cell(v) for v in row] for row in result.rows]
+    data["tool_calls"] = result.tool_calls
+    data["tables_seen"] = sorted(result.tables_seen)
+    for played in data["rounds"]:
+        for record in played["calls"]:
+            record["tables"] = sorted(record["tables"])
+    return data

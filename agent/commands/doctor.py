@@ -15,9 +15,9 @@ import anyio
 from ..agent_settings import AgentSettings
 from ..backends.advice import cache_advice
 from ..backends.base import PROBE_PROMPT, ModelBackend, ModelInfo
-from ..backends.slots import engine_slots
+from ..backends.runtime_slots import engine_slots
 from ..engine_cache import DOCS
-from ..engine_session import EngineSession, ModelCheck, engine_session
+from ..engine_start import EngineSession, ModelCheck, engine_session
 from ..episode import EpisodeSettings
 from ..errors import DatabaseBusyError, SqaleError
 from ..notes import read_notes

@@ -20,12 +20,12 @@ from ..backends.advice import cache_advice
 from ..backends.base import EngineFacts, ModelBackend, SamplingSettings
 from ..backends.openai_engines import ENGINES_THAT_SAY
 from ..backends.registry import BackendSettings, make_backend
-from ..engine_session import EngineSession, engine_session, traced_backend
+from ..engine_start import EngineSession, engine_session, traced_backend
 from ..episode import EpisodeSettings
 from ..errors import ConfigError, SqaleError
 from ..evaluation import html_report
 from ..evaluation.datasets import KAGGLE_SPLITS, Benchmark, Dataset, Selection, load_dataset, select_examples
-from ..evaluation.golden import load_golden
+from ..evaluation.golden_dataset import load_golden
 from ..evaluation.html_report.cache_reuse import results_verdicts
 from ..evaluation.progress import ProgressLine
 from ..evaluation.records import TraceKind, read_records

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .accuracy import MatchRule, has_top_level_order_by, results_match, vote, vote_key
+from .accuracy import MatchRule, has_top_level_order_by, results_match, vote_key
 from .datasets import Benchmark, Dataset, Example, Selection, detect_format, load_dataset, select_examples
 from .records import Outcome, QuestionRecord, SampleRecord, TraceKind, read_records
 from .runner import BackendFactory, EvalSettings, EvaluationAborted, RunResult, evaluate
@@ -14,5 +14,5 @@ __all__ = [
     "MatchRule", "Outcome", "QueryLimits", "QuestionRecord", "RunResult", "SampleRecord",
     "Selection", "Summary", "TraceKind", "detect_format", "evaluate", "has_top_level_order_by",
     "load_dataset", "read_records", "render_summary", "results_match", "select_examples",
-    "summarize", "vote", "vote_key", "write_summary",
+    "summarize", "vote_key", "write_summary",
 ]

@@ -21,9 +21,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..sqlite.sql_text import skip_blanks
-from ..voting import MatchRule, vote, vote_key  # one comparison for eval and the server
+from ..voting import MatchRule, vote_key  # one comparison for eval and the server
 
-__all__ = ["MatchRule", "has_top_level_order_by", "results_match", "vote", "vote_key"]
+__all__ = ["MatchRule", "has_top_level_order_by", "results_match", "vote_key"]
 
 Row = tuple[Any, ...]
 

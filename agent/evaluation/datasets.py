@@ -19,7 +19,7 @@ class Benchmark(StrEnum):
     SPIDER = "spider"
     BIRD = "bird"
     KAGGLEDBQA = "kaggledbqa"
-    GOLDEN = "golden"  # a user's own questions in JSON Lines (see golden.py)
+    GOLDEN = "golden"  # a user's own questions in JSON Lines (see golden_dataset.py)
 
 
 # File names looked for when a directory is given (in this order).

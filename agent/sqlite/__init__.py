@@ -1,9 +1,10 @@
 """All SQLite access: validated paths, guarded read-only workers, cached schema facts.
 
 Nothing outside this package opens a database. Statements run in killable worker
-processes (see `_worker`, cancelled through `_cancel`) on connections guarded by an allow-list
-authorizer (`_guard` opens them, `_authorizer` decides, `_schema_read` reads their schema).
-`similar` ranks similar questions with FTS5 in a private in-memory index (never a user's file).
+processes (`_worker`, started and killed by `_pool`, cancelled through `_cancel`) on
+connections guarded by an allow-list authorizer (`_guard` opens them, `_authorizer` decides,
+`_schema_read` reads their schema).
+`text_index` ranks similar questions with FTS5 in a private in-memory index (never a user's file).
 The owner's hide rules (`hiding`) are resolved against the whole file (`_hiding_file`) and
 enforced by the same authorizer; `_refusals` words what a refused statement is told, from the
 names `_sql_names` finds in it. A `Database` states its rules when it is made (`hide=`: the
@@ -29,14 +30,10 @@ import anyio
 
 from ..errors import DatabasePathError
 from ._cancel import CancelToken
+from ._paths import SQLITE_HEADER, stat_signature
+from ._pool import WorkerLimits, WorkerPool
 from ._sql_names import sql_names
-from ._worker import (
-    QueryRequest,
-    SchemaRequest,
-    WorkerLimits,
-    WorkerPool,
-    stat_signature,
-)
+from ._worker import QueryRequest, SchemaRequest
 from .hiding import HideRules, hiding_findings
 from .sql_text import first_keyword
 from .types import (
@@ -57,7 +54,6 @@ if TYPE_CHECKING:
     from ..telemetry.gate import Untraced
     from ..telemetry.steps import StatementTrace
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 # Reading the schema is our own statement, not the model's: a large schema (or a loaded
 # machine) must not make a database unusable because of a short query deadline.
 SCHEMA_READ_MIN_SECONDS = 5.0

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ._schema_read import oversized_views
-from .hiding import FileIndex, FileObject, HideRules, Withheld, quote_name, resolve_rules
+from .hiding import FileIndex, FileObject, HideRules, Withheld, resolve_rules
+from .sql_text import quote_name
 from .types import Column, HideReport
 
 PROBE_SECONDS = 5.0  # preparing a read of a view runs no rows; this only bounds a pathological one

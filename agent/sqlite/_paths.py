@@ -45,3 +45,15 @@ def check_database_file(resolved: Path) -> None:
     if header != SQLITE_HEADER:
         raise NotADatabaseFile(f"{resolved}: not an SQLite 3 database (the file does not start "
                                "with the SQLite header)")
+
+
+def stat_signature(path: Path) -> tuple[int, ...]:
+    """What changes when the database or its WAL changes."""
+    sig: list[int] = []
+    for p in (path, path.with_name(path.name + "-wal")):
+        try:
+            st = os.stat(p)
+            sig += [st.st_mtime_ns, st.st_size, st.st_ino]
+        except FileNotFoundError:
+            sig += [0, 0, 0]
+    return tuple(sig)

@@ -362,11 +362,6 @@ def hiding_findings(report: HideReport) -> tuple[tuple[bool, str], ...]:
     return tuple(lines)
 
 
-def quote_name(name: str) -> str:
-    """`name` as a double-quoted SQL identifier."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 def filter_schema(schema: Schema, withheld: Withheld, report: HideReport) -> Schema:
     """`schema` without hidden tables, views and columns, and without links that touch them."""
     if not withheld:

@@ -11,11 +11,10 @@ the case of keywords and names; string literals keep their case.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import Enum
 
-from .sql_text import skip_comment, skip_quoted
+from .sql_text import Token, TokenKind, skip_quoted, sql_tokens
 
 
 class PartKind(Enum):
@@ -53,10 +52,6 @@ class _Token:
     word: bool  # a bare word (keyword or name), compared case-insensitively
 
 
-_WORD = re.compile(r"[A-Za-z_\u0080-\U0010ffff][\w$\u0080-\U0010ffff]*")
-_NUMBER = re.compile(r"0[xX][0-9A-Fa-f]+|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-_OPERATOR = frozenset("=<>!|+-*/%&~")
-_CLOSE = {"'": "'", '"': '"', "`": "`", "[": "]"}
 _JOIN_WORDS = frozenset({"join", "left", "right", "full", "inner", "cross", "natural", "outer"})
 _CLAUSES = frozenset({"select", "from", "where", "group", "having", "order", "limit", "window"})
 _COMPOUND = frozenset({"union", "intersect", "except"})
@@ -95,61 +90,28 @@ def without_comments(sql: str) -> str:
 
 
 def _top_level_tokens(sql: str) -> list[_Token]:
-    """Words, literals and punctuation outside parentheses; a parenthesized group is one token."""
+    """Words, literals and punctuation outside parentheses (sql_tokens); a parenthesized group is one
+    token, its inside joined as the parts show it."""
+    tokens, _ = _level(sql, list(sql_tokens(sql)), 0, inner=False)
+    return tokens
+
+
+def _level(sql: str, tokens: list[Token], i: int, *, inner: bool) -> tuple[list[_Token], int]:
+    """The tokens from `i` to the `)` that closes this level (an inner one) or to the end, each group
+    one token; and the index past them. An unclosed group runs to the end of the text."""
     out: list[_Token] = []
-    i, n = 0, len(sql)
-    while i < n:
-        ch = sql[i]
-        if (end := skip_comment(sql, i)) > i:
-            i = end
-        elif ch.isspace():
-            i += 1
-        elif ch in _CLOSE:
-            end = skip_quoted(sql, i, _CLOSE[ch])
-            out.append(_Token(sql[i:end], word=False))
-            i = end
-        elif ch == "(":
-            end = _group_end(sql, i)
-            closed = sql[end - 1:end] == ")"  # an unclosed group runs to the end of the text
-            inner = _joined(_top_level_tokens(sql[i + 1:end - 1] if closed else sql[i + 1:end]))
-            out.append(_Token(f"({inner})", word=False))
-            i = end
-        elif match := _WORD.match(sql, i):
-            out.append(_Token(match.group(), word=True))
-            i = match.end()
-        elif match := _NUMBER.match(sql, i):
-            out.append(_Token(match.group(), word=False))
-            i = match.end()
-        else:
-            # An operator (`<=`, `||`, `!=`) is one token; anything else one character each.
-            j = i + 1
-            if ch in _OPERATOR:
-                while j < n and sql[j] in _OPERATOR and skip_comment(sql, j) == j:
-                    j += 1
-            out.append(_Token(sql[i:j], word=False))
-            i = j
-    return out
-
-
-def _group_end(sql: str, start: int) -> int:
-    """The index just past the `)` closing the `(` at `start` (the end of the text when none does)."""
-    depth, i, n = 0, start, len(sql)
-    while i < n:
-        ch = sql[i]
-        if (end := skip_comment(sql, i)) > i:
-            i = end
-            continue
-        if ch in _CLOSE:
-            i = skip_quoted(sql, i, _CLOSE[ch])
-            continue
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return i + 1
+    while i < len(tokens):
+        token = tokens[i]
+        text = sql[token.start:token.end]
         i += 1
-    return n
+        if text == ")" and inner:
+            break
+        if text == "(":
+            group, i = _level(sql, tokens, i, inner=True)
+            out.append(_Token(f"({_joined(group)})", word=False))
+        else:
+            out.append(_Token(text, word=token.kind is TokenKind.WORD))
+    return out, i
 
 
 def _is_word(token: _Token, word: str) -> bool:

@@ -57,6 +57,11 @@ def first_keyword(sql: str) -> str:
     return sql[i:j].lower()
 
 
+def quote_name(name: str) -> str:
+    """`name` as a double-quoted SQL identifier (embedded double quotes doubled)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 _QUOTE_CLOSE = {"'": "'", '"': '"', "`": "`", "[": "]"}
 _OPENING = re.compile(r"--|/\*|['\"`\[]")  # where a comment or a quoted text may start
 

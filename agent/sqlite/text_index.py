@@ -1,7 +1,7 @@
 """A text index ranked by SQLite's own FTS5 full-text index with BM25.
 
 The index holds only the texts it is given (the questions of a verified library: its words are
-chosen in agent/verified/similar.py) in a private in-memory database of this process: it never
+chosen in agent/verified/matching.py) in a private in-memory database of this process: it never
 opens or touches a user's database, and nothing a model writes reaches it. A search is a list
 of terms, each quoted as an FTS5 string and joined with OR, so no text can be read as FTS5
 syntax; the porter tokenizer makes "singer" and "singers" one term.

@@ -62,11 +62,6 @@ class HideReport:
     # without ORDER BY returns such a table's rows in the order of the hidden values.
     keys: tuple[str, ...] = ()
 
-    @property
-    def unmatched(self) -> tuple[str, ...]:
-        """Rules that hide nothing on this database (probably a typo)."""
-        return tuple(rule for rule, names in self.matches if not names)
-
 
 @dataclass(frozen=True)
 class Schema:

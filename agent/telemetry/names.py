@@ -57,7 +57,6 @@ DB_QUERY_TEXT: Final = "db.query.text"  # opt-in content
 MCP_METHOD: Final = "mcp.method.name"
 MCP_PROTOCOL_VERSION: Final = "mcp.protocol.version"
 NETWORK_TRANSPORT: Final = "network.transport"
-RPC_STATUS_CODE: Final = "rpc.response.status_code"
 
 # The MCP methods a metric names (the conventions' list and the 2026-07-28 era's); any other is _OTHER.
 MCP_METHODS: Final = frozenset({

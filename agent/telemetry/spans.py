@@ -35,17 +35,12 @@ TRACER = trace.get_tracer(n.INSTRUMENTATION_SCOPE, package_version())
 UNANSWERED = frozenset({"refused", "cancelled", "error", "failed"})
 
 
-def sdk_configured() -> bool:
-    """True once an SDK (or another implementation) provides the tracers: before that, spans are
-    skipped outright, cheaper than the API's own no-op (which still attaches a context per span)."""
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
-
-
 def wanted() -> bool:
-    """Whether a span started here would be recorded: never while no SDK is configured (asked first:
-    it is the cheaper question); under a current span, when that one records (a trace the sampler
-    dropped costs its children nothing); with none, always."""
-    if not sdk_configured():
+    """Whether a span started here would be recorded: never while no SDK (or other implementation)
+    provides the tracers (asked first, the cheaper question: a span skipped outright costs less than
+    the API's own no-op, which still attaches a context); under a current span, when that one
+    records (a trace the sampler dropped costs its children nothing); with none, always."""
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         return False
     parent = trace.get_current_span()
     return parent.is_recording() if parent.get_span_context().is_valid else True

@@ -19,13 +19,13 @@ prompt (`agent/prompt.py`; a test checks the two agree).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from ..sqlite import Database, Schema
+from ..text import nearest
 from . import _trained
 from ._args import ArgProblem, Param, echo, parse_params
 from ._base import (
@@ -191,8 +191,7 @@ def canonical_tool_name(name: str) -> str | None:
 
 def nearest_tool_name(name: str) -> str | None:
     """The tool name closest to a misspelt `name`, or None when none is close."""
-    near = difflib.get_close_matches(name.strip().casefold(), TOOL_NAMES, n=1, cutoff=NEAR_NAME_CUTOFF)
-    return near[0] if near else None
+    return nearest(name.strip().casefold(), TOOL_NAMES, NEAR_NAME_CUTOFF)
 
 
 def parse_args(tool: str, args: Any) -> dict[str, Any] | ArgProblem:

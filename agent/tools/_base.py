@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..sqlite import QueryResult, QueryStatus, Schema, Table
+from ..sqlite.sql_text import quote_name
 from ._args import clamp_limit, unquote_name
 from ._hints import find_column, sql_error_hint, unknown_column_text, unknown_table_text
 from ._schema_text import render_unreadable
 from .environment import DEFAULT_TRAINED_TEXTS, TrainedTexts
-from .result_text import quote_ident, render_query_failure, show_ident
+from .result_text import render_query_failure, show_ident
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,8 @@ def read_failure(ctx: ToolContext, table: Table, result: QueryResult) -> ToolOut
 def sample_query(table: Table, limit: int) -> str:
     """`SELECT * FROM t LIMIT n`; with hidden columns (refused by *), the visible ones by name."""
     shown = ("*" if not table.withheld_columns
-             else ", ".join(quote_ident(c.name) for c in table.columns if not c.hidden))
-    return f"SELECT {shown} FROM {quote_ident(table.name)} LIMIT {limit}"
+             else ", ".join(quote_name(c.name) for c in table.columns if not c.hidden))
+    return f"SELECT {shown} FROM {quote_name(table.name)} LIMIT {limit}"
 
 
 def readable_table(schema: Schema, given: str) -> Table | ToolOutcome:
@@ -137,7 +138,7 @@ def distinct_query(table: Table, column: str, limit: int, cell_chars: int) -> Qu
 
     No LIMIT: the engine counts the groups past the first `limit`, which is the total.
     """
-    return QuerySpec(f"SELECT {quote_ident(column)}, count(*) FROM {quote_ident(table.name)} "
+    return QuerySpec(f"SELECT {quote_name(column)}, count(*) FROM {quote_name(table.name)} "
                      "GROUP BY 1 ORDER BY 2 DESC, 1", max_rows=limit, cell_limit=cell_chars)
 
 
@@ -153,7 +154,7 @@ def count_table_rows(ctx: ToolContext, table: Table,
     """(rows, exact) of `table`, counted up to the cap; None when the count is too slow or fails."""
     cap = ctx.settings.row_count_cap
     result = yield QuerySpec(
-        f"SELECT count(*) FROM (SELECT 1 FROM {quote_ident(table.name)} LIMIT {cap + 1})",
+        f"SELECT count(*) FROM (SELECT 1 FROM {quote_name(table.name)} LIMIT {cap + 1})",
         max_rows=1, timeout=ctx.settings.row_count_timeout)
     if not result.ok or not result.rows:
         return None  # too slow or unreadable: the text simply leaves the count out

@@ -24,7 +24,6 @@ class Environment(StrEnum):
 
 
 DEFAULT_ENVIRONMENT = Environment.TRAINED
-ENVIRONMENT_NAMES = tuple(e.value for e in Environment)
 
 
 @dataclass(frozen=True)

@@ -36,11 +36,6 @@ ERROR_CHARS = 300  # SQLite's messages quote the model's SQL: show this much of 
 HINT_CHARS = 600
 
 
-def quote_ident(name: str) -> str:
-    """The name as a double-quoted SQL identifier (embedded quotes doubled)."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 def show_ident(name: str) -> str:
     """The name bare when SQL accepts it bare, else double-quoted (escaped, cut when very long)."""
     if _BARE_NAME.fullmatch(name) and name.upper() not in SQLITE_KEYWORDS:

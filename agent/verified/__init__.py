@@ -1,8 +1,9 @@
 """Verified answers: a golden-question file served per database, in three tiers.
 
-- `matching`: when two questions are the same (one rule, stated in one sentence), and the
-  evidence note that gives similar verified answers to the model (pure);
-- `templates` and `slots`: entries with parameters, when a question fits one (one rule, in one
+- `matching`: when two questions are the same (one rule, stated in one sentence), the words a
+  similar one is searched by, and the evidence note that gives similar verified answers to the
+  model (pure);
+- `templates` and `slot_types`: entries with parameters, when a question fits one (one rule, in one
   sentence) and how a slot's text is read as its type (pure); `template_tier` reads a question
   into the one template it fits, looking a `value` slot up in its column;
 - `library`: loading a file, the checks that refuse an entry (`checks`: its SQL run under the

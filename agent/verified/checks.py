@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..golden_file import SlotType
 from ..sqlite import Database, QueryResult, QueryStatus, SqlValue
-from .slots import sample_value
+from .slot_types import sample_value
 from .templates import Template, value_sample_sql
 
 CHECK_COUNT_CAP = 1  # a check runs the SQL to its first row: enough to prove it runs

@@ -31,9 +31,9 @@ import anyio
 from ..episode_text import clip
 from ..golden_file import FROM_LOG_TAG, GoldenEntry, parse_lines
 from ..sqlite import Database
+from ..sqlite.text_index import TextIndex, fts5_available
 from .checks import SqlRefusal, sql_refusal, template_sample
-from .matching import normalise_question, same_evidence
-from .similar import QuestionIndex, question_index
+from .matching import normalise_question, query_terms, same_evidence
 from .templates import Template, template_of, unbound_refusal
 
 logger = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class Snapshot:
     refusals: tuple[Refusal, ...] = ()
     signature: tuple[int, ...] = ()
     missing: bool = False  # the file does not exist (yet)
-    index: QuestionIndex | None = field(default=None, compare=False, repr=False)
+    index: TextIndex | None = field(default=None, compare=False, repr=False)
     _by_key: dict[str, LibraryEntry] = field(default_factory=dict, compare=False, repr=False)
     # The entries with params, which the template tier reads a question into.
     templates: tuple[LibraryEntry, ...] = field(default=(), compare=False, repr=False)
@@ -111,13 +111,10 @@ class Snapshot:
             return ()
         key = normalise_question(question)
         same = {i for i, e in enumerate(self.entries) if e.key == key} if leave_out_same else set()
-        ranked = self.index.search(question, limit, exclude=same)
+        ranked = self.index.search(query_terms(question), limit, exclude=same)
         # BM25 scores are negative, the best the lowest.
         return tuple(self.entries[r.position] for r in ranked
                      if r.score <= SIMILAR_RELATIVE_SCORE * ranked[0].score)
-
-
-Checker = Callable[[str], str | None]  # SQL -> why it may not be served, or None
 
 
 class VerifiedLibrary:
@@ -277,7 +274,7 @@ def answer_key(entry: GoldenEntry) -> tuple[str, str, str]:
 
 def _snapshot(entries: tuple[LibraryEntry, ...], refusals: tuple[Refusal, ...],
               signature: tuple[int, ...]) -> Snapshot:
-    index = question_index([e.question for e in entries]) if entries else None
+    index = TextIndex([e.question for e in entries]) if entries and fts5_available() else None
     return Snapshot(entries, refusals, signature, index=index,
                     _by_key={e.key: e for e in entries if e.template is None},
                     templates=tuple(e for e in entries if e.template is not None))

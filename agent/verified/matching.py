@@ -1,13 +1,20 @@
-"""When two questions are the same, and how similar verified answers are told to the model (pure).
+"""When two questions are the same, the words a similar one is found by, and how similar verified
+answers are told to the model (pure).
 
 Same question, in one sentence: two questions are the same when they are equal after folding
 letter case, collapsing each run of whitespace to one space, and dropping punctuation
 (`?`, `!`, `.`, `…` and their full-width forms) at the end. Nothing else is changed: numbers,
 names, negations, dates, quotes and every other character must match exactly.
+
+Similar questions are ranked by BM25 over the library's questions (agent/sqlite/text_index.py,
+SQLite's FTS5 in a private in-memory database): a question is searched by the words that carry
+meaning in it ("how", "many", "the" are left out), each once, in lower case; the index's porter
+tokenizer makes "singer" and "singers" one term.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 SAME_QUESTION_RULE = ("letter case, runs of whitespace and punctuation at the end (? ! . …) are "
@@ -15,6 +22,23 @@ SAME_QUESTION_RULE = ("letter case, runs of whitespace and punctuation at the en
 TRAILING = "?!.…？！。．"  # ASCII, the ellipsis, and their full-width forms
 HINT_ENTRIES = 2  # similar verified answers given to the model as evidence
 HINT_SQL_CHARS = 600  # an entry whose SQL is longer is not given (a clipped SQL would mislead)
+
+_WORD = re.compile(r"\w+")
+# Question words and glue: they match nearly every question, so they only add noise.
+STOP_WORDS = frozenset({
+    "a", "about", "all", "also", "an", "and", "any", "are", "as", "at", "be", "by", "can", "could",
+    "did", "do", "does", "each", "for", "from", "give", "had", "has", "have", "how", "i", "in",
+    "is", "it", "its", "list", "many", "me", "much", "my", "of", "on", "or", "our", "please",
+    "return", "show", "that", "the", "their", "them", "there", "these", "this", "those", "to",
+    "us", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "whose", "why",
+    "will", "with", "would", "you", "your",
+})
+
+
+def query_terms(text: str) -> list[str]:
+    """The words of `text` a similar question is matched on: lower case, no stop words, each once."""
+    words = (w.lower() for w in _WORD.findall(text))
+    return list(dict.fromkeys(w for w in words if w not in STOP_WORDS and w != "_"))
 
 
 def normalise_question(text: str) -> str:

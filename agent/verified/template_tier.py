@@ -2,7 +2,7 @@
 
 A question is served from a template only when exactly one template fits it in exactly one way
 (templates.TEMPLATE_RULE): its words fit the template's (templates.splits), and each slot's text
-reads as one value of the slot's type (slots.read_slot), a `value` slot's as one value its
+reads as one value of the slot's type (slot_types.read_slot), a `value` slot's as one value its
 column holds, equal to the text but for the case of A-Z (looked up in the guarded worker under
 the database's hide rules, so only visible data is ever a value). Anything else is a miss,
 classified (TemplateMiss) so the caller can be told what to write, and a benchmark can count why:
@@ -25,7 +25,7 @@ from ..golden_file import SlotType
 from ..sqlite import Database
 from ..text import quoted_text
 from .library import LibraryEntry
-from .slots import SlotValue, ascii_lower, read_slot
+from .slot_types import SlotValue, ascii_lower, read_slot
 from .templates import VALUE_CANDIDATES, FoldedQuestion, fold_question, splits, value_lookup_sql
 
 SHOWN_TEXT_CHARS = 80  # a slot's text, quoted in what the caller is told

@@ -2,7 +2,7 @@
 
 The rule, in one sentence (TEMPLATE_RULE): a question matches a template when, after the same
 normalisation as the same-question tier, it equals the template's question with each slot
-replaced by text that reads as that slot's type (agent.verified.slots; for a `value`, a value its
+replaced by text that reads as that slot's type (agent.verified.slot_types; for a `value`, a value its
 column holds), in exactly one way, and nothing else differs.
 
 This module holds the part of it that needs no database: what makes an entry a template (or
@@ -17,8 +17,7 @@ import re
 from dataclasses import dataclass
 
 from ..golden_file import GoldenEntry, ParamSpec, SlotType
-from ..sqlite.hiding import quote_name
-from ..sqlite.sql_text import parameter_names
+from ..sqlite.sql_text import parameter_names, quote_name
 from .matching import TRAILING, normalise_question
 
 TEMPLATE_RULE = ("a question matches a template when, after the same normalisation as the same-question "
@@ -182,7 +181,7 @@ def value_sample_sql(column: str) -> str:
 
 def value_lookup_sql(column: str) -> str:
     """Our SQL reading the values of a `value` slot's column equal to `:text` but for the case of
-    A-Z (SQLite's NOCASE), each with its text (to compare as `slots.ascii_lower` does)."""
+    A-Z (SQLite's NOCASE), each with its text (to compare as `slot_types.ascii_lower` does)."""
     table, name = _column_names(column)
     return (f"SELECT DISTINCT {name}, CAST({name} AS TEXT) FROM {table} WHERE {name} = :text COLLATE NOCASE "
             f"LIMIT {VALUE_CANDIDATES}")

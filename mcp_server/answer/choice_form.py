@@ -26,7 +26,7 @@ from mcp_types import (
 )
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agent.choices import NONE_OF_THESE, Choice, Option
+from agent.choices import NONE_OF_THESE, Choice, ChoiceOption
 
 from .choice_output import AskedPerson, Reply
 from .engine_cache_output import RoundPrompt
@@ -185,6 +185,6 @@ class ChoiceState(BaseModel):
 
     def form(self) -> ChoiceForm:
         """The form this state was asked with."""
-        options = tuple(Option(record.group, label)
+        options = tuple(ChoiceOption(record.group, label)
                         for record, label in zip(self.options, self.labels, strict=True))
         return ChoiceForm(Choice(self.question, self.samples, options, self.more), self.propose)

@@ -10,7 +10,7 @@ from functools import partial
 
 import anyio
 
-from agent.backends.slots import waiting_message
+from agent.backends.runtime_slots import waiting_message
 from agent.episode import Round
 from agent.episode_text import progress_message
 from agent.loop import run_episode

@@ -27,7 +27,7 @@ from opentelemetry import context, metrics, propagate, trace
 from pydantic import BaseModel
 
 from agent.telemetry import names as n
-from agent.telemetry.spans import sdk_configured
+from agent.telemetry.gate import tracing_on
 from agent.version import package_version
 
 _METER = metrics.get_meter(n.INSTRUMENTATION_SCOPE, package_version())
@@ -69,7 +69,7 @@ class McpTelemetry(ServerMiddleware[Any]):
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """The rest of the chain, timed, under the caller's trace."""
-        if not sdk_configured():  # nothing would record it
+        if not tracing_on():  # nothing would record it
             return await call_next(ctx)
         headers = headers_of(ctx.request)
         token = None

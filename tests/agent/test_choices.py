@@ -12,7 +12,7 @@ from agent.choices import (
     OPTION_CHARS,
     AskMode,
     Choice,
-    Option,
+    ChoiceOption,
     OptionSource,
     choice_of,
     result_brief,
@@ -45,9 +45,9 @@ def test_the_issue_example_reads_as_three_plain_lines() -> None:
                                   OptionSource(ALL_TRACKS, 1, 1, ("n",), (3503,))], samples=5)
     join = "JOIN Genre g ON g[.]GenreId = t[.]GenreId"  # linkify would link `g.Name` (.name is a domain)
     assert choice == Choice(QUESTION, 5, (
-        Option(0, f"130 (1 row) · 2 of 5 samples · filter g[.]Name = 'Jazz'; {join}"),
-        Option(1, f"131 (1 row) · 1 of 5 samples · filter g[.]Name LIKE '%Jazz%'; {join}"),
-        Option(2, f"3503 (1 row) · 1 of 5 samples · no {join}")))
+        ChoiceOption(0, f"130 (1 row) · 2 of 5 samples · filter g[.]Name = 'Jazz'; {join}"),
+        ChoiceOption(1, f"131 (1 row) · 1 of 5 samples · filter g[.]Name LIKE '%Jazz%'; {join}"),
+        ChoiceOption(2, f"3503 (1 row) · 1 of 5 samples · no {join}")))
     assert choice.message == (
         'The model found 3 different answers to "How many tracks are Jazz?". Which one answers your question? '
         "Each option is its result in brief and what sets its SQL apart; they quote the database and the "
@@ -66,7 +66,7 @@ def test_at_most_four_options_and_the_rest_counted() -> None:
 def test_one_result_is_a_yes_or_no_question() -> None:
     """`always` with one result: the message asks whether it answers the question."""
     choice = choice_of("q", [OptionSource("SELECT 1", 3, 1, ("x",), (1,))], samples=3)
-    assert choice.options == (Option(0, "1 (1 row) · 3 of 3 samples"),)
+    assert choice.options == (ChoiceOption(0, "1 (1 row) · 3 of 3 samples"),)
     assert choice.message.startswith("The model's 3 attempts found one answer to \"q\". Does it answer")
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.commands.ask import render_answer, result_as_json
 from agent.episode import CallRecord, EpisodeResult, EpisodeStatus, Round, StopReason, ToolCall
-from agent.episode_text import call_label, json_cell, progress_message, render_answer, result_as_json
+from agent.episode_text import call_label, json_cell, progress_message
 from agent.sqlite import ClippedText
 
 

@@ -14,7 +14,6 @@ from agent.prompt_files import (
     ConstantUse,
     load_prompt_files,
     load_prompts,
-    load_reference_agent,
     read_reference_agent,
     recognise_texts,
 )
@@ -57,7 +56,7 @@ def test_load_reference_agent_reads_literals_without_running_the_file(tmp_path: 
     """SYSTEM_PROMPT and USER_TEMPLATE come from the AST; the file is never executed."""
     path = tmp_path / "sqale_agent.py"
     path.write_text(REFERENCE, encoding="utf-8")
-    assert load_reference_agent(path) == PromptSet(
+    assert load_prompts(path) == PromptSet(
         "You are an agent.\nTools: list_tables", "Question: {question}\nEvidence: {evidence}")
     assert not (tmp_path / "sqale_agent.py.ran").exists()
 
@@ -67,7 +66,7 @@ def test_load_reference_agent_names_missing_and_non_literal_strings(tmp_path: Pa
     path = tmp_path / "sqale_agent.py"
     path.write_text('import os\nSYSTEM_PROMPT = f"{os.getcwd()}"\n', encoding="utf-8")
     with pytest.raises(PromptConfigError) as info:
-        load_reference_agent(path)
+        load_prompts(path)
     assert str(info.value) == (
         f"{path}: SYSTEM_PROMPT is not a literal string; USER_TEMPLATE is missing (expected "
         "module-level assignments of string literals); give the authors' sqale_agent.py or use "
@@ -80,13 +79,13 @@ def test_load_reference_agent_rejects_invalid_python(tmp_path: Path) -> None:
     path = tmp_path / "sqale_agent.py"
     path.write_text("SYSTEM_PROMPT = (\n", encoding="utf-8")
     with pytest.raises(PromptConfigError, match=r"sqale_agent.py: not valid Python \(line 1"):
-        load_reference_agent(path)
+        load_prompts(path)
 
 
 def test_load_reference_agent_missing_file(tmp_path: Path) -> None:
     """A missing file is a PromptConfigError saying to check the path."""
     with pytest.raises(PromptConfigError) as info:
-        load_reference_agent(tmp_path / "nope.py")
+        load_prompts(tmp_path / "nope.py")
     assert str(info.value) == (
         f"{tmp_path / 'nope.py'}: cannot be read (No such file or directory); check the path")
 

@@ -8,7 +8,7 @@ import pytest
 
 from agent.backends.base import EngineFacts
 from agent.backends.streaming import CACHE_FROM_TIMINGS, CACHE_FROM_USAGE, prompt_cache_report
-from agent.engine_cache import CacheVerdict, CacheWatch, episode_reuse, reuse_text, verdicts
+from agent.engine_cache import CacheVerdict, CacheWatch, episode_reuse, verdicts
 from agent.engine_fit import fit_to_engines
 from agent.episode import EpisodeSettings
 
@@ -74,8 +74,6 @@ def test_the_warning_says_what_happens_what_it_costs_and_what_to_do() -> None:
         "rounds after an episode's first (7,000 of 8,000 prompt tokens evaluated), so every round pays "
         "for the whole conversation again (on a laptop about 10 s a round instead of 1 s); what to do: "
         "start it with --flag (see docs/engines.md, \"Serving the model fast\")")
-    assert reuse_text(1234, None) == "1,234 prompt tokens, cache unknown"
-    assert reuse_text(1234, 1200) == "1,234 prompt tokens, 1,200 from cache"
 
 
 def test_the_watch_warns_once_per_engine() -> None:

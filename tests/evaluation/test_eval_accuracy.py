@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.evaluation.accuracy import MatchRule, has_top_level_order_by, results_match, vote, vote_key
+from agent.evaluation.accuracy import MatchRule, has_top_level_order_by, results_match, vote_key
+from tests.evaluation.test_voting import tally_of
 
 SET, MULTI = MatchRule.SET, MatchRule.MULTISET
 
@@ -105,16 +106,16 @@ def test_vote_key_follows_the_rule():
 
 def test_vote_picks_the_most_common_result():
     """The largest group wins; its earliest member is returned."""
-    assert vote(["a", "b", "b", "c"]) == 1
+    assert tally_of(["a", "b", "b", "c"]).winner() == 1
 
 
 def test_vote_tie_goes_to_the_earliest_sample():
     """Equal groups: the group whose member came first wins."""
-    assert vote(["b", "a", "a", "b"]) == 0
-    assert vote([None, "x", "y"]) == 1
+    assert tally_of(["b", "a", "a", "b"]).winner() == 0
+    assert tally_of([None, "x", "y"]).winner() == 1
 
 
 def test_vote_without_results_abstains():
     """Samples with no result (None) never win; all None gives None."""
-    assert vote([None, None]) is None
-    assert vote([None, "x", None, "x"]) == 1
+    assert tally_of([None, None]).winner() is None
+    assert tally_of([None, "x", None, "x"]).winner() == 1

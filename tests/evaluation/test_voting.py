@@ -17,9 +17,9 @@ from agent.demo import ensure_demo_database
 from agent.errors import BackendUnreachable
 from agent.evaluation.datasets import load_dataset, select_examples
 from agent.evaluation.runner import EvalSettings, evaluate
-from agent.sampling import run_samples, sample_seeds, seeded_backends
+from agent.sampling import SampleBackends, sample_seeds
 from agent.sqlite import QueryResult, QueryStatus, create_database
-from agent.voting import Group, MatchRule, Tally, answer_key
+from agent.voting import Group, MatchRule, Tally, answer_key, run_samples
 from tests.support.mcp import BOOK_GOLD
 from tests.support.policies import (
     OraclePolicy,
@@ -145,10 +145,10 @@ def test_seeds_are_consecutive_and_one_sample_keeps_its_seed() -> None:
 def test_seeded_backends_share_the_original() -> None:
     """Each sample's backend samples with its seed and records into the original's request list."""
     backend = PolicyBackend(OraclePolicy({}), sampling=SamplingSettings(temperature=0.6))
-    twins = seeded_backends(backend, (7, 8))
+    twins = SampleBackends.seeded(backend, 2, 7).backends
     assert [(t.sampling.seed, t.sampling.temperature, t.requests is backend.requests) for t in twins] == [
         (7, 0.6, True), (8, 0.6, True)]
-    assert seeded_backends(backend, (None,)) == [backend]
+    assert SampleBackends.seeded(backend, 1, None).backends == (backend,)
 
 
 STUCK = ScriptPolicy([ScriptedReply(tool_call("list_tables"), delay=60)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agent.sqlite.sql_text import quote_name
 from agent.sqlite.types import BlobRef, ClippedText, QueryResult, QueryStatus
 from agent.tools.result_text import (
     FittedTable,
@@ -11,7 +12,6 @@ from agent.tools.result_text import (
     format_literal,
     format_total,
     join_names,
-    quote_ident,
     render_distinct,
     render_grid,
     render_query_failure,
@@ -30,9 +30,9 @@ def ok(columns: tuple[str, ...], rows: list[tuple], total: int | None = None,
                        len(rows) if total is None else total, lower_bound)
 
 
-def test_quote_ident_doubles_embedded_quotes() -> None:
-    """quote_ident always double-quotes and doubles embedded double quotes."""
-    assert [quote_ident(n) for n in ("Track", 'Unit "Price"', "a b", "")] == [
+def test_quote_name_doubles_embedded_quotes() -> None:
+    """quote_name (the tools' queries) always double-quotes and doubles embedded double quotes."""
+    assert [quote_name(n) for n in ("Track", 'Unit "Price"', "a b", "")] == [
         '"Track"', '"Unit ""Price"""', '"a b"', '""']
 
 

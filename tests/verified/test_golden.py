@@ -10,7 +10,7 @@ import pytest
 
 from agent.commands.cli import main
 from agent.errors import ConfigError
-from agent.evaluation.golden import load_golden
+from agent.evaluation.golden_dataset import load_golden
 from agent.golden_file import GoldenEntry, read_golden
 from agent.sqlite import create_database
 from tests.support.policies import OraclePolicy

@@ -15,8 +15,7 @@ from agent.episode import EpisodeSettings, EpisodeStatus, StopReason
 from agent.sqlite import Database, HideRules, WorkerPool, create_database
 from agent.sqlite.text_index import TextIndex
 from agent.verified import VerifiedLibrary, consult, normalise_question
-from agent.verified.matching import hint_evidence, same_evidence
-from agent.verified.similar import QuestionIndex, query_terms
+from agent.verified.matching import hint_evidence, query_terms, same_evidence
 
 pytestmark = pytest.mark.anyio
 
@@ -82,11 +81,11 @@ def test_hints_are_short_bird_style_facts_and_leave_out_long_sql() -> None:
 
 def test_fts5_ranks_paraphrases_first_and_reads_no_syntax_from_the_question() -> None:
     """BM25 over stemmed words; quotes, stars and NEAR in a question are plain words."""
-    index = QuestionIndex(["How many singers do we have?", "List the names of all stadiums.",
-                           "What is the average age of all singers?"])
-    assert [r.position for r in index.search("What is the total number of singer?")] == [0, 2]
-    assert index.search('" OR * NEAR( -- ') == []
-    assert [r.position for r in index.search('singers" OR "x', exclude={0})] == [2]
+    index = TextIndex(["How many singers do we have?", "List the names of all stadiums.",
+                       "What is the average age of all singers?"])
+    assert [r.position for r in index.search(query_terms("What is the total number of singer?"))] == [0, 2]
+    assert index.search(query_terms('" OR * NEAR( -- ')) == []
+    assert [r.position for r in index.search(query_terms('singers" OR "x'), exclude={0})] == [2]
     assert query_terms("How many singers are there?") == ["singers"]
 
 

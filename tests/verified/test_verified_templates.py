@@ -10,7 +10,7 @@ import pytest
 
 from agent.golden_file import GoldenEntry, SlotType, parse_lines
 from agent.verified import TEMPLATE_RULE, normalise_question
-from agent.verified.slots import Reading, read_slot, sample_value
+from agent.verified.slot_types import Reading, read_slot, sample_value
 from agent.verified.templates import Template, fold_question, splits, template_of, unbound_refusal
 
 T = SlotType

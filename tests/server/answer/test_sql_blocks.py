@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from agent.commands.ask import render_answer
 from agent.episode import EpisodeResult, EpisodeStatus, StopReason
-from agent.episode_text import render_answer
 from agent.sampling import Candidate as AskedCandidate
 from agent.sampling import VoteSummary, summary_text
 from agent.untrusted import plain_sql, sql_block

@@ -11,12 +11,12 @@ from typing import Any
 import anyio
 import pytest
 
-import agent.engine_session as sessions
+import agent.engine_start as sessions
 from agent.backends.base import Completion, EngineFacts, ModelBackend, SlotChoice
 from agent.backends.registry import BackendSettings, make_backend
 from agent.backends.traced import TracedBackend
 from agent.commands.cli import main
-from agent.engine_session import ModelCheck, engine_session
+from agent.engine_start import ModelCheck, engine_session
 from agent.episode import EpisodeSettings
 from agent.errors import ModelNotFound
 from agent.sqlite import create_database

@@ -8,7 +8,7 @@ import pytest
 from agent.backends.base import EngineFacts, SlotChoice
 from agent.backends.ollama import OllamaBackend
 from agent.backends.openai_compat import OpenAICompletionsBackend
-from agent.backends.slots import RuntimeSlots, resolve_runtime_slots, waiting_message
+from agent.backends.runtime_slots import RuntimeSlots, resolve_runtime_slots, waiting_message
 from agent.errors import ConfigError
 from tests.support.policies import OraclePolicy, PolicyBackend
 

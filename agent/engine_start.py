@@ -25,7 +25,7 @@ import anyio
 
 from .backends.base import EngineFacts, ModelBackend, ModelInfo, SlotChoice
 from .backends.registry import BackendSettings, make_backend
-from .backends.slots import resolve_runtime_slots
+from .backends.runtime_slots import resolve_runtime_slots
 from .engine_fit import fit_to_engines
 from .episode import EpisodeSettings
 from .errors import BackendError

@@ -26,8 +26,7 @@ from agent.verified import verified_tier
 
 from ..serving.access import Caller
 from ..state import ServerState
-from .engine_cache_output import prompt_cache_of
-from .output import AnswerOutput, trace_of
+from .output import AnswerOutput, prompt_cache_of, trace_of
 from .sampling import QuestionCall
 from .tool_errors import CallError, tool_error_for
 from .verified import audit_fields

@@ -31,12 +31,12 @@ from agent.telemetry.gate import question_trace
 
 from ..ongoing import Ongoing, QuestionKey, ReportProgress, TooManyWorking, Waiter
 from ..state import ServerState
+from .answer_text import working_text
 from .audit import CallLog, Refused, activity, audit, record_refused, record_unanswered
 from .choosing import PersonAsker
-from .output import AnswerOutput
+from .output import AWAITING_CHOICE, CALL_BUDGET, WORKING, AnswerOutput
 from .sampling import QuestionCall
 from .tool_errors import too_many_working
-from .working_output import AWAITING_CHOICE, CALL_BUDGET, WORKING, working_text
 
 logger = logging.getLogger(__name__)
 

@@ -28,10 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent.choices import NONE_OF_THESE, Choice, Option
 
-from .choice_output import AskedPerson, Reply
-from .engine_cache_output import RoundPrompt
-from .library_output import SimilarVerified
-from .output import Candidate, TraceEntry
+from .output import AskedPerson, Candidate, Reply, RoundPrompt, SimilarVerified, TraceEntry
 
 FORM_KEY = "choose_answer"  # the form's key among a 2026-07-28 result's input requests
 NONE_KEY = "none"

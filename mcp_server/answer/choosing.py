@@ -41,8 +41,7 @@ from agent.sql_answer import answer_from_sql
 from ..config.server_settings import ServerSettings
 from ..state import ServerState
 from .choice_form import ChoiceForm, ChoiceState, OptionRecord, PersonReply, answers_forms
-from .choice_output import AskedPerson
-from .output import AnswerOutput, answer_from_episode
+from .output import AnswerOutput, AskedPerson, answer_from_episode
 from .sampling import QuestionCall
 from .saving import may_save, save_answer
 

@@ -22,7 +22,7 @@ from ..ongoing import Ongoing
 from ..serving.access import LOCAL_CALLER, Caller
 from ..serving.quotas import token_waiting_message
 from ..state import ServerState
-from .output import queued_message
+from .answer_text import queued_message
 
 ReportProgress = Callable[[float, float | None, str | None], Awaitable[None]]
 COMPARE_MAX_ROWS = 10_000  # a result with more rows does not vote (memory: K results are held)

@@ -54,7 +54,7 @@ from .choosing import (
     person_asker,
     settled,
 )
-from .output import AnswerOutput, answer_from_episode, unanswered, with_vote
+from .output import AnswerOutput, answer_from_episode, answered_early, unanswered, with_vote
 from .sampling import QuestionCall, ReportProgress, run_question
 from .sizing import fitted_response, small_answer
 from .tool_errors import (
@@ -69,7 +69,6 @@ from .tool_errors import (
 )
 from .verified import consult_library, hinted, verified_answer, with_library
 from .view_choice import VIEW_STATE_MAX_CHARS, seal_choice, view_choice_meta
-from .working_output import answered_early
 
 T = TypeVar("T")
 TOOL_NAME = "answer_sql_question"

@@ -14,8 +14,7 @@ from agent.notes import FACT_SEPARATOR
 from agent.verified import Consulted, consult
 
 from ..state import ServerState
-from .library_output import SimilarVerified, VerifiedSource, source_params
-from .output import AnswerOutput, answer_from_episode
+from .output import AnswerOutput, SimilarVerified, VerifiedSource, answer_from_episode, source_params
 from .sampling import QuestionCall
 
 VERIFIED_MODEL = "verified library"  # the `model` of a verified answer: no model wrote its SQL

@@ -1,4 +1,5 @@
-"""The form that asks a person to choose among the samples' results, and what a retry carries back.
+"""The form that asks a person to choose among the samples' results, and the state a later reply
+(a retry's, the answer view's) carries back.
 
 One form in both protocol eras: a single-choice field (one option per distinct result, from
 agent.choices, then "None of these") and, when the caller may propose verified answers, a
@@ -6,8 +7,9 @@ checkbox to propose the chosen one. A 2025-11-25 call sends it as `elicitation/c
 2026-07-28 call ends with an `input_required` result holding it, and the client calls again
 with the reply and the request state (`ChoiceState`), which the SDK seals before it leaves
 (mcp.server.request_state: AES-256-GCM, bound to the tool, its arguments and the caller's
-token, expiring). The state holds only what the caller may read in any answer (the options,
-the candidates' SQL, traces, votes), never a path or anything hidden.
+token, expiring). The answer view carries the same state in a token of ours (serving/sealing.py,
+for the caller's token, for an hour). The state holds only what the caller may read in any answer
+(the options, the candidates' SQL, traces, votes), never a path or anything hidden.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent.choices import NONE_OF_THESE, Choice, Option
 
+from ..serving.access import Caller
+from ..serving.sealing import Sealer
 from .output import AskedPerson, Candidate, Reply, RoundPrompt, SimilarVerified, TraceEntry
 
 FORM_KEY = "choose_answer"  # the form's key among a 2026-07-28 result's input requests
@@ -179,6 +183,16 @@ class ChoiceState(BaseModel):
             return cls.model_validate_json(text)
         except ValidationError:
             return None
+
+    def sealed(self, sealer: Sealer, caller: Caller) -> str:
+        """The answer view's token for this state, which only `caller` can bring back."""
+        return sealer.seal(self.encode(), caller.name)
+
+    @classmethod
+    def unsealed(cls, sealer: Sealer, token: str, caller: Caller) -> ChoiceState | None:
+        """The state a view's token holds; None when it is not this server's for `caller`, or expired."""
+        text = sealer.unseal(token, caller.name)
+        return None if text is None else cls.decode(text)
 
     def form(self) -> ChoiceForm:
         """The form this state was asked with."""

@@ -20,7 +20,7 @@ from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestStat
 
 from ..config.server_settings import ServerSettings
 
-# The tokens the server seals: the answer view's choice (answer/view_choice.py).
+# The tokens the server seals: the answer view's choice (answer/asking.py).
 VIEW_CHOICE_PURPOSE = "sqale-mcp/answer-view-choice/v1"
 VIEW_CHOICE_SECONDS = 3_600.0  # how long the view may still offer the choice
 

@@ -41,7 +41,6 @@ from .serving.access import Caller
 from .serving.draining import QuestionGate
 from .serving.metrics import MeteredBackend, ServerMetrics
 from .serving.quotas import TokenQuotas, place_sharing_note
-from .serving.sealing import Sealer
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +110,6 @@ class ServerState:
     verified: Mapping[str, VerifiedLibrary]  # the databases' verified libraries, by alias
     cache_watch: CacheWatch  # warns once per engine that keeps re-evaluating later rounds' prompts
     engine_label: str  # the engine a round is counted under when the backend does not name one
-    view_choices: Sealer  # seals the answer view's choice (answer/asking.py)
     ongoing: OngoingQuestions  # questions being answered beyond their calls (status `working`)
 
     def watch_round(self, previous: Round | None, played: Round) -> None:
@@ -182,7 +180,7 @@ async def open_state(settings: ServerSettings, catalog: Catalog, prompts: Prompt
                     limits=limits, verified=dict(libraries or {}),
                     cache_watch=CacheWatch(lambda where: cache_advice(session.engine_at(where)),
                                            logger.warning),
-                    engine_label=session.backend.replica_label, view_choices=Sealer.from_settings(settings),
+                    engine_label=session.backend.replica_label,
                     ongoing=ongoing,
                 )
     finally:

@@ -48,9 +48,8 @@ from agent.sqlite import Database
 
 from ..config.server_settings import ServerSettings
 from ..ongoing import SendForm
-from ..serving.sealing import Sealer
 from .audit import Answered, Awaiting, Call
-from .choice_form import ChoiceForm, ChoiceState, OptionRecord, PersonReply, answers_forms
+from .choice_form import ChoiceForm, ChoiceState, OptionRecord, PersonReply, ViewTokens, answers_forms
 from .output import AnswerOutput, AskedPerson, answer_from_episode
 
 INPUT_REQUIRED_VERSION = "2026-07-28"  # the first protocol version that asks through `input_required`
@@ -152,9 +151,9 @@ class ViewChoice(Asker):
     kind = "view"
     by_form = False
 
-    def __init__(self, mode: AskMode, timeout: float, sealer: Sealer) -> None:
+    def __init__(self, mode: AskMode, timeout: float, tokens: ViewTokens) -> None:
         super().__init__(mode, timeout)
-        self.sealer = sealer
+        self.tokens = tokens
 
     def asks(self, samples: int, results: int) -> bool:
         """As a form would, when the samples gave several results to choose among."""
@@ -167,7 +166,7 @@ class ViewChoice(Asker):
         voted = d.chosen.result
         assert voted is not None
         choice = {"options": [option.label for option in d.form.choice.options],
-                  "token": state.sealed(self.sealer, d.call.caller)}
+                  "token": self.tokens.seal(state, d.call.caller)}
         return Answered(answer, voted.model_seconds, voted.tool_seconds, d.voting,
                         meta={RESULT_META_KEY: {"choice": choice}})
 
@@ -183,14 +182,14 @@ class ViewChoice(Asker):
         return picked
 
 
-def asker_for(ctx: Context[Any, Any], settings: ServerSettings, sealer: Sealer) -> Asker | None:
+def asker_for(ctx: Context[Any, Any], settings: ServerSettings, tokens: ViewTokens) -> Asker | None:
     """How this call's client lets the server ask its person; None: it does not."""
     mode, timeout = settings.ask_to_choose, settings.ask_timeout
     if mode is AskMode.OFF:
         return None
     if not answers_forms(ctx.client_capabilities):
         apps = settings.answer_view and client_supports_apps(ctx)
-        return ViewChoice(mode, timeout, sealer) if apps else None
+        return ViewChoice(mode, timeout, tokens) if apps else None
     version = ctx.protocol_version
     if version is not None and is_version_at_least(version, INPUT_REQUIRED_VERSION):
         return FormByRetry(mode, timeout)

@@ -255,8 +255,7 @@ async def _refused(service: Answering, caller: Caller, tool: str, arguments: obj
     database = given.get("database") if isinstance(given.get("database"), str) else None
     alias = known_alias(database, service.aliases(caller)) or ""
     if tool == SAVE_TOOL_NAME:
-        service.library.metrics.saves.labels(alias, caller.name, "quota").inc()
-        return CallToolResult(content=[TextContent(type="text", text=f"Not saved: {message}")], is_error=True)
+        return service.library.refused(caller, alias, f"Not saved: {message}")
     samples = given.get("samples")
     refusal = Refused(message, "quota")
     await service.refused(caller, alias=alias, question=str(question), refused=refusal,

@@ -40,7 +40,7 @@ from ..state import ServerState
 from .answer_text import SampleProgress
 from .asking import Asker, Disagreement, ReadReply, answer_from_state, asked_fields, asker_for, with_choice
 from .audit import Answered, Awaiting, Call, Records, activity
-from .choice_form import ChoiceForm, ChoiceState, PersonReply
+from .choice_form import ChoiceForm, ChoiceState, PersonReply, ViewTokens
 from .output import AnswerOutput, answer_from_episode, answered_early, with_vote, working_answer
 from .sizing import fitted_response, small_answer
 from .tool_errors import (
@@ -69,6 +69,7 @@ class Answering:
     def __init__(self, state: ServerState) -> None:
         self._state = state
         self.settings, self.model_label = state.settings, state.model_label
+        self.view_tokens = ViewTokens.from_settings(state.settings)
         self.records = Records(episode_log=state.episode_log, metrics=state.metrics, quotas=state.quotas,
                                catalog=state.catalog, databases=state.databases, model_label=state.model_label)
         self.library = VerifiedLibraries(state.verified, state.databases, settings=state.settings,
@@ -86,11 +87,11 @@ class Answering:
 
     def asker(self, ctx: Context[Any, Any]) -> Asker | None:
         """How this call's client lets the server ask its person (asking.asker_for)."""
-        return asker_for(ctx, self.settings, self._state.view_choices)
+        return asker_for(ctx, self.settings, self.view_tokens)
 
     def view_choice(self, token: str, caller: Caller) -> ChoiceState | None:
         """The question state the answer view's `token` holds for `caller` (None: not ours, or expired)."""
-        return ChoiceState.unsealed(self._state.view_choices, token, caller)
+        return self.view_tokens.open(token, caller)
 
     def asks_again(self, caller: Caller, arguments: object) -> bool:
         """Whether a call's unchecked `arguments` ask a question its token has being answered (it then

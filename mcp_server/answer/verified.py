@@ -166,6 +166,11 @@ class VerifiedLibraries:
             return result
         return self.saved(caller, question, sql, alias, saved.outcome.value, saved.message, failed=saved.failed)
 
+    def refused(self, caller: Caller, alias: str, message: str) -> CallToolResult:
+        """A save refused for its quota when it arrived: counted, as the tool result."""
+        self.metrics.saves.labels(alias, caller.name, "quota").inc()
+        return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
     def saved(self, caller: Caller, question: str, sql: str, alias: str | None, outcome: str, message: str, *,
               failed: bool) -> CallToolResult:
         """Count and log one call of the save tool's outcome, and return it as the tool result."""

@@ -15,11 +15,11 @@ leaves one episode-log line, one log line and a count in the metrics (audit.py).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, contextmanager
 from dataclasses import replace
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -58,7 +58,6 @@ from .tool_errors import (
 )
 from .verified import VerifiedLibraries, verified_answer, with_library
 
-T = TypeVar("T")
 COMPARE_MAX_ROWS = 10_000  # a result with more rows does not vote (memory: K results are held)
 
 
@@ -151,7 +150,7 @@ class Answering:
         call = Call(caller, state.question, state.alias, state.samples, given_evidence=state.evidence,
                     question_id=state.question_id)
 
-        async def answered(_: list[Round]) -> Answered:
+        async with self._recorded(call, []):
             with self._admitted(caller, 1):
                 form = state.form()
                 reply = read(state, form)
@@ -159,9 +158,8 @@ class Answering:
                 answer = await self._settle(call, form, reply, await answer_from_state(
                     state, group, self._state.databases[state.alias], self._state.episode_settings,
                     self.settings.max_rows))
-                return Answered(answer, voting={"reply_via": via, "asked_person": asked_fields(answer)})
-
-        return await self._respond(call, await self._recorded(call, answered))
+        return await self._respond(call, Answered(answer, voting={"reply_via": via,
+                                                                  "asked_person": asked_fields(answer)}))
 
     async def save(self, caller: Caller, *, database: str, question: str, sql: str,
                    evidence: str | None) -> CallToolResult:
@@ -201,9 +199,9 @@ class Answering:
 
     async def _run(self, call: Call, asker: Asker | None, work: Ongoing) -> Answered | Awaiting:
         """The question's outcome, run in the ongoing question `work` (its rounds, its progress)."""
-        async def answered(played: list[Round]) -> Answered | Awaiting:
-            library_first = self.library.first(call)
-            # A question the verified library may answer counts as one episode until it is known not to.
+        library_first = self.library.first(call)
+        # A question the verified library may answer counts as one episode until it is known not to.
+        async with self._recorded(call, work.rounds, why=lambda: work.cancelled_why or "server_stopped"):
             with self._admitted(call.caller, 1 if library_first else call.samples):
                 consulted = await self.library.consult(call)
                 if consulted is not None and consulted.answer is not None:
@@ -218,9 +216,6 @@ class Answering:
                     raise episode_timeout(self.settings.episode_timeout)
                 return await self._answer(call, asker, work, asked, chosen,
                                           lambda answer: with_library(answer, consulted))
-
-        return await self._recorded(call, answered, played=work.rounds,
-                                    why=lambda: work.cancelled_why or "server_stopped")
 
     async def _answer(self, call: Call, asker: Asker | None, work: Ongoing, asked: SampledAnswer,
                       chosen: SampleRun, shown: Callable[[AnswerOutput], AnswerOutput]) -> Answered | Awaiting:
@@ -278,17 +273,16 @@ class Answering:
         except ServerStopping as exc:
             raise server_stopping() from exc
 
-    async def _recorded(self, call: Call, answering: Callable[[list[Round]], Awaitable[T]], *,
-                        played: list[Round] | None = None,
-                        why: Callable[[], str] = lambda: "call_cancelled") -> T:
-        """`answering`'s outcome; a question it does not answer (cancelled, refused, failed) is recorded,
-        then its error raised as the caller must see it. `played` collects every round of every
-        sample as it ends; `why()` names a cancel (audit.CANCELLED)."""
+    @asynccontextmanager
+    async def _recorded(self, call: Call, played: list[Round],
+                        why: Callable[[], str] = lambda: "call_cancelled") -> AsyncIterator[None]:
+        """Answering the call: a question the block does not answer (cancelled, refused, failed) is
+        recorded, then its error raised as the caller must see it. `played` collects every round of
+        every sample as it ends; `why()` names a cancel (audit.CANCELLED)."""
         self.records.describe(call)
-        played = [] if played is None else played
         started = time.perf_counter()
         try:
-            return await answering(played)
+            yield
         except anyio.get_cancelled_exc_class():
             # Cancelled (the client's cancel, the question expired, the server stops): still one line.
             await self.records.cancelled(call, why(), activity(played, started))

@@ -1,27 +1,24 @@
 """Questions still being answered after the call that asked them ended with status `working`.
 
 A host gives up on a tool call after a fixed time (Claude Desktop at 60 s), and a slow model takes
-longer than that to answer. So each call has --call-budget seconds: a question not answered by then
-goes on here, untouched, while its call ends saying `working`; a call of the same question (its
-`QuestionKey`: the same token, database and arguments) finds it and waits for it again. Nothing is
-asked of the model twice, and its quota was counted once, when it started.
-
-A call waits for its question at most --call-budget seconds from its arrival (0: as long as it
-takes); with --one-call-answers, once the budget is nearly up (its last fifth, or twice the
-question's longest model request if more), the question is told to finish: its samples answer now
-with what they have (agent/sampling.py), and the call waits for that answer until its budget ends.
-A cancel of a call (notifications/cancelled, or its client gone) cancels the question when no other
-call waits on it. The budget has the server answer before a host's timer fires (Claude Desktop's
-60 s), so a cancel is a person's: the engine is freed at once (issue 46 §4). A host whose timer is
-shorter than the budget needs a smaller --call-budget (docs/clients.md). A 2025-11-25 form is sent
-from inside a waiting call and the person's reply outlives it: a call whose question waits on a
-form still ends within its budget.
+longer than that to answer. So a call waits for its question at most --call-budget seconds from its
+arrival (0: as long as it takes): a question not answered by then goes on here, untouched, while its
+call ends saying `working`; a call of the same question (its `QuestionKey`: the same token, database
+and arguments) finds it and waits for it again. Nothing is asked of the model twice, and its quota
+was counted once, when it started. With --one-call-answers, once the budget is nearly up (its last
+fifth, or twice the question's longest model request if more), the question is told to finish: its
+samples answer now with what they have (agent/sampling.py), and the call waits for that answer
+until its budget ends. The budget has the server answer before a host's timer fires, so a cancel is
+a person's: a cancel of a call (notifications/cancelled, or its client gone) cancels the question
+when no other call waits on it, and the engine is freed at once (issue 46 §4). A host whose timer
+is shorter than the budget needs a smaller --call-budget (docs/clients.md). A 2025-11-25 form is
+sent from inside a waiting call and the person's reply outlives it: a call whose question waits on
+a form still ends within its budget.
 
 Bounds: a token holds at most --token-max-working questions here; one that no call waits on is kept
 --working-timeout seconds after its last call ended, then cancelled (or its answer dropped), saying
-so in the episode log. A person's cancel of the last call waiting on one cancels it. The work runs
-in the server state's own task group, inside the question gate (serving/draining.py): a drain
-waits for it, a stop cancels it.
+so in the episode log. The work runs in the server state's own task group, inside the question gate
+(serving/draining.py): a drain waits for it, a stop cancels it.
 
 This module knows nothing of what a question is: the answer layer (answer/question.py) gives the
 work to run and reads its outcome. Its calls hear its progress through a `ProgressClock`.

@@ -2,18 +2,20 @@
 choose_answer and save_verified_answer), the `Call` they make of their arguments, and the middleware
 every message passes first. Each hands its work to the answering service (question.Answering).
 
-What runs first on every message the server gets, in this order (app.py puts it outermost):
+What runs first on every message the server gets, in this order (`Admission`, which app.py puts
+outermost):
 
-1. `Admission`: a call of one of our tools counts its first episode of its token's minute
+1. a call of one of our tools counts its first episode of its token's minute
    (serving/quotas.TokenQuotas.admit) and is refused past it, the refusal counted and logged
    within the token's refusal-log budget (audit.Records.refusal), before anything reads the call;
    a call of a question its token already has being answered (ongoing.py) starts no episode and
-   counts none; then the request's `_meta`, any JSON a client sent, is checked
-   (serving/meta.py): trace fields that are no header text are left out, a `progressToken` that
-   cannot be echoed is refused;
-2. then our telemetry (serving/tracing.py), the SDK's span, and the rest. So a call that fails
-   anywhere after it (its `_meta`, its arguments, a bug of ours) has counted against its token,
-   and nothing past this point reads an unchecked `_meta` field.
+   counts none;
+2. the request's `_meta`, any JSON a client sent, is checked (serving/meta.py): trace fields that
+   are no header text are left out, a `progressToken` that cannot be echoed is refused;
+
+then our telemetry (serving/tracing.py), the SDK's span, and the rest. So a call that fails
+anywhere after it (its `_meta`, its arguments, a bug of ours) has counted against its token, and
+nothing past this point reads an unchecked `_meta` field.
 
 `StructuredToolErrors` adds structured content to the failed calls the SDK answers itself (bad
 arguments, a crash): Cursor rejects a result of a tool with an output schema that has none.
@@ -92,7 +94,6 @@ async def answer_sql_question(
     arrived = time.perf_counter()  # the call's budget counts from here, as the host's timer does
     service = await ready_service(ctx.request_context.lifespan_context)
     caller = caller_of(ctx.request_context.request)
-
     with question_span("mcp", capture_content=service.settings.trace_content) as traced:
         try:
             if ctx.request_state is not None:  # 2026-07-28: the retry bringing the person's reply

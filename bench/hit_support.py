@@ -49,11 +49,11 @@ anyio.run(serve_stdio, server)
 # a call costs with no answer work at all (no SQL, no building, no audit), everything else as served.
 PREBUILT_SERVER = """\
 import sys
-import mcp_server.answer.tool as tool
+from mcp_server.answer.question import Answering
 from mcp_server.__main__ import main
 
 built = []
-answer = tool.answer_question
+answer = Answering.ask
 
 
 async def prebuilt(*args, **kwargs):
@@ -62,7 +62,7 @@ async def prebuilt(*args, **kwargs):
     return built[0]
 
 
-tool.answer_question = prebuilt
+Answering.ask = prebuilt
 sys.exit(main())
 """
 

@@ -25,15 +25,11 @@ from agent.telemetry.gate import tracing_on
 from agent.verified import VerifiedLibrary
 from agent.version import package_version
 
-from .answer.admission import Admission
-from .answer.arguments import advertised_input_schema
-from .answer.choice_tool import choice_tools
-from .answer.error_results import StructuredToolErrors
-from .answer.saving import app_only_tools
-from .answer.scoping import ScopedToolList
+from .answer.door import Admission, StructuredToolErrors, advertised_input_schema, answer_sql_question
+from .answer.output import TOOL_NAME
+from .answer.question import Answering, answering
 from .answer.sizing import result_size_meta
-from .answer.tool import TOOL_NAME, answer_sql_question
-from .answer.view import AnswerView, ViewForAppsClients
+from .answer.view import Advertise, AnswerView, ClientListing, app_only_tools, choice_tools
 from .config.catalog import (
     Catalog,
     attach_notes,
@@ -47,21 +43,13 @@ from .config.catalog import (
 from .config.libraries import open_libraries
 from .config.limits import MAX_ROWS_BYTES, AnswerLimits, answer_size_notice
 from .config.server_settings import ServerSettings
-from .opening import StateOpening
 from .serving.access import TokenTable, caller_of, token_table
 from .serving.draining import QuestionGate
 from .serving.log_format import configure_logging
 from .serving.metrics import ServerMetrics
 from .serving.stdio_shim import serve_stdio
 from .serving.stopping import exit_on_stop_signal, print_tty_notice
-from .state import (
-    BackendFactory,
-    EpisodeLog,
-    ServerState,
-    answer_limits,
-    open_state,
-    server_prompts,
-)
+from .state import BackendFactory, EpisodeLog, StateOpening, open_state, server_prompts
 
 __all__ = ["SqaleServer", "build_server", "configure_logging"]  # configure_logging: for callers
 
@@ -81,31 +69,26 @@ INSTRUCTIONS = (
 )
 
 
-class SqaleServer(MCPServer[StateOpening]):
+class SqaleServer(MCPServer[StateOpening[Answering]]):
     """The MCPServer with one tool; `run()` honours our transport, host, port and auth settings."""
 
     def __init__(self, settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
                  backend_factory: BackendFactory, tokens: TokenTable,
                  libraries: Mapping[str, VerifiedLibrary] | None = None) -> None:
         gate, metrics = QuestionGate(), ServerMetrics()
-        limits = answer_limits(settings)
-
-        def describe(shown: Catalog, asks: bool = False) -> str:
-            return tool_description(shown, model=settings.model, limits=limits,
-                                    max_samples=settings.max_samples, asks=asks)
-
+        tool, advertise = answer_tool(settings, catalog, AnswerLimits.from_settings(settings))
         state_closed = threading.Event()  # set once the runtime's workers are stopped
 
         @asynccontextmanager
-        async def lifespan(_: MCPServer[StateOpening]) -> AsyncIterator[StateOpening]:
+        async def lifespan(_: MCPServer[StateOpening[Answering]]) -> AsyncIterator[StateOpening[Answering]]:
             # On stdio (and in-process) the state opens beside the serving loop, so the handshake
-            # does not wait for it (opening.py); the handlers that need it wait for it instead.
-            opening = StateOpening()
+            # does not wait for it (state.py); the handlers that need it wait for it instead.
+            opening: StateOpening[Answering] = StateOpening()
             try:
                 async with anyio.create_task_group() as group:
-                    group.start_soon(self._open_state, opening, open_state(
+                    group.start_soon(self._open_state, opening, answering(open_state(
                         settings, catalog, prompts, backend_factory, gate=gate, metrics=metrics,
-                        callers=tokens.callers, libraries=libraries))
+                        callers=tokens.callers, libraries=libraries)))
                     if self.state_before_serving:
                         await opening.ready()
                     try:
@@ -116,27 +99,26 @@ class SqaleServer(MCPServer[StateOpening]):
                 state_closed.set()
 
         view = AnswerView() if settings.answer_view else None
+        extras = (*app_only_tools(settings), *choice_tools(settings))
         if view is not None:
             # App-only tools (e.g. "Propose as verified" with --verified-writable): hosts with MCP
             # Apps list them for the view's buttons, to the callers they are offered to; the model
             # never sees them.
-            for extra in (*app_only_tools(settings), *choice_tools(settings)):
+            for extra in extras:
                 view.app_tool(extra.fn, name=extra.name, title=extra.title, description=extra.description,
                               offered=extra.offered)
         super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
                          lifespan=lifespan, log_level=settings.log_level,
-                         middleware=[ScopedToolList(catalog, describe, asking_samples(settings)),
-                                     StructuredToolErrors(),
-                                     *([ViewForAppsClients(view)] if view else [])],
+                         middleware=[ClientListing(catalog, advertise, view=view,
+                                                   asks=settings.ask_to_choose is not AskMode.OFF),
+                                     StructuredToolErrors()],
                          extensions=[view] if view else None,
                          request_state_security=request_state_security(settings),
-                         dependencies=list(MCP_DEV_DEPENDENCIES),
-                         tools=[answer_tool(settings, catalog, describe(catalog), limits)])
+                         dependencies=list(MCP_DEV_DEPENDENCIES), tools=[tool])
         # Ahead of the SDK's OpenTelemetry span, in this order: a call's quota and every message's
-        # `_meta` checked (admission.py: nothing after reads an unchecked field, and a call that
+        # `_meta` checked (door.Admission: nothing after reads an unchecked field, and a call that
         # fails after it has counted), then our telemetry (the HTTP headers' trace, the MCP metric).
-        tools = frozenset({TOOL_NAME, *(extra.name for extra in (*app_only_tools(settings),
-                                                                 *choice_tools(settings)))})
+        tools = frozenset({TOOL_NAME, *(extra.name for extra in extras)})
         first: list[ServerMiddleware[Any]] = [Admission(tools)]
         if tracing_on():  # started before the server is built (__main__, server.py)
             from .serving.tracing import McpTelemetry
@@ -154,7 +136,8 @@ class SqaleServer(MCPServer[StateOpening]):
         self.gate = gate
         self.metrics = metrics
 
-    async def _open_state(self, opening: StateOpening, state: AbstractAsyncContextManager[ServerState]) -> None:
+    async def _open_state(self, opening: StateOpening[Answering],
+                          state: AbstractAsyncContextManager[Answering]) -> None:
         """Open the state (opening.hold), on stdio once the first reply is written or after
         FIRST_REPLY_WAIT: opening it imports the model backend's HTTP client in a thread, whose
         share of the interpreter would slow the handshake the client is waiting for."""
@@ -203,11 +186,6 @@ class SqaleServer(MCPServer[StateOpening]):
                          drain=self.gate.drain)
 
 
-def asking_samples(settings: ServerSettings) -> int | None:
-    """The samples' default for a client that answers forms; None when the server never asks."""
-    return None if settings.ask_to_choose is AskMode.OFF else settings.ask_samples
-
-
 def request_state_security(settings: ServerSettings) -> RequestStateSecurity:
     """How the SDK seals a 2026-07-28 question awaiting its person's choice (AES-256-GCM): under
     --request-state-key-env's key (shared by every process behind one address) or one this process
@@ -224,22 +202,34 @@ def state_principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
     return caller.name if caller.remote else None
 
 
-def answer_tool(settings: ServerSettings, catalog: Catalog, description: str, limits: AnswerLimits) -> Tool:
-    """The one tool, built with the SDK's public `Tool.from_function`; its input schema, made from
-    the function's signature, then states the aliases, lengths and ranges in force."""
+def answer_tool(settings: ServerSettings, catalog: Catalog, limits: AnswerLimits) -> tuple[Tool, Advertise]:
+    """The one tool, built with the SDK's public `Tool.from_function`, and how it is advertised to a
+    caller that sees a catalog: its description, and its input schema, made from the function's
+    signature, stating the aliases, lengths and ranges in force (each stated once)."""
     tool = Tool.from_function(
-        answer_sql_question, name=TOOL_NAME, title="Answer a question with SQL", description=description,
+        answer_sql_question, name=TOOL_NAME, title="Answer a question with SQL",
         annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False,
                                     idempotent_hint=False, open_world_hint=False),
         meta=result_size_meta(limits),  # a larger answer budget than Claude Code takes by default
         structured_output=True,
     )
-    schema = advertised_input_schema(
-        tool.parameters, aliases=catalog.aliases, max_question_chars=settings.max_question_chars,
-        max_evidence_chars=settings.max_evidence_chars, max_samples=settings.max_samples,
-        default_samples=settings.samples, example=example_question(catalog),
-        verified=any(e.verified for e in catalog.entries))
-    return tool.model_copy(update={"parameters": schema})
+    parameters = tool.parameters
+
+    def advertise(shown: Catalog, asks: bool = False) -> tuple[str, dict[str, Any]]:
+        description = tool_description(shown, model=settings.model, limits=limits,
+                                       max_samples=settings.max_samples, asks=asks)
+        return description, advertised_input_schema(
+            parameters, aliases=shown.aliases, max_question_chars=settings.max_question_chars,
+            max_evidence_chars=settings.max_evidence_chars, max_samples=settings.max_samples,
+            default_samples=settings.ask_samples if asks else settings.samples, example=example_question(shown),
+            verified=any(e.verified for e in shown.entries))
+
+    # The outputSchema stays published (AnswerOutput's); the SDK, given no output model, does not
+    # validate each result against it again: every result is an AnswerOutput dumped (or an error,
+    # which it never validates), and the tests check each against the published schema.
+    tool.fn_metadata.output_model = None
+    description, schema = advertise(catalog)
+    return tool.model_copy(update={"description": description, "parameters": schema}), advertise
 
 
 def build_server(settings: ServerSettings, *, environ: Mapping[str, str],

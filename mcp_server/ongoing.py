@@ -1,25 +1,34 @@
 """Questions still being answered after the call that asked them ended with status `working`.
 
 A host gives up on a tool call after a fixed time (Claude Desktop at 60 s), and a slow model takes
-longer than that to answer. So each call has --call-budget seconds: a question not answered by then
-goes on here, untouched, while its call ends saying `working`; a call of the same question (its
-`QuestionKey`: the same token, database and arguments) finds it and waits for it again. Nothing is
-asked of the model twice, and its quota was counted once, when it started.
+longer than that to answer. So a call waits for its question at most --call-budget seconds from its
+arrival (0: as long as it takes): a question not answered by then goes on here, untouched, while its
+call ends saying `working`; a call of the same question (its `QuestionKey`: the same token, database
+and arguments) finds it and waits for it again. Nothing is asked of the model twice, and its quota
+was counted once, when it started. With --one-call-answers, once the budget is nearly up (its last
+fifth, or twice the question's longest model request if more), the question is told to finish: its
+samples answer now with what they have (agent/sampling.py), and the call waits for that answer
+until its budget ends. The budget has the server answer before a host's timer fires, so a cancel is
+a person's: a cancel of a call (notifications/cancelled, or its client gone) cancels the question
+when no other call waits on it, and the engine is freed at once (issue 46 §4). A host whose timer
+is shorter than the budget needs a smaller --call-budget (docs/clients.md). A 2025-11-25 form is
+sent from inside a waiting call and the person's reply outlives it: a call whose question waits on
+a form still ends within its budget.
 
 Bounds: a token holds at most --token-max-working questions here; one that no call waits on is kept
 --working-timeout seconds after its last call ended, then cancelled (or its answer dropped), saying
-so in the episode log. A person's cancel of the last call waiting on one cancels it. The work runs
-in the server state's own task group, inside the question gate (serving/draining.py): a drain
-waits for it, a stop cancels it.
+so in the episode log. The work runs in the server state's own task group, inside the question gate
+(serving/draining.py): a drain waits for it, a stop cancels it.
 
-This module knows nothing of what a question is: the answer layer (answer/call_budget.py) gives the
-work to run and reads its outcome.
+This module knows nothing of what a question is: the answer layer (answer/question.py) gives the
+work to run and reads its outcome. Its calls hear its progress through a `ProgressClock`.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -35,6 +44,10 @@ logger = logging.getLogger(__name__)
 
 ReportProgress = Callable[[float, float | None, str | None], Awaitable[None]]
 SendForm = Callable[[str, dict[str, Any]], Awaitable[Any]]
+# With --one-call-answers, the end of the budget kept for the samples' final turns: at least this
+# share of it, or this many times the question's longest model request.
+FINAL_TURN_SHARE = 0.2
+FINAL_TURN_REQUESTS = 2.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +69,36 @@ class Waiter:
 
     report: ReportProgress
     send_form: SendForm | None = None
+
+
+class ProgressClock:
+    """Sends a call's progress notifications, each strictly above the one before (MCP's MUST).
+
+    `reached` is the count of steps done. When it has not moved past the last value sent (a
+    wait reported again, a second sample waiting, a report racing another), the value goes a
+    fraction further, staying below the next whole step: n/(n+1) past it for the n-th repeat.
+    One lock orders the sends, so concurrent samples cannot overtake each other on the wire.
+    """
+
+    def __init__(self, report: ReportProgress) -> None:
+        self.report = report
+        self.sent: float | None = None  # the last value sent
+        self._repeats = 0  # notifications since the count last moved
+        # fast_acquire (anyio 4.5; mcp 2.3 needs 4.9): no yield when no other send is under way, so
+        # a report nobody listens to does not let another sample overtake this one in a queue.
+        self._lock = anyio.Lock(fast_acquire=True)
+
+    async def send(self, reached: int, total: int, message: str) -> None:
+        """Report `message` at `reached` of `total` steps, or just past the last value sent."""
+        async with self._lock:
+            if self.sent is None or reached > self.sent:
+                value: float = reached
+                self._repeats = 0
+            else:
+                self._repeats += 1
+                value = math.floor(self.sent) + self._repeats / (self._repeats + 1)
+            self.sent = value
+            await self.report(value, total, message)
 
 
 class TooManyWorking(Exception):
@@ -208,6 +251,43 @@ class OngoingQuestions:
         self._group.start_soon(self._run, work, run)
         self._group.start_soon(self._keep, work, on_expired)
         return work
+
+    async def wait(self, work: Ongoing, waiter: Waiter, *, arrived: float, budget: float,
+                   one_call_answers: bool) -> bool:
+        """Wait on `work` for a call's `budget` from `arrived`; True once it is done, False when the
+        budget ran out (see the module).
+
+        Cancelled (the client's cancel, or its session's end), the call cancels the question unless
+        another call waits on it, and the cancellation goes on.
+        """
+        number: int | None = None
+        try:
+            await work.greet(waiter)  # before it hears the question's next progress, which is higher
+            number = work.attach(waiter)
+            if budget <= 0:
+                await work.done.wait()
+                return True
+            deadline = arrived + budget
+            while one_call_answers and not work.done.is_set() and not work.finish_now.is_set():
+                reserve = max(FINAL_TURN_SHARE * budget, FINAL_TURN_REQUESTS * work.longest_request())
+                left = deadline - reserve - time.perf_counter()
+                if left <= 0:
+                    work.finish_now.set()  # the samples answer now, with what they have
+                    break
+                with anyio.move_on_after(left):
+                    await work.changed()
+            with anyio.move_on_after(deadline - time.perf_counter()):
+                await work.done.wait()
+            return work.done.is_set()
+        except anyio.get_cancelled_exc_class():
+            if number is not None:
+                work.detach(number)
+            if not work.waiters:
+                self.cancel(work, "call_cancelled")
+            raise
+        finally:
+            if number is not None:
+                work.detach(number)
 
     def take(self, work: Ongoing) -> None:
         """A call answers with a finished question's outcome: the next call of it is a new question."""

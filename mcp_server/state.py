@@ -1,14 +1,22 @@
-"""What a running server holds: databases, the model backend, the queue, the audit log."""
+"""What a running server holds (databases, the model backend, the queue, the audit log), opened in
+the background: the MCP handshake never waits for it.
+
+Claude Desktop and IDEs start the stdio server at every launch and wait for its `initialize`
+reply. Opening the state (the model backend and its HTTP client, the engine's word on the model,
+up to STARTUP_PROBE_SECONDS twice for a runtime that never answers) is none of the handshake's
+business: the lifespan yields a `StateOpening` at once, and every handler that needs the state
+awaits its `ready()`, which returns as soon as it is open.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import anyio
 
@@ -33,17 +41,12 @@ from .serving.access import Caller
 from .serving.draining import QuestionGate
 from .serving.metrics import MeteredBackend, ServerMetrics
 from .serving.quotas import TokenQuotas, place_sharing_note
-from .serving.sealing import Sealer
 
 logger = logging.getLogger(__name__)
 
 BackendFactory = Callable[[ServerSettings], ModelBackend]
 STARTUP_PROBE_SECONDS = 3.0  # a dead local runtime answers at once; a black hole costs this (once)
-
-
-def answer_limits(settings: ServerSettings) -> AnswerLimits:
-    """The limits a server with these settings enforces on each answer."""
-    return AnswerLimits.from_settings(settings)
+T = TypeVar("T")
 
 
 def server_prompts(settings: ServerSettings) -> PromptSet:
@@ -107,7 +110,6 @@ class ServerState:
     verified: Mapping[str, VerifiedLibrary]  # the databases' verified libraries, by alias
     cache_watch: CacheWatch  # warns once per engine that keeps re-evaluating later rounds' prompts
     engine_label: str  # the engine a round is counted under when the backend does not name one
-    view_choices: Sealer  # seals the answer view's choice (answer/view_choice.py)
     ongoing: OngoingQuestions  # questions being answered beyond their calls (status `working`)
 
     def watch_round(self, previous: Round | None, played: Round) -> None:
@@ -143,7 +145,7 @@ async def open_state(settings: ServerSettings, catalog: Catalog, prompts: Prompt
                                       query_timeout=settings.query_timeout))
     try:
         databases = {e.alias: Database(e.path, engine, hide=e.hide) for e in catalog.entries}
-        limits = answer_limits(settings)
+        limits = AnswerLimits.from_settings(settings)
         episode = EpisodeSettings(result_rows=settings.max_rows, result_bytes=limits.max_result_bytes,
                                   environment=settings.environment)
         async with engine_session(settings, episode, runtime_slots=settings.runtime_slots,
@@ -178,7 +180,7 @@ async def open_state(settings: ServerSettings, catalog: Catalog, prompts: Prompt
                     limits=limits, verified=dict(libraries or {}),
                     cache_watch=CacheWatch(lambda where: cache_advice(session.engine_at(where)),
                                            logger.warning),
-                    engine_label=session.backend.replica_label, view_choices=Sealer.from_settings(settings),
+                    engine_label=session.backend.replica_label,
                     ongoing=ongoing,
                 )
     finally:
@@ -186,6 +188,34 @@ async def open_state(settings: ServerSettings, catalog: Catalog, prompts: Prompt
         # session closes the backend first, shielded too).
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(engine.close)
+
+
+class StateOpening(Generic[T]):
+    """What the server's state opens into (app.py: the answering service), opened by `hold`; `ready()`
+    waits for it."""
+
+    def __init__(self) -> None:
+        self._opened = anyio.Event()
+        self._state: T | None = None
+
+    async def hold(self, opening: AbstractAsyncContextManager[T]) -> None:
+        """Open the state and keep it open until cancelled, which closes it (the lifespan is ending).
+
+        Cancelled while it is still opening (a client that hung up after the handshake), it stops
+        there and closes what it opened. An error opening it propagates (a bug of ours: a runtime
+        that is down is a warning, not an error) and ends the server, as an error of the lifespan
+        would.
+        """
+        async with opening as state:
+            self._state = state
+            self._opened.set()
+            await anyio.sleep_forever()
+
+    async def ready(self) -> T:
+        """The open state, once it is open."""
+        await self._opened.wait()
+        assert self._state is not None  # set before the event
+        return self._state
 
 
 def log_runtime_slots(slots: int, reason: str, facts: Sequence[EngineFacts]) -> None:

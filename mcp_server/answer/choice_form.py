@@ -1,4 +1,5 @@
-"""The form that asks a person to choose among the samples' results, and what a retry carries back.
+"""The form that asks a person to choose among the samples' results, and the state a later reply
+(a retry's, the answer view's) carries back.
 
 One form in both protocol eras: a single-choice field (one option per distinct result, from
 agent.choices, then "None of these") and, when the caller may propose verified answers, a
@@ -6,16 +7,23 @@ checkbox to propose the chosen one. A 2025-11-25 call sends it as `elicitation/c
 2026-07-28 call ends with an `input_required` result holding it, and the client calls again
 with the reply and the request state (`ChoiceState`), which the SDK seals before it leaves
 (mcp.server.request_state: AES-256-GCM, bound to the tool, its arguments and the caller's
-token, expiring). The state holds only what the caller may read in any answer (the options,
-the candidates' SQL, traces, votes), never a path or anything hidden.
+token, expiring). The answer view carries the same state in a token of ours (`ViewTokens`: the
+same codec under a key derived for this purpose, sealed for the caller's token, for an hour). The
+state holds only what the caller may read in any answer (the options, the candidates' SQL, traces,
+votes), never a path or anything hidden.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestState
 from mcp_types import (
     ClientCapabilities,
     ElicitRequest,
@@ -28,14 +36,15 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent.choices import NONE_OF_THESE, Choice, ChoiceOption
 
-from .choice_output import AskedPerson, Reply
-from .engine_cache_output import RoundPrompt
-from .library_output import SimilarVerified
-from .output import Candidate, TraceEntry
+from ..config.server_settings import ServerSettings
+from ..serving.access import Caller
+from .output import AskedPerson, Candidate, Reply, RoundPrompt, SimilarVerified, TraceEntry
 
 FORM_KEY = "choose_answer"  # the form's key among a 2026-07-28 result's input requests
 NONE_KEY = "none"
 PROPOSE_TITLE = "Also propose the chosen answer as the team's verified answer"
+VIEW_TOKEN_PURPOSE = "sqale-mcp/answer-view-choice/v1"  # a token of ours never opens as another's
+VIEW_TOKEN_SECONDS = 3_600.0  # how long the view may still offer the choice
 PROPOSE_DESCRIPTION = ("The library's owner reviews the proposal first; nobody is answered with it until "
                        "they accept it.")
 
@@ -188,3 +197,45 @@ class ChoiceState(BaseModel):
         options = tuple(ChoiceOption(record.group, label)
                         for record, label in zip(self.options, self.labels, strict=True))
         return ChoiceForm(Choice(self.question, self.samples, options, self.more), self.propose)
+
+
+class ViewTokens:
+    """Seals a question's state for the answer view: a token its client carries back and may neither
+    read nor forge, which opens only for the caller it was sealed for, for VIEW_TOKEN_SECONDS.
+
+    The SDK's request-state codec (AES-256-GCM, mcp.server.request_state) under a key of our own,
+    derived for this purpose from --request-state-key-env's secret (so every process behind one
+    address opens the others' tokens) or from one this process makes: a view token never opens as
+    the SDK's request state, nor the other way round. The owner and the expiry are inside the
+    sealed text.
+    """
+
+    def __init__(self, secret: bytes) -> None:
+        key = hmac.new(secret, VIEW_TOKEN_PURPOSE.encode(), hashlib.sha256).digest()
+        self._codec = AESGCMRequestStateCodec([key])
+
+    @classmethod
+    def from_settings(cls, settings: ServerSettings) -> ViewTokens:
+        """Under --request-state-key-env's key, else a key this process makes."""
+        key = settings.request_state_key
+        return cls(key.get_secret_value().encode() if key is not None else os.urandom(32))
+
+    def seal(self, state: ChoiceState, caller: Caller) -> str:
+        """The view's token for `state`, which only `caller` can bring back."""
+        payload = {"purpose": VIEW_TOKEN_PURPOSE, "owner": caller.name, "exp": time.time() + VIEW_TOKEN_SECONDS,
+                   "text": state.encode()}
+        return self._codec.seal(json.dumps(payload).encode())
+
+    def open(self, token: str, caller: Caller) -> ChoiceState | None:
+        """The state `token` holds; None when it is not this server's for `caller`, or has expired."""
+        try:
+            payload: Any = json.loads(self._codec.unseal(token))
+        except (InvalidRequestState, ValueError):
+            return None
+        if not isinstance(payload, dict) or payload.get("purpose") != VIEW_TOKEN_PURPOSE:
+            return None
+        exp, sealed_for, text = payload.get("exp"), payload.get("owner"), payload.get("text")
+        if not isinstance(exp, int | float) or not time.time() < exp or not isinstance(text, str):
+            return None
+        owner = isinstance(sealed_for, str) and hmac.compare_digest(sealed_for.encode(), caller.name.encode())
+        return ChoiceState.decode(text) if owner else None

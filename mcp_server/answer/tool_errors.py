@@ -1,4 +1,6 @@
-"""The edge where our errors become ToolErrors a client (and its user) can act on.
+"""The errors a call can end with (its arguments checked here: which database, text within its limits),
+and the edge where ours become ToolErrors a client (and its user) can act on, each with the kind of
+failure its structured result names.
 
 A stdio client started the server itself and owns the machine: it gets the whole message
 (paths, URLs, the command that fixes it). A remote (HTTP) client gets the alias, a plain cause
@@ -11,11 +13,11 @@ from collections.abc import Sequence
 from typing import ClassVar, Literal
 
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent
 
 from agent.errors import (
     BackendAuthError,
     BackendError,
-    BackendResponseError,
     BackendTimeout,
     BackendUnreachable,
     DatabaseBusyError,
@@ -25,6 +27,10 @@ from agent.errors import (
     SqaleError,
 )
 from agent.text import ECHO_CHARS, quoted_text, sentence
+
+from .output import TOOL_NAME, unanswered
+
+ERROR_PREFIX = f"Error executing tool {TOOL_NAME}: "  # what the SDK puts before a tool error; ours match
 
 
 class CallError(ToolError):
@@ -37,50 +43,51 @@ class CallError(ToolError):
         self.kind = kind  # the result's stop_reason, e.g. invalid_arguments or backend_unreachable
 
 
-# Prefixes say which layer failed; the wrapped messages already say what to do next.
-_PREFIXES: tuple[tuple[type[SqaleError], str], ...] = (
-    (BackendUnreachable, "The model runtime is unreachable"),
-    (ModelNotFound, "The model is not installed"),
-    (BackendTimeout, "The model runtime timed out"),
-    (BackendAuthError, "The model runtime refused our credentials"),
-    (BackendResponseError, "The model runtime failed"),
-    (BackendError, "The model runtime failed"),
-    (DatabaseBusyError, "The database is busy"),
-    (DatabasePathError, "The database cannot be read"),
-    (DatabaseWorkerError, "The SQLite worker failed"),
-)
-# The kind of failure each of our errors is, as the failed call's structured result names it.
-_KINDS: tuple[tuple[type[SqaleError], str], ...] = (
-    (BackendUnreachable, "backend_unreachable"),
-    (ModelNotFound, "model_not_found"),
-    (BackendTimeout, "backend_timeout"),
-    (BackendAuthError, "backend_auth"),
-    (BackendError, "backend_error"),
-    (DatabaseBusyError, "database_busy"),
-    (DatabasePathError, "database_unreadable"),
-    (DatabaseWorkerError, "worker_failed"),
+class Refused(CallError):
+    """A question refused before it ran (quota, too many at once, the server stopping); `reason` labels it."""
+
+    status = "refused"
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message, reason)
+        self.reason = reason
+
+
+class Cancelled(CallError):
+    """A question cancelled because the server stopped before it was answered."""
+
+    status = "cancelled"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "server_stopped")
+
+
+# Each of our errors, the first that fits: the kind of failure the failed call's structured result
+# names; the prefix a stdio client reads before the error's own message (which says what to do
+# next); and for remote clients what failed, in plain words, and who can fix it (never a path or a URL).
+_FAILURES: tuple[tuple[type[SqaleError], str, str, str], ...] = (
+    (BackendUnreachable, "backend_unreachable", "The model runtime is unreachable",
+     "The model runtime is unreachable, so no question can be answered now."),
+    (ModelNotFound, "model_not_found", "The model is not installed",
+     "The model is not installed on the model runtime."),
+    (BackendTimeout, "backend_timeout", "The model runtime timed out", "The model runtime timed out."),
+    (BackendAuthError, "backend_auth", "The model runtime refused our credentials",
+     "The model runtime refused the server's credentials."),
+    (BackendError, "backend_error", "The model runtime failed", "The model runtime failed."),
+    (DatabaseBusyError, "database_busy", "The database is busy",
+     "The database '{database}' is busy: another program is writing to it, and it stayed locked while the "
+     "server waited."),
+    (DatabasePathError, "database_unreadable", "The database cannot be read",
+     "The database '{database}' cannot be read: its file is missing, unreadable or not an SQLite database."),
+    (DatabaseWorkerError, "worker_failed", "The SQLite worker failed",
+     "The SQLite worker failed on the database '{database}'."),
 )
 INVALID_ARGUMENTS = "invalid_arguments"
 
 
 def failure_kind(exc: SqaleError) -> str:
     """The kind of failure one of our errors is (`answer_failed` for any other)."""
-    return next((kind for cls, kind in _KINDS if isinstance(exc, cls)), "answer_failed")
-
-
-# For remote clients: what failed, in plain words, and who can fix it; never a path or a URL.
-_REMOTE_CAUSES: tuple[tuple[type[SqaleError], str], ...] = (
-    (BackendUnreachable, "The model runtime is unreachable, so no question can be answered now."),
-    (ModelNotFound, "The model is not installed on the model runtime."),
-    (BackendTimeout, "The model runtime timed out."),
-    (BackendAuthError, "The model runtime refused the server's credentials."),
-    (BackendError, "The model runtime failed."),
-    (DatabaseBusyError, "The database '{database}' is busy: another program is writing to it, and it "
-                        "stayed locked while the server waited."),
-    (DatabasePathError, "The database '{database}' cannot be read: its file is missing, unreadable "
-                        "or not an SQLite database."),
-    (DatabaseWorkerError, "The SQLite worker failed on the database '{database}'."),
-)
+    return next((kind for cls, kind, _, _ in _FAILURES if isinstance(exc, cls)), "answer_failed")
 
 
 def edge_error(exc: BaseException, *, database: str, remote: bool, question_id: str) -> ToolError | None:
@@ -104,23 +111,79 @@ def edge_error(exc: BaseException, *, database: str, remote: bool, question_id: 
 def tool_error_for(exc: SqaleError, *, database: str, remote: bool = False,
                    question_id: str = "") -> CallError:
     """The ToolError for one of our errors raised while answering about `database`."""
-    failure = failure_kind(exc)
+    found = next(((cls, kind, prefix, cause) for cls, kind, prefix, cause in _FAILURES if isinstance(exc, cls)),
+                 None)
     if remote:
-        cause = next((text for kind, text in _REMOTE_CAUSES if isinstance(exc, kind)),
-                     "Answering on the database '{database}' failed.")
+        cause = found[3] if found else "Answering on the database '{database}' failed."
         passing = isinstance(exc, BackendTimeout | DatabaseBusyError)  # a retry may well work
         retry = "Retry in a moment; if it keeps failing, ask" if passing else "Ask"
         return CallError(f"{cause.format(database=database)} {retry} the server's operator: its "
-                         f"log has the details under question id {question_id}.", failure)
-    for kind, prefix in _PREFIXES:
-        if isinstance(exc, kind) and kind is DatabaseBusyError:  # it says to try again: nothing to fix
-            return CallError(f"{prefix} ('{database}'): {sentence(str(exc))}", failure)
-        if isinstance(exc, kind):
-            if kind in (DatabasePathError, DatabaseWorkerError):
-                return CallError(f"{prefix} ('{database}'): {sentence(str(exc))} Ask the server's "
-                                 "operator to check the database file, then retry.", failure)
-            return CallError(f"{prefix}: {exc}", failure)
-    return CallError(f"Answering failed: {exc}", failure)
+                         f"log has the details under question id {question_id}.", failure_kind(exc))
+    if found is None:
+        return CallError(f"Answering failed: {exc}", "answer_failed")
+    cls, kind, prefix, _ = found
+    if cls is DatabaseBusyError:  # it says to try again: nothing to fix
+        return CallError(f"{prefix} ('{database}'): {sentence(str(exc))}", kind)
+    if cls in (DatabasePathError, DatabaseWorkerError):
+        return CallError(f"{prefix} ('{database}'): {sentence(str(exc))} Ask the server's "
+                         "operator to check the database file, then retry.", kind)
+    return CallError(f"{prefix}: {exc}", kind)
+
+
+def failure_outcome(failure: ToolError | None, cause: BaseException) -> tuple[str, str]:
+    """(status, reason) of a call that was not answered, for the metrics and the episode log."""
+    if isinstance(failure, Cancelled):
+        return "cancelled", "server_stopping"
+    if isinstance(cause, ToolError):  # ours, with no cause: the episode timeout
+        return "error", type(cause.__cause__).__name__ if cause.__cause__ is not None else "episode_timeout"
+    return "error", type(cause).__name__
+
+
+def detail(exc: BaseException, alias: str) -> str:
+    """The full text of an error, as a stdio client reads it, for the server's own logs."""
+    if isinstance(exc, SqaleError):
+        return str(tool_error_for(exc, database=alias))
+    return str(exc) if isinstance(exc, ToolError) else repr(exc)
+
+
+def failed_result(error: CallError, *, database: str | None, question: str, model: str) -> CallToolResult:
+    """The isError result of a call of answer_sql_question that was not answered, with its structured
+    content (its text as the SDK words a tool error)."""
+    answer = unanswered(str(error), status=error.status, kind=error.kind, database=database, question=question,
+                        model=model)
+    return CallToolResult(content=[TextContent(type="text", text=f"{ERROR_PREFIX}{error}")],
+                          structured_content=answer.model_dump(mode="json"), is_error=True)
+
+
+def known_alias(given: str | None, aliases: Sequence[str]) -> str | None:
+    """The alias `given` names, or None when it names none of `aliases`."""
+    try:
+        return resolve_alias(given, aliases)
+    except CallError:
+        return None
+
+
+def resolve_alias(given: str | None, aliases: Sequence[str]) -> str:
+    """The configured alias `given` names (exact, else the only case-insensitive match)."""
+    if given is None or not given.strip():
+        if len(aliases) == 1:
+            return aliases[0]
+        raise unknown_database(None, aliases)
+    name = given.strip()
+    if name in aliases:
+        return name
+    folded = [a for a in aliases if a.casefold() == name.casefold()]
+    if len(folded) == 1:
+        return folded[0]
+    raise unknown_database(name, aliases)
+
+
+def checked_text(name: str, value: str | None, limit: int) -> str | None:
+    """`value` stripped, None when empty; ToolError when longer than `limit`."""
+    text = (value or "").strip()
+    if len(text) > limit:
+        raise text_too_long(name, len(text), limit)
+    return text or None
 
 
 def unknown_database(given: str | None, aliases: Sequence[str]) -> CallError:
@@ -200,15 +263,15 @@ def episode_timeout(seconds: float) -> CallError:
         "machine or a model still loading can cause this).", "episode_timeout")
 
 
-def server_stopping() -> ToolError:
+def server_stopping() -> Refused:
     """A question that arrived while the server drains before it stops."""
-    return ToolError("The server is shutting down and takes no new questions. Ask again in a "
-                     "minute, once it has restarted (or ask its operator).")
+    return Refused("The server is shutting down and takes no new questions. Ask again in a "
+                   "minute, once it has restarted (or ask its operator).", "stopping")
 
 
-def server_stopped_answering() -> ToolError:
+def server_stopped_answering() -> Cancelled:
     """A question still running when the drain time ran out."""
-    return ToolError("The server shut down before this question was answered (it ran past the "
+    return Cancelled("The server shut down before this question was answered (it ran past the "
                      "server's drain time). Ask again once the server has restarted.")
 
 
@@ -220,8 +283,9 @@ def stale_reply() -> CallError:
                      "question again.", "stale_reply")
 
 
-def too_many_working(token: str, limit: int) -> str:
+def too_many_working(token: str, limit: int) -> Refused:
     """The refusal of a new question while the token has its most being answered (--token-max-working)."""
-    return (f"Too many questions at once: token '{token}' already has {limit} being answered, counting those "
-            "whose call said `working`. Call again with the arguments of one of those to get its answer (that "
-            "also frees its place), or wait for them to be answered, then ask this one.")
+    return Refused(f"Too many questions at once: token '{token}' already has {limit} being answered, counting "
+                   "those whose call said `working`. Call again with the arguments of one of those to get its "
+                   "answer (that also frees its place), or wait for them to be answered, then ask this one.",
+                   "working")

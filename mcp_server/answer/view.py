@@ -1,13 +1,19 @@
-"""The answer view: an MCP App (`io.modelcontextprotocol/ui`) that shows an answer in the chat.
+"""What each client sees of the server: the tool as its caller may see it, and the answer view with
+its app-only tools for the clients that negotiated MCP Apps.
 
-Hosts that render MCP Apps (Claude, VS Code, ...) show `answer_view.html` next to a call of
+The tool's description and input schema name only the databases the caller's token may use; a
+client that answers forms also reads that the tool may ask its person, and gets --ask-samples as
+the samples' default.
+
+The answer view is an MCP App (`io.modelcontextprotocol/ui`) that shows an answer in the chat:
+hosts that render MCP Apps (Claude, VS Code, ...) show `answer_view.html` next to a call of
 answer_sql_question: a sortable table, a chart when one is honest, the SQL with a copy button.
 Only clients that negotiated the extension learn of it: they see `_meta.ui.resourceUri` on the
 tool and the `ui://` resource in resources/list. Every other client gets the same bytes as a
 server without the view, and never sees an app-only tool (visibility `["app"]`), which the
 page calls through its host and the model never sees. An app-only tool is listed and offered
 only to the callers it names (`offered`); that is what the page shows, not an access control:
-each tool checks its caller itself.
+each tool checks its caller itself (door.py).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import base64
 import hashlib
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -23,9 +30,25 @@ from mcp.server.apps import Apps, ResourcePermissions, client_supports_apps
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp_types import CallToolResult, TextContent
 
+from agent.choices import AskMode
+
+from ..config.catalog import Catalog
+from ..config.server_settings import ServerSettings
 from ..serving.access import Caller, caller_of
-from .tool import TOOL_NAME
-from .view_choice import CHOOSE_TOOL_NAME, RESULT_META_KEY
+from .asking import RESULT_META_KEY
+from .choice_form import answers_forms
+from .door import (
+    CHOOSE_TOOL_DESCRIPTION,
+    CHOOSE_TOOL_NAME,
+    CHOOSE_TOOL_TITLE,
+    SAVE_TOOL_DESCRIPTION,
+    SAVE_TOOL_NAME,
+    SAVE_TOOL_TITLE,
+    choose_answer,
+    save_verified_answer,
+)
+from .output import TOOL_NAME
+from .verified import may_save
 
 VIEW_URI = "ui://sqale-mcp/answer-view.html"
 # The result `_meta` key (RESULT_META_KEY) names the app-only tools the page may offer as buttons
@@ -35,6 +58,43 @@ ANSWERING_TOOLS = (TOOL_NAME, CHOOSE_TOOL_NAME)  # their results are answers the
 _HTML_FILE = "answer_view.html"
 _SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 _HASH_SLOT = "'sha256-of-the-script'"  # in the page's CSP, replaced by the script's hash
+
+# The tool's description and input schema as a caller that sees a catalog reads them (True: to a
+# client that answers forms, which may be asked to choose).
+Advertise = Callable[[Catalog, bool], tuple[str, dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class AppOnlyTool:
+    """A tool only the answer view may call (MCP Apps visibility `app`), as the view registers it."""
+
+    fn: Callable[..., Any]
+    name: str
+    title: str
+    description: str
+    offered: Callable[[Caller], bool]  # who is shown it (the tool itself checks who may call it)
+
+
+def app_only_tools(settings: ServerSettings) -> tuple[AppOnlyTool, ...]:
+    """"Propose as verified", with --verified-writable, shown to callers that may save and see a database
+    with a library."""
+    if not (settings.verified_writable and settings.verified):
+        return ()
+    with_library = [spec.alias for spec in settings.verified]
+
+    def offered(caller: Caller) -> bool:
+        return may_save(settings, caller) and bool(caller.visible(with_library))
+
+    return (AppOnlyTool(save_verified_answer, SAVE_TOOL_NAME, SAVE_TOOL_TITLE, SAVE_TOOL_DESCRIPTION, offered),)
+
+
+def choice_tools(settings: ServerSettings) -> tuple[AppOnlyTool, ...]:
+    """"Use this answer", the view's choice (asking.ViewChoice), unless the server never asks (--ask-to-choose
+    off); its token opens only for the token that got the answer."""
+    if settings.ask_to_choose is AskMode.OFF:
+        return ()
+    return (AppOnlyTool(choose_answer, CHOOSE_TOOL_NAME, CHOOSE_TOOL_TITLE, CHOOSE_TOOL_DESCRIPTION,
+                        lambda _: True),)
 
 
 def view_html() -> str:
@@ -79,30 +139,35 @@ class AnswerView(Apps):
         return [n for n in names if caller is None or self._offered.get(n, lambda _: True)(caller)]
 
 
-class ViewForAppsClients(ServerMiddleware[Any]):
-    """Shows the view to clients that negotiated MCP Apps, and nothing of it to the others."""
+class ClientListing(ServerMiddleware[Any]):
+    """Rewrites tools/list, resources/list and our tools' results per request: the tool as its caller
+    may see it (`advertise`: its description and schema for the caller's databases; asking, to a client
+    that answers forms when `asks`), and the view and its app-only tools to MCP Apps clients only."""
 
-    def __init__(self, view: AnswerView) -> None:
-        self._view = view
+    def __init__(self, catalog: Catalog, advertise: Advertise, *, asks: bool, view: AnswerView | None) -> None:
+        self._catalog, self._advertise, self._asks, self._view = catalog, advertise, asks, view
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """tools/list, resources/list and tools/call as this client may see them."""
+        """The listings and results as this client may see them; every other message passes through."""
         if ctx.method not in ("tools/list", "resources/list", "tools/call"):
             return await call_next(ctx)
-        apps = client_supports_apps(ctx)
-        app_tools = self._view.app_tool_names()
-        offered = self._view.app_tool_names(caller_of(ctx.request))
+        caller = caller_of(ctx.request)
+        apps = self._view is not None and client_supports_apps(ctx)
+        app_tools = self._view.app_tool_names() if self._view else []
         called = (ctx.params or {}).get("name") if ctx.method == "tools/call" else None
         if called in app_tools and not apps:
             # As if it did not exist: this client was never shown it.
             return CallToolResult(content=[TextContent(type="text", text=f"Unknown tool: {called}")],
                                   is_error=True)
+        # The chain returns each result as its wire dict (camelCase keys).
         result = await call_next(ctx)
         if not isinstance(result, dict):
             return result
+        offered = self._view.app_tool_names(caller) if self._view else []
         if ctx.method == "tools/list":
-            return {**result, "tools": [_listed(tool, apps) for tool in result.get("tools", [])
-                                        if tool.get("name") not in app_tools
+            asks = self._asks and answers_forms(ctx.session.client_capabilities)
+            return {**result, "tools": [self._listed(tool, caller, apps, asks)
+                                        for tool in result.get("tools", []) if tool.get("name") not in app_tools
                                         or (apps and tool.get("name") in offered)]}
         if ctx.method == "resources/list" and not apps:
             return {**result, "resources": [r for r in result.get("resources", [])
@@ -110,6 +175,20 @@ class ViewForAppsClients(ServerMiddleware[Any]):
         if ctx.method == "tools/call" and apps and called in ANSWERING_TOOLS:
             return _with_app_tools(result, offered)
         return result
+
+    def _listed(self, tool: dict[str, Any], caller: Caller, apps: bool, asks: bool) -> dict[str, Any]:
+        """The tool as listed: answer_sql_question scoped to the caller, pointing an Apps client at the view."""
+        if tool.get("name") != TOOL_NAME:
+            return tool
+        if caller.databases is not None or asks:
+            aliases = caller.visible(self._catalog.aliases)
+            description, schema = self._advertise(Catalog(tuple(e for e in self._catalog.entries
+                                                                if e.alias in aliases)), asks)
+            tool = {**tool, "description": description, "inputSchema": schema}
+        if not apps:
+            return tool
+        meta = tool.get("_meta") or {}
+        return {**tool, "_meta": {**meta, "ui": {**meta.get("ui", {}), "resourceUri": VIEW_URI}}}
 
 
 def _with_app_tools(result: dict[str, Any], offered: list[str]) -> dict[str, Any]:
@@ -123,11 +202,3 @@ def _with_app_tools(result: dict[str, Any], offered: list[str]) -> dict[str, Any
     if not tools:
         return result
     return {**result, "_meta": {**meta, RESULT_META_KEY: {**ours, "appTools": tools}}}
-
-
-def _listed(tool: dict[str, Any], apps: bool) -> dict[str, Any]:
-    """The tool as listed: answer_sql_question points an Apps client at the view."""
-    if not apps or tool.get("name") != TOOL_NAME:
-        return tool
-    meta = tool.get("_meta") or {}
-    return {**tool, "_meta": {**meta, "ui": {**meta.get("ui", {}), "resourceUri": VIEW_URI}}}

@@ -69,21 +69,48 @@ def bearer_auth(app: ASGIApp, tokens: TokenTable, hint: str) -> ASGIApp:
     return AuthenticationMiddleware(RequireToken(app, hint), backend=BearerAuthBackend(tokens))
 
 
-class MetricsEndpoint:
-    """`GET /metrics` with the metrics token: the Prometheus text; everything else passes on."""
+class OwnPaths:
+    """The paths the server answers itself, before any client token is checked.
 
-    def __init__(self, app: ASGIApp, metrics: ServerMetrics, token: str) -> None:
+    - `GET /health`: 200 and no data, for probes.
+    - `GET /metrics` with the metrics token: the Prometheus text. Its own token: a scraper's
+      credential cannot ask questions, a client's cannot scrape.
+    - Behind client tokens (`oauth_hint`: where a client's token comes from), 404 where OAuth clients
+      look for an authorization server: any `/.well-known/` path (OAuth and OpenID metadata, every
+      place they look) and the endpoints they fall back to without metadata (/authorize, /token,
+      /register), as a server without OAuth does. A 401 there read as "OAuth, behind auth"; the 404
+      body says how to send the token, which is what clients that try OAuth anyway show.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics, *, metrics_token: str | None,
+                 oauth_hint: str | None) -> None:
         self.app = app
         self._metrics = metrics
-        self._token = token.encode()
+        self._token = None if metrics_token is None else metrics_token.encode()
+        self._hint = oauth_hint
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != METRICS_PATH:
+        path = scope.get("path", "")
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
-            return
-        # Its own token: a scraper's credential cannot ask questions, a client's cannot scrape.
+        elif path == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
+            await send({"type": "http.response.start", "status": 200, "headers": [
+                (b"content-length", b"0"), (b"cache-control", b"no-store")]})
+            await send({"type": "http.response.body", "body": b""})
+        elif path == METRICS_PATH and self._token is not None:
+            await self._metrics_text(scope, send, self._token)
+        elif self._hint is not None and (WELL_KNOWN in f"{path}/" or path.rstrip("/") in OAUTH_FALLBACK_PATHS):
+            await send_json(send, 404, {
+                "error": "not_found",
+                "error_description": f"this server has no OAuth: send 'Authorization: Bearer <token>' "
+                                     f"to /mcp with {self._hint}"})
+        else:
+            await self.app(scope, receive, send)
+
+    async def _metrics_text(self, scope: Scope, send: Send, token: bytes) -> None:
+        """The Prometheus text, or 401 without the metrics token."""
         presented = (security_headers(scope).bearer_token or "").encode("latin-1")
-        if not hmac.compare_digest(presented, self._token):
+        if not hmac.compare_digest(presented, token):
             await send_json(send, 401, {
                 "error": "invalid_token",
                 "error_description": "GET /metrics needs 'Authorization: Bearer <token>' with the "
@@ -97,61 +124,25 @@ class MetricsEndpoint:
         await send({"type": "http.response.body", "body": body})
 
 
-class HealthEndpoint:
-    """Answers `GET /health` with 200 and no data, before any token check (for probes)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
-            await send({"type": "http.response.start", "status": 200, "headers": [
-                (b"content-length", b"0"), (b"cache-control", b"no-store")]})
-            await send({"type": "http.response.body", "body": b""})
-            return
-        await self.app(scope, receive, send)
-
-
-class NoOAuth:
-    """Answers 404 before the token check where OAuth clients look for an authorization server:
-    any `/.well-known/` path (OAuth and OpenID metadata, every place they look) and the endpoints
-    they fall back to without metadata (/authorize, /token, /register), as a server without OAuth
-    does. A 401 there read as "OAuth, behind auth"; the 404 body says how to send the token,
-    which is what clients that try OAuth anyway show."""
-
-    def __init__(self, app: ASGIApp, hint: str) -> None:
-        self.app = app
-        self._hint = hint  # where the client's token comes from
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and (WELL_KNOWN in f"{scope['path']}/"
-                                        or scope["path"].rstrip("/") in OAUTH_FALLBACK_PATHS):
-            await send_json(send, 404, {
-                "error": "not_found",
-                "error_description": f"this server has no OAuth: send 'Authorization: Bearer <token>' "
-                                     f"to /mcp with {self._hint}"})
-            return
-        await self.app(scope, receive, send)
-
-
 def http_app(mcp_app: ASGIApp, settings: ServerSettings, tokens: TokenTable,
              metrics: ServerMetrics) -> ASGIApp:
-    """The ASGI app to serve: security headers read once (a repeat is 400), /health answered
-    first, /metrics behind its token, OAuth's paths 404, the MCP app behind the client tokens,
+    """The ASGI app to serve: security headers read once (a repeat is 400), the server's own paths
+    (/health, /metrics behind its token, OAuth's paths 404), the MCP app behind the client tokens,
     each token's sessions capped and bound to it, each request's body on a deadline."""
     book = SessionBook(settings.session_idle_timeout)
     metrics.watch_sessions(book.by_token)
     app: ASGIApp = BodyDeadline(mcp_app, settings.http_body_timeout)
     app = SessionGuard(app, settings, book,
                        on_refused=lambda token: metrics.sessions_refused.labels(token).inc())
+    hint = None
     if tokens.enabled:
         hint = (f"the token the server reads from its {settings.auth_token_env} environment variable"
                 if settings.auth_token_env and not settings.tokens
                 else "the token the server's operator gave you")
-        app = NoOAuth(bearer_auth(app, tokens, hint), hint)
-    if settings.metrics_token is not None:
-        app = MetricsEndpoint(app, metrics, settings.metrics_token.get_secret_value())
-    return SecurityHeaderCheck(HealthEndpoint(app))
+        app = bearer_auth(app, tokens, hint)
+    token = settings.metrics_token
+    return SecurityHeaderCheck(OwnPaths(app, metrics, metrics_token=token.get_secret_value() if token else None,
+                                        oauth_hint=hint))
 
 
 async def serve_http(app: ASGIApp, settings: ServerSettings,

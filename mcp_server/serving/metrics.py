@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from agent.backends.base import Completion, ModelBackend
@@ -78,45 +78,38 @@ class ServerMetrics:
         self.queue_length.labels(name).set_function(length)
 
     def watch_sqlite_workers(self, starts: Callable[[], int], kills: Callable[[], int]) -> None:
-        """Export the SQLite worker pool's counters, read at every scrape."""
-        self.registry.register(_WorkerCollector(starts, kills))
+        """Export the SQLite worker pool's counters, read at every scrape (the pool stays free of
+        metrics code)."""
+        self.registry.register(_Scraped(lambda: [
+            CounterMetricFamily("sqale_sqlite_worker_starts", "SQLite worker processes started",
+                                value=starts()),
+            CounterMetricFamily("sqale_sqlite_worker_kills", "SQLite worker processes killed (query over "
+                                "its limits, cancelled, or found dead)", value=kills())]))
 
     def watch_sessions(self, by_token: Callable[[], Mapping[str, int]]) -> None:
-        """Export the open HTTP sessions per token, read at every scrape."""
-        self.registry.register(_SessionCollector(by_token))
+        """Export the open HTTP sessions per token, read at every scrape: a sample per token holding some."""
+        def sessions() -> list[Metric]:
+            family = GaugeMetricFamily("sqale_http_sessions", "Open HTTP sessions, by token", labels=("token",))
+            for token, count in sorted(by_token().items()):
+                family.add_metric((token,), count)
+            return [family]
+
+        self.registry.register(_Scraped(sessions))
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)
 
 
-class _WorkerCollector(Collector):
-    """Reads the worker pool's own counters at scrape time (the pool stays free of metrics code)."""
+class _Scraped(Collector):
+    """Metric families made from their owner's own figures at each scrape."""
 
-    def __init__(self, starts: Callable[[], int], kills: Callable[[], int]) -> None:
-        self._starts, self._kills = starts, kills
+    def __init__(self, families: Callable[[], list[Metric]]) -> None:
+        self._families = families
 
-    def collect(self) -> Iterator[CounterMetricFamily]:
-        """The two counters."""
-        yield CounterMetricFamily("sqale_sqlite_worker_starts", "SQLite worker processes started",
-                                  value=self._starts())
-        yield CounterMetricFamily("sqale_sqlite_worker_kills",
-                                  "SQLite worker processes killed (query over its limits, cancelled, "
-                                  "or found dead)", value=self._kills())
-
-
-class _SessionCollector(Collector):
-    """Reads the open sessions per token at scrape time."""
-
-    def __init__(self, by_token: Callable[[], Mapping[str, int]]) -> None:
-        self._by_token = by_token
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        """One gauge, a sample per token holding sessions."""
-        family = GaugeMetricFamily("sqale_http_sessions", "Open HTTP sessions, by token", labels=("token",))
-        for token, count in sorted(self._by_token().items()):
-            family.add_metric((token,), count)
-        yield family
+    def collect(self) -> Iterator[Metric]:
+        """The families, as they are now."""
+        yield from self._families()
 
 
 class MeteredBackend(BackendWrapper):

@@ -21,7 +21,8 @@ from agent.errors import DatabaseBusyError, DatabasePathError
 from agent.sqlite import Database, QueryResult, QueryStatus, WorkerLimits, WorkerPool, create_database
 from agent.tools import Environment, run_tool
 from agent.tools.trained_text import render_failure
-from mcp_server.answer.output import answer_from_episode, render_answer_text
+from mcp_server.answer.answer_text import render_answer_text
+from mcp_server.answer.output import answer_from_episode
 from tests.support.music_episodes import QUESTION, SCHEMA_SQL, run, script
 from tests.support.policies import assistant_reply, tool_call
 

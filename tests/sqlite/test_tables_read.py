@@ -13,7 +13,8 @@ from mcp import Client
 from agent.evaluation.datasets import load_dataset, select_examples
 from agent.loop import run_episode
 from agent.sqlite import Database, HideRules, QueryResult, WorkerPool, create_database
-from mcp_server.answer.output import AnswerOutput, tables_line
+from mcp_server.answer.answer_text import tables_line
+from mcp_server.answer.output import AnswerOutput
 from mcp_server.app import build_server
 from mcp_server.config.command_line import parse_settings
 from tests.conftest import SHARED_DATA

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.episode import CallRecord, EpisodeResult, EpisodeStatus, Round, StopReason, ToolCall
-from agent.episode_text import never_called
+from agent.episode_text import json_cell, never_called
 from agent.errors import (
     BackendAuthError,
     BackendResponseError,
@@ -17,16 +17,9 @@ from agent.errors import (
     ModelNotFound,
 )
 from agent.sqlite import BlobRef, ClippedText, ResultCut
-from mcp_server.answer.output import (
-    DATA_NOTICE,
-    AnswerOutput,
-    answer_from_episode,
-    call_summary,
-    json_cell,
-    markdown_table,
-    render_answer_text,
-    sql_fence,
-)
+from agent.untrusted import sql_fence
+from mcp_server.answer.answer_text import markdown_table, render_answer_text
+from mcp_server.answer.output import DATA_NOTICE, AnswerOutput, answer_from_episode, call_summary
 from mcp_server.answer.tool_errors import (
     empty_question,
     episode_timeout,

@@ -15,8 +15,15 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from mcp_server.answer.output import AnswerOutput, Candidate, TraceEntry
-from mcp_server.answer.sizing import RESULT_SIZE_META, answer_chars, fitted_response, small_answer
-from mcp_server.answer.wire_size import js_number_chars, json_chars, text_chars
+from mcp_server.answer.sizing import (
+    RESULT_SIZE_META,
+    answer_chars,
+    fitted_response,
+    js_number_chars,
+    json_chars,
+    small_answer,
+    text_chars,
+)
 from mcp_server.config.limits import DEFAULT_ANSWER_CHARS, MAX_ANSWER_CHARS, MAX_ROWS_BYTES, AnswerLimits
 from tests.support.mcp import REPO, TOOL, server_command, server_env
 from tests.support.mcp_in_process import build

@@ -15,7 +15,9 @@ from agent.episode_text import progress_message
 from agent.errors import ConfigError
 from agent.settings import check_alias
 from agent.sqlite import create_database
-from mcp_server.answer.output import AnswerOutput, Candidate, render_answer_text, sql_block, tables_line
+from agent.untrusted import sql_block
+from mcp_server.answer.answer_text import render_answer_text, tables_line
+from mcp_server.answer.output import AnswerOutput, Candidate
 from mcp_server.answer.tool_errors import unknown_database
 from mcp_server.config.catalog import scan_db_dir
 from tests.support.mcp import TOOL

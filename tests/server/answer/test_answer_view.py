@@ -16,8 +16,8 @@ import pytest
 from mcp import Client
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 
+from mcp_server.answer.door import CHOOSE_TOOL_NAME as CHOOSE
 from mcp_server.answer.view import RESULT_META_KEY, VIEW_URI, AnswerView, view_html
-from mcp_server.answer.view_choice import CHOOSE_TOOL_NAME as CHOOSE
 from mcp_server.app import build_server
 from mcp_server.config.command_line import parse_settings
 from tests.support.mcp import BOOK_GOLD, REPO, TOOL

@@ -19,8 +19,8 @@ import anyio
 import pytest
 from mcp import Client
 
+from mcp_server.answer.door import CHOOSE_TOOL_NAME
 from mcp_server.answer.view import RESULT_META_KEY, VIEW_URI, view_html
-from mcp_server.answer.view_choice import CHOOSE_TOOL_NAME
 from tests.support.apps_host import AppsHost, chromium_flags, missing_tools, write_host
 from tests.support.choosing import BOOKS as CHOOSING
 from tests.support.choosing import OLD_BOOKS, SEED_FLAGS, disagreeing_policy

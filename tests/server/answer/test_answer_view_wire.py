@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from mcp.server.apps import EXTENSION_ID
 
+from mcp_server.answer.door import CHOOSE_TOOL_NAME
 from mcp_server.answer.view import VIEW_URI
-from mcp_server.answer.view_choice import CHOOSE_TOOL_NAME
 from tests.support.mcp import BOOK_GOLD
 from tests.support.policies import OraclePolicy
 from tests.support.wire import wire_responses

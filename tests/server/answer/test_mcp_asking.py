@@ -16,8 +16,8 @@ from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
 from agent.errors import ConfigError
 from agent.sqlite import create_database
+from mcp_server.answer.door import CHOOSE_TOOL_NAME as CHOOSE
 from mcp_server.answer.view import RESULT_META_KEY
-from mcp_server.answer.view_choice import CHOOSE_TOOL_NAME as CHOOSE
 from mcp_server.app import SqaleServer
 from mcp_server.config.command_line import parse_settings
 from tests.support.choosing import (

@@ -12,8 +12,7 @@ import pytest
 from mcp import Client
 
 from agent.notes import read_notes
-from mcp_server.answer.library_output import SimilarVerified
-from mcp_server.answer.output import AnswerOutput, Candidate, TraceEntry
+from mcp_server.answer.output import AnswerOutput, Candidate, SimilarVerified, TraceEntry
 from mcp_server.answer.sizing import DEFAULT_ANSWER_CHARS, RESULT_SIZE_META, answer_chars, fitted_response
 from mcp_server.config.catalog import Catalog, CatalogEntry, tool_description
 from mcp_server.config.limits import AnswerLimits

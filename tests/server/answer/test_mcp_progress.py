@@ -11,7 +11,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from mcp_server.answer.sampling import ProgressClock
+from mcp_server.ongoing import ProgressClock
 from tests.support.mcp import BOOK_GOLD, TOOL, DelayedPolicy
 from tests.support.mcp_in_process import build, valid_answer
 from tests.support.policies import (

@@ -20,10 +20,10 @@ from agent.sqlite import Database, HideRules, create_database
 from agent.verified import VerifiedLibrary
 from agent.verified.proposals import proposals_path, read_proposals, sql_digest
 from agent.verified.reviewing import accept
+from mcp_server.answer.door import CHOOSE_TOOL_NAME, SAVE_TOOL_NAME, SAVE_TOOL_TITLE
 from mcp_server.answer.output import AnswerOutput
-from mcp_server.answer.saving import SAVE_TOOL_NAME, SAVE_TOOL_TITLE, app_only_tools, may_save
-from mcp_server.answer.view import RESULT_META_KEY
-from mcp_server.answer.view_choice import CHOOSE_TOOL_NAME
+from mcp_server.answer.verified import may_save
+from mcp_server.answer.view import RESULT_META_KEY, app_only_tools
 from mcp_server.config.command_line import parse_settings
 from mcp_server.config.server_settings import TokenSpec
 from mcp_server.serving.access import LOCAL_CALLER, Caller

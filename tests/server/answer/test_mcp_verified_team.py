@@ -13,9 +13,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from agent.verified.proposals import proposals_path, read_proposals
+from mcp_server.answer.door import CHOOSE_TOOL_NAME, SAVE_TOOL_NAME
 from mcp_server.answer.output import AnswerOutput
-from mcp_server.answer.saving import SAVE_TOOL_NAME
-from mcp_server.answer.view_choice import CHOOSE_TOOL_NAME
 from tests.support.mcp import TOOL
 from tests.support.team import ALL, BOOK_QUESTION, BOOKS, ask, list_tool
 from tests.support.wire import apps_extension

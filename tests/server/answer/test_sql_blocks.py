@@ -16,8 +16,8 @@ from agent.sampling import Candidate as AskedCandidate
 from agent.sampling import VoteSummary, summary_text
 from agent.untrusted import plain_sql, sql_block
 from agent.verified import similar_text
-from mcp_server.answer.library_output import SimilarVerified, VerifiedSource
-from mcp_server.answer.output import AnswerOutput, Candidate, render_answer_text
+from mcp_server.answer.answer_text import render_answer_text
+from mcp_server.answer.output import AnswerOutput, Candidate, SimilarVerified, VerifiedSource
 
 BLOCK = re.compile(r"^The (?:SQL|rows|model's last reply) between the <(untrusted-data-[0-9a-f]{12})> "
                    r"markers .*?^</\1>$", re.MULTILINE | re.DOTALL)

@@ -25,13 +25,14 @@ from agent.errors import (
     ModelNotFound,
     SqaleError,
 )
-from mcp_server.answer.tool import answer_question
+from mcp_server.answer.door import checked_call
+from mcp_server.answer.question import Answering
 from mcp_server.answer.tool_errors import edge_error, tool_error_for
 from mcp_server.serving.access import LOCAL_CALLER, Caller, caller_of
 from mcp_server.serving.draining import QuestionGate
 from mcp_server.serving.log_format import SessionIdFilter, TextLogFormatter, session_tag
 from mcp_server.serving.metrics import ServerMetrics
-from mcp_server.state import ServerState, open_state, server_prompts
+from mcp_server.state import open_state, server_prompts
 from tests.support.mcp_in_process import build
 from tests.support.policies import PolicyBackend, ScriptPolicy, assistant_reply, tool_call
 
@@ -106,25 +107,29 @@ class BrokenBackend(ModelBackend):
 
 
 @asynccontextmanager
-async def state_of(tmp_path: Path, argv: list[str], backend: ModelBackend) -> AsyncIterator[ServerState]:
-    """The runtime of the server `argv` configures, answering with `backend`."""
+async def state_of(tmp_path: Path, argv: list[str], backend: ModelBackend) -> AsyncIterator[Answering]:
+    """The answering service of the server `argv` configures, answering with `backend`."""
     server = build(tmp_path, argv, backend)
     settings = server.sqale_settings
     factory: Callable[[object], ModelBackend] = lambda _: backend  # noqa: E731
     async with open_state(settings, server.catalog, server_prompts(settings), factory,
                             gate=QuestionGate(), metrics=ServerMetrics(), callers=()) as server_state:
-        yield server_state
+        yield Answering(server_state)
 
 
 async def no_progress(progress: float, total: float | None, message: str | None) -> None:
     return None
 
 
-async def ask_remote(server_state: ServerState, caller: Caller = REMOTE) -> str:
+async def ask(service: Answering, caller: Caller = LOCAL_CALLER) -> object:
+    """One question, as `caller` asks it."""
+    return await service.ask(checked_call(service, caller, "How many rows?"), None, no_progress)
+
+
+async def ask_remote(service: Answering, caller: Caller = REMOTE) -> str:
     """The tool error's text a remote caller gets for one question."""
     with pytest.raises(ToolError) as info:
-        await answer_question(server_state, "How many rows?", None, None, report_progress=no_progress,
-                              caller=caller)
+        await ask(service, caller)
     return str(info.value)
 
 
@@ -172,7 +177,7 @@ async def test_a_bug_of_ours_is_an_internal_error_remotely_and_raises_on_stdio(
     async with state_of(tmp_path, ["--demo"], BrokenBackend()) as server_state:
         text = await ask_remote(server_state)
         with pytest.raises(ExceptionGroup) as raised:
-            await answer_question(server_state, "How many rows?", None, None, report_progress=no_progress)
+            await ask(server_state)
     assert raised.group_contains(RuntimeError, match="secret/state.json", depth=None)
     assert text.startswith("Answering failed because of an error inside the server.")
     assert INTERNALS.search(text) is None
@@ -182,11 +187,11 @@ async def test_a_bug_of_ours_is_an_internal_error_remotely_and_raises_on_stdio(
 
 def test_text_log_lines_carry_the_question_id() -> None:
     """The id a remote client quotes is on the text log line too (JSON lines have it as a field)."""
-    record = logging.LogRecord("mcp_server.answer.tool", logging.WARNING, __file__, 1, "not answered: %s",
+    record = logging.LogRecord("mcp_server.answer.audit", logging.WARNING, __file__, 1, "not answered: %s",
                                ("http://10.1.2.3:11434 refused",), None)
     record.question_id = "0123456789ab"
     assert TextLogFormatter().format(record).endswith(
-        "mcp_server.answer.tool: not answered: http://10.1.2.3:11434 refused [question 0123456789ab]")
+        "mcp_server.answer.audit: not answered: http://10.1.2.3:11434 refused [question 0123456789ab]")
 
 
 def test_session_ids_in_the_sdks_log_lines_become_short_hashes() -> None:

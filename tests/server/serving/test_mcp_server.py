@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from agent.episode_text import json_cell
 from agent.sqlite import Database
-from mcp_server.answer.output import DATA_NOTICE, AnswerOutput, json_cell
+from mcp_server.answer.output import DATA_NOTICE, AnswerOutput
 from mcp_server.app import build_server
 from mcp_server.config.command_line import parse_settings
 from tests.conftest import SHARED_DATA

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.errors import ConfigError
-from mcp_server.answer.scoping import scoped_input_schema
+from mcp_server.answer.door import advertised_input_schema
 from mcp_server.config.command_line import parse_settings
 from mcp_server.serving.access import Caller, CallerToken, token_table
 from mcp_server.serving.log_format import JsonLogFormatter
@@ -136,20 +136,23 @@ def test_minute_window_admits_the_limit_then_says_when() -> None:
 
 
 def test_scoped_schema_keeps_only_the_callers_aliases() -> None:
-    """An alias enum in the schema is cut to the caller's aliases; the rest is untouched."""
-    schema = {"type": "object", "properties": {
-        "question": {"type": "string"},
-        "database": {"type": "string", "enum": ["sales", "hr"]}}}
-    assert scoped_input_schema(schema, ("hr",)) == {"type": "object", "properties": {
-        "question": {"type": "string"},
-        "database": {"type": "string", "enum": ["hr"]}}}
-    assert schema["properties"]["database"]["enum"] == ["sales", "hr"]
+    """The schema advertised to a caller has only the caller's aliases in its enum; the function's own
+    schema it is made from is untouched."""
+    database = {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None, "title": "Database"}
+    schema = {"type": "object", "properties": {"question": {"type": "string"}, "database": database}}
+    scoped = advertised_input_schema(schema, aliases=("hr",), max_question_chars=100, max_evidence_chars=10,
+                                     max_samples=3, example="How many?")
+    assert scoped == {"type": "object", "properties": {
+        "question": {"type": "string", "description": "The question in plain language, e.g. 'How many?'",
+                     "maxLength": 100, "examples": ["How many?"]},
+        "database": {"title": "Database", "type": "string", "enum": ["hr"]}}}
+    assert schema["properties"] == {"question": {"type": "string"}, "database": database}
 
 
 def test_json_log_lines_carry_time_level_event_and_question_id() -> None:
     """--log-format json: one object per record; question_id is null outside a question."""
     formatter = JsonLogFormatter()
-    record = logging.LogRecord("mcp_server.answer.tool", logging.INFO, __file__, 1, "answered on '%s'",
+    record = logging.LogRecord("mcp_server.answer.audit", logging.INFO, __file__, 1, "answered on '%s'",
                                ("sales",), None)
     record.created = 0.0
     record.question_id, record.token = "abc123", "analytics"
@@ -157,6 +160,6 @@ def test_json_log_lines_carry_time_level_event_and_question_id() -> None:
     plain.created = 0.0
     assert [json.loads(formatter.format(r)) for r in (record, plain)] == [
         {"time": "1970-01-01T00:00:00.000+00:00", "level": "info", "event": "answered on 'sales'",
-         "logger": "mcp_server.answer.tool", "question_id": "abc123", "token": "analytics"},
+         "logger": "mcp_server.answer.audit", "question_id": "abc123", "token": "analytics"},
         {"time": "1970-01-01T00:00:00.000+00:00", "level": "warning", "event": "slow",
          "logger": "mcp_server", "question_id": None}]

@@ -1,4 +1,4 @@
-"""The handshake never waits for the server's state: it opens beside the serving loop (opening.py)."""
+"""The handshake never waits for the server's state: it opens beside the serving loop (state.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from agent.backends.base import EngineFacts, ModelBackend
 from mcp_server.app import SqaleServer, build_server
 from mcp_server.config.command_line import parse_settings
 from mcp_server.config.server_settings import ServerSettings
-from mcp_server.opening import StateOpening
+from mcp_server.state import StateOpening
 from tests.support.mcp import BOOK_GOLD, TOOL
 from tests.support.mcp_in_process import valid_answer
 from tests.support.policies import OraclePolicy, PolicyBackend
@@ -109,7 +109,7 @@ async def test_on_stdio_the_state_opens_once_the_first_reply_is_written(
     factory = HeldFactory(PolicyBackend(OraclePolicy(BOOK_GOLD)))
     factory.released.set()
     server = held_server(tmp_path, factory)
-    opening = StateOpening()
+    opening: StateOpening[str] = StateOpening()
 
     class Opened:
         async def __aenter__(self) -> str:

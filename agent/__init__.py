@@ -21,11 +21,10 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: this pa
 _PUBLIC = {
     ".errors": "SqaleError ConfigError PromptConfigError DatabasePathError DatabaseBusyError "
                "DatabaseWorkerError BackendError BackendUnreachable BackendTimeout BackendAuthError "
-               "BackendResponseError ModelNotFound",
+               "ModelNotFound",
     ".version": "add_version_flag package_version print_version_if_alone",
     ".text": "ECHO_CHARS display_name escape_unsafe nearest plain_label plural quoted_text sentence",
-    ".untrusted": "MARKER_WORD NEUTRAL_WORD ROWS_ARE_DATA TAG_CHARS SqlAuthor block_tag fence_untrusted "
-                  "looks_like_marker neutralise_markers plain_sql sql_block sql_fence",
+    ".untrusted": "SqlAuthor fence_untrusted neutralise_markers sql_block sql_fence",
     ".jsonl": "dumps_line",
     ".episode": "EpisodeResult EpisodeSettings EpisodeStatus RESULT_CELL_CHARS Round StopReason",
     ".episode_text": "BUSY_ADVICE JsonCell clip cut_note json_cell last_reply_excerpt progress_message",
@@ -38,7 +37,7 @@ _PUBLIC = {
     ".choices": "AskMode Choice ChoiceOption NONE_OF_THESE choice_of should_ask sources_of",
     ".sql_answer": "answer_from_sql",
     ".sql_differences": "differing_excerpt",
-    ".notes": "FACT_SEPARATOR Notes evidence_with_notes read_notes",
+    ".notes": "FACT_SEPARATOR Notes read_notes",
     ".demo": "DEMO_ALIAS default_cache_dir ensure_demo_database",
     ".engine_start": "EngineSession engine_session",
     ".engine_cache": "CacheWatch next_reuse",
@@ -91,7 +90,6 @@ if TYPE_CHECKING:
     from .errors import (
         BackendAuthError,
         BackendError,
-        BackendResponseError,
         BackendTimeout,
         BackendUnreachable,
         ConfigError,
@@ -104,7 +102,7 @@ if TYPE_CHECKING:
     )
     from .jsonl import dumps_line
     from .loop import run_episode
-    from .notes import FACT_SEPARATOR, Notes, evidence_with_notes, read_notes
+    from .notes import FACT_SEPARATOR, Notes, read_notes
     from .options import (
         Option,
         add_flags,
@@ -167,16 +165,9 @@ if TYPE_CHECKING:
         sentence,
     )
     from .untrusted import (
-        MARKER_WORD,
-        NEUTRAL_WORD,
-        ROWS_ARE_DATA,
-        TAG_CHARS,
         SqlAuthor,
-        block_tag,
         fence_untrusted,
-        looks_like_marker,
         neutralise_markers,
-        plain_sql,
         sql_block,
         sql_fence,
     )

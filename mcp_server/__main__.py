@@ -11,8 +11,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from agent.errors import ConfigError, PromptConfigError
-from agent.version import print_version_if_alone
+from agent import ConfigError, PromptConfigError, print_version_if_alone
 
 from . import PROG
 
@@ -55,7 +54,7 @@ def _checked_server(arguments: Sequence[str]) -> SqaleServer:
     settings nor the MCP SDK (seconds on a small machine). The SQLite worker the databases are
     checked on starts before the SDK is imported, so that its interpreter starts meanwhile.
     """
-    from agent.sqlite import WorkerLimits
+    from agent import WorkerLimits
 
     from .config.catalog import startup_engine
     from .config.command_line import parse_settings
@@ -66,7 +65,7 @@ def _checked_server(arguments: Sequence[str]) -> SqaleServer:
     checks = startup_engine(WorkerLimits(query_timeout=settings.query_timeout))
     try:
         checks.start_worker()
-        from agent.telemetry.setup import start_telemetry
+        from agent import start_telemetry
 
         from .app import SERVICE, build_server
 

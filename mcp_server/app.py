@@ -16,14 +16,17 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.request_state import RequestStateSecurity
 from mcp_types import ToolAnnotations
 
-from agent.backends.registry import make_backend
-from agent.choices import AskMode
-from agent.errors import ConfigError
-from agent.prompt import PromptSet
-from agent.sqlite import WorkerLimits, WorkerPool
-from agent.telemetry.gate import tracing_on
-from agent.verified import VerifiedLibrary
-from agent.version import package_version
+from agent import (
+    AskMode,
+    ConfigError,
+    PromptSet,
+    VerifiedLibrary,
+    WorkerLimits,
+    WorkerPool,
+    make_backend,
+    package_version,
+    tracing_on,
+)
 
 from .answer.door import Admission, StructuredToolErrors, advertised_input_schema, answer_sql_question
 from .answer.output import TOOL_NAME

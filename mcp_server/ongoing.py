@@ -38,7 +38,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from agent.episode import Round
+from agent import Round
 
 logger = logging.getLogger(__name__)
 

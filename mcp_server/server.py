@@ -19,8 +19,7 @@ if __package__ in (None, ""):
     # `mcp dev`/`mcp run` load this file by path, with mcp_server/ (not the repo) on sys.path.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.errors import ConfigError, PromptConfigError
-from agent.telemetry.setup import start_telemetry
+from agent import ConfigError, PromptConfigError, start_telemetry
 from mcp_server.app import SERVICE, SqaleServer, build_server, configure_logging
 from mcp_server.config.command_line import module_server_arguments, parse_settings
 

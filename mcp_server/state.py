@@ -20,18 +20,28 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from agent.backends.advice import cache_advice
-from agent.backends.base import EngineFacts, ModelBackend
-from agent.backends.runtime_slots import OnWait, RuntimeSlots, engine_slots
-from agent.engine_cache import CacheWatch, next_reuse
-from agent.engine_start import EngineSession, engine_session
-from agent.episode import EpisodeSettings, Round
-from agent.errors import ConfigError
-from agent.jsonl import dumps_line
-from agent.prompt import PromptSet
-from agent.prompt_files import load_prompts
-from agent.sqlite import Database, WorkerLimits, WorkerPool
-from agent.verified import VerifiedLibrary
+from agent import (
+    CacheWatch,
+    ConfigError,
+    Database,
+    EngineFacts,
+    EngineSession,
+    EpisodeSettings,
+    ModelBackend,
+    OnWait,
+    PromptSet,
+    Round,
+    RuntimeSlots,
+    VerifiedLibrary,
+    WorkerLimits,
+    WorkerPool,
+    cache_advice,
+    dumps_line,
+    engine_session,
+    engine_slots,
+    load_prompts,
+    next_reuse,
+)
 
 from .config.catalog import Catalog
 from .config.limits import AnswerLimits

@@ -9,15 +9,37 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent.backends.runtime_slots import waiting_message
-from agent.episode import EpisodeStatus, Round, StopReason
-from agent.episode_text import BUSY_ADVICE, JsonCell, clip, progress_message
-from agent.sampling import Candidate as AskedCandidate
-from agent.sampling import SampleRun, VoteSummary, summary_text
-from agent.text import display_name, escape_unsafe, plain_label, plural, quoted_text, sentence
-from agent.untrusted import SqlAuthor, fence_untrusted, neutralise_markers, sql_block, sql_fence
-from agent.verified import BoundParam, Provenance, params_text, provenance_text, similar_text
-from agent.voting import Tally
+from agent import (
+    BUSY_ADVICE,
+    BoundParam,
+    EpisodeStatus,
+    JsonCell,
+    Provenance,
+    Round,
+    SampleRun,
+    SqlAuthor,
+    StopReason,
+    Tally,
+    VoteSummary,
+    clip,
+    display_name,
+    escape_unsafe,
+    fence_untrusted,
+    neutralise_markers,
+    params_text,
+    plain_label,
+    plural,
+    progress_message,
+    provenance_text,
+    quoted_text,
+    sentence,
+    similar_text,
+    sql_block,
+    sql_fence,
+    summary_text,
+    waiting_message,
+)
+from agent import Candidate as AskedCandidate
 
 from ..config.limits import AnswerLimits, limit_lines
 from ..ongoing import ProgressClock, ReportProgress

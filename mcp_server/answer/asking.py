@@ -40,11 +40,16 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import InputResponses
 from mcp_types.version import is_version_at_least
 
-from agent.choices import AskMode, should_ask
-from agent.episode import EpisodeSettings, EpisodeStatus, StopReason
-from agent.sampling import SampleRun
-from agent.sql_answer import answer_from_sql
-from agent.sqlite import Database
+from agent import (
+    AskMode,
+    Database,
+    EpisodeSettings,
+    EpisodeStatus,
+    SampleRun,
+    StopReason,
+    answer_from_sql,
+    should_ask,
+)
 
 from ..config.server_settings import ServerSettings
 from ..ongoing import SendForm

@@ -20,13 +20,7 @@ import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
-from agent.episode import Round
-from agent.episode_text import clip
-from agent.errors import BackendError, SqaleError
-from agent.notes import FACT_SEPARATOR
-from agent.sqlite import Database
-from agent.telemetry.gate import question_trace
-from agent.verified import verified_tier
+from agent import FACT_SEPARATOR, BackendError, Database, Round, SqaleError, clip, question_trace, verified_tier
 
 from ..config.catalog import Catalog
 from ..serving.access import Caller

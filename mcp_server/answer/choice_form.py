@@ -34,7 +34,7 @@ from mcp_types import (
 )
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agent.choices import NONE_OF_THESE, Choice, ChoiceOption
+from agent import NONE_OF_THESE, Choice, ChoiceOption
 
 from ..config.server_settings import ServerSettings
 from ..serving.access import Caller

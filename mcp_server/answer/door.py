@@ -38,7 +38,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, RequestParams, TextContent
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from agent.telemetry.gate import question_span
+from agent import question_span
 
 from ..serving.access import Caller, caller_of
 from ..serving.meta import MetaRefused, checked_meta, trace_fields

@@ -9,11 +9,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent.episode import EpisodeResult, EpisodeStatus, Round, StopReason
-from agent.episode_text import JsonCell, clip, cut_note, json_cell, last_reply_excerpt
-from agent.sampling import SampledAnswer
-from agent.sqlite import ClippedText
-from agent.verified import BoundParam
+from agent import (
+    BoundParam,
+    ClippedText,
+    EpisodeResult,
+    EpisodeStatus,
+    JsonCell,
+    Round,
+    SampledAnswer,
+    StopReason,
+    clip,
+    cut_note,
+    json_cell,
+    last_reply_excerpt,
+)
 
 from ..config.limits import LimitName, limits_hit
 from ..ongoing import Ongoing

@@ -25,12 +25,22 @@ import anyio
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
-from agent.choices import choice_of, sources_of
-from agent.episode import Round
-from agent.loop import run_episode
-from agent.sampling import Question, SampleBackends, SampledAnswer, SampleRun, SampleSettings, sample_question
-from agent.telemetry.gate import question_span, question_trace
-from agent.voting import CompareLimits, Tally
+from agent import (
+    CompareLimits,
+    Question,
+    Round,
+    SampleBackends,
+    SampledAnswer,
+    SampleRun,
+    SampleSettings,
+    Tally,
+    choice_of,
+    question_span,
+    question_trace,
+    run_episode,
+    sample_question,
+    sources_of,
+)
 
 from ..ongoing import Ongoing, QuestionKey, ReportProgress, TooManyWorking, Waiter
 from ..serving.access import Caller

@@ -29,9 +29,7 @@ from typing import Any
 
 from mcp_types import CallToolResult, TextContent
 
-from agent.episode_text import clip
-from agent.sql_differences import differing_excerpt
-from agent.text import plural
+from agent import clip, differing_excerpt, plural
 
 from ..config.limits import DEFAULT_ANSWER_CHARS, MAX_ANSWER_CHARS, AnswerLimits, LimitName
 from .answer_text import TextView, render_answer_text

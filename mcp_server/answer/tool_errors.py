@@ -15,7 +15,8 @@ from typing import ClassVar, Literal
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 
-from agent.errors import (
+from agent import (
+    ECHO_CHARS,
     BackendAuthError,
     BackendError,
     BackendTimeout,
@@ -25,8 +26,9 @@ from agent.errors import (
     DatabaseWorkerError,
     ModelNotFound,
     SqaleError,
+    quoted_text,
+    sentence,
 )
-from agent.text import ECHO_CHARS, quoted_text, sentence
 
 from .output import TOOL_NAME, unanswered
 

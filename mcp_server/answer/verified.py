@@ -29,13 +29,18 @@ from dataclasses import replace
 import anyio
 from mcp_types import CallToolResult, TextContent
 
-from agent.episode import EpisodeSettings
-from agent.episode_text import clip
-from agent.errors import SqaleError
-from agent.sqlite import Database
-from agent.verified import Consulted, VerifiedLibrary, consult
-from agent.verified.proposals import sql_digest
-from agent.verified.saving import Saved, propose_entry
+from agent import (
+    Consulted,
+    Database,
+    EpisodeSettings,
+    Saved,
+    SqaleError,
+    VerifiedLibrary,
+    clip,
+    consult,
+    propose_entry,
+    sql_digest,
+)
 
 from ..config.server_settings import ServerSettings
 from ..serving.access import Caller

@@ -30,7 +30,7 @@ from mcp.server.apps import Apps, ResourcePermissions, client_supports_apps
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp_types import CallToolResult, TextContent
 
-from agent.choices import AskMode
+from agent import AskMode
 
 from ..config.catalog import Catalog
 from ..config.server_settings import ServerSettings

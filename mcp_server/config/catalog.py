@@ -11,21 +11,30 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from agent.demo import DEMO_ALIAS, default_cache_dir, ensure_demo_database
-from agent.episode_text import clip
-from agent.errors import ConfigError, DatabaseBusyError, DatabasePathError
-from agent.notes import Notes, read_notes
-from agent.settings import ALIAS_PATTERN, default_config_path, shown_path
-from agent.sqlite import (
+from agent import (
+    ALIAS_PATTERN,
+    DEMO_ALIAS,
+    ConfigError,
     Database,
+    DatabaseBusyError,
+    DatabasePathError,
     HideReport,
     HideRules,
+    Notes,
     WorkerLimits,
     WorkerPool,
+    clip,
+    default_cache_dir,
+    default_config_path,
+    display_name,
+    ensure_demo_database,
     hiding_findings,
+    nearest,
+    plural,
+    read_notes,
+    shown_path,
     validate_database_path,
 )
-from agent.text import display_name, nearest, plural
 
 from .limits import AnswerLimits, limits_paragraph
 from .server_settings import AliasFile, DatabaseSpec, ServerSettings

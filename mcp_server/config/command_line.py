@@ -15,23 +15,24 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
 
-from agent.agent_settings import PROMPT_FLAGS
-from agent.backends.registry import BACKEND_FLAGS
-from agent.commands.argparse_shim import SuggestingParser
-from agent.errors import ConfigError
-from agent.options import add_flags, setting_name
-from agent.settings import (
+from agent import (
+    BACKEND_FLAGS,
+    PROMPT_FLAGS,
+    ConfigError,
+    SuggestingParser,
+    add_flags,
+    add_version_flag,
     check_alias,
     default_config_path,
     layered,
+    parse_hide_rule,
     problem_text,
     read_config_file,
     read_secret,
+    setting_name,
     table_settings,
     with_secrets,
 )
-from agent.sqlite.hiding import parse_hide_rule
-from agent.version import add_version_flag
 
 from .. import PROG
 from .server_settings import AliasFile, DatabaseSpec, HideSpec, ServerSettings, TokenSpec

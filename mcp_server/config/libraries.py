@@ -10,9 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from agent.errors import ConfigError, DatabaseBusyError
-from agent.sqlite import Database, WorkerLimits, WorkerPool
-from agent.verified import VerifiedLibrary
+from agent import ConfigError, Database, DatabaseBusyError, VerifiedLibrary, WorkerLimits, WorkerPool
 
 from .catalog import Catalog, checking_engine
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from agent.episode import RESULT_CELL_CHARS
+from agent import RESULT_CELL_CHARS
 
 from .server_settings import MAX_ANSWER_CHARS, ServerSettings
 

@@ -17,10 +17,19 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent.backends.registry import BACKEND_FLAGS, BackendSettings
-from agent.commands.argparse_shim import option_groups, subcommands
+from agent import (
+    BACKEND_FLAGS,
+    BackendSettings,
+    env_variables,
+    file_keys,
+    help_text,
+    is_secret,
+    option_groups,
+    option_of,
+    setting_name,
+    subcommands,
+)
 from agent.commands.cli import build_parser as agent_parser
-from agent.options import env_variables, file_keys, help_text, is_secret, option_of, setting_name
 
 from .command_line import PROG
 from .command_line import build_parser as server_parser

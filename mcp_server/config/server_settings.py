@@ -12,10 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from agent.agent_settings import MAX_SAMPLES, AgentSettings
-from agent.choices import AskMode
-from agent.options import Option, with_default
-from agent.sqlite import WorkerLimits
+from agent import MAX_SAMPLES, AgentSettings, AskMode, Option, WorkerLimits, with_default
 
 TOKEN_SESSIONS = 32  # HTTP sessions one token may hold by default
 MAX_ANSWER_CHARS = 500_000  # the most one answer may weigh: what a tool may declare to Claude Code

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NoReturn
 from urllib.parse import urlsplit
 
-from agent.errors import ConfigError
+from agent import ConfigError
 
 from ..__main__ import main as serve
 

@@ -15,8 +15,7 @@ from typing import Any
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 
-from agent.errors import ConfigError
-from agent.text import nearest
+from agent import ConfigError, nearest
 
 from ..config.server_settings import ServerSettings
 from .headers import can_be_sent

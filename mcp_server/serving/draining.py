@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from agent.text import plural
+from agent import plural
 
 logger = logging.getLogger(__name__)
 

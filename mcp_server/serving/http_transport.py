@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agent.errors import ConfigError
+from agent import ConfigError
 
 from ..config.server_settings import ServerSettings
 from .access import TokenTable

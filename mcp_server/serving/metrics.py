@@ -9,9 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from agent.backends.base import Completion, ModelBackend
-from agent.backends.wrapper import BackendWrapper
-from agent.errors import BackendError
+from agent import BackendError, BackendWrapper, Completion, ModelBackend
 
 EPISODE_SECONDS_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 ROUNDS_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 15)

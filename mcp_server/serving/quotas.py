@@ -27,7 +27,7 @@ from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from agent.backends.runtime_slots import RuntimeSlots
+from agent import RuntimeSlots
 
 from ..config.server_settings import ServerSettings
 from .access import Caller

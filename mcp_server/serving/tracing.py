@@ -26,9 +26,8 @@ from mcp.shared.exceptions import MCPError
 from opentelemetry import context, metrics, propagate, trace
 from pydantic import BaseModel
 
+from agent import package_version, tracing_on
 from agent.telemetry import names as n
-from agent.telemetry.gate import tracing_on
-from agent.version import package_version
 
 _METER = metrics.get_meter(n.INSTRUMENTATION_SCOPE, package_version())
 SERVER_DURATION = _METER.create_histogram(

@@ -99,9 +99,6 @@ def _agent_imports(paths: list[Path]) -> list[tuple[str, str, str]]:
     return [use for use in found if use[1].split(".")[0] == "agent"]
 
 
-@pytest.mark.xfail(strict=True, reason="the server still imports the agent's modules: the lead switches its "
-                                       "imports to the surface after merging issue 45's branches; then "
-                                       "remove this mark")
 def test_the_server_uses_the_agent_through_its_public_surface() -> None:
     """mcp_server imports from the agent only the surface's names (`from agent import X`) and the two
     other public modules, and the surface holds no name the server does not use."""

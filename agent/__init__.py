@@ -20,8 +20,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: this pa
 # Each public name, by the module that holds it (relative to this package).
 _PUBLIC = {
     ".errors": "SqaleError ConfigError PromptConfigError DatabasePathError DatabaseBusyError "
-               "DatabaseWorkerError BackendError BackendUnreachable BackendTimeout BackendAuthError "
-               "ModelNotFound",
+    "DatabaseWorkerError BackendError BackendUnreachable BackendTimeout BackendAuthError "
+    "ModelNotFound",
     ".version": "add_version_flag package_version print_version_if_alone",
     ".text": "ECHO_CHARS display_name escape_unsafe nearest plain_label plural quoted_text sentence",
     ".untrusted": "SqlAuthor fence_untrusted neutralise_markers sql_block sql_fence",
@@ -32,7 +32,7 @@ _PUBLIC = {
     ".prompt": "PromptSet",
     ".prompt_files": "load_prompts",
     ".sampling": "Candidate Question SampleBackends SampleRun SampleSettings SampledAnswer VoteSummary "
-                 "sample_question summary_text",
+    "sample_question summary_text",
     ".voting": "CompareLimits Tally",
     ".choices": "AskMode Choice ChoiceOption NONE_OF_THESE choice_of should_ask sources_of",
     ".sql_answer": "answer_from_sql",
@@ -47,10 +47,10 @@ _PUBLIC = {
     ".backends.advice": "cache_advice",
     ".backends.registry": "BACKEND_FLAGS BackendSettings make_backend",
     ".sqlite": "ClippedText Database HideReport HideRules WorkerLimits WorkerPool hiding_findings "
-               "validate_database_path",
+    "validate_database_path",
     ".sqlite.hiding": "parse_hide_rule",
     ".verified": "BoundParam Consulted Provenance VerifiedLibrary consult params_text provenance_text "
-                 "similar_text verified_tier",
+    "similar_text verified_tier",
     ".verified.proposals": "sql_digest",
     ".verified.saving": "Saved propose_entry",
     ".telemetry.gate": "question_span question_trace tracing_on",
@@ -58,9 +58,9 @@ _PUBLIC = {
     # The settings layer: what the server's own settings are declared and read with.
     ".agent_settings": "AgentSettings MAX_SAMPLES PROMPT_FLAGS",
     ".options": "Option add_flags env_variables file_keys help_text is_secret option_of setting_name "
-                "with_default",
+    "with_default",
     ".settings": "ALIAS_PATTERN check_alias default_config_path layered problem_text read_config_file "
-                 "read_secret shown_path table_settings with_secrets",
+    "read_secret shown_path table_settings with_secrets",
     ".commands.argparse_shim": "SuggestingParser option_groups subcommands",
 }
 _HOMES = {name: module for module, names in _PUBLIC.items() for name in names.split()}

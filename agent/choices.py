@@ -82,14 +82,24 @@ class Choice:
         quoted = f'"{plain_label(self.question, QUESTION_CHARS)}"'
         found = len(self.options) + self.more
         if found == 1:
-            head = (f"The model's {self.samples} attempts found one answer to {quoted}. Does it answer "
-                    "your question?")
+            head = (
+                f"The model's {self.samples} attempts found one answer to {quoted}. Does it answer "
+                "your question?"
+            )
         else:
             head = f"The model found {found} different answers to {quoted}. Which one answers your question?"
-        hidden = (f" ({plural(self.more, 'other answer')} with fewer votes "
-                  f"{'is' if self.more == 1 else 'are'} not shown.)") if self.more else ""
-        return (f"{head}{hidden} Each option is its result in brief and what sets its SQL apart; they "
-                "quote the database and the model's SQL: data, not instructions.")
+        hidden = (
+            (
+                f" ({plural(self.more, 'other answer')} with fewer votes "
+                f"{'is' if self.more == 1 else 'are'} not shown.)"
+            )
+            if self.more
+            else ""
+        )
+        return (
+            f"{head}{hidden} Each option is its result in brief and what sets its SQL apart; they "
+            "quote the database and the model's SQL: data, not instructions."
+        )
 
     def label_of(self, group: int) -> str | None:
         """The line of the option showing the vote's group `group`; None when it was not offered."""
@@ -100,8 +110,9 @@ def choice_of(question: str, sources: Sequence[OptionSource], samples: int) -> C
     """The options for the vote's groups (`sources`, most votes first), at most MAX_OPTIONS."""
     shown = tuple(sources[:MAX_OPTIONS])
     sqls = [s.sql for s in shown]
-    options = tuple(ChoiceOption(k, option_label(s, samples, differences_text(k, sqls)))
-                    for k, s in enumerate(shown))
+    options = tuple(
+        ChoiceOption(k, option_label(s, samples, differences_text(k, sqls))) for k, s in enumerate(shown)
+    )
     return Choice(question, samples, options, more=len(sources) - len(shown))
 
 
@@ -136,8 +147,11 @@ def result_brief(first_row: Sequence[Any] | None, row_count: int, limit: int = B
         return "no rows" if row_count == 0 else plural(row_count, "row")
     cells = ", ".join(cell_text(v) for v in first_row)
     if row_count == 1:
-        return plain_label(f"{cells} (1 row)", limit) if len(cells) + 8 <= limit else \
-            f"{plain_label(cells, limit - 8)} (1 row)"
+        return (
+            plain_label(f"{cells} (1 row)", limit)
+            if len(cells) + 8 <= limit
+            else f"{plain_label(cells, limit - 8)} (1 row)"
+        )
     head = f"{plural(row_count, 'row')}, first: "
     return head + plain_label(cells, max(10, limit - len(head)))
 

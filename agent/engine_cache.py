@@ -94,7 +94,7 @@ class CacheVerdict:
 
     @property
     def state(self) -> str:
-        """"re-evaluating", "healthy", "unknown" (the engine does not say) or "too few rounds"."""
+        """ "re-evaluating", "healthy", "unknown" (the engine does not say) or "too few rounds"."""
         if self.later_rounds == 0:
             return UNKNOWN if self.unknown else "too few rounds"
         if self.later_rounds < self.min_rounds:
@@ -109,24 +109,30 @@ class CacheVerdict:
     def summary(self) -> str:
         """One line on what the engine reused: `e: 1,830 of 2,100 prompt tokens (87%) from its cache…`."""
         if self.later_rounds == 0 and self.unknown:
-            return (f"{self.engine}: prompt reuse {UNKNOWN} (the engine does not report what it serves "
-                    "from its cache)")
+            return (
+                f"{self.engine}: prompt reuse {UNKNOWN} (the engine does not report what it serves "
+                "from its cache)"
+            )
         if self.later_rounds == 0:
             return f"{self.engine}: no round after an episode's first yet"
         share = self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
         rounds = f"{self.later_rounds} round{'s' if self.later_rounds != 1 else ''}"
-        return (f"{self.engine}: {self.cached_tokens:,} of {self.prompt_tokens:,} prompt tokens "
-                f"({100 * share:.0f}%) served from its cache in {rounds} after an episode's first; "
-                f"{self.re_evaluated} re-evaluated most of their prompt")
+        return (
+            f"{self.engine}: {self.cached_tokens:,} of {self.prompt_tokens:,} prompt tokens "
+            f"({100 * share:.0f}%) served from its cache in {rounds} after an episode's first; "
+            f"{self.re_evaluated} re-evaluated most of their prompt"
+        )
 
     def warning(self, advice: str) -> str:
         """The cache-health warning: what happens, what it costs, what to do."""
         evaluated = self.prompt_tokens - self.cached_tokens
-        return (f"prompt cache: the engine at {self.engine} re-evaluated most of the prompt in "
-                f"{self.re_evaluated} of {self.later_rounds} rounds after an episode's first "
-                f"({evaluated:,} of {self.prompt_tokens:,} prompt tokens evaluated), so every round "
-                f"pays for the whole conversation again (on a laptop about 10 s a round instead of "
-                f"1 s); what to do: {advice} (see {DOCS}, \"Serving the model fast\")")
+        return (
+            f"prompt cache: the engine at {self.engine} re-evaluated most of the prompt in "
+            f"{self.re_evaluated} of {self.later_rounds} rounds after an episode's first "
+            f"({evaluated:,} of {self.prompt_tokens:,} prompt tokens evaluated), so every round "
+            f"pays for the whole conversation again (on a laptop about 10 s a round instead of "
+            f'1 s); what to do: {advice} (see {DOCS}, "Serving the model fast")'
+        )
 
 
 def verdicts(reuses: Iterable[RoundReuse], min_rounds: int = MIN_LATER_ROUNDS) -> list[CacheVerdict]:
@@ -143,16 +149,17 @@ def verdicts(reuses: Iterable[RoundReuse], min_rounds: int = MIN_LATER_ROUNDS) -
         counts[1] += int(reuse.re_evaluated)
         counts[3] += reuse.prompt_tokens
         counts[4] += reuse.cached_tokens or 0
-    return [CacheVerdict(engine, later, re_evaluated, unknown, prompt, cached, min_rounds)
-            for engine, (later, re_evaluated, unknown, prompt, cached) in sorted(tally.items())]
+    return [
+        CacheVerdict(engine, later, re_evaluated, unknown, prompt, cached, min_rounds)
+        for engine, (later, re_evaluated, unknown, prompt, cached) in sorted(tally.items())
+    ]
 
 
 class CacheWatch:
     """Watches the rounds a server plays and warns once per engine whose later rounds keep
     re-evaluating their prompt (never again for that engine, however many questions follow)."""
 
-    def __init__(self, advice: Callable[[str], str], warn: Callable[[str], None],
-                 min_rounds: int = 4) -> None:
+    def __init__(self, advice: Callable[[str], str], warn: Callable[[str], None], min_rounds: int = 4) -> None:
         self._advice, self._warn, self._min_rounds = advice, warn, min_rounds
         self._reuses: dict[str, list[RoundReuse]] = {}
         self._warned: set[str] = set()

@@ -37,8 +37,9 @@ def smallest_context(facts: Sequence[EngineFacts]) -> EngineFacts | None:
     return min(told, key=lambda f: f.context_tokens or 0) if told else None
 
 
-def fit_to_engines(settings: EpisodeSettings,
-                   facts: Sequence[EngineFacts]) -> tuple[EpisodeSettings, str | None]:
+def fit_to_engines(
+    settings: EpisodeSettings, facts: Sequence[EngineFacts]
+) -> tuple[EpisodeSettings, str | None]:
     """`settings` with a token budget the engines hold, and a note saying why when it shrank."""
     smallest = smallest_context(facts)
     if smallest is None or smallest.context_tokens is None:
@@ -46,13 +47,15 @@ def fit_to_engines(settings: EpisodeSettings,
     budget = budget_for(smallest.context_tokens)
     if budget >= settings.token_budget:
         return settings, None
-    worry = (" which leaves little room to explore" if budget < SMALLEST_USEFUL_BUDGET else "")
-    note = (f"the engine at {smallest.where} holds {smallest.context_tokens:,} tokens per sequence "
-            f"({smallest.context_source}), less than an episode's {settings.token_budget:,} tokens and "
-            f"room for the answer: episodes get a budget of {budget:,} tokens{worry} (they reach the "
-            f"final answer sooner); for the trained budget give the engine a context of "
-            f"{WANTED_CONTEXT:,} per sequence (llama-server: -c {WANTED_CONTEXT:,} times -np; vLLM: "
-            f"--max-model-len {WANTED_CONTEXT}; Ollama: sqale asks for num_ctx {WANTED_CONTEXT})")
+    worry = " which leaves little room to explore" if budget < SMALLEST_USEFUL_BUDGET else ""
+    note = (
+        f"the engine at {smallest.where} holds {smallest.context_tokens:,} tokens per sequence "
+        f"({smallest.context_source}), less than an episode's {settings.token_budget:,} tokens and "
+        f"room for the answer: episodes get a budget of {budget:,} tokens{worry} (they reach the "
+        f"final answer sooner); for the trained budget give the engine a context of "
+        f"{WANTED_CONTEXT:,} per sequence (llama-server: -c {WANTED_CONTEXT:,} times -np; vLLM: "
+        f"--max-model-len {WANTED_CONTEXT}; Ollama: sqale asks for num_ctx {WANTED_CONTEXT})"
+    )
     return replace(settings, token_budget=max(1, budget)), note
 
 

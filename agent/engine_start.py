@@ -80,10 +80,17 @@ class EngineSession:
 
 
 @asynccontextmanager
-async def engine_session(settings: _S, episode: EpisodeSettings, *, runtime_slots: int | None = None,
-                         wanted_slots: int | None = None, check_model: bool = True,
-                         seconds: float = ENGINE_PROBE_SECONDS, environ: Mapping[str, str] | None = None,
-                         build: Callable[[_S], ModelBackend] | None = None) -> AsyncIterator[EngineSession]:
+async def engine_session(
+    settings: _S,
+    episode: EpisodeSettings,
+    *,
+    runtime_slots: int | None = None,
+    wanted_slots: int | None = None,
+    check_model: bool = True,
+    seconds: float = ENGINE_PROBE_SECONDS,
+    environ: Mapping[str, str] | None = None,
+    build: Callable[[_S], ModelBackend] | None = None,
+) -> AsyncIterator[EngineSession]:
     """Make the backend `settings` describe (with `build`, else make_backend), learn what its
     engines say, and close it when the block ends.
 
@@ -100,11 +107,19 @@ async def engine_session(settings: _S, episode: EpisodeSettings, *, runtime_slot
         check = ModelCheck()
         if check_model:
             check = await _check_model(backend, seconds) if answered else ModelCheck(asked=True, timed_out=True)
-        slots = resolve_runtime_slots(runtime_slots, backend, os.environ if environ is None else environ,
-                                      facts, wanted=wanted_slots)
+        slots = resolve_runtime_slots(
+            runtime_slots, backend, os.environ if environ is None else environ, facts, wanted=wanted_slots
+        )
         fitted, note = fit_to_engines(episode, facts)
-        yield EngineSession(backend=used, where=backend.where or settings.address, facts=facts,
-                            model_check=check, slots=slots, episode=fitted, budget_note=note)
+        yield EngineSession(
+            backend=used,
+            where=backend.where or settings.address,
+            facts=facts,
+            model_check=check,
+            slots=slots,
+            episode=fitted,
+            budget_note=note,
+        )
     finally:
         with anyio.CancelScope(shield=True):  # a cancelled front end still closes its connections
             await backend.aclose()

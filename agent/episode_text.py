@@ -53,9 +53,11 @@ def cut_note(cut: ResultCut, rows_kept: int) -> str:
         parts.append(f"text cells clipped to {cut.cells_cut_to:,} characters")
     if cut.rows_cut:
         parts.append(f"only the first {plural(rows_kept, 'row')} kept")
-    return (f"the result was cut to fit {cut.byte_budget:,} bytes ({'; '.join(parts)}); ask for "
-            "fewer columns, shorter values (substr) or an aggregate (COUNT, SUM, GROUP BY) to "
-            "get all of it")
+    return (
+        f"the result was cut to fit {cut.byte_budget:,} bytes ({'; '.join(parts)}); ask for "
+        "fewer columns, shorter values (substr) or an aggregate (COUNT, SUM, GROUP BY) to "
+        "get all of it"
+    )
 
 
 def call_label(call: ToolCall) -> str:
@@ -93,13 +95,15 @@ def last_reply_excerpt(result: EpisodeResult, limit: int = LAST_REPLY_CHARS) -> 
     thought = " ".join((thinking or "").split())
     if len(thought) <= limit:
         return thought
-    return "…" + thought[len(thought) - limit + 1:]  # where it stopped says most
+    return "…" + thought[len(thought) - limit + 1 :]  # where it stopped says most
 
 
 def never_called(rounds: int) -> str:
     """Why an episode whose tool turns held no call has no answer, and what to check."""
-    return (f"no answer: the model called no tool in {rounds} rounds, so it never looked at the database. "
-            "That is a problem of the model or its runtime, not of the question: another model may be "
-            "served under this model's name, an Ollama Modelfile whose TEMPLATE is not the raw "
-            "{{ .Prompt }} may rewrite the prompt, or a chat endpoint may rebuild it; run "
-            "`sqale-agent doctor`, which asks the model one question and checks that it calls a tool")
+    return (
+        f"no answer: the model called no tool in {rounds} rounds, so it never looked at the database. "
+        "That is a problem of the model or its runtime, not of the question: another model may be "
+        "served under this model's name, an Ollama Modelfile whose TEMPLATE is not the raw "
+        "{{ .Prompt }} may rewrite the prompt, or a chat endpoint may rebuild it; run "
+        "`sqale-agent doctor`, which asks the model one question and checks that it calls a tool"
+    )

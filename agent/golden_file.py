@@ -30,8 +30,7 @@ from .jsonl import append_lines, dumps_line, split_lines
 
 GOLDEN_SUFFIXES = (".jsonl", ".ndjson")
 FROM_LOG_TAG = "from-log"  # candidates taken from an episode log: the model's SQL, not yet reviewed
-LINE_EXAMPLE = ('{"question": "...", "sql": "SELECT ...", "database": "sales", '
-                '"tags": ["revenue"]}')
+LINE_EXAMPLE = '{"question": "...", "sql": "SELECT ...", "database": "sales", "tags": ["revenue"]}'
 
 
 class SlotType(StrEnum):
@@ -65,13 +64,14 @@ class ParamSpec(BaseModel):
         if self.type is SlotType.VALUE:
             table, dot, column = (self.column or "").partition(".")
             if not (dot and table.strip() and column.strip()):
-                raise ValueError('a value parameter names its column as "TABLE.COLUMN", e.g. '
-                                 '{"type": "value", "column": "Genre.Name"}')
+                raise ValueError(
+                    'a value parameter names its column as "TABLE.COLUMN", e.g. '
+                    '{"type": "value", "column": "Genre.Name"}'
+                )
         elif self.column is not None:
             raise ValueError(f"only a value parameter takes a column; a {self.type} takes none")
         if (self.min is not None or self.max is not None) and self.type not in BOUNDED_TYPES:
-            raise ValueError(f"a {self.type} parameter takes no min or max; only "
-                             f"{', '.join(BOUNDED_TYPES)} do")
+            raise ValueError(f"a {self.type} parameter takes no min or max; only {', '.join(BOUNDED_TYPES)} do")
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError(f"min {self.min} is more than max {self.max}")
         return self
@@ -97,8 +97,10 @@ class GoldenEntry(BaseModel):
     def _named_as_sql_names(cls, params: dict[str, ParamSpec] | None) -> dict[str, ParamSpec] | None:
         for name in params or {}:
             if not PARAM_NAME.fullmatch(name):
-                raise ValueError(f"parameter {name!r}: a name is letters, digits and _ (not first a "
-                                 "digit), as the question writes {name} and the SQL :name")
+                raise ValueError(
+                    f"parameter {name!r}: a name is letters, digits and _ (not first a "
+                    "digit), as the question writes {name} and the SQL :name"
+                )
         return params or None
 
 
@@ -135,7 +137,8 @@ def read_golden(path: Path) -> list[GoldenEntry]:
         if isinstance(parsed, str):
             raise ConfigError(
                 f"{path}: line {number} is not a golden question ({parsed}); each line is a JSON "
-                f"object like {LINE_EXAMPLE}")
+                f"object like {LINE_EXAMPLE}"
+            )
         entries.append(parsed)
     return entries
 

@@ -79,15 +79,17 @@ def installation(prefix: Path | None = None) -> Installation:
     prefix = prefix or Path(sys.prefix)
     # A clone's own `sqale_mcp.egg-info` (left by the editable build) is found first from the clone's
     # folder: the installed record, which has direct_url.json, is the one that says how.
-    found = sorted(metadata.distributions(name=DISTRIBUTION),
-                   key=lambda d: d.read_text("direct_url.json") is None)
+    found = sorted(
+        metadata.distributions(name=DISTRIBUTION), key=lambda d: d.read_text("direct_url.json") is None
+    )
     if not found:  # a source tree on the path: its folder is the clone
         return Installation("clone", sys.executable, str(Path(__file__).resolve().parents[1]))
     dist = found[0]
     requirements = tuple(dist.requires or ())
     if (prefix / "pipx_metadata.json").is_file():
-        return Installation("pipx", sys.executable, _pipx_package(prefix / "pipx_metadata.json"),
-                            requirements=requirements)
+        return Installation(
+            "pipx", sys.executable, _pipx_package(prefix / "pipx_metadata.json"), requirements=requirements
+        )
     if (prefix / "uv-receipt.toml").is_file():
         source, kept = _uv_receipt(prefix / "uv-receipt.toml")
         return Installation("uv-tool", sys.executable, source, kept, requirements)

@@ -89,11 +89,17 @@ def _rows(result: QueryResult | None) -> int | None:
     return None if result is None else result.total_rows
 
 
-async def run_episode(question: str, database: Database, backend: ModelBackend, *,
-                      evidence: str | None = None, prompts: PromptSet = DEFAULT_PROMPTS,
-                      settings: EpisodeSettings = DEFAULT_EPISODE_SETTINGS,
-                      on_round: Callable[[Round], Awaitable[None]] | None = None,
-                      finish_now: anyio.Event | None = None) -> EpisodeResult:
+async def run_episode(
+    question: str,
+    database: Database,
+    backend: ModelBackend,
+    *,
+    evidence: str | None = None,
+    prompts: PromptSet = DEFAULT_PROMPTS,
+    settings: EpisodeSettings = DEFAULT_EPISODE_SETTINGS,
+    on_round: Callable[[Round], Awaitable[None]] | None = None,
+    finish_now: anyio.Event | None = None,
+) -> EpisodeResult:
     """Answer `question` on `database` with the model; BackendError and cancellation propagate.
 
     Once `finish_now` is set, the next tool turn (or the one whose request is under way) gives way
@@ -106,10 +112,17 @@ async def run_episode(question: str, database: Database, backend: ModelBackend, 
 class _Episode:
     """The state of one run_episode call (never shared between calls)."""
 
-    def __init__(self, question: str, evidence: str | None, database: Database,
-                 backend: ModelBackend, prompts: PromptSet, settings: EpisodeSettings,
-                 on_round: Callable[[Round], Awaitable[None]] | None,
-                 finish_now: anyio.Event | None = None) -> None:
+    def __init__(
+        self,
+        question: str,
+        evidence: str | None,
+        database: Database,
+        backend: ModelBackend,
+        prompts: PromptSet,
+        settings: EpisodeSettings,
+        on_round: Callable[[Round], Awaitable[None]] | None,
+        finish_now: anyio.Event | None = None,
+    ) -> None:
         self.question, self.evidence = question, evidence
         self.finish_now = finish_now
         self.database, self.backend = database, backend
@@ -133,7 +146,8 @@ class _Episode:
         if empty is not None:
             return self._result(Answer(None, EpisodeStatus.FAILED, None, empty, 0.0), StopReason.NO_TABLES)
         self.prompt = self.pending = render_initial_prompt(
-            self.prompts, self.question, self.evidence, environment=self.settings.environment)
+            self.prompts, self.question, self.evidence, environment=self.settings.environment
+        )
         stop: StopReason | None = None
         if self.settings.max_tool_turns <= 0:
             stop = StopReason.TOOL_TURNS
@@ -141,8 +155,13 @@ class _Episode:
             stop = StopReason.TOKEN_BUDGET
         if stop is not None:
             self.prompt = self.pending = render_initial_prompt(
-                self.prompts, self.question, self.evidence, final=True, final_reason=stop,
-                environment=self.settings.environment)
+                self.prompts,
+                self.question,
+                self.evidence,
+                final=True,
+                final_reason=stop,
+                environment=self.settings.environment,
+            )
         while stop is None:
             with round_span(len(self.rounds) + 1, final=False):
                 stop, answer = await self._tool_turn()
@@ -211,18 +230,29 @@ class _Episode:
         environment = self.settings.environment
         if not self.rounds:
             self.prompt = self.pending = render_initial_prompt(
-                self.prompts, self.question, self.evidence, final=True, final_reason=spent,
-                environment=environment)
+                self.prompts,
+                self.question,
+                self.evidence,
+                final=True,
+                final_reason=spent,
+                environment=environment,
+            )
             return
         last = self.rounds[-1]
         results = [(record.call, record.text) for record in last.calls]
-        message = render_round_message(environment, results, list(last.notes),
-                                       self.settings.max_tool_turns - self.tool_turns, final=True,
-                                       final_reason=spent, last_ok_sql=self.answers.last_ok_sql,
-                                       texts=self.prompts.texts)
-        answered = self.prompt[:len(self.prompt) - len(self.pending)]  # up to the last completion
+        message = render_round_message(
+            environment,
+            results,
+            list(last.notes),
+            self.settings.max_tool_turns - self.tool_turns,
+            final=True,
+            final_reason=spent,
+            last_ok_sql=self.answers.last_ok_sql,
+            texts=self.prompts.texts,
+        )
+        answered = self.prompt[: len(self.prompt) - len(self.pending)]  # up to the last completion
         self.prompt = continue_prompt(answered, "", message, self.prompts.assistant_prefix)
-        self.pending = self.prompt[len(answered):]
+        self.pending = self.prompt[len(answered) :]
 
     async def _tool_turn(self) -> tuple[StopReason | None, Answer | None]:
         """One tool round; returns why exploration ended (None: go on) and an answer if one came."""
@@ -262,11 +292,19 @@ class _Episode:
         if stop is None and self._tool_tokens(message) < self.settings.final_turn_min_tokens:
             stop = StopReason.TOKEN_BUDGET
         if stop is not None:
-            message = render_round_message(environment, results, notes, turns_left, final=True,
-                                           final_reason=stop, last_ok_sql=self.answers.last_ok_sql, texts=texts)
+            message = render_round_message(
+                environment,
+                results,
+                notes,
+                turns_left,
+                final=True,
+                final_reason=stop,
+                last_ok_sql=self.answers.last_ok_sql,
+                texts=texts,
+            )
         await self._record_round(completion, parsed, records, notes, model_seconds, tool_seconds)
         next_prompt = continue_prompt(self.prompt, completion.text, message, self.prompts.assistant_prefix)
-        self.pending = next_prompt[len(self.prompt) + len(completion.text):]
+        self.pending = next_prompt[len(self.prompt) + len(completion.text) :]
         self.prompt = next_prompt
         return stop, None
 
@@ -294,11 +332,13 @@ class _Episode:
     async def _run_call(self, call: ToolCall) -> tuple[CallRecord, QueryResult | None]:
         started = time.perf_counter()
         with tool_span(call.tool, call.tool in tools.TOOLS, call.args) as traced:
-            outcome = await tools.arun_tool(self.database, call.tool, call.args, self.tool_settings,
-                                            self.settings.environment)
+            outcome = await tools.arun_tool(
+                self.database, call.tool, call.args, self.tool_settings, self.settings.environment
+            )
             traced.finished(ok=outcome.ok, rows=_rows(outcome.query), result=outcome.text)
-        record = CallRecord(call, outcome.ok, neutralise(outcome.text), time.perf_counter() - started,
-                            outcome.tables)
+        record = CallRecord(
+            call, outcome.ok, neutralise(outcome.text), time.perf_counter() - started, outcome.tables
+        )
         return record, outcome.query
 
     def _note_statement(self, result: QueryResult | None) -> None:
@@ -321,31 +361,40 @@ class _Episode:
             error = submit.query.error if submit.query is not None else None
             if submit.query is not None and submit.query.status in TIMED_OUT:
                 self.answers.timed_out = True
-            return await self.answers.fallback(f"the submitted SQL failed ({error or 'it did not run'})",
-                                        submit.sql, 0.0)
+            return await self.answers.fallback(
+                f"the submitted SQL failed ({error or 'it did not run'})", submit.sql, 0.0
+            )
         return await self.answers.settle(submit.sql, EpisodeStatus.SUBMITTED)
 
-    async def _answer_without_call(self, completion: Completion,
-                                   parsed: ParsedCompletion) -> tuple[Answer | None, str | None]:
+    async def _answer_without_call(
+        self, completion: Completion, parsed: ParsedCompletion
+    ) -> tuple[Answer | None, str | None]:
         """A tool turn with no call: its SQL, if any, is the answer (with a note of what was left out
         after it); otherwise a corrective note."""
         final = read_final_sql(self._reply(completion))
         if final is None:
             if parsed.think_unclosed or completion.finish_reason == "length":
-                return None, ("your reply was cut off before any tool call; think in a few lines, "
-                              'end your thinking, then call a tool as {"tool": "<name>", "args": {...}}')
-            return None, ('no tool call found in your reply; call a tool as {"tool": "<name>", '
-                          '"args": {...}}, or submit your answer with submit_sql')
+                return None, (
+                    "your reply was cut off before any tool call; think in a few lines, "
+                    'end your thinking, then call a tool as {"tool": "<name>", "args": {...}}'
+                )
+            return None, (
+                'no tool call found in your reply; call a tool as {"tool": "<name>", '
+                '"args": {...}}, or submit your answer with submit_sql'
+            )
         sql = final.sql
         with tool_span("run_query", True, {"sql": sql}, implicit=True) as traced:
-            outcome = await tools.arun_tool(self.database, "run_query", {"sql": sql}, self.tool_settings,
-                                            self.settings.environment)
+            outcome = await tools.arun_tool(
+                self.database, "run_query", {"sql": sql}, self.tool_settings, self.settings.environment
+            )
             traced.finished(ok=outcome.ok, rows=_rows(outcome.query), result=outcome.text)
         self._note_statement(outcome.query)
         self._count_query(outcome.ok, sql)
         if not outcome.ok:
-            return None, ("your reply has SQL but no tool call, so it was taken as your answer, and it "
-                          f"failed:\n{outcome.text}\nFix it with run_query, then answer with submit_sql")
+            return None, (
+                "your reply has SQL but no tool call, so it was taken as your answer, and it "
+                f"failed:\n{outcome.text}\nFix it with run_query, then answer with submit_sql"
+            )
         return await self.answers.settle(sql, EpisodeStatus.FINAL_ANSWER), final.note()
 
     async def _final_turn(self) -> Answer:
@@ -365,15 +414,31 @@ class _Episode:
             return await self.answers.fallback("the final answer had no SQL", None, 0.0)
         return await self.answers.settle(final.sql, status)
 
-    async def _record_round(self, completion: Completion, parsed: ParsedCompletion,
-                            records: list[CallRecord], notes: list[str], model_seconds: float,
-                            tool_seconds: float, *, final: bool = False) -> None:
+    async def _record_round(
+        self,
+        completion: Completion,
+        parsed: ParsedCompletion,
+        records: list[CallRecord],
+        notes: list[str],
+        model_seconds: float,
+        tool_seconds: float,
+        *,
+        final: bool = False,
+    ) -> None:
         round_ = Round(
-            index=len(self.rounds) + 1, final=final, completion=completion.text, think=parsed.think,
-            calls=tuple(records), notes=tuple(notes), model_seconds=model_seconds,
-            tool_seconds=tool_seconds, prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens, finish_reason=completion.finish_reason,
-            context_tokens=self.used, cached_tokens=completion.cached_tokens,
+            index=len(self.rounds) + 1,
+            final=final,
+            completion=completion.text,
+            think=parsed.think,
+            calls=tuple(records),
+            notes=tuple(notes),
+            model_seconds=model_seconds,
+            tool_seconds=tool_seconds,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            finish_reason=completion.finish_reason,
+            context_tokens=self.used,
+            cached_tokens=completion.cached_tokens,
             replica=completion.details.get("replica"),
         )
         self.rounds.append(round_)
@@ -385,15 +450,25 @@ class _Episode:
         result = answer.result if answer.result is not None and answer.result.ok else None
         model_seconds = sum(r.model_seconds for r in self.rounds)
         return EpisodeResult(
-            question=self.question, evidence=self.evidence, sql=answer.sql, status=answer.status,
+            question=self.question,
+            evidence=self.evidence,
+            sql=answer.sql,
+            status=answer.status,
             stop_reason=stop,
-            columns=result.columns if result else (), rows=result.rows if result else (),
+            columns=result.columns if result else (),
+            rows=result.rows if result else (),
             row_count=result.total_rows if result else 0,
             truncated=(result.truncated or result.cut_to_fit) if result else False,
-            error=answer.error, rounds=tuple(self.rounds), tokens=self.used,
-            seconds=time.perf_counter() - self.started, model_seconds=model_seconds,
+            error=answer.error,
+            rounds=tuple(self.rounds),
+            tokens=self.used,
+            seconds=time.perf_counter() - self.started,
+            model_seconds=model_seconds,
             tool_seconds=sum(r.tool_seconds for r in self.rounds) + answer.seconds,
-            prompt=self.prompt, cut=result.cut if result else None,
-            tables_read=answer.tables_read, columns_read=answer.columns_read,
-            query_timeouts=self.query_timeouts, answer_timed_out=self.answers.timed_out,
+            prompt=self.prompt,
+            cut=result.cut if result else None,
+            tables_read=answer.tables_read,
+            columns_read=answer.columns_read,
+            query_timeouts=self.query_timeouts,
+            answer_timed_out=self.answers.timed_out,
         )

@@ -42,8 +42,7 @@ def notes_text(raw: str) -> tuple[str, int]:
     return FACT_SEPARATOR.join(facts), len(facts)
 
 
-def read_notes(path: str | Path, *, max_chars: int = DEFAULT_MAX_NOTES_CHARS,
-               where: str = "--notes") -> Notes:
+def read_notes(path: str | Path, *, max_chars: int = DEFAULT_MAX_NOTES_CHARS, where: str = "--notes") -> Notes:
     """Read a notes file; ConfigError (naming `where`) when unreadable, not UTF-8 or too long."""
     file = Path(path).expanduser()
     try:
@@ -51,16 +50,18 @@ def read_notes(path: str | Path, *, max_chars: int = DEFAULT_MAX_NOTES_CHARS,
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{where}: {file} is not UTF-8 text; save it as UTF-8") from exc
     except OSError as exc:
-        raise ConfigError(f"{where}: {file} cannot be read ({exc.strerror or exc}); "
-                          "check the path") from exc
+        raise ConfigError(f"{where}: {file} cannot be read ({exc.strerror or exc}); check the path") from exc
     text, facts = notes_text(raw)
     if not facts:
-        raise ConfigError(f"{where}: {file} holds no facts (only blank or # lines); write one "
-                          "fact per line, e.g. \"amounts are in cents\"")
+        raise ConfigError(
+            f"{where}: {file} holds no facts (only blank or # lines); write one "
+            'fact per line, e.g. "amounts are in cents"'
+        )
     if len(text) > max_chars:
         raise ConfigError(
             f"{where}: {file} has {len(text):,} characters of facts, more than the limit of "
-            f"{max_chars:,} (--max-notes-chars); shorten the notes or raise the limit")
+            f"{max_chars:,} (--max-notes-chars); shorten the notes or raise the limit"
+        )
     return Notes(path=file, text=text, facts=facts)
 
 

@@ -61,8 +61,11 @@ def is_secret(field: FieldInfo) -> bool:
 def file_keys(model: type[BaseModel]) -> dict[str, str]:
     """Every config-file key of `model` and the field it sets (`db` -> `databases`): each field with a
     description, but a secret (a field without one, such as a [tokens.NAME] table's name, is no key)."""
-    return {setting_name(model, name): name for name, field in model.model_fields.items()
-            if field.description and not is_secret(field)}
+    return {
+        setting_name(model, name): name
+        for name, field in model.model_fields.items()
+        if field.description and not is_secret(field)
+    }
 
 
 def path_fields(model: type[BaseModel]) -> tuple[str, ...]:
@@ -136,8 +139,13 @@ def help_text(model: type[BaseModel], name: str, default: Any = None) -> str:
     return text.replace("%", "%%")  # argparse formats help with %
 
 
-def add_flags(parser: ArgumentAdder, model: type[BaseModel],
-              *names: str, field_defaults: bool = False, defaults: Mapping[str, Any] | None = None) -> None:
+def add_flags(
+    parser: ArgumentAdder,
+    model: type[BaseModel],
+    *names: str,
+    field_defaults: bool = False,
+    defaults: Mapping[str, Any] | None = None,
+) -> None:
     """Add one flag per field of `model` named in `names`, in that order.
 
     Each flag's value is parsed under the field's name (`--db` into `databases`). A flag's
@@ -147,8 +155,9 @@ def add_flags(parser: ArgumentAdder, model: type[BaseModel],
     """
     for name in names:
         default = _argument_default(model.model_fields[name]) if field_defaults else None
-        parser.add_argument(f"--{setting_name(model, name)}",
-                            **flag_arguments(model, name, (defaults or {}).get(name, default)))
+        parser.add_argument(
+            f"--{setting_name(model, name)}", **flag_arguments(model, name, (defaults or {}).get(name, default))
+        )
 
 
 def flag_arguments(model: type[BaseModel], name: str, default: Any = None) -> dict[str, Any]:

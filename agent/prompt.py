@@ -67,10 +67,12 @@ _CHAT_TOKEN = r"\|[A-Za-z0-9_.-]{1,64}\|>"
 _CONTROL_TOKEN = re.compile(rf"<({_CHAT_TOKEN}|/?think>|/?tool_call>|/?tool_response>)")
 _CHAT_CONTROL_TOKEN = re.compile(rf"<{_CHAT_TOKEN}")
 
-_FINAL_REASONS: Mapping[StopReason | None, str] = MappingProxyType({
-    StopReason.FAILED_QUERIES: "Too many queries failed in a row, so exploration is over.\n",
-    StopReason.TOKEN_BUDGET: "The token budget is almost used up, so exploration is over.\n",
-})
+_FINAL_REASONS: Mapping[StopReason | None, str] = MappingProxyType(
+    {
+        StopReason.FAILED_QUERIES: "Too many queries failed in a row, so exploration is over.\n",
+        StopReason.TOKEN_BUDGET: "The token budget is almost used up, so exploration is over.\n",
+    }
+)
 
 FINAL_INSTRUCTION = (
     "This is your final answer turn: tools will not run any more.\n"
@@ -81,17 +83,24 @@ FINAL_INSTRUCTION = (
 
 # The trained environment's final turn, verbatim from the authors' episodes (agent-protocol.md):
 # it shows the last query that ran without error and asks for the SQL as plain text.
-TRAINED_FINAL_OPENING = ("You have reached the exploration limit. Now generate the final SQL query to "
-                         "answer the question. Return only the SQL query.")
-TRAINED_LAST_QUERY = ("Your last query that executed without error was:\n{sql}\n"
-                      "If you are not sure of an improvement, return that query.")
+TRAINED_FINAL_OPENING = (
+    "You have reached the exploration limit. Now generate the final SQL query to "
+    "answer the question. Return only the SQL query."
+)
+TRAINED_LAST_QUERY = (
+    "Your last query that executed without error was:\n{sql}\n"
+    "If you are not sure of an improvement, return that query."
+)
 # Our wording, in the same structure, for what the authors show no example of.
-TRAINED_NO_QUERY = ("None of your queries has executed without error yet, so write your best query "
-                    "from what you have seen.")
-_TRAINED_REASONS: Mapping[StopReason | None, str] = MappingProxyType({
-    StopReason.FAILED_QUERIES: "Too many queries failed in a row. ",
-    StopReason.TOKEN_BUDGET: "The token budget is almost used up. ",
-})
+TRAINED_NO_QUERY = (
+    "None of your queries has executed without error yet, so write your best query from what you have seen."
+)
+_TRAINED_REASONS: Mapping[StopReason | None, str] = MappingProxyType(
+    {
+        StopReason.FAILED_QUERIES: "Too many queries failed in a row. ",
+        StopReason.TOKEN_BUDGET: "The token budget is almost used up. ",
+    }
+)
 ECHOED_SQL_CHARS = 4_000  # the last good query is echoed whole up to this size
 
 
@@ -121,7 +130,7 @@ def cut_at_chat_token(completion: str) -> str:
     # A model that does not know ChatML (or a runtime that ignores a stop string) may write
     # `<|im_start|>user ...` as text; appended to the prompt, that would fabricate a turn.
     match = _CHAT_CONTROL_TOKEN.search(completion)
-    return completion if match is None else completion[:match.start()]
+    return completion if match is None else completion[: match.start()]
 
 
 def chatml_turn(role: str, content: str) -> str:
@@ -177,17 +186,30 @@ def render_user_message(template: str, question: str, evidence: str | None) -> s
     return message
 
 
-def render_initial_prompt(prompts: PromptSet, question: str, evidence: str | None, *,
-                          final: bool = False, final_reason: StopReason | None = None,
-                          environment: Environment = DEFAULT_ENVIRONMENT) -> str:
+def render_initial_prompt(
+    prompts: PromptSet,
+    question: str,
+    evidence: str | None,
+    *,
+    final: bool = False,
+    final_reason: StopReason | None = None,
+    environment: Environment = DEFAULT_ENVIRONMENT,
+) -> str:
     """System turn, first user turn, and the opening of the first assistant turn."""
     message = render_user_message(prompts.user_template, question, evidence)
     if final:  # no tool turns at all (max_tool_turns == 0 or a prompt too long for the budget)
-        ask = (trained_final_text(final_reason, None, prompts.texts) if environment is Environment.TRAINED
-               else final_instruction(final_reason))
+        ask = (
+            trained_final_text(final_reason, None, prompts.texts)
+            if environment is Environment.TRAINED
+            else final_instruction(final_reason)
+        )
         message += "\n\n" + ask
-    return (chatml_turn("system", prompts.system) + chatml_turn("user", message) + ASSISTANT_OPENING
-            + prompts.assistant_prefix)
+    return (
+        chatml_turn("system", prompts.system)
+        + chatml_turn("user", message)
+        + ASSISTANT_OPENING
+        + prompts.assistant_prefix
+    )
 
 
 def render_call_header(index: int, call: ToolCall) -> str:
@@ -208,12 +230,18 @@ def final_instruction(reason: StopReason | None) -> str:
     return _FINAL_REASONS.get(reason, "") + FINAL_INSTRUCTION
 
 
-def render_results_message(results: Sequence[tuple[ToolCall, str]], notes: Sequence[str],
-                           turns_left: int, *, final: bool = False,
-                           final_reason: StopReason | None = None) -> str:
+def render_results_message(
+    results: Sequence[tuple[ToolCall, str]],
+    notes: Sequence[str],
+    turns_left: int,
+    *,
+    final: bool = False,
+    final_reason: StopReason | None = None,
+) -> str:
     """One round's results as one user message: calls in order, notes, the budget line."""
-    blocks = [f"{render_call_header(i, call)}\n{neutralise(text)}"
-              for i, (call, text) in enumerate(results, start=1)]
+    blocks = [
+        f"{render_call_header(i, call)}\n{neutralise(text)}" for i, (call, text) in enumerate(results, start=1)
+    ]
     blocks.extend(f"[note] {neutralise(note)}" for note in notes)
     blocks.append(budget_line(0 if final else turns_left))
     if final:
@@ -242,8 +270,9 @@ def _echoed_sql(sql: str) -> str:
     return text[:ECHOED_SQL_CHARS] + f"…[+{len(text) - ECHOED_SQL_CHARS:,} chars]"
 
 
-def trained_final_text(reason: StopReason | None, last_ok_sql: str | None,
-                       texts: TrainedTexts = DEFAULT_TRAINED_TEXTS) -> str:
+def trained_final_text(
+    reason: StopReason | None, last_ok_sql: str | None, texts: TrainedTexts = DEFAULT_TRAINED_TEXTS
+) -> str:
     """The final-turn text: the authors' words with the last query that ran without error.
 
     The authors' own final text, where their file has it, replaces the opening sentences (and,
@@ -252,39 +281,73 @@ def trained_final_text(reason: StopReason | None, last_ok_sql: str | None,
     reason_text = _TRAINED_REASONS.get(reason, "")
     if texts.final is not None and template_fields(texts.final) == 1 and last_ok_sql is not None:
         return reason_text + fill_in_order(texts.final, _echoed_sql(last_ok_sql))
-    opening = texts.final if texts.final is not None and template_fields(texts.final) == 0 \
-        else TRAINED_FINAL_OPENING
-    ending = (TRAINED_NO_QUERY if last_ok_sql is None
-              else fill_in_order(texts.last_query or TRAINED_LAST_QUERY, _echoed_sql(last_ok_sql)))
+    opening = (
+        texts.final if texts.final is not None and template_fields(texts.final) == 0 else TRAINED_FINAL_OPENING
+    )
+    ending = (
+        TRAINED_NO_QUERY
+        if last_ok_sql is None
+        else fill_in_order(texts.last_query or TRAINED_LAST_QUERY, _echoed_sql(last_ok_sql))
+    )
     return f"{reason_text}{opening} {ending}"
 
 
-def render_trained_results(texts: Sequence[str], notes: Sequence[str], turns_left: int, *,
-                           final: bool = False, final_reason: StopReason | None = None,
-                           last_ok_sql: str | None = None,
-                           trained: TrainedTexts = DEFAULT_TRAINED_TEXTS) -> str:
+def render_trained_results(
+    texts: Sequence[str],
+    notes: Sequence[str],
+    turns_left: int,
+    *,
+    final: bool = False,
+    final_reason: StopReason | None = None,
+    last_ok_sql: str | None = None,
+    trained: TrainedTexts = DEFAULT_TRAINED_TEXTS,
+) -> str:
     """One round's results labelled by position, notes, then the budget line or the final text."""
-    blocks = [f"{result_label(i, len(texts), trained)}\n{neutralise(text)}"
-              for i, text in enumerate(texts, start=1)]
+    blocks = [
+        f"{result_label(i, len(texts), trained)}\n{neutralise(text)}" for i, text in enumerate(texts, start=1)
+    ]
     blocks.extend(neutralise(note) for note in notes)
-    blocks.append(trained_final_text(final_reason, last_ok_sql, trained) if final
-                  else trained_budget_line(turns_left, trained))
+    blocks.append(
+        trained_final_text(final_reason, last_ok_sql, trained)
+        if final
+        else trained_budget_line(turns_left, trained)
+    )
     return "\n\n".join(blocks)
 
 
-def render_round_message(environment: Environment, results: Sequence[tuple[ToolCall, str]],
-                         notes: Sequence[str], turns_left: int, *, final: bool = False,
-                         final_reason: StopReason | None = None, last_ok_sql: str | None = None,
-                         texts: TrainedTexts = DEFAULT_TRAINED_TEXTS) -> str:
+def render_round_message(
+    environment: Environment,
+    results: Sequence[tuple[ToolCall, str]],
+    notes: Sequence[str],
+    turns_left: int,
+    *,
+    final: bool = False,
+    final_reason: StopReason | None = None,
+    last_ok_sql: str | None = None,
+    texts: TrainedTexts = DEFAULT_TRAINED_TEXTS,
+) -> str:
     """The user turn after a round, in the texts of `environment`."""
     if environment is Environment.TRAINED:
-        return render_trained_results([text for _, text in results], notes, turns_left, final=final,
-                                      final_reason=final_reason, last_ok_sql=last_ok_sql, trained=texts)
+        return render_trained_results(
+            [text for _, text in results],
+            notes,
+            turns_left,
+            final=final,
+            final_reason=final_reason,
+            last_ok_sql=last_ok_sql,
+            trained=texts,
+        )
     return render_results_message(results, notes, turns_left, final=final, final_reason=final_reason)
 
 
 def continue_prompt(prompt: str, completion: str, user_message: str, assistant_prefix: str = "") -> str:
     """The next prompt: strictly the previous one plus the completion, a new user turn and the
     opening of the next assistant turn."""
-    return (prompt + completion + "<|im_end|>\n" + chatml_turn("user", user_message) + ASSISTANT_OPENING
-            + assistant_prefix)
+    return (
+        prompt
+        + completion
+        + "<|im_end|>\n"
+        + chatml_turn("user", user_message)
+        + ASSISTANT_OPENING
+        + assistant_prefix
+    )

@@ -49,18 +49,48 @@ class _Role:
 
 
 ROLES = (
-    _Role("budget", "budget line", re.compile(r"tool turns? left", re.IGNORECASE), frozenset({1}),
-          lambda t: trained_budget_line(3, t)),
-    _Role("final", "final-turn text", re.compile(r"exploration limit", re.IGNORECASE), frozenset({0, 1}),
-          lambda t: trained_final_text(None, "SELECT 1", t)),
-    _Role("last_query", "last-query line", re.compile(r"(?:executed|ran) without error", re.IGNORECASE),
-          frozenset({1}), lambda t: trained_final_text(None, "SELECT 1", t)),
-    _Role("result_label", "result label", re.compile(r"\bresult\s*\(", re.IGNORECASE), frozenset({2}),
-          lambda t: result_label(2, 3, t)),
-    _Role("more_rows", "more-rows line", re.compile(r"more rows", re.IGNORECASE), frozenset({1}),
-          lambda t: fill_in_order(t.more_rows or MORE_ROWS, "5")),
-    _Role("error", "error text", re.compile(r"^\s*error\s*:", re.IGNORECASE), frozenset({1}),
-          lambda t: fill_in_order(t.error or ERROR_LINE, "no such column: x")),
+    _Role(
+        "budget",
+        "budget line",
+        re.compile(r"tool turns? left", re.IGNORECASE),
+        frozenset({1}),
+        lambda t: trained_budget_line(3, t),
+    ),
+    _Role(
+        "final",
+        "final-turn text",
+        re.compile(r"exploration limit", re.IGNORECASE),
+        frozenset({0, 1}),
+        lambda t: trained_final_text(None, "SELECT 1", t),
+    ),
+    _Role(
+        "last_query",
+        "last-query line",
+        re.compile(r"(?:executed|ran) without error", re.IGNORECASE),
+        frozenset({1}),
+        lambda t: trained_final_text(None, "SELECT 1", t),
+    ),
+    _Role(
+        "result_label",
+        "result label",
+        re.compile(r"\bresult\s*\(", re.IGNORECASE),
+        frozenset({2}),
+        lambda t: result_label(2, 3, t),
+    ),
+    _Role(
+        "more_rows",
+        "more-rows line",
+        re.compile(r"more rows", re.IGNORECASE),
+        frozenset({1}),
+        lambda t: fill_in_order(t.more_rows or MORE_ROWS, "5"),
+    ),
+    _Role(
+        "error",
+        "error text",
+        re.compile(r"^\s*error\s*:", re.IGNORECASE),
+        frozenset({1}),
+        lambda t: fill_in_order(t.error or ERROR_LINE, "no such column: x"),
+    ),
 )
 # A constant with the final text's marker may also name the last query: it is the final text.
 _COVERS = {"final": "last_query"}
@@ -87,8 +117,12 @@ class ReferenceAgent:
     uses: tuple[ConstantUse, ...]
 
 
-def load_prompts(reference_agent: str | Path | None = None, system_prompt: str | Path | None = None,
-                 user_template: str | Path | None = None, assistant_prefix: str = "") -> PromptSet:
+def load_prompts(
+    reference_agent: str | Path | None = None,
+    system_prompt: str | Path | None = None,
+    user_template: str | Path | None = None,
+    assistant_prefix: str = "",
+) -> PromptSet:
     """Our prompts, or the reference agent's, with either text replaced from a file, and the
     text that opens each assistant turn."""
     base = read_reference_agent(reference_agent).prompts if reference_agent is not None else DEFAULT_PROMPTS
@@ -96,9 +130,11 @@ def load_prompts(reference_agent: str | Path | None = None, system_prompt: str |
     return replace(prompts, assistant_prefix=assistant_prefix_text(assistant_prefix))
 
 
-def load_prompt_files(system_path: str | Path | None = None,
-                      user_template_path: str | Path | None = None,
-                      base: PromptSet = DEFAULT_PROMPTS) -> PromptSet:
+def load_prompt_files(
+    system_path: str | Path | None = None,
+    user_template_path: str | Path | None = None,
+    base: PromptSet = DEFAULT_PROMPTS,
+) -> PromptSet:
     """`base` with the system prompt and/or user template replaced by UTF-8 text files."""
     system = _read_text(system_path) if system_path is not None else base.system
     template = _read_text(user_template_path) if user_template_path is not None else base.user_template
@@ -109,12 +145,16 @@ def assistant_prefix_text(given: str) -> str:
     """The assistant-prefix setting as text: `\\n` and `\\t` written in a flag become the characters."""
     text = re.sub(r"\\(\\|n|t)", lambda m: {"\\": "\\", "n": "\n", "t": "\t"}[m.group(1)], given)
     if len(text) > PREFIX_CHARS:
-        raise PromptConfigError(f"--assistant-prefix: {len(text):,} characters; give at most "
-                                f"{PREFIX_CHARS:,} (it opens every assistant turn, e.g. '<think>\\n')")
+        raise PromptConfigError(
+            f"--assistant-prefix: {len(text):,} characters; give at most "
+            f"{PREFIX_CHARS:,} (it opens every assistant turn, e.g. '<think>\\n')"
+        )
     if cut_at_chat_token(text) != text:
-        raise PromptConfigError("--assistant-prefix: it holds a chat control token such as <|im_end|>, "
-                                "which would end the assistant turn it opens; give only the text that "
-                                "opens the turn, e.g. '<think>\\n'")
+        raise PromptConfigError(
+            "--assistant-prefix: it holds a chat control token such as <|im_end|>, "
+            "which would end the assistant turn it opens; give only the text that "
+            "opens the turn, e.g. '<think>\\n'"
+        )
     return text
 
 
@@ -140,7 +180,8 @@ def reference_file(path: str | Path) -> Path:
     raise PromptConfigError(
         f"{path}: the folder has no {REFERENCE_FILE}{seen}; give the folder the model was downloaded to "
         f"(`hf download trl-lab/qwen3.5-2b-grpo-synsql --local-dir DIR` fetches it beside the weights) "
-        f"or the file itself")
+        f"or the file itself"
+    )
 
 
 def read_reference_agent(path: str | Path) -> ReferenceAgent:
@@ -173,8 +214,11 @@ def recognise_texts(constants: Mapping[str, str]) -> tuple[TrainedTexts, tuple[C
         roles = [r for r in roles if not any(_COVERS.get(o.field) == r.field for o in roles)]
         if len(roles) > 1:
             labels = " and ".join(r.label for r in roles)
-            uses.append(ConstantUse(name, labels, used=False, same=False,
-                                    why=f"it reads as both the {labels}; ours are kept"))
+            uses.append(
+                ConstantUse(
+                    name, labels, used=False, same=False, why=f"it reads as both the {labels}; ours are kept"
+                )
+            )
         elif roles:
             claims.setdefault(roles[0].field, []).append(name)
     texts = DEFAULT_TRAINED_TEXTS
@@ -260,7 +304,8 @@ def _string_value(node: ast.expr, known: Mapping[str, str]) -> str | None:
             inner = _string_value(func.value, known)
             return None if inner is None else getattr(inner, name)()
         is_dedent = name == "dedent" and (
-            isinstance(func, ast.Name) or (isinstance(func.value, ast.Name) and func.value.id == "textwrap"))
+            isinstance(func, ast.Name) or (isinstance(func.value, ast.Name) and func.value.id == "textwrap")
+        )
         if is_dedent and len(node.args) == 1:
             inner = _string_value(node.args[0], known)
             return None if inner is None else textwrap.dedent(inner)

@@ -74,10 +74,10 @@ def split_think(text: str) -> tuple[str | None, str, bool]:
         body.append(text[pos:start])
         end = text.find(THINK_CLOSE, start + len(THINK_OPEN))
         if end == -1:
-            thoughts.append(text[start + len(THINK_OPEN):])
+            thoughts.append(text[start + len(THINK_OPEN) :])
             unclosed = True
             break
-        thoughts.append(text[start + len(THINK_OPEN):end])
+        thoughts.append(text[start + len(THINK_OPEN) : end])
         pos = end + len(THINK_CLOSE)
     think = "\n\n".join(t.strip() for t in thoughts) if thoughts else None
     return think, "".join(body), unclosed
@@ -113,10 +113,13 @@ def parse_completion(text: str) -> ParsedCompletion:
             pos = body.find("{", pos + 1)
     distinct = tuple(dict.fromkeys(problems))
     if len(distinct) > MAX_PROBLEMS:
-        distinct = (*distinct[:MAX_PROBLEMS], f"[{len(distinct) - MAX_PROBLEMS} more problems like "
-                                              "these; write one well-formed call per tool]")
-    return ParsedCompletion(think=think, calls=tuple(calls), problems=distinct,
-                            body=body, think_unclosed=unclosed)
+        distinct = (
+            *distinct[:MAX_PROBLEMS],
+            f"[{len(distinct) - MAX_PROBLEMS} more problems like these; write one well-formed call per tool]",
+        )
+    return ParsedCompletion(
+        think=think, calls=tuple(calls), problems=distinct, body=body, think_unclosed=unclosed
+    )
 
 
 def _decode_reason(exc: ValueError | RecursionError) -> str:
@@ -142,11 +145,13 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
 
 
 def _broken_json_problem(body: str, pos: int, reason: str) -> str:
-    snippet = echo_value(" ".join(body[pos:pos + 60].split()), 60)
+    snippet = echo_value(" ".join(body[pos : pos + 60].split()), 60)
     if len(body) - pos > 60:
         snippet += "…"
-    return (f"could not read the call {snippet} as JSON ({reason}); write {CALL_FORMAT} with double "
-            'quotes around keys and strings, and \\" for a double quote inside a string')
+    return (
+        f"could not read the call {snippet} as JSON ({reason}); write {CALL_FORMAT} with double "
+        'quotes around keys and strings, and \\" for a double quote inside a string'
+    )
 
 
 def _to_call(obj: dict[str, Any]) -> tuple[ToolCall | None, str | None]:
@@ -167,8 +172,9 @@ def _to_call(obj: dict[str, Any]) -> tuple[ToolCall | None, str | None]:
             return ToolCall(tool, extra), None
         if tool in NO_ARGUMENT_TOOLS or tool == SUBMIT:  # an empty submit still ends the episode
             return ToolCall(tool, {}), None
-        return None, (f'the {tool} call has no "args"; '
-                      f'write {{"tool": "{tool}", "args": {{...}}}} with its arguments')
+        return None, (
+            f'the {tool} call has no "args"; write {{"tool": "{tool}", "args": {{...}}}} with its arguments'
+        )
     args = obj[args_key]
     if isinstance(args, str):  # {"arguments": "{\"sql\": ...}"} as in OpenAI-style calls
         if not args.strip():
@@ -179,9 +185,11 @@ def _to_call(obj: dict[str, Any]) -> tuple[ToolCall | None, str | None]:
                 if _depth_exceeds(args, MAX_CALL_DEPTH):
                     raise RecursionError("nested too deeply")
             except (ValueError, RecursionError) as exc:
-                return None, (f'the "args" of the {tool} call is a string that is not JSON '
-                              f'({_decode_reason(exc)}); '
-                              f'write "args" as an object, e.g. {{"tool": "{tool}", "args": {{...}}}}')
+                return None, (
+                    f'the "args" of the {tool} call is a string that is not JSON '
+                    f"({_decode_reason(exc)}); "
+                    f'write "args" as an object, e.g. {{"tool": "{tool}", "args": {{...}}}}'
+                )
     if args is None:
         args = {}
     if not isinstance(args, dict):
@@ -200,8 +208,10 @@ class FinalSql:
         """One line saying what was left out of the answer, for the episode's record."""
         if self.dropped is None:
             return None
-        return ("the answer's SQL was read up to where it ended; the text after it is not SQL and was "
-                f"left out: {echo_value(' '.join(self.dropped.split()), DROPPED_CHARS)}")
+        return (
+            "the answer's SQL was read up to where it ended; the text after it is not SQL and was "
+            f"left out: {echo_value(' '.join(self.dropped.split()), DROPPED_CHARS)}"
+        )
 
 
 def extract_final_sql(text: str) -> str | None:
@@ -282,18 +292,90 @@ def last_bare_statement(text: str) -> FinalSql | None:
 # the statement's own case: "WHERE" after "SELECT", "where" after "select"; "Where ..." is prose)
 # or an operator; or when what came before cannot end a statement (an open parenthesis, a
 # trailing comma, operator or keyword such as AND, FROM, BY).
-_CONTINUING_WORDS = frozenset({
-    "from", "where", "group", "order", "having", "limit", "offset", "join", "inner", "left", "right",
-    "full", "cross", "natural", "outer", "on", "using", "and", "or", "union", "intersect", "except",
-    "window", "as", "not", "in", "is", "like", "glob", "between", "then", "else", "end", "when",
-    "collate", "escape", "asc", "desc", "nulls",
-})
+_CONTINUING_WORDS = frozenset(
+    {
+        "from",
+        "where",
+        "group",
+        "order",
+        "having",
+        "limit",
+        "offset",
+        "join",
+        "inner",
+        "left",
+        "right",
+        "full",
+        "cross",
+        "natural",
+        "outer",
+        "on",
+        "using",
+        "and",
+        "or",
+        "union",
+        "intersect",
+        "except",
+        "window",
+        "as",
+        "not",
+        "in",
+        "is",
+        "like",
+        "glob",
+        "between",
+        "then",
+        "else",
+        "end",
+        "when",
+        "collate",
+        "escape",
+        "asc",
+        "desc",
+        "nulls",
+    }
+)
 _UNFINISHED_WORDS = _CONTINUING_WORDS - {"end", "asc", "desc"} | {
-    "select", "distinct", "all", "by", "case", "with", "recursive", "exists", "filter", "over",
-    "partition", "values",
+    "select",
+    "distinct",
+    "all",
+    "by",
+    "case",
+    "with",
+    "recursive",
+    "exists",
+    "filter",
+    "over",
+    "partition",
+    "values",
 }
-_OPERATORS = frozenset({",", "(", "=", "==", "<", ">", "<=", ">=", "!=", "<>", "+", "-", "*", "/", "%",
-                        "||", "&", "|", "<<", ">>", ".", "->", "->>"})
+_OPERATORS = frozenset(
+    {
+        ",",
+        "(",
+        "=",
+        "==",
+        "<",
+        ">",
+        "<=",
+        ">=",
+        "!=",
+        "<>",
+        "+",
+        "-",
+        "*",
+        "/",
+        "%",
+        "||",
+        "&",
+        "|",
+        "<<",
+        ">>",
+        ".",
+        "->",
+        "->>",
+    }
+)
 
 
 def _statement_end(text: str, start: int) -> int:
@@ -313,8 +395,12 @@ def _statement_end(text: str, start: int) -> int:
             depth += 1
         elif ch == ")":
             depth = max(0, depth - 1)
-        elif ch in ";`" or (ch == "\n" and depth == 0 and text[i + 1:].lstrip(" \t").startswith("\n")
-              and not _continues(text[start:i], text[i:])):
+        elif ch in ";`" or (
+            ch == "\n"
+            and depth == 0
+            and text[i + 1 :].lstrip(" \t").startswith("\n")
+            and not _continues(text[start:i], text[i:])
+        ):
             return i
         i += 1
     return len(text)
@@ -326,9 +412,9 @@ def _continues(before: str, after: str) -> bool:
     if following is None:
         return False
     last = deque(sql_tokens(before), maxlen=1)
-    if last and _open_end(before[last[0].start:last[0].end]):
+    if last and _open_end(before[last[0].start : last[0].end]):
         return True
-    word = after[following.start:following.end]
+    word = after[following.start : following.end]
     if following.kind is TokenKind.SYMBOL:
         return word in _OPERATORS or word == ")"
     own_case = word.upper() if before.lstrip()[:1].isupper() else word.lower()  # SELECT or select

@@ -66,10 +66,18 @@ ANSWER_RESERVE_REQUESTS = 2.0
 class EpisodeFn(Protocol):
     """The shape of agent.loop.run_episode as a question's samples call it."""
 
-    def __call__(self, question: str, database: Database, backend: ModelBackend, *,
-                 evidence: str | None = ..., prompts: PromptSet = ..., settings: EpisodeSettings = ...,
-                 on_round: Callable[[Round], Awaitable[None]] | None = ...,
-                 finish_now: anyio.Event | None = ...) -> Awaitable[EpisodeResult]: ...
+    def __call__(
+        self,
+        question: str,
+        database: Database,
+        backend: ModelBackend,
+        *,
+        evidence: str | None = ...,
+        prompts: PromptSet = ...,
+        settings: EpisodeSettings = ...,
+        on_round: Callable[[Round], Awaitable[None]] | None = ...,
+        finish_now: anyio.Event | None = ...,
+    ) -> Awaitable[EpisodeResult]: ...
 
 
 def sample_seeds(samples: int, seed: int | None) -> tuple[int | None, ...]:
@@ -205,13 +213,21 @@ class SampledAnswer:
 
     def summary(self) -> VoteSummary:
         """The vote, as summary_text tells it."""
-        return VoteSummary(self.samples, len(self.outcome.results), self.candidates,
-                           self.chosen is not None and self.chosen.ran)
+        return VoteSummary(
+            self.samples,
+            len(self.outcome.results),
+            self.candidates,
+            self.chosen is not None and self.chosen.ran,
+        )
 
     def vote_fields(self) -> dict[str, Any]:
         """The vote as JSON fields beside the answer's (ask --json, the server's answer and log)."""
-        return {"samples": self.samples, "samples_finished": len(self.outcome.results),
-                "agreement": self.agreement, "candidates": [asdict(c) for c in self.candidates]}
+        return {
+            "samples": self.samples,
+            "samples_finished": len(self.outcome.results),
+            "agreement": self.agreement,
+            "candidates": [asdict(c) for c in self.candidates],
+        }
 
 
 SlotFn = Callable[[int], AbstractAsyncContextManager[Any]]
@@ -219,10 +235,18 @@ RoundFn = Callable[[int, Round], Awaitable[None]]
 FinishedFn = Callable[[SampleRun, Tally], Awaitable[None]]
 
 
-async def sample_question(question: Question, backends: SampleBackends, episode: EpisodeFn,
-              settings: SampleSettings = SampleSettings(), *, slot: SlotFn | None = None,
-              on_round: RoundFn | None = None, on_finished: FinishedFn | None = None,
-              comparison: Comparison | None = None, finish_now: anyio.Event | None = None) -> SampledAnswer:
+async def sample_question(
+    question: Question,
+    backends: SampleBackends,
+    episode: EpisodeFn,
+    settings: SampleSettings = SampleSettings(),
+    *,
+    slot: SlotFn | None = None,
+    on_round: RoundFn | None = None,
+    on_finished: FinishedFn | None = None,
+    comparison: Comparison | None = None,
+    finish_now: anyio.Event | None = None,
+) -> SampledAnswer:
     """Run the K samples (each inside `slot(k)`, its runtime slot), vote, and choose the answer.
 
     Our own errors (SqaleError) cancel the other samples and are raised as themselves, except
@@ -244,9 +268,15 @@ async def sample_question(question: Question, backends: SampleBackends, episode:
         timeout = settings.episode_timeout
         reported = None if on_round is None else _for_sample(on_round, k)
         if timeout is None and finish_now is None:
-            return await episode(question.text, question.database, backends.backends[k],
-                                 evidence=question.evidence, settings=question.settings, **options,
-                                 on_round=reported)
+            return await episode(
+                question.text,
+                question.database,
+                backends.backends[k],
+                evidence=question.evidence,
+                settings=question.settings,
+                **options,
+                on_round=reported,
+            )
         started, longest, finish = time.perf_counter(), 0.0, anyio.Event()
 
         async def played(done: Round) -> None:
@@ -264,9 +294,19 @@ async def sample_question(question: Question, backends: SampleBackends, episode:
             finish.set()
 
         with anyio.move_on_after(timeout):
-            return await _beside(watch, lambda: episode(
-                question.text, question.database, backends.backends[k], evidence=question.evidence,
-                settings=question.settings, **options, on_round=played, finish_now=finish))
+            return await _beside(
+                watch,
+                lambda: episode(
+                    question.text,
+                    question.database,
+                    backends.backends[k],
+                    evidence=question.evidence,
+                    settings=question.settings,
+                    **options,
+                    on_round=played,
+                    finish_now=finish,
+                ),
+            )
         return None
 
     async def one(k: int) -> tuple[SampleRun, Hashable | None]:
@@ -310,8 +350,9 @@ async def sample_question(question: Question, backends: SampleBackends, episode:
         for traced in traces.values():
             traced.stopped_early = True
 
-    outcome = await run_samples(count, one, early_stop=settings.early_stop, on_finished=finished,
-                                on_stop=stopping)
+    outcome = await run_samples(
+        count, one, early_stop=settings.early_stop, on_finished=finished, on_stop=stopping
+    )
     return SampledAnswer(outcome, choose(outcome))
 
 
@@ -332,16 +373,26 @@ async def _beside(watch: Callable[[], Coroutine[Any, Any, None]], work: Callable
     return done[0]
 
 
-def _episode_ended(traced: EpisodeTrace | Untraced, result: EpisodeResult | None,
-                   failure: BackendError | None, *, skipped: bool = False) -> None:
+def _episode_ended(
+    traced: EpisodeTrace | Untraced,
+    result: EpisodeResult | None,
+    failure: BackendError | None,
+    *,
+    skipped: bool = False,
+) -> None:
     """The episode span's outcome: the result's, the backend's failure, or the episode timeout (a
     sample skipped because its question was told to finish is no error)."""
     if skipped:
         return
     if result is not None:
-        traced.finished(status=result.status.value, stop_reason=result.stop_reason.value,
-                        rounds=len(result.rounds), tool_calls=result.tool_calls, tokens=result.tokens,
-                        rows=result.row_count)
+        traced.finished(
+            status=result.status.value,
+            stop_reason=result.stop_reason.value,
+            rounds=len(result.rounds),
+            tool_calls=result.tool_calls,
+            tokens=result.tokens,
+            rows=result.row_count,
+        )
     elif failure is not None:
         traced.failed(type(failure).__name__)
     else:
@@ -354,23 +405,32 @@ def trace_outcome(traced: QuestionTrace | Untraced, asked: SampledAnswer) -> Non
     if chosen is None:  # every sample ran out of time
         traced.finish("error", "episode_timeout")
         return
-    traced.finish(chosen.status.value, chosen.stop_reason.value, rows=chosen.row_count,
-                  agreement=asked.agreement, sql=chosen.sql)
+    traced.finish(
+        chosen.status.value,
+        chosen.stop_reason.value,
+        rows=chosen.row_count,
+        agreement=asked.agreement,
+        sql=chosen.sql,
+    )
 
 
 def _for_sample(on_round: RoundFn, k: int) -> Callable[[Round], Awaitable[None]]:
     async def report(played: Round) -> None:
         await on_round(k, played)
+
     return report
 
 
-def summary_text(summary: VoteSummary, *, shown: int = OTHER_ANSWERS_SHOWN,
-                 fence: Callable[[str], str] = sql_block) -> str:
+def summary_text(
+    summary: VoteSummary, *, shown: int = OTHER_ANSWERS_SHOWN, fence: Callable[[str], str] = sql_block
+) -> str:
     """What K samples say about the answer: how many agree, and the other answers' SQL."""
     if not summary.candidates:
         if summary.answer_ran:
-            return ("No sample's result could be compared with the others' (too many rows, or it "
-                    "failed when run again): treat this answer as a guess.")
+            return (
+                "No sample's result could be compared with the others' (too many rows, or it "
+                "failed when run again): treat this answer as a guess."
+            )
         return f"None of the {summary.samples} samples produced SQL that ran."
     votes = summary.candidates[0].votes
     if summary.chosen_by_person:
@@ -389,8 +449,10 @@ def summary_text(summary: VoteSummary, *, shown: int = OTHER_ANSWERS_SHOWN,
     if others:
         lines.append("Other answers:")
         for other in others[:shown]:
-            lines.append(f"- {plural(other.votes, 'sample')}, {plural(other.row_count, 'row')}:\n"
-                         f"{fence((other.sql or '').strip())}")
+            lines.append(
+                f"- {plural(other.votes, 'sample')}, {plural(other.row_count, 'row')}:\n"
+                f"{fence((other.sql or '').strip())}"
+            )
         if len(others) > shown:
             lines.append(f"(and {plural(len(others) - shown, 'other answer')})")
     return "\n".join(lines)

@@ -40,7 +40,8 @@ def check_alias(alias: str, where: str) -> str:
     if not ALIAS_PATTERN.match(alias):
         raise ConfigError(
             f"{where}: alias {alias!r} is not usable; use letters, digits, '_', '-' or '.' "
-            "(at most 64, not starting with '-' or '.')")
+            "(at most 64, not starting with '-' or '.')"
+        )
     return alias
 
 
@@ -48,8 +49,10 @@ def check_plain_path(db: str, command: str) -> None:
     """Refuse the server's ALIAS=PATH form (when no file has that name): `command` takes a path."""
     alias, sep, path = db.partition("=")
     if sep and path and not Path(db).expanduser().exists() and ALIAS_PATTERN.match(alias):
-        raise ConfigError(f"--db {db!r}: `sqale-agent {command}` takes a plain path (--db {path}); "
-                          "ALIAS=PATH is how sqale-mcp names its databases")
+        raise ConfigError(
+            f"--db {db!r}: `sqale-agent {command}` takes a plain path (--db {path}); "
+            "ALIAS=PATH is how sqale-mcp names its databases"
+        )
 
 
 def default_config_path(environ: Mapping[str, str]) -> Path:
@@ -66,11 +69,13 @@ def shown_path(path: Path) -> str:
         return str(path)
 
 
-def read_config_file(path: Path, model: type[BaseModel], *,
-                     others: Literal["refuse", "ignore"] = "refuse") -> dict[str, Any]:
+def read_config_file(
+    path: Path, model: type[BaseModel], *, others: Literal["refuse", "ignore"] = "refuse"
+) -> dict[str, Any]:
     """The settings of `model` in the TOML file at `path`, by field name (see `table_settings`)."""
-    return table_settings(read_toml(path), model, where=f"--config {path}",
-                          base=path.expanduser().resolve().parent, others=others)
+    return table_settings(
+        read_toml(path), model, where=f"--config {path}", base=path.expanduser().resolve().parent, others=others
+    )
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -87,8 +92,14 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"--config {path}: not valid TOML ({exc}); fix the file") from exc
 
 
-def table_settings(table: Mapping[str, Any], model: type[BaseModel], *, where: str, base: Path,
-                   others: Literal["refuse", "ignore"] = "refuse") -> dict[str, Any]:
+def table_settings(
+    table: Mapping[str, Any],
+    model: type[BaseModel],
+    *,
+    where: str,
+    base: Path,
+    others: Literal["refuse", "ignore"] = "refuse",
+) -> dict[str, Any]:
     """The settings of `model` in one table of a config file (the file's top level, or a
     `[tokens.NAME]` table), by field name; `where` names the table in messages.
 
@@ -120,8 +131,10 @@ def unknown_key_text(key: str, keys: Collection[str]) -> str:
         return f"unknown setting {key!r}; did you mean {near!r}?"
     if len(keys) <= KEYS_LISTED:
         return f"unknown setting {key!r}; known: {', '.join(sorted(keys))}"
-    return (f"unknown setting {key!r}; a key is a long option without `--` (`max-rows`): "
-            "docs/options.md lists them, as `--help` does")
+    return (
+        f"unknown setting {key!r}; a key is a long option without `--` (`max-rows`): "
+        "docs/options.md lists them, as `--help` does"
+    )
 
 
 @dataclass(frozen=True)
@@ -132,8 +145,13 @@ class Layered:
     sources: dict[str, str] = field(default_factory=dict)
 
 
-def layered(model: type[BaseModel], flags: Mapping[str, Any], environ: Mapping[str, str],
-            file_values: Mapping[str, Any], file_label: str) -> Layered:
+def layered(
+    model: type[BaseModel],
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str],
+    file_values: Mapping[str, Any],
+    file_label: str,
+) -> Layered:
     """Merge the layers for `model`'s fields: a flag given (not None) beats its variable, which
     beats the config file's value (`file_values`, by field name, read from `file_label`)."""
     ranked: dict[str, tuple[int, Any, str]] = {}
@@ -150,37 +168,51 @@ def layered(model: type[BaseModel], flags: Mapping[str, Any], environ: Mapping[s
             ranked[name] = (FLAG, value, f"--{setting_name(model, name)}")
     if "backend" in ranked:
         chosen_rank, backend, _ = ranked["backend"]
-        ranked = {name: entry for name, entry in ranked.items()
-                  if option_of(model.model_fields[name]).backend in (None, backend) or entry[0] >= chosen_rank}
-    return Layered(values={name: value for name, (_, value, _) in ranked.items()},
-                   sources={name: source for name, (_, _, source) in ranked.items()})
+        ranked = {
+            name: entry
+            for name, entry in ranked.items()
+            if option_of(model.model_fields[name]).backend in (None, backend) or entry[0] >= chosen_rank
+        }
+    return Layered(
+        values={name: value for name, (_, value, _) in ranked.items()},
+        sources={name: source for name, (_, _, source) in ranked.items()},
+    )
 
 
-def read_secret(env_name: object, environ: Mapping[str, str], flag: str,
-                when: str = "before starting the server") -> SecretStr:
+def read_secret(
+    env_name: object, environ: Mapping[str, str], flag: str, when: str = "before starting the server"
+) -> SecretStr:
     """The non-empty value of the environment variable `env_name`; ConfigError saying how to set it."""
     if not isinstance(env_name, str) or not _ENV_NAME.match(env_name):
         raise ConfigError(f"{flag} {env_name!r}: give the NAME of an environment variable, not its value")
     value = environ.get(env_name, "").strip()
     if not value:
-        raise ConfigError(f"{flag} {env_name}: the environment variable {env_name} is not set or empty; "
-                          f"export {env_name}=<secret> {when}")
+        raise ConfigError(
+            f"{flag} {env_name}: the environment variable {env_name} is not set or empty; "
+            f"export {env_name}=<secret> {when}"
+        )
     return SecretStr(value)
 
 
-def with_secrets(model: type[BaseModel], values: dict[str, Any], environ: Mapping[str, str],
-                 when: str = "before starting the server") -> dict[str, Any]:
+def with_secrets(
+    model: type[BaseModel],
+    values: dict[str, Any],
+    environ: Mapping[str, str],
+    when: str = "before starting the server",
+) -> dict[str, Any]:
     """`values` with each secret of `model` (`api_key`) read from the variable its `*_env`
     setting (`api_key_env`) names, when that names one: no secret is a flag or a file's key."""
     for name, info in model.model_fields.items():
         if is_secret(info) and values.get(f"{name}_env") is not None:
-            values[name] = read_secret(values[f"{name}_env"], environ,
-                                       f"--{setting_name(model, f'{name}_env')}", when)
+            values[name] = read_secret(
+                values[f"{name}_env"], environ, f"--{setting_name(model, f'{name}_env')}", when
+            )
     return values
 
 
-def problem_text(exc: ValidationError, model: type[BaseModel], layers: Layered | None = None, *,
-                 table: str | None = None) -> str:
+def problem_text(
+    exc: ValidationError, model: type[BaseModel], layers: Layered | None = None, *, table: str | None = None
+) -> str:
     """The first validation problem as one line, naming the setting as the user set it: its flag
     (also for a config-file value: the key is the flag's name), its environment variable, or
     `table.key` for a key of a config-file table such as `tokens.NAME`. The one formatter of

@@ -37,18 +37,25 @@ def schema_reads(schema: Schema, result: QueryResult) -> tuple[tuple[str, ...], 
     only names of the schema are kept, spelled as the schema spells them.
     """
     tables = {t.name for name in result.tables_read if (t := schema.find(name)) is not None}
-    columns = {(t.name, column) for name, column in result.columns_read
-               if (t := schema.find(name)) is not None}
-    return (tuple(sorted(tables, key=str.casefold)),
-            tuple(sorted(columns, key=lambda c: (c[0].casefold(), c[1].casefold()))))
+    columns = {(t.name, column) for name, column in result.columns_read if (t := schema.find(name)) is not None}
+    return (
+        tuple(sorted(tables, key=str.casefold)),
+        tuple(sorted(columns, key=lambda c: (c[0].casefold(), c[1].casefold()))),
+    )
 
 
-async def run_answer_sql(sql: str, database: Database, settings: EpisodeSettings,
-                         params: Mapping[str, SqlValue] | None = None) -> AnswerRun:
+async def run_answer_sql(
+    sql: str, database: Database, settings: EpisodeSettings, params: Mapping[str, SqlValue] | None = None
+) -> AnswerRun:
     """Run an answer once for its result: result_rows rows, cut to result_bytes in the worker."""
     started = time.perf_counter()
-    result = await database.aquery(sql, max_rows=settings.result_rows, cell_limit=settings.result_cell_chars,
-                                   byte_budget=settings.result_bytes, params=params)
+    result = await database.aquery(
+        sql,
+        max_rows=settings.result_rows,
+        cell_limit=settings.result_cell_chars,
+        byte_budget=settings.result_bytes,
+        params=params,
+    )
     tables, columns = schema_reads(await database.aschema(), result) if result.ok else ((), ())
     return AnswerRun(result, tables, columns, time.perf_counter() - started)
 
@@ -64,7 +71,6 @@ class Answer:
     seconds: float
     tables_read: tuple[str, ...] = ()
     columns_read: tuple[tuple[str, str], ...] = ()
-
 
 
 class Settling:
@@ -91,26 +97,49 @@ class Settling:
         if self.last_ok_sql is not None:
             answer = await self.run(self.last_ok_sql, EpisodeStatus.FALLBACK)
             if answer.result is not None and answer.result.ok:
-                return replace(answer, status=EpisodeStatus.FALLBACK, seconds=spent + answer.seconds,
-                               error=f"{why}; used the last query that ran without error instead")
+                return replace(
+                    answer,
+                    status=EpisodeStatus.FALLBACK,
+                    seconds=spent + answer.seconds,
+                    error=f"{why}; used the last query that ran without error instead",
+                )
             spent += answer.seconds
         advice = BUSY_ADVICE if self.met_writer else REPHRASE_ADVICE
-        return Answer(failed_sql, EpisodeStatus.FAILED, None,
-                      f"no answer: {why} and no query ran without error during exploration; {advice}", spent)
+        return Answer(
+            failed_sql,
+            EpisodeStatus.FAILED,
+            None,
+            f"no answer: {why} and no query ran without error during exploration; {advice}",
+            spent,
+        )
 
     async def run(self, sql: str, status: EpisodeStatus) -> Answer:
         """Run the answer once for the result, noting a time limit or a writer it met."""
         run = await run_answer_sql(sql, self.database, self.settings)
         self.timed_out = self.timed_out or run.result.status in TIMED_OUT
         self.met_writer = self.met_writer or run.result.status is QueryStatus.BUSY
-        return Answer(sql, status, run.result, None if run.result.ok else run.result.error, run.seconds,
-                      run.tables, run.columns)
+        return Answer(
+            sql,
+            status,
+            run.result,
+            None if run.result.ok else run.result.error,
+            run.seconds,
+            run.tables,
+            run.columns,
+        )
 
 
-async def answer_from_sql(sql: str, database: Database, settings: EpisodeSettings, *, question: str,
-                          evidence: str | None, status: EpisodeStatus,
-                          stop_reason: StopReason,
-                          params: Mapping[str, SqlValue] | None = None) -> tuple[EpisodeResult, QueryResult]:
+async def answer_from_sql(
+    sql: str,
+    database: Database,
+    settings: EpisodeSettings,
+    *,
+    question: str,
+    evidence: str | None,
+    status: EpisodeStatus,
+    stop_reason: StopReason,
+    params: Mapping[str, SqlValue] | None = None,
+) -> tuple[EpisodeResult, QueryResult]:
     """`sql` run now as the answer to `question`, with `params` bound by SQLite (when it fails, the
     answer carries SQLite's error), and the statement's own result (what it read, as the worker
     reported it)."""
@@ -118,11 +147,24 @@ async def answer_from_sql(sql: str, database: Database, settings: EpisodeSetting
     result = run.result
     ran = result if result.ok else None
     return EpisodeResult(
-        question=question, evidence=evidence, sql=sql, status=status, stop_reason=stop_reason,
-        columns=ran.columns if ran else (), rows=ran.rows if ran else (),
+        question=question,
+        evidence=evidence,
+        sql=sql,
+        status=status,
+        stop_reason=stop_reason,
+        columns=ran.columns if ran else (),
+        rows=ran.rows if ran else (),
         row_count=ran.total_rows if ran else 0,
         truncated=(ran.truncated or ran.cut_to_fit) if ran else False,
-        error=None if ran else (result.error or result.status.value), rounds=(), tokens=0,
-        seconds=run.seconds, model_seconds=0.0, tool_seconds=run.seconds, prompt="",
-        cut=ran.cut if ran else None, tables_read=run.tables, columns_read=run.columns,
-        answer_timed_out=result.status in TIMED_OUT), result
+        error=None if ran else (result.error or result.status.value),
+        rounds=(),
+        tokens=0,
+        seconds=run.seconds,
+        model_seconds=0.0,
+        tool_seconds=run.seconds,
+        prompt="",
+        cut=ran.cut if ran else None,
+        tables_read=run.tables,
+        columns_read=run.columns,
+        answer_timed_out=result.status in TIMED_OUT,
+    ), result

@@ -23,9 +23,19 @@ EXCERPT_CONTEXT = 24  # characters kept before the first difference
 TEXT_DIFFERENCE_CHARS = 50  # the fallback: the text where it first differs
 
 # The word before a part it has (none: the part's own text starts with its keyword, `LEFT JOIN ...`).
-_HAS = {PartKind.FILTER: "filter", PartKind.JOIN: "", PartKind.FROM: "from", PartKind.GROUP: "grouped by",
-        PartKind.HAVING: "having", PartKind.COLUMN: "column", PartKind.DISTINCT: "", PartKind.LIMIT: "",
-        PartKind.ORDER: "ordered by", PartKind.COMPOUND: "", PartKind.WITH: "with"}
+_HAS = {
+    PartKind.FILTER: "filter",
+    PartKind.JOIN: "",
+    PartKind.FROM: "from",
+    PartKind.GROUP: "grouped by",
+    PartKind.HAVING: "having",
+    PartKind.COLUMN: "column",
+    PartKind.DISTINCT: "",
+    PartKind.LIMIT: "",
+    PartKind.ORDER: "ordered by",
+    PartKind.COMPOUND: "",
+    PartKind.WITH: "with",
+}
 _LACKS = {PartKind.GROUP: "not grouped by", PartKind.ORDER: "not ordered by"}
 _ORDER = list(PartKind)
 
@@ -47,7 +57,7 @@ def differences_text(index: int, sqls: Sequence[str]) -> str | None:
     text = "; ".join(shown)
     if len(said) > len(shown):
         text += f"; and {len(said) - len(shown)} more"
-    return text if len(text) <= DIFFERENCE_CHARS else text[:DIFFERENCE_CHARS - 1].rstrip() + "…"
+    return text if len(text) <= DIFFERENCE_CHARS else text[: DIFFERENCE_CHARS - 1].rstrip() + "…"
 
 
 def _part_differences(parts: Sequence[SqlPart], their: Sequence[Sequence[SqlPart]]) -> list[str]:
@@ -61,16 +71,22 @@ def _part_differences(parts: Sequence[SqlPart], their: Sequence[Sequence[SqlPart
     told_kinds = {p.kind for p in unique}
     lacks: list[SqlPart] = []
     for p in their[0]:
-        if (p.key not in keys and p.kind not in told_kinds and all(p.key in k for k in their_keys)
-                and p.key not in {q.key for q in lacks}):
+        if (
+            p.key not in keys
+            and p.kind not in told_kinds
+            and all(p.key in k for k in their_keys)
+            and p.key not in {q.key for q in lacks}
+        ):
             lacks.append(p)
 
     def by_kind(group: list[SqlPart]) -> list[SqlPart]:
         return sorted(group, key=lambda p: _ORDER.index(p.kind))
 
-    return ([_told(p, lacking=False) for p in by_kind(unique)]
-            + [_told(p, lacking=True) for p in by_kind(lacks)]
-            + [_told(p, lacking=False) for p in by_kind(partial)])
+    return (
+        [_told(p, lacking=False) for p in by_kind(unique)]
+        + [_told(p, lacking=True) for p in by_kind(lacks)]
+        + [_told(p, lacking=False) for p in by_kind(partial)]
+    )
 
 
 def _told(part: SqlPart, *, lacking: bool) -> str:
@@ -101,7 +117,7 @@ def differing_excerpt(sql: str, reference: str | None, limit: int, *, same: str 
     start = _word_start(flat, max(0, shared - EXCERPT_CONTEXT)) if shared > EXCERPT_CONTEXT else 0
     head = f"…({start:,} characters as in {same}) " if start else ""
     room = max(20, limit - len(head) - 30)
-    body = flat[start:start + room]
+    body = flat[start : start + room]
     rest = len(flat) - start - len(body)
     return f"{head}{body}{f' …(+{rest:,} characters)' if rest else ''}"
 
@@ -122,4 +138,4 @@ def _word_start(text: str, i: int) -> int:
 
 
 def _clipped(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

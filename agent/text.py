@@ -112,8 +112,10 @@ _SLASHES = re.compile(r"(?<![\[/])//(?=[^\s/\]])")  # linkify links `//host` (an
 _WWW = re.compile(r"(?i)(?<![\w.-])(www)\\?\.")  # GFM links a bare www.x
 # A host name: labels and dots ending in a top-level-domain-like label (`evil.com`, `例え.jp`,
 # `xn--p1ai`), or an IPv4 address before a path or port. Some linkifiers link any of them bare.
-_HOST = re.compile(r"(?<![\w.-])(?:[\w-]+\\?\.)+(?:xn--[\w-]+|[^\W\d_]{2,})(?![\w-])"
-                   r"|(?<![\w.])\d{1,3}(?:\\?\.\d{1,3}){3}(?![\w.])")
+_HOST = re.compile(
+    r"(?<![\w.-])(?:[\w-]+\\?\.)+(?:xn--[\w-]+|[^\W\d_]{2,})(?![\w-])"
+    r"|(?<![\w.])\d{1,3}(?:\\?\.\d{1,3}){3}(?![\w.])"
+)
 _HOST_DOT = re.compile(r"\\?\.")
 _AT = re.compile(r"(?<!\[)@(?![\]\s]|$)")  # `ann@example.com`, `@someone`
 _LINK_SYNTAX = re.compile(r"\]\s*[(\[:]|!\[")  # `[text](url)`, `[text][ref]`, `[ref]: url`, `![img]`
@@ -122,8 +124,9 @@ _LOOSE_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")  # emphasis; `snake_
 _INLINE_MARKUP = str.maketrans({"*": "\u2217", "~": "\u223c", "`": "\u02cb"})
 # Block markup at the start of a line: a heading, a quote, a list item.
 _LINE_START = re.compile(r"#{1,6}(?=\s|$)|>|[-+](?=\s|$)|\d{1,9}[.)](?=\s|$)")
-_LINE_START_LOOKALIKES = str.maketrans({"#": "\uff03", ">": "\u203a", "-": "\u2010", "+": "\uff0b",
-                                        ".": "\uff0e", ")": "\uff09"})
+_LINE_START_LOOKALIKES = str.maketrans(
+    {"#": "\uff03", ">": "\u203a", "-": "\u2010", "+": "\uff0b", ".": "\uff0e", ")": "\uff09"}
+)
 _RULE_LINE = re.compile(r"[-=|:\s]*[-=][-=|:\s]*")  # a thematic break, a setext underline, a table's rule row
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")  # letters that show as nothing
@@ -142,7 +145,7 @@ def plain_label(text: str, limit: int) -> str:
     quote, list or rule marker at the start is written as a look-alike (`＃`). Applying it again
     changes nothing. Past `limit` characters the text ends with an ellipsis.
     """
-    source = text[:limit * 8 + 256]  # whitespace and escapes change the length; the rest is never shown
+    source = text[: limit * 8 + 256]  # whitespace and escapes change the length; the rest is never shown
     # NFKC would make our own ellipsis three dots: each part around it is folded on its own.
     folded = "\u2026".join(unicodedata.normalize("NFKC", part) for part in source.split("\u2026"))
     flat = " ".join(folded.split())
@@ -171,10 +174,10 @@ def plain_label(text: str, limit: int) -> str:
     if _RULE_LINE.fullmatch(flat):
         flat = flat.translate(_LINE_START_LOOKALIKES).replace("=", "\uff1d")
     elif (start := _LINE_START.match(flat)) is not None:
-        flat = start.group().translate(_LINE_START_LOOKALIKES) + flat[start.end():]
+        flat = start.group().translate(_LINE_START_LOOKALIKES) + flat[start.end() :]
     if len(flat) <= limit and len(source) == len(text):
         return flat
-    return flat[:limit - 1].rstrip() + "…"
+    return flat[: limit - 1].rstrip() + "…"
 
 
 def _defanged_scheme(match: re.Match[str]) -> str:
@@ -186,12 +189,16 @@ def _escape_invisible(text: str) -> str:
     nothing (Hangul fillers, the blank Braille pattern), written as escapes too."""
     if text.isascii():
         return text
-    hidden = {c for c in set(text) if not c.isascii()
-              and (c in _BLANK_LETTERS or unicodedata.category(c) in _INVISIBLE_CATEGORIES)}
+    hidden = {
+        c
+        for c in set(text)
+        if not c.isascii() and (c in _BLANK_LETTERS or unicodedata.category(c) in _INVISIBLE_CATEGORIES)
+    }
     if not hidden:
         return text
-    return "".join((f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}") if c in hidden else c
-                   for c in text)
+    return "".join(
+        (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}") if c in hidden else c for c in text
+    )
 
 
 __all__ = [

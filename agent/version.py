@@ -30,12 +30,22 @@ class ShowVersion(argparse.Action):
     """`--version`: print "PROG VERSION" on stdout and exit 0, as argparse's version action does,
     reading the version only then."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
-                 default: Any = argparse.SUPPRESS, help: str | None = VERSION_HELP) -> None:  # noqa: A002 - argparse's name
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str = argparse.SUPPRESS,
+        default: Any = argparse.SUPPRESS,
+        help: str | None = VERSION_HELP,  # noqa: A002 - argparse's name
+    ) -> None:
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: str | Sequence[Any] | None, option_string: str | None = None) -> NoReturn:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> NoReturn:
         print(f"{parser.prog} {package_version()}")
         parser.exit()
 

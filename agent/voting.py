@@ -61,14 +61,16 @@ def answer_key(result: QueryResult | None, sql: str | None, rule: MatchRule) -> 
     return vote_key(result.rows, rule)
 
 
-async def execute_for_comparison(db: Database, sql: str, limits: CompareLimits, *,
-                                 reads: bool = True) -> QueryResult:
+async def execute_for_comparison(
+    db: Database, sql: str, limits: CompareLimits, *, reads: bool = True
+) -> QueryResult:
     """Run `sql` with whole cells and up to max_rows rows (one more tells a fit from an overflow).
 
     Without `reads`, what it read is the authorizer's alone (see Database.query).
     """
-    return await db.aquery(sql, max_rows=limits.max_rows, count_cap=limits.max_rows + 1,
-                           timeout=limits.timeout, reads=reads)
+    return await db.aquery(
+        sql, max_rows=limits.max_rows, count_cap=limits.max_rows + 1, timeout=limits.timeout, reads=reads
+    )
 
 
 def ran_sql(result: EpisodeResult) -> bool:
@@ -88,8 +90,9 @@ class Comparison:
         compared = self._executed.get(sql)
         if compared is None:
             # Only the rows vote: what the SQL read is the episode's own run's to report.
-            compared = self._executed[sql] = await execute_for_comparison(self.db, sql, self.limits,
-                                                                          reads=False)
+            compared = self._executed[sql] = await execute_for_comparison(
+                self.db, sql, self.limits, reads=False
+            )
         return compared
 
     async def vote(self, result: EpisodeResult) -> tuple[QueryResult | None, Hashable | None]:
@@ -174,9 +177,14 @@ SampleFn = Callable[[int], Awaitable[tuple[T, Hashable | None]]]
 FinishFn = Callable[[int, T, Tally], Awaitable[None]]
 
 
-async def run_samples(samples: int, run_one: SampleFn[T], *, early_stop: bool = True,
-                      on_finished: FinishFn[T] | None = None,
-                      on_stop: Callable[[], None] | None = None) -> VoteOutcome[T]:
+async def run_samples(
+    samples: int,
+    run_one: SampleFn[T],
+    *,
+    early_stop: bool = True,
+    on_finished: FinishFn[T] | None = None,
+    on_stop: Callable[[], None] | None = None,
+) -> VoteOutcome[T]:
     """Run samples 0..K-1 concurrently and tally them; stop the rest once a majority agrees.
 
     `run_one(k)` returns the sample's value and its vote. The first of our own errors
@@ -212,5 +220,11 @@ async def run_samples(samples: int, run_one: SampleFn[T], *, early_stop: bool = 
             group.start_soon(one, k)
     if failures:
         raise failures[0]
-    return VoteOutcome(samples=samples, results=results, groups=tally.groups(), winner=tally.winner(),
-                       stopped_early=stopped, arrivals=tuple(tally.arrivals))
+    return VoteOutcome(
+        samples=samples,
+        results=results,
+        groups=tally.groups(),
+        winner=tally.winner(),
+        stopped_early=stopped,
+        arrivals=tuple(tally.arrivals),
+    )

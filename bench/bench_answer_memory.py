@@ -39,8 +39,10 @@ from tests.support.mcp import free_port, server_command, server_env, wait_for_po
 from tests.support.policies import ScriptPolicy, assistant_reply, tool_call  # noqa: E402
 
 TOOL = "answer_sql_question"
-BALLOON_SQL = ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<50), "
-               "t(a) AS (SELECT printf('%.4500c','x')) SELECT " + ",".join(["a"] * 2000) + " FROM t, r")
+BALLOON_SQL = (
+    "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<50), "
+    "t(a) AS (SELECT printf('%.4500c','x')) SELECT " + ",".join(["a"] * 2000) + " FROM t, r"
+)
 PING_EVERY = 0.1  # seconds between pings (tools/list requests) from the watching client
 
 
@@ -64,11 +66,14 @@ def reset_peak(pid: int) -> bool:
 def watch(url: str, pid: int, stop: Any, out: Any) -> None:
     """In its own process (so the asking clients' parsing cannot delay it): a tools/list every
     PING_EVERY seconds until `stop` is set, sampling the server's VmRSS; puts (pings, samples)."""
+
     async def loop() -> tuple[list[float], list[int]]:
         pings: list[float] = []
         samples: list[int] = []
-        async with (httpx2.AsyncClient(timeout=600) as http,
-                    Client(streamable_http_client(url, http_client=http)) as watcher):
+        async with (
+            httpx2.AsyncClient(timeout=600) as http,
+            Client(streamable_http_client(url, http_client=http)) as watcher,
+        ):
             out.put("ready")
             while not stop.is_set():
                 started = time.perf_counter()
@@ -94,8 +99,10 @@ async def measure(url: str, pid: int, answers: int) -> dict[str, Any]:
     peak_reset = reset_peak(pid)
 
     async def ask(i: int) -> None:
-        async with (httpx2.AsyncClient(timeout=600) as client_http,
-                    Client(streamable_http_client(url, http_client=client_http)) as client):
+        async with (
+            httpx2.AsyncClient(timeout=600) as client_http,
+            Client(streamable_http_client(url, http_client=client_http)) as client,
+        ):
             result = await client.call_tool(TOOL, {"question": f"Show everything, take {i}"})
         assert not result.is_error, result
         sizes.append(len(json.dumps(result.structured_content)) + len(result.content[0].text))
@@ -111,17 +118,31 @@ async def measure(url: str, pid: int, answers: int) -> dict[str, Any]:
     await anyio.sleep(2.0)
     after = proc_kb(pid, "VmRSS")
     peak = max([idle, *sampled, *([proc_kb(pid, "VmHWM")] if peak_reset else [])])
-    return {"idle": idle, "peak": peak, "after": after,
-            "pings": pings, "sizes": sizes, "seconds": seconds, "peak_from_hwm": peak_reset}
+    return {
+        "idle": idle,
+        "peak": peak,
+        "after": after,
+        "pings": pings,
+        "sizes": sizes,
+        "seconds": seconds,
+        "peak_from_hwm": peak_reset,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--answers", type=int, default=3, help="balloon questions asked at once")
-    parser.add_argument("--baseline", action="store_true",
-                        help="ask `SELECT 1` instead: the pings of a machine as loaded, without the balloon")
-    parser.add_argument("--max-result-bytes", type=int, default=None,
-                        help="passed to the server (default: the server's own default)")
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="ask `SELECT 1` instead: the pings of a machine as loaded, without the balloon",
+    )
+    parser.add_argument(
+        "--max-result-bytes",
+        type=int,
+        default=None,
+        help="passed to the server (default: the server's own default)",
+    )
     args = parser.parse_args()
     sql = "SELECT 1" if args.baseline else BALLOON_SQL
     policy = ScriptPolicy([assistant_reply("answer", tool_call("submit_sql", sql=sql))])
@@ -131,11 +152,28 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             process = subprocess.Popen(
-                server_command("--demo", "--ollama-host", fake.url, "--transport", "streamable-http",
-                               "--port", str(port), "--query-timeout", "120",
-                               "--max-concurrent", str(args.answers), "--log-level", "WARNING", *extra),
-                cwd=ROOT, env=server_env(Path(tmp)), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                server_command(
+                    "--demo",
+                    "--ollama-host",
+                    fake.url,
+                    "--transport",
+                    "streamable-http",
+                    "--port",
+                    str(port),
+                    "--query-timeout",
+                    "120",
+                    "--max-concurrent",
+                    str(args.answers),
+                    "--log-level",
+                    "WARNING",
+                    *extra,
+                ),
+                cwd=ROOT,
+                env=server_env(Path(tmp)),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             try:
                 wait_for_port(port, process)
                 figures = anyio.run(measure, f"http://127.0.0.1:{port}/mcp", process.pid, args.answers)
@@ -147,19 +185,27 @@ def main() -> None:
     idle, peak, after = (figures[k] / 1024 for k in ("idle", "peak", "after"))
     worst = max(figures["pings"], default=0.0)
     asked = "SELECT 1 (baseline)" if args.baseline else "a 50 x 2,000 x 4,500-character SELECT"
-    print(f"{args.answers} answers at once to {asked} over streamable HTTP "
-          f"in {figures['seconds']:.1f} s; answer sizes (text + structured JSON): "
-          f"{', '.join(f'{s / 1024:.0f} KiB' for s in figures['sizes'])}")
+    print(
+        f"{args.answers} answers at once to {asked} over streamable HTTP "
+        f"in {figures['seconds']:.1f} s; answer sizes (text + structured JSON): "
+        f"{', '.join(f'{s / 1024:.0f} KiB' for s in figures['sizes'])}"
+    )
     source = "VmHWM" if figures["peak_from_hwm"] else "sampled VmRSS"
     print(f"server RSS idle:     {idle:7.1f} MiB")
-    print(f"server RSS peak:     {peak:7.1f} MiB  (+{peak - idle:.1f}; {source}; goal <= +300: "
-          f"{'met' if peak - idle <= 300 else 'NOT met'})")
-    print(f"server RSS 2 s after: {after:6.1f} MiB  (+{after - idle:.1f}; goal <= +100: "
-          f"{'met' if after - idle <= 100 else 'NOT met'})")
+    print(
+        f"server RSS peak:     {peak:7.1f} MiB  (+{peak - idle:.1f}; {source}; goal <= +300: "
+        f"{'met' if peak - idle <= 300 else 'NOT met'})"
+    )
+    print(
+        f"server RSS 2 s after: {after:6.1f} MiB  (+{after - idle:.1f}; goal <= +100: "
+        f"{'met' if after - idle <= 100 else 'NOT met'})"
+    )
     median = statistics.median(figures["pings"]) if figures["pings"] else 0.0
-    print(f"pings meanwhile: {len(figures['pings'])}, median {median * 1000:.0f} ms, worst "
-          f"{worst * 1000:.0f} ms (goal < 1000 ms: "
-          f"{'met' if worst < 1.0 else 'NOT met'})")
+    print(
+        f"pings meanwhile: {len(figures['pings'])}, median {median * 1000:.0f} ms, worst "
+        f"{worst * 1000:.0f} ms (goal < 1000 ms: "
+        f"{'met' if worst < 1.0 else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":

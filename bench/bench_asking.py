@@ -52,8 +52,9 @@ def run(spider: Path, samples: int, right: float, limit: int | None, out: Path) 
 
     started = time.perf_counter()
     settings = EvalSettings(samples=samples, concurrency=2, early_stop=False, trace=TraceKind.NONE)
-    anyio.run(lambda: evaluate(dataset, selection, backend, model="vote-policy", out_path=out,
-                               settings=settings))
+    anyio.run(
+        lambda: evaluate(dataset, selection, backend, model="vote-policy", out_path=out, settings=settings)
+    )
     return time.perf_counter() - started
 
 
@@ -61,8 +62,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spider", type=Path, default=SPIDER, help="the Spider dev folder")
     parser.add_argument("--samples", type=int, nargs="+", default=[3, 5], help="K per run (default 3 5)")
-    parser.add_argument("--right", type=float, default=0.5,
-                        help="share of samples answering right (default 0.5)")
+    parser.add_argument(
+        "--right", type=float, default=0.5, help="share of samples answering right (default 0.5)"
+    )
     parser.add_argument("--limit", type=int, help="fewer questions, for a quick look")
     parser.add_argument("--keep", type=Path, help="folder to keep the results files and reports in")
     args = parser.parse_args()
@@ -73,22 +75,27 @@ def main() -> int:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         print(f"Spider dev, fake vote policy (right {args.right:.0%} per sample), every sample to the end")
-        print(f"{'K':>3} {'scored':>7} {'single':>7} {'voted':>6} {'disagreed':>10} {'vote right':>12} "
-              f"{'among options':>14} {'any sample':>12} {'right not shown':>16} {'seconds':>8}")
+        print(
+            f"{'K':>3} {'scored':>7} {'single':>7} {'voted':>6} {'disagreed':>10} {'vote right':>12} "
+            f"{'among options':>14} {'any sample':>12} {'right not shown':>16} {'seconds':>8}"
+        )
         for k in args.samples:
             out = folder / f"vote-policy-k{k}.jsonl"
             out.unlink(missing_ok=True)
             seconds = run(args.spider, k, args.right, args.limit, out)
             records = list(read_records(out).values())
-            summary = summarize(records, benchmark="spider", model="vote-policy", samples=k,
-                                selected=len(records))
+            summary = summarize(
+                records, benchmark="spider", model="vote-policy", samples=k, selected=len(records)
+            )
             a, acc = summary.asking, summary.accuracy
             assert a is not None
             anyone = sum(bool(r.any_correct) for r in records if r.choice is not None and not r.gold_error)
-            print(f"{k:>3} {summary.questions.scored:>7} {_pct(acc.single):>7} {_pct(acc.ex):>6} "
-                  f"{a.questions:>10} {_share(a.vote_right, a.questions):>12} "
-                  f"{_share(a.right_offered, a.questions):>14} {_share(anyone, a.questions):>12} "
-                  f"{a.right_not_offered:>16} {seconds:>8.0f}")
+            print(
+                f"{k:>3} {summary.questions.scored:>7} {_pct(acc.single):>7} {_pct(acc.ex):>6} "
+                f"{a.questions:>10} {_share(a.vote_right, a.questions):>12} "
+                f"{_share(a.right_offered, a.questions):>14} {_share(anyone, a.questions):>12} "
+                f"{a.right_not_offered:>16} {seconds:>8.0f}"
+            )
             if args.keep:
                 write_report([out], out.with_suffix(".html"))
     return 0

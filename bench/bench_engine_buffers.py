@@ -41,9 +41,15 @@ def measure(server: LlamaServer, words: int, repeats: int) -> tuple[list[float],
             http.post(f"{server.url}/completions", json={"prompt": prompt, "max_tokens": 1}).raise_for_status()
             prefill.append(time.perf_counter() - started)
             started = time.perf_counter()
-            answer = http.post(f"{server.url}/completions", json={
-                "prompt": f"Story {k}:", "max_tokens": GENERATED, "min_tokens": GENERATED,
-                "temperature": 0}).json()
+            answer = http.post(
+                f"{server.url}/completions",
+                json={
+                    "prompt": f"Story {k}:",
+                    "max_tokens": GENERATED,
+                    "min_tokens": GENERATED,
+                    "temperature": 0,
+                },
+            ).json()
             per_token.append((time.perf_counter() - started) / max(1, answer["usage"]["completion_tokens"]))
     return prefill, per_token
 
@@ -66,13 +72,19 @@ def main() -> None:
                 results[extra_buffers][0].extend(prefill)
                 results[extra_buffers][1].extend(per_token)
     medians = {on: (statistics.median(p), statistics.median(g)) for on, (p, g) in results.items()}
-    for on, label in ((True, "extra buffer types on  (plain llama_cpp.server)"),
-                      (False, "extra buffer types off (the tier's launcher)  ")):
+    for on, label in (
+        (True, "extra buffer types on  (plain llama_cpp.server)"),
+        (False, "extra buffer types off (the tier's launcher)  "),
+    ):
         prefill, per_token = medians[on]
-        print(f"{label}: cold prefill of {args.prompt_words} words {prefill:.2f} s; "
-              f"{per_token * 1000:.1f} ms per generated token")
-    print(f"off / on: prefill {medians[False][0] / medians[True][0]:.2f}, "
-          f"generation {medians[False][1] / medians[True][1]:.2f}")
+        print(
+            f"{label}: cold prefill of {args.prompt_words} words {prefill:.2f} s; "
+            f"{per_token * 1000:.1f} ms per generated token"
+        )
+    print(
+        f"off / on: prefill {medians[False][0] / medians[True][0]:.2f}, "
+        f"generation {medians[False][1] / medians[True][1]:.2f}"
+    )
 
 
 if __name__ == "__main__":

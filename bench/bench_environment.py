@@ -56,8 +56,13 @@ def tokens(chars: int) -> int:
 async def replay(db: Database, episode: dict, environment: Environment) -> tuple[EpisodeResult, list[str]]:
     """The episode's calls through the loop; the result and every prompt sent."""
     backend = PolicyBackend(replay_policy(episode))
-    result = await run_episode(episode["question"], db, backend, evidence=episode["hint"],
-                               settings=EpisodeSettings(environment=environment))
+    result = await run_episode(
+        episode["question"],
+        db,
+        backend,
+        evidence=episode["hint"],
+        settings=EpisodeSettings(environment=environment),
+    )
     return result, [r.prompt for r in backend.requests]
 
 
@@ -74,21 +79,28 @@ def episodes_report() -> None:
             sizes = {}
             for environment in ENVIRONMENTS:
                 result, prompts = anyio.run(replay, db, episode, environment)
-                sizes[environment] = ([len(last_user_turn(p)) for p in prompts[1:]], len(result.prompt),
-                                      result.stop_reason)
+                sizes[environment] = (
+                    [len(last_user_turn(p)) for p in prompts[1:]],
+                    len(result.prompt),
+                    result.stop_reason,
+                )
             db.close()
             calls = [sum(c["n"] for c in r["calls"]) for r in episode["rounds"] if r["budget"] is not None]
-            print(f"\n{episode['id']} ({episode['title']}, {episode['nTables']} tables): results turn "
-                  "per round, characters (tokens at 4 chars/token)")
+            print(
+                f"\n{episode['id']} ({episode['title']}, {episode['nTables']} tables): results turn "
+                "per round, characters (tokens at 4 chars/token)"
+            )
             print(f"  {'round':>5} {'calls':>5} | {'trained':>15} | {'rich':>15} | rich/trained")
             trained, rich = sizes[Environment.TRAINED][0], sizes[Environment.RICH][0]
             for i, (n, t, r) in enumerate(zip(calls, trained, rich, strict=False), start=1):
                 print(f"  {i:>5} {n:>5} | {t:>7,} ({tokens(t):>5,}) | {r:>7,} ({tokens(r):>5,}) | {r / t:.2f}")
             for environment in ENVIRONMENTS:
                 turns, whole, stop = sizes[environment]
-                print(f"  {environment:>7}: results turns {sum(turns):,} chars ({tokens(sum(turns)):,} "
-                      f"tokens); whole prompt at the end {whole:,} chars ({tokens(whole):,} tokens); "
-                      f"stop: {stop}")
+                print(
+                    f"  {environment:>7}: results turns {sum(turns):,} chars ({tokens(sum(turns)):,} "
+                    f"tokens); whole prompt at the end {whole:,} chars ({tokens(whole):,} tokens); "
+                    f"stop: {stop}"
+                )
     engine.close()
 
 
@@ -107,15 +119,30 @@ class ExplorerPolicy:
             return ScriptedReply(assistant_reply("This looks correct.", sql))
         first = tables[0]
         rounds = {
-            1: [tool_call("list_tables"), tool_call("list_tables"),
-                tool_call("run_query", sql="SELECT * FROM sqlite_master LIMIT 20")],
-            2: [c for t in tables for c in (tool_call("describe_table", table_name=t),
-                                            tool_call("describe_table", table_name=t),
-                                            tool_call("run_query", sql=f'SELECT * FROM "{t}" LIMIT 10'),
-                                            tool_call("sample_rows", table_name=t, limit=10))],
-            3: [c for t in tables for c in (tool_call("foreign_keys", table_name=t),
-                                            tool_call("run_query", sql=f'SELECT COUNT(*) FROM "{t}"'))]
-               + [tool_call("join_path", table_a=first, table_b=tables[-1])],
+            1: [
+                tool_call("list_tables"),
+                tool_call("list_tables"),
+                tool_call("run_query", sql="SELECT * FROM sqlite_master LIMIT 20"),
+            ],
+            2: [
+                c
+                for t in tables
+                for c in (
+                    tool_call("describe_table", table_name=t),
+                    tool_call("describe_table", table_name=t),
+                    tool_call("run_query", sql=f'SELECT * FROM "{t}" LIMIT 10'),
+                    tool_call("sample_rows", table_name=t, limit=10),
+                )
+            ],
+            3: [
+                c
+                for t in tables
+                for c in (
+                    tool_call("foreign_keys", table_name=t),
+                    tool_call("run_query", sql=f'SELECT COUNT(*) FROM "{t}"'),
+                )
+            ]
+            + [tool_call("join_path", table_a=first, table_b=tables[-1])],
             4: [tool_call("run_query", sql=sql)] + [tool_call("describe_table", table_name=t) for t in tables],
             5: [tool_call("run_query", sql=sql), tool_call("run_query", sql=sql)],
             6: [tool_call("run_query", sql=sql)],
@@ -131,8 +158,10 @@ def spider_report(limit: int | None) -> None:
     dataset = load_dataset(SPIDER)
     examples = [e for e in dataset.examples if dataset.has_database(e.db_id)][:limit]
     engine = WorkerPool(WorkerLimits(workers=2))
-    databases = {db_id: Database.unruled(dataset.database_path(db_id), engine)
-                 for db_id in sorted({e.db_id for e in examples})}
+    databases = {
+        db_id: Database.unruled(dataset.database_path(db_id), engine)
+        for db_id in sorted({e.db_id for e in examples})
+    }
     gold = {e.question: e.gold_sql for e in examples}
     tables = {}
     for e in examples:
@@ -144,9 +173,11 @@ def spider_report(limit: int | None) -> None:
             stops, used = anyio.run(_run_all, examples, databases, policy, environment)
             share = stops[StopReason.TOKEN_BUDGET] / len(examples)
             ended = ", ".join(f"{reason} {n}" for reason, n in sorted(stops.items()))
-            print(f"  {label:>8} {environment:>7}: {share:6.1%} token budget "
-                  f"({stops[StopReason.TOKEN_BUDGET]}/{len(examples)}); episode tokens mean "
-                  f"{sum(used) / len(used):,.0f}, max {max(used):,}; ended by: {ended}")
+            print(
+                f"  {label:>8} {environment:>7}: {share:6.1%} token budget "
+                f"({stops[StopReason.TOKEN_BUDGET]}/{len(examples)}); episode tokens mean "
+                f"{sum(used) / len(used):,.0f}, max {max(used):,}; ended by: {ended}"
+            )
     for db in databases.values():
         db.close()
     engine.close()

@@ -38,14 +38,21 @@ def script_for(db: Database) -> ScriptPolicy:
     sql = f"SELECT * FROM {qa} LIMIT 5"
     turns = [
         assistant_reply("List the tables.", tool_call("list_tables")),
-        assistant_reply("Look at two tables.", tool_call("describe_table", table_name=a.name),
-                        tool_call("describe_table", table_name=b),
-                        tool_call("describe_table", table_name=a.name)),
-        assistant_reply("How do they join?", tool_call("join_path", table_a=a.name, table_b=b),
-                        tool_call("foreign_keys", table_name=a.name)),
+        assistant_reply(
+            "Look at two tables.",
+            tool_call("describe_table", table_name=a.name),
+            tool_call("describe_table", table_name=b),
+            tool_call("describe_table", table_name=a.name),
+        ),
+        assistant_reply(
+            "How do they join?",
+            tool_call("join_path", table_a=a.name, table_b=b),
+            tool_call("foreign_keys", table_name=a.name),
+        ),
         assistant_reply("See some rows.", tool_call("sample_rows", table_name=a.name, limit=5)),
-        assistant_reply("Which values?",
-                        tool_call("distinct_values", table_name=a.name, column_name=col, limit=10)),
+        assistant_reply(
+            "Which values?", tool_call("distinct_values", table_name=a.name, column_name=col, limit=10)
+        ),
         assistant_reply("Test it.", tool_call("run_query", sql=sql)),
     ]
     return ScriptPolicy(turns, final=assistant_reply("Answer.", fenced(sql, "sql")))
@@ -73,10 +80,14 @@ def bench(label: str, path: Path, episodes: int) -> None:
     costs.sort()
     p95 = costs[min(len(costs) - 1, round(0.95 * (len(costs) - 1)))]
     print(f"\n{label}: {episodes} episodes of 6 tool turns + final turn")
-    print(f"  harness cost per episode: median {statistics.median(costs) * 1000:.2f} ms, "
-          f"p95 {p95 * 1000:.2f} ms (wall median {statistics.median(walls) * 1000:.2f} ms)")
-    print("  prompt size per round (characters; ~4 per token): "
-          + ", ".join(f"r{i + 1} {n:,}" for i, n in enumerate(sizes)))
+    print(
+        f"  harness cost per episode: median {statistics.median(costs) * 1000:.2f} ms, "
+        f"p95 {p95 * 1000:.2f} ms (wall median {statistics.median(walls) * 1000:.2f} ms)"
+    )
+    print(
+        "  prompt size per round (characters; ~4 per token): "
+        + ", ".join(f"r{i + 1} {n:,}" for i, n in enumerate(sizes))
+    )
 
 
 def main() -> None:

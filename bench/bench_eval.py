@@ -48,9 +48,16 @@ def run_once(concurrency: int, limit: int | None, trace: TraceKind) -> tuple[Run
 
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        result = anyio.run(lambda: evaluate(
-            dataset, selection, backend, model="oracle", out_path=Path(tmp) / "results.jsonl",
-            settings=EvalSettings(concurrency=concurrency, trace=trace)))
+        result = anyio.run(
+            lambda: evaluate(
+                dataset,
+                selection,
+                backend,
+                model="oracle",
+                out_path=Path(tmp) / "results.jsonl",
+                settings=EvalSettings(concurrency=concurrency, trace=trace),
+            )
+        )
         return result, time.perf_counter() - started
 
 
@@ -65,10 +72,14 @@ def report(concurrency: int, result: RunResult, wall: float) -> None:
     # Episodes overlap at concurrency > 1: the model's share of the wall clock is its summed
     # time spread over the episodes that ran at once.
     model_wall = model / concurrency
-    print(f"concurrency {concurrency}: {n} questions in {wall:.2f} s = {n / wall:.1f} questions/s "
-          f"(EX {100 * (summary.accuracy.ex or 0):.1f}%)")
-    print(f"  per question: {1000 * wall / n:.2f} ms wall; summed over episodes {1000 * inside / n:.2f} ms "
-          f"in the loop, of which model {1000 * model / n:.3f} ms and tools {1000 * tools / n:.2f} ms")
+    print(
+        f"concurrency {concurrency}: {n} questions in {wall:.2f} s = {n / wall:.1f} questions/s "
+        f"(EX {100 * (summary.accuracy.ex or 0):.1f}%)"
+    )
+    print(
+        f"  per question: {1000 * wall / n:.2f} ms wall; summed over episodes {1000 * inside / n:.2f} ms "
+        f"in the loop, of which model {1000 * model / n:.3f} ms and tools {1000 * tools / n:.2f} ms"
+    )
     print(f"  time outside the model: {100 * (1 - model_wall / wall):.2f}% of the total")
 
 

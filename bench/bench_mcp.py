@@ -39,11 +39,20 @@ QUESTIONS = {
     "How many customers are there?": "SELECT count(*) FROM customers",
     "Which orders are pending?": "SELECT order_id FROM orders WHERE status = 'pending' ORDER BY order_id",
     "What is the most expensive book?": "SELECT title FROM books ORDER BY price DESC LIMIT 1",
-    "How many books has each author written?":
-        "SELECT a.name, count(*) FROM authors a JOIN books b USING (author_id) GROUP BY a.name ORDER BY a.name",
+    "How many books has each author written?": (
+        "SELECT a.name, count(*) FROM authors a JOIN books b USING (author_id) GROUP BY a.name ORDER BY a.name"
+    ),
 }
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "0"},
+    },
+}
 
 
 def server_env(cache: Path) -> dict[str, str]:
@@ -57,8 +66,12 @@ def cold_start(ollama_url: str, cache: Path) -> float:
     started = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "mcp_server", "--demo", "--ollama-host", ollama_url, "--log-level", "WARNING"],
-        cwd=ROOT, env=server_env(cache), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL)
+        cwd=ROOT,
+        env=server_env(cache),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     assert process.stdin is not None and process.stdout is not None
     process.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
     process.stdin.flush()
@@ -81,8 +94,9 @@ def rss_kb(pid: int) -> int:
 def family_rss_kb(pid: int) -> tuple[int, int]:
     """(RSS of the process, RSS of the process plus its children) in KiB."""
     # Children started from any thread (the SQLite workers start from worker threads).
-    children = {c for task in Path(f"/proc/{pid}/task").iterdir()
-                for c in (task / "children").read_text().split()}
+    children = {
+        c for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()
+    }
     own = rss_kb(pid)
     return own, own + sum(rss_kb(int(c)) for c in children)
 
@@ -99,6 +113,7 @@ def child_server_pid() -> int:
 
 async def ask_all(client: Client, questions: list[str], concurrent: bool) -> float:
     """Seconds to answer every question, all at once or one after another."""
+
     async def one(question: str) -> None:
         result = await client.call_tool(TOOL, {"question": question})
         assert result.structured_content is not None and result.structured_content["sql"] == QUESTIONS[question]
@@ -116,10 +131,23 @@ async def ask_all(client: Client, questions: list[str], concurrent: bool) -> flo
 
 async def concurrency_and_memory(ollama_url: str, cache: Path) -> dict[str, Any]:
     params = StdioServerParameters(
-        command=sys.executable, cwd=ROOT, env=server_env(cache),
-        args=["-m", "mcp_server", "--demo", "--ollama-host", ollama_url, "--max-concurrent", "8",
-              "--runtime-slots", "8",
-              "--log-level", "WARNING"])
+        command=sys.executable,
+        cwd=ROOT,
+        env=server_env(cache),
+        args=[
+            "-m",
+            "mcp_server",
+            "--demo",
+            "--ollama-host",
+            ollama_url,
+            "--max-concurrent",
+            "8",
+            "--runtime-slots",
+            "8",
+            "--log-level",
+            "WARNING",
+        ],
+    )
     async with Client(params) as client:
         await client.list_tools()
         pid = child_server_pid()
@@ -146,16 +174,24 @@ def main() -> None:
         fake.stop()
     n = len(QUESTIONS)
     ratio = figures["concurrent"] / figures["serial"]
-    print(f"cold start to initialize reply: median {statistics.median(starts):.2f} s "
-          f"(runs: {', '.join(f'{s:.2f}' for s in starts)})")
+    print(
+        f"cold start to initialize reply: median {statistics.median(starts):.2f} s "
+        f"(runs: {', '.join(f'{s:.2f}' for s in starts)})"
+    )
     print(f"{n} questions, {args.turn_delay:g} s per model turn (3 turns each):")
     print(f"  one after another:          {figures['serial']:.2f} s")
-    print(f"  at once, --max-concurrent 8: {figures['concurrent']:.2f} s  "
-          f"(ratio {ratio:.3f}; goal <= 0.25: {'met' if ratio <= 0.25 else 'NOT met'})")
-    print(f"idle server RSS: {figures['idle'][0] / 1024:.1f} MiB "
-          f"(with SQLite workers: {figures['idle'][1] / 1024:.1f} MiB)")
-    print(f"after the questions: {figures['after'][0] / 1024:.1f} MiB "
-          f"(with its SQLite workers: {figures['after'][1] / 1024:.1f} MiB)")
+    print(
+        f"  at once, --max-concurrent 8: {figures['concurrent']:.2f} s  "
+        f"(ratio {ratio:.3f}; goal <= 0.25: {'met' if ratio <= 0.25 else 'NOT met'})"
+    )
+    print(
+        f"idle server RSS: {figures['idle'][0] / 1024:.1f} MiB "
+        f"(with SQLite workers: {figures['idle'][1] / 1024:.1f} MiB)"
+    )
+    print(
+        f"after the questions: {figures['after'][0] / 1024:.1f} MiB "
+        f"(with its SQLite workers: {figures['after'][1] / 1024:.1f} MiB)"
+    )
 
 
 if __name__ == "__main__":

@@ -68,9 +68,12 @@ class Explorer(VotePolicy):
         """The sample's reply for its round."""
         sql = self.answer(self.question_in(prompt), seed)
         table = re.search(r"\bFROM\s+(\w+)", sql, re.IGNORECASE)
-        turns = [tool_call("list_tables"),
-                 tool_call("describe_table", table_name=table.group(1) if table else "books"),
-                 tool_call("run_query", sql=sql), tool_call("submit_sql", sql=sql)]
+        turns = [
+            tool_call("list_tables"),
+            tool_call("describe_table", table_name=table.group(1) if table else "books"),
+            tool_call("run_query", sql=sql),
+            tool_call("submit_sql", sql=sql),
+        ]
         return ScriptedReply(assistant_reply("step", turns[min(round_number(prompt), len(turns)) - 1]))
 
 
@@ -103,8 +106,20 @@ def runtime(latency: float) -> FakeServer:
 
 def server_flags(url: str, *extra: str) -> list[str]:
     """The stdio server: the demo database, one runtime slot, fixed seeds, the runtime at `url`."""
-    return ["--demo", "--ollama-host", url, "--runtime-slots", "1", "--seed", "100", "--episode-timeout", "900",
-            "--log-level", "WARNING", *extra]
+    return [
+        "--demo",
+        "--ollama-host",
+        url,
+        "--runtime-slots",
+        "1",
+        "--seed",
+        "100",
+        "--episode-timeout",
+        "900",
+        "--log-level",
+        "WARNING",
+        *extra,
+    ]
 
 
 async def patient(questions: list[str], latency: float, folder: Path) -> list[Asked]:
@@ -112,8 +127,7 @@ async def patient(questions: list[str], latency: float, folder: Path) -> list[As
     fake = runtime(latency)
     try:
         command = server_command(*server_flags(fake.url, "--call-budget", "0"))
-        params = StdioServerParameters(command=command[0], args=command[1:], env=server_env(folder),
-                                       cwd=ROOT)
+        params = StdioServerParameters(command=command[0], args=command[1:], env=server_env(folder), cwd=ROOT)
         asked = []
         async with Client(params) as client:
             for question in questions:
@@ -121,8 +135,14 @@ async def patient(questions: list[str], latency: float, folder: Path) -> list[As
                 result = await client.call_tool(TOOL, {"question": question, "samples": SAMPLES})
                 seconds = time.perf_counter() - started
                 status = (result.structured_content or {}).get("status")
-                asked.append(Asked(question, [{"seconds": seconds, "status": status}], seconds,
-                                   model_requests(fake, question)))
+                asked.append(
+                    Asked(
+                        question,
+                        [{"seconds": seconds, "status": status}],
+                        seconds,
+                        model_requests(fake, question),
+                    )
+                )
         return asked
     finally:
         fake.stop()
@@ -130,9 +150,15 @@ async def patient(questions: list[str], latency: float, folder: Path) -> list[As
 
 def ts_client(job: dict[str, Any]) -> dict[str, Any]:
     """Run the TS SDK 1.x client script on `job`."""
-    done = subprocess.run([str(NODE_BIN / "node"), str(TS_CLIENT)], input=json.dumps(job),
-                          capture_output=True, text=True, cwd=ROOT,
-                          env={**node_env(), "NODE_PATH": str(MODULES)}, timeout=7200)
+    done = subprocess.run(
+        [str(NODE_BIN / "node"), str(TS_CLIENT)],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**node_env(), "NODE_PATH": str(MODULES)},
+        timeout=7200,
+    )
     if done.returncode != 0:
         raise SystemExit(f"the TypeScript client failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout)
@@ -142,12 +168,18 @@ async def desktop(questions: list[str], latency: float, budget: list[str], folde
     """Claude Desktop's client at its default options, calling again while the answer says `working`."""
     fake = runtime(latency)
     try:
-        job = {"command": server_command(*server_flags(fake.url, *budget)), "env": server_env(folder),
-               "cwd": str(ROOT), "most": 20,
-               "questions": [{"question": q, "samples": SAMPLES} for q in questions]}
+        job = {
+            "command": server_command(*server_flags(fake.url, *budget)),
+            "env": server_env(folder),
+            "cwd": str(ROOT),
+            "most": 20,
+            "questions": [{"question": q, "samples": SAMPLES} for q in questions],
+        }
         out = await anyio.to_thread.run_sync(ts_client, job)
-        return [Asked(q, a["calls"], sum(c["seconds"] for c in a["calls"]), model_requests(fake, q))
-                for q, a in zip(questions, out["asked"], strict=True)]
+        return [
+            Asked(q, a["calls"], sum(c["seconds"] for c in a["calls"]), model_requests(fake, q))
+            for q, a in zip(questions, out["asked"], strict=True)
+        ]
     finally:
         fake.stop()
 
@@ -159,15 +191,27 @@ async def cancel(latency: float, budget: list[str], folder: Path) -> tuple[dict[
     fake = FakeServer(KeyedPolicy({"asked slowly": slow, "": OraclePolicy(BOOK_GOLD)})).start()
     log = folder / "episodes.jsonl"
     try:
-        job = {"command": server_command(*server_flags(fake.url, *budget, "--episode-log", str(log))),
-               "env": server_env(folder), "cwd": str(ROOT), "cancel_first": True,
-               "questions": [{"question": SLOW_QUESTION, "samples": SAMPLES},
-                             {"question": "How many books are there?"}]}
+        job = {
+            "command": server_command(*server_flags(fake.url, *budget, "--episode-log", str(log))),
+            "env": server_env(folder),
+            "cwd": str(ROOT),
+            "cancel_first": True,
+            "questions": [
+                {"question": SLOW_QUESTION, "samples": SAMPLES},
+                {"question": "How many books are there?"},
+            ],
+        }
         out = await anyio.to_thread.run_sync(ts_client, job)
         await fake.await_disconnects(1, timeout=30)
         lines = [json.loads(line) for line in log.read_text().splitlines()]
-        stopped = next((f"{line['status']} ({line['stop_reason']})" for line in lines
-                        if line["question"] == SLOW_QUESTION and line["status"] != "working"), "no line")
+        stopped = next(
+            (
+                f"{line['status']} ({line['stop_reason']})"
+                for line in lines
+                if line["question"] == SLOW_QUESTION and line["status"] != "working"
+            ),
+            "no line",
+        )
         return out, len(fake.disconnects), stopped
     finally:
         fake.stop()
@@ -176,15 +220,21 @@ async def cancel(latency: float, budget: list[str], folder: Path) -> tuple[dict[
 def table(title: str, asked: list[Asked]) -> None:
     """One line per question, then the totals."""
     print(f"\n{title}")
-    print(f"  {'question':<58} {'calls':>5} {'longest call':>13} {'question s':>11} {'requests':>9} "
-          f"{'answered':>9}")
+    print(
+        f"  {'question':<58} {'calls':>5} {'longest call':>13} {'question s':>11} {'requests':>9} "
+        f"{'answered':>9}"
+    )
     for a in asked:
         longest = max(c["seconds"] for c in a.calls)
-        print(f"  {a.question[:58]:<58} {len(a.calls):>5} {longest:>12.1f}s {a.seconds:>10.1f}s "
-              f"{a.requests:>9} {'yes' if a.answered else 'NO':>9}")
+        print(
+            f"  {a.question[:58]:<58} {len(a.calls):>5} {longest:>12.1f}s {a.seconds:>10.1f}s "
+            f"{a.requests:>9} {'yes' if a.answered else 'NO':>9}"
+        )
     errors = [c["error"] for a in asked for c in a.calls if "error" in c]
-    print(f"  total: {sum(len(a.calls) for a in asked)} calls, {sum(a.requests for a in asked)} model "
-          f"requests, {len(errors)} errors{': ' + json.dumps(errors) if errors else ''}")
+    print(
+        f"  total: {sum(len(a.calls) for a in asked)} calls, {sum(a.requests for a in asked)} model "
+        f"requests, {len(errors)} errors{': ' + json.dumps(errors) if errors else ''}"
+    )
 
 
 async def main() -> None:
@@ -195,16 +245,19 @@ async def main() -> None:
     args = parser.parse_args()
     package = MODULES / "@modelcontextprotocol" / "sdk" / "package.json"
     if not package.is_file() or not (NODE_BIN / "node").is_file():
-        raise SystemExit("needs node@22 and @modelcontextprotocol/sdk@1.32.2 in .ci/node (.ci/run installs "
-                         "them)")
+        raise SystemExit(
+            "needs node@22 and @modelcontextprotocol/sdk@1.32.2 in .ci/node (.ci/run installs them)"
+        )
     latency = args.latency if args.latency is not None else 1.0 if args.quick else 15.0
     seconds = args.budget if args.budget is not None else 3.0 if args.quick else None
     budget = [] if seconds is None else ["--call-budget", str(seconds)]
     version = json.loads(package.read_text())["version"]
     questions = list(BOOK_GOLD)
     told = "the default (50 s)" if seconds is None else f"{seconds:g} s"
-    print(f"model: {latency:g} s a request, {SAMPLES} samples on one runtime slot; call budget: {told}; "
-          f"@modelcontextprotocol/sdk {version} at its default options (60 s timeout)")
+    print(
+        f"model: {latency:g} s a request, {SAMPLES} samples on one runtime slot; call budget: {told}; "
+        f"@modelcontextprotocol/sdk {version} at its default options (60 s timeout)"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         results: dict[str, list[Asked]] = {}
@@ -222,15 +275,19 @@ async def main() -> None:
         desktop_runs, patient_runs = results["desktop"], results["patient"]
         ratio = sum(a.requests for a in desktop_runs) / max(1, sum(a.requests for a in patient_runs))
         longest = max(c["seconds"] for a in desktop_runs for c in a.calls)
-        print(f"\nmodel requests, Claude Desktop's client / patient: {ratio:.2f} (goal <= 1.10); "
-              f"calls per question: {[len(a.calls) for a in desktop_runs]}; longest call: {longest:.1f} s "
-              f"(timeout 60 s); all answered: {all(a.answered for a in desktop_runs)}; wall {wall:.0f} s")
+        print(
+            f"\nmodel requests, Claude Desktop's client / patient: {ratio:.2f} (goal <= 1.10); "
+            f"calls per question: {[len(a.calls) for a in desktop_runs]}; longest call: {longest:.1f} s "
+            f"(timeout 60 s); all answered: {all(a.answered for a in desktop_runs)}; wall {wall:.0f} s"
+        )
         out, closed, stopped = await cancel(latency, budget, folder / "cancel")
         first, second = out["asked"]
         calls = [c.get("status") or c["error"]["message"] for c in first["calls"]]
-        print(f"\ncancel: the slow question's calls {calls}; its line: {stopped}; engine requests closed: "
-              f"{closed}; the next question (one runtime slot) answered in {len(second['calls'])} call(s), "
-              f"{second['calls'][-1]['seconds']:.2f} s, status {second['calls'][-1].get('status')}")
+        print(
+            f"\ncancel: the slow question's calls {calls}; its line: {stopped}; engine requests closed: "
+            f"{closed}; the next question (one runtime slot) answered in {len(second['calls'])} call(s), "
+            f"{second['calls'][-1]['seconds']:.2f} s, status {second['calls'][-1].get('status')}"
+        )
 
 
 if __name__ == "__main__":

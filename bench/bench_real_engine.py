@@ -71,8 +71,9 @@ class RecordingBackend(BackendWrapper):
         return completion
 
 
-async def play(server: LlamaServer, db_path: Path, question: str,
-               settings: EpisodeSettings) -> tuple[list[Request], float, str]:
+async def play(
+    server: LlamaServer, db_path: Path, question: str, settings: EpisodeSettings
+) -> tuple[list[Request], float, str]:
     """One episode: its requests, its wall time and its status."""
     backend = RecordingBackend(OpenAICompletionsBackend(DEFAULT_MODEL, [server.url], api_key=None))
     started = time.perf_counter()
@@ -87,8 +88,10 @@ async def play(server: LlamaServer, db_path: Path, question: str,
 def prefill_seconds(client: httpx.Client, server: LlamaServer, prompt: str) -> float:
     """Wall time of `prompt` with one generated token (non-streamed)."""
     started = time.perf_counter()
-    response = client.post(f"{server.url}/completions", json={
-        "model": DEFAULT_MODEL, "prompt": prompt, "max_tokens": 1, "temperature": 0})
+    response = client.post(
+        f"{server.url}/completions",
+        json={"model": DEFAULT_MODEL, "prompt": prompt, "max_tokens": 1, "temperature": 0},
+    )
     response.raise_for_status()
     return time.perf_counter() - started
 
@@ -103,25 +106,37 @@ def token_count(client: httpx.Client, server: LlamaServer, text: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "spider_dev",
-                        help="Spider dev folder (default ../shared/data/spider_dev)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=ROOT.parent / "shared" / "data" / "spider_dev",
+        help="Spider dev folder (default ../shared/data/spider_dev)",
+    )
     parser.add_argument("--questions", type=int, default=10)
-    parser.add_argument("--max-turn-tokens", type=int, default=256,
-                        help="cap on one turn's generation (keeps the run short on 2 cores)")
+    parser.add_argument(
+        "--max-turn-tokens",
+        type=int,
+        default=256,
+        help="cap on one turn's generation (keeps the run short on 2 cores)",
+    )
     args = parser.parse_args()
     if (reason := engine_missing()) is not None:
         sys.exit(reason)
     dataset = load_dataset(args.data)
     step = max(1, len(dataset.examples) // args.questions)  # spread over the databases
-    examples = dataset.examples[::step][:args.questions]
+    examples = dataset.examples[::step][: args.questions]
     settings = EpisodeSettings(max_turn_tokens=args.max_turn_tokens)
     rows: list[tuple[int, int, int, float, float, float]] = []  # q, round, tokens, in-episode, warm, cold
     walls: list[tuple[float, int, str]] = []
-    with tempfile.TemporaryDirectory() as tmp, llama_server(Path(tmp)) as server, \
-            httpx.Client(timeout=600) as client:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        llama_server(Path(tmp)) as server,
+        httpx.Client(timeout=600) as client,
+    ):
         for q, example in enumerate(examples, 1):
-            requests, wall, status = anyio.run(play, server, dataset.database_path(example.db_id),
-                                               example.question, settings)
+            requests, wall, status = anyio.run(
+                play, server, dataset.database_path(example.db_id), example.question, settings
+            )
             walls.append((wall, len(requests), status))
             warm = [prefill_seconds(client, server, r.prompt) for r in requests]  # in order: cache kept
             for k, request in enumerate(requests):
@@ -133,20 +148,26 @@ def main() -> None:
     print()
     print(" q  round  prompt tokens  in episode (s)  warm prefill (s)  cold prefill (s)  warm/cold")
     for q, k, tokens, episode_s, warm_s, cold_s in rows:
-        print(f"{q:>2}  {k:>5}  {tokens:>13,}  {episode_s:>14.2f}  {warm_s:>16.2f}  {cold_s:>16.2f}"
-              f"  {warm_s / cold_s:>9.2f}")
+        print(
+            f"{q:>2}  {k:>5}  {tokens:>13,}  {episode_s:>14.2f}  {warm_s:>16.2f}  {cold_s:>16.2f}"
+            f"  {warm_s / cold_s:>9.2f}"
+        )
     later = [(warm_s, cold_s) for _, k, _, _, warm_s, cold_s in rows if k >= 2]
     ratios = [w / c for w, c in later]
     print()
-    print(f"episodes: {len(walls)}, wall time median {statistics.median(w for w, _, _ in walls):.1f} s "
-          f"(min {min(w for w, _, _ in walls):.1f}, max {max(w for w, _, _ in walls):.1f}); "
-          f"rounds {sum(n for _, n, _ in walls)}")
+    print(
+        f"episodes: {len(walls)}, wall time median {statistics.median(w for w, _, _ in walls):.1f} s "
+        f"(min {min(w for w, _, _ in walls):.1f}, max {max(w for w, _, _ in walls):.1f}); "
+        f"rounds {sum(n for _, n, _ in walls)}"
+    )
     print(f"round 1 cold prefill: median {statistics.median(c for _, k, _, _, _, c in rows if k == 1):.2f} s")
     if ratios:
         worst = max(ratios)
-        print(f"rounds 2+: warm/cold median {statistics.median(ratios):.3f}, worst {worst:.3f}; "
-              f"goal <= 0.2: {'met' if worst <= 0.2 else 'NOT met'} "
-              f"({sum(r <= 0.2 for r in ratios)} of {len(ratios)} rounds)")
+        print(
+            f"rounds 2+: warm/cold median {statistics.median(ratios):.3f}, worst {worst:.3f}; "
+            f"goal <= 0.2: {'met' if worst <= 0.2 else 'NOT met'} "
+            f"({sum(r <= 0.2 for r in ratios)} of {len(ratios)} rounds)"
+        )
         warm_total, cold_total = sum(w for w, _ in later), sum(c for _, c in later)
         print(f"rounds 2+: sum warm {warm_total:.1f} s vs sum cold {cold_total:.1f} s")
 

@@ -57,9 +57,20 @@ class BoundedOracle:
 
 def run_eval(urls: list[str], limit: int, concurrency: int) -> tuple[float, str]:
     with tempfile.TemporaryDirectory() as tmp:
-        argv = ["eval", str(SPIDER / "dev.json"), "--backend", "openai", "--limit", str(limit),
-                "--concurrency", str(concurrency), "--out", str(Path(tmp) / "results.jsonl"),
-                "--trace", "none"]
+        argv = [
+            "eval",
+            str(SPIDER / "dev.json"),
+            "--backend",
+            "openai",
+            "--limit",
+            str(limit),
+            "--concurrency",
+            str(concurrency),
+            "--out",
+            str(Path(tmp) / "results.jsonl"),
+            "--trace",
+            "none",
+        ]
         for url in urls:
             argv += ["--base-url", url]
         out = io.StringIO()
@@ -85,8 +96,9 @@ def main() -> None:
     dataset = load_dataset(SPIDER / "dev.json")
     selection = select_examples(dataset, limit=args.limit)
     gold = {ex.question: ex.gold_sql for ex in selection.examples}
-    servers = [FakeServer(BoundedOracle(gold, args.delay, args.slots), url_path="/v1").start()
-               for _ in range(2)]
+    servers = [
+        FakeServer(BoundedOracle(gold, args.delay, args.slots), url_path="/v1").start() for _ in range(2)
+    ]
     try:
         one, acc1 = run_eval([servers[0].url], args.limit, args.concurrency)
         two, acc2 = run_eval([s.url for s in servers], args.limit, args.concurrency)
@@ -94,8 +106,10 @@ def main() -> None:
         for server in servers:
             server.stop()
     share = [sum(1 for r in s.requests if r.path.endswith("/completions")) for s in servers]
-    print(f"{args.limit} Spider questions, --concurrency {args.concurrency}, {args.delay:g} s per turn, "
-          f"{args.slots} turns at once per replica")
+    print(
+        f"{args.limit} Spider questions, --concurrency {args.concurrency}, {args.delay:g} s per turn, "
+        f"{args.slots} turns at once per replica"
+    )
     print(f"  one replica:  {one:6.2f} s  {args.limit / one:5.2f} questions/s  {acc1}")
     print(f"  two replicas: {two:6.2f} s  {args.limit / two:5.2f} questions/s  {acc2}")
     print(f"  speed-up {one / two:.2f}x; completions served per replica over both runs: {share}")

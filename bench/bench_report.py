@@ -49,8 +49,16 @@ def oracle_results(spider: Path, out: Path, limit: int | None) -> int:
     def backend(sampling: SamplingSettings) -> PolicyBackend:
         return PolicyBackend(oracle, "oracle", sampling=sampling, record=False)
 
-    anyio.run(lambda: evaluate(dataset, selection, backend, model="oracle", out_path=out,
-                               settings=EvalSettings(concurrency=2, trace=TraceKind.FULL)))
+    anyio.run(
+        lambda: evaluate(
+            dataset,
+            selection,
+            backend,
+            model="oracle",
+            out_path=out,
+            settings=EvalSettings(concurrency=2, trace=TraceKind.FULL),
+        )
+    )
     return len(selection.examples)
 
 
@@ -59,8 +67,13 @@ def build(results: list[Path], page: Path) -> tuple[float, float]:
 
     On a busy machine the wall time waits for the CPU; the CPU time is what the build costs.
     """
-    done = subprocess.run([sys.executable, "-c", BUILD, str(page), *map(str, results)], cwd=ROOT,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", BUILD, str(page), *map(str, results)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     wall, cpu = done.stdout.split()
     return float(wall), float(cpu)
 
@@ -92,13 +105,17 @@ def main() -> int:
         times = [build([results], page) for _ in range(3)]
         size = page.stat().st_size
         wall, cpu = min(times)
-        print(f"report: built in {wall:.2f} s wall, {cpu:.2f} s CPU (best of 3; load average "
-              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs); {size / 1e6:.2f} MB, "
-              f"{size / questions * 1000 / 1e6:.2f} MB per 1,000 questions")
+        print(
+            f"report: built in {wall:.2f} s wall, {cpu:.2f} s CPU (best of 3; load average "
+            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs); {size / 1e6:.2f} MB, "
+            f"{size / questions * 1000 / 1e6:.2f} MB per 1,000 questions"
+        )
         compare = folder / "compare.html"
         wall, cpu = build([results, results], compare)
-        print(f"comparison of the run with itself: {wall:.2f} s wall, {cpu:.2f} s CPU, "
-              f"{compare.stat().st_size / 1e6:.2f} MB")
+        print(
+            f"comparison of the run with itself: {wall:.2f} s wall, {cpu:.2f} s CPU, "
+            f"{compare.stat().st_size / 1e6:.2f} MB"
+        )
     return 0
 
 

@@ -125,6 +125,7 @@ from tests.support.policies import PolicyBackend, ScriptedReply, assistant_reply
 
 # ---- 1. CPU per round ---------------------------------------------------------------------
 
+
 async def cpu_over_stdio(url: str, runs: int, tmp: Path) -> tuple[list[float], list[tuple[float, float]]]:
     """(start-up CPU seconds: to the initialize reply, then the first question; per batch of the 20
     questions, the first one first: CPU ms per round of the server process and of its SQLite workers)."""
@@ -163,6 +164,7 @@ async def cpu_in_process(demo: Path, runs: int) -> tuple[list[float], list[float
 
 # ---- 2. a burst of questions --------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Burst:
     spawn: float  # spawn to the initialize reply
@@ -180,8 +182,17 @@ async def burst(url: str, n: int, repeats: int, serial_n: int, tmp: Path) -> Bur
     questions = list(islice(cycle(DEMO_GOLD), n))
     started = time.perf_counter()
     # A token (stdio's too) runs 16 episodes at once by default: the rest would wait.
-    args = ["--demo", "--ollama-host", url, "--max-concurrent", str(n), "--runtime-slots", str(n),
-            "--token-max-concurrent", str(max(n, 16))]
+    args = [
+        "--demo",
+        "--ollama-host",
+        url,
+        "--max-concurrent",
+        str(n),
+        "--runtime-slots",
+        str(n),
+        "--token-max-concurrent",
+        str(max(n, 16)),
+    ]
     async with sqale_mcp(args, tmp) as client:
         spawn = time.perf_counter() - started
         first, _ = await ask_all(client, questions, at_once=True)
@@ -189,7 +200,7 @@ async def burst(url: str, n: int, repeats: int, serial_n: int, tmp: Path) -> Bur
         cpu, rounds = tree_cpu(pid), 0
         serial, at_once, alone, together, queued = [], [], [], [], []
         for i in range(repeats):
-            for mode in (("serial", "at once") if i % 2 == 0 else ("at once", "serial")):
+            for mode in ("serial", "at once") if i % 2 == 0 else ("at once", "serial"):
                 if mode == "serial":
                     wall, answers = await ask_all(client, questions[:serial_n], at_once=False)
                     serial.append(wall / serial_n)
@@ -207,34 +218,52 @@ async def burst(url: str, n: int, repeats: int, serial_n: int, tmp: Path) -> Bur
 def print_burst(label: str, b: Burst, n: int) -> float:
     serial = statistics.median(b.serial) * n
     ratio = statistics.median(b.at_once) / serial
-    print(f"  {label}: start-up apart: spawn to initialize {b.spawn:.2f} s, first burst (workers "
-          f"start) {b.first:.2f} s")
-    print(f"    one at a time {serial:.2f} s for {n} (per question: "
-          f"{', '.join(f'{s:.2f}' for s in b.serial)} s); at once {statistics.median(b.at_once):.2f} s "
-          f"(runs {', '.join(f'{s:.2f}' for s in b.at_once)})")
-    print(f"    episode seconds: alone median {statistics.median(b.alone):.2f}, at once median "
-          f"{statistics.median(b.together):.2f} (longest {max(b.together):.2f}, longest wait for a slot "
-          f"{max(b.queued):.2f}); server CPU {b.cpu_per_round:.1f} ms per round")
+    print(
+        f"  {label}: start-up apart: spawn to initialize {b.spawn:.2f} s, first burst (workers "
+        f"start) {b.first:.2f} s"
+    )
+    print(
+        f"    one at a time {serial:.2f} s for {n} (per question: "
+        f"{', '.join(f'{s:.2f}' for s in b.serial)} s); at once {statistics.median(b.at_once):.2f} s "
+        f"(runs {', '.join(f'{s:.2f}' for s in b.at_once)})"
+    )
+    print(
+        f"    episode seconds: alone median {statistics.median(b.alone):.2f}, at once median "
+        f"{statistics.median(b.together):.2f} (longest {max(b.together):.2f}, longest wait for a slot "
+        f"{max(b.queued):.2f}); server CPU {b.cpu_per_round:.1f} ms per round"
+    )
     return ratio
 
 
 # ---- 3. a verified hit against DBHub ------------------------------------------------------
 
+
 def extract_tree(ref: str, into: Path) -> Path:
     """The tree of commit `ref` of this repository, written under `into`."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", ref], capture_output=True,
-                             check=True, timeout=120).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", ref], capture_output=True, check=True, timeout=120
+    ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
     return into
 
 
-def verified_hits(url: str, hits: int, tmp: Path, dbhub: list[str] | None,
-                  before: Path | None) -> dict[str, Any]:
+def verified_hits(
+    url: str, hits: int, tmp: Path, dbhub: list[str] | None, before: Path | None
+) -> dict[str, Any]:
     """Per server: wall seconds of each call, process-tree CPU and context switches per call, over
     `hits` rounds, each round calling every server once in a new order, after a warm-up."""
-    sides = hit_sides(python=sys.executable, root=ROOT, tmp=tmp, chinook=CHINOOK, question=HIT_QUESTION,
-                      sql=HIT_SQL, ollama_url=url, dbhub=dbhub, before=before)
+    sides = hit_sides(
+        python=sys.executable,
+        root=ROOT,
+        tmp=tmp,
+        chinook=CHINOOK,
+        question=HIT_QUESTION,
+        sql=HIT_SQL,
+        ollama_url=url,
+        dbhub=dbhub,
+        before=before,
+    )
     servers = {side.name: RawServer(side.argv, side.env, side.cwd, tmp / "hit-stderr.txt") for side in sides}
     calls = {side.name: side.call for side in sides}
     times: dict[str, list[float]] = {name: [] for name in servers}
@@ -261,18 +290,29 @@ def verified_hits(url: str, hits: int, tmp: Path, dbhub: list[str] | None,
     return {"times": times, "cpu": cpu, "switches": switches}
 
 
-def hit_instructions(url: str, calls: int, tmp: Path, dbhub: list[str] | None,
-                     before: Path | None) -> dict[str, dict[str, float]]:
+def hit_instructions(
+    url: str, calls: int, tmp: Path, dbhub: list[str] | None, before: Path | None
+) -> dict[str, dict[str, float]]:
     """Instructions per call of each server under callgrind, per process and thread of its tree."""
     out = tmp / "callgrind"
     out.mkdir(exist_ok=True)
-    sides = hit_sides(python=sys.executable, root=ROOT, tmp=tmp, chinook=CHINOOK, question=HIT_QUESTION,
-                      sql=HIT_SQL, ollama_url=url, dbhub=dbhub, before=before)
+    sides = hit_sides(
+        python=sys.executable,
+        root=ROOT,
+        tmp=tmp,
+        chinook=CHINOOK,
+        question=HIT_QUESTION,
+        sql=HIT_SQL,
+        ollama_url=url,
+        dbhub=dbhub,
+        before=before,
+    )
     found: dict[str, dict[str, float]] = {}
     for number, side in enumerate(sides):
         tag = f"side{number}"
-        server = RawServer(under_callgrind(side.argv, out, tag), side.env, side.cwd,
-                           tmp / "callgrind-stderr.txt")
+        server = RawServer(
+            under_callgrind(side.argv, out, tag), side.env, side.cwd, tmp / "callgrind-stderr.txt"
+        )
         try:
             server.start()
             for _ in range(5):
@@ -294,6 +334,7 @@ def hit_instructions(url: str, calls: int, tmp: Path, dbhub: list[str] | None,
 
 
 # ---- 4. the guarded worker's read completion ----------------------------------------------
+
 
 def read_completion(repeat: int) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Wall seconds of Database.query of JOIN_SQL with reads off and on (alternated; the text made
@@ -335,17 +376,27 @@ def report_cpu(url: str, runs: int, tmp: Path) -> None:
     server, workers = per_run[1:][least]
     client = ollama_client_cpu(url, 40)
     wall, cpu = anyio.run(cpu_in_process, ensure_demo_database(tmp / "demo"), runs)
-    print(f"1. server CPU per model round ({len(DEMO_GOLD)} questions x 4 rounds, a fake model "
-          f"answering at once, the least of {runs} batches after a first one):")
-    print(f"  start-up apart: {start_up[0]:.2f} s CPU to the initialize reply, {start_up[1]:.2f} s "
-          f"for the first question (worker start, schema); first batch {sum(per_run[0]):.2f} ms per round")
-    print(f"  over stdio, server + SQLite workers: {batches[least]:.2f} ms per round "
-          f"(batches {', '.join(f'{v:.2f}' for v in batches)}; {verdict(batches[least], 4)})")
-    print(f"    of it: the ollama client {client:.2f} ms (one completion of a {len(ROUND_PROMPT):,}-character "
-          f"prompt, measured apart), our loop and the MCP server {server - client:.2f} ms, "
-          f"the SQLite workers {workers:.2f} ms")
-    print(f"  in process (run_episode, no MCP, no HTTP): wall minus model {statistics.median(wall):.2f} ms, "
-          f"CPU with workers {statistics.median(cpu):.2f} ms per round")
+    print(
+        f"1. server CPU per model round ({len(DEMO_GOLD)} questions x 4 rounds, a fake model "
+        f"answering at once, the least of {runs} batches after a first one):"
+    )
+    print(
+        f"  start-up apart: {start_up[0]:.2f} s CPU to the initialize reply, {start_up[1]:.2f} s "
+        f"for the first question (worker start, schema); first batch {sum(per_run[0]):.2f} ms per round"
+    )
+    print(
+        f"  over stdio, server + SQLite workers: {batches[least]:.2f} ms per round "
+        f"(batches {', '.join(f'{v:.2f}' for v in batches)}; {verdict(batches[least], 4)})"
+    )
+    print(
+        f"    of it: the ollama client {client:.2f} ms (one completion of a {len(ROUND_PROMPT):,}-character "
+        f"prompt, measured apart), our loop and the MCP server {server - client:.2f} ms, "
+        f"the SQLite workers {workers:.2f} ms"
+    )
+    print(
+        f"  in process (run_episode, no MCP, no HTTP): wall minus model {statistics.median(wall):.2f} ms, "
+        f"CPU with workers {statistics.median(cpu):.2f} ms per round"
+    )
 
 
 def report_burst(url: str, repeats: int, turn_delay: float, tmp: Path) -> None:
@@ -356,8 +407,9 @@ def report_burst(url: str, repeats: int, turn_delay: float, tmp: Path) -> None:
     print(f"    ratio at once / (32 x one at a time): {ratio:.3f} (ideal {1 / 32:.3f})")
 
 
-def report_hit(url: str, hits: int, dbhub_prefix: Path, node: str | None, tmp: Path,
-               instructions: int, before: str | None) -> None:
+def report_hit(
+    url: str, hits: int, dbhub_prefix: Path, node: str | None, tmp: Path, instructions: int, before: str | None
+) -> None:
     reason = dbhub_missing(dbhub_prefix, node)
     dbhub = None if reason or node is None else dbhub_argv(dbhub_prefix, node, tmp)
     tree = extract_tree(before, tmp / "before") if before else None
@@ -365,12 +417,16 @@ def report_hit(url: str, hits: int, dbhub_prefix: Path, node: str | None, tmp: P
     times = hit["times"]
     peer = "DBHub execute_sql"
     base = statistics.median(times[peer]) if peer in times else None
-    print(f"3. a verified hit on Chinook over stdio, raw JSON-RPC ({hits} rounds, every server once a round "
-          "in a new order; CPU and context switches of each server's process tree per call):")
+    print(
+        f"3. a verified hit on Chinook over stdio, raw JSON-RPC ({hits} rounds, every server once a round "
+        "in a new order; CPU and context switches of each server's process tree per call):"
+    )
     for name, values in times.items():
         ratio = f"  {statistics.median(values) / base:4.2f}x DBHub" if base else ""
-        print(f"  {name:<40} {ms(values)}{ratio}; CPU {1000 * hit['cpu'][name]:.2f} ms, "
-              f"{hit['switches'][name]:.1f} context switches")
+        print(
+            f"  {name:<40} {ms(values)}{ratio}; CPU {1000 * hit['cpu'][name]:.2f} ms, "
+            f"{hit['switches'][name]:.1f} context switches"
+        )
     if reason or base is None:
         print(f"  DBHub skipped: {reason}")
     else:
@@ -381,8 +437,9 @@ def report_hit(url: str, hits: int, dbhub_prefix: Path, node: str | None, tmp: P
     elif instructions:
         print(f"  instructions per call under callgrind ({instructions} calls after 5, by process and thread):")
         for name, per in hit_instructions(url, instructions, tmp, dbhub, tree).items():
-            parts = ", ".join(f"{part} {value / 1e6:.2f} M" for part, value in sorted(per.items())
-                              if value >= 5e3)
+            parts = ", ".join(
+                f"{part} {value / 1e6:.2f} M" for part, value in sorted(per.items()) if value >= 5e3
+            )
             print(f"  {name:<40} {sum(per.values()) / 1e6:.2f} M ({parts})")
 
 
@@ -392,15 +449,19 @@ def report_reads(repeat: int) -> None:
     for name, values in reads.items():
         print(f"  {name:<14} {ms(values)}; CPU {1000 * cpu[name]:.2f} ms (with the worker's)")
     added = statistics.median(reads["reads on"]) - statistics.median(reads["reads off"])
-    print(f"  added by reads: {1000 * added:.2f} ms, CPU {1000 * (cpu['reads on'] - cpu['reads off']):.2f} ms "
-          f"({verdict(1000 * added, 1.0)})")
+    print(
+        f"  added by reads: {1000 * added:.2f} ms, CPU {1000 * (cpu['reads on'] - cpu['reads off']):.2f} ms "
+        f"({verdict(1000 * added, 1.0)})"
+    )
 
 
 def report_stream(runs: int) -> None:
     per_token, (few, many) = stream_token_cpu(runs, 30)
-    print(f"5. the OpenAI-compatible backend's CPU per streamed token (completions of {few} and "
-          f"{many} tokens, by difference, {runs} runs): median {statistics.median(per_token):.1f} us "
-          f"({', '.join(f'{v:.1f}' for v in per_token)})")
+    print(
+        f"5. the OpenAI-compatible backend's CPU per streamed token (completions of {few} and "
+        f"{many} tokens, by difference, {runs} runs): median {statistics.median(per_token):.1f} us "
+        f"({', '.join(f'{v:.1f}' for v in per_token)})"
+    )
 
 
 async def completion_connections(url: str, count: int) -> int:
@@ -433,16 +494,20 @@ def report_reuse(count: int) -> None:
         done = sum(r.path == "/v1/completions" for r in engine.requests)
     finally:
         engine.stop()
-    print(f"6. the OpenAI-compatible backend's connections: {done} completions one after another on "
-          f"{len(peers)} connection(s) (goal: one per engine: {'met' if len(peers) == 1 else 'NOT met'})")
+    print(
+        f"6. the OpenAI-compatible backend's connections: {done} completions one after another on "
+        f"{len(peers)} connection(s) (goal: one per engine: {'met' if len(peers) == 1 else 'NOT met'})"
+    )
 
 
 def report_startup(runs: int) -> None:
     from bench_startup import startup_figures
 
     figures = startup_figures(runs)
-    print(f"7. start-up, spawn to the first reply (installed tree, console script, median of {runs} "
-          "interleaved runs; bench_startup.py has the rest):")
+    print(
+        f"7. start-up, spawn to the first reply (installed tree, console script, median of {runs} "
+        "interleaved runs; bench_startup.py has the rest):"
+    )
     for name, (seconds, ratio) in figures.items():
         print(f"  {name:36s} {seconds:6.3f} s  {ratio:5.2f}x the SDK's minimal server  {verdict(ratio, 1.2)}")
 
@@ -453,17 +518,26 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="serial and at-once blocks of each burst")
     parser.add_argument("--turn-delay", type=float, default=0.2, help="seconds per fake model turn in bursts")
     parser.add_argument("--hits", type=int, default=300, help="rounds of the verified hit and its peers")
-    parser.add_argument("--instructions", type=int, default=0,
-                        help="also count instructions per hit under callgrind, over this many calls")
+    parser.add_argument(
+        "--instructions",
+        type=int,
+        default=0,
+        help="also count instructions per hit under callgrind, over this many calls",
+    )
     parser.add_argument("--join-repeat", type=int, default=200, help="queries of the join per mode")
-    parser.add_argument("--dbhub", type=Path, default=Path(tempfile.gettempdir()) / "dbhub",
-                        help="npm prefix holding @bytebase/dbhub")
+    parser.add_argument(
+        "--dbhub",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "dbhub",
+        help="npm prefix holding @bytebase/dbhub",
+    )
     ci_node = ROOT / ".ci" / "node" / "node_modules" / ".bin" / "node"
     parser.add_argument("--node", default=str(ci_node) if ci_node.is_file() else shutil.which("node"))
     parser.add_argument("--before", metavar="REF", help="also run this commit's server in the hit part")
     parser.add_argument("--startup-runs", type=int, default=9, help="interleaved start-ups of each server")
-    parser.add_argument("--parts", default="cpu,burst,hit,reads,stream,reuse,startup",
-                        help="which parts to run, by name")
+    parser.add_argument(
+        "--parts", default="cpu,burst,hit,reads,stream,reuse,startup", help="which parts to run, by name"
+    )
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")

@@ -88,9 +88,22 @@ def server_env(cache: Path) -> dict[str, str]:
 
 
 def server_params(args: list[str], cache: Path, log: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, cwd=ROOT, env=server_env(cache),
-                                 args=["-m", "mcp_server", *args, "--episode-log", str(log),
-                                       "--log-level", "WARNING", "--call-budget", "0"])  # a patient client
+    return StdioServerParameters(
+        command=sys.executable,
+        cwd=ROOT,
+        env=server_env(cache),
+        args=[
+            "-m",
+            "mcp_server",
+            *args,
+            "--episode-log",
+            str(log),
+            "--log-level",
+            "WARNING",
+            "--call-budget",
+            "0",
+        ],
+    )  # a patient client
 
 
 async def batch(client: Client, questions: list[str], concurrent: bool, log: Path) -> Run:
@@ -114,15 +127,20 @@ async def batch(client: Client, questions: list[str], concurrent: bool, log: Pat
             await one(question)
     wall = time.perf_counter() - started
     lines = [json.loads(line) for line in log.read_text().splitlines()[before:]]
-    return Run(wall=wall, tokens=sum(a["tokens"] for a in answers),
-               rounds=sum(a["rounds"] for a in answers),
-               model_seconds=sum(line["model_seconds"] for line in lines),
-               tool_seconds=sum(line["tool_seconds"] for line in lines),
-               queued=sorted(a["queued_seconds"] for a in answers), statuses=[a["status"] for a in answers])
+    return Run(
+        wall=wall,
+        tokens=sum(a["tokens"] for a in answers),
+        rounds=sum(a["rounds"] for a in answers),
+        model_seconds=sum(line["model_seconds"] for line in lines),
+        tool_seconds=sum(line["tool_seconds"] for line in lines),
+        queued=sorted(a["queued_seconds"] for a in answers),
+        statuses=[a["status"] for a in answers],
+    )
 
 
-async def ask_batch(args: list[str], questions: list[str], concurrent: bool, cache: Path,
-                    log: Path, warm_up: bool = False) -> Run:
+async def ask_batch(
+    args: list[str], questions: list[str], concurrent: bool, cache: Path, log: Path, warm_up: bool = False
+) -> Run:
     """Answer `questions` through one `python -m mcp_server ARGS` over stdio.
 
     With `warm_up`, the questions are first asked once at once, untimed, so that the server's
@@ -182,37 +200,59 @@ class Block:
 
 def real_engine_runs(db: Path, repeats: int) -> None:
     questions = list(CHINOOK_QUESTIONS)
-    print("real engine: llama_cpp.server, Gemma 3 270M, one slot, --runtime-slots 1; one engine and one "
-          f"sqale-mcp process for every block; {len(questions)} questions on {db.name}")
+    print(
+        "real engine: llama_cpp.server, Gemma 3 270M, one slot, --runtime-slots 1; one engine and one "
+        f"sqale-mcp process for every block; {len(questions)} questions on {db.name}"
+    )
     pairs = (("serial", "at once"), ("at once", "serial"))
     modes = [mode for i in range(repeats) for mode in pairs[i % 2]]
     blocks: list[Block] = []
     with tempfile.TemporaryDirectory() as tmp, llama_server(Path(tmp)) as engine:
-        args = ["--db", f"chinook={db}", "--backend", "openai", "--base-url", engine.url,
-                "--runtime-slots", "1", "--max-concurrent", "4"]
+        args = [
+            "--db",
+            f"chinook={db}",
+            "--backend",
+            "openai",
+            "--base-url",
+            engine.url,
+            "--runtime-slots",
+            "1",
+            "--max-concurrent",
+            "4",
+        ]
         anyio.run(_blocks, engine, args, questions, modes, Path(tmp), blocks)
-    print("  mode      wall s  rounds  engine tok  ms/token  engine s  our side s  tools s  idle s  "
-          "whole re-evals  queued s")
+    print(
+        "  mode      wall s  rounds  engine tok  ms/token  engine s  our side s  tools s  idle s  "
+        "whole re-evals  queued s"
+    )
     for b in blocks:
         ours = b.run.model_seconds - b.engine_seconds
         idle = b.run.wall - b.run.model_seconds - b.run.tool_seconds
         queued = ", ".join(f"{q:.0f}" for q in b.run.queued)
-        print(f"  {b.mode:<8} {b.run.wall:>7.1f}  {b.run.rounds:>6}  {b.engine_tokens:>10,}  "
-              f"{b.ms_per_token:>8.2f}  {b.engine_seconds:>8.1f}  {ours:>10.1f}  {b.run.tool_seconds:>7.2f}  "
-              f"{idle:>6.1f}  "
-              f"{b.whole_re_evaluations:>14}  {queued}")
+        print(
+            f"  {b.mode:<8} {b.run.wall:>7.1f}  {b.run.rounds:>6}  {b.engine_tokens:>10,}  "
+            f"{b.ms_per_token:>8.2f}  {b.engine_seconds:>8.1f}  {ours:>10.1f}  {b.run.tool_seconds:>7.2f}  "
+            f"{idle:>6.1f}  "
+            f"{b.whole_re_evaluations:>14}  {queued}"
+        )
     per_mode = {mode: [b.ms_per_token for b in blocks if b.mode == mode] for mode in ("serial", "at once")}
     ratio = statistics.median(per_mode["at once"]) / statistics.median(per_mode["serial"])
-    pooled = (sum(b.run.wall for b in blocks if b.mode == "at once")
-              / max(1, sum(b.engine_tokens for b in blocks if b.mode == "at once"))) / (
-              sum(b.run.wall for b in blocks if b.mode == "serial")
-              / max(1, sum(b.engine_tokens for b in blocks if b.mode == "serial")))
-    print(f"  at once / serial per token: median {ratio:.3f}, pooled {pooled:.3f} "
-          f"(goal <= 1.05: {'met' if max(ratio, pooled) <= 1.05 else 'NOT met'})")
+    pooled = (
+        sum(b.run.wall for b in blocks if b.mode == "at once")
+        / max(1, sum(b.engine_tokens for b in blocks if b.mode == "at once"))
+    ) / (
+        sum(b.run.wall for b in blocks if b.mode == "serial")
+        / max(1, sum(b.engine_tokens for b in blocks if b.mode == "serial"))
+    )
+    print(
+        f"  at once / serial per token: median {ratio:.3f}, pooled {pooled:.3f} "
+        f"(goal <= 1.05: {'met' if max(ratio, pooled) <= 1.05 else 'NOT met'})"
+    )
 
 
-async def _blocks(engine: LlamaServer, args: list[str], questions: list[str], modes: list[str],
-                  tmp: Path, blocks: list[Block]) -> None:
+async def _blocks(
+    engine: LlamaServer, args: list[str], questions: list[str], modes: list[str], tmp: Path, blocks: list[Block]
+) -> None:
     log = tmp / "episodes.jsonl"
     async with Client(server_params(args, tmp, log)) as client:
         await client.list_tools()
@@ -231,15 +271,30 @@ def fake_runs(turn_delay: float) -> None:
             walls = {}
             for mode in ("serial", "at once"):
                 with tempfile.TemporaryDirectory() as tmp:
-                    run = anyio.run(ask_batch, ["--demo", "--ollama-host", fake.url, "--runtime-slots",
-                                                str(slots), "--max-concurrent", "4"],
-                                    list(BOOK_GOLD), mode == "at once", Path(tmp),
-                                    Path(tmp) / "episodes.jsonl", True)
+                    run = anyio.run(
+                        ask_batch,
+                        [
+                            "--demo",
+                            "--ollama-host",
+                            fake.url,
+                            "--runtime-slots",
+                            str(slots),
+                            "--max-concurrent",
+                            "4",
+                        ],
+                        list(BOOK_GOLD),
+                        mode == "at once",
+                        Path(tmp),
+                        Path(tmp) / "episodes.jsonl",
+                        True,
+                    )
                 walls[mode] = run.wall
             ratio = walls["at once"] / walls["serial"]
             verdict = f"goal <= 0.35: {'met' if ratio <= 0.35 else 'NOT met'}" if slots == 4 else "queued"
-            print(f"  --runtime-slots {slots}: serial {walls['serial']:.2f} s, at once "
-                  f"{walls['at once']:.2f} s, ratio {ratio:.2f} ({verdict})")
+            print(
+                f"  --runtime-slots {slots}: serial {walls['serial']:.2f} s, at once "
+                f"{walls['at once']:.2f} s, ratio {ratio:.2f} ({verdict})"
+            )
     finally:
         fake.stop()
 

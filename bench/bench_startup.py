@@ -48,11 +48,28 @@ from tests.support.policies import OraclePolicy  # noqa: E402
 from tests.support.startup import MINIMAL_SERVER  # noqa: E402
 
 AGENT = "import sys; from agent.commands.cli import main; sys.exit(main())"  # as the sqale-agent script
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}
-DISCOVER = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
-    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"}}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "0"},
+    },
+}
+DISCOVER = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "server/discover",
+    "params": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"},
+        }
+    },
+}
 CHINOOK = ROOT.parent / "shared" / "data" / "dbs" / "Chinook_Sqlite.sqlite"
 QUESTION = "How many rows has t?"
 QUESTION_SQL = "SELECT count(*) FROM t"
@@ -61,8 +78,13 @@ SERVER_SIDE = ("mcp", "mcp_types", "mcp_server", "starlette", "uvicorn", "opente
 VERSION_GOAL, INITIALIZE_GOAL = 4.0, 1.2
 # PYTHONDONTWRITEBYTECODE would have every run compile our modules anew, PYTHONPYCACHEPREFIX look for
 # bytecode away from where pip wrote it: no user's server does either.
-NOT_PASSED_ON = ("OLLAMA_HOST", "SQALE_MCP_ARGS", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE",
-                 "PYTHONPYCACHEPREFIX")
+NOT_PASSED_ON = (
+    "OLLAMA_HOST",
+    "SQALE_MCP_ARGS",
+    "PYTHONPATH",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTHONPYCACHEPREFIX",
+)
 
 
 @dataclass(frozen=True)
@@ -96,8 +118,11 @@ def tree_env(tree: Tree, place: Place) -> dict[str, str]:
 def checkout_copy(into: Path) -> Path:
     """This checkout's tracked files as they are now (changes included), copied under `into`:
     pip builds in the tree it installs, and the checkout stays as it is."""
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True,
-                            timeout=60).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True, timeout=60)
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         if (ROOT / name).is_file():
             (into / name).parent.mkdir(parents=True, exist_ok=True)
@@ -107,28 +132,41 @@ def checkout_copy(into: Path) -> Path:
 
 def install(source: Path, into: Path) -> Path:
     """`source` installed as users install it (bytecode compiled by pip), into `into`."""
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(into),
-                    str(source)], check=True, timeout=600, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(into), str(source)],
+        check=True,
+        timeout=600,
+        capture_output=True,
+    )
     return into
 
 
 def run_seconds(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> float:
     """Wall seconds of one command that must exit 0."""
     started = time.perf_counter()
-    done = subprocess.run(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, timeout=300)
+    done = subprocess.run(
+        argv,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=300,
+    )
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"{argv} exited {done.returncode}: {done.stderr.decode(errors='replace')[-2000:]}")
     return seconds
 
 
-def first_reply_seconds(argv: Sequence[str], env: Mapping[str, str], cwd: Path,
-                        request: Mapping[str, object] = INITIALIZE) -> float:
+def first_reply_seconds(
+    argv: Sequence[str], env: Mapping[str, str], cwd: Path, request: Mapping[str, object] = INITIALIZE
+) -> float:
     """Wall seconds from spawning a stdio server until its reply to `request` (its first) is on its stdout."""
     started = time.perf_counter()
-    process = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        argv, env=env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
     assert process.stdin is not None and process.stdout is not None
     try:
         process.stdin.write((json.dumps(request) + "\n").encode())
@@ -154,13 +192,22 @@ def commands(tree: Tree, place: Place) -> dict[str, Callable[[], float]]:
         "sqale-agent --version": lambda: run_seconds([python, agent, "--version"], env, cwd),
         "sqale-mcp --version": lambda: run_seconds([python, server, "--version"], env, cwd),
         "sqale-agent tool run_query": lambda: run_seconds(
-            [python, agent, "tool", "run_query", query, "--db", str(place.database)], env, cwd),
+            [python, agent, "tool", "run_query", query, "--db", str(place.database)], env, cwd
+        ),
         "sqale-mcp initialize": lambda: first_reply_seconds(demo, env, cwd),
         "sqale-mcp server/discover": lambda: first_reply_seconds(demo, env, cwd, DISCOVER),
     }
     if CHINOOK.is_file():
-        chinook = [python, server, "--db", f"chinook={CHINOOK}", "--verified", f"chinook={place.library}",
-                   "--ollama-host", place.ollama_url]
+        chinook = [
+            python,
+            server,
+            "--db",
+            f"chinook={CHINOOK}",
+            "--verified",
+            f"chinook={place.library}",
+            "--ollama-host",
+            place.ollama_url,
+        ]
         timed["sqale-mcp initialize, Chinook"] = lambda: first_reply_seconds(chinook, env, cwd)
     return timed
 
@@ -192,14 +239,22 @@ def measure(timed: Mapping[str, Callable[[], float]], runs: int) -> dict[str, fl
 
 def imports_server_side(tree: Tree, place: Place, argv: Sequence[str]) -> list[str]:
     """The SERVER_SIDE packages `sqale-agent ARGV` imports on `tree` (read from -X importtime)."""
-    done = subprocess.run([sys.executable, "-X", "importtime", str(tree.path / "bin" / "sqale-agent"), *argv],
-                          env=tree_env(tree, place),
-                          cwd=place.folder, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", str(tree.path / "bin" / "sqale-agent"), *argv],
+        env=tree_env(tree, place),
+        cwd=place.folder,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"sqale-agent {argv} exited {done.returncode}: {done.stderr[-2000:]}")
-    found = {line.rpartition("|")[2].strip().partition(".")[0]
-             for line in done.stderr.splitlines() if line.startswith("import time:")}
+    found = {
+        line.rpartition("|")[2].strip().partition(".")[0]
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
     return sorted(found & set(SERVER_SIDE))
 
 
@@ -209,15 +264,26 @@ def agent_commands(place: Place) -> dict[str, list[str]]:
     return {
         "ask": ["ask", "--db", str(place.database), "--ollama-host", place.ollama_url, QUESTION],
         "tool": ["tool", "list_tables", "--db", str(place.database)],
-        "golden": ["golden", "add", "--db", str(place.database), "--file", str(golden), "--by", "bench",
-                   QUESTION, QUESTION_SQL],
+        "golden": [
+            "golden",
+            "add",
+            "--db",
+            str(place.database),
+            "--file",
+            str(golden),
+            "--by",
+            "bench",
+            QUESTION,
+            QUESTION_SQL,
+        ],
     }
 
 
 def extract(ref: str, into: Path) -> Path:
     """The tree of commit `ref` of this repository, written under `into`."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", ref], capture_output=True,
-                             check=True, timeout=120).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", ref], capture_output=True, check=True, timeout=120
+    ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
     return into
@@ -227,16 +293,27 @@ def prepare(folder: Path, ollama_url: str) -> Place:
     """The tiny database, the verified library and the minimal server's file in `folder`."""
     database = folder / "tiny.db"
     with sqlite3.connect(database) as connection:
-        connection.executescript("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT);"
-                                 "INSERT INTO t (name) VALUES ('a'), ('b'), ('c');")
+        connection.executescript(
+            "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT);"
+            "INSERT INTO t (name) VALUES ('a'), ('b'), ('c');"
+        )
     connection.close()
     minimal = folder / "minimal_server.py"
     minimal.write_text(MINIMAL_SERVER, encoding="utf-8")
     library = folder / "chinook.jsonl"
-    library.write_text(json.dumps({"question": "How many customers are there?", "database": "chinook",
-                                   "sql": "SELECT count(*) FROM Customer"}) + "\n")
-    return Place(folder=folder, database=database, minimal_server=minimal, ollama_url=ollama_url,
-                 library=library)
+    library.write_text(
+        json.dumps(
+            {
+                "question": "How many customers are there?",
+                "database": "chinook",
+                "sql": "SELECT count(*) FROM Customer",
+            }
+        )
+        + "\n"
+    )
+    return Place(
+        folder=folder, database=database, minimal_server=minimal, ollama_url=ollama_url, library=library
+    )
 
 
 def verdict(ratio: float, goal: float) -> str:
@@ -244,12 +321,20 @@ def verdict(ratio: float, goal: float) -> str:
     return f"goal <= {goal:g}x: {'met' if ratio <= goal else 'NOT met'}"
 
 
-def report(trees: Sequence[Tree], figures: Mapping[str, Mapping[str, float]], base: Mapping[str, float],
-           server_side: Mapping[str, Mapping[str, list[str]]], runs: int, load: float) -> None:
+def report(
+    trees: Sequence[Tree],
+    figures: Mapping[str, Mapping[str, float]],
+    base: Mapping[str, float],
+    server_side: Mapping[str, Mapping[str, list[str]]],
+    runs: int,
+    load: float,
+) -> None:
     """Print every figure, its ratio to what its goal compares it with, and the goal's verdict."""
     passing = base["python -c pass"]
-    print(f"start-up, median of {runs} interleaved runs ({os.cpu_count()} cores, load average {load:.1f} "
-          "before the runs), installed trees, console scripts, default log level")
+    print(
+        f"start-up, median of {runs} interleaved runs ({os.cpu_count()} cores, load average {load:.1f} "
+        "before the runs), installed trees, console scripts, default log level"
+    )
     for name, seconds in base.items():
         print(f"  {name:36s}  {seconds:6.3f} s")
     for tree in trees:
@@ -257,20 +342,26 @@ def report(trees: Sequence[Tree], figures: Mapping[str, Mapping[str, float]], ba
         print(f"{tree.label}:")
         for name in ("sqale-agent --version", "sqale-mcp --version"):
             ratio = f[name] / passing
-            print(f"  {name:36s}  {f[name]:6.3f} s  {ratio:5.1f}x python -c pass    "
-                  f"{verdict(ratio, VERSION_GOAL)}")
+            print(
+                f"  {name:36s}  {f[name]:6.3f} s  {ratio:5.1f}x python -c pass    "
+                f"{verdict(ratio, VERSION_GOAL)}"
+            )
         for name in ("sqale-mcp initialize", "sqale-mcp initialize, Chinook", "sqale-mcp server/discover"):
             if name not in f:
                 continue
             request = "server/discover" if "discover" in name else "initialize"
             ratio = f[name] / base[f"SDK minimal server {request}"]
-            print(f"  {name:36s}  {f[name]:6.3f} s  {ratio:5.2f}x the SDK's minimal server  "
-                  f"{verdict(ratio, INITIALIZE_GOAL)}")
+            print(
+                f"  {name:36s}  {f[name]:6.3f} s  {ratio:5.2f}x the SDK's minimal server  "
+                f"{verdict(ratio, INITIALIZE_GOAL)}"
+            )
         name = "sqale-agent tool run_query"
         print(f"  {name:36s}  {f[name]:6.3f} s  {f[name] / passing:5.1f}x python -c pass")
         for command, found in server_side[tree.label].items():
-            print(f"  sqale-agent {command:24s}  imports {', '.join(found) if found else 'none'} of "
-                  f"{', '.join(SERVER_SIDE)}  goal none: {'met' if not found else 'NOT met'}")
+            print(
+                f"  sqale-agent {command:24s}  imports {', '.join(found) if found else 'none'} of "
+                f"{', '.join(SERVER_SIDE)}  goal none: {'met' if not found else 'NOT met'}"
+            )
     if len(trees) == 2:
         before, after = (figures[t.label] for t in trees)
         print(f"after / before ({trees[1].label} / {trees[0].label}):")
@@ -288,14 +379,23 @@ def startup_figures(runs: int) -> dict[str, tuple[float, float]]:
             copied = checkout_copy(Path(tmp) / "checkout")
             tree = Tree("this checkout", install(copied, Path(tmp) / "installed"))
             timed = {name: run for name, run in baselines(place).items() if "server" in name}
-            timed |= {name: run for name, run in commands(tree, place).items() if name.startswith("sqale-mcp i")
-                      or "discover" in name}
+            timed |= {
+                name: run
+                for name, run in commands(tree, place).items()
+                if name.startswith("sqale-mcp i") or "discover" in name
+            }
             medians = measure(timed, runs)
     finally:
         fake.stop()
-    return {name: (seconds, seconds / medians["SDK minimal server " + ("server/discover" if "discover" in name
-                                                                       else "initialize")])
-            for name, seconds in medians.items() if name.startswith("sqale-mcp")}
+    return {
+        name: (
+            seconds,
+            seconds
+            / medians["SDK minimal server " + ("server/discover" if "discover" in name else "initialize")],
+        )
+        for name, seconds in medians.items()
+        if name.startswith("sqale-mcp")
+    }
 
 
 def main() -> None:
@@ -318,10 +418,16 @@ def main() -> None:
             for tree in trees:
                 timed |= {f"{tree.label}|{name}": run for name, run in commands(tree, place).items()}
             medians = measure(timed, args.runs)
-            figures = {t.label: {name.partition("|")[2]: s for name, s in medians.items()
-                                 if name.startswith(f"{t.label}|")} for t in trees}
-            server_side = {t.label: {c: imports_server_side(t, place, argv)
-                                     for c, argv in agent_commands(place).items()} for t in trees}
+            figures = {
+                t.label: {
+                    name.partition("|")[2]: s for name, s in medians.items() if name.startswith(f"{t.label}|")
+                }
+                for t in trees
+            }
+            server_side = {
+                t.label: {c: imports_server_side(t, place, argv) for c, argv in agent_commands(place).items()}
+                for t in trees
+            }
             report(trees, figures, {k: medians[k] for k in baselines(place)}, server_side, args.runs, load)
     finally:
         fake.stop()

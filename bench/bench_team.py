@@ -51,8 +51,16 @@ from tests.support.mcp import BOOK_GOLD, DelayedPolicy, free_port, wait_for_port
 from tests.support.policies import OraclePolicy  # noqa: E402
 
 TOOL = "answer_sql_question"
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "0"},
+    },
+}
 JSON_AND_SSE = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -64,11 +72,14 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-async def client_run(url: str, token: str, questions: list[str], rounds_done: list[int],
-                     outcomes: list[tuple[str, float]]) -> None:
+async def client_run(
+    url: str, token: str, questions: list[str], rounds_done: list[int], outcomes: list[tuple[str, float]]
+) -> None:
     """One client: one MCP session, its questions one after another."""
-    async with (httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120) as http,
-                Client(streamable_http_client(url, http_client=http)) as client):
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
         for index, question in enumerate(questions):
             started = time.perf_counter()
             result = await client.call_tool(TOOL, {"question": question})
@@ -82,20 +93,47 @@ async def client_run(url: str, token: str, questions: list[str], rounds_done: li
             rounds_done[index] += 1
 
 
-def start_server(folder: Path, tokens: dict[str, str], fake: FakeServer, flags: list[str], repo: Path = ROOT,
-                 token_lines: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], int]:
+def start_server(
+    folder: Path,
+    tokens: dict[str, str],
+    fake: FakeServer,
+    flags: list[str],
+    repo: Path = ROOT,
+    token_lines: dict[str, str] | None = None,
+) -> tuple[subprocess.Popen[bytes], int]:
     """`sqale-mcp --transport streamable-http` on 127.0.0.1 with one [tokens.NAME] per token."""
     config = folder / "team.toml"
-    config.write_text("".join(f'[tokens.{name}]\nenv = "SQALE_TOKEN_{name.upper()}"\n'
-                              f"{(token_lines or {}).get(name, '')}" for name in tokens))
+    config.write_text(
+        "".join(
+            f'[tokens.{name}]\nenv = "SQALE_TOKEN_{name.upper()}"\n{(token_lines or {}).get(name, "")}'
+            for name in tokens
+        )
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("OLLAMA_HOST", "SQALE_MCP_ARGS")}
     env.update({f"SQALE_TOKEN_{name.upper()}": secret for name, secret in tokens.items()})
     env["XDG_CACHE_HOME"] = str(folder / "cache")
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "mcp_server", "--config", str(config), "--demo", "--ollama-host",
-         fake.url, "--transport", "streamable-http", "--port", str(port), *flags],
-        cwd=repo, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "mcp_server",
+            "--config",
+            str(config),
+            "--demo",
+            "--ollama-host",
+            fake.url,
+            "--transport",
+            "streamable-http",
+            "--port",
+            str(port),
+            *flags,
+        ],
+        cwd=repo,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
     wait_for_port(port, server)
     return server, port
 
@@ -106,9 +144,21 @@ async def main_async(args: argparse.Namespace) -> int:
     tokens = {f"client{i}": f"secret-{i}-{os.urandom(8).hex()}" for i in range(args.clients)}
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "episodes.jsonl"
-        server, port = start_server(Path(tmp), tokens, fake, [
-            "--runtime-slots", str(args.clients), "--max-concurrent", str(args.clients),
-            "--episode-log", str(log), "--log-level", "WARNING"])
+        server, port = start_server(
+            Path(tmp),
+            tokens,
+            fake,
+            [
+                "--runtime-slots",
+                str(args.clients),
+                "--max-concurrent",
+                str(args.clients),
+                "--episode-log",
+                str(log),
+                "--log-level",
+                "WARNING",
+            ],
+        )
         try:
             url = f"http://127.0.0.1:{port}/mcp"
             questions = list(BOOK_GOLD)
@@ -144,16 +194,23 @@ async def main_async(args: argparse.Namespace) -> int:
         counts[outcome] = counts.get(outcome, 0) + 1
     latencies = sorted(elapsed for _, elapsed in outcomes)
     growth = max(rss[2:] or rss) - rss[1] if len(rss) > 1 else 0.0
-    print(f"clients {args.clients} x questions {args.questions} = {expected}; fake model "
-          f"{args.turn:g} s per turn (3 turns a question)")
+    print(
+        f"clients {args.clients} x questions {args.questions} = {expected}; fake model "
+        f"{args.turn:g} s per turn (3 turns a question)"
+    )
     print(f"wall {wall:.1f} s; throughput {len(outcomes) / wall:.1f} questions/s")
     print(f"outcomes: {counts}; lost: {expected - len(outcomes)}; episode-log lines: {log_lines}")
-    print(f"latency s: median {statistics.median(latencies):.2f}, p95 "
-          f"{latencies[int(0.95 * (len(latencies) - 1))]:.2f}, max {latencies[-1]:.2f}")
-    print("server RSS MB: start " + f"{rss[0]:.1f}; after each round: "
-          + ", ".join(f"{m:.1f}" for m in rss[1:]))
-    print(f"RSS growth after round 1: {growth:+.1f} MB (limit {args.max_growth_mb:g}); "
-          f"server exit code on SIGTERM: {code}")
+    print(
+        f"latency s: median {statistics.median(latencies):.2f}, p95 "
+        f"{latencies[int(0.95 * (len(latencies) - 1))]:.2f}, max {latencies[-1]:.2f}"
+    )
+    print(
+        "server RSS MB: start " + f"{rss[0]:.1f}; after each round: " + ", ".join(f"{m:.1f}" for m in rss[1:])
+    )
+    print(
+        f"RSS growth after round 1: {growth:+.1f} MB (limit {args.max_growth_mb:g}); "
+        f"server exit code on SIGTERM: {code}"
+    )
     ok = counts.get("answered", 0) + sum(v for k, v in counts.items() if k.startswith("error")) == expected
     return 0 if ok and log_lines == expected and growth <= args.max_growth_mb and code == 0 else 1
 
@@ -171,8 +228,9 @@ async def sessions_async(args: argparse.Namespace) -> int:
             codes: dict[int, int] = {}
             limit = anyio.Semaphore(32)
             started = time.perf_counter()
-            async with httpx2.AsyncClient(timeout=60, headers={
-                    **JSON_AND_SSE, "Authorization": f"Bearer {tokens['flood']}"}) as http:
+            async with httpx2.AsyncClient(
+                timeout=60, headers={**JSON_AND_SSE, "Authorization": f"Bearer {tokens['flood']}"}
+            ) as http:
 
                 async def one() -> None:
                     async with limit:
@@ -189,12 +247,16 @@ async def sessions_async(args: argparse.Namespace) -> int:
             server.terminate()
             code = server.wait(timeout=60)
             fake.stop()
-    print(f"token 'flood' asked for {args.sessions:,} sessions in {flood_seconds:.1f} s: HTTP status "
-          f"counts {dict(sorted(codes.items()))}")
+    print(
+        f"token 'flood' asked for {args.sessions:,} sessions in {flood_seconds:.1f} s: HTTP status "
+        f"counts {dict(sorted(codes.items()))}"
+    )
     print(f"server RSS MB: {rss_before:.1f} before, {rss_after:.1f} after the flood")
     for when, (listed, served, answered) in (("before", before), ("after", after)):
-        print(f"token 'other' {when} the flood: session opened and tools listed in {listed:.2f} s; "
-              f"question {'answered' if answered else 'NOT answered'} in {served:.2f} s in all")
+        print(
+            f"token 'other' {when} the flood: session opened and tools listed in {listed:.2f} s; "
+            f"question {'answered' if answered else 'NOT answered'} in {served:.2f} s in all"
+        )
     print(f"(fake model {args.turn:g} s a turn, 3 turns); server exit code on SIGTERM: {code}")
     return 0 if after[2] and after[1] < 1.0 else 1
 
@@ -203,8 +265,10 @@ async def served_in(url: str, token: str) -> tuple[float, float, bool]:
     """A new session of `token`: seconds to list the tools, to be answered in all, and whether it was."""
     started = time.perf_counter()
     try:
-        async with (httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
-                    Client(streamable_http_client(url, http_client=http)) as client):
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
             await client.list_tools()
             listed = time.perf_counter() - started
             result = await client.call_tool(TOOL, {"question": "How many books are there?"})
@@ -244,16 +308,22 @@ async def samples_async(args: argparse.Namespace) -> int:
     tokens = {name: f"{name}-{os.urandom(8).hex()}" for name in ("limited", "other")}
     results: dict[str, tuple[Any, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        server, port = start_server(Path(tmp), tokens, fake, [
-            "--max-concurrent", "8", "--runtime-slots", "8", "--max-samples", "8", "--log-level",
-            "WARNING"], args.server_repo, {"limited": "max-concurrent = 1\n"})
+        server, port = start_server(
+            Path(tmp),
+            tokens,
+            fake,
+            ["--max-concurrent", "8", "--runtime-slots", "8", "--max-samples", "8", "--log-level", "WARNING"],
+            args.server_repo,
+            {"limited": "max-concurrent = 1\n"},
+        )
         url = f"http://127.0.0.1:{port}/mcp"
 
         async def ask(token: str, arguments: dict[str, Any], delay: float = 0.0) -> None:
             await anyio.sleep(delay)
-            async with (httpx2.AsyncClient(headers={"Authorization": f"Bearer {tokens[token]}"},
-                                           timeout=120) as http,
-                        Client(streamable_http_client(url, http_client=http)) as client):
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {tokens[token]}"}, timeout=120) as http,
+                Client(streamable_http_client(url, http_client=http)) as client,
+            ):
                 started = time.perf_counter()
                 result = await client.call_tool(TOOL, arguments)
                 results[token] = (result, time.perf_counter() - started)
@@ -269,10 +339,14 @@ async def samples_async(args: argparse.Namespace) -> int:
     limited, limited_seconds = results["limited"]
     other, other_seconds = results["other"]
     finished = limited.structured_content.get("samples_finished") if limited.structured_content else None
-    print(f"token 'limited' (max-concurrent 1), samples=8: {limited_seconds:.2f} s, samples finished "
-          f"{finished}, most episodes at once: {fake.peak}")
-    print(f"token 'other', one sample meanwhile: {other_seconds:.2f} s, queued "
-          f"{other.structured_content['queued_seconds']:.2f} s (fake model {args.turn:g} s a turn)")
+    print(
+        f"token 'limited' (max-concurrent 1), samples=8: {limited_seconds:.2f} s, samples finished "
+        f"{finished}, most episodes at once: {fake.peak}"
+    )
+    print(
+        f"token 'other', one sample meanwhile: {other_seconds:.2f} s, queued "
+        f"{other.structured_content['queued_seconds']:.2f} s (fake model {args.turn:g} s a turn)"
+    )
     return 0 if fake.peak <= 1 else 1
 
 
@@ -281,8 +355,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=("load", "sessions", "samples"), default="load")
     parser.add_argument("--sessions", type=int, default=1_000, help="sessions token 'flood' asks for")
-    parser.add_argument("--server-repo", type=Path, default=ROOT,
-                        help="run the server from this checkout (for a before/after comparison)")
+    parser.add_argument(
+        "--server-repo",
+        type=Path,
+        default=ROOT,
+        help="run the server from this checkout (for a before/after comparison)",
+    )
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--questions", type=int, default=10)
     parser.add_argument("--turn", type=float, default=0.1, help="fake model seconds per turn")

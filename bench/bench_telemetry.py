@@ -63,20 +63,36 @@ def _script(delay: float) -> Any:
     sql = "SELECT b.title, a.name FROM books b JOIN authors a USING (author_id) WHERE b.year < 1950 LIMIT 5"
     turns = [
         assistant_reply("List the tables.", tool_call("list_tables")),
-        assistant_reply("Look at both.", tool_call("describe_table", table_name="books"),
-                        tool_call("describe_table", table_name="authors")),
-        assistant_reply("How do they join?", tool_call("join_path", table_a="books", table_b="authors"),
-                        tool_call("foreign_keys", table_name="books")),
-        assistant_reply("Rows.", tool_call("sample_rows", table_name="books", limit=5),
-                        tool_call("sample_rows", table_name="authors", limit=3)),
-        assistant_reply("Values.", tool_call("distinct_values", table_name="authors", column_name="country",
-                                             limit=10),
-                        tool_call("run_query", sql="SELECT count(*) FROM books")),
-        assistant_reply("Test it.", tool_call("run_query", sql=sql),
-                        tool_call("run_query", sql="SELECT min(year), max(year) FROM books")),
+        assistant_reply(
+            "Look at both.",
+            tool_call("describe_table", table_name="books"),
+            tool_call("describe_table", table_name="authors"),
+        ),
+        assistant_reply(
+            "How do they join?",
+            tool_call("join_path", table_a="books", table_b="authors"),
+            tool_call("foreign_keys", table_name="books"),
+        ),
+        assistant_reply(
+            "Rows.",
+            tool_call("sample_rows", table_name="books", limit=5),
+            tool_call("sample_rows", table_name="authors", limit=3),
+        ),
+        assistant_reply(
+            "Values.",
+            tool_call("distinct_values", table_name="authors", column_name="country", limit=10),
+            tool_call("run_query", sql="SELECT count(*) FROM books"),
+        ),
+        assistant_reply(
+            "Test it.",
+            tool_call("run_query", sql=sql),
+            tool_call("run_query", sql="SELECT min(year), max(year) FROM books"),
+        ),
     ]
-    return ScriptPolicy([ScriptedReply(turn, delay=delay) for turn in turns],
-                        final=ScriptedReply(assistant_reply("Answer.", fenced(sql, "sql")), delay=delay))
+    return ScriptPolicy(
+        [ScriptedReply(turn, delay=delay) for turn in turns],
+        final=ScriptedReply(assistant_reply("Answer.", fenced(sql, "sql")), delay=delay),
+    )
 
 
 def _switches() -> dict[str, Any]:
@@ -101,9 +117,14 @@ def _switches() -> dict[str, Any]:
     def nothing(*args: Any, **kwargs: Any) -> Any:
         return stand_in
 
-    places = [(agent.loop, "round_span"), (agent.loop, "tool_span"), (agent.loop, "round_played"),
-              (agent.sampling, "episode_span"), (agent.sampling, "_episode_ended"),
-              (agent.sqlite, "_statement_span")]
+    places = [
+        (agent.loop, "round_span"),
+        (agent.loop, "tool_span"),
+        (agent.loop, "round_played"),
+        (agent.sampling, "episode_span"),
+        (agent.sampling, "_episode_ended"),
+        (agent.sqlite, "_statement_span"),
+    ]
     real = {(module, name): getattr(module, name) for module, name in places}
 
     def switch(on: bool) -> None:
@@ -130,8 +151,11 @@ def child(mode: str, episodes: int, delay: float) -> None:
     switch = _switches()["switch"]
     policy = _script(delay)
     measured: list[tuple[str, float, float]] = []
-    with tempfile.TemporaryDirectory() as folder, \
-            Database.unruled(create_database(Path(folder) / "books.db", SCHEMA)) as db:
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        Database.unruled(create_database(Path(folder) / "books.db", SCHEMA)) as db,
+    ):
+
         async def one(traced_now: bool) -> tuple[float, float]:
             plain = PolicyBackend(policy, record=False)
             backend = traced_backend(plain, "ollama", ()) if traced_now else plain  # as the product's
@@ -152,7 +176,7 @@ def child(mode: str, episodes: int, delay: float) -> None:
                 switch(on)
                 anyio.run(one, on)
         for episode in range(episodes):
-            for on in ((False, True) if episode % 2 else (True, False)):  # neither always goes first
+            for on in (False, True) if episode % 2 else (True, False):  # neither always goes first
                 switch(on)
                 wall, cpu = anyio.run(one, on)
                 measured.append((mode if on else "off", wall, cpu))
@@ -187,15 +211,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--model-ms", type=float, default=0.0,
-                        help="also measure with a model taking this long per completion")
+    parser.add_argument(
+        "--model-ms", type=float, default=0.0, help="also measure with a model taking this long per completion"
+    )
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.episodes, args.model_ms / 1000)
         return
-    print(f"{args.rounds} rounds x {args.episodes} questions per mode, each beside as many with tracing off in "
-          f"the same process (one sample of 7 rounds, 11 tool calls, {SPANS} spans)")
+    print(
+        f"{args.rounds} rounds x {args.episodes} questions per mode, each beside as many with tracing off in "
+        f"the same process (one sample of 7 rounds, 11 tool calls, {SPANS} spans)"
+    )
     print("  (cpu: this process's threads; the SQLite worker's are excluded, so the cpu ratio overstates)")
     for model_ms in (0.0, *([args.model_ms] if args.model_ms else [])):
         measure(args.rounds, args.episodes, model_ms)
@@ -213,24 +240,39 @@ def measure(rounds: int, episodes: int, model_ms: float) -> None:
                     env.update(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint)  # metrics every 60 s)
                 if mode == "sampled":
                     env.update(OTEL_TRACES_SAMPLER="parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG="0.1")
-                command = [sys.executable, __file__, "--child", mode, "--episodes", str(episodes),
-                           "--model-ms", str(model_ms)]
-                done = subprocess.run(command, env=env, capture_output=True, text=True, check=False,
-                                      timeout=600)
+                command = [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    mode,
+                    "--episodes",
+                    str(episodes),
+                    "--model-ms",
+                    str(model_ms),
+                ]
+                done = subprocess.run(
+                    command, env=env, capture_output=True, text=True, check=False, timeout=600
+                )
                 if done.returncode != 0:
                     raise SystemExit(f"{mode}: {done.stderr}")
                 runs[mode] += [tuple(one) for one in json.loads(done.stdout.splitlines()[-1])]
     print(f"model {model_ms:g} ms per completion (load average {os.getloadavg()[0]:.1f}):")
     for mode in MODES:
+
         def median(kind: str, column: int, measured: list[tuple[str, float, float]] = runs[mode]) -> float:
             return statistics.median(m[column] for m in measured if m[0] == kind)
+
         wall, cpu = median(mode, 1), median(mode, 2)
         off_wall, off_cpu = median("off", 1), median("off", 2)
-        print(f"  {mode:8s} wall {wall * 1000:6.2f} ms (off {off_wall * 1000:6.2f}), cpu {cpu * 1000:6.2f} ms "
-              f"(off {off_cpu * 1000:6.2f}): ratio to off: wall {wall / off_wall:.3f}, cpu {cpu / off_cpu:.3f} "
-              f"(+{(cpu - off_cpu) * 1000:.2f} ms)")
-    print(f"  goals: no-op <= 1.01, export <= 1.05; {len(received)} OTLP requests, {sum(received):,} bytes "
-          "received")
+        print(
+            f"  {mode:8s} wall {wall * 1000:6.2f} ms (off {off_wall * 1000:6.2f}), cpu {cpu * 1000:6.2f} ms "
+            f"(off {off_cpu * 1000:6.2f}): ratio to off: wall {wall / off_wall:.3f}, cpu {cpu / off_cpu:.3f} "
+            f"(+{(cpu - off_cpu) * 1000:.2f} ms)"
+        )
+    print(
+        f"  goals: no-op <= 1.01, export <= 1.05; {len(received)} OTLP requests, {sum(received):,} bytes "
+        "received"
+    )
 
 
 if __name__ == "__main__":

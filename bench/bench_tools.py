@@ -39,8 +39,7 @@ def generate_wide_database(path: Path, tables: int = 1000) -> Path:
             f"parent_id INTEGER REFERENCES t{i - 1:04d}(id))"
         )
     for i in range(tables):
-        conn.executemany(f"INSERT INTO t{i:04d} (id, name) VALUES (?, ?)",
-                         [(j, f"row {j}") for j in range(20)])
+        conn.executemany(f"INSERT INTO t{i:04d} (id, name) VALUES (?, ?)", [(j, f"row {j}") for j in range(20)])
     conn.commit()
     conn.close()
     return path
@@ -72,8 +71,10 @@ def pick_tables(db: Database) -> tuple[str, str, str]:
     hop = schema.find(far)
     if hop is not None and hop.foreign_keys:
         far = hop.foreign_keys[0].ref_table
-    column = next((c.name for c in start.columns if "CHAR" in c.type.upper() or "TEXT" in c.type.upper()),
-                  start.columns[0].name)
+    column = next(
+        (c.name for c in start.columns if "CHAR" in c.type.upper() or "TEXT" in c.type.upper()),
+        start.columns[0].name,
+    )
     return start.name, far, column
 
 
@@ -103,8 +104,10 @@ def bench_database(label: str, path: Path, repeat: int) -> None:
     bare_p50, _ = time_calls(lambda: bare.execute(sql).fetchall(), repeat)
     ours_p50, _ = time_calls(lambda: db.query(sql, max_rows=50), repeat)
     bare.close()
-    print(f"  run_query overhead: bare sqlite3 p50 {bare_p50:.3f} ms, Database.query p50 "
-          f"{ours_p50:.3f} ms, overhead {ours_p50 - bare_p50:.3f} ms per query")
+    print(
+        f"  run_query overhead: bare sqlite3 p50 {bare_p50:.3f} ms, Database.query p50 "
+        f"{ours_p50:.3f} ms, overhead {ours_p50 - bare_p50:.3f} ms per query"
+    )
     engine.close()
 
 
@@ -113,11 +116,11 @@ def bench_database(label: str, path: Path, repeat: int) -> None:
 READ_QUERIES = {
     "scan": "SELECT * FROM Track LIMIT 20",
     "join ON": "SELECT g.Name, sum(il.Quantity) FROM Genre g JOIN Track t ON t.GenreId = g.GenreId "
-               "JOIN InvoiceLine il ON il.TrackId = t.TrackId GROUP BY g.Name",
+    "JOIN InvoiceLine il ON il.TrackId = t.TrackId GROUP BY g.Name",
     "join USING": "SELECT g.Name, sum(il.Quantity) FROM Genre g JOIN Track t USING (GenreId) "
-                  "JOIN InvoiceLine il USING (TrackId) GROUP BY g.Name",
+    "JOIN InvoiceLine il USING (TrackId) GROUP BY g.Name",
     "subquery": "SELECT Name FROM Artist a WHERE EXISTS (SELECT 1 FROM Album al "
-                "WHERE al.ArtistId = a.ArtistId AND al.Title LIKE 'G%')",
+    "WHERE al.ArtistId = a.ArtistId AND al.Title LIKE 'G%')",
 }
 
 
@@ -169,8 +172,10 @@ def bench_formats(folder: Path, repeat: int) -> None:
     for name, sql in FORMAT_QUERIES.items():
         bare_p50, _ = time_calls(lambda sql=sql: bare.execute(sql).fetchall(), runs)
         ours_p50, _ = time_calls(lambda sql=sql: db.query(sql, max_rows=5), runs)
-        print(f"  {name:<16} bare {bare_p50:8.2f}  guarded {ours_p50:8.2f}  ratio {ours_p50 / bare_p50:5.2f}  "
-              f"(+{(ours_p50 - bare_p50) * 1000 / FORMAT_ROWS:.2f} us per row)")
+        print(
+            f"  {name:<16} bare {bare_p50:8.2f}  guarded {ours_p50:8.2f}  ratio {ours_p50 / bare_p50:5.2f}  "
+            f"(+{(ours_p50 - bare_p50) * 1000 / FORMAT_ROWS:.2f} us per row)"
+        )
     bare.close()
     engine.close()
 
@@ -187,8 +192,10 @@ def bench_bombs(path: Path, deadline: float) -> None:
         start = time.perf_counter()
         after = db.query("SELECT 1", max_rows=1)
         recover = time.perf_counter() - start
-        print(f"  {name:<28} held {held:6.3f} s  {result.status.value:<9} next query "
-              f"{'ok' if after.ok else 'FAILED'} in {recover * 1000:6.1f} ms")
+        print(
+            f"  {name:<28} held {held:6.3f} s  {result.status.value:<9} next query "
+            f"{'ok' if after.ok else 'FAILED'} in {recover * 1000:6.1f} ms"
+        )
     engine.close()
 
 
@@ -199,9 +206,11 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         wide = generate_wide_database(Path(tmp) / "wide.sqlite")
-        targets = [("Chinook", DATA / "Chinook_Sqlite.sqlite"),
-                   ("bakerydemo", DATA / "wagtail_bakerydemo.sqlite"),
-                   ("generated 1,000 tables", wide)]
+        targets = [
+            ("Chinook", DATA / "Chinook_Sqlite.sqlite"),
+            ("bakerydemo", DATA / "wagtail_bakerydemo.sqlite"),
+            ("generated 1,000 tables", wide),
+        ]
         for label, path in targets:
             if path.exists():
                 bench_database(label, path, args.repeat)

@@ -84,8 +84,13 @@ def load_questions(data: Path) -> list[Question]:
 def surface_variants(question: str) -> list[str]:
     """The same question as the same-question rule sees it: case, whitespace, final punctuation."""
     bare = question.rstrip("?.! ")
-    return [question.upper(), f"  {question.lower()}  ", bare, "\t".join(bare.split(" ")) + " ?!",
-            question.casefold() + "..."]
+    return [
+        question.upper(),
+        f"  {question.lower()}  ",
+        bare,
+        "\t".join(bare.split(" ")) + " ?!",
+        question.casefold() + "...",
+    ]
 
 
 def meaning_variants(question: str) -> list[str]:
@@ -94,10 +99,13 @@ def meaning_variants(question: str) -> list[str]:
     number = re.search(r"\d+", question)
     if number:
         changed = str(int(number.group()) + 1)
-        out.append(question[:number.start()] + changed + question[number.end():])
+        out.append(question[: number.start()] + changed + question[number.end() :])
     words = question.split()
-    verbs = [i for i, w in enumerate(words) if w.lower() in {"is", "are", "was", "were", "do", "does", "did",
-                                                             "have", "has"}]
+    verbs = [
+        i
+        for i, w in enumerate(words)
+        if w.lower() in {"is", "are", "was", "were", "do", "does", "did", "have", "has"}
+    ]
     if verbs:
         i = verbs[0] + 1
         out.append(" ".join([*words[:i], "not", *words[i:]]))
@@ -142,12 +150,16 @@ async def tiers(data: Path, workdir: Path) -> dict[str, Any]:
             for q in asked:
                 library_entries.setdefault(q.group, q)
             file = workdir / f"{db_id}.jsonl"
-            file.write_text("".join(json.dumps({"question": q.question, "sql": q.sql, "database": db_id}) + "\n"
-                                    for q in library_entries.values()), encoding="utf-8")
+            file.write_text(
+                "".join(
+                    json.dumps({"question": q.question, "sql": q.sql, "database": db_id}) + "\n"
+                    for q in library_entries.values()
+                ),
+                encoding="utf-8",
+            )
             library = VerifiedLibrary(file, db_id, report=refusals.append)
             snapshot = await library.acurrent(database)
-            served_groups = {g for g, q in library_entries.items()
-                             if snapshot.exact(q.question) is not None}
+            served_groups = {g for g, q in library_entries.items() if snapshot.exact(q.question) is not None}
             figures["library entries"] += len(library_entries)
             figures["entries served"] += len(served_groups)
             cache: dict[str, QueryResult] = {}
@@ -226,18 +238,33 @@ async def latency(data: Path, workdir: Path, repeats: int) -> dict[str, float]:
     question = questions[0]
     db_path = data / "database" / LATENCY_DB / f"{LATENCY_DB}.sqlite"
     file = workdir / "latency.jsonl"
-    file.write_text(json.dumps({"question": question.question, "sql": question.sql, "database": LATENCY_DB})
-                    + "\n", encoding="utf-8")
+    file.write_text(
+        json.dumps({"question": question.question, "sql": question.sql, "database": LATENCY_DB}) + "\n",
+        encoding="utf-8",
+    )
     fake = FakeServer(OraclePolicy({q.question: q.sql for q in questions})).start()
     try:
         environ = {"XDG_CACHE_HOME": str(workdir / "cache")}
-        settings = parse_settings(["--db", f"{LATENCY_DB}={db_path}", "--verified", f"{LATENCY_DB}={file}",
-                                   "--ollama-host", fake.url, "--log-level", "WARNING"], environ)
+        settings = parse_settings(
+            [
+                "--db",
+                f"{LATENCY_DB}={db_path}",
+                "--verified",
+                f"{LATENCY_DB}={file}",
+                "--ollama-host",
+                fake.url,
+                "--log-level",
+                "WARNING",
+            ],
+            environ,
+        )
         server = build_server(settings, environ=environ, backend_factory=make_backend)
         timings: dict[str, list[float]] = {"verified": [], "episode": []}
         async with Client(server) as client:
-            for arguments, kind in (({"question": question.question}, "verified"),
-                                    ({"question": question.question, "verified": False}, "episode")):
+            for arguments, kind in (
+                ({"question": question.question}, "verified"),
+                ({"question": question.question, "verified": False}, "episode"),
+            ):
                 await client.call_tool(TOOL, arguments)  # warm-up: schema, worker, connections
                 for _ in range(repeats):
                     started = time.perf_counter()
@@ -257,13 +284,19 @@ async def latency(data: Path, workdir: Path, repeats: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "spider_dev",
-                        help="Spider dev folder: dev.json and database/<db_id>/<db_id>.sqlite")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=ROOT.parent / "shared" / "data" / "spider_dev",
+        help="Spider dev folder: dev.json and database/<db_id>/<db_id>.sqlite",
+    )
     parser.add_argument("--repeats", type=int, default=30, help="timed calls per latency case (default 30)")
     args = parser.parse_args()
     if not (args.data / "dev.json").is_file():
-        print(f"skipped: {args.data / 'dev.json'} not found (Spider dev is not in ../shared/data; "
-              "pass --data DIR)")
+        print(
+            f"skipped: {args.data / 'dev.json'} not found (Spider dev is not in ../shared/data; "
+            "pass --data DIR)"
+        )
         return
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
@@ -273,21 +306,28 @@ def main() -> None:
     refusals = figures.pop("refusals")
     examples = figures.pop("false verified examples")
     missing = figures.pop("databases missing")
-    print(f"Spider dev ({args.data}), tiers measured in {took:.0f} s"
-          + (f"; databases missing: {', '.join(missing)}" if missing else ""))
+    print(
+        f"Spider dev ({args.data}), tiers measured in {took:.0f} s"
+        + (f"; databases missing: {', '.join(missing)}" if missing else "")
+    )
     for key, value in figures.items():
         print(f"  {key}: {value}")
     asked, hit = figures.get("exact repeats asked", 0), figures.get("exact repeats verified", 0)
     paraphrases = figures.get("paraphrases asked", 0) - figures.get("paraphrases verified (same SQL)", 0)
-    negatives = (figures.get("negatives asked (near neighbours)", 0)
-                 + figures.get("negatives asked (meaning edits)", 0))
-    print(f"same-question tier: {hit}/{asked} exact repeats verified ({100 * hit / max(asked, 1):.1f}%); "
-          f"{figures.get('false verified', 0)} false verified answers on {negatives} negatives (goal 0)")
+    negatives = figures.get("negatives asked (near neighbours)", 0) + figures.get(
+        "negatives asked (meaning edits)", 0
+    )
+    print(
+        f"same-question tier: {hit}/{asked} exact repeats verified ({100 * hit / max(asked, 1):.1f}%); "
+        f"{figures.get('false verified', 0)} false verified answers on {negatives} negatives (goal 0)"
+    )
     top3 = figures.get("paraphrase partner top-3", 0)
     top1 = figures.get("paraphrase partner top-1", 0)
-    print(f"similar tier: recall@3 {top3}/{paraphrases} = {100 * top3 / max(paraphrases, 1):.1f}% "
-          f"(goal 70%), recall@1 {100 * top1 / max(paraphrases, 1):.1f}%, "
-          f"{figures.get('similar listed', 0) / max(paraphrases, 1):.2f} listed per question")
+    print(
+        f"similar tier: recall@3 {top3}/{paraphrases} = {100 * top3 / max(paraphrases, 1):.1f}% "
+        f"(goal 70%), recall@1 {100 * top1 / max(paraphrases, 1):.1f}%, "
+        f"{figures.get('similar listed', 0) / max(paraphrases, 1):.2f} listed per question"
+    )
     print(f"library entries refused at load: {len(refusals)}")
     for line in refusals[:10]:
         print(f"  {line}")
@@ -296,8 +336,10 @@ def main() -> None:
     print(f"latency through the MCP tool ({LATENCY_DB}, {args.repeats} calls each, after a warm-up):")
     for key, value in timing.items():
         print(f"  {key}: {value:.1f}")
-    print(f"  a repeated question costs {timing['verified median ms'] / timing['episode median ms']:.2f}x "
-          "the full episode with a model that answers at once (goal: verified <= 50 ms)")
+    print(
+        f"  a repeated question costs {timing['verified median ms'] / timing['episode median ms']:.2f}x "
+        "the full episode with a model that answers at once (goal: verified <= 50 ms)"
+    )
 
 
 if __name__ == "__main__":

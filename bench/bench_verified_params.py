@@ -98,8 +98,9 @@ async def judge(db: Database, got: Consulted, gold_sql: str, cache: dict[str, Qu
     gold = await rows_of(db, gold_sql, cache)
     if not gold.ok or got.answer.truncated:
         return False
-    return results_match(gold.rows, got.answer.rows, rule=MatchRule.MULTISET,
-                         ordered=has_top_level_order_by(gold_sql))
+    return results_match(
+        gold.rows, got.answer.rows, rule=MatchRule.MULTISET, ordered=has_top_level_order_by(gold_sql)
+    )
 
 
 async def tiers(data: Path, workdir: Path) -> tuple[Figures, list[str]]:
@@ -118,8 +119,9 @@ async def tiers(data: Path, workdir: Path) -> tuple[Figures, list[str]]:
     return figures, refusals
 
 
-async def one_database(db: Database, db_id: str, asked: list[Question], workdir: Path, figures: Figures,
-                       refusals: list[str]) -> None:
+async def one_database(
+    db: Database, db_id: str, asked: list[Question], workdir: Path, figures: Figures, refusals: list[str]
+) -> None:
     c, per = figures.counts, figures.per_db[db_id]
     names, columns = schema_names(await db.aschema())
     groups: dict[tuple[str, ...], list[Question]] = defaultdict(list)
@@ -152,12 +154,20 @@ async def one_database(db: Database, db_id: str, asked: list[Question], workdir:
         template = made.get(key)
         for q in members:
             got = await consult(library, db, q.question, None, settings=SETTINGS)
-            kind = ("template sources" if q in sources else "group others" if template is not None
-                    else "questions without a template")
+            kind = (
+                "template sources"
+                if q in sources
+                else "group others"
+                if template is not None
+                else "questions without a template"
+            )
             c[f"{kind} asked"] += 1
             per[f"{kind} asked"] += 1
-            if (template is not None and kind == "group others"
-                    and literal_values(q, names, columns) != literal_values(template.source, names, columns)):
+            if (
+                template is not None
+                and kind == "group others"
+                and literal_values(q, names, columns) != literal_values(template.source, names, columns)
+            ):
                 c["group others with other literals than the template's (asked)"] += 1
                 c["group others with other literals than the template's (served)"] += got.answer is not None
             if got.answer is None:
@@ -166,16 +176,18 @@ async def one_database(db: Database, db_id: str, asked: list[Question], workdir:
                 per[f"{kind} miss: {miss}"] += 1
                 if len(figures.examples[f"{kind}, {miss}"]) < 8:
                     figures.examples[f"{kind}, {miss}"].append(
-                        f"{db_id}: {q.question!r}"
-                        + (f" vs {template.entry['question']!r}" if template else ""))
+                        f"{db_id}: {q.question!r}" + (f" vs {template.entry['question']!r}" if template else "")
+                    )
                 continue
             if await judge(db, got, q.sql, cache):
                 c[f"{kind} verified, same rows"] += 1
                 per[f"{kind} verified"] += 1
             else:
                 c["false verified"] += 1
-                figures.false_verified.append(f"{db_id}: {q.question!r} served {got.answer.sql!r} "
-                                              f"{got.provenance.params if got.provenance else ''}")
+                figures.false_verified.append(
+                    f"{db_id}: {q.question!r} served {got.answer.sql!r} "
+                    f"{got.provenance.params if got.provenance else ''}"
+                )
 
     # Questions no one wrote: other values (gold: the literal changed), and negatives.
     for template in made.values():
@@ -186,8 +198,8 @@ async def one_database(db: Database, db_id: str, asked: list[Question], workdir:
             spec = template.entry["params"][name]
             values = await other_values(db, literal, spec)
             for value in values:
-                gold = q.sql[:literal.start] + sql_literal(value) + q.sql[literal.end:]
-                for kind, text in spellings(value, q.question[span[0]:span[1]], spec["type"]):
+                gold = q.sql[: literal.start] + sql_literal(value) + q.sql[literal.end :]
+                for kind, text in spellings(value, q.question[span[0] : span[1]], spec["type"]):
                     question = with_text(q.question, span, text)
                     got = await consult(library, db, question, None, settings=SETTINGS)
                     c[f"{kind} asked"] += 1
@@ -204,16 +216,19 @@ async def one_database(db: Database, db_id: str, asked: list[Question], workdir:
                         c["false verified"] += 1
                         served = got.provenance.params if got.provenance else ""
                         figures.false_verified.append(
-                            f"{db_id}: {kind} {question!r} served {served} vs {gold!r}")
-            shown = q.question[span[0]:span[1]]
+                            f"{db_id}: {kind} {question!r} served {served} vs {gold!r}"
+                        )
+            shown = q.question[span[0] : span[1]]
             other = str(values[0]) if values else shown
             for kind, question in negatives(template, span, shown, other):
                 got = await consult(library, db, question, None, settings=SETTINGS)
                 c[f"negatives asked ({kind})"] += 1
                 if got.answer is not None:
                     c["false verified"] += 1
-                    figures.false_verified.append(f"{db_id}: negative ({kind}) {question!r} served "
-                                                  f"{got.provenance.params if got.provenance else ''}")
+                    figures.false_verified.append(
+                        f"{db_id}: negative ({kind}) {question!r} served "
+                        f"{got.provenance.params if got.provenance else ''}"
+                    )
 
 
 async def latency(data: Path, workdir: Path, repeats: int) -> dict[str, float]:
@@ -223,22 +238,42 @@ async def latency(data: Path, workdir: Path, repeats: int) -> dict[str, float]:
     exact_q = "How many singers do we have?"
     entries = [
         {"question": exact_q, "sql": questions[exact_q], "database": LATENCY_DB},
-        {"question": "What are all distinct countries where singers above age {age} are from?",
-         "sql": "SELECT DISTINCT country FROM singer WHERE age > :age", "database": LATENCY_DB,
-         "params": {"age": {"type": "integer"}}},
-        {"question": "What is the average, minimum, and maximum age of all singers from {country}?",
-         "sql": "SELECT avg(age), min(age), max(age) FROM singer WHERE country = :country",
-         "database": LATENCY_DB, "params": {"country": {"type": "value", "column": "singer.Country"}}}]
-    asks = {"exact": exact_q,
-            "integer slot": "What are all distinct countries where singers above age 30 are from?",
-            "value slot": "What is the average, minimum, and maximum age of all singers from netherlands?"}
+        {
+            "question": "What are all distinct countries where singers above age {age} are from?",
+            "sql": "SELECT DISTINCT country FROM singer WHERE age > :age",
+            "database": LATENCY_DB,
+            "params": {"age": {"type": "integer"}},
+        },
+        {
+            "question": "What is the average, minimum, and maximum age of all singers from {country}?",
+            "sql": "SELECT avg(age), min(age), max(age) FROM singer WHERE country = :country",
+            "database": LATENCY_DB,
+            "params": {"country": {"type": "value", "column": "singer.Country"}},
+        },
+    ]
+    asks = {
+        "exact": exact_q,
+        "integer slot": "What are all distinct countries where singers above age 30 are from?",
+        "value slot": "What is the average, minimum, and maximum age of all singers from netherlands?",
+    }
     file = workdir / "latency.jsonl"
     file.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
     fake = FakeServer(OraclePolicy(questions)).start()
     try:
         environ = {"XDG_CACHE_HOME": str(workdir / "cache")}
-        settings = parse_settings(["--db", f"{LATENCY_DB}={db_path}", "--verified", f"{LATENCY_DB}={file}",
-                                   "--ollama-host", fake.url, "--log-level", "WARNING"], environ)
+        settings = parse_settings(
+            [
+                "--db",
+                f"{LATENCY_DB}={db_path}",
+                "--verified",
+                f"{LATENCY_DB}={file}",
+                "--ollama-host",
+                fake.url,
+                "--log-level",
+                "WARNING",
+            ],
+            environ,
+        )
         server = build_server(settings, environ=environ, backend_factory=make_backend)
         timings: dict[str, list[float]] = {kind: [] for kind in asks}
         async with Client(server) as client:
@@ -257,13 +292,19 @@ async def latency(data: Path, workdir: Path, repeats: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "spider_dev",
-                        help="Spider dev folder: dev.json and database/<db_id>/<db_id>.sqlite")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=ROOT.parent / "shared" / "data" / "spider_dev",
+        help="Spider dev folder: dev.json and database/<db_id>/<db_id>.sqlite",
+    )
     parser.add_argument("--repeats", type=int, default=40, help="timed calls per latency case (default 40)")
     args = parser.parse_args()
     if not (args.data / "dev.json").is_file():
-        print(f"skipped: {args.data / 'dev.json'} not found (Spider dev is not in ../shared/data; "
-              "pass --data DIR)")
+        print(
+            f"skipped: {args.data / 'dev.json'} not found (Spider dev is not in ../shared/data; "
+            "pass --data DIR)"
+        )
         return
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
@@ -276,22 +317,30 @@ def main() -> None:
         print(f"  {key}: {c[key]}")
     print("coverage per database (served verified / asked: group others; new values; their other spellings):")
     for db_id, per in sorted(figures.per_db.items()):
-        print(f"  {db_id}: {per['group others verified']}/{per['group others asked']}; "
-              f"{per['new values verified']}/{per['new values asked']}; "
-              f"{per['new values, other spellings verified']}/{per['new values, other spellings asked']}")
+        print(
+            f"  {db_id}: {per['group others verified']}/{per['group others asked']}; "
+            f"{per['new values verified']}/{per['new values asked']}; "
+            f"{per['new values, other spellings verified']}/{per['new values, other spellings asked']}"
+        )
     others = c["group others asked"]
     served = c["group others verified, same rows"]
-    print(f"group others: {served}/{others} served verified ({100 * served / max(others, 1):.1f}%); misses: "
-          + ", ".join(f"{k.split(': ')[1]} {v}" for k, v in sorted(c.items())
-                      if k.startswith("group others miss")))
+    print(
+        f"group others: {served}/{others} served verified ({100 * served / max(others, 1):.1f}%); misses: "
+        + ", ".join(
+            f"{k.split(': ')[1]} {v}" for k, v in sorted(c.items()) if k.startswith("group others miss")
+        )
+    )
     for kind in ("new values", "new values, other spellings"):
         asked, served = c[f"{kind} asked"], c[f"{kind} verified, same rows"]
-        print(f"{kind}: {served}/{asked} served verified with the gold rows "
-              f"({100 * served / max(asked, 1):.1f}%)")
+        print(
+            f"{kind}: {served}/{asked} served verified with the gold rows ({100 * served / max(asked, 1):.1f}%)"
+        )
     negatives = sum(v for k, v in c.items() if k.startswith("negatives asked"))
     total = sum(v for k, v in c.items() if k.endswith(" asked")) + negatives
-    print(f"false verified: {c['false verified']} (goal 0) over {total} questions asked, {negatives} of them "
-          "negatives")
+    print(
+        f"false verified: {c['false verified']} (goal 0) over {total} questions asked, {negatives} of them "
+        "negatives"
+    )
     for line in figures.false_verified[:20]:
         print(f"  FALSE VERIFIED {line}")
     print(f"templates refused at load: {len(refusals)}")
@@ -301,8 +350,10 @@ def main() -> None:
         print(f"examples of misses, {kind}:")
         for line in lines:
             print(f"  {line}")
-    print(f"latency through the MCP tool ({LATENCY_DB}, {args.repeats} calls each, interleaved, after a "
-          "warm-up), median ms:")
+    print(
+        f"latency through the MCP tool ({LATENCY_DB}, {args.repeats} calls each, interleaved, after a "
+        "warm-up), median ms:"
+    )
     for kind, value in timing.items():
         print(f"  {kind}: {value:.2f} ({value / timing['exact']:.2f}x the exact hit)")
 

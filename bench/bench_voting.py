@@ -70,17 +70,18 @@ class SeedAwareDelay:
 
 def explorer(sql: str) -> ScriptPolicy:
     """Spends every tool turn exploring, then answers `sql` in the final turn."""
-    return ScriptPolicy([assistant_reply("explore", tool_call("list_tables"))],
-                        final=f"```sql\n{sql}\n```")
+    return ScriptPolicy([assistant_reply("explore", tool_call("list_tables"))], final=f"```sql\n{sql}\n```")
 
 
 SCENARIOS: dict[str, tuple[int, Policy, int | None]] = {
     "k1": (1, ORACLE, None),
     "k5-agree": (5, ORACLE, None),
-    "k5-early": (5, SeedSwitchPolicy({3: explorer("SELECT 1"), 4: explorer("SELECT 2")}, default=ORACLE),
-                 None),
-    "k5-no-early-stop-possible": (5, SeedSwitchPolicy({k: explorer(f"SELECT {k}") for k in range(1, 5)},
-                                                      default=ORACLE), None),
+    "k5-early": (5, SeedSwitchPolicy({3: explorer("SELECT 1"), 4: explorer("SELECT 2")}, default=ORACLE), None),
+    "k5-no-early-stop-possible": (
+        5,
+        SeedSwitchPolicy({k: explorer(f"SELECT {k}") for k in range(1, 5)}, default=ORACLE),
+        None,
+    ),
     "k5-one-slot": (5, ORACLE, 1),
 }
 
@@ -88,9 +89,22 @@ SCENARIOS: dict[str, tuple[int, Policy, int | None]] = {
 async def one_call(url: str, cache: Path, samples: int, max_concurrent: int) -> tuple[float, dict[str, Any]]:
     """Seconds for one answer_sql_question call (client and server in process), and its answer."""
     environ = {"XDG_CACHE_HOME": str(cache)}
-    settings = parse_settings(["--demo", "--ollama-host", url, "--seed", "0", "--max-concurrent",
-                               str(max_concurrent), "--runtime-slots", str(max_concurrent),
-                               "--log-level", "WARNING"], environ)
+    settings = parse_settings(
+        [
+            "--demo",
+            "--ollama-host",
+            url,
+            "--seed",
+            "0",
+            "--max-concurrent",
+            str(max_concurrent),
+            "--runtime-slots",
+            str(max_concurrent),
+            "--log-level",
+            "WARNING",
+        ],
+        environ,
+    )
     server = build_server(settings, environ=environ, backend_factory=make_backend)
     async with Client(server) as client:
         await client.list_tools()  # start-up is not part of the figure
@@ -109,26 +123,34 @@ def main() -> int:
     args = parser.parse_args()
     medians: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"fake Ollama at {args.turn_delay:g} s per turn; --max-concurrent {args.max_concurrent} "
-              f"(k5-one-slot: 1); median of {args.repeats} calls")
+        print(
+            f"fake Ollama at {args.turn_delay:g} s per turn; --max-concurrent {args.max_concurrent} "
+            f"(k5-one-slot: 1); median of {args.repeats} calls"
+        )
         print(f"{'scenario':<28}{'median s':>10}{'min s':>8}{'max s':>8}  agreement  finished")
         for name, (samples, policy, slots) in SCENARIOS.items():
             fake = FakeServer(SeedAwareDelay(policy, args.turn_delay)).start()
             try:
-                runs = [anyio.run(one_call, fake.url, Path(tmp), samples, slots or args.max_concurrent)
-                        for _ in range(args.repeats)]
+                runs = [
+                    anyio.run(one_call, fake.url, Path(tmp), samples, slots or args.max_concurrent)
+                    for _ in range(args.repeats)
+                ]
             finally:
                 fake.stop()
             times = [seconds for seconds, _ in runs]
             answer = runs[-1][1]
             medians[name] = statistics.median(times)
-            print(f"{name:<28}{medians[name]:>10.2f}{min(times):>8.2f}{max(times):>8.2f}  "
-                  f"{answer['agreement']:>9.2f}  {answer['samples_finished']}/{answer['samples']}")
+            print(
+                f"{name:<28}{medians[name]:>10.2f}{min(times):>8.2f}{max(times):>8.2f}  "
+                f"{answer['agreement']:>9.2f}  {answer['samples_finished']}/{answer['samples']}"
+            )
     for name in ("k5-agree", "k5-early", "k5-no-early-stop-possible", "k5-one-slot"):
         print(f"{name} / k1 = {medians[name] / medians['k1']:.2f}x")
     goal = max(medians["k5-agree"], medians["k5-early"]) / medians["k1"]
-    print(f"goal (K = 5 at most 2x K = 1 when samples agree early): {'met' if goal <= 2 else 'NOT met'} "
-          f"({goal:.2f}x)")
+    print(
+        f"goal (K = 5 at most 2x K = 1 when samples agree early): {'met' if goal <= 2 else 'NOT met'} "
+        f"({goal:.2f}x)"
+    )
     return 0
 
 

@@ -103,10 +103,12 @@ def walk(tree: Path) -> None:
     anyio.run(ask)
     first = walks[0]
     start = next(i for i, f in enumerate(first) if f.name == "answer_sql_question")
-    outer = first[next(i for i, f in enumerate(first) if ours(f.filename)):start]
+    outer = first[next(i for i, f in enumerate(first) if ours(f.filename)) : start]
     path = first[start:]
-    print(f"frames from our first middleware to the handler: {len(outer)} "
-          f"({sum(1 for f in outer if ours(f.filename))} ours)")
+    print(
+        f"frames from our first middleware to the handler: {len(outer)} "
+        f"({sum(1 for f in outer if ours(f.filename))} ours)"
+    )
     ours_on_path = sum(1 for f in path if ours(f.filename))
     print(f"frames from the handler to complete: {len(path)} ({ours_on_path} ours):")
     for f in path:
@@ -115,8 +117,10 @@ def walk(tree: Path) -> None:
     print(f"modules of ours on that walk: {len(on_path)}: {', '.join(on_path)}")
     server = sorted(m for m in ran if m.startswith("mcp_server"))
     agent = sorted(m for m in ran if m.startswith("agent"))
-    print(f"modules of ours whose code ran during the question: {len(ran)} ({len(server)} mcp_server, "
-          f"{len(agent)} agent)")
+    print(
+        f"modules of ours whose code ran during the question: {len(ran)} ({len(server)} mcp_server, "
+        f"{len(agent)} agent)"
+    )
     print(f"    mcp_server: {' '.join(m.removeprefix('mcp_server.') for m in server)}")
     print(f"    agent: {' '.join(m.removeprefix('agent.') for m in agent)}")
 
@@ -132,8 +136,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         trees = []
         if args.before:
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", args.before],
-                                     capture_output=True, check=True, timeout=120).stdout
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", "--format=tar", args.before],
+                capture_output=True,
+                check=True,
+                timeout=120,
+            ).stdout
             with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
                 tar.extractall(tmp, filter="data")
             trees.append((f"before ({args.before})", Path(tmp)))

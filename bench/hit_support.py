@@ -39,11 +39,14 @@ server.run()
 '''
 
 # The same no-op tool served as sqale-mcp serves stdio (mcp_server/serving/stdio_shim.py): on the loop.
-NOOP_SHIM_SERVER = NOOP_SERVER.replace("server.run()\n", """import anyio
+NOOP_SHIM_SERVER = NOOP_SERVER.replace(
+    "server.run()\n",
+    """import anyio
 from mcp_server.serving.stdio_shim import serve_stdio
 
 anyio.run(serve_stdio, server)
-""")
+""",
+)
 
 # sqale-mcp whose tool, once it has answered, answers every later call with that same response: what
 # a call costs with no answer work at all (no SQL, no building, no audit), everything else as served.
@@ -67,7 +70,7 @@ sys.exit(main())
 """
 
 # The low-level server over pipes read on the event loop, answering one tool with SQL run in process.
-LOWLEVEL_SQL_SERVER = '''\
+LOWLEVEL_SQL_SERVER = """\
 import json, sqlite3, sys
 import anyio
 import mcp_types as types
@@ -102,7 +105,7 @@ async def main():
 
 
 anyio.run(main)
-'''
+"""
 
 
 @dataclass
@@ -120,10 +123,18 @@ class RawServer:
     def start(self) -> RawServer:
         """Spawn the server and complete the handshake."""
         err = self.stderr.open("ab") if self.stderr else subprocess.DEVNULL
-        self.process = subprocess.Popen(list(self.argv), env=dict(self.env) if self.env else None, cwd=self.cwd,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
-        self.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
-                                    "clientInfo": {"name": "bench", "version": "0"}})
+        self.process = subprocess.Popen(
+            list(self.argv),
+            env=dict(self.env) if self.env else None,
+            cwd=self.cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+        self.request(
+            "initialize",
+            {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
+        )
         self.notify("notifications/initialized")
         return self
 
@@ -200,9 +211,16 @@ VALGRIND = shutil.which("valgrind")
 def under_callgrind(argv: Sequence[str], out_dir: Path, name: str) -> list[str]:
     """`argv` run under callgrind, every process and thread counted apart, its dumps in `out_dir`."""
     assert VALGRIND is not None
-    return [VALGRIND, "--tool=callgrind", "--trace-children=yes", "--separate-threads=yes",
-            "--dump-instr=no", "--compress-strings=no", f"--callgrind-out-file={out_dir}/{name}.%p",
-            *argv]
+    return [
+        VALGRIND,
+        "--tool=callgrind",
+        "--trace-children=yes",
+        "--separate-threads=yes",
+        "--dump-instr=no",
+        "--compress-strings=no",
+        f"--callgrind-out-file={out_dir}/{name}.%p",
+        *argv,
+    ]
 
 
 def callgrind_control(option: str, pids: Sequence[int]) -> None:
@@ -260,6 +278,7 @@ def process_name(pid: int) -> str:
 
 # ---- the servers of the hit part ----------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class HitSide:
     """One server of the comparison: how to start it, and its one call (checked)."""
@@ -271,15 +290,28 @@ class HitSide:
     cwd: Path | None = None
 
 
-def hit_sides(*, python: str, root: Path, tmp: Path, chinook: Path, question: str, sql: str,
-              ollama_url: str, dbhub: list[str] | None, before: Path | None = None) -> list[HitSide]:
+def hit_sides(
+    *,
+    python: str,
+    root: Path,
+    tmp: Path,
+    chinook: Path,
+    question: str,
+    sql: str,
+    ollama_url: str,
+    dbhub: list[str] | None,
+    before: Path | None = None,
+) -> list[HitSide]:
     """Ours (the verified hit; with `before`, also that tree's), DBHub's execute_sql of the same SQL
     (when installed), and the floors."""
     library = tmp / "chinook.jsonl"
     library.write_text(json.dumps({"question": question, "sql": sql, "database": "chinook"}) + "\n")
     env = {k: v for k, v in os.environ.items() if k not in ("OLLAMA_HOST", "SQALE_MCP_ARGS", "PYTHONPATH")}
-    env |= {"XDG_CACHE_HOME": str(tmp / "cache"), "XDG_CONFIG_HOME": str(tmp / "config"),
-            "PYTHONPATH": str(root)}
+    env |= {
+        "XDG_CACHE_HOME": str(tmp / "cache"),
+        "XDG_CONFIG_HOME": str(tmp / "config"),
+        "PYTHONPATH": str(root),
+    }
     noop, noop_shim = tmp / "noop_server.py", tmp / "noop_shim_server.py"
     lowlevel, prebuilt = tmp / "lowlevel_sql_server.py", tmp / "prebuilt_server.py"
     noop.write_text(NOOP_SERVER)
@@ -296,21 +328,42 @@ def hit_sides(*, python: str, root: Path, tmp: Path, chinook: Path, question: st
         result = server.call_tool(tool, arguments)
         assert not result.get("isError") and '"count": 5' in result["content"][0]["text"], result
 
-    ours_argv = [python, "-m", "mcp_server", "--db", f"chinook={chinook}", "--verified", f"chinook={library}",
-                 "--ollama-host", ollama_url]
+    ours_argv = [
+        python,
+        "-m",
+        "mcp_server",
+        "--db",
+        f"chinook={chinook}",
+        "--verified",
+        f"chinook={library}",
+        "--ollama-host",
+        ollama_url,
+    ]
     sides = [HitSide("ours (verified hit)", ours_argv, ours, env, root)]
     if before is not None:
         sides.append(HitSide("ours before", ours_argv, ours, {**env, "PYTHONPATH": str(before)}, before))
     if dbhub is not None:
-        sides.append(HitSide("DBHub execute_sql", dbhub, lambda s: rows(s, "execute_sql", {"sql": sql}),
-                             None, tmp))
+        sides.append(
+            HitSide("DBHub execute_sql", dbhub, lambda s: rows(s, "execute_sql", {"sql": sql}), None, tmp)
+        )
     sides += [
         HitSide("floor: ours, the answer prebuilt", [python, str(prebuilt), *ours_argv[3:]], ours, env, root),
-        HitSide("floor: MCPServer no-op tool", [python, str(noop)], lambda s: s.call_tool("noop", {}),
-                env, tmp),
-        HitSide("floor: MCPServer no-op, stdio on the loop", [python, str(noop_shim)],
-                lambda s: s.call_tool("noop", {}), env, tmp),
-        HitSide("floor: low-level, no threads, sqlite3", [python, str(lowlevel), chinook.as_uri() + "?mode=ro"],
-                lambda s: rows(s, "run_sql", {"sql": sql}), env, tmp),
+        HitSide(
+            "floor: MCPServer no-op tool", [python, str(noop)], lambda s: s.call_tool("noop", {}), env, tmp
+        ),
+        HitSide(
+            "floor: MCPServer no-op, stdio on the loop",
+            [python, str(noop_shim)],
+            lambda s: s.call_tool("noop", {}),
+            env,
+            tmp,
+        ),
+        HitSide(
+            "floor: low-level, no threads, sqlite3",
+            [python, str(lowlevel), chinook.as_uri() + "?mode=ro"],
+            lambda s: rows(s, "run_sql", {"sql": sql}),
+            env,
+            tmp,
+        ),
     ]
     return sides

@@ -47,8 +47,9 @@ DEMO_GOLD = {
     "How many orders are there?": "SELECT count(*) FROM orders",
     "Which authors come from Nigeria?": "SELECT name FROM authors WHERE country = 'Nigeria' ORDER BY name",
     "Which authors were born before 1930?": "SELECT name FROM authors WHERE born < 1930 ORDER BY name",
-    "List the titles of books published before 1960.":
-        "SELECT title FROM books WHERE published < 1960 ORDER BY title",
+    "List the titles of books published before 1960.": (
+        "SELECT title FROM books WHERE published < 1960 ORDER BY title"
+    ),
     "What is the most expensive book?": "SELECT title FROM books ORDER BY price DESC LIMIT 1",
     "What is the cheapest book?": "SELECT title FROM books ORDER BY price LIMIT 1",
     "How many books are in each genre?": "SELECT genre, count(*) FROM books GROUP BY genre ORDER BY genre",
@@ -56,33 +57,38 @@ DEMO_GOLD = {
     "Which orders are pending?": "SELECT order_id FROM orders WHERE status = 'pending' ORDER BY order_id",
     "Which orders were cancelled?": "SELECT order_id FROM orders WHERE status = 'cancelled' ORDER BY order_id",
     "Which cities do customers live in?": "SELECT DISTINCT city FROM customers ORDER BY city",
-    "Which customers joined in 2021?":
-        "SELECT name FROM customers WHERE joined LIKE '2021%' ORDER BY name",
-    "How many books has each author written?":
-        "SELECT a.name, count(*) FROM authors a JOIN books b USING (author_id) GROUP BY a.name ORDER BY a.name",
-    "What is the total quantity ordered per customer city?":
+    "Which customers joined in 2021?": "SELECT name FROM customers WHERE joined LIKE '2021%' ORDER BY name",
+    "How many books has each author written?": (
+        "SELECT a.name, count(*) FROM authors a JOIN books b USING (author_id) GROUP BY a.name ORDER BY a.name"
+    ),
+    "What is the total quantity ordered per customer city?": (
         "SELECT c.city, sum(i.quantity) FROM customers c JOIN orders o USING (customer_id) "
-        "JOIN order_items i USING (order_id) GROUP BY c.city ORDER BY c.city",
+        "JOIN order_items i USING (order_id) GROUP BY c.city ORDER BY c.city"
+    ),
     "What did each order cost?": "SELECT order_id, sum(quantity * unit_price) FROM order_items "
-                                 "GROUP BY order_id ORDER BY order_id",
+    "GROUP BY order_id ORDER BY order_id",
     "Which books were never ordered?": "SELECT title FROM books WHERE book_id NOT IN "
-                                       "(SELECT book_id FROM order_items) ORDER BY title",
+    "(SELECT book_id FROM order_items) ORDER BY title",
     "Who wrote Beloved?": "SELECT a.name FROM authors a JOIN books b USING (author_id) "
-                          "WHERE b.title = 'Beloved'",
+    "WHERE b.title = 'Beloved'",
 }
 # The verified hit's question and SQL, and the many-table join of part 4 (nine tables, ON and USING).
 # A light one (five rows, tens of microseconds in bare sqlite3), as most verified questions are:
 # what is measured is what each server adds around the SQL.
 HIT_QUESTION = "How many invoices does each customer in Brazil have?"
-HIT_SQL = ("SELECT c.FirstName, c.LastName, count(*) AS invoices FROM Customer c JOIN Invoice i "
-           "ON i.CustomerId = c.CustomerId WHERE c.Country = 'Brazil' GROUP BY c.CustomerId "
-           "ORDER BY invoices DESC, c.LastName")
-JOIN_SQL = ("SELECT ar.Name, g.Name, m.Name, e.LastName, sum(il.Quantity) FROM InvoiceLine il "
-            "JOIN Invoice i USING (InvoiceId) JOIN Customer c ON c.CustomerId = i.CustomerId "
-            "JOIN Employee e ON e.EmployeeId = c.SupportRepId JOIN Track t ON t.TrackId = il.TrackId "
-            "JOIN Album al USING (AlbumId) JOIN Artist ar ON ar.ArtistId = al.ArtistId "
-            "JOIN Genre g ON g.GenreId = t.GenreId JOIN MediaType m ON m.MediaTypeId = t.MediaTypeId "
-            "WHERE c.Country = 'Brazil' GROUP BY 1, 2, 3, 4 ORDER BY 5 DESC LIMIT 10")
+HIT_SQL = (
+    "SELECT c.FirstName, c.LastName, count(*) AS invoices FROM Customer c JOIN Invoice i "
+    "ON i.CustomerId = c.CustomerId WHERE c.Country = 'Brazil' GROUP BY c.CustomerId "
+    "ORDER BY invoices DESC, c.LastName"
+)
+JOIN_SQL = (
+    "SELECT ar.Name, g.Name, m.Name, e.LastName, sum(il.Quantity) FROM InvoiceLine il "
+    "JOIN Invoice i USING (InvoiceId) JOIN Customer c ON c.CustomerId = i.CustomerId "
+    "JOIN Employee e ON e.EmployeeId = c.SupportRepId JOIN Track t ON t.TrackId = il.TrackId "
+    "JOIN Album al USING (AlbumId) JOIN Artist ar ON ar.ArtistId = al.ArtistId "
+    "JOIN Genre g ON g.GenreId = t.GenreId JOIN MediaType m ON m.MediaTypeId = t.MediaTypeId "
+    "WHERE c.Country = 'Brazil' GROUP BY 1, 2, 3, 4 ORDER BY 5 DESC LIMIT 10"
+)
 
 
 class FourRounds:
@@ -109,9 +115,10 @@ class FourRounds:
 
 # ---- the process tree's CPU, from /proc ---------------------------------------------------
 
+
 def _stat(pid: int) -> list[str]:
     text = Path(f"/proc/{pid}/stat").read_text()
-    return text[text.rindex(")") + 2:].split()  # from field 3 (state) on
+    return text[text.rindex(")") + 2 :].split()  # from field 3 (state) on
 
 
 def descendants(pid: int) -> list[int]:
@@ -143,10 +150,16 @@ def tree_cpu(pid: int, *, reaped: bool = True) -> float:
 
 def split_cpu(pid: int) -> tuple[float, float]:
     """CPU seconds, to the nanosecond, of `pid`'s threads and of its live descendants' (the workers)."""
+
     def threads(p: int) -> float:
         try:
-            return sum(int((task / "schedstat").read_text().split()[0])
-                       for task in Path(f"/proc/{p}/task").iterdir()) / 1e9
+            return (
+                sum(
+                    int((task / "schedstat").read_text().split()[0])
+                    for task in Path(f"/proc/{p}/task").iterdir()
+                )
+                / 1e9
+            )
         except FileNotFoundError:
             return 0.0
 
@@ -178,6 +191,7 @@ def child_pid(marker: bytes) -> int:
 
 # ---- servers ------------------------------------------------------------------------------
 
+
 @asynccontextmanager
 async def sqale_mcp(args: list[str], tmp: Path) -> AsyncIterator[Client]:
     """A connected client of `python -m mcp_server ARGS` (its default INFO logging, stderr in tmp)."""
@@ -189,8 +203,9 @@ async def sqale_mcp(args: list[str], tmp: Path) -> AsyncIterator[Client]:
             yield client
 
 
-async def ask(client: Client, question: str, status: str = "submitted",
-              evidence: str | None = None) -> dict[str, Any]:
+async def ask(
+    client: Client, question: str, status: str = "submitted", evidence: str | None = None
+) -> dict[str, Any]:
     """One call of the tool; its structured answer, checked."""
     arguments = {"question": question} | ({"evidence": evidence} if evidence is not None else {})
     result = await client.call_tool(TOOL, arguments)
@@ -231,8 +246,10 @@ def verdict(value: float, goal: float) -> str:
 
 def dbhub_argv(prefix: Path, node: str, tmp: Path) -> list[str]:
     config = tmp / "dbhub.toml"
-    config.write_text(f'[[sources]]\nid = "chinook"\ndsn = "sqlite://{CHINOOK}"\n\n[[tools]]\n'
-                      'name = "execute_sql"\nsource = "chinook"\nreadonly = true\nmax_rows = 50\n')
+    config.write_text(
+        f'[[sources]]\nid = "chinook"\ndsn = "sqlite://{CHINOOK}"\n\n[[tools]]\n'
+        'name = "execute_sql"\nsource = "chinook"\nreadonly = true\nmax_rows = 50\n'
+    )
     script = prefix / "node_modules" / "@bytebase" / "dbhub" / "dist" / "index.js"
     return [node, str(script), f"--config={config}", "--transport=stdio"]
 
@@ -266,8 +283,6 @@ def timed_sync(call: Callable[[], object]) -> float:
     started = time.perf_counter()
     call()
     return time.perf_counter() - started
-
-
 
 
 # ---- the OpenAI-compatible backend's cost per streamed token -------------------------------
@@ -310,8 +325,16 @@ def stream_token_cpu(runs: int, count: int) -> tuple[list[float], tuple[int, int
     """CPU microseconds of this process per streamed token, one figure per run: completions of
     about 17 and 413 tokens, alternated, by difference (what a completion costs apart from its
     tokens cancels out); and the two token counts."""
-    fakes = [subprocess.Popen([sys.executable, "-c", _STREAMING_FAKE, str(chars)], cwd=ROOT, text=True,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE) for chars in (16, 1600)]
+    fakes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _STREAMING_FAKE, str(chars)],
+            cwd=ROOT,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        for chars in (16, 1600)
+    ]
     try:
         urls = [fake.stdout.readline().strip() for fake in fakes if fake.stdout is not None]
         per_token, tokens = [], (0, 0)
@@ -331,10 +354,15 @@ def stream_token_cpu(runs: int, count: int) -> tuple[list[float], tuple[int, int
 
 # A round's prompt as the loop sends it by the third round (the system prompt, the question and
 # two tool results): what the client encodes and sends each time.
-ROUND_PROMPT = ("<|im_start|>system\n" + "You answer questions with SQL. " * 120 + "<|im_end|>\n"
-                + "<|im_start|>user\nHow many books are there?\n" + "Tables: books, authors, orders. " * 25
-                + "<|im_end|>\n"
-                + "<|im_start|>assistant\n")
+ROUND_PROMPT = (
+    "<|im_start|>system\n"
+    + "You answer questions with SQL. " * 120
+    + "<|im_end|>\n"
+    + "<|im_start|>user\nHow many books are there?\n"
+    + "Tables: books, authors, orders. " * 25
+    + "<|im_end|>\n"
+    + "<|im_start|>assistant\n"
+)
 _CLIENT_CPU = """
 import sys, time, anyio
 from agent.backends.ollama import OllamaBackend
@@ -354,6 +382,13 @@ anyio.run(main)
 def ollama_client_cpu(url: str, count: int) -> float:
     """CPU ms of one completion through our Ollama backend (the `ollama` client over httpx), in a
     process of its own talking to the fake runtime at `url`: the event loop's thread, per completion."""
-    done = subprocess.run([sys.executable, "-c", _CLIENT_CPU, url, str(count)], input=ROUND_PROMPT, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _CLIENT_CPU, url, str(count)],
+        input=ROUND_PROMPT,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     return 1000 * float(done.stdout.strip())

@@ -74,18 +74,18 @@ def schema_names(schema: Schema) -> tuple[set[str], dict[str, list[str]]]:
 
 def is_literal(sql: str, token: Token, names: set[str]) -> bool:
     if token.kind is TokenKind.QUOTED_NAME:  # SQLite reads "x" as a string only when it names nothing
-        return sql[token.start] == '"' and sql[token.start + 1:token.end - 1].casefold() not in names
+        return sql[token.start] == '"' and sql[token.start + 1 : token.end - 1].casefold() not in names
     return token.kind in (TokenKind.STRING, TokenKind.NUMBER)
 
 
 def shape(sql: str, names: set[str]) -> tuple[str, ...]:
     """The SQL with its literals abstracted: what a group shares."""
-    return tuple("?" if is_literal(sql, t, names) else sql[t.start:t.end].casefold() for t in sql_tokens(sql))
+    return tuple("?" if is_literal(sql, t, names) else sql[t.start : t.end].casefold() for t in sql_tokens(sql))
 
 
 def literals(sql: str, names: set[str], columns: dict[str, list[str]]) -> list[Literal]:
     tokens = list(sql_tokens(sql))
-    words = [sql[t.start:t.end] for t in tokens]
+    words = [sql[t.start : t.end] for t in tokens]
     aliases: dict[str, str] = {}
     tables: list[str] = []
     for i, w in enumerate(words):
@@ -121,8 +121,25 @@ def literals(sql: str, names: set[str], columns: dict[str, list[str]]) -> list[L
     return found
 
 
-_KEYWORDS = {"where", "join", "on", "group", "order", "limit", "inner", "left", "natural", "union", "except",
-             "intersect", "having", "as", "cross", "outer", "using"}
+_KEYWORDS = {
+    "where",
+    "join",
+    "on",
+    "group",
+    "order",
+    "limit",
+    "inner",
+    "left",
+    "natural",
+    "union",
+    "except",
+    "intersect",
+    "having",
+    "as",
+    "cross",
+    "outer",
+    "using",
+}
 
 
 def find_in_question(question: str, literal: Literal) -> tuple[int, int] | None:
@@ -134,8 +151,10 @@ def find_in_question(question: str, literal: Literal) -> tuple[int, int] | None:
             options.append(NUMBER_WORDS[value])
         spans = []
         for text in options:
-            spans += [m.span() for m in re.finditer(rf"(?<![\w.,]){re.escape(text)}(?![\w]|[.,]\d)", question,
-                                                    re.IGNORECASE)]
+            spans += [
+                m.span()
+                for m in re.finditer(rf"(?<![\w.,]){re.escape(text)}(?![\w]|[.,]\d)", question, re.IGNORECASE)
+            ]
         return spans[0] if len(spans) == 1 else None
     if not value.strip() or "%" in value:
         return None
@@ -157,13 +176,15 @@ def slot_type(literal: Literal) -> dict[str, Any] | None:
 
 async def column_holds(db: Database, column: str, value: str) -> bool:
     table, _, name = column.partition(".")
-    result = await db.aquery(f'SELECT 1 FROM "{table}" WHERE "{table}"."{name}" = :v LIMIT 1', max_rows=1,
-                             params={"v": value})
+    result = await db.aquery(
+        f'SELECT 1 FROM "{table}" WHERE "{table}"."{name}" = :v LIMIT 1', max_rows=1, params={"v": value}
+    )
     return result.ok and bool(result.rows)
 
 
-async def make_template(db: Database, q: Question, names: set[str],
-                        columns: dict[str, list[str]]) -> Made | None:
+async def make_template(
+    db: Database, q: Question, names: set[str], columns: dict[str, list[str]]
+) -> Made | None:
     """The template of one question: each literal it writes becomes a slot; None when none does."""
     slots: list[tuple[str, Literal, tuple[int, int]]] = []
     params: dict[str, Any] = {}
@@ -181,9 +202,9 @@ async def make_template(db: Database, q: Question, names: set[str],
         return None
     question, sql = q.question, q.sql
     for name, _, span in sorted(slots, key=lambda s: -s[2][0]):
-        question = question[:span[0]] + "{" + name + "}" + question[span[1]:]
+        question = question[: span[0]] + "{" + name + "}" + question[span[1] :]
     for name, literal, _ in sorted(slots, key=lambda s: -s[1].start):
-        sql = sql[:literal.start] + ":" + name + sql[literal.end:]
+        sql = sql[: literal.start] + ":" + name + sql[literal.end :]
     return Made(q, {"question": question, "sql": sql, "database": q.db_id, "params": params}, slots)
 
 
@@ -197,9 +218,12 @@ async def other_values(db: Database, literal: Literal, spec: dict[str, Any]) -> 
     if spec["type"] == "value":
         table, _, name = spec["column"].partition(".")
         column = f'"{table}"."{name}"'
-        result = await db.aquery(f"SELECT DISTINCT {column} FROM \"{table}\" WHERE typeof({column}) = 'text' "
-                                 f"AND {column} != :v ORDER BY {column} LIMIT 50", max_rows=50,
-                                 params={"v": value})
+        result = await db.aquery(
+            f"SELECT DISTINCT {column} FROM \"{table}\" WHERE typeof({column}) = 'text' "
+            f"AND {column} != :v ORDER BY {column} LIMIT 50",
+            max_rows=50,
+            params={"v": value},
+        )
         held = [r[0] for r in result.rows if isinstance(r[0], str)]
         # A value the question can write as the column holds it: no runs of spaces, nothing the
         # normalisation drops at the end, no braces (a template's slot).
@@ -234,29 +258,33 @@ def spellings(value: str | int | float, written: str, kind: str) -> list[tuple[s
 
 
 def with_text(question: str, span: tuple[int, int], text: str) -> str:
-    return question[:span[0]] + text + question[span[1]:]
+    return question[: span[0]] + text + question[span[1] :]
 
 
 def negatives(made: Made, span: tuple[int, int], shown: str, other: str) -> list[tuple[str, str]]:
     """(kind, question) for the edits that must never be served."""
     q = made.source.question
-    out = [("second literal", with_text(q, span, f"{shown} or {other}")),
-           ("second literal", with_text(q, span, f"{shown} and {other}")),
-           ("second literal", with_text(q, span, f"{shown}, {other}")),
-           ("negation", with_text(q, span, f"not {shown}"))]
+    out = [
+        ("second literal", with_text(q, span, f"{shown} or {other}")),
+        ("second literal", with_text(q, span, f"{shown} and {other}")),
+        ("second literal", with_text(q, span, f"{shown}, {other}")),
+        ("negation", with_text(q, span, f"not {shown}")),
+    ]
     words = q.split()
     auxiliaries = {"is", "are", "was", "were", "do", "does", "did", "have", "has"}
     verbs = [i for i, w in enumerate(words) if w.lower() in auxiliaries]
     if verbs:
-        out.append(("negation", " ".join([*words[:verbs[0] + 1], "not", *words[verbs[0] + 1:]])))
+        out.append(("negation", " ".join([*words[: verbs[0] + 1], "not", *words[verbs[0] + 1 :]])))
     if len(shown) > 3 and not shown[:1].isdigit():  # a value misspelt: no value of its column
         out.append(("near value", with_text(q, span, shown[:2] + shown[3:])))
     if shown[:1].isdigit():
-        out += [("near value", with_text(q, span, f"{shown}.5")),
-                ("different unit", with_text(q, span, f"{shown}%")),
-                ("different unit", with_text(q, span, f"{shown} km")),
-                ("different unit", with_text(q, span, f"{shown} thousand")),
-                ("different unit", with_text(q, span, f"${shown}"))]
+        out += [
+            ("near value", with_text(q, span, f"{shown}.5")),
+            ("different unit", with_text(q, span, f"{shown}%")),
+            ("different unit", with_text(q, span, f"{shown} km")),
+            ("different unit", with_text(q, span, f"{shown} thousand")),
+            ("different unit", with_text(q, span, f"${shown}")),
+        ]
     return out
 
 

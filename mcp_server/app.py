@@ -75,9 +75,15 @@ INSTRUCTIONS = (
 class SqaleServer(MCPServer[StateOpening[Answering]]):
     """The MCPServer with one tool; `run()` honours our transport, host, port and auth settings."""
 
-    def __init__(self, settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
-                 backend_factory: BackendFactory, tokens: TokenTable,
-                 libraries: Mapping[str, VerifiedLibrary] | None = None) -> None:
+    def __init__(
+        self,
+        settings: ServerSettings,
+        catalog: Catalog,
+        prompts: PromptSet,
+        backend_factory: BackendFactory,
+        tokens: TokenTable,
+        libraries: Mapping[str, VerifiedLibrary] | None = None,
+    ) -> None:
         gate, metrics = QuestionGate(), ServerMetrics()
         tool, advertise = answer_tool(settings, catalog, AnswerLimits.from_settings(settings))
         state_closed = threading.Event()  # set once the runtime's workers are stopped
@@ -89,9 +95,22 @@ class SqaleServer(MCPServer[StateOpening[Answering]]):
             opening: StateOpening[Answering] = StateOpening()
             try:
                 async with anyio.create_task_group() as group:
-                    group.start_soon(self._open_state, opening, answering(open_state(
-                        settings, catalog, prompts, backend_factory, gate=gate, metrics=metrics,
-                        callers=tokens.callers, libraries=libraries)))
+                    group.start_soon(
+                        self._open_state,
+                        opening,
+                        answering(
+                            open_state(
+                                settings,
+                                catalog,
+                                prompts,
+                                backend_factory,
+                                gate=gate,
+                                metrics=metrics,
+                                callers=tokens.callers,
+                                libraries=libraries,
+                            )
+                        ),
+                    )
                     if self.state_before_serving:
                         await opening.ready()
                     try:
@@ -108,16 +127,28 @@ class SqaleServer(MCPServer[StateOpening[Answering]]):
             # Apps list them for the view's buttons, to the callers they are offered to; the model
             # never sees them.
             for extra in extras:
-                view.app_tool(extra.fn, name=extra.name, title=extra.title, description=extra.description,
-                              offered=extra.offered)
-        super().__init__(name="sqale-mcp", version=package_version(), instructions=INSTRUCTIONS,
-                         lifespan=lifespan, log_level=settings.log_level,
-                         middleware=[ClientListing(catalog, advertise, view=view,
-                                                   asks=settings.ask_to_choose is not AskMode.OFF),
-                                     StructuredToolErrors()],
-                         extensions=[view] if view else None,
-                         request_state_security=request_state_security(settings),
-                         dependencies=list(MCP_DEV_DEPENDENCIES), tools=[tool])
+                view.app_tool(
+                    extra.fn,
+                    name=extra.name,
+                    title=extra.title,
+                    description=extra.description,
+                    offered=extra.offered,
+                )
+        super().__init__(
+            name="sqale-mcp",
+            version=package_version(),
+            instructions=INSTRUCTIONS,
+            lifespan=lifespan,
+            log_level=settings.log_level,
+            middleware=[
+                ClientListing(catalog, advertise, view=view, asks=settings.ask_to_choose is not AskMode.OFF),
+                StructuredToolErrors(),
+            ],
+            extensions=[view] if view else None,
+            request_state_security=request_state_security(settings),
+            dependencies=list(MCP_DEV_DEPENDENCIES),
+            tools=[tool],
+        )
         # Ahead of the SDK's OpenTelemetry span, in this order: a call's quota and every message's
         # `_meta` checked (door.Admission: nothing after reads an unchecked field, and a call that
         # fails after it has counted), then our telemetry (the HTTP headers' trace, the MCP metric).
@@ -139,8 +170,9 @@ class SqaleServer(MCPServer[StateOpening[Answering]]):
         self.gate = gate
         self.metrics = metrics
 
-    async def _open_state(self, opening: StateOpening[Answering],
-                          state: AbstractAsyncContextManager[Answering]) -> None:
+    async def _open_state(
+        self, opening: StateOpening[Answering], state: AbstractAsyncContextManager[Answering]
+    ) -> None:
         """Open the state (opening.hold), on stdio once the first reply is written or after
         FIRST_REPLY_WAIT: opening it imports the model backend's HTTP client in a thread, whose
         share of the interpreter would slow the handshake the client is waiting for."""
@@ -152,16 +184,17 @@ class SqaleServer(MCPServer[StateOpening[Answering]]):
     def run(self, transport: str | None = None, **kwargs: Any) -> None:
         """Serve on `transport` (default: the configured one) until stopped."""
         if kwargs:
-            raise ConfigError(f"transport options {sorted(kwargs)} are not taken here; give "
-                              "--host/--port/--auth-token-env in the settings instead")
+            raise ConfigError(
+                f"transport options {sorted(kwargs)} are not taken here; give "
+                "--host/--port/--auth-token-env in the settings instead"
+            )
         chosen = transport or self.sqale_settings.transport
         if chosen == "stdio":
             print_tty_notice()
             anyio.run(self.serve_stdio)
         elif chosen == "streamable-http":
             # Re-validate: the loopback/auth rule depends on the transport.
-            settings = ServerSettings.model_validate(
-                {**self.sqale_settings.model_dump(), "transport": chosen})
+            settings = ServerSettings.model_validate({**self.sqale_settings.model_dump(), "transport": chosen})
             anyio.run(self.serve_http, settings)
         else:
             raise ConfigError(f"transport {chosen!r} is not supported; use stdio or streamable-http")
@@ -182,11 +215,15 @@ class SqaleServer(MCPServer[StateOpening[Answering]]):
         from .serving.http_transport import MCP_PATH, http_app, serve_http
 
         self.state_before_serving = True
-        mcp_app = self.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host,
-                                           session_idle_timeout=settings.session_idle_timeout,
-                                           max_sessions=settings.max_sessions)
-        await serve_http(http_app(mcp_app, settings, self.tokens, self.metrics), settings,
-                         drain=self.gate.drain)
+        mcp_app = self.streamable_http_app(
+            streamable_http_path=MCP_PATH,
+            host=settings.host,
+            session_idle_timeout=settings.session_idle_timeout,
+            max_sessions=settings.max_sessions,
+        )
+        await serve_http(
+            http_app(mcp_app, settings, self.tokens, self.metrics), settings, drain=self.gate.drain
+        )
 
 
 def request_state_security(settings: ServerSettings) -> RequestStateSecurity:
@@ -194,8 +231,11 @@ def request_state_security(settings: ServerSettings) -> RequestStateSecurity:
     --request-state-key-env's key (shared by every process behind one address) or one this process
     makes; for --ask-timeout plus LATE_REPLY_SECONDS; bound to the caller's token."""
     key = settings.request_state_key
-    return RequestStateSecurity(keys=[key.get_secret_value() if key is not None else os.urandom(32)],
-                                ttl=settings.ask_timeout + LATE_REPLY_SECONDS, bind_principal=state_principal)
+    return RequestStateSecurity(
+        keys=[key.get_secret_value() if key is not None else os.urandom(32)],
+        ttl=settings.ask_timeout + LATE_REPLY_SECONDS,
+        bind_principal=state_principal,
+    )
 
 
 def state_principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
@@ -210,22 +250,31 @@ def answer_tool(settings: ServerSettings, catalog: Catalog, limits: AnswerLimits
     caller that sees a catalog: its description, and its input schema, made from the function's
     signature, stating the aliases, lengths and ranges in force (each stated once)."""
     tool = Tool.from_function(
-        answer_sql_question, name=TOOL_NAME, title="Answer a question with SQL",
-        annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False,
-                                    idempotent_hint=False, open_world_hint=False),
+        answer_sql_question,
+        name=TOOL_NAME,
+        title="Answer a question with SQL",
+        annotations=ToolAnnotations(
+            read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
         meta=result_size_meta(limits),  # a larger answer budget than Claude Code takes by default
         structured_output=True,
     )
     parameters = tool.parameters
 
     def advertise(shown: Catalog, asks: bool = False) -> tuple[str, dict[str, Any]]:
-        description = tool_description(shown, model=settings.model, limits=limits,
-                                       max_samples=settings.max_samples, asks=asks)
+        description = tool_description(
+            shown, model=settings.model, limits=limits, max_samples=settings.max_samples, asks=asks
+        )
         return description, advertised_input_schema(
-            parameters, aliases=shown.aliases, max_question_chars=settings.max_question_chars,
-            max_evidence_chars=settings.max_evidence_chars, max_samples=settings.max_samples,
-            default_samples=settings.ask_samples if asks else settings.samples, example=example_question(shown),
-            verified=any(e.verified for e in shown.entries))
+            parameters,
+            aliases=shown.aliases,
+            max_question_chars=settings.max_question_chars,
+            max_evidence_chars=settings.max_evidence_chars,
+            max_samples=settings.max_samples,
+            default_samples=settings.ask_samples if asks else settings.samples,
+            example=example_question(shown),
+            verified=any(e.verified for e in shown.entries),
+        )
 
     # The outputSchema stays published (AnswerOutput's); the SDK, given no output model, does not
     # validate each result against it again: every result is an AnswerOutput dumped (or an error,
@@ -235,9 +284,13 @@ def answer_tool(settings: ServerSettings, catalog: Catalog, limits: AnswerLimits
     return tool.model_copy(update={"description": description, "parameters": schema}), advertise
 
 
-def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
-                 backend_factory: BackendFactory = make_backend,
-                 checks: WorkerPool | None = None) -> SqaleServer:
+def build_server(
+    settings: ServerSettings,
+    *,
+    environ: Mapping[str, str],
+    backend_factory: BackendFactory = make_backend,
+    checks: WorkerPool | None = None,
+) -> SqaleServer:
     """Validate every database, the prompts and the log path, then build the server.
 
     `checks`: the engine the databases and verified libraries are checked on (its owner closes
@@ -254,12 +307,22 @@ def build_server(settings: ServerSettings, *, environ: Mapping[str, str],
     if settings.episode_log is not None:
         EpisodeLog.check_writable(settings.episode_log)
     for entry in catalog.entries:
-        logger.info("database '%s': %s (%s)", entry.alias, entry.path,
-                    "busy: its first question reads its tables" if entry.busy
-                    else f"{len(entry.tables)} tables, {len(entry.views)} views")
+        logger.info(
+            "database '%s': %s (%s)",
+            entry.alias,
+            entry.path,
+            "busy: its first question reads its tables"
+            if entry.busy
+            else f"{len(entry.tables)} tables, {len(entry.views)} views",
+        )
         if entry.notes is not None:
-            logger.info("database '%s': notes %s (%d facts, %d characters)", entry.alias,
-                        entry.notes.path, entry.notes.facts, entry.notes.chars)
+            logger.info(
+                "database '%s': notes %s (%d facts, %d characters)",
+                entry.alias,
+                entry.notes.path,
+                entry.notes.facts,
+                entry.notes.chars,
+            )
     notice = answer_size_notice(settings)
     if notice is not None:  # what a client will take of an answer, and what the server cuts first
         too_large = settings.max_result_bytes > MAX_ROWS_BYTES

@@ -183,8 +183,9 @@ class Ongoing:
         self.asking = True
         try:
             while True:
-                sender = next((w.send_form for w in reversed(self.waiters.values())
-                               if w.send_form is not None), None)
+                sender = next(
+                    (w.send_form for w in reversed(self.waiters.values()) if w.send_form is not None), None
+                )
                 if sender is not None:
                     return await sender(message, schema)
                 await self.changed()
@@ -237,8 +238,13 @@ class OngoingQuestions:
         """The question being answered under `key`, if any."""
         return self._held.get(key)
 
-    def start(self, key: QuestionKey, question_id: str, run: Callable[[Ongoing], Awaitable[object]],
-              on_expired: Callable[[Ongoing], Awaitable[None]]) -> Ongoing:
+    def start(
+        self,
+        key: QuestionKey,
+        question_id: str,
+        run: Callable[[Ongoing], Awaitable[object]],
+        on_expired: Callable[[Ongoing], Awaitable[None]],
+    ) -> Ongoing:
         """Start answering a question: `run(work)` gives its outcome; `on_expired(work)` records an
         answer no call came back for. TooManyWorking when its token holds its most."""
         held = sum(1 for other in self._held if other.token == key.token)
@@ -252,8 +258,9 @@ class OngoingQuestions:
         self._group.start_soon(self._keep, work, on_expired)
         return work
 
-    async def wait(self, work: Ongoing, waiter: Waiter, *, arrived: float, budget: float,
-                   one_call_answers: bool) -> bool:
+    async def wait(
+        self, work: Ongoing, waiter: Waiter, *, arrived: float, budget: float, one_call_answers: bool
+    ) -> bool:
         """Wait on `work` for a call's `budget` from `arrived`; True once it is done, False when the
         budget ran out (see the module).
 
@@ -340,8 +347,9 @@ class OngoingQuestions:
                         try:
                             await on_expired(work)
                         except Exception:  # our bug: logged whole; it must not stop the other questions
-                            logger.exception("recording question %s, expired unanswered, failed",
-                                             work.question_id)
+                            logger.exception(
+                                "recording question %s, expired unanswered, failed", work.question_id
+                            )
             else:
                 self.cancel(work, "not_asked_again")
             return

@@ -61,8 +61,9 @@ T = TypeVar("T")
 
 def server_prompts(settings: ServerSettings) -> PromptSet:
     """Our prompts, or the reference agent's, with --system-prompt/--user-template overrides."""
-    return load_prompts(settings.reference_agent, settings.system_prompt, settings.user_template,
-                        settings.assistant_prefix)
+    return load_prompts(
+        settings.reference_agent, settings.system_prompt, settings.user_template, settings.assistant_prefix
+    )
 
 
 class EpisodeLog:
@@ -80,8 +81,9 @@ class EpisodeLog:
             with path.open("a", encoding="utf-8"):
                 pass
         except OSError as exc:
-            raise ConfigError(f"--episode-log {path}: cannot append to it ({exc.strerror}); "
-                              "give a writable file path") from exc
+            raise ConfigError(
+                f"--episode-log {path}: cannot append to it ({exc.strerror}); give a writable file path"
+            ) from exc
 
     async def append(self, record: Mapping[str, Any]) -> None:
         """Write `record` as one line; an unwritable log is reported on stderr, not to the client."""
@@ -91,8 +93,12 @@ class EpisodeLog:
                 await anyio.to_thread.run_sync(self._write, line)
             except OSError as exc:
                 # The user still gets the answer; the operator sees the lost audit line.
-                logger.error("could not append to the episode log %s (%s); the line was: %s",
-                             self.path, exc, line.rstrip())
+                logger.error(
+                    "could not append to the episode log %s (%s); the line was: %s",
+                    self.path,
+                    exc,
+                    line.rstrip(),
+                )
 
     def _write(self, line: str) -> None:
         with self.path.open("a", encoding="utf-8") as fh:
@@ -127,9 +133,14 @@ class ServerState:
         self.cache_watch.observe(next_reuse(previous, played, self.engine_label))
 
     @asynccontextmanager
-    async def episode_turn(self, caller: Caller, *, on_token_wait: OnWait,
-                           on_worker_wait: Callable[[float], Awaitable[None]],
-                           on_slot_wait: OnWait) -> AsyncIterator[None]:
+    async def episode_turn(
+        self,
+        caller: Caller,
+        *,
+        on_token_wait: OnWait,
+        on_worker_wait: Callable[[float], Awaitable[None]],
+        on_slot_wait: OnWait,
+    ) -> AsyncIterator[None]:
         """Hold what one episode runs on, taken in this order: one unit of the caller's quota,
         a worker, a runtime slot. Each sample of a question is an episode and takes its own, so a
         token allowed N at once never has more than N episodes running, whatever its samples.
@@ -146,20 +157,34 @@ class ServerState:
 
 
 @asynccontextmanager
-async def open_state(settings: ServerSettings, catalog: Catalog, prompts: PromptSet,
-                       backend_factory: BackendFactory, *, gate: QuestionGate, metrics: ServerMetrics,
-                       callers: Sequence[Caller],
-                       libraries: Mapping[str, VerifiedLibrary] | None = None) -> AsyncIterator[ServerState]:
+async def open_state(
+    settings: ServerSettings,
+    catalog: Catalog,
+    prompts: PromptSet,
+    backend_factory: BackendFactory,
+    *,
+    gate: QuestionGate,
+    metrics: ServerMetrics,
+    callers: Sequence[Caller],
+    libraries: Mapping[str, VerifiedLibrary] | None = None,
+) -> AsyncIterator[ServerState]:
     """Start the query workers and the backend, check the model once, and clean up at the end."""
-    engine = WorkerPool(WorkerLimits(workers=settings.max_concurrent,
-                                      query_timeout=settings.query_timeout))
+    engine = WorkerPool(WorkerLimits(workers=settings.max_concurrent, query_timeout=settings.query_timeout))
     try:
         databases = {e.alias: Database(e.path, engine, hide=e.hide) for e in catalog.entries}
         limits = AnswerLimits.from_settings(settings)
-        episode = EpisodeSettings(result_rows=settings.max_rows, result_bytes=limits.max_result_bytes,
-                                  environment=settings.environment)
-        async with engine_session(settings, episode, runtime_slots=settings.runtime_slots,
-                                  seconds=STARTUP_PROBE_SECONDS, build=backend_factory) as session:
+        episode = EpisodeSettings(
+            result_rows=settings.max_rows,
+            result_bytes=limits.max_result_bytes,
+            environment=settings.environment,
+        )
+        async with engine_session(
+            settings,
+            episode,
+            runtime_slots=settings.runtime_slots,
+            seconds=STARTUP_PROBE_SECONDS,
+            build=backend_factory,
+        ) as session:
             log_model_check(session)
             log_runtime_slots(session.slots.slots, session.slots.reason, session.facts)
             metered = MeteredBackend(session.backend, settings.backend, metrics)
@@ -176,20 +201,30 @@ async def open_state(settings: ServerSettings, catalog: Catalog, prompts: Prompt
             metrics.watch_sqlite_workers(lambda: engine.starts, lambda: engine.kills)
             if session.budget_note is not None:
                 logger.warning("%s", session.budget_note)
-            ongoing = OngoingQuestions(keep_seconds=settings.working_timeout,
-                                       per_token=settings.token_max_working)
+            ongoing = OngoingQuestions(
+                keep_seconds=settings.working_timeout, per_token=settings.token_max_working
+            )
             metrics.questions_working.set_function(lambda: ongoing.unwaited)
             async with ongoing.running():  # what is still being answered is cancelled at the end
                 yield ServerState(
-                    settings=settings, catalog=catalog, databases=databases, backend=metered,
+                    settings=settings,
+                    catalog=catalog,
+                    databases=databases,
+                    backend=metered,
                     model_label=session.model_label,
-                    prompts=prompts, episode_settings=session.episode,
-                    limiter=limiter, slots=runtime_slots,
+                    prompts=prompts,
+                    episode_settings=session.episode,
+                    limiter=limiter,
+                    slots=runtime_slots,
                     episode_log=EpisodeLog(settings.episode_log) if settings.episode_log else None,
-                    quotas=quotas, gate=gate, metrics=metrics,
-                    limits=limits, verified=dict(libraries or {}),
-                    cache_watch=CacheWatch(lambda where: cache_advice(session.engine_at(where)),
-                                           logger.warning),
+                    quotas=quotas,
+                    gate=gate,
+                    metrics=metrics,
+                    limits=limits,
+                    verified=dict(libraries or {}),
+                    cache_watch=CacheWatch(
+                        lambda where: cache_advice(session.engine_at(where)), logger.warning
+                    ),
                     engine_label=session.backend.replica_label,
                     ongoing=ongoing,
                 )
@@ -233,9 +268,15 @@ def log_runtime_slots(slots: int, reason: str, facts: Sequence[EngineFacts]) -> 
     logger.info("runtime slots: %d (%s)", slots, reason)
     told = engine_slots(facts)
     if told is not None and slots > told.slots:
-        logger.warning("--runtime-slots %d is more than the engine serves at once (%d: %s); the extra "
-                       "questions evict each other's cached prompt, or fail where the engine cuts a "
-                       "request off: give --runtime-slots %d", slots, told.slots, told.reason, told.slots)
+        logger.warning(
+            "--runtime-slots %d is more than the engine serves at once (%d: %s); the extra "
+            "questions evict each other's cached prompt, or fail where the engine cuts a "
+            "request off: give --runtime-slots %d",
+            slots,
+            told.slots,
+            told.reason,
+            told.slots,
+        )
     for f in facts:
         for note in f.notes:
             logger.info("%s: %s", f.where, note)
@@ -251,13 +292,22 @@ def log_model_check(session: EngineSession) -> None:
     """
     check, model = session.model_check, session.backend.model
     if check.error is not None:
-        logger.warning("%s (the server keeps running; every question will fail until this is fixed)",
-                       check.error)
+        logger.warning(
+            "%s (the server keeps running; every question will fail until this is fixed)", check.error
+        )
     elif check.timed_out:
-        logger.warning("the model runtime did not describe model '%s' within %g s; questions may "
-                       "fail or be slow", model, STARTUP_PROBE_SECONDS)
+        logger.warning(
+            "the model runtime did not describe model '%s' within %g s; questions may fail or be slow",
+            model,
+            STARTUP_PROBE_SECONDS,
+        )
     elif check.info is not None and check.info.served_as is None:
         logger.info("model '%s' is available", model)
     elif check.info is not None:
-        logger.info("the engine does not list model '%s' but answers that name with its own model "
-                    "'%s'; answers are labelled '%s'", model, check.info.served_as, check.info.served_as)
+        logger.info(
+            "the engine does not list model '%s' but answers that name with its own model "
+            "'%s'; answers are labelled '%s'",
+            model,
+            check.info.served_as,
+            check.info.served_as,
+        )

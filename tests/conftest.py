@@ -32,7 +32,8 @@ SHARED_DBS = SHARED_DATA / "dbs"
 def pytest_configure(config: pytest.Config) -> None:
     """Register the needs_shared marker."""
     config.addinivalue_line(
-        "markers", "needs_shared(*paths): skip unless these paths exist under ../shared/data")
+        "markers", "needs_shared(*paths): skip unless these paths exist under ../shared/data"
+    )
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -39,8 +39,9 @@ class ReplicaPool:
     test passes its own.
     """
 
-    def __init__(self, base_urls: Sequence[str], *, cooldown: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, base_urls: Sequence[str], *, cooldown: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.cooldown = cooldown
         self._clock = clock
         self._replicas = tuple(Replica(url) for url in base_urls)
@@ -99,7 +100,10 @@ class ReplicaPool:
             logger.debug("the model server %s failed (%s)", replica.base_url, reason)
         else:
             logger.warning(
-                "replica %s failed (%s); skipping it for %g s", replica.base_url, reason, self.cooldown,
+                "replica %s failed (%s); skipping it for %g s",
+                replica.base_url,
+                reason,
+                self.cooldown,
             )
 
     def mark_answered(self, replica: Replica) -> None:

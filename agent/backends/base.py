@@ -33,13 +33,15 @@ class SamplingSettings:
 # The model was trained with vLLM, which applies no repetition penalty (1.0) and none of the
 # samplers below unless asked. Ollama applies repeat_penalty 1.1 by default, so every Ollama
 # request (and the Modelfile) sets these neutral values to sample as vLLM did.
-VLLM_NEUTRAL_SAMPLERS: Mapping[str, float] = MappingProxyType({
-    "repeat_penalty": 1.0,
-    "presence_penalty": 0.0,
-    "frequency_penalty": 0.0,
-    "min_p": 0.0,
-    "typical_p": 1.0,
-})
+VLLM_NEUTRAL_SAMPLERS: Mapping[str, float] = MappingProxyType(
+    {
+        "repeat_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "min_p": 0.0,
+        "typical_p": 1.0,
+    }
+)
 
 
 @dataclass(frozen=True)

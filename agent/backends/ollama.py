@@ -38,8 +38,7 @@ from .ollama_facts import (
 
 # ollama-python (0.6) drops the fields of an answer it does not know, prompt_eval_cached_count
 # among them: a response hook keeps the body of this task's /api/generate answer here.
-_GENERATE_BODIES: ContextVar[list[dict[str, Any]] | None] = ContextVar("ollama_generate_bodies",
-                                                                      default=None)
+_GENERATE_BODIES: ContextVar[list[dict[str, Any]] | None] = ContextVar("ollama_generate_bodies", default=None)
 
 _T = TypeVar("_T")
 
@@ -109,10 +108,22 @@ class OllamaBackend(ModelBackend):
             trained = context_length(shown.modelinfo or {})
             if trained is not None and trained < context:
                 context = trained
-        source = (f"num_ctx {self.num_ctx} sent with every request" if context == self.num_ctx
-                  else "the model's context_length (/api/show), below the num_ctx sent")
-        return (EngineFacts(where=self.host, engine=OLLAMA, version=version, context_tokens=context,
-                            context_source=source, notes=tuple(notes), warnings=tuple(warnings)),)
+        source = (
+            f"num_ctx {self.num_ctx} sent with every request"
+            if context == self.num_ctx
+            else "the model's context_length (/api/show), below the num_ctx sent"
+        )
+        return (
+            EngineFacts(
+                where=self.host,
+                engine=OLLAMA,
+                version=version,
+                context_tokens=context,
+                context_source=source,
+                notes=tuple(notes),
+                warnings=tuple(warnings),
+            ),
+        )
 
     async def _version(self) -> str | None:
         """GET /api/version; None when Ollama does not answer it."""
@@ -184,9 +195,14 @@ class OllamaBackend(ModelBackend):
             for key, value in shown.details.model_dump(exclude_none=True).items():
                 details[key] = ", ".join(value) if isinstance(value, list | tuple) else str(value)
         template = shown.template or ""
-        notes = () if template.strip() in ("{{ .Prompt }}", "") else (
-            "its TEMPLATE is not the raw `{{ .Prompt }}` of our Modelfile; raw requests bypass it, "
-            "but re-create the model with `ollama create ... -f Modelfile` to be sure",)
+        notes = (
+            ()
+            if template.strip() in ("{{ .Prompt }}", "")
+            else (
+                "its TEMPLATE is not the raw `{{ .Prompt }}` of our Modelfile; raw requests bypass it, "
+                "but re-create the model with `ollama create ... -f Modelfile` to be sure",
+            )
+        )
         return ModelInfo(
             name=self.model,
             parameters=shown.parameters or "",
@@ -211,8 +227,12 @@ class OllamaBackend(ModelBackend):
         except httpx.ConnectTimeout as exc:
             raise self._unreachable(f"no answer to the connection within {CONNECT_TIMEOUT:g} s") from exc
         except httpx.TimeoutException as exc:
-            raise timed_out(f"Ollama at {self.host}", self.timeout, self.model,
-                            ". The model may still be loading or the machine is busy") from exc
+            raise timed_out(
+                f"Ollama at {self.host}",
+                self.timeout,
+                self.model,
+                ". The model may still be loading or the machine is busy",
+            ) from exc
         except httpx.TransportError as exc:
             raise BackendResponseError(
                 f"The connection to Ollama at {self.host} broke during the request "
@@ -229,9 +249,11 @@ class OllamaBackend(ModelBackend):
         """What to do when the address answers, but not as Ollama: most often an OpenAI-compatible engine."""
         base = self.host.rstrip("/")
         base = base if base.endswith("/v1") else f"{base}/v1"
-        return ("If it is an OpenAI-compatible engine (llama.cpp's llama-server, vLLM, SGLang, python -m "
-                f"llama_cpp.server), use --backend openai --base-url {base} instead of --ollama-host; "
-                "otherwise check --ollama-host / OLLAMA_HOST (the default is http://127.0.0.1:11434).")
+        return (
+            "If it is an OpenAI-compatible engine (llama.cpp's llama-server, vLLM, SGLang, python -m "
+            f"llama_cpp.server), use --backend openai --base-url {base} instead of --ollama-host; "
+            "otherwise check --ollama-host / OLLAMA_HOST (the default is http://127.0.0.1:11434)."
+        )
 
     def _unreachable(self, detail: str) -> BackendUnreachable:
         return BackendUnreachable(
@@ -244,7 +266,7 @@ class OllamaBackend(ModelBackend):
         if "model" in message.lower() and (exc.status_code == 404 or "not found" in message):
             return ModelNotFound(
                 f"Ollama at {self.host} has no model named '{self.model}' ({message}). Create it "
-                f"with `ollama create {self.model} -f Modelfile` (see README.md, \"Getting the "
+                f'with `ollama create {self.model} -f Modelfile` (see README.md, "Getting the '
                 "model into Ollama\"), or pass an installed model's name with --model "
                 "(`ollama list` shows them)."
             )
@@ -278,4 +300,3 @@ def _cached_count(body: Mapping[str, Any]) -> int | None:
     """Ollama's prompt_eval_cached_count (0.33.3+); None when it is absent or not a count."""
     value = body.get("prompt_eval_cached_count")
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-

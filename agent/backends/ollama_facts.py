@@ -29,27 +29,38 @@ CACHED_COUNT_SINCE = (0, 33, 3)
 # The Modelfile's PARAMETER lines: sampling as trained and vLLM's neutral samplers (sent with
 # every request too), and the context an episode needs.
 DEFAULT_NUM_CTX = 16384
-MODELFILE_PARAMETERS: Mapping[str, float] = MappingProxyType({
-    "temperature": SamplingSettings.temperature, "top_p": SamplingSettings.top_p,
-    "top_k": SamplingSettings.top_k, **VLLM_NEUTRAL_SAMPLERS, "num_ctx": DEFAULT_NUM_CTX,
-})
-CACHE_ADVICE = ("use Ollama 0.33.3 or later (it reports the reuse; releases built on llama.cpp "
-                "before its checkpoint fix #28302 re-process Qwen3.5 prompts under 8,192 tokens), "
-                f"give sqale-mcp --runtime-slots equal to {OLLAMA_PARALLEL_ENV}, and keep the model "
-                "loaded (OLLAMA_KEEP_ALIVE=30m) with OLLAMA_CONTEXT_LENGTH=16384 so that other "
-                "clients of the model do not make Ollama reload it")
-CACHE_UNREPORTED = (f"Ollama before {'.'.join(map(str, CACHED_COUNT_SINCE))} does not report the "
-                    "prompt tokens it served from its cache: prompt reuse shows as unknown")
+MODELFILE_PARAMETERS: Mapping[str, float] = MappingProxyType(
+    {
+        "temperature": SamplingSettings.temperature,
+        "top_p": SamplingSettings.top_p,
+        "top_k": SamplingSettings.top_k,
+        **VLLM_NEUTRAL_SAMPLERS,
+        "num_ctx": DEFAULT_NUM_CTX,
+    }
+)
+CACHE_ADVICE = (
+    "use Ollama 0.33.3 or later (it reports the reuse; releases built on llama.cpp "
+    "before its checkpoint fix #28302 re-process Qwen3.5 prompts under 8,192 tokens), "
+    f"give sqale-mcp --runtime-slots equal to {OLLAMA_PARALLEL_ENV}, and keep the model "
+    "loaded (OLLAMA_KEEP_ALIVE=30m) with OLLAMA_CONTEXT_LENGTH=16384 so that other "
+    "clients of the model do not make Ollama reload it"
+)
+CACHE_UNREPORTED = (
+    f"Ollama before {'.'.join(map(str, CACHED_COUNT_SINCE))} does not report the "
+    "prompt tokens it served from its cache: prompt reuse shows as unknown"
+)
 
 
 def _dotted(release: tuple[int, ...]) -> str:
     return ".".join(map(str, release))
 
 
-OWN_ENGINE_NOTE = (f"Ollama before {_dotted(LLAMA_SERVER_SINCE)} loads a Qwen3.5 GGUF only as its own "
-                   "import writes it (`ollama create` from the safetensors folder), not one converted "
-                   f"with llama.cpp; {_dotted(LLAMA_SERVER_SINCE)} and later load both (llama.cpp's "
-                   "llama-server)")
+OWN_ENGINE_NOTE = (
+    f"Ollama before {_dotted(LLAMA_SERVER_SINCE)} loads a Qwen3.5 GGUF only as its own "
+    "import writes it (`ollama create` from the safetensors folder), not one converted "
+    f"with llama.cpp; {_dotted(LLAMA_SERVER_SINCE)} and later load both (llama.cpp's "
+    "llama-server)"
+)
 
 
 def release_facts(version: str | None) -> tuple[list[str], list[str]]:
@@ -59,8 +70,10 @@ def release_facts(version: str | None) -> tuple[list[str], list[str]]:
         return [], []
     warnings, notes = [], []
     if seen < QWEN35_SINCE:
-        warnings.append(f"Ollama {version} is older than {_dotted(QWEN35_SINCE)}, the first release that "
-                        "runs qwen3.5 models: upgrade Ollama")
+        warnings.append(
+            f"Ollama {version} is older than {_dotted(QWEN35_SINCE)}, the first release that "
+            "runs qwen3.5 models: upgrade Ollama"
+        )
     elif seen < LLAMA_SERVER_SINCE:
         notes.append(OWN_ENGINE_NOTE)
     if seen < CACHED_COUNT_SINCE:
@@ -69,7 +82,7 @@ def release_facts(version: str | None) -> tuple[list[str], list[str]]:
 
 
 def version_tuple(version: str) -> tuple[int, ...] | None:
-    """"0.17.1" or "v0.30.0-rc2" as (0, 17, 1); None for anything else (a development build)."""
+    """ "0.17.1" or "v0.30.0-rc2" as (0, 17, 1); None for anything else (a development build)."""
     match = re.match(r"^v?(\d+)\.(\d+)\.(\d+)", version.strip())
     if match is None:
         return None
@@ -111,7 +124,8 @@ def parameter_warnings(text: str) -> list[str]:
                 f"the model's PARAMETER {name} is {shown[name]}, our Modelfile's is {ours:g}: sqale "
                 "sends its own value with every request, but other clients of this model (ollama "
                 "run, Open WebUI) sample differently than the model was trained; re-create it with "
-                "`ollama create ... -f Modelfile`")
+                "`ollama create ... -f Modelfile`"
+            )
     return warnings
 
 
@@ -181,8 +195,7 @@ def _normalise_host(host: str) -> str:
     hostname = split.hostname or "127.0.0.1"
     if not (_HOSTNAME.match(hostname) or ":" in hostname) or split.query or split.fragment:
         raise ConfigError(
-            f"Ollama host {host!r} is not a valid address; "
-            "give HOST:PORT or a URL like http://127.0.0.1:11434."
+            f"Ollama host {host!r} is not a valid address; give HOST:PORT or a URL like http://127.0.0.1:11434."
         )
     if ":" in hostname:  # IPv6 literal: urlsplit drops the brackets
         hostname = f"[{hostname}]"

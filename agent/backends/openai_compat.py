@@ -109,9 +109,11 @@ class OpenAICompletionsBackend(ModelBackend):
     def default_slots(self, environ: Mapping[str, str]) -> SlotChoice:
         """SLOTS_PER_REPLICA for each replica: engines that do not say are taken to batch."""
         count = len(self.base_urls)
-        return SlotChoice(SLOTS_PER_REPLICA * count,
-                          f"{SLOTS_PER_REPLICA} per replica for batching engines (vLLM, SGLang), "
-                          f"{count} {'replica' if count == 1 else 'replicas'}")
+        return SlotChoice(
+            SLOTS_PER_REPLICA * count,
+            f"{SLOTS_PER_REPLICA} per replica for batching engines (vLLM, SGLang), "
+            f"{count} {'replica' if count == 1 else 'replicas'}",
+        )
 
     def per_replica(self) -> tuple[ModelBackend, ...]:
         """This backend once per replica, on the same client (close only the original)."""
@@ -124,8 +126,9 @@ class OpenAICompletionsBackend(ModelBackend):
 
     async def engine_facts(self) -> tuple[EngineFacts, ...]:
         """What each replica's engine says about itself (llama-server's /props, llama_cpp.server, vLLM)."""
-        facts = tuple([await engine_facts(self._client, url, CONNECT_TIMEOUT, self.model)
-                       for url in self.base_urls])
+        facts = tuple(
+            [await engine_facts(self._client, url, CONNECT_TIMEOUT, self.model) for url in self.base_urls]
+        )
         self.remember_engines(facts)
         return facts
 
@@ -207,14 +210,18 @@ class OpenAICompletionsBackend(ModelBackend):
             )
         # One base URL is a server, not a set of replicas (doctor prints this key as its label).
         label = "server" if len(self._pool.replicas) == 1 else "replicas"
-        return ModelInfo(name=self.model, details={label: self.where},
-                         served_as=served_as)
+        return ModelInfo(name=self.model, details={label: self.where}, served_as=served_as)
 
     async def _answers_any_name(self, replica: Replica) -> bool:
         """Whether the replica completes a one-token request for our model name all the same."""
         told = self._facts.get(replica.base_url)
-        probe = {"model": self.model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0,
-                 **neutral_samplers(told.engine if told is not None else None)}
+        probe = {
+            "model": self.model,
+            "prompt": PROBE_PROMPT,
+            "max_tokens": 1,
+            "temperature": 0,
+            **neutral_samplers(told.engine if told is not None else None),
+        }
         try:
             response = await self._client.post(f"{replica.base_url}/completions", json=probe)
         except httpx.HTTPError:
@@ -248,8 +255,7 @@ class OpenAICompletionsBackend(ModelBackend):
             )
         return payload
 
-    async def _stream_completion(self, replica: Replica, body: dict[str, Any],
-                                 started: float) -> Completion:
+    async def _stream_completion(self, replica: Replica, body: dict[str, Any], started: float) -> Completion:
         """POST a streamed /completions to one replica and gather the pieces into one Completion."""
         url = f"{replica.base_url}/completions"
         answered = False  # the server began a stream: a later failure happened in the engine
@@ -266,8 +272,9 @@ class OpenAICompletionsBackend(ModelBackend):
                 if refusal is not None:
                     raise refusal from exc
                 if answered and isinstance(exc, httpx.TransportError):  # not unreachable: it broke off
-                    raise _ReplicaFailed(f"the completion stream broke off ({describe_error(exc)})",
-                                         connection=False) from exc
+                    raise _ReplicaFailed(
+                        f"the completion stream broke off ({describe_error(exc)})", connection=False
+                    ) from exc
                 if isinstance(exc, httpx.HTTPError):
                     raise self._transport_failure(exc, url) from exc
                 raise
@@ -275,9 +282,12 @@ class OpenAICompletionsBackend(ModelBackend):
         if streamed.cache_source:
             details["cache"] = streamed.cache_source
         return Completion(
-            text=streamed.text, prompt_tokens=streamed.prompt_tokens,
-            completion_tokens=streamed.completion_tokens, finish_reason=streamed.finish_reason,
-            seconds=time.perf_counter() - started, cached_tokens=streamed.cached_tokens,
+            text=streamed.text,
+            prompt_tokens=streamed.prompt_tokens,
+            completion_tokens=streamed.completion_tokens,
+            finish_reason=streamed.finish_reason,
+            seconds=time.perf_counter() - started,
+            cached_tokens=streamed.cached_tokens,
             details=details,
         )
 
@@ -316,9 +326,7 @@ class OpenAICompletionsBackend(ModelBackend):
     def _check_status(self, replica: Replica, path: str, response: httpx.Response) -> None:
         """Raise the error an answer other than 200 means; note a healthy replica otherwise."""
         if response.status_code >= 500:
-            raise _ReplicaFailed(
-                f"HTTP {response.status_code}: {error_message(response)}", connection=False
-            )
+            raise _ReplicaFailed(f"HTTP {response.status_code}: {error_message(response)}", connection=False)
         if response.status_code in (401, 403):
             raise BackendAuthError(self._auth_message(replica, response))
         if response.status_code == 404:
@@ -371,10 +379,12 @@ class OpenAICompletionsBackend(ModelBackend):
             if connection:
                 return BackendUnreachable(
                     f"Could not reach the model server at {only.base_url} ({only.last_error}). Start it "
-                    "or fix --base-url.")
+                    "or fix --base-url."
+                )
             return BackendResponseError(
                 f"The model server at {only.base_url} failed for model '{self.model}' ({only.last_error}). "
-                "Check its log.")
+                "Check its log."
+            )
         if connection:
             return BackendUnreachable(
                 f"No replica could serve model '{self.model}':\n{listing}\n"
@@ -386,4 +396,3 @@ class OpenAICompletionsBackend(ModelBackend):
             "Check the servers' logs; failed replicas are retried after "
             f"{self.failure_cooldown:g} s."
         )
-

@@ -49,8 +49,13 @@ def _ollama_problem(settings: BackendSettings) -> str | None:
 def _ollama(settings: BackendSettings, sampling: SamplingSettings) -> ModelBackend:
     from .ollama import OllamaBackend
 
-    return OllamaBackend(settings.model, host=settings.ollama_host, sampling=sampling,
-                         timeout=settings.request_timeout, keep_alive=settings.keep_alive)
+    return OllamaBackend(
+        settings.model,
+        host=settings.ollama_host,
+        sampling=sampling,
+        timeout=settings.request_timeout,
+        keep_alive=settings.keep_alive,
+    )
 
 
 def _openai_problem(settings: BackendSettings) -> str | None:
@@ -62,28 +67,35 @@ def _openai_problem(settings: BackendSettings) -> str | None:
 def _openai(settings: BackendSettings, sampling: SamplingSettings) -> ModelBackend:
     from .openai_compat import OpenAICompletionsBackend
 
-    return OpenAICompletionsBackend(settings.model, settings.base_urls, api_key=settings.api_key_value,
-                                    sampling=sampling, timeout=settings.request_timeout,
-                                    api_key_env=settings.api_key_env)
+    return OpenAICompletionsBackend(
+        settings.model,
+        settings.base_urls,
+        api_key=settings.api_key_value,
+        sampling=sampling,
+        timeout=settings.request_timeout,
+        api_key_env=settings.api_key_env,
+    )
 
 
 # The backends --backend can name: its choices, in this order. A new backend is a module with its
 # class and one entry here (see docs/contributing.md).
-BACKENDS: Mapping[str, BackendKind] = MappingProxyType({
-    "ollama": BackendKind(
-        help="a local Ollama",
-        problem=_ollama_problem,
-        # the host in use: the flag, else $OLLAMA_HOST, else localhost
-        where=lambda settings: resolve_ollama_host(settings.ollama_host),
-        build=_ollama,
-    ),
-    "openai": BackendKind(
-        help="an OpenAI-compatible /v1/completions server such as vLLM, SGLang or llama.cpp",
-        problem=_openai_problem,
-        where=lambda settings: replicas_address(settings.base_urls),
-        build=_openai,
-    ),
-})
+BACKENDS: Mapping[str, BackendKind] = MappingProxyType(
+    {
+        "ollama": BackendKind(
+            help="a local Ollama",
+            problem=_ollama_problem,
+            # the host in use: the flag, else $OLLAMA_HOST, else localhost
+            where=lambda settings: resolve_ollama_host(settings.ollama_host),
+            build=_ollama,
+        ),
+        "openai": BackendKind(
+            help="an OpenAI-compatible /v1/completions server such as vLLM, SGLang or llama.cpp",
+            problem=_openai_problem,
+            where=lambda settings: replicas_address(settings.base_urls),
+            build=_openai,
+        ),
+    }
+)
 
 
 class BackendSettings(BaseModel):
@@ -92,25 +104,40 @@ class BackendSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     backend: Annotated[str, Option(env="SQALE_BACKEND")] = Field(
-        "ollama", json_schema_extra={"enum": list(BACKENDS)},  # --backend's choices
-        description="the model runtime: " + ", ".join(f"{name} for {kind.help}"
-                                                      for name, kind in BACKENDS.items()))
+        "ollama",
+        json_schema_extra={"enum": list(BACKENDS)},  # --backend's choices
+        description="the model runtime: "
+        + ", ".join(f"{name} for {kind.help}" for name, kind in BACKENDS.items()),
+    )
     model: Annotated[str, Option(metavar="NAME", env="SQALE_MODEL")] = Field(
-        DEFAULT_MODEL, min_length=1, description="model name in the runtime")
+        DEFAULT_MODEL, min_length=1, description="model name in the runtime"
+    )
     # Resolved when the backend starts: this, else $OLLAMA_HOST, else localhost.
-    ollama_host: Annotated[str | None, Option(
-        metavar="URL", env="SQALE_OLLAMA_HOST", backend="ollama",
-        default_text=f"$OLLAMA_HOST, else {DEFAULT_OLLAMA_HOST}")] = Field(None, description="Ollama address")
-    keep_alive: Annotated[str | None, Option(metavar="DURATION", backend="ollama",
-                                             default_text="Ollama's own, 5m")] = Field(
-        None, description="how long Ollama keeps the model loaded after a request, e.g. 30m, 1h, or -1 "
-                          "for ever")
-    base_urls: Annotated[tuple[str, ...], Option(name="base-url", metavar="URL", repeatable=True,
-                                                 env="SQALE_BASE_URL", backend="openai")] = Field(
-        (), description="OpenAI-compatible base URL such as http://HOST:8000/v1; repeat for replicas "
-                        "(in the config file a string or a list; in SQALE_BASE_URL separated by spaces)")
+    ollama_host: Annotated[
+        str | None,
+        Option(
+            metavar="URL",
+            env="SQALE_OLLAMA_HOST",
+            backend="ollama",
+            default_text=f"$OLLAMA_HOST, else {DEFAULT_OLLAMA_HOST}",
+        ),
+    ] = Field(None, description="Ollama address")
+    keep_alive: Annotated[
+        str | None, Option(metavar="DURATION", backend="ollama", default_text="Ollama's own, 5m")
+    ] = Field(
+        None, description="how long Ollama keeps the model loaded after a request, e.g. 30m, 1h, or -1 for ever"
+    )
+    base_urls: Annotated[
+        tuple[str, ...],
+        Option(name="base-url", metavar="URL", repeatable=True, env="SQALE_BASE_URL", backend="openai"),
+    ] = Field(
+        (),
+        description="OpenAI-compatible base URL such as http://HOST:8000/v1; repeat for replicas "
+        "(in the config file a string or a list; in SQALE_BASE_URL separated by spaces)",
+    )
     api_key_env: Annotated[str | None, Option(metavar="NAME", backend="openai")] = Field(
-        None, description="environment variable holding the API key of the openai backend")
+        None, description="environment variable holding the API key of the openai backend"
+    )
     api_key: SecretStr | None = None  # read from the variable named by api_key_env
     request_timeout: float = Field(300.0, gt=0, le=86_400, description="seconds one model request may take")
 
@@ -134,15 +161,18 @@ class BackendSettings(BaseModel):
             owner = option_of(field).backend
             if owner not in (None, self.backend) and getattr(self, name) != field.get_default():
                 flag = f"--{setting_name(type(self), name)}"
-                raise ValueError(f"{flag} is for --backend {owner}, not {self.backend}: add --backend "
-                                 f"{owner}, or leave {flag} out")
+                raise ValueError(
+                    f"{flag} is for --backend {owner}, not {self.backend}: add --backend "
+                    f"{owner}, or leave {flag} out"
+                )
         problem = BACKENDS[self.backend].problem(self)
         if problem is not None:
             raise ValueError(problem)
         for url in self.base_urls:
             if not is_http_url(url):
-                raise ValueError(f"--base-url {url!r} must start with http:// or https:// "
-                                 "(e.g. http://127.0.0.1:8000/v1)")
+                raise ValueError(
+                    f"--base-url {url!r} must start with http:// or https:// (e.g. http://127.0.0.1:8000/v1)"
+                )
         return self
 
     @property
@@ -165,8 +195,9 @@ def add_backend_flags(parser: ArgumentAdder) -> None:
     add_flags(parser, BackendSettings, *BACKEND_FLAGS)
 
 
-def backend_settings(values: Mapping[str, Any], environ: Mapping[str, str],
-                     layers: Layered | None = None) -> BackendSettings:
+def backend_settings(
+    values: Mapping[str, Any], environ: Mapping[str, str], layers: Layered | None = None
+) -> BackendSettings:
     """BackendSettings from values by field name (parsed flags, or `layers.values`; None: not
     given) and the environment; ConfigError naming the setting as `layers` says it was set."""
     given = {k: v for k, v in values.items() if k in BackendSettings.model_fields and v is not None}
@@ -179,7 +210,9 @@ def backend_settings(values: Mapping[str, Any], environ: Mapping[str, str],
     return settings
 
 
-def make_backend(settings: BackendSettings, sampling: SamplingSettings = SamplingSettings()  # noqa: B008
-                 ) -> ModelBackend:
+def make_backend(
+    settings: BackendSettings,
+    sampling: SamplingSettings = SamplingSettings(),  # noqa: B008
+) -> ModelBackend:
     """The backend `settings` describe, sampling with `sampling` (one per seed when sampling several)."""
     return BACKENDS[settings.backend].build(settings, sampling)

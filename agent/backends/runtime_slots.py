@@ -123,8 +123,14 @@ def engine_slots(facts: Sequence[EngineFacts]) -> SlotChoice | None:
     return SlotChoice(total, f"the engine's own: {'; '.join(sources)}{replicas}")
 
 
-def resolve_runtime_slots(given: int | None, backend: ModelBackend, environ: Mapping[str, str],
-                          facts: Sequence[EngineFacts] = (), *, wanted: int | None = None) -> SlotChoice:
+def resolve_runtime_slots(
+    given: int | None,
+    backend: ModelBackend,
+    environ: Mapping[str, str],
+    facts: Sequence[EngineFacts] = (),
+    *,
+    wanted: int | None = None,
+) -> SlotChoice:
     """--runtime-slots when given, else what the engines say, else the backend's default.
 
     `wanted` (eval's --concurrency) replaces the backend's default, and the engines' word counts

@@ -69,15 +69,23 @@ async def read_completion_stream(chunks: AsyncIterator[bytes], url: str) -> Stre
     text = "".join(pieces)
     cached, whole, cache_source = prompt_cache_report(usage, timings)
     if usage is None:
-        return StreamedCompletion(text, finish_reason, whole or 0, len(pieces), USAGE_COUNTED,
-                                  cached, cache_source)
-    return StreamedCompletion(text, finish_reason, int(usage.get("prompt_tokens") or 0) or whole or 0,
-                              int(usage.get("completion_tokens") or 0), USAGE_FROM_SERVER,
-                              cached, cache_source)
+        return StreamedCompletion(
+            text, finish_reason, whole or 0, len(pieces), USAGE_COUNTED, cached, cache_source
+        )
+    return StreamedCompletion(
+        text,
+        finish_reason,
+        int(usage.get("prompt_tokens") or 0) or whole or 0,
+        int(usage.get("completion_tokens") or 0),
+        USAGE_FROM_SERVER,
+        cached,
+        cache_source,
+    )
 
 
-def prompt_cache_report(usage: dict[str, Any] | None,
-                        timings: dict[str, Any] | None) -> tuple[int | None, int | None, str]:
+def prompt_cache_report(
+    usage: dict[str, Any] | None, timings: dict[str, Any] | None
+) -> tuple[int | None, int | None, str]:
     """(cached prompt tokens, whole prompt tokens, where from) as the engine reported them.
 
     OpenAI-style `usage.prompt_tokens_details.cached_tokens` (vLLM with

@@ -32,11 +32,17 @@ from .wrapper import BackendWrapper
 
 _METER = metrics.get_meter(n.INSTRUMENTATION_SCOPE, package_version())
 OPERATION_DURATION = _METER.create_histogram(
-    n.OPERATION_DURATION, unit="s", description="GenAI operation duration.",
-    explicit_bucket_boundaries_advisory=n.OPERATION_DURATION_BUCKETS)
+    n.OPERATION_DURATION,
+    unit="s",
+    description="GenAI operation duration.",
+    explicit_bucket_boundaries_advisory=n.OPERATION_DURATION_BUCKETS,
+)
 TOKEN_USAGE = _METER.create_histogram(
-    n.TOKEN_USAGE, unit="{token}", description="Number of input and output tokens used.",
-    explicit_bucket_boundaries_advisory=n.TOKEN_USAGE_BUCKETS)
+    n.TOKEN_USAGE,
+    unit="{token}",
+    description="Number of input and output tokens used.",
+    explicit_bucket_boundaries_advisory=n.TOKEN_USAGE_BUCKETS,
+)
 
 
 @dataclass(frozen=True)
@@ -84,21 +90,29 @@ class TracedBackend(BackendWrapper):
         if not tracing_on():  # nothing would record a span or a measurement
             return await self.inner.complete(prompt, max_tokens=max_tokens)
         # The metrics count every call, sampled or not; the span only when it would be recorded.
-        base = {n.OPERATION_NAME: n.COMPLETION, n.PROVIDER_NAME: self.engines.provider,
-                n.REQUEST_MODEL: self.model}
+        base = {
+            n.OPERATION_NAME: n.COMPLETION,
+            n.PROVIDER_NAME: self.engines.provider,
+            n.REQUEST_MODEL: self.model,
+        }
         started = time.perf_counter()
-        with span(f"{n.COMPLETION} {self.model}", {**base, n.REQUEST_MAX_TOKENS: max_tokens},
-                  kind=SpanKind.CLIENT) as current:
+        with span(
+            f"{n.COMPLETION} {self.model}", {**base, n.REQUEST_MAX_TOKENS: max_tokens}, kind=SpanKind.CLIENT
+        ) as current:
             try:
                 completion = await self.inner.complete(prompt, max_tokens=max_tokens)
             except BaseException as exc:
-                OPERATION_DURATION.record(time.perf_counter() - started,
-                                          {**base, n.ERROR_TYPE: failure_kind(exc)})
+                OPERATION_DURATION.record(
+                    time.perf_counter() - started, {**base, n.ERROR_TYPE: failure_kind(exc)}
+                )
                 raise
             where = completion.details.get("replica") or self.inner.where or ""
             host, port = address_of(where) if where else (None, None)
-            served: dict[str, Any] = {**base, **({n.SERVER_ADDRESS: host} if host else {}),
-                                      **({n.SERVER_PORT: port} if port else {})}
+            served: dict[str, Any] = {
+                **base,
+                **({n.SERVER_ADDRESS: host} if host else {}),
+                **({n.SERVER_PORT: port} if port else {}),
+            }
             OPERATION_DURATION.record(time.perf_counter() - started, served)
             TOKEN_USAGE.record(completion.prompt_tokens, {**served, n.TOKEN_TYPE: "input"})
             TOKEN_USAGE.record(completion.completion_tokens, {**served, n.TOKEN_TYPE: "output"})
@@ -109,9 +123,12 @@ class TracedBackend(BackendWrapper):
     @staticmethod
     def _attributes(completion: Completion, served: Mapping[str, Any], engine: str | None) -> dict[str, Any]:
         """What the engine said of this completion, as the conventions name it."""
-        found: dict[str, Any] = {**served, n.INPUT_TOKENS: completion.prompt_tokens,
-                                 n.OUTPUT_TOKENS: completion.completion_tokens,
-                                 n.FINISH_REASONS: (completion.finish_reason,)}
+        found: dict[str, Any] = {
+            **served,
+            n.INPUT_TOKENS: completion.prompt_tokens,
+            n.OUTPUT_TOKENS: completion.completion_tokens,
+            n.FINISH_REASONS: (completion.finish_reason,),
+        }
         if completion.cached_tokens is not None:
             cached = min(completion.cached_tokens, completion.prompt_tokens)
             found[n.CACHE_READ_TOKENS] = cached
@@ -120,9 +137,18 @@ class TracedBackend(BackendWrapper):
             found[n.ENGINE] = engine
         text = content_policy().text(completion.text)
         if text is not None:
-            found[n.OUTPUT_MESSAGES] = content_policy().json([
-                {"role": "assistant", "parts": [{"type": "text", "content": text}],
-                 "finish_reason": completion.finish_reason}]) or ""
+            found[n.OUTPUT_MESSAGES] = (
+                content_policy().json(
+                    [
+                        {
+                            "role": "assistant",
+                            "parts": [{"type": "text", "content": text}],
+                            "finish_reason": completion.finish_reason,
+                        }
+                    ]
+                )
+                or ""
+            )
         return found
 
 

@@ -28,14 +28,17 @@ from ..text import did_you_mean
 SubParsers = argparse._SubParsersAction
 
 
-
 def option_groups(parser: argparse.ArgumentParser) -> list[tuple[str, list[argparse.Action]]]:
     """Each argument group's title and the arguments `--help` lists under it (not --help itself,
     nor the list of subcommands); groups without any are left out."""
     groups = []
     for group in parser._action_groups:
-        actions = [a for a in group._group_actions if a.help != argparse.SUPPRESS
-                   and not isinstance(a, argparse._HelpAction | argparse._SubParsersAction)]
+        actions = [
+            a
+            for a in group._group_actions
+            if a.help != argparse.SUPPRESS
+            and not isinstance(a, argparse._HelpAction | argparse._SubParsersAction)
+        ]
         if actions:
             groups.append((group.title or "", actions))
     return groups
@@ -61,8 +64,11 @@ class SuggestingParser(argparse.ArgumentParser):
 
     _given: tuple[str, ...] = ()  # the arguments of the parse under way
 
-    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
-                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+    def parse_known_args(
+        self,
+        args: Sequence[str] | None = None,  # type: ignore[override]
+        namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
         """argparse's parse; an argument left over is an error here, named by this parser."""
         given = list(sys.argv[1:] if args is None else args)
         self._given = tuple(given)
@@ -89,7 +95,7 @@ class SuggestingParser(argparse.ArgumentParser):
     def _unknown_option(self) -> str | None:
         """The first argument of the parse that looks like an option this parser does not take (as
         typed, without `=VALUE`): not an option string, nor the unique start of one, nor after `--`."""
-        given = self._given[:self._given.index("--")] if "--" in self._given else self._given
+        given = self._given[: self._given.index("--")] if "--" in self._given else self._given
         known = option_strings(self)
         commands = any(isinstance(action, argparse._SubParsersAction) for action in self._actions)
         for arg in given:

@@ -40,7 +40,7 @@ from .verified_options import add_verified_arguments, open_library
 SERVICE = "sqale-agent"  # OpenTelemetry's service name for ask and eval, unless OTEL_SERVICE_NAME says
 EXIT_NO_ANSWER = 3  # the model produced no runnable SQL (1: our error, 2: a usage error, 130: Ctrl-C)
 
-DESCRIPTION = ("The model explores the database with its tools, tests its SQL and answers.")
+DESCRIPTION = "The model explores the database with its tools, tests its SQL and answers."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,15 +48,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("question", help="the question, in plain language")
     add_database_arguments(parser)
     parser.add_argument("--evidence", metavar="TEXT", help="a hint such as BIRD's evidence note")
-    parser.add_argument("--notes", metavar="FILE",
-                        help="a UTF-8 file of facts about the data, one per line (e.g. 'amounts are "
-                             "in cents'); the model reads them before --evidence")
-    add_flags(parser, AgentSettings, "max_notes_chars", "seed", "samples", "runtime_slots", "max_rows",
-              "max_result_bytes", field_defaults=True)
+    parser.add_argument(
+        "--notes",
+        metavar="FILE",
+        help="a UTF-8 file of facts about the data, one per line (e.g. 'amounts are "
+        "in cents'); the model reads them before --evidence",
+    )
+    add_flags(
+        parser,
+        AgentSettings,
+        "max_notes_chars",
+        "seed",
+        "samples",
+        "runtime_slots",
+        "max_rows",
+        "max_result_bytes",
+        field_defaults=True,
+    )
     add_flags(parser, AgentSettings, "trace_content")
     parser.add_argument("--json", action="store_true", help="print the whole episode result as JSON")
-    parser.add_argument("--trace", action="store_true",
-                        help="print each round: thoughts, calls and results")
+    parser.add_argument("--trace", action="store_true", help="print each round: thoughts, calls and results")
     add_verified_arguments(parser)
     add_backend_arguments(parser)
     add_environment_argument(parser)
@@ -68,8 +79,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--samples must be 1 or more")
     question = args.question.strip()
     if not question:
-        raise ConfigError('the question is empty; ask one in plain language, e.g. '
-                          'sqale-agent ask --db shop.db "How many orders are there?"')
+        raise ConfigError(
+            "the question is empty; ask one in plain language, e.g. "
+            'sqale-agent ask --db shop.db "How many orders are there?"'
+        )
     if args.max_rows < 1:
         raise ConfigError(f"--max-rows {args.max_rows}: give 1 or more rows to keep")
     path = database_path(args)
@@ -78,8 +91,11 @@ def run(args: argparse.Namespace) -> int:
     given_slots = command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots")
     prompts = prompts_from_args(args)
     rules = hide_rules(args)
-    settings = EpisodeSettings(result_rows=max(1, args.max_rows), environment=environment_from_args(args),
-                               result_bytes=max(1024, args.max_result_bytes))
+    settings = EpisodeSettings(
+        result_rows=max(1, args.max_rows),
+        environment=environment_from_args(args),
+        result_bytes=max(1024, args.max_result_bytes),
+    )
     notes = read_notes(args.notes, max_chars=args.max_notes_chars) if args.notes else None
     content = bool(command_settings(args, ("trace_content",), os.environ).values.get("trace_content"))
     live = sys.stderr.isatty()
@@ -97,14 +113,24 @@ def run(args: argparse.Namespace) -> int:
 
     async def answered() -> tuple[SampledAnswer | None, Consulted | None]:
         with Database(path, hide=rules) as db, question_span("ask", capture_content=content) as traced:
-            traced.describe(database=db.path.name, samples=args.samples, question=question,
-                            evidence=args.evidence, hidden_names=db.all_hidden_names)
+            traced.describe(
+                database=db.path.name,
+                samples=args.samples,
+                question=question,
+                evidence=args.evidence,
+                hidden_names=db.all_hidden_names,
+            )
             asked, consulted = await episodes(db)
             if asked is not None:
                 trace_outcome(traced, asked)
             elif consulted is not None and consulted.answer is not None and consulted.provenance is not None:
-                traced.finish("verified", consulted.answer.stop_reason.value, rows=consulted.answer.row_count,
-                              verified_tier=consulted.provenance.tier, sql=consulted.answer.sql)
+                traced.finish(
+                    "verified",
+                    consulted.answer.stop_reason.value,
+                    rows=consulted.answer.row_count,
+                    verified_tier=consulted.provenance.tier,
+                    sql=consulted.answer.sql,
+                )
             return asked, consulted
 
     async def episodes(db: Database) -> tuple[SampledAnswer | None, Consulted | None]:
@@ -114,20 +140,23 @@ def run(args: argparse.Namespace) -> int:
             if consulted.answer is not None:
                 return None, consulted  # verified: no model asked
         hints = consulted.hints() if consulted is not None and args.verified_hints else None
-        model_evidence = evidence_with_notes(evidence_with_notes(notes.text if notes else None, hints),
-                                             args.evidence)
+        model_evidence = evidence_with_notes(
+            evidence_with_notes(notes.text if notes else None, hints), args.evidence
+        )
         # As in the server: samples share the runtime's slots (what the engine says it serves at
         # once, else the backend's default), and the budget fits the engine's context.
         try:
-            async with engine_session(choice, settings, runtime_slots=given_slots,
-                                      check_model=False) as session:
+            async with engine_session(
+                choice, settings, runtime_slots=given_slots, check_model=False
+            ) as session:
                 if session.budget_note is not None:
                     print(f"sqale-agent ask: {session.budget_note}", file=sys.stderr)
                 slots = RuntimeSlots(session.slots.slots)
                 asked = Question(question, db, model_evidence, session.episode, prompts)
                 backends = SampleBackends.seeded(session.backend, args.samples, args.seed)
-                done = await sample_question(asked, backends, run_episode, slot=lambda k: slots.slot(),
-                                             on_round=report)
+                done = await sample_question(
+                    asked, backends, run_episode, slot=lambda k: slots.slot(), on_round=report
+                )
                 warn_of_prompt_cache(done, session.where, session.engine_kind)
                 return done, consulted
         finally:
@@ -164,8 +193,12 @@ def run(args: argparse.Namespace) -> int:
 
 def warn_of_prompt_cache(asked: SampledAnswer, engine: str, kind: str | None) -> None:
     """The cache-health warning when the rounds after the first kept re-evaluating their prompt."""
-    rounds = [r for run in asked.outcome.results.values() if run.result is not None
-              for r in episode_reuse(run.result.rounds, engine)]
+    rounds = [
+        r
+        for run in asked.outcome.results.values()
+        if run.result is not None
+        for r in episode_reuse(run.result.rounds, engine)
+    ]
     for verdict in verdicts(rounds):
         if verdict.unhealthy:
             print(f"\nsqale-agent ask: {verdict.warning(cache_advice(kind))}", file=sys.stderr)
@@ -201,9 +234,10 @@ def library_fields(consulted: Consulted | None) -> dict[str, Any]:
         return {}
     if consulted.provenance is not None:
         return {"verified": asdict(consulted.provenance)}
-    return {"similar_verified": [{"question": e.question, "sql": e.sql, "line": e.line}
-                                 for e in consulted.similar],
-            "verified_note": consulted.not_served}
+    return {
+        "similar_verified": [{"question": e.question, "sql": e.sql, "line": e.line} for e in consulted.similar],
+        "verified_note": consulted.not_served,
+    }
 
 
 def exit_status(result: EpisodeResult) -> int:
@@ -217,8 +251,13 @@ ANSWER_CELL_CHARS = 60
 EXACT_SQL = "`ask --json`"  # where the printed answer sends a reader for the exact SQL
 
 
-def render_rows(columns: tuple[str, ...], rows: tuple[tuple[Any, ...], ...], *,
-                max_rows: int = ANSWER_ROWS, cell_chars: int = ANSWER_CELL_CHARS) -> str:
+def render_rows(
+    columns: tuple[str, ...],
+    rows: tuple[tuple[Any, ...], ...],
+    *,
+    max_rows: int = ANSWER_ROWS,
+    cell_chars: int = ANSWER_CELL_CHARS,
+) -> str:
     """An aligned table of the first rows."""
     cells = [[format_cell(v, cell_chars) for v in row] for row in rows[:max_rows]]
     return render_grid(list(columns), cells)
@@ -226,8 +265,10 @@ def render_rows(columns: tuple[str, ...], rows: tuple[tuple[Any, ...], ...], *,
 
 def render_answer(result: EpisodeResult, *, max_rows: int = ANSWER_ROWS) -> str:
     """The SQL in a fence, then the first rows as a table, then what is missing."""
-    lines = [f"status: {result.status.value} ({result.stop_reason.value}); {len(result.rounds)} rounds, "
-             f"{result.tool_calls} tool calls, {result.seconds:.1f} s"]
+    lines = [
+        f"status: {result.status.value} ({result.stop_reason.value}); {len(result.rounds)} rounds, "
+        f"{result.tool_calls} tool calls, {result.seconds:.1f} s"
+    ]
     last_reply = last_reply_excerpt(result) if result.status is EpisodeStatus.FAILED else None
     if result.sql is None:
         lines.append(f"no SQL: {result.error or 'the model produced nothing runnable'}")
@@ -247,8 +288,9 @@ def render_answer(result: EpisodeResult, *, max_rows: int = ANSWER_ROWS) -> str:
     total = plural(result.row_count, "row")
     if result.truncated and result.row_count <= len(result.rows):
         total = f"more than {total}"
-    lines.append(f"[{total}; first {shown} shown]" if shown < result.row_count or result.truncated
-                 else f"[{total}]")
+    lines.append(
+        f"[{total}; first {shown} shown]" if shown < result.row_count or result.truncated else f"[{total}]"
+    )
     if result.cut is not None:
         lines.append(f"[{cut_note(result.cut, len(result.rows))}]")
     return "\n".join(lines)
@@ -260,9 +302,11 @@ def render_trace(result: EpisodeResult) -> str:
     for played in result.rounds:
         head = "final turn" if played.final else f"round {played.index}"
         cached = "unknown" if played.cached_tokens is None else played.cached_tokens
-        out.append(f"=== {head}  (model {played.model_seconds:.2f} s, tools {played.tool_seconds:.3f} s, "
-                   f"tokens {played.prompt_tokens}+{played.completion_tokens}, cached {cached}, "
-                   f"context {played.context_tokens})")
+        out.append(
+            f"=== {head}  (model {played.model_seconds:.2f} s, tools {played.tool_seconds:.3f} s, "
+            f"tokens {played.prompt_tokens}+{played.completion_tokens}, cached {cached}, "
+            f"context {played.context_tokens})"
+        )
         if played.think:
             out += ["--- thinking", played.think.strip()]
         for record in played.calls:

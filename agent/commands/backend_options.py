@@ -20,10 +20,12 @@ from ..prompt import PromptSet
 from ..prompt_files import load_prompts
 from ..settings import Layered, default_config_path, layered, read_config_file
 
-CONFIG_HELP = ("the config file to take the model runtime's settings from (backend, model, addresses, "
-               "runtime slots; the server's other keys are left alone); flags and SQALE_* variables win "
-               "(default: $XDG_CONFIG_HOME/sqale-mcp/config.toml, else ~/.config/sqale-mcp/config.toml, "
-               "when it exists)")
+CONFIG_HELP = (
+    "the config file to take the model runtime's settings from (backend, model, addresses, "
+    "runtime slots; the server's other keys are left alone); flags and SQALE_* variables win "
+    "(default: $XDG_CONFIG_HOME/sqale-mcp/config.toml, else ~/.config/sqale-mcp/config.toml, "
+    "when it exists)"
+)
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,14 +44,14 @@ def config_path(args: argparse.Namespace, environ: Mapping[str, str]) -> Path | 
     return default if default.is_file() else None
 
 
-def command_settings(args: argparse.Namespace, names: tuple[str, ...],
-                     environ: Mapping[str, str]) -> Layered:
+def command_settings(args: argparse.Namespace, names: tuple[str, ...], environ: Mapping[str, str]) -> Layered:
     """The AgentSettings fields `names`, from the flags, the SQALE_* variables and the config file."""
     path = config_path(args, environ)
     file_values = read_config_file(path, AgentSettings, others="ignore") if path is not None else {}
     flags: dict[str, Any] = {name: getattr(args, name, None) for name in names}
-    return layered(AgentSettings, flags, environ,
-                   {k: v for k, v in file_values.items() if k in names}, str(path))
+    return layered(
+        AgentSettings, flags, environ, {k: v for k, v in file_values.items() if k in names}, str(path)
+    )
 
 
 def backend_choice(args: argparse.Namespace) -> BackendSettings:
@@ -60,5 +62,6 @@ def backend_choice(args: argparse.Namespace) -> BackendSettings:
 
 def prompts_from_args(args: argparse.Namespace) -> PromptSet:
     """The prompts the options ask for: ours, or the reference agent's, with file overrides."""
-    return load_prompts(args.reference_agent, args.system_prompt, args.user_template,
-                        args.assistant_prefix or "")
+    return load_prompts(
+        args.reference_agent, args.system_prompt, args.user_template, args.assistant_prefix or ""
+    )

@@ -20,9 +20,12 @@ PROBE_QUESTION = f"{CACHE_PROBE_MARK}. How many rows does the table t0 have?"
 # About 1,100 tokens of facts: the first prompt spans more than two 528-token cache blocks.
 PROBE_EVIDENCE = "\n".join(
     f"fact {i}: the column c{i} of table t{i % 7} holds values from {i * 37 % 1000} to {i * 91 % 5000}"
-    for i in range(60))
-PROBE_RESULT = ("[1] run_query {\"sql\": \"SELECT count(*) FROM t0\"}\ncount(*)\n--------\n42\n"
-                "[1 row]\n\n[5 tool turns left before you must answer]")
+    for i in range(60)
+)
+PROBE_RESULT = (
+    '[1] run_query {"sql": "SELECT count(*) FROM t0"}\ncount(*)\n--------\n42\n'
+    "[1 row]\n\n[5 tool turns left before you must answer]"
+)
 FIRST_TOKENS = 16
 SECOND_TOKENS = 1
 
@@ -55,6 +58,7 @@ async def probe_cache(backend: ModelBackend, engine: str) -> CacheProbe:
     # What the first round left in the cache: its prompt and completion (the whole second
     # prompt but its new user turn, when the engine counted no prompt tokens at all).
     reusable = first.prompt_tokens + first.completion_tokens if first.prompt_tokens else second.prompt_tokens
-    later = RoundReuse(engine, 2, second.prompt_tokens, second.cached_tokens,
-                       min(reusable, second.prompt_tokens))
+    later = RoundReuse(
+        engine, 2, second.prompt_tokens, second.cached_tokens, min(reusable, second.prompt_tokens)
+    )
     return CacheProbe(first, second, verdicts([later], min_rounds=1)[0])

@@ -36,8 +36,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("ask", "answer a question on an SQLite database"),
     Command("doctor", "check that the model runtime, the model and the databases are ready"),
     Command("eval", "measure execution accuracy on Spider, BIRD or KaggleDBQA"),
-    Command("golden", "build golden questions (question + known-good SQL) on your own database, "
-                      "review proposals"),
+    Command(
+        "golden", "build golden questions (question + known-good SQL) on your own database, review proposals"
+    ),
     Command("report", "an HTML page of an eval run, or of two runs compared"),
     Command("tool", "run one exploration tool and print exactly what the model would see"),
 )
@@ -49,8 +50,8 @@ def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser
     from .argparse_shim import SuggestingParser  # not for `--version` alone, which never parses
 
     parser = SuggestingParser(
-        prog=PROG,
-        description="Ask SQLite databases questions through a small local text-to-SQL agent.")
+        prog=PROG, description="Ask SQLite databases questions through a small local text-to-SQL agent."
+    )
     add_version_flag(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for command in COMMANDS:

@@ -15,9 +15,12 @@ def add_database_arguments(parser: Any) -> None:
     database."""
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--db", metavar="PATH", help="the SQLite database file")
-    which.add_argument("--demo", action="store_true",
-                       help="the demo bookshop database `sqale-mcp --demo` serves (built once into the "
-                            "cache folder, $XDG_CACHE_HOME/sqale-mcp)")
+    which.add_argument(
+        "--demo",
+        action="store_true",
+        help="the demo bookshop database `sqale-mcp --demo` serves (built once into the "
+        "cache folder, $XDG_CACHE_HOME/sqale-mcp)",
+    )
     add_hide_argument(parser)
 
 
@@ -31,15 +34,22 @@ def database_path(args: argparse.Namespace) -> str:
     try:
         return str(ensure_demo_database(cache))
     except OSError as exc:
-        raise ConfigError(f"--demo: cannot build the demo database in {cache} ({exc}); set XDG_CACHE_HOME "
-                          "to a writable folder") from exc
+        raise ConfigError(
+            f"--demo: cannot build the demo database in {cache} ({exc}); set XDG_CACHE_HOME "
+            "to a writable folder"
+        ) from exc
 
 
 def add_hide_argument(parser: Any) -> None:
     """Add `--hide TABLE[.COLUMN]` (repeatable)."""
-    parser.add_argument("--hide", action="append", default=[], metavar="TABLE[.COLUMN]",
-                        help="hide a table or column from the model (repeatable; globs such as "
-                             "'*.password*' allowed, any case)")
+    parser.add_argument(
+        "--hide",
+        action="append",
+        default=[],
+        metavar="TABLE[.COLUMN]",
+        help="hide a table or column from the model (repeatable; globs such as "
+        "'*.password*' allowed, any case)",
+    )
 
 
 def hide_rules(args: argparse.Namespace) -> HideRules:

@@ -48,21 +48,29 @@ TOOL_CHECK_TOKENS = 1_024
 TOOL_CHECK_SECONDS = 180.0  # a first reply with thinking, from a 2B model on a laptop's CPU
 
 
-DESCRIPTION = ("Checks the runtime is reachable, the model is installed (and shows its "
-               "parameters), the runtime generates (one tiny completion), the model calls a tool when "
-               "asked one question (as the trained agent does), which prompt texts it will read (ours, or "
-               "the authors' sqale_agent.py with --reference-agent), what the engine says about "
-               "itself (version, slots, context) and its known traps, that it serves a second round's "
-               "prompt from its cache (a two-round probe), each --db opens, and where the OTEL_* "
-               "variables send traces and metrics; prints what to fix.")
+DESCRIPTION = (
+    "Checks the runtime is reachable, the model is installed (and shows its "
+    "parameters), the runtime generates (one tiny completion), the model calls a tool when "
+    "asked one question (as the trained agent does), which prompt texts it will read (ours, or "
+    "the authors' sqale_agent.py with --reference-agent), what the engine says about "
+    "itself (version, slots, context) and its known traps, that it serves a second round's "
+    "prompt from its cache (a two-round probe), each --db opens, and where the OTEL_* "
+    "variables send traces and metrics; prints what to fix."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of `sqale-agent doctor`."""
-    parser.add_argument("--db", action="append", default=[], metavar="PATH",
-                        help="a database to check (repeatable)")
-    parser.add_argument("--notes", action="append", default=[], metavar="FILE",
-                        help="a notes file to check: UTF-8, within the size limit (repeatable)")
+    parser.add_argument(
+        "--db", action="append", default=[], metavar="PATH", help="a database to check (repeatable)"
+    )
+    parser.add_argument(
+        "--notes",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a notes file to check: UTF-8, within the size limit (repeatable)",
+    )
     add_flags(parser, AgentSettings, "max_notes_chars", field_defaults=True)
     add_hide_argument(parser)
     add_flags(parser, AgentSettings, "runtime_slots")  # checked as sqale-mcp will use it
@@ -75,9 +83,11 @@ def package_clashes(providers: Mapping[str, Sequence[str]]) -> list[str]:
     for package in OUR_PACKAGES:
         others = sorted({d for d in providers.get(package, ()) if d.lower() != OUR_DISTRIBUTION})
         if others:
-            lines.append(f"[warn] the installed distribution {', '.join(others)} also provides the package "
-                         f"`{package}`: imports may pick the wrong one; uninstall it or install "
-                         f"{OUR_DISTRIBUTION} in its own virtual environment")
+            lines.append(
+                f"[warn] the installed distribution {', '.join(others)} also provides the package "
+                f"`{package}`: imports may pick the wrong one; uninstall it or install "
+                f"{OUR_DISTRIBUTION} in its own virtual environment"
+            )
     return lines
 
 
@@ -104,12 +114,15 @@ def _check_databases(paths: list[str], hide: HideRules) -> list[str]:
         snapshot = any("immutable snapshot" in w for w in schema.warnings)  # may miss recent commits
         empty = schema.no_readable_tables()
         if empty is not None:
-            print(f"[warn] database {db.path}: {empty}; every question on it is answered at once that "
-                  "it has none")
+            print(
+                f"[warn] database {db.path}: {empty}; every question on it is answered at once that it has none"
+            )
         else:
             mark = "[warn]" if snapshot else "[ok]  "
-            print(f"{mark} database {db.path}: {plural(len(schema.tables) - views, 'table')}, "
-                  f"{plural(views, 'view')}")
+            print(
+                f"{mark} database {db.path}: {plural(len(schema.tables) - views, 'table')}, "
+                f"{plural(views, 'view')}"
+            )
         for warning in schema.warnings:
             print(f"       note: {warning}")
         _print_hiding(schema)
@@ -125,8 +138,10 @@ def _check_notes(paths: list[str], max_chars: int) -> list[str]:
             print(f"[fail] {exc}")
             problems.append(path)
             continue
-        print(f"[ok]   notes {notes.path}: {notes.facts} facts, {notes.chars:,} characters in the "
-              f"prompt (limit {max_chars:,}, about {notes.chars // 4:,} tokens)")
+        print(
+            f"[ok]   notes {notes.path}: {notes.facts} facts, {notes.chars:,} characters in the "
+            f"prompt (limit {max_chars:,}, about {notes.chars // 4:,} tokens)"
+        )
     return problems
 
 
@@ -141,8 +156,7 @@ async def _check_model(args: argparse.Namespace, prompts: PromptSet | None) -> b
     choice = backend_choice(args)
     given = command_settings(args, ("runtime_slots",), os.environ).values.get("runtime_slots")
     # The budget as sqale-mcp, ask and eval fit it: the trained one, within the engines' context.
-    async with engine_session(choice, EpisodeSettings(), runtime_slots=given,
-                              seconds=PROBE_SECONDS) as session:
+    async with engine_session(choice, EpisodeSettings(), runtime_slots=given, seconds=PROBE_SECONDS) as session:
         subject = f"{choice.backend} at {session.where}"
         if not _report_model_check(subject, session.model_check):
             return False
@@ -166,25 +180,34 @@ async def _check_tool_call(backend: ModelBackend, prompts: PromptSet) -> bool:
         print(f"[fail] asked the model one question; the request failed: {exc}")
         return False
     except TimeoutError:
-        print(f"[warn] asked the model one question; its first reply did not finish within "
-              f"{TOOL_CHECK_SECONDS:g} s, so whether it calls tools is unknown (run doctor again once the "
-              "model is loaded)")
+        print(
+            f"[warn] asked the model one question; its first reply did not finish within "
+            f"{TOOL_CHECK_SECONDS:g} s, so whether it calls tools is unknown (run doctor again once the "
+            "model is loaded)"
+        )
         return True
     parsed = parse_completion(prompts.assistant_prefix + cut_at_chat_token(completion.text))
     if parsed.calls:
-        print(f"[ok]   asked the model one question: it called {parsed.calls[0].tool}, as the trained agent "
-              "does")
+        print(
+            f"[ok]   asked the model one question: it called {parsed.calls[0].tool}, as the trained agent does"
+        )
         return True
     if parsed.problems:
-        print(f"[warn] asked the model one question: it tried to call a tool in a form the loop cannot read "
-              f"({parsed.problems[0]})")
+        print(
+            f"[warn] asked the model one question: it tried to call a tool in a form the loop cannot read "
+            f"({parsed.problems[0]})"
+        )
         return True
     reply = echo_value(" ".join(completion.text.split()), 100) or "(nothing)"
-    print(f"[fail] asked the model one question ({TOOL_CHECK_QUESTION!r}): it called no tool; its reply began: "
-          f"{reply}")
-    print("       the trained agent's first move is a tool call, so every question would fail: another model "
-          "may be served under this name, an Ollama Modelfile whose TEMPLATE is not the raw {{ .Prompt }} may "
-          "rewrite the prompt, or a chat endpoint may rebuild it (see docs/engines.md)")
+    print(
+        f"[fail] asked the model one question ({TOOL_CHECK_QUESTION!r}): it called no tool; its reply began: "
+        f"{reply}"
+    )
+    print(
+        "       the trained agent's first move is a tool call, so every question would fail: another model "
+        "may be served under this name, an Ollama Modelfile whose TEMPLATE is not the raw {{ .Prompt }} may "
+        "rewrite the prompt, or a chat endpoint may rebuild it (see docs/engines.md)"
+    )
     return False
 
 
@@ -192,14 +215,21 @@ def _report_texts(args: argparse.Namespace, prompts: PromptSet) -> None:
     """Which prompts and turn texts the model reads: ours, or the authors' file's."""
     reference = read_reference_agent(args.reference_agent) if args.reference_agent else None
     if reference is None:
-        print("[info] texts: ours (--reference-agent DIR, the folder the model was downloaded to, uses the "
-              "authors' own sqale_agent.py)")
+        print(
+            "[info] texts: ours (--reference-agent DIR, the folder the model was downloaded to, uses the "
+            "authors' own sqale_agent.py)"
+        )
     else:
-        print(f"[ok]   texts: the authors' {reference.path} (sha256 {reference.sha256}): SYSTEM_PROMPT and "
-              "USER_TEMPLATE")
+        print(
+            f"[ok]   texts: the authors' {reference.path} (sha256 {reference.sha256}): SYSTEM_PROMPT and "
+            "USER_TEMPLATE"
+        )
         for use in reference.uses:
-            verdict = ("the same as ours" if use.same else "differs from ours; used instead") if use.used \
+            verdict = (
+                ("the same as ours" if use.same else "differs from ours; used instead")
+                if use.used
                 else f"not used: {use.why}"
+            )
             print(f"       {use.name} ({use.role}): {verdict}")
     for flag, path in (("--system-prompt", args.system_prompt), ("--user-template", args.user_template)):
         if path:
@@ -217,8 +247,10 @@ def _report_model_check(subject: str, check: ModelCheck) -> bool:
         print(f"[fail] {subject}: {check.error}")
         return False
     if check.info is None:  # timed out
-        print(f"[fail] {subject}: accepted the connection but did not answer within "
-              f"{PROBE_SECONDS:g} s; check that this address is the model runtime and that it is not stuck")
+        print(
+            f"[fail] {subject}: accepted the connection but did not answer within "
+            f"{PROBE_SECONDS:g} s; check that this address is the model runtime and that it is not stuck"
+        )
         return False
     _print_model(subject, check.info)
     return True
@@ -228,8 +260,10 @@ def _print_model(subject: str, info: ModelInfo) -> None:
     if info.served_as is None:
         print(f"[ok]   {subject}: model {info.name} is available")
     else:
-        print(f"[ok]   {subject}: the engine does not list the model {info.name} but answers that "
-              f"name with its own model {info.served_as}; answers are labelled {info.served_as}")
+        print(
+            f"[ok]   {subject}: the engine does not list the model {info.name} but answers that "
+            f"name with its own model {info.served_as}; answers are labelled {info.served_as}"
+        )
     for key, value in sorted(info.details.items()):
         print(f"       {key}: {value}")
     if info.parameters:
@@ -251,17 +285,23 @@ async def _check_generation(backend: ModelBackend, kind: str, subject: str) -> b
                 completion = await one.complete(PROBE_PROMPT, max_tokens=1)
         except SqaleError as exc:
             print(f"[fail] {at}: a one-token test completion failed: {exc}")
-            print("       the runtime answers but cannot generate: check its log (a crash on the first "
-                  "completion: see docs/troubleshooting.md)")
+            print(
+                "       the runtime answers but cannot generate: check its log (a crash on the first "
+                "completion: see docs/troubleshooting.md)"
+            )
             ok = False
         except TimeoutError:
-            print(f"[fail] {at}: a one-token test completion did not finish within {GENERATION_SECONDS:g} s: "
-                  "the runtime may still be loading the model, busy with other requests, or stuck; "
-                  "run doctor again, then check its log")
+            print(
+                f"[fail] {at}: a one-token test completion did not finish within {GENERATION_SECONDS:g} s: "
+                "the runtime may still be loading the model, busy with other requests, or stuck; "
+                "run doctor again, then check its log"
+            )
             ok = False
         else:
-            print(f"[ok]   {at}: generated {plural(completion.completion_tokens, 'token')} in "
-                  f"{completion.seconds:.2f} s (a one-token test completion)")
+            print(
+                f"[ok]   {at}: generated {plural(completion.completion_tokens, 'token')} in "
+                f"{completion.seconds:.2f} s (a one-token test completion)"
+            )
     return ok
 
 
@@ -288,12 +328,16 @@ def _report_slots(session: EngineSession) -> None:
     if told is None or told.slots == slots.slots:
         return
     if slots.slots > told.slots:
-        print(f"[warn] {plural(slots.slots, 'runtime slot')} but the engine serves {told.slots} at once: "
-              f"give sqale-mcp --runtime-slots {told.slots}; more questions at once than slots evict "
-              "each other's cached prompt, or fail where the engine cuts a request off")
+        print(
+            f"[warn] {plural(slots.slots, 'runtime slot')} but the engine serves {told.slots} at once: "
+            f"give sqale-mcp --runtime-slots {told.slots}; more questions at once than slots evict "
+            "each other's cached prompt, or fail where the engine cuts a request off"
+        )
     else:
-        print(f"       note: give sqale-mcp --runtime-slots {told.slots}: fewer runtime slots than the "
-              "engine has leave slots idle")
+        print(
+            f"       note: give sqale-mcp --runtime-slots {told.slots}: fewer runtime slots than the "
+            "engine has leave slots idle"
+        )
 
 
 async def _check_prompt_cache(session: EngineSession) -> None:
@@ -309,8 +353,10 @@ async def _check_prompt_cache(session: EngineSession) -> None:
             print(f"[warn] prompt cache at {where}: the two-round probe failed: {exc}")
             continue
         except TimeoutError:
-            print(f"[warn] prompt cache at {where}: the two-round probe did not finish within "
-                  f"{GENERATION_SECONDS:g} s")
+            print(
+                f"[warn] prompt cache at {where}: the two-round probe did not finish within "
+                f"{GENERATION_SECONDS:g} s"
+            )
             continue
         _print_probe(where, probe, kinds.get(where, facts[0].engine if len(facts) == 1 else None))
 
@@ -319,13 +365,17 @@ def _print_probe(where: str, probe: CacheProbe, engine: str | None) -> None:
     verdict = probe.verdict
     second = probe.second
     if verdict.state == "unknown":
-        print(f"[info] prompt cache at {where}: the engine does not report which prompt tokens it "
-              f"serves from its cache, so whether it reuses our prompts is unknown (see {DOCS})")
+        print(
+            f"[info] prompt cache at {where}: the engine does not report which prompt tokens it "
+            f"serves from its cache, so whether it reuses our prompts is unknown (see {DOCS})"
+        )
     elif verdict.unhealthy:
         print(f"[warn] {verdict.warning(cache_advice(engine))}")
     else:
-        print(f"[ok]   prompt cache at {where}: the second of two rounds got {second.cached_tokens:,} of "
-              f"its {second.prompt_tokens:,} prompt tokens from the engine's cache ({probe.source})")
+        print(
+            f"[ok]   prompt cache at {where}: the second of two rounds got {second.cached_tokens:,} of "
+            f"its {second.prompt_tokens:,} prompt tokens from the engine's cache ({probe.source})"
+        )
 
 
 class _WarningTally:
@@ -356,8 +406,11 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.redirect_stdout(tally):
         code = _run_checks(args)
     if code == 0:
-        print("all checks passed" if tally.warnings == 0
-              else f"no check failed; {plural(tally.warnings, 'warning')} above")
+        print(
+            "all checks passed"
+            if tally.warnings == 0
+            else f"no check failed; {plural(tally.warnings, 'warning')} above"
+        )
     return code
 
 
@@ -377,8 +430,13 @@ def _run_checks(args: argparse.Namespace) -> int:
     bad_dbs += _check_notes(args.notes, args.max_notes_chars)
     if not args.db:
         print("[info] no --db given: add --db PATH to check a database opens")
-    print(telemetry_line(telemetry_plan(os.environ, installed=extra_installed(),
-                                        service="sqale-mcp (sqale-agent for ask and eval)")))
+    print(
+        telemetry_line(
+            telemetry_plan(
+                os.environ, installed=extra_installed(), service="sqale-mcp (sqale-agent for ask and eval)"
+            )
+        )
+    )
     if prompts is None:
         print(f"[fail] texts: {texts_problem}")
     else:

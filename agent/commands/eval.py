@@ -48,84 +48,162 @@ EXIT_OK, EXIT_ABORTED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 class _DeprecatedAlias(argparse.Action):
     """Stores the value under the new option's name and says on stderr which name to use."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        print(f"sqale-agent eval: {option_string} is deprecated; it is now --scoring-timeout "
-              "(the model's own statement limit is --tool-query-timeout)", file=sys.stderr)
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        print(
+            f"sqale-agent eval: {option_string} is deprecated; it is now --scoring-timeout "
+            "(the model's own statement limit is --tool-query-timeout)",
+            file=sys.stderr,
+        )
         setattr(namespace, self.dest, values)
 
 
-DESCRIPTION = ("Run the agent on each question of a text-to-SQL benchmark, execute its SQL and "
-               "the gold SQL, and report execution accuracy.")
+DESCRIPTION = (
+    "Run the agent on each question of a text-to-SQL benchmark, execute its SQL and "
+    "the gold SQL, and report execution accuracy."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of `sqale-agent eval`."""
-    parser.add_argument("dataset", help="a Spider/BIRD folder or question file, a KaggleDBQA folder, "
-                                        "or your own golden questions (a .jsonl file)")
+    parser.add_argument(
+        "dataset",
+        help="a Spider/BIRD folder or question file, a KaggleDBQA folder, "
+        "or your own golden questions (a .jsonl file)",
+    )
     data = parser.add_argument_group("questions")
-    data.add_argument("--format", choices=["auto", *Benchmark], default="auto",
-                      help="dataset format (default: detected)")
-    data.add_argument("--db", action="append", default=[], metavar="ALIAS=PATH",
-                      help="for golden questions: the database file a `database` alias names "
-                           "(repeatable)")
-    data.add_argument("--db-root", metavar="DIR",
-                      help="folder with <db_id>/<db_id>.sqlite (or <db_id>.sqlite); default: the "
-                           "benchmark's usual place next to the questions")
-    data.add_argument("--split", choices=KAGGLE_SPLITS, default="all",
-                      help="KaggleDBQA examples to use (default all; 'test' is its plain-testing split)")
-    data.add_argument("--db-id", action="append", default=[], metavar="ID",
-                      help="only questions on this database (repeatable)")
-    data.add_argument("--difficulty", action="append", default=[], metavar="LEVEL",
-                      help="only this difficulty, e.g. easy/medium/hard/extra (Spider) or "
-                           "simple/moderate/challenging (BIRD), or this tag (golden); repeatable")
+    data.add_argument(
+        "--format", choices=["auto", *Benchmark], default="auto", help="dataset format (default: detected)"
+    )
+    data.add_argument(
+        "--db",
+        action="append",
+        default=[],
+        metavar="ALIAS=PATH",
+        help="for golden questions: the database file a `database` alias names (repeatable)",
+    )
+    data.add_argument(
+        "--db-root",
+        metavar="DIR",
+        help="folder with <db_id>/<db_id>.sqlite (or <db_id>.sqlite); default: the "
+        "benchmark's usual place next to the questions",
+    )
+    data.add_argument(
+        "--split",
+        choices=KAGGLE_SPLITS,
+        default="all",
+        help="KaggleDBQA examples to use (default all; 'test' is its plain-testing split)",
+    )
+    data.add_argument(
+        "--db-id",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="only questions on this database (repeatable)",
+    )
+    data.add_argument(
+        "--difficulty",
+        action="append",
+        default=[],
+        metavar="LEVEL",
+        help="only this difficulty, e.g. easy/medium/hard/extra (Spider) or "
+        "simple/moderate/challenging (BIRD), or this tag (golden); repeatable",
+    )
     data.add_argument("--offset", type=int, default=0, metavar="N", help="skip this many selected questions")
     data.add_argument("--limit", type=int, metavar="N", help="run at most this many questions")
     run_group = parser.add_argument_group("run")
-    run_group.add_argument("--concurrency", type=int, default=1, metavar="N",
-                           help="episodes at once (default 1)")
-    run_group.add_argument("--runtime-slots", type=int, metavar="N",
-                           help="episodes talking to the model at once (default: --concurrency, or what "
-                                f"the engine serves at once if fewer: {ENGINES_THAT_SAY})")
+    run_group.add_argument(
+        "--concurrency", type=int, default=1, metavar="N", help="episodes at once (default 1)"
+    )
+    run_group.add_argument(
+        "--runtime-slots",
+        type=int,
+        metavar="N",
+        help="episodes talking to the model at once (default: --concurrency, or what "
+        f"the engine serves at once if fewer: {ENGINES_THAT_SAY})",
+    )
     add_flags(run_group, AgentSettings, "samples", field_defaults=True)
-    run_group.add_argument("--no-early-stop", dest="early_stop", action="store_false",
-                           help="run all K samples of every question, even after a majority agrees "
-                                "(measures single-sample accuracy on every sample; the vote is the same)")
+    run_group.add_argument(
+        "--no-early-stop",
+        dest="early_stop",
+        action="store_false",
+        help="run all K samples of every question, even after a majority agrees "
+        "(measures single-sample accuracy on every sample; the vote is the same)",
+    )
     add_flags(run_group, AgentSettings, "seed", defaults={"seed": 0})  # a run is repeatable by default
-    run_group.add_argument("--scoring-timeout", type=float, default=30.0, metavar="SECONDS",
-                           help="limit for executing gold and predicted SQL when scoring (default 30, "
-                                "as BIRD)")
+    run_group.add_argument(
+        "--scoring-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="limit for executing gold and predicted SQL when scoring (default 30, as BIRD)",
+    )
     # The old spelling, read as --scoring-timeout; the server's --query-timeout is another limit.
-    run_group.add_argument("--query-timeout", type=float, dest="scoring_timeout", action=_DeprecatedAlias,
-                           help=argparse.SUPPRESS)
-    run_group.add_argument("--tool-query-timeout", type=float, default=WorkerLimits.query_timeout,
-                           metavar="SECONDS",
-                           help=f"limit for the model's own queries (default {WorkerLimits.query_timeout:g})")
-    run_group.add_argument("--max-result-rows", type=int, default=QueryLimits.max_rows, metavar="N",
-                           help=f"results with more rows are not compared (default {QueryLimits.max_rows:,})")
-    run_group.add_argument("--verified", metavar="FILE.jsonl",
-                           help="a verified library (golden questions; it may be this very file): with "
-                                "--verified-hints, each question's most similar entries (its own left out) "
-                                "go to the model as evidence")
+    run_group.add_argument(
+        "--query-timeout", type=float, dest="scoring_timeout", action=_DeprecatedAlias, help=argparse.SUPPRESS
+    )
+    run_group.add_argument(
+        "--tool-query-timeout",
+        type=float,
+        default=WorkerLimits.query_timeout,
+        metavar="SECONDS",
+        help=f"limit for the model's own queries (default {WorkerLimits.query_timeout:g})",
+    )
+    run_group.add_argument(
+        "--max-result-rows",
+        type=int,
+        default=QueryLimits.max_rows,
+        metavar="N",
+        help=f"results with more rows are not compared (default {QueryLimits.max_rows:,})",
+    )
+    run_group.add_argument(
+        "--verified",
+        metavar="FILE.jsonl",
+        help="a verified library (golden questions; it may be this very file): with "
+        "--verified-hints, each question's most similar entries (its own left out) "
+        "go to the model as evidence",
+    )
     add_flags(run_group, AgentSettings, "verified_hints", field_defaults=True)
     add_flags(run_group, AgentSettings, "trace_content")
-    run_group.add_argument("--max-backend-failures", type=int, default=3, metavar="N",
-                           help="stop after N episodes in a row fail in the backend (default 3)")
+    run_group.add_argument(
+        "--max-backend-failures",
+        type=int,
+        default=3,
+        metavar="N",
+        help="stop after N episodes in a row fail in the backend (default 3)",
+    )
     out = parser.add_argument_group("output")
-    out.add_argument("--out", metavar="PATH",
-                     help="results file, one JSON line per question "
-                          "(default eval-results/<benchmark>-<time>.jsonl)")
-    out.add_argument("--resume", action="store_true",
-                     help="continue the run recorded in --out: questions already there are kept, "
-                          "except those whose episodes failed in the backend, which run again")
-    out.add_argument("--summary", metavar="PATH",
-                     help="JSON summary file (default: next to --out, <name>.summary.json)")
-    out.add_argument("--report", metavar="PATH",
-                     help="also write the HTML report of the whole run (resumed questions included) "
-                          "to PATH; needs matplotlib (the `report` extra: the run says how to add it)")
-    out.add_argument("--trace", choices=list(TraceKind), default=TraceKind.FULL.value,
-                     help="episode detail kept per question: full (default), calls (no tool result "
-                          "texts) or none")
+    out.add_argument(
+        "--out",
+        metavar="PATH",
+        help="results file, one JSON line per question (default eval-results/<benchmark>-<time>.jsonl)",
+    )
+    out.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run recorded in --out: questions already there are kept, "
+        "except those whose episodes failed in the backend, which run again",
+    )
+    out.add_argument(
+        "--summary", metavar="PATH", help="JSON summary file (default: next to --out, <name>.summary.json)"
+    )
+    out.add_argument(
+        "--report",
+        metavar="PATH",
+        help="also write the HTML report of the whole run (resumed questions included) "
+        "to PATH; needs matplotlib (the `report` extra: the run says how to add it)",
+    )
+    out.add_argument(
+        "--trace",
+        choices=list(TraceKind),
+        default=TraceKind.FULL.value,
+        help="episode detail kept per question: full (default), calls (no tool result texts) or none",
+    )
     add_backend_arguments(parser)
     add_environment_argument(parser)
 
@@ -140,60 +218,94 @@ def run(args: argparse.Namespace) -> int:
             html_report.require_plotting()  # before the run, not after hours of it
         benchmark = None if args.format == "auto" else Benchmark(args.format)
         dataset = load_questions(args, benchmark)
-        selection = select_examples(dataset, db_ids=args.db_id, difficulties=args.difficulty,
-                                    offset=args.offset, limit=args.limit)
+        selection = select_examples(
+            dataset, db_ids=args.db_id, difficulties=args.difficulty, offset=args.offset, limit=args.limit
+        )
         start_telemetry(SERVICE)  # each question a trace, when the OTEL_* variables ask for it
     except SqaleError as exc:
         print(f"sqale-agent eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if not selection.examples:
-        print("sqale-agent eval: no question to run: the selection is empty (check --db-id, --difficulty, "
-              "--offset, --limit, and that the database files exist)", file=sys.stderr)
+        print(
+            "sqale-agent eval: no question to run: the selection is empty (check --db-id, --difficulty, "
+            "--offset, --limit, and that the database files exist)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     out_path = Path(args.out) if args.out else default_out_path(dataset.benchmark)
     summary_path = Path(args.summary) if args.summary else summary_path_for(out_path)
     print(describe_run(dataset, selection, choice, out_path, settings.episode.environment), file=sys.stderr)
 
     async def run_on_engines() -> tuple[RunResult, EvalSettings, EngineSession]:
-        async with engine_session(choice, settings.episode, runtime_slots=settings.runtime_slots,
-                                  wanted_slots=settings.concurrency) as session:
+        async with engine_session(
+            choice, settings.episode, runtime_slots=settings.runtime_slots, wanted_slots=settings.concurrency
+        ) as session:
             fitted = settings_for_engines(settings, session)
-            progress = ProgressLine(len(selection.examples), fitted.samples, sys.stderr,
-                                    tty=sys.stderr.isatty())
+            progress = ProgressLine(
+                len(selection.examples), fitted.samples, sys.stderr, tty=sys.stderr.isatty()
+            )
             # The engine's address (and what it is): a comparison of two runs says which engine each ran on.
             kind = session.engine_kind
-            run_details = run_info(fitted, backend=choice.backend,
-                                   extra={"engine": session.where, "prompts": prompt_label(args),
-                                          **({"engine_kind": kind} if kind is not None else {})})
+            run_details = run_info(
+                fitted,
+                backend=choice.backend,
+                extra={
+                    "engine": session.where,
+                    "prompts": prompt_label(args),
+                    **({"engine_kind": kind} if kind is not None else {}),
+                },
+            )
             result = await evaluate(
-                dataset, selection, partial(backend_for_run, choice, session.facts), model=session.model_label,
-                out_path=out_path, resume=args.resume, settings=fitted, prompts=prompts,
-                progress=progress, run=run_details)
+                dataset,
+                selection,
+                partial(backend_for_run, choice, session.facts),
+                model=session.model_label,
+                out_path=out_path,
+                resume=args.resume,
+                settings=fitted,
+                prompts=prompts,
+                progress=progress,
+                run=run_details,
+            )
             return result, fitted, session
 
     try:
         result, settings, session = anyio.run(run_on_engines)
     except EvaluationAborted as exc:
         print(f"sqale-agent eval: {exc}", file=sys.stderr)
-        print(f"sqale-agent eval: {recorded_text(len(read_records(out_path)))} in {out_path}; "
-              f"{resume_hint(args, out_path)}", file=sys.stderr)
+        print(
+            f"sqale-agent eval: {recorded_text(len(read_records(out_path)))} in {out_path}; "
+            f"{resume_hint(args, out_path)}",
+            file=sys.stderr,
+        )
         return EXIT_ABORTED
     except SqaleError as exc:
         print(f"sqale-agent eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         recorded = len(read_records(out_path))
-        print(f"\nsqale-agent eval: interrupted; {recorded_text(recorded)} in {out_path}; "
-              f"{resume_hint(args, out_path)}", file=sys.stderr)
+        print(
+            f"\nsqale-agent eval: interrupted; {recorded_text(recorded)} in {out_path}; "
+            f"{resume_hint(args, out_path)}",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
-    summary = summarize(result.records, benchmark=dataset.benchmark.value, model=session.model_label,
-                        samples=settings.samples, selected=len(selection.examples),
-                        missing_db_ids=selection.missing_db_ids, missing_db=len(selection.missing_db))
+    summary = summarize(
+        result.records,
+        benchmark=dataset.benchmark.value,
+        model=session.model_label,
+        samples=settings.samples,
+        selected=len(selection.examples),
+        missing_db_ids=selection.missing_db_ids,
+        missing_db=len(selection.missing_db),
+    )
     write_summary(summary, summary_path)
     print(render_summary(summary), end="")
     warn_of_prompt_cache(out_path, session.where, session.engine_kind)
-    print(f"\n{plural(result.ran, 'question')} run in {result.seconds:.1f} s ({result.resumed} kept from an "
-          f"earlier run); results: {out_path}; summary: {summary_path}")
+    print(
+        f"\n{plural(result.ran, 'question')} run in {result.seconds:.1f} s ({result.resumed} kept from an "
+        f"earlier run); results: {out_path}; summary: {summary_path}"
+    )
     if args.report:
         try:
             report = html_report.write_report([out_path], Path(args.report))
@@ -202,9 +314,12 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         print(f"report: {report}")
     if not any_model_answer(result):
-        print("sqale-agent eval: no question got an answer from the model (every request to the runtime "
-              "failed; see the errors above); check it with `sqale-agent doctor`, then "
-              f"{resume_hint(args, out_path)}", file=sys.stderr)
+        print(
+            "sqale-agent eval: no question got an answer from the model (every request to the runtime "
+            "failed; see the errors above); check it with `sqale-agent doctor`, then "
+            f"{resume_hint(args, out_path)}",
+            file=sys.stderr,
+        )
         return EXIT_ABORTED
     return EXIT_OK
 
@@ -215,13 +330,18 @@ def settings_for_engines(settings: EvalSettings, session: EngineSession) -> Eval
     said on stderr)."""
     info = session.model_check.info
     if info is not None and info.served_as is not None:
-        print(f"sqale-agent eval: the engine does not list the model {info.name} but answers that name "
-              f"with its own model {info.served_as}; the results are labelled {info.served_as}",
-              file=sys.stderr)
+        print(
+            f"sqale-agent eval: the engine does not list the model {info.name} but answers that name "
+            f"with its own model {info.served_as}; the results are labelled {info.served_as}",
+            file=sys.stderr,
+        )
     slots = session.slots
     if settings.runtime_slots is None and slots.slots < settings.concurrency:
-        print(f"runtime slots: {slots.slots} ({slots.reason}): fewer episodes talk to the model at once "
-              f"than --concurrency {settings.concurrency}", file=sys.stderr)
+        print(
+            f"runtime slots: {slots.slots} ({slots.reason}): fewer episodes talk to the model at once "
+            f"than --concurrency {settings.concurrency}",
+            file=sys.stderr,
+        )
         settings = replace(settings, runtime_slots=slots.slots)
     if session.budget_note is not None:
         print(f"sqale-agent eval: {session.budget_note}", file=sys.stderr)
@@ -229,8 +349,9 @@ def settings_for_engines(settings: EvalSettings, session: EngineSession) -> Eval
     return settings
 
 
-def backend_for_run(choice: BackendSettings, facts: Sequence[EngineFacts], sampling: SamplingSettings
-                    ) -> ModelBackend:
+def backend_for_run(
+    choice: BackendSettings, facts: Sequence[EngineFacts], sampling: SamplingSettings
+) -> ModelBackend:
     """One of the run's backends (one per seed), told what the engines said of themselves."""
     backend = make_backend(choice, sampling)
     backend.remember_engines(facts)
@@ -261,8 +382,9 @@ def load_questions(args: argparse.Namespace, benchmark: Benchmark | None) -> Dat
     if benchmark is Benchmark.GOLDEN or (benchmark is None and is_golden_file(path)):
         return load_golden(path, database_flags(args.db))
     if args.db:
-        raise ConfigError("--db ALIAS=PATH is for golden questions (.jsonl); benchmarks find their "
-                          "databases under --db-root")
+        raise ConfigError(
+            "--db ALIAS=PATH is for golden questions (.jsonl); benchmarks find their databases under --db-root"
+        )
     return load_dataset(path, benchmark=benchmark, db_root=args.db_root, split=args.split)
 
 
@@ -280,17 +402,24 @@ def database_flags(items: list[str]) -> dict[str, Path]:
 def settings_from_args(args: argparse.Namespace) -> EvalSettings:
     """The run settings the options describe (ConfigError when out of range)."""
     if bool(args.verified) != bool(args.verified_hints):
-        raise ConfigError("eval uses a verified library only for hints: give both --verified FILE.jsonl "
-                          "and --verified-hints (the run without them is the one to compare with)")
+        raise ConfigError(
+            "eval uses a verified library only for hints: give both --verified FILE.jsonl "
+            "and --verified-hints (the run without them is the one to compare with)"
+        )
     library = Path(args.verified).expanduser() if args.verified else None
     if library is not None and not library.is_file():
         raise ConfigError(f"--verified {args.verified}: no such file; give a golden-question file")
     return EvalSettings(
         verified_hints=library,
-        samples=args.samples, concurrency=args.concurrency, runtime_slots=args.runtime_slots, seed=args.seed,
+        samples=args.samples,
+        concurrency=args.concurrency,
+        runtime_slots=args.runtime_slots,
+        seed=args.seed,
         limits=QueryLimits(timeout=args.scoring_timeout, max_rows=args.max_result_rows),
-        tool_query_timeout=args.tool_query_timeout, max_backend_failures=args.max_backend_failures,
-        trace=TraceKind(args.trace), early_stop=args.early_stop,
+        tool_query_timeout=args.tool_query_timeout,
+        max_backend_failures=args.max_backend_failures,
+        trace=TraceKind(args.trace),
+        early_stop=args.early_stop,
         episode=EpisodeSettings(environment=environment_from_args(args)),
         trace_content=bool(command_settings(args, ("trace_content",), os.environ).values.get("trace_content")),
     )
@@ -320,12 +449,19 @@ def recorded_text(n: int) -> str:
     return plural(n, "question is recorded", "questions are recorded")
 
 
-def describe_run(dataset: Dataset, selection: Selection, choice: BackendSettings, out_path: Path,
-                 environment: Environment = DEFAULT_ENVIRONMENT) -> str:
+def describe_run(
+    dataset: Dataset,
+    selection: Selection,
+    choice: BackendSettings,
+    out_path: Path,
+    environment: Environment = DEFAULT_ENVIRONMENT,
+) -> str:
     """The line printed before the run starts."""
     missing = ", ".join(selection.missing_db_ids)
     skipped = f" ({len(selection.missing_db)} skipped: database missing: {missing})" if missing else ""
     questions = plural(len(selection.examples), "question")
-    return (f"{dataset.benchmark.value}: {questions} from {dataset.source}{skipped}; "
-            f"model {choice.model} via {choice.backend} ({choice.address}); {environment} environment; "
-            f"results -> {out_path}")
+    return (
+        f"{dataset.benchmark.value}: {questions} from {dataset.source}{skipped}; "
+        f"model {choice.model} via {choice.backend} ({choice.address}); {environment} environment; "
+        f"results -> {out_path}"
+    )

@@ -36,39 +36,66 @@ COUNT_CAP = 1_000_000  # rows counted for row_count; past it the count is a lowe
 ANSWERED = ("submitted", "final_answer")  # episode-log statuses whose SQL is the model's answer
 
 
-DESCRIPTION = ("Keep a JSON Lines file of questions with known-good SQL, then measure the "
-               "model on it with `sqale-agent eval FILE.jsonl --db ALIAS=PATH` or serve it as a "
-               "verified library; review what clients proposed for a library with `proposals`, "
-               "`accept` and `reject`.")
+DESCRIPTION = (
+    "Keep a JSON Lines file of questions with known-good SQL, then measure the "
+    "model on it with `sqale-agent eval FILE.jsonl --db ALIAS=PATH` or serve it as a "
+    "verified library; review what clients proposed for a library with `proposals`, "
+    "`accept` and `reject`."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The actions of `sqale-agent golden` and their arguments."""
     actions = parser.add_subparsers(dest="golden_command", metavar="ACTION", title="actions")
     by = argparse.ArgumentParser(add_help=False)
-    by.add_argument("--by", metavar="NAME",
-                    help="who adds or decides, recorded with the time (default: your user name)")
+    by.add_argument(
+        "--by", metavar="NAME", help="who adds or decides, recorded with the time (default: your user name)"
+    )
     add = actions.add_parser(
-        "add", parents=[by], help="append a checked question, or candidates from a server's episode log",
+        "add",
+        parents=[by],
+        help="append a checked question, or candidates from a server's episode log",
         description="Runs the SQL first (read-only) and appends the question with its row count; "
-                    "SQL that fails is refused. With --from-log, answered questions of the "
-                    "server's --episode-log become candidate entries to review.")
+        "SQL that fails is refused. With --from-log, answered questions of the "
+        "server's --episode-log become candidate entries to review.",
+    )
     add.add_argument("question", nargs="?", help="the question, in plain language")
     add.add_argument("sql", nargs="?", help="the known-good SQL that answers it")
-    add.add_argument("--db", action="append", default=[], metavar="PATH|ALIAS=PATH",
-                     help="the database (ALIAS=PATH stores the alias; with --from-log, one per "
-                          "alias in the log)")
-    add.add_argument("--file", default=DEFAULT_FILE, metavar="FILE.jsonl",
-                     help=f"the golden file to append to (default {DEFAULT_FILE})")
+    add.add_argument(
+        "--db",
+        action="append",
+        default=[],
+        metavar="PATH|ALIAS=PATH",
+        help="the database (ALIAS=PATH stores the alias; with --from-log, one per alias in the log)",
+    )
+    add.add_argument(
+        "--file",
+        default=DEFAULT_FILE,
+        metavar="FILE.jsonl",
+        help=f"the golden file to append to (default {DEFAULT_FILE})",
+    )
     add.add_argument("--evidence", metavar="TEXT", help="a hint the question needs")
-    add.add_argument("--tag", action="append", default=[], metavar="TAG",
-                     help="a label to group results by, e.g. revenue (repeatable)")
-    add.add_argument("--from-log", metavar="EPISODES.jsonl",
-                     help="take the answered questions of a server episode log as candidates")
-    add.add_argument("--param", action="append", default=[], metavar="NAME=TYPE[:ARG]",
-                     help="make the entry a template: the question writes {NAME}, the SQL :NAME; TYPE is "
-                          f"{', '.join(t.value for t in SlotType)}; ARG is MIN..MAX for a number type "
-                          "(either side may be left out) and TABLE.COLUMN for a value (repeatable)")
+    add.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="a label to group results by, e.g. revenue (repeatable)",
+    )
+    add.add_argument(
+        "--from-log",
+        metavar="EPISODES.jsonl",
+        help="take the answered questions of a server episode log as candidates",
+    )
+    add.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=TYPE[:ARG]",
+        help="make the entry a template: the question writes {NAME}, the SQL :NAME; TYPE is "
+        f"{', '.join(t.value for t in SlotType)}; ARG is MIN..MAX for a number type "
+        "(either side may be left out) and TABLE.COLUMN for a value (repeatable)",
+    )
     add_review_actions(actions, DEFAULT_FILE, by)
 
 
@@ -85,16 +112,21 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("give either QUESTION SQL or --from-log, not both")
         return _add_from_log(Path(args.from_log).expanduser(), golden_file, args)
     if not (args.question and args.question.strip() and args.sql and args.sql.strip()):
-        raise ConfigError('give the question and its SQL: golden add --db sales.db "How many '
-                          'orders are there?" "SELECT count(*) FROM orders"')
+        raise ConfigError(
+            'give the question and its SQL: golden add --db sales.db "How many '
+            'orders are there?" "SELECT count(*) FROM orders"'
+        )
     if len(args.db) != 1:
         raise ConfigError("give the database with one --db PATH (or --db ALIAS=PATH)")
     name, path = _database_arg(args.db[0], golden_file)
     entry = _new_entry(args, name)
     checked = _checked(path, entry)
     if isinstance(checked, str):
-        print(f"sqale-agent golden add: the SQL failed on {path}: {checked}; fix it (it must run "
-              "and return the right rows) before adding it", file=sys.stderr)
+        print(
+            f"sqale-agent golden add: the SQL failed on {path}: {checked}; fix it (it must run "
+            "and return the right rows) before adding it",
+            file=sys.stderr,
+        )
         return 1
     rows, sample = checked
     if entry.params is None:
@@ -104,9 +136,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"already in {golden_file}: {entry.question!r} on {name}")
         return 0
     with_values = ", ".join(f"{k} = {v!r}" for k, v in sample.items())
-    print(f"added to {golden_file}: {entry.question!r} on {name} ({plural(rows, 'row')}"
-          + (f" with {with_values}; a template: each question it fits is answered with its own values)"
-             if entry.params else ")"))
+    print(
+        f"added to {golden_file}: {entry.question!r} on {name} ({plural(rows, 'row')}"
+        + (
+            f" with {with_values}; a template: each question it fits is answered with its own values)"
+            if entry.params
+            else ")"
+        )
+    )
     return 0
 
 
@@ -114,9 +151,16 @@ def _new_entry(args: argparse.Namespace, name: str) -> GoldenEntry:
     """The entry `golden add` was given; ConfigError saying what is wrong with it."""
     params = dict(param_arg(v) for v in args.param) or None
     try:
-        entry = GoldenEntry(question=args.question.strip(), sql=args.sql.strip(), database=name,
-                            evidence=args.evidence, tags=tuple(args.tag), params=params,
-                            added_by=added_by(args), added_at=now_iso())
+        entry = GoldenEntry(
+            question=args.question.strip(),
+            sql=args.sql.strip(),
+            database=name,
+            evidence=args.evidence,
+            tags=tuple(args.tag),
+            params=params,
+            added_by=added_by(args),
+            added_at=now_iso(),
+        )
     except ValidationError as exc:
         raise ConfigError(f"--param: {validation_text(exc)}") from exc
     why = unbound_refusal(entry.sql) if params is None else template_of(entry)
@@ -130,8 +174,10 @@ def param_arg(value: str) -> tuple[str, ParamSpec]:
     name, sep, rest = value.partition("=")
     kind, _, arg = rest.partition(":")
     if not (sep and name.strip() and kind.strip()):
-        raise ConfigError(f"--param {value}: give NAME=TYPE[:ARG], e.g. --param month=month, --param "
-                          "n=top:1..100 or --param genre=value:Genre.Name")
+        raise ConfigError(
+            f"--param {value}: give NAME=TYPE[:ARG], e.g. --param month=month, --param "
+            "n=top:1..100 or --param genre=value:Genre.Name"
+        )
     spec: dict[str, object] = {"type": kind.strip()}
     if kind.strip() == SlotType.VALUE:
         spec["column"] = arg.strip() or None
@@ -219,16 +265,31 @@ def _add_from_log(log: Path, golden_file: Path, args: argparse.Namespace) -> int
             skipped[why] = skipped.get(why, 0) + 1
             continue
         try:
-            candidates.append(GoldenEntry(
-                question=record["question"], sql=record["sql"], database=alias,
-                evidence=record.get("evidence") or None, tags=(*args.tag, FROM_LOG_TAG), row_count=rows,
-                added_by=who, added_at=now_iso()))
+            candidates.append(
+                GoldenEntry(
+                    question=record["question"],
+                    sql=record["sql"],
+                    database=alias,
+                    evidence=record.get("evidence") or None,
+                    tags=(*args.tag, FROM_LOG_TAG),
+                    row_count=rows,
+                    added_by=who,
+                    added_at=now_iso(),
+                )
+            )
         except ValidationError:  # e.g. a lone surrogate (JSON allows it, UTF-8 text does not)
             why = "their question, SQL or evidence is not valid Unicode text"
             skipped[why] = skipped.get(why, 0) + 1
     added = append_entries(golden_file, candidates)
-    print(from_log_summary(log, golden_file, read=read, added=added,
-                           skipped={**skipped, f"already in {golden_file}": len(candidates) - added}))
+    print(
+        from_log_summary(
+            log,
+            golden_file,
+            read=read,
+            added=added,
+            skipped={**skipped, f"already in {golden_file}": len(candidates) - added},
+        )
+    )
     return 0
 
 
@@ -236,13 +297,14 @@ def from_log_summary(log: Path, golden_file: Path, *, read: int, added: int, ski
     """What `golden add --from-log` did: how many it added, and why it left each of the others out."""
     head = f"{plural(added, 'candidate question')} added to {golden_file} (tag {FROM_LOG_TAG})"
     if read == 0:
-        return (f"{head}: {log} holds no question; give the file the server writes with "
-                "--episode-log.")
+        return f"{head}: {log} holds no question; give the file the server writes with --episode-log."
     left = "".join(f"; {n} left out: {why}" for why, n in sorted(skipped.items()) if n)
     text = f"{head} of the {plural(read, 'question')} in {log}{left}."
     if added:
-        text += (f" The SQL is the model's: check each one, fix or delete it, and drop the {FROM_LOG_TAG} "
-                 "tag once it is known good (a verified library serves no entry still tagged so).")
+        text += (
+            f" The SQL is the model's: check each one, fix or delete it, and drop the {FROM_LOG_TAG} "
+            "tag once it is known good (a verified library serves no entry still tagged so)."
+        )
     return text
 
 
@@ -250,16 +312,17 @@ def _log_records(log: Path) -> Iterator[Mapping[str, Any]]:
     try:
         text = log.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"--from-log {log}: cannot be read ({exc.strerror}); give the server's "
-                          "--episode-log file") from exc
+        raise ConfigError(
+            f"--from-log {log}: cannot be read ({exc.strerror}); give the server's --episode-log file"
+        ) from exc
     for number, line in split_lines(text):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"--from-log {log}: line {number} is not JSON; give the server's "
-                              "--episode-log file") from exc
+            raise ConfigError(
+                f"--from-log {log}: line {number} is not JSON; give the server's --episode-log file"
+            ) from exc
         if isinstance(record, dict) and isinstance(record.get("question"), str):
             yield record
-

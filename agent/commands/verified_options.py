@@ -16,11 +16,14 @@ from ..verified import VerifiedLibrary
 
 def add_verified_arguments(parser: Any) -> None:
     """Add `--verified` and `--verified-hints` (declared once, in AgentSettings)."""
-    parser.add_argument("--verified", metavar="[ALIAS=]FILE.jsonl",
-                        help="a verified library (golden questions): the same question is answered "
-                             "from it at once, similar ones are listed; entries for ALIAS (default: "
-                             "the database file's name without its suffix, or its path as the "
-                             "library names it)")
+    parser.add_argument(
+        "--verified",
+        metavar="[ALIAS=]FILE.jsonl",
+        help="a verified library (golden questions): the same question is answered "
+        "from it at once, similar ones are listed; entries for ALIAS (default: "
+        "the database file's name without its suffix, or its path as the "
+        "library names it)",
+    )
     add_flags(parser, AgentSettings, "verified_hints", field_defaults=True)
 
 
@@ -42,8 +45,14 @@ def open_library(args: argparse.Namespace, db_path: Path) -> VerifiedLibrary | N
     if path.exists() and not path.is_file():
         raise ConfigError(f"--verified {args.verified}: not a file; give a JSON Lines file")
     if not path.exists():
-        raise ConfigError(f"--verified {args.verified}: no such file; create it with `sqale-agent golden "
-                          f"add --file {path} ...`")
+        raise ConfigError(
+            f"--verified {args.verified}: no such file; create it with `sqale-agent golden "
+            f"add --file {path} ...`"
+        )
     names = {database_reference(db_path, path), db_path.name}
-    return VerifiedLibrary(path, alias or db_path.stem, names=names,
-                           report=lambda line: print(f"sqale-agent: {line}", file=sys.stderr))
+    return VerifiedLibrary(
+        path,
+        alias or db_path.stem,
+        names=names,
+        report=lambda line: print(f"sqale-agent: {line}", file=sys.stderr),
+    )

@@ -30,8 +30,9 @@ Row = tuple[Any, ...]
 MAX_COLUMN_PERMUTATIONS = 100_000  # beyond this many candidate column orders we give up (wrong)
 
 
-def results_match(gold: Sequence[Row], predicted: Sequence[Row], *, rule: MatchRule,
-                  ordered: bool = False) -> bool:
+def results_match(
+    gold: Sequence[Row], predicted: Sequence[Row], *, rule: MatchRule, ordered: bool = False
+) -> bool:
     """True when `predicted` counts as the same result as `gold` under `rule`."""
     if rule is MatchRule.SET:
         return set(gold) == set(predicted)
@@ -79,14 +80,14 @@ def _column_permutations(gold: list[Row], predicted: list[Row], width: int) -> I
     """Orders of the predicted columns whose values all occur in the matching gold column."""
     gold_columns = [{r[i] for r in gold} for i in range(width)]
     candidates = [
-        [j for j in range(width) if all(r[j] in gold_columns[i] for r in predicted)]
-        for i in range(width)
+        [j for j in range(width) if all(r[j] in gold_columns[i] for r in predicted)] for i in range(width)
     ]
     yield from _injective(candidates, 0, ())
 
 
-def _injective(candidates: list[list[int]], position: int,
-               chosen: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
+def _injective(
+    candidates: list[list[int]], position: int, chosen: tuple[int, ...]
+) -> Iterator[tuple[int, ...]]:
     if position == len(candidates):
         yield chosen
         return

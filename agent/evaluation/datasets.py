@@ -101,13 +101,19 @@ def detect_format(path: Path) -> Benchmark:
     return _format_of_records(_read_records(path), path)
 
 
-def load_dataset(path: str | Path, *, benchmark: Benchmark | None = None,
-                 db_root: str | Path | None = None, split: str = "all") -> Dataset:
+def load_dataset(
+    path: str | Path,
+    *,
+    benchmark: Benchmark | None = None,
+    db_root: str | Path | None = None,
+    split: str = "all",
+) -> Dataset:
     """Load a question set; `benchmark` None means auto-detect; `split` applies to KaggleDBQA."""
     source = Path(path).expanduser()
     if not source.exists():
-        raise ConfigError(f"{source}: no such file or folder; give a Spider/BIRD/KaggleDBQA folder "
-                          "or question file")
+        raise ConfigError(
+            f"{source}: no such file or folder; give a Spider/BIRD/KaggleDBQA folder or question file"
+        )
     kind = benchmark or detect_format(source)
     root = Path(db_root).expanduser() if db_root is not None else None
     if kind is Benchmark.KAGGLEDBQA:
@@ -119,14 +125,21 @@ def load_dataset(path: str | Path, *, benchmark: Benchmark | None = None,
     return _load_bird(question_file, records, root)
 
 
-def select_examples(dataset: Dataset, *, db_ids: Sequence[str] = (), difficulties: Sequence[str] = (),
-                    offset: int = 0, limit: int | None = None) -> Selection:
+def select_examples(
+    dataset: Dataset,
+    *,
+    db_ids: Sequence[str] = (),
+    difficulties: Sequence[str] = (),
+    offset: int = 0,
+    limit: int | None = None,
+) -> Selection:
     """Filter by database and difficulty, drop questions whose database is missing, then slice."""
     known_dbs = {e.db_id for e in dataset.examples}
     unknown = [d for d in db_ids if d not in known_dbs]
     if unknown:
-        raise ConfigError(f"--db-id {', '.join(unknown)}: not in {dataset.source.name}; "
-                          f"known: {', '.join(sorted(known_dbs))}")
+        raise ConfigError(
+            f"--db-id {', '.join(unknown)}: not in {dataset.source.name}; known: {', '.join(sorted(known_dbs))}"
+        )
     known_levels = dataset.difficulties
     bad_levels = [d for d in difficulties if d not in known_levels]
     if bad_levels:
@@ -134,9 +147,12 @@ def select_examples(dataset: Dataset, *, db_ids: Sequence[str] = (), difficultie
         raise ConfigError(f"--difficulty {', '.join(bad_levels)}: unknown; {hint}")
     if offset < 0 or (limit is not None and limit < 0):
         raise ConfigError("--offset and --limit must be 0 or more")
-    chosen = [e for e in dataset.examples
-              if (not db_ids or e.db_id in db_ids)
-              and (not difficulties or any(level in difficulties for level in _levels(e)))]
+    chosen = [
+        e
+        for e in dataset.examples
+        if (not db_ids or e.db_id in db_ids)
+        and (not difficulties or any(level in difficulties for level in _levels(e)))
+    ]
     present = {db: dataset.has_database(db) for db in {e.db_id for e in chosen}}
     runnable = [e for e in chosen if present[e.db_id]]
     missing = tuple(e for e in chosen if not present[e.db_id])
@@ -153,8 +169,10 @@ def _question_file(folder: Path) -> Path:
     for name in QUESTION_FILES:
         if (folder / name).is_file():
             return folder / name
-    raise ConfigError(f"{folder}: no question file found (looked for {', '.join(QUESTION_FILES)}); "
-                      "give the question file itself")
+    raise ConfigError(
+        f"{folder}: no question file found (looked for {', '.join(QUESTION_FILES)}); "
+        "give the question file itself"
+    )
 
 
 def _read_records(path: Path) -> list[dict[str, Any]]:
@@ -163,8 +181,9 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc.strerror}); check the path") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc}); give a Spider/BIRD/KaggleDBQA question file")\
-            from exc
+        raise ConfigError(
+            f"{path}: not valid JSON ({exc}); give a Spider/BIRD/KaggleDBQA question file"
+        ) from exc
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise ConfigError(f"{path}: expected a JSON list of question objects")
     return data
@@ -176,24 +195,34 @@ def _format_of_records(records: list[dict[str, Any]], path: Path) -> Benchmark:
         return Benchmark.BIRD
     if "query" in first and "db_id" in first:
         return Benchmark.SPIDER
-    raise ConfigError(f"{path}: cannot tell the format (no 'query' or 'SQL' field in the first "
-                      "record); pass --format spider|bird|kaggledbqa")
+    raise ConfigError(
+        f"{path}: cannot tell the format (no 'query' or 'SQL' field in the first "
+        "record); pass --format spider|bird|kaggledbqa"
+    )
 
 
 def _check_fields(records: list[dict[str, Any]], path: Path, kind: Benchmark) -> None:
     for number, record in enumerate(records, start=1):
         absent = [f for f in _REQUIRED_FIELDS[kind] if not isinstance(record.get(f), str | int)]
         if absent:
-            raise ConfigError(f"{path}: record {number} has no {', '.join(absent)}; is this a "
-                              f"{kind.value} file? pass the right --format")
+            raise ConfigError(
+                f"{path}: record {number} has no {', '.join(absent)}; is this a "
+                f"{kind.value} file? pass the right --format"
+            )
 
 
 def _load_spider(path: Path, records: list[dict[str, Any]], db_root: Path | None) -> Dataset:
     _check_fields(records, path, Benchmark.SPIDER)
     hardness = _spider_hardness(path, records)
     examples = tuple(
-        Example(key=str(i), index=i, db_id=r["db_id"], question=r["question"], gold_sql=r["query"],
-                difficulty=hardness[i] if hardness else None)
+        Example(
+            key=str(i),
+            index=i,
+            db_id=r["db_id"],
+            question=r["question"],
+            gold_sql=r["query"],
+            difficulty=hardness[i] if hardness else None,
+        )
         for i, r in enumerate(records)
     )
     return Dataset(Benchmark.SPIDER, path, db_root or path.parent / "database", examples)
@@ -209,28 +238,37 @@ def _spider_hardness(path: Path, records: list[dict[str, Any]]) -> list[str] | N
     levels: list[str] = []
     for i, (row, record) in enumerate(zip(rows, records, strict=False)):
         if row.get("index") != str(i) or row.get("db_id") != record["db_id"]:
-            raise ConfigError(f"{tsv}: row {i + 1} does not match {path.name} (index/db_id differ); "
-                              "regenerate it or remove it")
+            raise ConfigError(
+                f"{tsv}: row {i + 1} does not match {path.name} (index/db_id differ); "
+                "regenerate it or remove it"
+            )
         levels.append(row["hardness"])
     if len(levels) != len(records):
-        raise ConfigError(f"{tsv}: {len(levels)} rows for {len(records)} questions; regenerate it or "
-                          "remove it")
+        raise ConfigError(f"{tsv}: {len(levels)} rows for {len(records)} questions; regenerate it or remove it")
     return levels
 
 
 def _load_bird(path: Path, records: list[dict[str, Any]], db_root: Path | None) -> Dataset:
     _check_fields(records, path, Benchmark.BIRD)
     examples = tuple(
-        Example(key=str(r["question_id"]), index=i, db_id=r["db_id"], question=r["question"],
-                gold_sql=r["SQL"], evidence=(r.get("evidence") or None),
-                difficulty=r.get("difficulty") or None)
+        Example(
+            key=str(r["question_id"]),
+            index=i,
+            db_id=r["db_id"],
+            question=r["question"],
+            gold_sql=r["SQL"],
+            evidence=(r.get("evidence") or None),
+            difficulty=r.get("difficulty") or None,
+        )
         for i, r in enumerate(records)
     )
     if db_root is None:
         found = [path.parent / name for name in BIRD_DB_FOLDERS if (path.parent / name).is_dir()]
         if not found:
-            raise ConfigError(f"{path.parent}: no database folder ({', '.join(BIRD_DB_FOLDERS)}) next "
-                              "to the questions; pass --db-root with the folder holding <db_id>/<db_id>.sqlite")
+            raise ConfigError(
+                f"{path.parent}: no database folder ({', '.join(BIRD_DB_FOLDERS)}) next "
+                "to the questions; pass --db-root with the folder holding <db_id>/<db_id>.sqlite"
+            )
         db_root = found[0]
     return Dataset(Benchmark.BIRD, path, db_root, examples)
 
@@ -247,8 +285,13 @@ def _load_kaggledbqa(source: Path, db_root: Path | None, split: str) -> Dataset:
         records = _read_records(file)
         _check_fields(records, file, Benchmark.KAGGLEDBQA)
         examples += [
-            Example(key=f"{file.stem}/{i}", index=len(examples) + i, db_id=r["db_id"],
-                    question=r["question"], gold_sql=r["query"])
+            Example(
+                key=f"{file.stem}/{i}",
+                index=len(examples) + i,
+                db_id=r["db_id"],
+                question=r["question"],
+                gold_sql=r["query"],
+            )
             for i, r in enumerate(records)
         ]
     return Dataset(Benchmark.KAGGLEDBQA, source, db_root or folder / "databases", tuple(examples))

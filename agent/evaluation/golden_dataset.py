@@ -13,15 +13,17 @@ from ..golden_file import read_golden
 from .datasets import Benchmark, Dataset, Example
 
 
-def load_golden(path: Path, databases: Mapping[str, Path],
-                report: Callable[[str], None] | None = None) -> Dataset:
+def load_golden(
+    path: Path, databases: Mapping[str, Path], report: Callable[[str], None] | None = None
+) -> Dataset:
     """The golden file as a dataset; `databases` maps the aliases given with --db to files."""
     every = read_golden(path)
     entries = [e for e in every if not e.params]
     if len(entries) < len(every):
         (report or (lambda line: print(f"sqale-agent eval: {line}", file=sys.stderr)))(
             f"{path}: {len(every) - len(entries)} of its entries are templates (with params), left out: a "
-            "template is no question to ask; eval measures the model on plain questions")
+            "template is no question to ask; eval measures the model on plain questions"
+        )
     if not entries:
         raise ConfigError(f"{path}: no questions in it; add some with `sqale-agent golden add`")
     paths: dict[str, Path] = {}
@@ -31,15 +33,24 @@ def load_golden(path: Path, databases: Mapping[str, Path],
         if entry.database in databases:
             paths[entry.database] = databases[entry.database]
             continue
-        candidate = (path.parent / Path(entry.database).expanduser())
+        candidate = path.parent / Path(entry.database).expanduser()
         if not candidate.is_file():
             raise ConfigError(
                 f"{path}: question {number} names database {entry.database!r}, which is neither "
                 f"a --db alias ({', '.join(databases) or 'none given'}) nor a file next to the "
-                f"question file; pass --db {entry.database}=PATH")
+                f"question file; pass --db {entry.database}=PATH"
+            )
         paths[entry.database] = candidate
     examples = tuple(
-        Example(key=str(i), index=i, db_id=e.database, question=e.question, gold_sql=e.sql,
-                evidence=e.evidence or None, tags=e.tags)
-        for i, e in enumerate(entries))
+        Example(
+            key=str(i),
+            index=i,
+            db_id=e.database,
+            question=e.question,
+            gold_sql=e.sql,
+            evidence=e.evidence or None,
+            tags=e.tags,
+        )
+        for i, e in enumerate(entries)
+    )
     return Dataset(Benchmark.GOLDEN, path, path.parent, examples, db_paths=paths)

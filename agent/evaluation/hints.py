@@ -44,7 +44,9 @@ class HintSource:
         library = self._libraries.get(db_id)
         if library is None:
             library = self._libraries[db_id] = VerifiedLibrary(
-                self.path, db_id, shared_with=self._names, report=self._report)
-        consulted = await consult(library, database, question, None, settings=EpisodeSettings(),
-                                  use_exact=False, leave_out_same=True)
+                self.path, db_id, shared_with=self._names, report=self._report
+            )
+        consulted = await consult(
+            library, database, question, None, settings=EpisodeSettings(), use_exact=False, leave_out_same=True
+        )
         return Hinted(consulted.hints(), tuple(e.question for e in consulted.hinted()))

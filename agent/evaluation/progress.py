@@ -38,8 +38,9 @@ def format_duration(seconds: float) -> str:
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
-def format_progress(*, done: int, total: int, scored: int, correct: int, single: float,
-                    samples: int, rate: float, eta: float) -> str:
+def format_progress(
+    *, done: int, total: int, scored: int, correct: int, single: float, samples: int, rate: float, eta: float
+) -> str:
     """One progress line; `single` is the summed per-question single-sample accuracy."""
     width = len(str(total))
     parts = [f"[{done:>{width}}/{total}]"]
@@ -58,8 +59,15 @@ def format_progress(*, done: int, total: int, scored: int, correct: int, single:
 class ProgressLine:
     """Rewrites one line on a terminal; prints a line every few percent otherwise."""
 
-    def __init__(self, total: int, samples: int, stream: TextIO, *, tty: bool,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        total: int,
+        samples: int,
+        stream: TextIO,
+        *,
+        tty: bool,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.total = total
         self.samples = samples
         self.stream = stream
@@ -99,8 +107,15 @@ class ProgressLine:
         elapsed = self.clock() - self.started
         rate = self.new / elapsed if elapsed > 0 else 0.0
         eta = (self.total - self.done) / rate if rate > 0 else math.inf
-        line = format_progress(done=self.done, total=self.total, scored=self.scored,
-                               correct=self.correct, single=self.single, samples=self.samples,
-                               rate=rate, eta=eta)
+        line = format_progress(
+            done=self.done,
+            total=self.total,
+            scored=self.scored,
+            correct=self.correct,
+            single=self.single,
+            samples=self.samples,
+            rate=rate,
+            eta=eta,
+        )
         self.stream.write(f"\r{line}\x1b[K" if self.tty else line + "\n")
         self.stream.flush()

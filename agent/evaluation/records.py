@@ -217,15 +217,29 @@ def trace_of(result: EpisodeResult, kind: TraceKind) -> list[RoundTrace] | None:
         return None
     return [
         RoundTrace(
-            index=r.index, final=r.final, completion=r.completion,
-            calls=[CallTrace(tool=c.call.tool, args=dict(c.call.args), ok=c.ok, duplicate=c.duplicate,
-                             seconds=c.seconds, tables=sorted(c.tables),
-                             text=c.text if kind == TraceKind.FULL else None)
-                   for c in r.calls],
-            notes=list(r.notes), prompt_tokens=r.prompt_tokens,
-            completion_tokens=r.completion_tokens, finish_reason=r.finish_reason,
-            model_seconds=r.model_seconds, tool_seconds=r.tool_seconds,
-            cached_tokens=r.cached_tokens, replica=r.replica,
+            index=r.index,
+            final=r.final,
+            completion=r.completion,
+            calls=[
+                CallTrace(
+                    tool=c.call.tool,
+                    args=dict(c.call.args),
+                    ok=c.ok,
+                    duplicate=c.duplicate,
+                    seconds=c.seconds,
+                    tables=sorted(c.tables),
+                    text=c.text if kind == TraceKind.FULL else None,
+                )
+                for c in r.calls
+            ],
+            notes=list(r.notes),
+            prompt_tokens=r.prompt_tokens,
+            completion_tokens=r.completion_tokens,
+            finish_reason=r.finish_reason,
+            model_seconds=r.model_seconds,
+            tool_seconds=r.tool_seconds,
+            cached_tokens=r.cached_tokens,
+            replica=r.replica,
         )
         for r in result.rounds
     ]
@@ -262,8 +276,10 @@ def read_records(path: Path, *, traces: bool = False) -> dict[str, QuestionRecor
         try:
             record = QuestionRecord.model_validate_json(line)
         except ValidationError as exc:
-            raise ConfigError(f"{path}: line {number} is not a result record of this tool "
-                              f"({describe_mismatch(exc)}); give another --out") from exc
+            raise ConfigError(
+                f"{path}: line {number} is not a result record of this tool "
+                f"({describe_mismatch(exc)}); give another --out"
+            ) from exc
         records[record.key] = record if traces else without_trace(record)
     return records
 
@@ -309,8 +325,9 @@ def drop_torn_tail(path: Path) -> None:
             fh.truncate(keep)
 
 
-def check_compatible(records: Iterable[QuestionRecord], *, benchmark: str, model: str,
-                     samples: int, path: Path) -> None:
+def check_compatible(
+    records: Iterable[QuestionRecord], *, benchmark: str, model: str, samples: int, path: Path
+) -> None:
     """Refuse to resume a file written for another benchmark, model or sample count."""
     for record in records:
         theirs = (record.benchmark, record.model, len(record.samples))

@@ -75,23 +75,35 @@ class EvalSettings:
             raise ConfigError("--query-timeout must be above 0 and --max-result-rows at least 1")
 
 
-def run_info(settings: EvalSettings, *, backend: str | None = None,
-             extra: dict[str, str | int | float | bool | None] | None = None) -> RunInfo:
+def run_info(
+    settings: EvalSettings,
+    *,
+    backend: str | None = None,
+    extra: dict[str, str | int | float | bool | None] | None = None,
+) -> RunInfo:
     """What each results line records about the run: the time now, the backend and the settings."""
     episode = settings.episode
     described: dict[str, str | int | float | bool | None] = {
-        "samples": settings.samples, "seed": settings.seed, "concurrency": settings.concurrency,
+        "samples": settings.samples,
+        "seed": settings.seed,
+        "concurrency": settings.concurrency,
         "runtime_slots": settings.runtime_slots,
-        "scoring_timeout": settings.limits.timeout, "max_result_rows": settings.limits.max_rows,
-        "tool_query_timeout": settings.tool_query_timeout, "trace": settings.trace.value,
-        "environment": episode.environment.value, "max_tool_turns": episode.max_tool_turns,
+        "scoring_timeout": settings.limits.timeout,
+        "max_result_rows": settings.limits.max_rows,
+        "tool_query_timeout": settings.tool_query_timeout,
+        "trace": settings.trace.value,
+        "environment": episode.environment.value,
+        "max_tool_turns": episode.max_tool_turns,
         "token_budget": episode.token_budget,
         # Every sampling field but the seed (each sample's is seed + k): a new field is recorded too.
         **{name: value for name, value in asdict(settings.sampling).items() if name != "seed"},
         "verified_hints": settings.verified_hints.name if settings.verified_hints else "off",
     }
-    return RunInfo(started=datetime.now(UTC).isoformat(timespec="seconds"), backend=backend,
-                   settings={**described, **(extra or {})})
+    return RunInfo(
+        started=datetime.now(UTC).isoformat(timespec="seconds"),
+        backend=backend,
+        settings={**described, **(extra or {})},
+    )
 
 
 @dataclass(frozen=True)
@@ -120,18 +132,32 @@ class BackendHealth:
         self.consecutive += 1
         fatal = isinstance(error, ModelNotFound | BackendAuthError)
         if self.reason is None and (fatal or self.consecutive >= self.max_consecutive):
-            why = "the backend refused the model or our credentials" if fatal else (
-                f"{self.consecutive} episodes in a row failed in the model backend")
-            self.reason = (f"stopped early: {why}: {sentence(str(error))} Questions in flight were not "
-                           "recorded; fix the backend and rerun with --resume to continue")
+            why = (
+                "the backend refused the model or our credentials"
+                if fatal
+                else (f"{self.consecutive} episodes in a row failed in the model backend")
+            )
+            self.reason = (
+                f"stopped early: {why}: {sentence(str(error))} Questions in flight were not "
+                "recorded; fix the backend and rerun with --resume to continue"
+            )
         return self.reason is not None
 
 
-async def evaluate(dataset: Dataset, selection: Selection, backend_factory: BackendFactory, *,
-                   model: str, out_path: Path, resume: bool = False,
-                   settings: EvalSettings = EvalSettings(), episode_fn: EpisodeFn | None = None,
-                   prompts: PromptSet | None = None,
-                   progress: ProgressSink | None = None, run: RunInfo | None = None) -> RunResult:
+async def evaluate(
+    dataset: Dataset,
+    selection: Selection,
+    backend_factory: BackendFactory,
+    *,
+    model: str,
+    out_path: Path,
+    resume: bool = False,
+    settings: EvalSettings = EvalSettings(),
+    episode_fn: EpisodeFn | None = None,
+    prompts: PromptSet | None = None,
+    progress: ProgressSink | None = None,
+    run: RunInfo | None = None,
+) -> RunResult:
     """Evaluate the selection, appending one line per question to `out_path` as each finishes.
 
     `run` is recorded on every new line (default: `run_info(settings)`).
@@ -140,8 +166,11 @@ async def evaluate(dataset: Dataset, selection: Selection, backend_factory: Back
     run = run if run is not None else run_info(settings)
     earlier = _earlier_records(out_path, resume, dataset, model, settings.samples)
     # Lines whose samples hit a backend failure are run again: the model never got its chance.
-    done = {e.key: earlier[e.key] for e in selection.examples
-            if e.key in earlier and not earlier[e.key].backend_failed}
+    done = {
+        e.key: earlier[e.key]
+        for e in selection.examples
+        if e.key in earlier and not earlier[e.key].backend_failed
+    }
     todo = [e for e in selection.examples if e.key not in done]
     if progress is not None:
         progress.add_resumed(done.values())
@@ -149,8 +178,7 @@ async def evaluate(dataset: Dataset, selection: Selection, backend_factory: Back
         from ..loop import run_episode  # the loop imports the tools; load it only when running
 
         episode_fn = run_episode
-    engine = WorkerPool(WorkerLimits(workers=settings.concurrency,
-                                      query_timeout=settings.tool_query_timeout))
+    engine = WorkerPool(WorkerLimits(workers=settings.concurrency, query_timeout=settings.tool_query_timeout))
     seeds = sample_seeds(settings.samples, settings.seed)
     backends: list[ModelBackend] = []
     health = BackendHealth(settings.max_backend_failures)
@@ -161,16 +189,25 @@ async def evaluate(dataset: Dataset, selection: Selection, backend_factory: Back
             backends.append(backend_factory(replace(settings.sampling, seed=seed)))
         databases = _Databases(dataset, engine)
         async with _single_errors(), anyio.create_task_group() as tg:
+
             def on_episode(error: BackendError | None) -> None:
                 if health.record(error):
                     tg.cancel_scope.cancel()
 
             ctx = QuestionContext(
-                benchmark=dataset.benchmark, model=model, backends=tuple(backends), seeds=seeds,
-                episode_fn=episode_fn, episode_settings=settings.episode, prompts=prompts,
-                limits=settings.limits, trace=settings.trace,
+                benchmark=dataset.benchmark,
+                model=model,
+                backends=tuple(backends),
+                seeds=seeds,
+                episode_fn=episode_fn,
+                episode_settings=settings.episode,
+                prompts=prompts,
+                limits=settings.limits,
+                trace=settings.trace,
                 episode_slots=anyio.CapacityLimiter(settings.runtime_slots or settings.concurrency),
-                on_episode=on_episode, early_stop=settings.early_stop, run=run,
+                on_episode=on_episode,
+                early_stop=settings.early_stop,
+                run=run,
                 hints=HintSource(settings.verified_hints) if settings.verified_hints else None,
                 trace_content=settings.trace_content,
             )
@@ -185,13 +222,19 @@ async def evaluate(dataset: Dataset, selection: Selection, backend_factory: Back
     if health.reason is not None:
         raise EvaluationAborted(health.reason)
     records = sorted([*done.values(), *new], key=lambda r: r.index)
-    return RunResult(tuple(records), resumed=len(done), ran=len(new),
-                     seconds=time.monotonic() - started)
+    return RunResult(tuple(records), resumed=len(done), ran=len(new), seconds=time.monotonic() - started)
 
 
-async def _schedule(tg: anyio.abc.TaskGroup, todo: Sequence[Example], databases: _Databases,
-                    ctx: QuestionContext, concurrency: int, out_path: Path,
-                    new: list[QuestionRecord], progress: ProgressSink | None) -> None:
+async def _schedule(
+    tg: anyio.abc.TaskGroup,
+    todo: Sequence[Example],
+    databases: _Databases,
+    ctx: QuestionContext,
+    concurrency: int,
+    out_path: Path,
+    new: list[QuestionRecord],
+    progress: ProgressSink | None,
+) -> None:
     """Start questions in dataset order, at most `concurrency` at once; write each when it ends."""
     slots = anyio.Semaphore(concurrency)
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -261,15 +304,18 @@ class _Databases:
         return db
 
 
-def _earlier_records(out_path: Path, resume: bool, dataset: Dataset, model: str,
-                     samples: int) -> dict[str, QuestionRecord]:
+def _earlier_records(
+    out_path: Path, resume: bool, dataset: Dataset, model: str, samples: int
+) -> dict[str, QuestionRecord]:
     if not resume:
         if out_path.exists() and out_path.stat().st_size > 0:
-            raise ConfigError(f"{out_path} already holds results; pass --resume to continue that run "
-                              "or give another --out")
+            raise ConfigError(
+                f"{out_path} already holds results; pass --resume to continue that run or give another --out"
+            )
         return {}
     drop_torn_tail(out_path)
     earlier = read_records(out_path)
-    check_compatible(earlier.values(), benchmark=dataset.benchmark.value, model=model,
-                     samples=samples, path=out_path)
+    check_compatible(
+        earlier.values(), benchmark=dataset.benchmark.value, model=model, samples=samples, path=out_path
+    )
     return earlier

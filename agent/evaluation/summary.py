@@ -92,8 +92,16 @@ class Summary(_Model):
     asking: Asking | None = None  # with K > 1: what asking a person could have done when samples disagreed
 
 
-def summarize(records: Sequence[QuestionRecord], *, benchmark: str, model: str, samples: int,
-              selected: int, missing_db_ids: Sequence[str] = (), missing_db: int = 0) -> Summary:
+def summarize(
+    records: Sequence[QuestionRecord],
+    *,
+    benchmark: str,
+    model: str,
+    samples: int,
+    selected: int,
+    missing_db_ids: Sequence[str] = (),
+    missing_db: int = 0,
+) -> Summary:
     """Aggregate the records of one selection (any order) into the summary."""
     ordered = sorted(records, key=lambda r: r.index)
     scored = [r for r in ordered if not r.gold_error]
@@ -101,21 +109,33 @@ def summarize(records: Sequence[QuestionRecord], *, benchmark: str, model: str, 
     ran = [s for s in episodes if s.status not in (BACKEND_ERROR_STATUS, CANCELLED_STATUS)]
     backend_failed = sum(s.status == BACKEND_ERROR_STATUS for s in episodes)
     levels = sorted({lv for r in scored for lv in record_levels(r)}, key=_difficulty_rank)
-    agreement_levels = sorted({level for r in scored if (level := agreement_level(r)) is not None},
-                              key=agreement_rank)
+    agreement_levels = sorted(
+        {level for r in scored if (level := agreement_level(r)) is not None}, key=agreement_rank
+    )
     return Summary(
-        benchmark=benchmark, model=model, samples=samples, environment=_environment(ordered),
-        questions=QuestionCounts(selected=selected, missing_db=missing_db,
-                                 missing_db_ids=list(missing_db_ids), evaluated=len(ordered),
-                                 gold_errors=len(ordered) - len(scored), scored=len(scored)),
+        benchmark=benchmark,
+        model=model,
+        samples=samples,
+        environment=_environment(ordered),
+        questions=QuestionCounts(
+            selected=selected,
+            missing_db=missing_db,
+            missing_db_ids=list(missing_db_ids),
+            evaluated=len(ordered),
+            gold_errors=len(ordered) - len(scored),
+            scored=len(scored),
+        ),
         accuracy=_accuracy(scored),
         by_difficulty={lv: _accuracy([r for r in scored if lv in record_levels(r)]) for lv in levels},
-        by_database={db: _accuracy([r for r in scored if r.db_id == db])
-                     for db in sorted({r.db_id for r in scored})},
-        by_agreement={level: _accuracy([r for r in scored if agreement_level(r) == level])
-                      for level in agreement_levels},
+        by_database={
+            db: _accuracy([r for r in scored if r.db_id == db]) for db in sorted({r.db_id for r in scored})
+        },
+        by_agreement={
+            level: _accuracy([r for r in scored if agreement_level(r) == level]) for level in agreement_levels
+        },
         episodes=EpisodeStats(
-            total=len(episodes), by_status=_counts(s.status for s in episodes),
+            total=len(episodes),
+            by_status=_counts(s.status for s in episodes),
             outcomes=_counts(s.outcome.value for s in episodes),
             mean_rounds=_mean([s.rounds for s in ran]),
             mean_tool_calls=_mean([s.tool_calls for s in ran]),
@@ -142,8 +162,14 @@ def asking(scored: Sequence[QuestionRecord]) -> Asking:
     vote = sum(bool(r.correct) for r in asked)
     missed = sum(bool(r.any_correct) and r.choice is not None and r.choice.right is None for r in asked)
     n = len(asked)
-    return Asking(questions=n, right_offered=offered, vote_right=vote, right_not_offered=missed,
-                  offered=offered / n if n else None, vote=vote / n if n else None)
+    return Asking(
+        questions=n,
+        right_offered=offered,
+        vote_right=vote,
+        right_not_offered=missed,
+        offered=offered / n if n else None,
+        vote=vote / n if n else None,
+    )
 
 
 NO_SQL_RAN = "no SQL ran"
@@ -170,8 +196,11 @@ def agreement_rank(level: str) -> tuple[int, str]:
 
 
 def _environment(records: Sequence[QuestionRecord]) -> str | None:
-    seen = dict.fromkeys(str(r.run.settings["environment"]) for r in records
-                         if r.run is not None and "environment" in r.run.settings)
+    seen = dict.fromkeys(
+        str(r.run.settings["environment"])
+        for r in records
+        if r.run is not None and "environment" in r.run.settings
+    )
     return " / ".join(seen) or None
 
 
@@ -190,13 +219,15 @@ def render_summary(summary: Summary) -> str:
     """The console table."""
     q, ep = summary.questions, summary.episodes
     multi = summary.samples > 1
-    lines = [f"{summary.benchmark} · model {summary.model} · "
-             f"{plural(summary.samples, 'sample')} per question"]
-    lines.append(f"questions: {q.selected} selected, {q.evaluated} evaluated, "
-                 f"{q.gold_errors} gold errors, {q.scored} scored")
+    lines = [f"{summary.benchmark} · model {summary.model} · {plural(summary.samples, 'sample')} per question"]
+    lines.append(
+        f"questions: {q.selected} selected, {q.evaluated} evaluated, "
+        f"{q.gold_errors} gold errors, {q.scored} scored"
+    )
     if q.missing_db:
-        lines.append(f"left out: {q.missing_db} questions whose database is missing "
-                     f"({', '.join(q.missing_db_ids)})")
+        lines.append(
+            f"left out: {q.missing_db} questions whose database is missing ({', '.join(q.missing_db_ids)})"
+        )
     if summary.gold_errors:
         lines.append("gold errors: " + _pairs(summary.gold_errors))
     header = ["", "n", "voted EX", "single", f"any of {summary.samples}"] if multi else ["", "n", "EX"]
@@ -205,8 +236,12 @@ def render_summary(summary: Summary) -> str:
         table += [_row(level, acc, multi) for level, acc in summary.by_difficulty.items()]
     lines += ["", *_align(table)]
     if summary.by_database:
-        lines += ["", *_align([["database", *header[1:]],
-                               *(_row(db, acc, multi) for db, acc in summary.by_database.items())])]
+        lines += [
+            "",
+            *_align(
+                [["database", *header[1:]], *(_row(db, acc, multi) for db, acc in summary.by_database.items())]
+            ),
+        ]
     lines += [
         "",
         f"episodes: {ep.total} ({_pairs(ep.by_status)})" if ep.total else "episodes: 0",
@@ -218,21 +253,29 @@ def render_summary(summary: Summary) -> str:
     ]
     if summary.asking is not None and summary.asking.questions:
         a = summary.asking
-        lines.append(f"samples disagreed on {a.questions} of {q.scored} questions (a person would be asked): "
-                     f"the right answer was among the options on {a.right_offered} ({_pct(a.offered)}), the "
-                     f"vote's answer was right on {a.vote_right} ({_pct(a.vote)})")
+        lines.append(
+            f"samples disagreed on {a.questions} of {q.scored} questions (a person would be asked): "
+            f"the right answer was among the options on {a.right_offered} ({_pct(a.offered)}), the "
+            f"vote's answer was right on {a.vote_right} ({_pct(a.vote)})"
+        )
     if summary.backend_failures:
-        lines.append(f"backend failures: {summary.backend_failures} episodes counted wrong; rerun "
-                     "with --resume to retry them")
+        lines.append(
+            f"backend failures: {summary.backend_failures} episodes counted wrong; rerun "
+            "with --resume to retry them"
+        )
     return "\n".join(lines) + "\n"
 
 
 def _accuracy(records: Sequence[QuestionRecord]) -> Accuracy:
     n = len(records)
     correct = sum(bool(r.correct) for r in records)
-    return Accuracy(questions=n, correct=correct, ex=correct / n if n else None,
-                    single=_mean([r.single_correct or 0.0 for r in records]),
-                    any=_mean([float(bool(r.any_correct)) for r in records]))
+    return Accuracy(
+        questions=n,
+        correct=correct,
+        ex=correct / n if n else None,
+        single=_mean([r.single_correct or 0.0 for r in records]),
+        any=_mean([float(bool(r.any_correct)) for r in records]),
+    )
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -255,9 +298,13 @@ def _row(label: str, acc: Accuracy, multi: bool) -> list[str]:
 
 def _align(rows: list[list[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                      for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
-            for row in rows]
+    return [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
 
 
 def _pairs(counts: dict[str, int]) -> str:

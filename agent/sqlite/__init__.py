@@ -104,8 +104,9 @@ def create_database(target: Path, script: str) -> Path:
     return target
 
 
-def _statement_span(operation: str | None, namespace: str,
-                    sql: str | None) -> AbstractContextManager[StatementTrace | Untraced]:
+def _statement_span(
+    operation: str | None, namespace: str, sql: str | None
+) -> AbstractContextManager[StatementTrace | Untraced]:
     """The span of one worker request (None: the schema read), from agent/telemetry/gate.py,
     imported when first used: the worker processes import this package and need no telemetry."""
     from ..telemetry.gate import SCHEMA_READ, statement_span
@@ -114,8 +115,13 @@ def _statement_span(operation: str | None, namespace: str,
 
 
 def _finished(traced: StatementTrace | Untraced, result: QueryResult) -> None:
-    traced.finished(status=result.status.value, returned=len(result.rows), total=result.total_rows,
-                    cut=result.truncated or result.cut_to_fit, seconds=result.seconds)
+    traced.finished(
+        status=result.status.value,
+        returned=len(result.rows),
+        total=result.total_rows,
+        cut=result.truncated or result.cut_to_fit,
+        seconds=result.seconds,
+    )
 
 
 class Database:
@@ -200,18 +206,33 @@ class Database:
                 with _statement_span(None, self.path.name, None) as traced:
                     result = self.workers.run(SchemaRequest(str(self.path), timeout, self._hide))
                     if isinstance(result, QueryResult):  # the schema read itself was killed
-                        traced.finished(status=result.status.value, returned=0, total=0, cut=False,
-                                        seconds=result.seconds)
+                        traced.finished(
+                            status=result.status.value, returned=0, total=0, cut=False, seconds=result.seconds
+                        )
                         raise DatabasePathError(f"{self.path}: reading the schema failed: {result.error}")
-                    traced.finished(status="ok", returned=len(result.tables), total=len(result.tables),
-                                    cut=False, seconds=0.0)
+                    traced.finished(
+                        status="ok",
+                        returned=len(result.tables),
+                        total=len(result.tables),
+                        cut=False,
+                        seconds=0.0,
+                    )
                 self._schema = (result, sig)
             return self._schema[0]
 
-    def query(self, sql: str, *, max_rows: int, cell_limit: int | None = None,
-              count_cap: int | None = None, timeout: float | None = None,
-              cancel: CancelToken | None = None, byte_budget: int | None = None,
-              reads: bool = True, params: Mapping[str, SqlValue] | None = None) -> QueryResult:
+    def query(
+        self,
+        sql: str,
+        *,
+        max_rows: int,
+        cell_limit: int | None = None,
+        count_cap: int | None = None,
+        timeout: float | None = None,
+        cancel: CancelToken | None = None,
+        byte_budget: int | None = None,
+        reads: bool = True,
+        params: Mapping[str, SqlValue] | None = None,
+    ) -> QueryResult:
         """Run one read-only statement; every failure comes back as a QueryResult value.
 
         With `byte_budget`, the worker cuts cells, columns and rows so the rows weigh at most
@@ -222,22 +243,44 @@ class Database:
         bound to the statement's named parameters (`:month`) by SQLite in the worker, never
         spliced into its text.
         """
-        request = self._request(sql, max_rows=max_rows, cell_limit=cell_limit, count_cap=count_cap,
-                                timeout=timeout, byte_budget=byte_budget, reads=reads, params=params)
+        request = self._request(
+            sql,
+            max_rows=max_rows,
+            cell_limit=cell_limit,
+            count_cap=count_cap,
+            timeout=timeout,
+            byte_budget=byte_budget,
+            reads=reads,
+            params=params,
+        )
         with _statement_span(first_keyword(sql).upper(), self.path.name, sql) as traced:
             result = self.workers.run(request, cancel)
             _finished(traced, result)
         return result
 
-    def _request(self, sql: str, *, max_rows: int, cell_limit: int | None, count_cap: int | None,
-                 timeout: float | None, byte_budget: int | None, reads: bool,
-                 params: Mapping[str, SqlValue] | None) -> QueryRequest:
+    def _request(
+        self,
+        sql: str,
+        *,
+        max_rows: int,
+        cell_limit: int | None,
+        count_cap: int | None,
+        timeout: float | None,
+        byte_budget: int | None,
+        reads: bool,
+        params: Mapping[str, SqlValue] | None,
+    ) -> QueryRequest:
         return QueryRequest(
-            path=str(self.path), sql=sql, max_rows=max(0, max_rows),
+            path=str(self.path),
+            sql=sql,
+            max_rows=max(0, max_rows),
             count_cap=self.limits.count_cap if count_cap is None else count_cap,
             cell_limit=cell_limit,
-            timeout=self.limits.query_timeout if timeout is None else timeout, hide=self._hide,
-            byte_budget=byte_budget, reads=reads, params=tuple((params or {}).items()),
+            timeout=self.limits.query_timeout if timeout is None else timeout,
+            hide=self._hide,
+            byte_budget=byte_budget,
+            reads=reads,
+            params=tuple((params or {}).items()),
         )
 
     async def aschema(self) -> Schema:
@@ -249,14 +292,30 @@ class Database:
             return cached[0]
         return await anyio.to_thread.run_sync(self.schema)
 
-    async def aquery(self, sql: str, *, max_rows: int, cell_limit: int | None = None,
-                     count_cap: int | None = None, timeout: float | None = None,
-                     byte_budget: int | None = None, reads: bool = True,
-                     params: Mapping[str, SqlValue] | None = None) -> QueryResult:
+    async def aquery(
+        self,
+        sql: str,
+        *,
+        max_rows: int,
+        cell_limit: int | None = None,
+        count_cap: int | None = None,
+        timeout: float | None = None,
+        byte_budget: int | None = None,
+        reads: bool = True,
+        params: Mapping[str, SqlValue] | None = None,
+    ) -> QueryResult:
         """`query()` without blocking the event loop (the worker's reply is awaited on it when a
         worker is free: WorkerPool.arun); cancelling the caller interrupts the query."""
-        request = self._request(sql, max_rows=max_rows, cell_limit=cell_limit, count_cap=count_cap,
-                                timeout=timeout, byte_budget=byte_budget, reads=reads, params=params)
+        request = self._request(
+            sql,
+            max_rows=max_rows,
+            cell_limit=cell_limit,
+            count_cap=count_cap,
+            timeout=timeout,
+            byte_budget=byte_budget,
+            reads=reads,
+            params=params,
+        )
         with _statement_span(first_keyword(sql).upper(), self.path.name, sql) as traced:
             result = await self.workers.arun(request, CancelToken())
             _finished(traced, result)

@@ -15,19 +15,52 @@ from ._sql_names import cte_names
 # their argument; every other pragma is allowed only without an argument, because an
 # argument to e.g. `user_version` or `journal_mode` would set it.
 _PRAGMAS_WITH_NAME_ARG = frozenset(
-    {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo",
-     "foreign_key_list", "foreign_key_check", "table_list"}
+    {
+        "table_info",
+        "table_xinfo",
+        "index_list",
+        "index_info",
+        "index_xinfo",
+        "foreign_key_list",
+        "foreign_key_check",
+        "table_list",
+    }
 )
 _PRAGMAS_NO_ARG = frozenset(
-    {"collation_list", "function_list", "module_list", "pragma_list", "compile_options",
-     "page_count", "page_size", "freelist_count", "user_version", "schema_version",
-     "application_id", "encoding", "data_version", "table_list", "foreign_key_check",
-     "integrity_check", "quick_check"}
+    {
+        "collation_list",
+        "function_list",
+        "module_list",
+        "pragma_list",
+        "compile_options",
+        "page_count",
+        "page_size",
+        "freelist_count",
+        "user_version",
+        "schema_version",
+        "application_id",
+        "encoding",
+        "data_version",
+        "table_list",
+        "foreign_key_check",
+        "integrity_check",
+        "quick_check",
+    }
 )
 # Functions that reach outside the database or change how SQLite parses input.
 _DENIED_FUNCTIONS = frozenset(
-    {"load_extension", "fts3_tokenizer", "readfile", "writefile", "edit", "fts5",
-     "sqlite_dbpage", "zipfile", "sqlar_compress", "sqlar_uncompress"}
+    {
+        "load_extension",
+        "fts3_tokenizer",
+        "readfile",
+        "writefile",
+        "edit",
+        "fts5",
+        "sqlite_dbpage",
+        "zipfile",
+        "sqlar_compress",
+        "sqlar_uncompress",
+    }
 )
 # Functions that show where a value is stored: the gap between two columns' offsets is the
 # size of a hidden column between them (sqlite_offset exists in builds with OFFSET_SQL_FUNC).
@@ -35,9 +68,7 @@ _LAYOUT_FUNCTIONS = frozenset({"sqlite_offset"})
 # Statements that can only read. Checked before preparing, because a few statements
 # (REINDEX without arguments, for one) never consult the authorizer.
 READING_KEYWORDS = frozenset({"select", "with", "values", "pragma", "explain"})
-_ALWAYS_ALLOWED = frozenset(
-    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
-)
+_ALWAYS_ALLOWED = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE})
 
 # The R*Tree module prepares (never runs) writes to its shadow tables when it connects.
 _RTREE_MODULE = re.compile(r"\bUSING\s+(?:rtree|rtree_i32)\b", re.IGNORECASE)
@@ -78,16 +109,18 @@ class StatementGuard:
         self.pragma_table = False
         self._cte_names = None
 
-    def authorize(self, action: int, arg1: str | None, arg2: str | None,
-                  db_name: str | None, source: str | None) -> int:
+    def authorize(
+        self, action: int, arg1: str | None, arg2: str | None, db_name: str | None, source: str | None
+    ) -> int:
         """SQLite's authorizer callback: SQLITE_OK for what a reading statement may do, else SQLITE_DENY."""
         if self.first_action is None:
             self.first_action = action
         if self.withheld and action == sqlite3.SQLITE_READ and arg1:
             # The schema read a pragma_* table makes when it is first prepared is not the model's.
             implicit = self.pragma_table and arg1 == "sqlite_master" and arg2 == "ROWID"
-            refusal = None if implicit else read_refusal(self.withheld, arg1, arg2, source, self.sql,
-                                                         self._ctes)
+            refusal = (
+                None if implicit else read_refusal(self.withheld, arg1, arg2, source, self.sql, self._ctes)
+            )
             if refusal is not None:
                 return self._hide(refusal)
         if action in _ALWAYS_ALLOWED:
@@ -105,22 +138,31 @@ class StatementGuard:
         if action == sqlite3.SQLITE_PRAGMA:
             name = (arg1 or "").lower()
             if self.withheld and name in hiding.DESCRIBING_PRAGMAS:
-                return self._hide(Refusal(f"PRAGMA {arg1} is not available on this database; "
-                                          f"{hiding.SCHEMA_HINT}"))
+                return self._hide(
+                    Refusal(f"PRAGMA {arg1} is not available on this database; {hiding.SCHEMA_HINT}")
+                )
             if name in _PRAGMAS_WITH_NAME_ARG or (name in _PRAGMAS_NO_ARG and arg2 is None):
                 return sqlite3.SQLITE_OK
             return self._deny(f"PRAGMA {arg1} is not allowed (read-only pragmas only)")
         # Preparing the first SELECT over an eponymous virtual table (pragma_table_info)
         # makes SQLite report an UPDATE of sqlite_master with no trigger or view source.
-        if (action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master" and source is None
-                and self.first_action == sqlite3.SQLITE_SELECT):
+        if (
+            action == sqlite3.SQLITE_UPDATE
+            and arg1 == "sqlite_master"
+            and source is None
+            and self.first_action == sqlite3.SQLITE_SELECT
+        ):
             self.pragma_table = True
             return sqlite3.SQLITE_OK
         # Inside a SELECT, an R*Tree being connected prepares its shadow-table statements;
         # they only run for writes to the R*Tree, which no reading statement can make (and
         # query_only plus the read-only open still refuse any write).
-        if (action in _SHADOW_WRITES and source is None and arg1 in self.rtree_shadow_tables
-                and self.first_action == sqlite3.SQLITE_SELECT):
+        if (
+            action in _SHADOW_WRITES
+            and source is None
+            and arg1 in self.rtree_shadow_tables
+            and self.first_action == sqlite3.SQLITE_SELECT
+        ):
             return sqlite3.SQLITE_OK
         return self._deny("only reading statements (SELECT / WITH) are allowed")
 
@@ -160,7 +202,9 @@ def module_names(conn: sqlite3.Connection) -> frozenset[str] | None:
 
 def rtree_shadow_tables(conn: sqlite3.Connection) -> frozenset[str]:
     """Shadow-table names of the R*Tree virtual tables in the schema."""
-    rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' "
-                        "AND sql LIKE 'CREATE VIRTUAL TABLE%'").fetchall()
-    return frozenset(name + suffix for name, sql in rows if _RTREE_MODULE.search(sql or "")
-                     for suffix in _RTREE_SHADOWS)
+    rows = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'"
+    ).fetchall()
+    return frozenset(
+        name + suffix for name, sql in rows if _RTREE_MODULE.search(sql or "") for suffix in _RTREE_SHADOWS
+    )

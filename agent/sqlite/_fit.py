@@ -81,7 +81,7 @@ class ResultFitter:
             return True
         if self.kept_columns < 0:
             return self._add_first(raw)
-        row = clip_row(raw[:self.kept_columns], self._cell_chars())
+        row = clip_row(raw[: self.kept_columns], self._cell_chars())
         weight = row_weight(row)
         if self.used + weight > self.budget:
             self.rows_cut = True

@@ -35,10 +35,12 @@ IMMUTABLE_WARNING = (
 
 def wal_files_note(names: list[str]) -> str:
     """The warning for -wal/-shm files SQLite created beside a WAL-mode database."""
-    return (f"the database is in WAL mode and opening it created {' and '.join(names)} beside it: "
-            "SQLite's readers need them (they hold no data of ours, the database file itself is "
-            "never written) and may leave them there; to avoid them, switch the database to "
-            "rollback mode once with `PRAGMA journal_mode=DELETE` or serve it from a read-only folder")
+    return (
+        f"the database is in WAL mode and opening it created {' and '.join(names)} beside it: "
+        "SQLite's readers need them (they hold no data of ours, the database file itself is "
+        "never written) and may leave them there; to avoid them, switch the database to "
+        "rollback mode once with `PRAGMA journal_mode=DELETE` or serve it from a read-only folder"
+    )
 
 
 def busy_error(exc: sqlite3.Error) -> bool:
@@ -50,8 +52,10 @@ def busy_error(exc: sqlite3.Error) -> bool:
 
 def busy_text(message: str, busy_timeout_ms: int) -> str:
     """What a statement that met a writer is told: SQLite's words first, then why and what to do."""
-    return (f"{message}: another program is writing to the database and held it for more than "
-            f"{busy_timeout_ms / 1000:g} s; the query itself is fine: run it again in a moment")
+    return (
+        f"{message}: another program is writing to the database and held it for more than "
+        f"{busy_timeout_ms / 1000:g} s; the query itself is fine: run it again in a moment"
+    )
 
 
 @dataclass(frozen=True)
@@ -105,8 +109,11 @@ class GuardedConnection:
 
     def _connect(self, path: Path, settings: GuardSettings, *, immutable: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(
-            database_uri(path, immutable=immutable), uri=True, isolation_level=None,
-            check_same_thread=False, timeout=settings.busy_timeout_ms / 1000,
+            database_uri(path, immutable=immutable),
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=settings.busy_timeout_ms / 1000,
             # A cached statement is not authorized again, so its reads would go unrecorded
             # (tables_read) and it would skip the per-statement guard state.
             cached_statements=0,
@@ -130,10 +137,19 @@ class GuardedConnection:
             raise
         return conn
 
-    def run(self, sql: str, *, max_rows: int, count_cap: int, cell_limit: int | None,
-            timeout: float, byte_budget: int | None = None,
-            hide: hiding.HideRules | None = None, reads: bool = True,
-            params: Mapping[str, SqlValue] | None = None) -> QueryResult:
+    def run(
+        self,
+        sql: str,
+        *,
+        max_rows: int,
+        count_cap: int,
+        cell_limit: int | None,
+        timeout: float,
+        byte_budget: int | None = None,
+        hide: hiding.HideRules | None = None,
+        reads: bool = True,
+        params: Mapping[str, SqlValue] | None = None,
+    ) -> QueryResult:
         """Run one statement; errors come back as values; rows are cut to `byte_budget` here.
 
         With `reads`, what it read is completed from its program (see `_reads`) before it runs;
@@ -148,9 +164,14 @@ class GuardedConnection:
         self.guard.reset(start + timeout, withheld, sql)
         keyword = first_keyword(sql)
         if keyword not in READING_KEYWORDS:
-            return QueryResult(QueryStatus.DENIED, error=(
-                f"not allowed: {keyword.upper() or 'an empty statement'}; only reading "
-                "statements (SELECT / WITH) are allowed"), seconds=time.monotonic() - start)
+            return QueryResult(
+                QueryStatus.DENIED,
+                error=(
+                    f"not allowed: {keyword.upper() or 'an empty statement'}; only reading "
+                    "statements (SELECT / WITH) are allowed"
+                ),
+                seconds=time.monotonic() - start,
+            )
         reads = reads and keyword in _PROGRAM_KEYWORDS
         limits = (max_rows, count_cap, cell_limit, byte_budget)
         bound = params or ()
@@ -165,9 +186,16 @@ class GuardedConnection:
         assert result is not None  # only the twin's own functions are refused
         return result
 
-    def _execute(self, conn: sqlite3.Connection, sql: str, bound: Mapping[str, SqlValue] | tuple[()],
-                 withheld: hiding.Withheld, start: float, limits: tuple[int, int, int | None, int | None],
-                 reads: bool) -> QueryResult | None:
+    def _execute(
+        self,
+        conn: sqlite3.Connection,
+        sql: str,
+        bound: Mapping[str, SqlValue] | tuple[()],
+        withheld: hiding.Withheld,
+        start: float,
+        limits: tuple[int, int, int | None, int | None],
+        reads: bool,
+    ) -> QueryResult | None:
         """Run `sql` on `conn` (this connection, or its twin with checked formats; None when SQLite
         refused the twin's functions where the schema calls them)."""
         max_rows, count_cap, cell_limit, byte_budget = limits
@@ -177,8 +205,7 @@ class GuardedConnection:
             self._formats[1].overflowed = None
         try:
             cursor = conn.execute(sql, bound)
-            fitter = ResultFitter(tuple(d[0] for d in cursor.description or ()), cell_limit,
-                                  byte_budget)
+            fitter = ResultFitter(tuple(d[0] for d in cursor.description or ()), cell_limit, byte_budget)
             total, lower_bound = self._collect(cursor, fitter, max_rows, count_cap)
             cursor.close()
         except sqlite3.Error as exc:
@@ -186,27 +213,49 @@ class GuardedConnection:
                 return None
             return self._error_result(exc, start)
         except UnicodeEncodeError as exc:  # a lone surrogate: not text SQLite can be given
-            return QueryResult(QueryStatus.SQL_ERROR, error=(
-                f"the SQL has an invalid character ({exc.object[exc.start]!r} at position "
-                f"{exc.start}); remove it"), seconds=time.monotonic() - start)
+            return QueryResult(
+                QueryStatus.SQL_ERROR,
+                error=(
+                    f"the SQL has an invalid character ({exc.object[exc.start]!r} at position "
+                    f"{exc.start}); remove it"
+                ),
+                seconds=time.monotonic() - start,
+            )
         except MemoryError:
-            return QueryResult(QueryStatus.SQL_ERROR, error="out of memory: the query needs "
-                               "more memory than the worker may use; aggregate or add LIMIT",
-                               seconds=time.monotonic() - start)
+            return QueryResult(
+                QueryStatus.SQL_ERROR,
+                error="out of memory: the query needs "
+                "more memory than the worker may use; aggregate or add LIMIT",
+                seconds=time.monotonic() - start,
+            )
         kept = fitter.kept_columns if fitter.kept_columns >= 0 else len(fitter.columns)
         authorizer_tables = set(self.guard.tables_read)
         if program is not None:  # a CTE only counted is no table read
             authorizer_tables -= self.catalog.unread_counts(
-                counted_names(self.guard.tables_read, self.guard.columns_read), tables)
-        return QueryResult(QueryStatus.OK, fitter.columns[:kept], tuple(fitter.rows), total,
-                           lower_bound, tables_read=merged(tables, authorizer_tables),
-                           columns_read=merged(columns, self.guard.columns_read),
-                           seconds=time.monotonic() - start, columns_cut=fitter.columns_cut,
-                           cells_cut_to=fitter.cells_cut_to, rows_cut=fitter.rows_cut,
-                           byte_budget=byte_budget)
+                counted_names(self.guard.tables_read, self.guard.columns_read), tables
+            )
+        return QueryResult(
+            QueryStatus.OK,
+            fitter.columns[:kept],
+            tuple(fitter.rows),
+            total,
+            lower_bound,
+            tables_read=merged(tables, authorizer_tables),
+            columns_read=merged(columns, self.guard.columns_read),
+            seconds=time.monotonic() - start,
+            columns_cut=fitter.columns_cut,
+            cells_cut_to=fitter.cells_cut_to,
+            rows_cut=fitter.rows_cut,
+            byte_budget=byte_budget,
+        )
 
-    def _program_reads(self, conn: sqlite3.Connection, sql: str, withheld: hiding.Withheld,
-                       bound: Mapping[str, SqlValue] | tuple[()]) -> tuple[set[str], set[Read]] | None:
+    def _program_reads(
+        self,
+        conn: sqlite3.Connection,
+        sql: str,
+        withheld: hiding.Withheld,
+        bound: Mapping[str, SqlValue] | tuple[()],
+    ) -> tuple[set[str], set[Read]] | None:
         """The tables and columns `sql`'s program reads, less anything `withheld` hides (None: not known).
 
         The program is prepared under the same authorizer and rules as the statement itself, so
@@ -226,8 +275,9 @@ class GuardedConnection:
 
         try:
             version = fetch("PRAGMA schema_version", ())[0][0]
-            key = _program_key(sql, bound, conn is self.conn, version,
-                               fetch("PRAGMA data_version", ())[0][0], withheld)
+            key = _program_key(
+                sql, bound, conn is self.conn, version, fetch("PRAGMA data_version", ())[0][0], withheld
+            )
             known = self._programs.get(key)
             if known is not None and self.catalog.version == version:
                 self._programs.move_to_end(key)
@@ -249,8 +299,9 @@ class GuardedConnection:
                 self._programs.popitem(last=False)
         return tables, columns
 
-    def _collect(self, cursor: sqlite3.Cursor, fitter: ResultFitter, max_rows: int,
-                 count_cap: int) -> tuple[int, bool]:
+    def _collect(
+        self, cursor: sqlite3.Cursor, fitter: ResultFitter, max_rows: int, count_cap: int
+    ) -> tuple[int, bool]:
         """Rows into `fitter` while they fit, then a count of the rest; (total, lower bound).
 
         One row at a time: a count over rows of megabytes holds one of them, not a thousand.
@@ -285,18 +336,19 @@ class GuardedConnection:
         if self.guard.denied is not None and self.guard.hidden:
             return _refused(Refusal(self.guard.denied, self.guard.missing), elapsed)
         if self.guard.denied is not None:
-            return QueryResult(QueryStatus.DENIED, error=f"not allowed: {self.guard.denied}",
-                               seconds=elapsed)
+            return QueryResult(QueryStatus.DENIED, error=f"not allowed: {self.guard.denied}", seconds=elapsed)
         if message == "interrupted":
             if self.guard.cancel_flag.value:
                 return QueryResult(QueryStatus.CANCELLED, error="cancelled", seconds=elapsed)
-            return QueryResult(QueryStatus.TIMEOUT, error="interrupted: the query ran past its "
-                               "time limit", seconds=elapsed)
+            return QueryResult(
+                QueryStatus.TIMEOUT, error="interrupted: the query ran past its time limit", seconds=elapsed
+            )
         if isinstance(exc, sqlite3.ProgrammingError) and "one statement" in message:
             message = "only one statement per call is allowed"
         if busy_error(exc):
-            return QueryResult(QueryStatus.BUSY, error=busy_text(message, self.settings.busy_timeout_ms),
-                               seconds=elapsed)
+            return QueryResult(
+                QueryStatus.BUSY, error=busy_text(message, self.settings.busy_timeout_ms), seconds=elapsed
+            )
         return QueryResult(QueryStatus.SQL_ERROR, error=message, seconds=elapsed)
 
     def read_schema(self) -> Schema:
@@ -351,15 +403,24 @@ PROGRAMS_KEPT = 256  # statements whose program reads a connection remembers
 _ProgramKey = tuple[str, tuple[tuple[str, str, SqlValue], ...], bool, int, int, hiding.Withheld]
 
 
-def _program_key(sql: str, bound: Mapping[str, SqlValue] | tuple[()], own_functions: bool,
-                 schema_version: int, data_version: int, withheld: hiding.Withheld) -> _ProgramKey:
+def _program_key(
+    sql: str,
+    bound: Mapping[str, SqlValue] | tuple[()],
+    own_functions: bool,
+    schema_version: int,
+    data_version: int,
+    withheld: hiding.Withheld,
+) -> _ProgramKey:
     """Everything a statement's program reads depends on: its text, the values bound to it (with
     their types: 1 and 1.0 are equal keys in Python), the connection's functions (its own or the
     checked twin's), the schema, the data (statistics from ANALYZE change plans without changing
     the schema version; any commit by another connection changes `PRAGMA data_version`), and
     what the rules withhold. A new file at the path gets a new connection, with nothing remembered."""
-    params = tuple(sorted((name, type(value).__name__, value) for name, value in bound.items())) \
-        if isinstance(bound, Mapping) else ()
+    params = (
+        tuple(sorted((name, type(value).__name__, value) for name, value in bound.items()))
+        if isinstance(bound, Mapping)
+        else ()
+    )
     return (sql, params, own_functions, schema_version, data_version, withheld)
 
 

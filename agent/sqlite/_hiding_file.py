@@ -29,8 +29,9 @@ class StatementGuard(Protocol):
         """Start a statement under `withheld` (nothing hidden when None)."""
 
 
-def resolve_on(conn: sqlite3.Connection, guard: StatementGuard,
-               rules: HideRules) -> tuple[Withheld, HideReport]:
+def resolve_on(
+    conn: sqlite3.Connection, guard: StatementGuard, rules: HideRules
+) -> tuple[Withheld, HideReport]:
     """`rules` resolved on an open connection whose authorizer is `guard` (nothing hidden meanwhile)."""
     guard.reset(float("inf"))
     objects, indexes = read_file_objects(conn, rules.names_columns_of)
@@ -49,16 +50,17 @@ def resolve_on(conn: sqlite3.Connection, guard: StatementGuard,
     return resolve_rules(rules, objects, indexes, reads_hidden)
 
 
-def read_file_objects(conn: sqlite3.Connection, wants_columns: Callable[[str], bool]
-                      ) -> tuple[list[FileObject], list[FileIndex]]:
+def read_file_objects(
+    conn: sqlite3.Connection, wants_columns: Callable[[str], bool]
+) -> tuple[list[FileObject], list[FileIndex]]:
     """Every table, virtual table and view of the file, with its columns when
     `wants_columns(name)` (else None), and every index; SQLite's own tables (sqlite_*) are left
     out: under rules none may be read."""
     rows = conn.execute(
         "SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'view') "
-        "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'").fetchall()
-    virtual = {name.casefold(): name for kind, name, sql in rows
-               if kind == "table" and _is_virtual(sql)}
+        "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+    ).fetchall()
+    virtual = {name.casefold(): name for kind, name, sql in rows if kind == "table" and _is_virtual(sql)}
     shadows = _shadow_tables(conn, virtual)
     too_wide = oversized_views(conn)  # describing one would take SQLite seconds, then fail
     listed = conn.execute("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index'").fetchall()
@@ -86,11 +88,14 @@ def _shadow_tables(conn: sqlite3.Connection, virtual: dict[str, str]) -> dict[st
     never less).
     """
     try:
-        names = [name for (name,) in conn.execute(
-            "SELECT name FROM pragma_table_list WHERE schema = 'main' AND type = 'shadow'")]
+        names = [
+            name
+            for (name,) in conn.execute(
+                "SELECT name FROM pragma_table_list WHERE schema = 'main' AND type = 'shadow'"
+            )
+        ]
     except sqlite3.Error:  # SQLite before 3.37
-        names = [name for (name,) in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")]
+        names = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     owners = {}
     for name in names:
         owner = virtual.get(name.rpartition("_")[0].casefold())
@@ -101,16 +106,27 @@ def _shadow_tables(conn: sqlite3.Connection, virtual: dict[str, str]) -> dict[st
 
 def _columns(conn: sqlite3.Connection, table: str) -> tuple[Column, ...] | None:
     try:
-        rows = conn.execute("SELECT name, type, \"notnull\", dflt_value, pk, hidden "
-                            "FROM pragma_table_xinfo(?)", (table,)).fetchall()
+        rows = conn.execute(
+            'SELECT name, type, "notnull", dflt_value, pk, hidden FROM pragma_table_xinfo(?)', (table,)
+        ).fetchall()
     except sqlite3.Error:  # e.g. a virtual table whose module this SQLite lacks
         return None
-    return tuple(Column(name=r[0], type=r[1] or "", not_null=bool(r[2]), default=r[3],
-                        primary_key=int(r[4]), hidden=bool(r[5])) for r in rows)
+    return tuple(
+        Column(
+            name=r[0],
+            type=r[1] or "",
+            not_null=bool(r[2]),
+            default=r[3],
+            primary_key=int(r[4]),
+            hidden=bool(r[5]),
+        )
+        for r in rows
+    )
 
 
-def _storage_key(conn: sqlite3.Connection, table: str, columns: tuple[Column, ...],
-                 stored_indexes: frozenset[str]) -> tuple[str, ...]:
+def _storage_key(
+    conn: sqlite3.Connection, table: str, columns: tuple[Column, ...], stored_indexes: frozenset[str]
+) -> tuple[str, ...]:
     """The columns `table`'s rows are stored in order of: its rowid alias, or its WITHOUT ROWID key.
 
     A single primary key column with no index of its own is the rowid alias (INTEGER PRIMARY
@@ -130,8 +146,9 @@ def _storage_key(conn: sqlite3.Connection, table: str, columns: tuple[Column, ..
 
 def _index_columns(conn: sqlite3.Connection, index: str) -> tuple[str, ...] | None:
     try:
-        rows = conn.execute("SELECT name FROM pragma_index_xinfo(?) WHERE name IS NOT NULL",
-                            (index,)).fetchall()
+        rows = conn.execute(
+            "SELECT name FROM pragma_index_xinfo(?) WHERE name IS NOT NULL", (index,)
+        ).fetchall()
     except sqlite3.Error:  # unknown, so taken as over a hidden column when its table has one
         return None
     return tuple(name for (name,) in rows)

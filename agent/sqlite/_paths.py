@@ -23,16 +23,17 @@ def check_database_file(resolved: Path) -> None:
     try:
         now = Path(os.path.realpath(resolved))
         if now != resolved:
-            raise NotADatabaseFile(f"{resolved} now resolves to {now} (a symlink was put in its "
-                                   "place); only the file configured at start is served")
+            raise NotADatabaseFile(
+                f"{resolved} now resolves to {now} (a symlink was put in its "
+                "place); only the file configured at start is served"
+            )
         info = os.stat(resolved, follow_symlinks=False)
     except FileNotFoundError as exc:
         raise NotADatabaseFile(f"{resolved}: no such file any more; check the path") from exc
     except OSError as exc:
         raise NotADatabaseFile(f"{resolved}: cannot be checked ({exc.strerror})") from exc
     if not stat.S_ISREG(info.st_mode):
-        raise NotADatabaseFile(f"{resolved}: not a regular file (any more); give the path of a "
-                               ".sqlite file")
+        raise NotADatabaseFile(f"{resolved}: not a regular file (any more); give the path of a .sqlite file")
     try:
         fd = os.open(resolved, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
         try:
@@ -40,11 +41,11 @@ def check_database_file(resolved: Path) -> None:
         finally:
             os.close(fd)
     except OSError as exc:
-        raise NotADatabaseFile(f"{resolved}: cannot be read ({exc.strerror}); check its "
-                               "permissions") from exc
+        raise NotADatabaseFile(f"{resolved}: cannot be read ({exc.strerror}); check its permissions") from exc
     if header != SQLITE_HEADER:
-        raise NotADatabaseFile(f"{resolved}: not an SQLite 3 database (the file does not start "
-                               "with the SQLite header)")
+        raise NotADatabaseFile(
+            f"{resolved}: not an SQLite 3 database (the file does not start with the SQLite header)"
+        )
 
 
 def stat_signature(path: Path) -> tuple[int, ...]:

@@ -53,7 +53,6 @@ class WorkerLimits:
         return max(1, min(self.busy_timeout_ms, int(self.query_timeout * 500)))
 
 
-
 BOOT_SECONDS = 60.0  # a worker that has not started within this is killed
 
 # Run with -P (the current folder is not put on sys.path) and our package root put first
@@ -72,8 +71,10 @@ class _Worker:
     def __init__(self, limits: WorkerLimits) -> None:
         if os.name != "posix":
             # The worker is handed its pipes and the shared cancel page by fd (pass_fds).
-            raise DatabaseWorkerError("the SQLite worker needs a POSIX system: run sqale-mcp on Linux, "
-                                      "macOS or WSL (native Windows is not supported yet)")
+            raise DatabaseWorkerError(
+                "the SQLite worker needs a POSIX system: run sqale-mcp on Linux, "
+                "macOS or WSL (native Windows is not supported yet)"
+            )
         self.limits = limits
         self._next_id = 0
         self.ready = False
@@ -84,9 +85,11 @@ class _Worker:
         cancel_file.flush()
         self._cancel_file = cancel_file
         self.cancel = CancelCell(cancel_file.fileno())
-        settings = GuardSettings(max_sql_length=limits.max_sql_length,
-                                 busy_timeout_ms=limits.busy_wait_ms,
-                                 schema_chars=limits.schema_chars)
+        settings = GuardSettings(
+            max_sql_length=limits.max_sql_length,
+            busy_timeout_ms=limits.busy_wait_ms,
+            schema_chars=limits.schema_chars,
+        )
         args = (to_child_r, from_child_w, cancel_file.fileno(), limits.memory_mb, settings)
         package_root = str(Path(__file__).resolve().parents[2])
         # Its stderr goes to a file: a worker that dies at start (a broken install) says why there.
@@ -96,7 +99,9 @@ class _Worker:
                 [sys.executable, "-P", "-c", _BOOT, package_root, pickle.dumps(args).hex()],
                 pass_fds=(to_child_r, from_child_w, cancel_file.fileno()),
                 # stdout may be the MCP stdio protocol: the worker must never write to it.
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self._stderr,
             )
         except OSError as exc:
             raise DatabaseWorkerError(f"cannot start the SQLite worker process: {exc}") from exc
@@ -132,7 +137,8 @@ class _Worker:
         self.kill()
         raise DatabaseWorkerError(
             f"the SQLite worker process ({sys.executable}) exited with status {code} before answering; "
-            f"its stderr: {said or '(empty)'}")
+            f"its stderr: {said or '(empty)'}"
+        )
 
     def call(self, request: QueryRequest | SchemaRequest, cancel: CancelToken | None) -> Any:
         """Send one request; kill the process if it overruns. Returns the reply or None if killed."""
@@ -233,8 +239,9 @@ class WorkerPool:
     @overload
     def run(self, request: SchemaRequest, cancel: CancelToken | None = None) -> Schema | QueryResult: ...
 
-    def run(self, request: QueryRequest | SchemaRequest,
-            cancel: CancelToken | None = None) -> QueryResult | Schema:
+    def run(
+        self, request: QueryRequest | SchemaRequest, cancel: CancelToken | None = None
+    ) -> QueryResult | Schema:
         """Run a request on a free worker, blocking: the query's result, or the schema.
 
         A request that overruns or is cancelled comes back as a KILLED/CANCELLED QueryResult.
@@ -282,8 +289,12 @@ class WorkerPool:
                 reply = await worker.areply(request_id, deadline)
             except anyio.get_cancelled_exc_class():
                 cancel.cancel()
-                threading.Thread(target=self._finish, args=(worker, request, request_id, deadline, cancel,
-                                                            started), name="sqlite-cancel", daemon=True).start()
+                threading.Thread(
+                    target=self._finish,
+                    args=(worker, request, request_id, deadline, cancel, started),
+                    name="sqlite-cancel",
+                    daemon=True,
+                ).start()
                 held_here = False
                 raise
             reply = self._returned(worker, request, reply, cancel, started)
@@ -296,16 +307,29 @@ class WorkerPool:
                 self._slots.release()
         return _answer(request, reply, self.limits.busy_wait_ms)
 
-    def _finish(self, worker: _Worker, request: QueryRequest | SchemaRequest, request_id: int, deadline: float,
-                cancel: CancelToken, started: float) -> None:
+    def _finish(
+        self,
+        worker: _Worker,
+        request: QueryRequest | SchemaRequest,
+        request_id: int,
+        deadline: float,
+        cancel: CancelToken,
+        started: float,
+    ) -> None:
         """The rest of a cancelled `arun`'s wait, in a thread: the reply, or the kill."""
         try:
             self._returned(worker, request, worker.reply(request_id, deadline, cancel), cancel, started)
         finally:
             self._slots.release()
 
-    def _returned(self, worker: _Worker, request: QueryRequest | SchemaRequest, reply: Any,
-                  cancel: CancelToken | None, started: float) -> Any:
+    def _returned(
+        self,
+        worker: _Worker,
+        request: QueryRequest | SchemaRequest,
+        reply: Any,
+        cancel: CancelToken | None,
+        started: float,
+    ) -> Any:
         """The worker back to the idle ones with its reply; or, killed (None), retired, and the
         CANCELLED or KILLED result."""
         if reply is not None:
@@ -318,7 +342,7 @@ class WorkerPool:
         return QueryResult(
             QueryStatus.KILLED,
             error=f"stopped: the query ran past its {request.timeout:g} s limit (or its "
-                  f"{self.limits.memory_mb} MB memory cap) and was killed",
+            f"{self.limits.memory_mb} MB memory cap) and was killed",
             seconds=held,
         )
 
@@ -388,9 +412,12 @@ def _answer(request: QueryRequest | SchemaRequest, reply: Any, busy_wait_ms: int
         if reply.kind == "busy":
             raise DatabaseBusyError(
                 f"{request.path}: busy: another program is writing to it and held it locked for more "
-                f"than {busy_wait_ms / 1000:g} s (SQLite: {reply.message}); try again once it is done")
+                f"than {busy_wait_ms / 1000:g} s (SQLite: {reply.message}); try again once it is done"
+            )
         if reply.kind == "sqlite":
-            raise DatabasePathError(f"{request.path}: cannot be read as an SQLite database "
-                                    f"({reply.message}); check the file is not damaged")
+            raise DatabasePathError(
+                f"{request.path}: cannot be read as an SQLite database "
+                f"({reply.message}); check the file is not damaged"
+            )
         raise DatabaseWorkerError(f"{reply.kind}: {reply.message}")
     return reply

@@ -26,8 +26,22 @@ Program = list[Sequence[Any]]  # the rows of an EXPLAIN listing
 _Name = TypeVar("_Name", str, Read)  # a table, or a (table, column) pair
 
 # Opcodes that compare key registers [P3, P3+P4) with the entries of cursor P1.
-_KEY_SEEKS = frozenset({"SeekGE", "SeekGT", "SeekLE", "SeekLT", "IdxGE", "IdxGT", "IdxLE",
-                        "IdxLT", "Found", "NotFound", "NoConflict", "IfNoHope"})
+_KEY_SEEKS = frozenset(
+    {
+        "SeekGE",
+        "SeekGT",
+        "SeekLE",
+        "SeekLT",
+        "IdxGE",
+        "IdxGT",
+        "IdxLE",
+        "IdxLT",
+        "Found",
+        "NotFound",
+        "NoConflict",
+        "IfNoHope",
+    }
+)
 # Opcodes that find the row whose rowid is in register P3 in cursor P1.
 _ROWID_SEEKS = frozenset({"SeekRowid", "NotExists"})
 _COMPARISONS = frozenset({"Eq", "Ne", "Lt", "Le", "Gt", "Ge"})
@@ -60,8 +74,9 @@ class _Held:
 _FOUND_ROWS = object()  # a register holding rowids the program collected itself (RowSetRead)
 
 
-def statement_reads(explain: Callable[[], Program], fetch: Fetch,
-                    catalog: BtreeCatalog) -> tuple[set[str], set[Read]] | None:
+def statement_reads(
+    explain: Callable[[], Program], fetch: Fetch, catalog: BtreeCatalog
+) -> tuple[set[str], set[Read]] | None:
     """Tables and (table, column) pairs the program `explain` lists reads (None: not known).
 
     `explain` prepares the statement under its own guard; `fetch` runs our schema reads. Raises
@@ -104,8 +119,9 @@ def _schema_cookie(program: Program) -> int | None:
     return next((row[4] for row in program if row[1] == "Transaction" and row[2] == _MAIN), None)
 
 
-def program_reads(program: Iterable[Sequence[Any]],
-                  btree: Callable[[int], Btree | None]) -> tuple[set[str], set[Read]]:
+def program_reads(
+    program: Iterable[Sequence[Any]], btree: Callable[[int], Btree | None]
+) -> tuple[set[str], set[Read]]:
     """Tables and (table, column) pairs an EXPLAIN listing reads; `btree` resolves a root page."""
     reader = _ProgramReader(list(program), btree)
     reader.run()
@@ -217,8 +233,7 @@ class _ProgramReader:
         if tree is not None:
             if any(_finds_own_row(k, tree) for k in keys):
                 return  # an index entry finding its WITHOUT ROWID table's row
-            self.reads.update((tree.table, name) for name in tree.columns[:min(len(keys), tree.keys)]
-                              if name)
+            self.reads.update((tree.table, name) for name in tree.columns[: min(len(keys), tree.keys)] if name)
         elif fields is not None:
             for position in range(len(keys)):
                 self.read(fields.get(position))
@@ -249,12 +264,13 @@ def _copied_into_autoindexes(program: list[Sequence[Any]]) -> dict[int, tuple[in
         if opcode == "OpenAutoindex":
             opened[p1] = address
         elif opcode == "IdxInsert" and p1 in opened:
-            makers = [row for row in program[opened[p1] + 1:address]
-                      if row[1] == "MakeRecord" and row[4] == p2]
+            makers = [
+                row for row in program[opened[p1] + 1 : address] if row[1] == "MakeRecord" and row[4] == p2
+            ]
             if not makers:
                 continue
             start, count = makers[-1][2], makers[-1][3]
-            for row in program[opened[p1] + 1:makers[-1][0]]:
+            for row in program[opened[p1] + 1 : makers[-1][0]]:
                 target = row[4] if row[1] == "Column" else row[3] if row[1] == "Rowid" else None
                 if target is not None and start <= target < start + count:
                     copied[row[0]] = (p1, target - start)
@@ -292,10 +308,14 @@ class BtreeCatalog:
         """A root page's b-tree on the current schema (None for sqlite_master's own page)."""
         version = fetch("PRAGMA schema_version", ())[0][0]
         if version != self._version:
-            rows = fetch("SELECT rootpage, type, name, tbl_name FROM sqlite_master "
-                         "WHERE type IN ('table', 'index', 'view')", ())
-            self._roots = {root: (kind, name, table) for root, kind, name, table in rows
-                           if kind != "view" and root}
+            rows = fetch(
+                "SELECT rootpage, type, name, tbl_name FROM sqlite_master "
+                "WHERE type IN ('table', 'index', 'view')",
+                (),
+            )
+            self._roots = {
+                root: (kind, name, table) for root, kind, name, table in rows if kind != "view" and root
+            }
             self._indexes = frozenset(name for _, kind, name, _ in rows if kind == "index")
             self._stored = {name.casefold(): bool(root) for root, kind, name, _ in rows if kind != "index"}
             self._trees, self._tables = {}, {}
@@ -361,8 +381,7 @@ def _table_btree(fetch: Fetch, table: str, stored_indexes: frozenset[str]) -> Bt
     pk_index = fetch("SELECT name FROM pragma_index_list(?) WHERE origin = 'pk'", (table,))
     if pk_index and pk_index[0][0] not in stored_indexes:
         rows = fetch("SELECT name, key FROM pragma_index_xinfo(?) ORDER BY seqno", (pk_index[0][0],))
-        return Btree(table, tuple(name for name, _ in rows), sum(1 for _, key in rows if key),
-                     False, None)
+        return Btree(table, tuple(name for name, _ in rows), sum(1 for _, key in rows if key), False, None)
     stored = [name for name, _, hidden in columns if hidden != 2]
     generated = [name for name, _, hidden in columns if hidden == 2]
     keyed = [name for name, pk, _ in columns if pk]

@@ -19,8 +19,7 @@ from .sql_text import first_keyword
 # Eponymous virtual tables that compute from their arguments only, readable under rules
 # (pragma_* ones are judged as the pragma they run). Every other one is refused: sqlite_stmt,
 # dbstat, sqlite_dbpage, bytecode() and tables_used() show the connection, pages or plans.
-_ARGUMENT_TABLES = frozenset({"json_each", "json_tree", "jsonb_each", "jsonb_tree",
-                              "generate_series"})
+_ARGUMENT_TABLES = frozenset({"json_each", "json_tree", "jsonb_each", "jsonb_tree", "generate_series"})
 EXPLAIN_TEXT = "EXPLAIN cannot be used on this database; run the SELECT itself"
 
 
@@ -32,8 +31,14 @@ class Refusal:
     missing: bool = False  # worded as SQLite's own error for a missing name (an SQL error)
 
 
-def read_refusal(withheld: Withheld, table: str, column: str | None, source: str | None,
-                 sql: str, ctes: Callable[[], frozenset[str]] = frozenset) -> Refusal | None:
+def read_refusal(
+    withheld: Withheld,
+    table: str,
+    column: str | None,
+    source: str | None,
+    sql: str,
+    ctes: Callable[[], frozenset[str]] = frozenset,
+) -> Refusal | None:
     """Why `sql` may not read `table`.`column` (through view `source`); None when it may.
 
     `ctes` gives the names the statement's WITH clauses define that no table-valued function
@@ -56,8 +61,10 @@ def read_refusal(withheld: Withheld, table: str, column: str | None, source: str
     if hidden_column and column and (written := written_column(sql, column)):
         return Refusal(f"no such column: {written}", missing=True)
     if hidden_column and not withheld.hides_table(table) and not hidden_source:
-        return Refusal(f"{table} has columns hidden by the database's owner, so SELECT * cannot "
-                       f"read it; name the columns you need (describe_table {table} lists them)")
+        return Refusal(
+            f"{table} has columns hidden by the database's owner, so SELECT * cannot "
+            f"read it; name the columns you need (describe_table {table} lists them)"
+        )
     return Refusal(f"the query reads data hidden by the database's owner; {SCHEMA_HINT}")
 
 

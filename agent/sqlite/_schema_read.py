@@ -41,14 +41,18 @@ def read_schema(conn: sqlite3.Connection, schema_chars: int, warnings: Sequence[
             continue
         budget -= len(name)
         if name in too_wide:
-            raw[name] = (kind, [], [], f"cannot be read: the view expands to more than "
-                                       f"{MAX_VIEW_REFERENCES:,} table references")
+            raw[name] = (
+                kind,
+                [],
+                [],
+                f"cannot be read: the view expands to more than {MAX_VIEW_REFERENCES:,} table references",
+            )
             continue
         try:
             cols, total = _read_columns(conn, name, budget)
             fks = conn.execute(
-                "SELECT id, seq, \"table\", \"from\", \"to\" FROM pragma_foreign_key_list(?) "
-                "ORDER BY id, seq", (name,)
+                'SELECT id, seq, "table", "from", "to" FROM pragma_foreign_key_list(?) ORDER BY id, seq',
+                (name,),
             ).fetchall()
         except sqlite3.Error as exc:
             reason = " ".join(str(exc).split())[:SCHEMA_NOTE_CHARS]
@@ -58,12 +62,20 @@ def read_schema(conn: sqlite3.Connection, schema_chars: int, warnings: Sequence[
         note = None
         if len(cols) < total:
             dropped_columns += total - len(cols)
-            note = (f"only the first {len(cols):,} of {total:,} columns are listed: the schema is "
-                    "larger than the server keeps")
+            note = (
+                f"only the first {len(cols):,} of {total:,} columns are listed: the schema is "
+                "larger than the server keeps"
+            )
         raw[name] = (kind, cols, fks if note is None else [], note)
     tables = [
-        Table(name, kind, tuple(cols), _foreign_keys(name, fks, raw), note,
-              unreadable=note is not None and not cols and note.startswith("cannot be read"))
+        Table(
+            name,
+            kind,
+            tuple(cols),
+            _foreign_keys(name, fks, raw),
+            note,
+            unreadable=note is not None and not cols and note.startswith("cannot be read"),
+        )
         for name, (kind, cols, fks, note) in raw.items()
     ]
     tables.sort(key=lambda t: (t.name.casefold(), t.name))
@@ -72,7 +84,8 @@ def read_schema(conn: sqlite3.Connection, schema_chars: int, warnings: Sequence[
         notes.append(
             f"the schema is larger than the {schema_chars:,} characters of names "
             f"kept per database: {dropped_tables:,} tables and {dropped_columns:,} columns are "
-            "not listed (queries can still use them)")
+            "not listed (queries can still use them)"
+        )
     return Schema(tuple(tables), tuple(notes))
 
 
@@ -83,8 +96,14 @@ def _read_columns(conn: sqlite3.Connection, name: str, budget: int) -> tuple[lis
     total = 0
     for r in cursor:
         total += 1
-        column = Column(name=r[1], type=r[2] or "", not_null=bool(r[3]), default=r[4],
-                        primary_key=int(r[5]), hidden=bool(r[6]))
+        column = Column(
+            name=r[1],
+            type=r[2] or "",
+            not_null=bool(r[3]),
+            default=r[4],
+            primary_key=int(r[5]),
+            hidden=bool(r[6]),
+        )
         size = _column_chars(column)
         if size <= budget and len(cols) == total - 1:
             cols.append(column)
@@ -94,13 +113,15 @@ def _read_columns(conn: sqlite3.Connection, name: str, budget: int) -> tuple[lis
 
 def oversized_views(conn: sqlite3.Connection) -> frozenset[str]:
     """Views whose expansion references more than MAX_VIEW_REFERENCES tables and views."""
-    sql_of = {name: sql or "" for name, sql in conn.execute(
-        "SELECT name, sql FROM sqlite_master WHERE type = 'view'")}
+    sql_of = {
+        name: sql or "" for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'view'")
+    }
     by_folded = {name.casefold(): name for name in sql_of}
     uses: dict[str, list[str]] = {}
     for name, sql in sql_of.items():
-        words = (next(g for g in m.groups() if g is not None)
-                 for m in _SQL_NAME.finditer(_SQL_NOISE.sub(" ", sql)))
+        words = (
+            next(g for g in m.groups() if g is not None) for m in _SQL_NAME.finditer(_SQL_NOISE.sub(" ", sql))
+        )
         uses[name] = [by_folded[w.casefold()] for w in words if w.casefold() in by_folded]
     weight: dict[str, int] = {}
     for root in sql_of:  # depth-first without recursion: chains may be thousands long
@@ -122,8 +143,9 @@ def _column_chars(column: Column) -> int:
     return len(column.name) + len(column.type) + len(column.default or "")
 
 
-def _foreign_keys(table: str, rows: list[tuple[Any, ...]],
-                  raw: dict[str, tuple[Any, ...]]) -> tuple[ForeignKey, ...]:
+def _foreign_keys(
+    table: str, rows: list[tuple[Any, ...]], raw: dict[str, tuple[Any, ...]]
+) -> tuple[ForeignKey, ...]:
     grouped: dict[int, list[tuple[Any, ...]]] = {}
     for row in rows:
         grouped.setdefault(row[0], []).append(row)
@@ -134,7 +156,8 @@ def _foreign_keys(table: str, rows: list[tuple[Any, ...]],
         if any(c is None for c in ref_cols):
             # `REFERENCES t` without columns means t's primary key.
             target = raw.get(ref_table) or next(
-                (v for k, v in raw.items() if k.casefold() == ref_table.casefold()), None)
+                (v for k, v in raw.items() if k.casefold() == ref_table.casefold()), None
+            )
             pk = sorted((c for c in target[1] if c.primary_key), key=lambda c: c.primary_key) if target else []
             ref_cols = [c.name for c in pk] or ["rowid"] * len(parts)
         keys.append(ForeignKey(table, tuple(p[3] for p in parts), ref_table, tuple(ref_cols)))

@@ -46,7 +46,7 @@ def tokens(sql: str) -> Iterator[Token]:
         elif ch in _QUOTES:
             close = _QUOTES[ch]
             end = skip_quoted(sql, i, close)
-            text = sql[i + 1:end - 1]
+            text = sql[i + 1 : end - 1]
             yield Token(text if close == "]" else text.replace(close * 2, close), quoted=True)
             i = end
         elif match := _WORD.match(sql, i):
@@ -79,8 +79,9 @@ def sql_words(sql: str) -> frozenset[str]:
 def sql_mentions(sql: str) -> frozenset[str]:
     """Every name `sql` may refer to, casefolded: its words, its quoted names and the text of
     its string literals (`content='my table'` names a table with a space)."""
-    literals = {sql[m.start() + 1:m.end() - 1].replace("''", "'").strip().casefold()
-                for m in _LITERAL.finditer(sql)}
+    literals = {
+        sql[m.start() + 1 : m.end() - 1].replace("''", "'").strip().casefold() for m in _LITERAL.finditer(sql)
+    }
     return sql_words(sql) | sql_names(sql) | literals
 
 
@@ -107,8 +108,9 @@ def written_table(sql: str, folded_names: frozenset[str]) -> str | None:
     """The first table reference of `sql` (`T` or `main.T`) naming one of `folded_names`, as written."""
     for chain in name_chains(sql):
         last = chain[-1].casefold()
-        if last in folded_names and (len(chain) == 1 or (len(chain) == 2 and
-                                                         chain[0].casefold() in SCHEMA_NAMES)):
+        if last in folded_names and (
+            len(chain) == 1 or (len(chain) == 2 and chain[0].casefold() in SCHEMA_NAMES)
+        ):
             return ".".join(chain)
     return None
 
@@ -145,8 +147,9 @@ class UncheckedJoin:
 
 
 # Keywords that end a FROM clause at its own depth.
-_FROM_ENDS = frozenset({"where", "group", "having", "window", "order", "limit", "union", "intersect",
-                        "except", "returning"})
+_FROM_ENDS = frozenset(
+    {"where", "group", "having", "window", "order", "limit", "union", "intersect", "except", "returning"}
+)
 
 
 class _Clause:

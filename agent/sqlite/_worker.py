@@ -52,8 +52,7 @@ class WorkerFailure:
     message: str
 
 
-def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
-                settings: GuardSettings) -> None:
+def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int, settings: GuardSettings) -> None:
     """The worker process's loop: receive a request, answer it, forever."""
     try:
         import resource
@@ -89,13 +88,19 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
                 guarded = GuardedConnection(Path(request.path), settings, cancel)
                 connections[key] = guarded
             if isinstance(request, SchemaRequest):
-                reply: Any = (guarded.hidden_schema(request.hide) if request.hide
-                              else guarded.read_schema())
+                reply: Any = guarded.hidden_schema(request.hide) if request.hide else guarded.read_schema()
             else:
-                reply = guarded.run(request.sql, max_rows=request.max_rows,
-                                    count_cap=request.count_cap, cell_limit=request.cell_limit,
-                                    timeout=request.timeout, byte_budget=request.byte_budget,
-                                    hide=request.hide, reads=request.reads, params=dict(request.params))
+                reply = guarded.run(
+                    request.sql,
+                    max_rows=request.max_rows,
+                    count_cap=request.count_cap,
+                    cell_limit=request.cell_limit,
+                    timeout=request.timeout,
+                    byte_budget=request.byte_budget,
+                    hide=request.hide,
+                    reads=request.reads,
+                    params=dict(request.params),
+                )
         except sqlite3.Error as exc:  # the file cannot be opened or its schema read
             _drop(connections, key)
             reply = WorkerFailure("busy" if busy_error(exc) else "sqlite", str(exc))
@@ -108,11 +113,11 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int,
         outbox.send((request_id, reply))
 
 
-def _drop(connections: dict[tuple[str, HideRules | None], GuardedConnection],
-          key: tuple[str, HideRules | None]) -> None:
+def _drop(
+    connections: dict[tuple[str, HideRules | None], GuardedConnection], key: tuple[str, HideRules | None]
+) -> None:
     """Forget a connection that failed, closed (the next request opens and checks the file again)."""
     guarded = connections.pop(key, None)
     if guarded is not None:
         with contextlib.suppress(sqlite3.Error):  # closing what already failed: nothing to report
             guarded.close()
-

@@ -40,18 +40,39 @@ from .types import Column, HideReport, Schema
 # sqlite_stat4 even holds sample values of indexed columns. Under rules these are refused, and
 # so is every other table whose name starts with sqlite_ (sqlite_sequence names AUTOINCREMENT
 # tables and their highest id; sqlite_stmt shows the connection's statements).
-SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_master",
-                           "sqlite_temp_schema", "sqlite_stat1", "sqlite_stat2", "sqlite_stat3",
-                           "sqlite_stat4", "dbstat"})
+SCHEMA_TABLES = frozenset(
+    {
+        "sqlite_master",
+        "sqlite_schema",
+        "sqlite_temp_master",
+        "sqlite_temp_schema",
+        "sqlite_stat1",
+        "sqlite_stat2",
+        "sqlite_stat3",
+        "sqlite_stat4",
+        "dbstat",
+    }
+)
 
 # Pragmas that name tables or columns (as statements or as pragma_* table-valued functions).
 DESCRIBING_PRAGMAS = frozenset(
-    {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo",
-     "foreign_key_list", "foreign_key_check", "table_list", "integrity_check", "quick_check"}
+    {
+        "table_info",
+        "table_xinfo",
+        "index_list",
+        "index_info",
+        "index_xinfo",
+        "foreign_key_list",
+        "foreign_key_check",
+        "table_list",
+        "integrity_check",
+        "quick_check",
+    }
 )
 SCHEMA_HINT = "use list_tables and describe_table to see the tables and columns you may use"
-JOIN_HINT = ("on this database joins must be written with ON, e.g. "
-             "JOIN b ON b.id = a.b_id (not USING or NATURAL JOIN)")
+JOIN_HINT = (
+    "on this database joins must be written with ON, e.g. JOIN b ON b.id = a.b_id (not USING or NATURAL JOIN)"
+)
 
 
 @dataclass(frozen=True)
@@ -78,8 +99,10 @@ def parse_hide_rule(text: str, where: str = "hide rule") -> HideRule:
     raw = text.strip()
     table, dot, column = raw.partition(".")
     if not table.strip() or (dot and not column.strip()):
-        raise ConfigError(f"{where}: {text!r} is not a rule; write TABLE or TABLE.COLUMN, e.g. "
-                          "\"Customer.Email\", \"Invoice\" or \"*.password*\"")
+        raise ConfigError(
+            f"{where}: {text!r} is not a rule; write TABLE or TABLE.COLUMN, e.g. "
+            '"Customer.Email", "Invoice" or "*.password*"'
+        )
     return HideRule(raw, table.strip().casefold(), column.strip().casefold() if dot else None)
 
 
@@ -185,8 +208,9 @@ class Withheld:
         return folded in self.tables or (folded, column.casefold()) in self.columns
 
 
-def unchecked_join_risk(sql: str, risky: frozenset[str] | set[str],
-                        visible: frozenset[tuple[str, str]]) -> bool:
+def unchecked_join_risk(
+    sql: str, risky: frozenset[str] | set[str], visible: frozenset[tuple[str, str]]
+) -> bool:
     """True when a USING or NATURAL join of `sql` may compare a hidden column.
 
     SQLite matches those join columns by name without asking the authorizer. A FROM clause that
@@ -198,14 +222,19 @@ def unchecked_join_risk(sql: str, risky: frozenset[str] | set[str],
     """
     for join in unchecked_joins(sql):
         tables = join.names & risky
-        if tables and (join.natural or any((table, column) not in visible
-                                           for table in tables for column in join.using)):
+        if tables and (
+            join.natural or any((table, column) not in visible for table in tables for column in join.using)
+        ):
             return True
     return False
 
 
-def resolve_rules(rules: HideRules, objects: Sequence[FileObject], indexes: Sequence[FileIndex],
-                  reads_hidden: Callable[[str, Withheld], bool]) -> tuple[Withheld, HideReport]:
+def resolve_rules(
+    rules: HideRules,
+    objects: Sequence[FileObject],
+    indexes: Sequence[FileIndex],
+    reads_hidden: Callable[[str, Withheld], bool],
+) -> tuple[Withheld, HideReport]:
     """The names `rules` hide among the file's `objects`; `reads_hidden(view, withheld)` probes one view."""
     tables: set[str] = set()
     columns: set[tuple[str, str]] = set()
@@ -218,8 +247,9 @@ def resolve_rules(rules: HideRules, objects: Sequence[FileObject], indexes: Sequ
         key, names = obj.name.casefold(), [c.name.casefold() for c in obj.columns or ()]
         if any((key, name) in columns for name in names):
             visible.update((key, name) for name in names if (key, name) not in columns)
-    state = _Spreading(tables, columns, frozenset(o.name.casefold() for o in objects), indexes,
-                       frozenset(visible))
+    state = _Spreading(
+        tables, columns, frozenset(o.name.casefold() for o in objects), indexes, frozenset(visible)
+    )
     storage: dict[str, set[str]] = {}
     for obj in objects:
         if obj.owner is not None:
@@ -233,20 +263,41 @@ def resolve_rules(rules: HideRules, objects: Sequence[FileObject], indexes: Sequ
                 derived.append(obj.name)
                 changed = True
     withheld = state.withheld()
-    unsafe = sorted((i.name for i in indexes if i.name.casefold() in withheld.indexes
-                     and not withheld.hides_table(i.table)), key=lambda n: (n.casefold(), n))
-    keys = [f"{obj.name}.{column}" for obj in objects if not withheld.hides_table(obj.name)
-            for column in obj.key if withheld.hides_column(obj.name, column)]
-    report = HideReport(tuple((text, tuple(hit)) for text, hit in matches.items()),
-                        tuple(derived), tuple(unsafe), tuple(sorted(keys, key=lambda n: (n.casefold(), n))))
+    unsafe = sorted(
+        (
+            i.name
+            for i in indexes
+            if i.name.casefold() in withheld.indexes and not withheld.hides_table(i.table)
+        ),
+        key=lambda n: (n.casefold(), n),
+    )
+    keys = [
+        f"{obj.name}.{column}"
+        for obj in objects
+        if not withheld.hides_table(obj.name)
+        for column in obj.key
+        if withheld.hides_column(obj.name, column)
+    ]
+    report = HideReport(
+        tuple((text, tuple(hit)) for text, hit in matches.items()),
+        tuple(derived),
+        tuple(unsafe),
+        tuple(sorted(keys, key=lambda n: (n.casefold(), n))),
+    )
     return withheld, report
 
 
 class _Spreading:
     """The hidden names while resolution spreads them to what reads them (a Withheld on demand)."""
 
-    def __init__(self, tables: set[str], columns: set[tuple[str, str]], objects: frozenset[str],
-                 indexes: Sequence[FileIndex], visible: frozenset[tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        tables: set[str],
+        columns: set[tuple[str, str]],
+        objects: frozenset[str],
+        indexes: Sequence[FileIndex],
+        visible: frozenset[tuple[str, str]],
+    ) -> None:
         self.tables = tables
         self.risky = set(tables) | {t for t, _ in columns}
         self.visible = visible
@@ -264,18 +315,29 @@ class _Spreading:
         if self._withheld is None:
             tables, columns = frozenset(self.tables), self._columns
             unsafe = frozenset(
-                index.name.casefold() for index in self._indexes
+                index.name.casefold()
+                for index in self._indexes
                 if index.table.casefold() in tables
                 or (index.columns is None and index.table.casefold() in self.risky)
-                or any((index.table.casefold(), name.casefold()) in columns
-                       for name in (*(index.columns or ()), *sql_words(index.sql))))
-            self._withheld = Withheld(tables, columns, frozenset(self.risky), self._objects, unsafe,
-                                      self.visible)
+                or any(
+                    (index.table.casefold(), name.casefold()) in columns
+                    for name in (*(index.columns or ()), *sql_words(index.sql))
+                )
+            )
+            self._withheld = Withheld(
+                tables, columns, frozenset(self.risky), self._objects, unsafe, self.visible
+            )
         return self._withheld
 
 
-def _apply_rules(rules: HideRules, obj: FileObject, tables: set[str], columns: set[tuple[str, str]],
-                 matches: dict[str, list[str]], derived: list[str]) -> None:
+def _apply_rules(
+    rules: HideRules,
+    obj: FileObject,
+    tables: set[str],
+    columns: set[tuple[str, str]],
+    matches: dict[str, list[str]],
+    derived: list[str],
+) -> None:
     """Hide `obj` or some of its columns as the rules say."""
     key = obj.name.casefold()
     named = rules.naming(obj.name)
@@ -316,15 +378,18 @@ def _apply_rules(rules: HideRules, obj: FileObject, tables: set[str], columns: s
         derived.append(obj.name)
 
 
-def _reads_hidden(obj: FileObject, storage: dict[str, set[str]], state: _Spreading,
-                  reads_hidden: Callable[[str, Withheld], bool]) -> bool:
+def _reads_hidden(
+    obj: FileObject,
+    storage: dict[str, set[str]],
+    state: _Spreading,
+    reads_hidden: Callable[[str, Withheld], bool],
+) -> bool:
     """True when reading `obj` would read something hidden (see the module docstring)."""
     key = obj.name.casefold()
     if obj.owner is not None:
         return obj.owner.casefold() in state.tables
     if obj.kind == "virtual":
-        return bool((sql_mentions(obj.sql) - {key}) & state.risky
-                    or storage.get(key, set()) & state.risky)
+        return bool((sql_mentions(obj.sql) - {key}) & state.risky or storage.get(key, set()) & state.risky)
     if obj.kind != "view":
         return False
     if unchecked_join_risk(obj.sql, state.risky, state.visible):
@@ -343,22 +408,38 @@ def hiding_findings(report: HideReport) -> tuple[tuple[bool, str], ...]:
     """
     lines: list[tuple[bool, str]] = []
     for rule, names in report.matches:
-        lines.append((False, f"hide rule '{rule}' hides {', '.join(names)}") if names else
-                     (True, f"hide rule '{rule}' matches no table or column; check its spelling "
-                            "(rules are TABLE or TABLE.COLUMN globs, any case)"))
+        lines.append(
+            (False, f"hide rule '{rule}' hides {', '.join(names)}")
+            if names
+            else (
+                True,
+                f"hide rule '{rule}' matches no table or column; check its spelling "
+                "(rules are TABLE or TABLE.COLUMN globs, any case)",
+            )
+        )
     if report.derived:
         lines.append((False, f"also hidden because they read hidden data: {', '.join(report.derived)}"))
     if report.indexes:
-        lines.append((True, f"indexes over hidden columns: {', '.join(report.indexes)}; a query without "
-                            "ORDER BY that SQLite answers through one returns rows in the order of the "
-                            "hidden values (and LIMIT picks by them): drop those indexes, or serve a copy "
-                            "without them, if that order is secret too"))
+        lines.append(
+            (
+                True,
+                f"indexes over hidden columns: {', '.join(report.indexes)}; a query without "
+                "ORDER BY that SQLite answers through one returns rows in the order of the "
+                "hidden values (and LIMIT picks by them): drop those indexes, or serve a copy "
+                "without them, if that order is secret too",
+            )
+        )
     if report.keys:
-        lines.append((True, f"hidden keys that order their tables' rows: {', '.join(report.keys)} (an "
-                            "INTEGER PRIMARY KEY, or a WITHOUT ROWID table's primary key); a query "
-                            "without ORDER BY returns those tables' rows in the order of the hidden "
-                            "values (and LIMIT picks by them): serve a copy that stores the rows in "
-                            "another order, or without that key, if that order is secret too"))
+        lines.append(
+            (
+                True,
+                f"hidden keys that order their tables' rows: {', '.join(report.keys)} (an "
+                "INTEGER PRIMARY KEY, or a WITHOUT ROWID table's primary key); a query "
+                "without ORDER BY returns those tables' rows in the order of the hidden "
+                "values (and LIMIT picks by them): serve a copy that stores the rows in "
+                "another order, or without that key, if that order is secret too",
+            )
+        )
     return tuple(lines)
 
 
@@ -372,10 +453,15 @@ def filter_schema(schema: Schema, withheld: Withheld, report: HideReport) -> Sch
             continue
         columns = tuple(c for c in table.columns if not withheld.hides_column(table.name, c.name))
         links = tuple(
-            fk for fk in table.foreign_keys
+            fk
+            for fk in table.foreign_keys
             if not withheld.hides_table(fk.ref_table)
             and not any(withheld.hides_column(table.name, c) for c in fk.columns)
-            and not any(withheld.hides_column(fk.ref_table, c) for c in fk.ref_columns))
-        kept.append(dataclasses.replace(table, columns=columns, foreign_keys=links,
-                                        withheld_columns=len(table.columns) - len(columns)))
+            and not any(withheld.hides_column(fk.ref_table, c) for c in fk.ref_columns)
+        )
+        kept.append(
+            dataclasses.replace(
+                table, columns=columns, foreign_keys=links, withheld_columns=len(table.columns) - len(columns)
+            )
+        )
     return dataclasses.replace(schema, tables=tuple(kept), hiding=report)

@@ -59,10 +59,41 @@ _NO_SPACE_BEFORE = frozenset({",", ")", ".", ";"})
 _NO_SPACE_AFTER = frozenset({"(", "."})
 # Words after which a parenthesized group keeps its space (`IN (1, 2)`); after any other word it
 # is a call's arguments (`count(*)`).
-_SPACED_BEFORE_GROUP = frozenset({"in", "as", "using", "on", "and", "or", "not", "exists", "from", "join",
-                                  "where", "select", "when", "then", "else", "by", "over", "filter",
-                                  "values", "is", "like", "glob", "between", "case", "all", "distinct",
-                                  "having", "union", "except", "intersect", "with"})
+_SPACED_BEFORE_GROUP = frozenset(
+    {
+        "in",
+        "as",
+        "using",
+        "on",
+        "and",
+        "or",
+        "not",
+        "exists",
+        "from",
+        "join",
+        "where",
+        "select",
+        "when",
+        "then",
+        "else",
+        "by",
+        "over",
+        "filter",
+        "values",
+        "is",
+        "like",
+        "glob",
+        "between",
+        "case",
+        "all",
+        "distinct",
+        "having",
+        "union",
+        "except",
+        "intersect",
+        "with",
+    }
+)
 
 
 def sql_parts(sql: str) -> tuple[SqlPart, ...]:
@@ -102,7 +133,7 @@ def _level(sql: str, tokens: list[Token], i: int, *, inner: bool) -> tuple[list[
     out: list[_Token] = []
     while i < len(tokens):
         token = tokens[i]
-        text = sql[token.start:token.end]
+        text = sql[token.start : token.end]
         i += 1
         if text == ")" and inner:
             break
@@ -229,8 +260,12 @@ def _joined(tokens: list[_Token]) -> str:
     text = ""
     previous: _Token | None = None
     for token in tokens:
-        call = (previous is not None and previous.word and token.text.startswith("(")
-                and previous.text.casefold() not in _SPACED_BEFORE_GROUP)
+        call = (
+            previous is not None
+            and previous.word
+            and token.text.startswith("(")
+            and previous.text.casefold() not in _SPACED_BEFORE_GROUP
+        )
         tight = previous is None or token.text in _NO_SPACE_BEFORE or previous.text in _NO_SPACE_AFTER or call
         text += ("" if tight else " ") + token.text
         previous = token

@@ -129,7 +129,7 @@ def sql_tokens(sql: str) -> Iterator[Token]:
             kind, end = TokenKind.BLOB, skip_quoted(sql, i + 1, "'")
         elif c in '"`[':
             kind, end = TokenKind.QUOTED_NAME, skip_quoted(sql, i, "]" if c == "[" else c)
-        elif c.isdigit() or (c == "." and sql[i + 1:i + 2].isdigit()):
+        elif c.isdigit() or (c == "." and sql[i + 1 : i + 2].isdigit()):
             kind, end = TokenKind.NUMBER, _number_end(sql, i)
         elif c == "?":
             kind, end = TokenKind.PARAMETER, _run_end(sql, i + 1, str.isdigit)
@@ -146,7 +146,7 @@ def sql_tokens(sql: str) -> Iterator[Token]:
 
 def parameter_names(sql: str) -> tuple[str, ...]:
     """The parameters `sql` binds, as written (`:month`, `?`, `?2`, `@x`), each once, in order."""
-    return tuple(dict.fromkeys(sql[t.start:t.end] for t in sql_tokens(sql) if t.kind is TokenKind.PARAMETER))
+    return tuple(dict.fromkeys(sql[t.start : t.end] for t in sql_tokens(sql) if t.kind is TokenKind.PARAMETER))
 
 
 def _run_end(sql: str, i: int, keep: Callable[[str], bool]) -> int:
@@ -156,14 +156,14 @@ def _run_end(sql: str, i: int, keep: Callable[[str], bool]) -> int:
 
 
 def _number_end(sql: str, i: int) -> int:
-    if sql[i] == "0" and sql[i + 1:i + 2] in ("x", "X"):
+    if sql[i] == "0" and sql[i + 1 : i + 2] in ("x", "X"):
         return _run_end(sql, i + 2, lambda c: c in "0123456789abcdefABCDEF_")
     i = _run_end(sql, i, lambda c: c.isdigit() or c == "_")
-    if sql[i:i + 1] == ".":
+    if sql[i : i + 1] == ".":
         i = _run_end(sql, i + 1, lambda c: c.isdigit() or c == "_")
-    if sql[i:i + 1] in ("e", "E"):
-        j = i + 1 + (sql[i + 1:i + 2] in ("+", "-"))
-        if sql[j:j + 1].isdigit():
+    if sql[i : i + 1] in ("e", "E"):
+        j = i + 1 + (sql[i + 1 : i + 2] in ("+", "-"))
+        if sql[j : j + 1].isdigit():
             i = _run_end(sql, j, str.isdigit)
     # SQLite refuses a number run on into a name (`12abc`); the name's characters stay with it.
     return _run_end(sql, i, _name_char)

@@ -29,8 +29,10 @@ def fts5_available() -> bool:
     try:
         conn.execute(f"CREATE VIRTUAL TABLE probe USING fts5(text, tokenize='{_TOKENIZER}')")
     except sqlite3.OperationalError:
-        logger.warning("this Python's SQLite has no FTS5, so no similar verified question can be "
-                       "ranked; repeated questions are still answered from the library")
+        logger.warning(
+            "this Python's SQLite has no FTS5, so no similar verified question can be "
+            "ranked; repeated questions are still answered from the library"
+        )
         return False
     finally:
         conn.close()
@@ -58,8 +60,9 @@ class TextIndex:
         self.size = len(texts)
         try:
             self._conn.execute(f"CREATE VIRTUAL TABLE entry USING fts5(text, tokenize='{_TOKENIZER}')")
-            self._conn.executemany("INSERT INTO entry(rowid, text) VALUES (?, ?)",
-                                   ((i + 1, text) for i, text in enumerate(texts)))
+            self._conn.executemany(
+                "INSERT INTO entry(rowid, text) VALUES (?, ?)", ((i + 1, text) for i, text in enumerate(texts))
+            )
         except BaseException:
             self._conn.close()
             raise
@@ -71,8 +74,9 @@ class TextIndex:
         match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
         with self._lock:
             rows = self._conn.execute(
-                "SELECT rowid, bm25(entry) FROM entry WHERE entry MATCH ? "
-                "ORDER BY bm25(entry), rowid LIMIT ?", (match, limit + len(exclude))).fetchall()
+                "SELECT rowid, bm25(entry) FROM entry WHERE entry MATCH ? ORDER BY bm25(entry), rowid LIMIT ?",
+                (match, limit + len(exclude)),
+            ).fetchall()
         ranked = [Ranked(rowid - 1, score) for rowid, score in rows if rowid - 1 not in exclude]
         return ranked[:limit]
 

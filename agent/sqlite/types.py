@@ -177,8 +177,13 @@ class QueryResult:
         """The cuts made to fit the byte budget, or None when nothing was cut."""
         if not self.cut_to_fit or self.byte_budget is None:
             return None
-        return ResultCut(self.byte_budget, len(self.columns) + self.columns_cut, self.columns_cut,
-                         self.cells_cut_to, self.rows_cut)
+        return ResultCut(
+            self.byte_budget,
+            len(self.columns) + self.columns_cut,
+            self.columns_cut,
+            self.cells_cut_to,
+            self.rows_cut,
+        )
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,18 @@ if TYPE_CHECKING:
     from .spans import QuestionTrace
     from .steps import EpisodeTrace, StatementTrace, ToolTrace
 
-__all__ = ["SCHEMA_READ", "Untraced", "episode_span", "question_span", "question_trace", "round_played",
-           "round_span", "statement_span", "tool_span", "tracing_on"]
+__all__ = [
+    "SCHEMA_READ",
+    "Untraced",
+    "episode_span",
+    "question_span",
+    "question_trace",
+    "round_played",
+    "round_span",
+    "statement_span",
+    "tool_span",
+    "tracing_on",
+]
 
 
 def tracing_on() -> bool:
@@ -37,8 +47,16 @@ class Untraced:
     ended = False
     stopped_early = False
 
-    def describe(self, *, database: str, samples: int, token: str | None = None, question: str | None = None,
-                 evidence: str | None = None, hidden_names: Callable[[], Iterable[str]] = tuple) -> None:
+    def describe(
+        self,
+        *,
+        database: str,
+        samples: int,
+        token: str | None = None,
+        question: str | None = None,
+        evidence: str | None = None,
+        hidden_names: Callable[[], Iterable[str]] = tuple,
+    ) -> None:
         """Nothing to describe."""
 
     def finish(self, status: str, stop_reason: str, **outcome: Any) -> None:
@@ -57,8 +75,12 @@ class Untraced:
         """Nothing to end."""
 
 
-def question_span(front_end: str, *, capture_content: bool, attributes: Mapping[str, Any] | None = None,
-                  ) -> AbstractContextManager[QuestionTrace | Untraced]:
+def question_span(
+    front_end: str,
+    *,
+    capture_content: bool,
+    attributes: Mapping[str, Any] | None = None,
+) -> AbstractContextManager[QuestionTrace | Untraced]:
     """The question's span (spans.question_span), current for the block."""
     if not tracing_on():
         return nullcontext(Untraced())
@@ -102,8 +124,9 @@ def round_played(*, tool_calls: int, context_tokens: int) -> None:
         played(tool_calls=tool_calls, context_tokens=context_tokens)
 
 
-def tool_span(tool: str, known: bool, arguments: Mapping[str, Any], *,
-              implicit: bool = False) -> AbstractContextManager[ToolTrace | Untraced]:
+def tool_span(
+    tool: str, known: bool, arguments: Mapping[str, Any], *, implicit: bool = False
+) -> AbstractContextManager[ToolTrace | Untraced]:
     """A call of `tool` (steps.tool_span)."""
     if not tracing_on():
         return nullcontext(Untraced())
@@ -112,8 +135,9 @@ def tool_span(tool: str, known: bool, arguments: Mapping[str, Any], *,
     return started(tool, known, arguments, implicit=implicit)
 
 
-def statement_span(operation: str, namespace: str,
-                   sql: str | None) -> AbstractContextManager[StatementTrace | Untraced]:
+def statement_span(
+    operation: str, namespace: str, sql: str | None
+) -> AbstractContextManager[StatementTrace | Untraced]:
     """A statement the worker runs (steps.statement_span)."""
     if not tracing_on():
         return nullcontext(Untraced())

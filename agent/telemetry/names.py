@@ -59,14 +59,37 @@ MCP_PROTOCOL_VERSION: Final = "mcp.protocol.version"
 NETWORK_TRANSPORT: Final = "network.transport"
 
 # The MCP methods a metric names (the conventions' list and the 2026-07-28 era's); any other is _OTHER.
-MCP_METHODS: Final = frozenset({
-    "completion/complete", "elicitation/create", "initialize", "logging/setLevel", "notifications/cancelled",
-    "notifications/initialized", "notifications/message", "notifications/progress",
-    "notifications/prompts/list_changed", "notifications/resources/list_changed",
-    "notifications/resources/updated", "notifications/roots/list_changed", "notifications/tools/list_changed",
-    "ping", "prompts/get", "prompts/list", "resources/list", "resources/read", "resources/subscribe",
-    "resources/templates/list", "resources/unsubscribe", "roots/list", "sampling/createMessage", "tools/call",
-    "tools/list", "server/discover", "subscriptions/listen"})
+MCP_METHODS: Final = frozenset(
+    {
+        "completion/complete",
+        "elicitation/create",
+        "initialize",
+        "logging/setLevel",
+        "notifications/cancelled",
+        "notifications/initialized",
+        "notifications/message",
+        "notifications/progress",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+        "notifications/roots/list_changed",
+        "notifications/tools/list_changed",
+        "ping",
+        "prompts/get",
+        "prompts/list",
+        "resources/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/templates/list",
+        "resources/unsubscribe",
+        "roots/list",
+        "sampling/createMessage",
+        "tools/call",
+        "tools/list",
+        "server/discover",
+        "subscriptions/listen",
+    }
+)
 
 # Ours.
 FRONT_END: Final = "sqale.front_end"  # mcp, ask or eval
@@ -98,11 +121,39 @@ SQLITE_SECONDS: Final = "sqale.sqlite.seconds"  # the statement's time in the wo
 
 # Metrics (the conventions' names, units and bucket boundaries).
 TOKEN_USAGE: Final = "gen_ai.client.token.usage"
-TOKEN_USAGE_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304,
-                              16777216, 67108864)
+TOKEN_USAGE_BUCKETS: Final = (
+    1,
+    4,
+    16,
+    64,
+    256,
+    1024,
+    4096,
+    16384,
+    65536,
+    262144,
+    1048576,
+    4194304,
+    16777216,
+    67108864,
+)
 OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
-OPERATION_DURATION_BUCKETS: Final = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24,
-                                     20.48, 40.96, 81.92)
+OPERATION_DURATION_BUCKETS: Final = (
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
+)
 MCP_SERVER_DURATION: Final = "mcp.server.operation.duration"
 MCP_SERVER_DURATION_BUCKETS: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 SCHEMA_READ: Final = "read_schema"  # the span of the worker reading a database's schema (several statements)

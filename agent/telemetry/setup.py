@@ -34,8 +34,10 @@ DEFAULT_PROTOCOL = "http/protobuf"
 DEFAULT_ENDPOINT = "http://localhost:4318"
 # The modules the `otel` extra brings: the SDK, the distro that configures it, the OTLP exporter.
 EXTRA_MODULES = ("opentelemetry.sdk", "opentelemetry.distro", "opentelemetry.exporter.otlp.proto.http")
-SIGNALS = (("traces", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
-           ("metrics", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"))
+SIGNALS = (
+    ("traces", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+    ("metrics", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"),
+)
 
 
 @dataclass(frozen=True)
@@ -55,8 +57,11 @@ class TelemetryPlan:
             return f"OpenTelemetry: {self.problem}"
         if not self.on:
             return f"OpenTelemetry: off ({self.reason})"
-        parts = [*self.destinations, *([f"service {self.service}"] if self.service else []),
-                 *([f"sampler {self.sampler}"] if self.sampler else [])]
+        parts = [
+            *self.destinations,
+            *([f"service {self.service}"] if self.service else []),
+            *([f"sampler {self.sampler}"] if self.sampler else []),
+        ]
         return f"OpenTelemetry: on ({self.reason})" + (f": {'; '.join(parts)}" if parts else "")
 
 
@@ -68,39 +73,65 @@ def extra_installed() -> bool:
         return False
 
 
-def telemetry_plan(environ: Mapping[str, str], *, installed: bool, service: str,
-                   already_configured: bool = False) -> TelemetryPlan:
+def telemetry_plan(
+    environ: Mapping[str, str], *, installed: bool, service: str, already_configured: bool = False
+) -> TelemetryPlan:
     """What the OTEL_* variables ask for, and whether it can be done here."""
     if already_configured:
         return TelemetryPlan(True, "configured before sqale started, e.g. by opentelemetry-instrument")
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return TelemetryPlan(False, "OTEL_SDK_DISABLED is true")
-    asked = [name for name in ("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT",
-                               "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-             if environ.get(name, "").strip() and environ[name].strip().lower() != "none"]
+    asked = [
+        name
+        for name in (
+            "OTEL_TRACES_EXPORTER",
+            "OTEL_METRICS_EXPORTER",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        )
+        if environ.get(name, "").strip() and environ[name].strip().lower() != "none"
+    ]
     if not asked:
-        return TelemetryPlan(False, "no OTEL_* exporter or endpoint is set; set OTEL_EXPORTER_OTLP_ENDPOINT "
-                                    "to send traces and metrics")
+        return TelemetryPlan(
+            False,
+            "no OTEL_* exporter or endpoint is set; set OTEL_EXPORTER_OTLP_ENDPOINT to send traces and metrics",
+        )
     if not installed:
-        return TelemetryPlan(False, f"{asked[0]} is set", problem=f"{asked[0]} is set but the OpenTelemetry "
-                             f"SDK is not installed, so nothing is sent: {install_hint('otel')}")
-    destinations = tuple(d for signal, exporter, endpoint in SIGNALS
-                         if (d := _destination(environ, signal, exporter, endpoint)) is not None)
+        return TelemetryPlan(
+            False,
+            f"{asked[0]} is set",
+            problem=f"{asked[0]} is set but the OpenTelemetry "
+            f"SDK is not installed, so nothing is sent: {install_hint('otel')}",
+        )
+    destinations = tuple(
+        d
+        for signal, exporter, endpoint in SIGNALS
+        if (d := _destination(environ, signal, exporter, endpoint)) is not None
+    )
     named = environ.get("OTEL_SERVICE_NAME", "").strip()
     in_resource = "service.name=" in environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
-    return TelemetryPlan(True, f"{asked[0]} is set", destinations,
-                         service=named or ("from OTEL_RESOURCE_ATTRIBUTES" if in_resource else service),
-                         sampler=environ.get("OTEL_TRACES_SAMPLER", "").strip() or "parentbased_always_on")
+    return TelemetryPlan(
+        True,
+        f"{asked[0]} is set",
+        destinations,
+        service=named or ("from OTEL_RESOURCE_ATTRIBUTES" if in_resource else service),
+        sampler=environ.get("OTEL_TRACES_SAMPLER", "").strip() or "parentbased_always_on",
+    )
 
 
-def _destination(environ: Mapping[str, str], signal: str, exporter_variable: str,
-                 endpoint_variable: str) -> str | None:
+def _destination(
+    environ: Mapping[str, str], signal: str, exporter_variable: str, endpoint_variable: str
+) -> str | None:
     """Where one signal goes, as the SDK will send it (the OTLP exporter's endpoint rule)."""
     exporters = environ.get(exporter_variable, "").strip() or "otlp"
     if exporters.lower() == "none":
         return None
-    protocol = (environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL", "").strip()
-                or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip() or DEFAULT_PROTOCOL)
+    protocol = (
+        environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL", "").strip()
+        or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip()
+        or DEFAULT_PROTOCOL
+    )
     own = environ.get(endpoint_variable, "").strip()
     shared = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or DEFAULT_ENDPOINT
     endpoint = own or (shared if protocol == "grpc" else f"{shared.rstrip('/')}/v1/{signal}")
@@ -145,8 +176,10 @@ def start_telemetry(service: str) -> TelemetryPlan:
     try:
         initialize(swallow_exceptions=False)
     except Exception as exc:  # the SDK's own error for a variable it cannot use
-        raise ConfigError(f"OpenTelemetry could not start ({exc}); check the OTEL_* variables "
-                          "(docs/deployment.md#opentelemetry)") from exc
+        raise ConfigError(
+            f"OpenTelemetry could not start ({exc}); check the OTEL_* variables "
+            "(docs/deployment.md#opentelemetry)"
+        ) from exc
     finally:
         loader.setLevel(level)
     logger.info("%s", plan.describe())

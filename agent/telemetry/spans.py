@@ -57,8 +57,9 @@ def failure_kind(exc: BaseException) -> str:
     return "cancelled" if isinstance(exc, anyio.get_cancelled_exc_class()) else type(exc).__qualname__
 
 
-def span(name: str, attributes: Mapping[str, Any], *,
-         kind: SpanKind = SpanKind.INTERNAL) -> AbstractContextManager[Span]:
+def span(
+    name: str, attributes: Mapping[str, Any], *, kind: SpanKind = SpanKind.INTERNAL
+) -> AbstractContextManager[Span]:
     """A current span that, when the block raises, ends in error naming the exception's class only
     (the invalid span, at the cost of a null context, when it would not be recorded: `wanted`)."""
     return _recorded(name, attributes, kind) if wanted() else NOTHING
@@ -69,8 +70,9 @@ NOTHING = nullcontext(trace.INVALID_SPAN)
 
 @contextmanager
 def _recorded(name: str, attributes: Mapping[str, Any], kind: SpanKind) -> Iterator[Span]:
-    with TRACER.start_as_current_span(name, kind=kind, attributes=attributes, record_exception=False,
-                                      set_status_on_exception=False) as current:
+    with TRACER.start_as_current_span(
+        name, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
+    ) as current:
         try:
             yield current
         except BaseException as exc:
@@ -87,8 +89,16 @@ class QuestionTrace:
         self.capture_content = capture_content
         self.ended = False
 
-    def describe(self, *, database: str, samples: int, token: str | None = None, question: str | None = None,
-                 evidence: str | None = None, hidden_names: Callable[[], Iterable[str]] = tuple) -> None:
+    def describe(
+        self,
+        *,
+        database: str,
+        samples: int,
+        token: str | None = None,
+        question: str | None = None,
+        evidence: str | None = None,
+        hidden_names: Callable[[], Iterable[str]] = tuple,
+    ) -> None:
         """What is asked, where, by whom; the content (when captured) without the database's hidden
         names (`hidden_names()`, asked only when content is captured)."""
         if not self.span.is_recording():
@@ -102,8 +112,16 @@ class QuestionTrace:
             parts = [{"type": "text", "content": policy.text(text)} for text in (question, evidence) if text]
             self.span.set_attribute(n.INPUT_MESSAGES, policy.json([{"role": "user", "parts": parts}]) or "")
 
-    def finish(self, status: str, stop_reason: str, *, rows: int | None = None, agreement: float | None = None,
-               verified_tier: str | None = None, sql: str | None = None) -> None:
+    def finish(
+        self,
+        status: str,
+        stop_reason: str,
+        *,
+        rows: int | None = None,
+        agreement: float | None = None,
+        verified_tier: str | None = None,
+        sql: str | None = None,
+    ) -> None:
         """How the question ended; an outcome that is no answer (refused, cancelled, error, failed)
         ends the span in error, saying which as the log line does: `refused (quota)`."""
         self.ended = True
@@ -129,8 +147,9 @@ def question_trace() -> QuestionTrace:
     return current if current is not None else QuestionTrace(trace.INVALID_SPAN, False)
 
 
-def question_span(front_end: str, *, capture_content: bool,
-                  attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[QuestionTrace]:
+def question_span(
+    front_end: str, *, capture_content: bool, attributes: Mapping[str, Any] | None = None
+) -> AbstractContextManager[QuestionTrace]:
     """The question's span, current for the block; content captured only with `capture_content`."""
     if not wanted():
         return nullcontext(QuestionTrace(trace.INVALID_SPAN, False))
@@ -138,13 +157,24 @@ def question_span(front_end: str, *, capture_content: bool,
 
 
 @contextmanager
-def _question(front_end: str, capture_content: bool,
-              attributes: Mapping[str, Any] | None) -> Iterator[QuestionTrace]:
-    started = {n.OPERATION_NAME: n.WORKFLOW, n.WORKFLOW_NAME_KEY: n.WORKFLOW_NAME, n.FRONT_END: front_end,
-               **(attributes or {})}
-    with TRACER.start_as_current_span(f"{n.WORKFLOW} {n.WORKFLOW_NAME}", attributes=started,
-                                      record_exception=False, set_status_on_exception=False) as current, \
-            capture(ContentPolicy.of(capture_content)):
+def _question(
+    front_end: str, capture_content: bool, attributes: Mapping[str, Any] | None
+) -> Iterator[QuestionTrace]:
+    started = {
+        n.OPERATION_NAME: n.WORKFLOW,
+        n.WORKFLOW_NAME_KEY: n.WORKFLOW_NAME,
+        n.FRONT_END: front_end,
+        **(attributes or {}),
+    }
+    with (
+        TRACER.start_as_current_span(
+            f"{n.WORKFLOW} {n.WORKFLOW_NAME}",
+            attributes=started,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as current,
+        capture(ContentPolicy.of(capture_content)),
+    ):
         handle = QuestionTrace(current, capture_content)
         token = _QUESTION.set(handle)
         try:

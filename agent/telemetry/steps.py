@@ -22,10 +22,33 @@ from .spans import NOTHING, TRACER, fail, failure_kind, span, wanted
 
 # Statement kinds a statement span names (db.operation.name); any other first word is _OTHER,
 # so text the model wrote never becomes a span's name.
-STATEMENT_KINDS = frozenset({
-    "SELECT", "WITH", "VALUES", "PRAGMA", "EXPLAIN", "INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE",
-    "DROP", "ALTER", "ATTACH", "DETACH", "BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE",
-    "ANALYZE", "VACUUM", "REINDEX"})
+STATEMENT_KINDS = frozenset(
+    {
+        "SELECT",
+        "WITH",
+        "VALUES",
+        "PRAGMA",
+        "EXPLAIN",
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "REPLACE",
+        "CREATE",
+        "DROP",
+        "ALTER",
+        "ATTACH",
+        "DETACH",
+        "BEGIN",
+        "COMMIT",
+        "END",
+        "ROLLBACK",
+        "SAVEPOINT",
+        "RELEASE",
+        "ANALYZE",
+        "VACUUM",
+        "REINDEX",
+    }
+)
 INTERRUPTED = frozenset({"timeout", "killed", "cancelled"})  # QueryStatus values that stopped a statement
 
 
@@ -42,13 +65,22 @@ class EpisodeTrace:
             self.span.set_attribute(n.QUEUED_SECONDS, round(queued_seconds, 6))
             self.span.add_event("runtime slot granted")
 
-    def finished(self, *, status: str, stop_reason: str, rounds: int, tool_calls: int, tokens: int,
-                 rows: int) -> None:
+    def finished(
+        self, *, status: str, stop_reason: str, rounds: int, tool_calls: int, tokens: int, rows: int
+    ) -> None:
         """How the episode ended; `failed` (nothing runnable) ends the span in error."""
         if not self.span.is_recording():
             return
-        self.span.set_attributes({n.STATUS: status, n.STOP_REASON: stop_reason, n.ROUNDS: rounds,
-                                  n.TOOL_CALLS: tool_calls, n.CONTEXT_TOKENS: tokens, n.ROWS: rows})
+        self.span.set_attributes(
+            {
+                n.STATUS: status,
+                n.STOP_REASON: stop_reason,
+                n.ROUNDS: rounds,
+                n.TOOL_CALLS: tool_calls,
+                n.CONTEXT_TOKENS: tokens,
+                n.ROWS: rows,
+            }
+        )
         if status == "failed":
             fail(self.span, stop_reason, f"failed ({stop_reason})")
 
@@ -71,12 +103,20 @@ def episode_span(sample: int, seed: int | None, model: str) -> AbstractContextMa
 
 @contextmanager
 def _episode(sample: int, seed: int | None, model: str) -> Iterator[EpisodeTrace]:
-    attributes: dict[str, Any] = {n.OPERATION_NAME: n.AGENT, n.AGENT_NAME_KEY: n.AGENT_NAME,
-                                  n.REQUEST_MODEL: model, n.SAMPLE_INDEX: sample}
+    attributes: dict[str, Any] = {
+        n.OPERATION_NAME: n.AGENT,
+        n.AGENT_NAME_KEY: n.AGENT_NAME,
+        n.REQUEST_MODEL: model,
+        n.SAMPLE_INDEX: sample,
+    }
     if seed is not None:
         attributes[n.REQUEST_SEED] = seed
-    with TRACER.start_as_current_span(f"{n.AGENT} {n.AGENT_NAME}", attributes=attributes,
-                                      record_exception=False, set_status_on_exception=False) as current:
+    with TRACER.start_as_current_span(
+        f"{n.AGENT} {n.AGENT_NAME}",
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as current:
         handle = EpisodeTrace(current)
         try:
             yield handle
@@ -121,8 +161,9 @@ class ToolTrace:
             fail(self.span, "tool_error")
 
 
-def tool_span(tool: str, known: bool, arguments: Mapping[str, Any], *,
-              implicit: bool = False) -> AbstractContextManager[ToolTrace]:
+def tool_span(
+    tool: str, known: bool, arguments: Mapping[str, Any], *, implicit: bool = False
+) -> AbstractContextManager[ToolTrace]:
     """A call of `tool` (named only when `known`: the model may write any name)."""
     return _tool(tool, known, arguments, implicit) if wanted() else _NO_TOOL
 
@@ -151,9 +192,16 @@ class StatementTrace:
         if not self.span.is_recording():
             return
         interrupted = status in INTERRUPTED
-        self.span.set_attributes({n.SQLITE_STATUS: status, n.DB_RETURNED_ROWS: returned,
-                                  n.SQLITE_TOTAL_ROWS: total, n.SQLITE_CUT: cut,
-                                  n.SQLITE_INTERRUPTED: interrupted, n.SQLITE_SECONDS: round(seconds, 6)})
+        self.span.set_attributes(
+            {
+                n.SQLITE_STATUS: status,
+                n.DB_RETURNED_ROWS: returned,
+                n.SQLITE_TOTAL_ROWS: total,
+                n.SQLITE_CUT: cut,
+                n.SQLITE_INTERRUPTED: interrupted,
+                n.SQLITE_SECONDS: round(seconds, 6),
+            }
+        )
         if status != "ok":
             fail(self.span, status)
 
@@ -166,8 +214,9 @@ def statement_span(operation: str, namespace: str, sql: str | None) -> AbstractC
 @contextmanager
 def _statement(operation: str, namespace: str, sql: str | None) -> Iterator[StatementTrace]:
     kind = operation if operation in STATEMENT_KINDS or operation == SCHEMA_READ else n.OTHER
-    with span(kind, {n.DB_SYSTEM: "sqlite", n.DB_OPERATION: kind, n.DB_NAMESPACE: namespace},
-              kind=SpanKind.CLIENT) as current:
+    with span(
+        kind, {n.DB_SYSTEM: "sqlite", n.DB_OPERATION: kind, n.DB_NAMESPACE: namespace}, kind=SpanKind.CLIENT
+    ) as current:
         text = content_policy().text(sql)
         if text is not None:
             current.set_attribute(n.DB_QUERY_TEXT, text)

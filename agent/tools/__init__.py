@@ -64,15 +64,31 @@ from .result_text import (
 )
 
 __all__ = [
-    "DEFAULT_ENVIRONMENT", "DEFAULT_TOOL_SETTINGS", "TOOLS", "TOOL_NAMES", "ArgProblem", "Environment",
-    "Param", "QuerySpec", "ToolOutcome", "ToolSettings", "ToolSpec", "arun_tool", "call_label_args",
-    "canonical_tool_name", "nearest_tool_name", "parse_args", "run_tool", "unknown_tool_text",
+    "DEFAULT_ENVIRONMENT",
+    "DEFAULT_TOOL_SETTINGS",
+    "TOOLS",
+    "TOOL_NAMES",
+    "ArgProblem",
+    "Environment",
+    "Param",
+    "QuerySpec",
+    "ToolOutcome",
+    "ToolSettings",
+    "ToolSpec",
+    "arun_tool",
+    "call_label_args",
+    "canonical_tool_name",
+    "nearest_tool_name",
+    "parse_args",
+    "run_tool",
+    "unknown_tool_text",
 ]
 
 # --- the tools, each a function of the schema and parsed arguments -------------------------
 
 _list_tables = list_tables_tool(
-    lambda ctx, pattern: render_table_list(ctx.schema, pattern, ctx.settings.result_chars))
+    lambda ctx, pattern: render_table_list(ctx.schema, pattern, ctx.settings.result_chars)
+)
 
 
 def _describe_table(ctx: ToolContext, args: dict[str, Any]) -> Steps:
@@ -98,24 +114,30 @@ def _join_path(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
         return ToolOutcome(render_same_table(table_a.name, ctx.schema), True, frozenset([table_a.name]))
     steps = shortest_join_path(ctx.schema, table_a.name, table_b.name)
     if steps is None:
-        return ToolOutcome(render_no_path(table_a.name, table_b.name, ctx.schema), False,
-                           frozenset([table_a.name, table_b.name]))
+        return ToolOutcome(
+            render_no_path(table_a.name, table_b.name, ctx.schema),
+            False,
+            frozenset([table_a.name, table_b.name]),
+        )
     return ToolOutcome(render_join_path(table_a.name, steps), True, join_tables(table_a.name, steps))
 
 
 _sample_rows = sample_rows_tool(
     lambda table, result, total, s: render_sample(table.name, result, total, s.cell_chars, s.result_chars),
-    count_rows=True)
+    count_rows=True,
+)
 
 
 _distinct_values = distinct_values_tool(
-    lambda table, column, result, s: render_distinct(table.name, column, result, s.cell_chars, s.result_chars))
+    lambda table, column, result, s: render_distinct(table.name, column, result, s.cell_chars, s.result_chars)
+)
 
 
 _run_query = run_query_tool(
     lambda sql, s: QuerySpec(sql, max_rows=s.query_rows, cell_limit=s.cell_chars, reads=True),
     lambda result, s: render_query_result(result, s.cell_chars, s.result_chars),
-    lambda result, hint, timeout, s: render_query_failure(result, hint, timeout))
+    lambda result, hint, timeout, s: render_query_failure(result, hint, timeout),
+)
 
 
 # --- the table of tools: everything else about a tool is derived from its row -------------
@@ -162,19 +184,53 @@ _TABLE = Param("table_name", "text", aliases=("table", "name"))
 _SQL = Param("sql", "text", aliases=("query",))
 _LIMIT = Param("limit", "count", required=False)
 _SPECS = (
-    ToolSpec("list_tables", (Param("pattern", "text", required=False, in_system_prompt=False),),
-             "{}", _list_tables, _trained.list_tables),
-    ToolSpec("describe_table", (_TABLE,), '{"table_name": "<table>"}', _describe_table,
-             _trained.describe_table, _label_table),
-    ToolSpec("foreign_keys", (_TABLE,), '{"table_name": "<table>"}', _foreign_keys,
-             _trained.foreign_keys, _label_table),
-    ToolSpec("join_path", (Param("table_a", "text"), Param("table_b", "text")),
-             '{"table_a": "<table>", "table_b": "<table>"}', _join_path, _join_path, _label_pair),
-    ToolSpec("sample_rows", (_TABLE, _LIMIT), '{"table_name": "<table>", "limit": 5}', _sample_rows,
-             _trained.sample_rows, _label_table),
-    ToolSpec("distinct_values", (_TABLE, Param("column_name", "text", aliases=("column",)), _LIMIT),
-             '{"table_name": "<table>", "column_name": "<column>", "limit": 20}', _distinct_values,
-             _trained.distinct_values, _label_column),
+    ToolSpec(
+        "list_tables",
+        (Param("pattern", "text", required=False, in_system_prompt=False),),
+        "{}",
+        _list_tables,
+        _trained.list_tables,
+    ),
+    ToolSpec(
+        "describe_table",
+        (_TABLE,),
+        '{"table_name": "<table>"}',
+        _describe_table,
+        _trained.describe_table,
+        _label_table,
+    ),
+    ToolSpec(
+        "foreign_keys",
+        (_TABLE,),
+        '{"table_name": "<table>"}',
+        _foreign_keys,
+        _trained.foreign_keys,
+        _label_table,
+    ),
+    ToolSpec(
+        "join_path",
+        (Param("table_a", "text"), Param("table_b", "text")),
+        '{"table_a": "<table>", "table_b": "<table>"}',
+        _join_path,
+        _join_path,
+        _label_pair,
+    ),
+    ToolSpec(
+        "sample_rows",
+        (_TABLE, _LIMIT),
+        '{"table_name": "<table>", "limit": 5}',
+        _sample_rows,
+        _trained.sample_rows,
+        _label_table,
+    ),
+    ToolSpec(
+        "distinct_values",
+        (_TABLE, Param("column_name", "text", aliases=("column",)), _LIMIT),
+        '{"table_name": "<table>", "column_name": "<column>", "limit": 20}',
+        _distinct_values,
+        _trained.distinct_values,
+        _label_column,
+    ),
     ToolSpec("run_query", (_SQL,), '{"sql": "SELECT ..."}', _run_query, _trained.run_query),
     ToolSpec("submit_sql", (_SQL,), '{"sql": "SELECT ..."}', _run_query, _trained.run_query),
 )
@@ -229,8 +285,9 @@ def _prepare(name: Any, args: Any) -> tuple[str, dict[str, Any]] | ToolOutcome:
     return tool, parsed
 
 
-def _steps(name: Any, args: Any, schema: Schema, settings: ToolSettings, environment: Environment,
-           query_timeout: float) -> ToolOutcome | Steps:
+def _steps(
+    name: Any, args: Any, schema: Schema, settings: ToolSettings, environment: Environment, query_timeout: float
+) -> ToolOutcome | Steps:
     """The call's outcome when it needs no query, else the generator of the queries it needs."""
     prepared = _prepare(name, args)
     if isinstance(prepared, ToolOutcome):
@@ -239,9 +296,13 @@ def _steps(name: Any, args: Any, schema: Schema, settings: ToolSettings, environ
     return TOOLS[tool].impl_for(environment)(ToolContext(schema, settings, query_timeout), parsed)
 
 
-def run_tool(db: Database, name: str, args: Mapping[str, Any],
-             settings: ToolSettings = DEFAULT_TOOL_SETTINGS,
-             environment: Environment = DEFAULT_ENVIRONMENT) -> ToolOutcome:
+def run_tool(
+    db: Database,
+    name: str,
+    args: Mapping[str, Any],
+    settings: ToolSettings = DEFAULT_TOOL_SETTINGS,
+    environment: Environment = DEFAULT_ENVIRONMENT,
+) -> ToolOutcome:
     """Run one tool call in `environment`'s texts; the model's mistakes come back as ok=False texts."""
     steps = _steps(name, args, db.schema(), settings, environment, db.limits.query_timeout)
     if isinstance(steps, ToolOutcome):
@@ -254,9 +315,13 @@ def run_tool(db: Database, name: str, args: Mapping[str, Any],
         return done.value
 
 
-async def arun_tool(db: Database, name: str, args: Mapping[str, Any],
-                    settings: ToolSettings = DEFAULT_TOOL_SETTINGS,
-                    environment: Environment = DEFAULT_ENVIRONMENT) -> ToolOutcome:
+async def arun_tool(
+    db: Database,
+    name: str,
+    args: Mapping[str, Any],
+    settings: ToolSettings = DEFAULT_TOOL_SETTINGS,
+    environment: Environment = DEFAULT_ENVIRONMENT,
+) -> ToolOutcome:
     """`run_tool` on the event loop; cancelling the caller interrupts the running query."""
     steps = _steps(name, args, await db.aschema(), settings, environment, db.limits.query_timeout)
     if isinstance(steps, ToolOutcome):

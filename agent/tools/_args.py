@@ -49,7 +49,7 @@ def echo(value: Any) -> str:
         # str() of an int past 4,300 digits raises; the size is what the model needs to know.
         return f"a number of about {int(value.bit_length() * 0.30103) + 1:,} digits"
     # repr of a cut prefix only (never of megabytes); the first ECHO_CHARS are the same.
-    text = repr(value[:ECHO_CHARS + 1] if isinstance(value, str) else value)
+    text = repr(value[: ECHO_CHARS + 1] if isinstance(value, str) else value)
     return text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS] + "…"
 
 
@@ -79,6 +79,7 @@ def parse_params(tool: str, params: Sequence[Param], example: str, args: Any) ->
 
     A problem names the argument and shows the right call, built from `example`.
     """
+
     def _problem(text: str) -> ArgProblem:
         return ArgProblem(f"{tool} {text}; {usage(tool, example)}")
 
@@ -104,8 +105,9 @@ def parse_params(tool: str, params: Sequence[Param], example: str, args: Any) ->
             return _problem(f'needs "{param.name}" ({param.expected}), got {echo(value)}')
         elif (at := lone_surrogate_at(value)) is not None:
             # A lone surrogate (e.g. from a JSON "\ud800" escape) is not text SQLite can take.
-            return _problem(f'got "{param.name}" with an invalid character '
-                            f"({echo(value[at])} at position {at}); remove it")
+            return _problem(
+                f'got "{param.name}" with an invalid character ({echo(value[at])} at position {at}); remove it'
+            )
         parsed[param.name] = value
     return parsed
 

@@ -64,8 +64,13 @@ class QuerySpec:
     @property
     def options(self) -> dict[str, Any]:
         """The keyword arguments of Database.query/aquery for this statement."""
-        return {"max_rows": self.max_rows, "cell_limit": self.cell_limit, "timeout": self.timeout,
-                "count_cap": self.count_cap, "reads": self.reads}
+        return {
+            "max_rows": self.max_rows,
+            "cell_limit": self.cell_limit,
+            "timeout": self.timeout,
+            "count_cap": self.count_cap,
+            "reads": self.reads,
+        }
 
 
 Steps = Generator[QuerySpec, QueryResult, ToolOutcome]
@@ -103,16 +108,20 @@ def read_failure(ctx: ToolContext, table: Table, result: QueryResult) -> ToolOut
     """A tool's own query of `table` failed: say so, and where the model can filter instead."""
     slow = result.status in (QueryStatus.TIMEOUT, QueryStatus.KILLED)
     # The model cannot add WHERE to this tool's query; run_query is where it can.
-    hint = ("the table is too large to scan in time; use run_query with a WHERE filter and LIMIT"
-            if slow else None)
+    hint = (
+        "the table is too large to scan in time; use run_query with a WHERE filter and LIMIT" if slow else None
+    )
     text = f"cannot read {show_ident(table.name)}: " + render_query_failure(result, hint, ctx.query_timeout)
     return ToolOutcome(text, False, frozenset([table.name]))
 
 
 def sample_query(table: Table, limit: int) -> str:
     """`SELECT * FROM t LIMIT n`; with hidden columns (refused by *), the visible ones by name."""
-    shown = ("*" if not table.withheld_columns
-             else ", ".join(quote_name(c.name) for c in table.columns if not c.hidden))
+    shown = (
+        "*"
+        if not table.withheld_columns
+        else ", ".join(quote_name(c.name) for c in table.columns if not c.hidden)
+    )
     return f"SELECT {shown} FROM {quote_name(table.name)} LIMIT {limit}"
 
 
@@ -138,8 +147,11 @@ def distinct_query(table: Table, column: str, limit: int, cell_chars: int) -> Qu
 
     No LIMIT: the engine counts the groups past the first `limit`, which is the total.
     """
-    return QuerySpec(f"SELECT {quote_name(column)}, count(*) FROM {quote_name(table.name)} "
-                     "GROUP BY 1 ORDER BY 2 DESC, 1", max_rows=limit, cell_limit=cell_chars)
+    return QuerySpec(
+        f"SELECT {quote_name(column)}, count(*) FROM {quote_name(table.name)} GROUP BY 1 ORDER BY 2 DESC, 1",
+        max_rows=limit,
+        cell_limit=cell_chars,
+    )
 
 
 RenderValues = Callable[[Table, str, QueryResult, ToolSettings], str]
@@ -149,48 +161,65 @@ DirectTool = Callable[[ToolContext, dict[str, Any]], ToolOutcome]  # a tool that
 QueryTool = Callable[[ToolContext, dict[str, Any]], Steps]  # a tool that yields the queries it needs
 
 
-def count_table_rows(ctx: ToolContext, table: Table,
-                     ) -> Generator[QuerySpec, QueryResult, tuple[int, bool] | None]:
+def count_table_rows(
+    ctx: ToolContext,
+    table: Table,
+) -> Generator[QuerySpec, QueryResult, tuple[int, bool] | None]:
     """(rows, exact) of `table`, counted up to the cap; None when the count is too slow or fails."""
     cap = ctx.settings.row_count_cap
     result = yield QuerySpec(
         f"SELECT count(*) FROM (SELECT 1 FROM {quote_name(table.name)} LIMIT {cap + 1})",
-        max_rows=1, timeout=ctx.settings.row_count_timeout)
+        max_rows=1,
+        timeout=ctx.settings.row_count_timeout,
+    )
     if not result.ok or not result.rows:
         return None  # too slow or unreadable: the text simply leaves the count out
     count = int(result.rows[0][0])
     return (min(count, cap), count <= cap)
 
 
-def sample_rows_tool(render: Callable[[Table, QueryResult, tuple[int, bool] | None, ToolSettings], str],
-                     *, count_rows: bool) -> QueryTool:
+def sample_rows_tool(
+    render: Callable[[Table, QueryResult, tuple[int, bool] | None, ToolSettings], str], *, count_rows: bool
+) -> QueryTool:
     """sample_rows for an environment: the same lookup and query, its text from `render`.
 
     With `count_rows` a full sample is followed by a count of the table's rows, which `render`
     gets as (rows, exact); without, it gets None and the engine counts no further than the sample.
     """
+
     def sample_rows(ctx: ToolContext, args: dict[str, Any]) -> Steps:
         table = find_table(ctx.schema, args["table_name"])
         if isinstance(table, ToolOutcome):
             return table
         s = ctx.settings
         limit, note = clamp_limit(args["limit"], s.sample_rows, s.max_sample_rows)
-        result = yield QuerySpec(sample_query(table, limit), max_rows=limit, cell_limit=s.cell_chars,
-                                 count_cap=None if count_rows else limit)
+        result = yield QuerySpec(
+            sample_query(table, limit),
+            max_rows=limit,
+            cell_limit=s.cell_chars,
+            count_cap=None if count_rows else limit,
+        )
         if not result.ok:
             return read_failure(ctx, table, result)
         total: tuple[int, bool] | None = None
         if count_rows:
-            total = (len(result.rows), True) if len(result.rows) < limit else (
-                yield from count_table_rows(ctx, table))
-        return ToolOutcome(with_note(render(table, result, total, s), note), True,
-                           frozenset([table.name]) | real_tables(ctx.schema, result.tables_read))
+            total = (
+                (len(result.rows), True)
+                if len(result.rows) < limit
+                else (yield from count_table_rows(ctx, table))
+            )
+        return ToolOutcome(
+            with_note(render(table, result, total, s), note),
+            True,
+            frozenset([table.name]) | real_tables(ctx.schema, result.tables_read),
+        )
 
     return sample_rows
 
 
 def list_tables_tool(render: Callable[[ToolContext, str | None], str]) -> DirectTool:
     """list_tables for an environment: the same pattern match, its text from `render`."""
+
     def list_tables(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
         pattern = args["pattern"]
         matched = pattern is None or any(pattern.casefold() in n.casefold() for n in ctx.schema.names)
@@ -201,6 +230,7 @@ def list_tables_tool(render: Callable[[ToolContext, str | None], str]) -> Direct
 
 def foreign_keys_tool(render: Callable[[Table, Schema, int], str]) -> DirectTool:
     """foreign_keys for an environment: the same lookup, its text from `render(table, schema, chars)`."""
+
     def foreign_keys(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
         table = find_table(ctx.schema, args["table_name"])
         if isinstance(table, ToolOutcome):
@@ -210,11 +240,13 @@ def foreign_keys_tool(render: Callable[[Table, Schema, int], str]) -> DirectTool
     return foreign_keys
 
 
-def run_query_tool(query: Callable[[str, ToolSettings], QuerySpec],
-                   render_rows: Callable[[QueryResult, ToolSettings], str],
-                   render_failure: Callable[[QueryResult, str | None, float, ToolSettings], str],
-                   ) -> QueryTool:
+def run_query_tool(
+    query: Callable[[str, ToolSettings], QuerySpec],
+    render_rows: Callable[[QueryResult, ToolSettings], str],
+    render_failure: Callable[[QueryResult, str | None, float, ToolSettings], str],
+) -> QueryTool:
     """run_query for an environment: its row limits from `query`, its texts from the renderers."""
+
     def run_query(ctx: ToolContext, args: dict[str, Any]) -> Steps:
         result = yield query(args["sql"], ctx.settings)
         tables = real_tables(ctx.schema, result.tables_read)
@@ -228,6 +260,7 @@ def run_query_tool(query: Callable[[str, ToolSettings], QuerySpec],
 
 def distinct_values_tool(render: RenderValues) -> QueryTool:
     """distinct_values for an environment: the same lookups and query, its text from `render`."""
+
     def distinct_values(ctx: ToolContext, args: dict[str, Any]) -> Steps:
         table = readable_table(ctx.schema, args["table_name"])
         if isinstance(table, ToolOutcome):

@@ -32,9 +32,36 @@ _FUNCTION_HINTS = (
     ("string_agg", "group_concat(col, sep)"),
 )
 # Keywords worth suggesting for a misspelled one (`FORM` -> FROM).
-_COMMON_KEYWORDS = ("SELECT", "FROM", "WHERE", "GROUP", "ORDER", "BY", "HAVING", "JOIN", "LEFT",
-                    "INNER", "ON", "AS", "AND", "OR", "NOT", "LIMIT", "DISTINCT", "UNION",
-                    "BETWEEN", "LIKE", "CASE", "WHEN", "THEN", "ELSE", "END", "DESC", "ASC", "WITH")
+_COMMON_KEYWORDS = (
+    "SELECT",
+    "FROM",
+    "WHERE",
+    "GROUP",
+    "ORDER",
+    "BY",
+    "HAVING",
+    "JOIN",
+    "LEFT",
+    "INNER",
+    "ON",
+    "AS",
+    "AND",
+    "OR",
+    "NOT",
+    "LIMIT",
+    "DISTINCT",
+    "UNION",
+    "BETWEEN",
+    "LIKE",
+    "CASE",
+    "WHEN",
+    "THEN",
+    "ELSE",
+    "END",
+    "DESC",
+    "ASC",
+    "WITH",
+)
 _NO_SUCH_TABLE = re.compile(r"no such table: (?:main\.)?(.+)")
 _NO_SUCH_COLUMN = re.compile(r"no such column: (.+)")
 _AMBIGUOUS = re.compile(r"ambiguous column name: (.+)")
@@ -53,8 +80,11 @@ def nearest_names(name: str, candidates: Sequence[str], limit: int = 3) -> tuple
     matches = difflib.get_close_matches(folded, list(by_folded), n=limit, cutoff=0.6)
     # difflib misses a name inside a longer one ('order' in 'order details'); short names
     # ('id') would match everything, so substrings count from three characters.
-    matches += sorted(f for f in by_folded if f not in matches and min(len(f), len(folded)) >= 3
-                      and (folded in f or f in folded))
+    matches += sorted(
+        f
+        for f in by_folded
+        if f not in matches and min(len(f), len(folded)) >= 3 and (folded in f or f in folded)
+    )
     found = [real for f in matches for real in sorted(by_folded[f])]
     return tuple(found[:limit])
 
@@ -64,8 +94,10 @@ def unknown_table_text(name: str, schema: Schema) -> str:
     lead = f"no table {_quote_given(name)}"
     matching = [t.name for t in schema.tables if t.name.casefold() == name.casefold()]
     if len(matching) > 1:
-        return (f"{lead}; several tables differ from it only in case: "
-                f"{join_names([show_ident(n) for n in matching])}; write the exact name")
+        return (
+            f"{lead}; several tables differ from it only in case: "
+            f"{join_names([show_ident(n) for n in matching])}; write the exact name"
+        )
     near = nearest_names(name, schema.names)
     if near:
         return f"{lead}; did you mean {join_names([show_ident(n) for n in near])}?"
@@ -144,14 +176,17 @@ def _column_hint(given: str, schema: Schema) -> str:
         if near:
             return f"did you mean {join_names([show_column(table.name, n) for n in near])}?"
         return f"{show_ident(table.name)} has the columns: " + ", ".join(
-            show_ident(c.name) for c in table.columns)
+            show_ident(c.name) for c in table.columns
+        )
     owners = _owners(column, schema)
     if owners:
         tables = join_names([show_ident(t) for t in owners[:5]], "and")
         more = f" and {len(owners) - 5} more" if len(owners) > 5 else ""
         where = "the table or alias before the dot" if qualifier else "the tables in FROM"
-        return (f"{show_ident(column)} is a column of {tables}{more}, not of {where}; "
-                "JOIN the table that has it or fix the qualifier")
+        return (
+            f"{show_ident(column)} is a column of {tables}{more}, not of {where}; "
+            "JOIN the table that has it or fix the qualifier"
+        )
     pairs = [(t.name, c.name) for t in schema.tables for c in t.columns]
     near_columns = nearest_names(column, sorted({c for _, c in pairs}))
     if near_columns:
@@ -174,12 +209,14 @@ def _syntax_hint(token: str, schema: Schema) -> str:
     needs_quotes = [n for n in schema.names if show_ident(n) != n]
     spaced = [n for n in needs_quotes if word and word in re.split(r"[^\w]+", n.casefold())]
     if spaced:
-        return ("names with spaces, symbols or SQL keywords need double quotes, e.g. "
-                f"{join_names([show_ident(n) for n in spaced[:3]])}")
+        return (
+            "names with spaces, symbols or SQL keywords need double quotes, e.g. "
+            f"{join_names([show_ident(n) for n in spaced[:3]])}"
+        )
     if token.upper() not in SQLITE_KEYWORDS:
         keyword = difflib.get_close_matches(token.upper(), _COMMON_KEYWORDS, n=1, cutoff=0.7)
         if keyword:
             return f"did you mean {keyword[0]}?"
     if not token:
         return "the statement ends too early; finish it"
-    return f"check the SQL just before \"{echo_value(token)}\""
+    return f'check the SQL just before "{echo_value(token)}"'

@@ -51,16 +51,18 @@ def _adjacency(schema: Schema) -> dict[str, dict[str, list[Link]]]:
     for fk, target in resolved_foreign_keys(schema):
         if target == fk.table:
             continue  # a self link never shortens a path between two tables
-        graph[fk.table].setdefault(target, []).append(
-            Link(fk.table, fk.columns, target, fk.ref_columns))
-        graph[target].setdefault(fk.table, []).append(
-            Link(target, fk.ref_columns, fk.table, fk.columns))
+        graph[fk.table].setdefault(target, []).append(Link(fk.table, fk.columns, target, fk.ref_columns))
+        graph[target].setdefault(fk.table, []).append(Link(target, fk.ref_columns, fk.table, fk.columns))
     return graph
 
 
 def _sorted_links(links: list[Link]) -> tuple[Link, ...]:
-    return tuple(sorted(links, key=lambda k: ([c.casefold() for c in k.left_columns],
-                                              [c.casefold() for c in k.right_columns])))
+    return tuple(
+        sorted(
+            links,
+            key=lambda k: ([c.casefold() for c in k.left_columns], [c.casefold() for c in k.right_columns]),
+        )
+    )
 
 
 def neighbours(schema: Schema, table: str) -> tuple[str, ...]:
@@ -70,9 +72,13 @@ def neighbours(schema: Schema, table: str) -> tuple[str, ...]:
 
 def self_links(schema: Schema, table: str) -> tuple[Link, ...]:
     """Foreign keys of `table` that reference `table` itself."""
-    return _sorted_links([Link(fk.table, fk.columns, target, fk.ref_columns)
-                          for fk, target in resolved_foreign_keys(schema)
-                          if fk.table == table and target == table])
+    return _sorted_links(
+        [
+            Link(fk.table, fk.columns, target, fk.ref_columns)
+            for fk, target in resolved_foreign_keys(schema)
+            if fk.table == table and target == table
+        ]
+    )
 
 
 def shortest_join_path(schema: Schema, start: str, goal: str) -> tuple[JoinStep, ...] | None:

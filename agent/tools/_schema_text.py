@@ -35,8 +35,10 @@ def render_table_list(schema: Schema, pattern: str | None, max_chars: int) -> st
     if not tables:
         if pattern is None:
             return "the database has no tables or views"
-        return (f"no table or view name contains '{shown_pattern}'; call list_tables without "
-                "\"pattern\" to see every name")
+        return (
+            f"no table or view name contains '{shown_pattern}'; call list_tables without "
+            '"pattern" to see every name'
+        )
     lines: list[str] = []
     plain = [t for t in tables if t.kind != "view"]
     views = [t for t in tables if t.kind == "view"]
@@ -49,8 +51,10 @@ def render_table_list(schema: Schema, pattern: str | None, max_chars: int) -> st
     if len(kept) == len(lines):
         return "\n".join(lines)
     shown = sum(1 for line in kept if not line.endswith(":"))
-    kept.append(f"[showing {format_count(shown)} of {format_count(len(tables))} names; call "
-                'list_tables with {"pattern": "word"} to list only the names containing a word]')
+    kept.append(
+        f"[showing {format_count(shown)} of {format_count(len(tables))} names; call "
+        'list_tables with {"pattern": "word"} to list only the names containing a word]'
+    )
     return "\n".join(kept)
 
 
@@ -61,8 +65,10 @@ def _listed(table: Table) -> str:
 
 def render_unreadable(table: Table) -> str:
     """describe_table of an object SQLite cannot describe: why, and what still works."""
-    return (f"{table.kind} {show_ident(table.name)} {table.note}; queries on it fail the same way, "
-            "use the other tables")
+    return (
+        f"{table.kind} {show_ident(table.name)} {table.note}; queries on it fail the same way, "
+        "use the other tables"
+    )
 
 
 def _ordered_keys(table: Table) -> list[ForeignKey]:
@@ -94,8 +100,7 @@ def _column_flags(column: Column, table: Table, schema: Schema, pk_size: int) ->
     return " ".join(flags)
 
 
-def render_description(table: Table, schema: Schema, rows: tuple[int, bool] | None,
-                       max_chars: int) -> str:
+def render_description(table: Table, schema: Schema, rows: tuple[int, bool] | None, max_chars: int) -> str:
     """Every column with type, PK, NOT NULL, default and FK target; `rows` is (count, exact)."""
     facts = []
     if rows is not None:
@@ -116,18 +121,29 @@ def render_description(table: Table, schema: Schema, rows: tuple[int, bool] | No
     tail = []
     if len(pk) > 1:
         tail.append(f"primary key ({', '.join(show_ident(c.name) for c in pk)})")
-    tail += [f"foreign key {show_columns(table.name, fk.columns)} -> {_key_target(fk, schema)}"
-             for fk in _ordered_keys(table) if len(fk.columns) > 1]
+    tail += [
+        f"foreign key {show_columns(table.name, fk.columns)} -> {_key_target(fk, schema)}"
+        for fk in _ordered_keys(table)
+        if len(fk.columns) > 1
+    ]
     text = "\n".join(head + lines + tail)
     if len(text) <= max_chars:
         return text
     kept = _cut_lines(head, lines, max_chars)
     shown = len(kept) - len(head)
-    literal = ("'" + escape_unsafe(table.name.replace("'", "''")) + "'"
-               if len(table.name) <= NAME_CHARS else "'<the table name>'")
-    return "\n".join([*kept, *tail,
-                      f"[showing {shown} of {len(lines)} columns; run_query \"SELECT name, type "
-                      f"FROM pragma_table_info({literal}) LIMIT 100 OFFSET {shown}\" lists the rest]"])
+    literal = (
+        "'" + escape_unsafe(table.name.replace("'", "''")) + "'"
+        if len(table.name) <= NAME_CHARS
+        else "'<the table name>'"
+    )
+    return "\n".join(
+        [
+            *kept,
+            *tail,
+            f'[showing {shown} of {len(lines)} columns; run_query "SELECT name, type '
+            f'FROM pragma_table_info({literal}) LIMIT 100 OFFSET {shown}" lists the rest]',
+        ]
+    )
 
 
 def _link_line(fk: ForeignKey, target: str) -> str:
@@ -137,16 +153,30 @@ def _link_line(fk: ForeignKey, target: str) -> str:
 def render_links(table: Table, schema: Schema, max_chars: int) -> str:
     """Outgoing and incoming foreign keys of `table`, one link per line."""
     outgoing = [_link_line(fk, _key_target_name(fk, schema)) for fk in _ordered_keys(table)]
-    incoming = [_link_line(fk, table.name) for other in schema.tables if other.name != table.name
-                for fk in _ordered_keys(other) if _key_target_name(fk, schema) == table.name]
+    incoming = [
+        _link_line(fk, table.name)
+        for other in schema.tables
+        if other.name != table.name
+        for fk in _ordered_keys(other)
+        if _key_target_name(fk, schema) == table.name
+    ]
     name = show_ident(table.name)
-    lines = [f"outgoing ({name} -> other tables):", *(outgoing or ["none"]),
-             f"incoming (other tables -> {name}):", *(incoming or ["none"])]
+    lines = [
+        f"outgoing ({name} -> other tables):",
+        *(outgoing or ["none"]),
+        f"incoming (other tables -> {name}):",
+        *(incoming or ["none"]),
+    ]
     kept = _cut_lines([], lines, max_chars)
     if len(kept) == len(lines):
         return "\n".join(lines)
-    return "\n".join([*kept, f"[showing {len(kept)} of {len(lines)} lines; ask join_path for "
-                               "the link between two particular tables]"])
+    return "\n".join(
+        [
+            *kept,
+            f"[showing {len(kept)} of {len(lines)} lines; ask join_path for "
+            "the link between two particular tables]",
+        ]
+    )
 
 
 def _key_target_name(fk: ForeignKey, schema: Schema) -> str:
@@ -157,8 +187,10 @@ def _key_target_name(fk: ForeignKey, schema: Schema) -> str:
 def _on_clause(link: Link, left_alias: str | None = None, right_alias: str | None = None) -> str:
     left = quoted_name(left_alias or link.left)
     right = quoted_name(right_alias or link.right)
-    return " AND ".join(f"{left}.{quoted_name(a)} = {right}.{quoted_name(b)}"
-                        for a, b in zip(link.left_columns, link.right_columns, strict=True))
+    return " AND ".join(
+        f"{left}.{quoted_name(a)} = {right}.{quoted_name(b)}"
+        for a, b in zip(link.left_columns, link.right_columns, strict=True)
+    )
 
 
 def render_join_path(start: str, steps: Sequence[JoinStep]) -> str:
@@ -177,8 +209,10 @@ def render_same_table(table: str, schema: Schema) -> str:
     links = self_links(schema, table)
     if not links:
         return text
-    joins = [f'FROM {quoted_name(table)} AS "a" JOIN {quoted_name(table)} AS "b" ON '
-             f'{_on_clause(link, "a", "b")}' for link in links]
+    joins = [
+        f'FROM {quoted_name(table)} AS "a" JOIN {quoted_name(table)} AS "b" ON {_on_clause(link, "a", "b")}'
+        for link in links
+    ]
     return "\n".join([f"{text}; to pair its rows with each other use its self link:", *joins])
 
 
@@ -189,12 +223,14 @@ def render_no_path(table_a: str, table_b: str, schema: Schema) -> str:
         found = neighbours(schema, table)
         return ", ".join(show_ident(n) for n in found) if found else "no other table"
 
-    return "\n".join([
-        f"no chain of foreign keys links {show_ident(table_a)} and {show_ident(table_b)}",
-        f"{show_ident(table_a)} is linked to: {linked(table_a)}",
-        f"{show_ident(table_b)} is linked to: {linked(table_b)}",
-        "if two columns hold the same values, join on them directly",
-    ])
+    return "\n".join(
+        [
+            f"no chain of foreign keys links {show_ident(table_a)} and {show_ident(table_b)}",
+            f"{show_ident(table_a)} is linked to: {linked(table_a)}",
+            f"{show_ident(table_b)} is linked to: {linked(table_b)}",
+            "if two columns hold the same values, join on them directly",
+        ]
+    )
 
 
 def join_tables(start: str, steps: Sequence[JoinStep]) -> frozenset[str]:
@@ -202,5 +238,13 @@ def join_tables(start: str, steps: Sequence[JoinStep]) -> frozenset[str]:
     return frozenset([start, *(s.table for s in steps)])
 
 
-__all__ = ["join_tables", "render_description", "render_join_path", "render_links",
-           "render_no_path", "render_same_table", "render_table_list", "render_unreadable"]
+__all__ = [
+    "join_tables",
+    "render_description",
+    "render_join_path",
+    "render_links",
+    "render_no_path",
+    "render_same_table",
+    "render_table_list",
+    "render_unreadable",
+]

@@ -149,12 +149,14 @@ def fit_table(header: Sequence[str], rows: Sequence[Sequence[str]], max_chars: i
     At least one column and, if there are rows, one row are always kept.
     """
     first = rows[:1]
-    columns = _largest_fitting(1, len(header), lambda n: len(
-        render_grid(header[:n], [r[:n] for r in first])) <= max_chars)
+    columns = _largest_fitting(
+        1, len(header), lambda n: len(render_grid(header[:n], [r[:n] for r in first])) <= max_chars
+    )
     cut_header = header[:columns]
     body = [r[:columns] for r in rows]
-    count = _largest_fitting(min(1, len(body)), len(body), lambda n: len(
-        render_grid(cut_header, body[:n])) <= max_chars)
+    count = _largest_fitting(
+        min(1, len(body)), len(body), lambda n: len(render_grid(cut_header, body[:n])) <= max_chars
+    )
     return FittedTable(render_grid(cut_header, body[:count]), count, columns)
 
 
@@ -162,16 +164,17 @@ def columns_note(fitted: FittedTable, total_columns: int) -> str | None:
     """The note for columns cut by fit_table, or None."""
     if fitted.columns_shown == total_columns:
         return None
-    return (f"[showing {fitted.columns_shown} of {total_columns} columns; "
-            "select only the columns you need]")
+    return f"[showing {fitted.columns_shown} of {total_columns} columns; select only the columns you need]"
 
 
 def rows_footer(shown: int, total: int, exact: bool) -> str:
     """The footer of a query result: the row count, or what was cut and how to see the rest."""
     if exact and shown == total:
         return f"[{plural(total, 'row')}]"
-    return (f"[showing {format_count(shown)} of {format_total(total, exact)} rows; "
-            "add WHERE/LIMIT or aggregate to see others]")
+    return (
+        f"[showing {format_count(shown)} of {format_total(total, exact)} rows; "
+        "add WHERE/LIMIT or aggregate to see others]"
+    )
 
 
 def join_names(names: Sequence[str], last: str = "or") -> str:
@@ -186,12 +189,22 @@ def join_names(names: Sequence[str], last: str = "or") -> str:
 _FOOTER_ROOM = 160  # characters kept free for footers and notes when fitting a grid
 
 
-def _grid_parts(columns: Sequence[str], rows: Sequence[Sequence[Any]], cell_chars: int,
-                max_chars: int, literal_first: bool = False,
-                columns_cut: int = 0) -> tuple[FittedTable, str | None]:
+def _grid_parts(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    cell_chars: int,
+    max_chars: int,
+    literal_first: bool = False,
+    columns_cut: int = 0,
+) -> tuple[FittedTable, str | None]:
     header = [format_cell(c, cell_chars) for c in columns]
-    cells = [[format_literal(v, cell_chars) if literal_first and i == 0 else format_cell(v, cell_chars)
-              for i, v in enumerate(row)] for row in rows]
+    cells = [
+        [
+            format_literal(v, cell_chars) if literal_first and i == 0 else format_cell(v, cell_chars)
+            for i, v in enumerate(row)
+        ]
+        for row in rows
+    ]
     fitted = fit_table(header, cells, max(1, max_chars - _FOOTER_ROOM))
     # columns_cut: trailing columns the worker already left out to fit its byte budget
     return fitted, columns_note(fitted, len(columns) + columns_cut)
@@ -201,19 +214,21 @@ def render_query_result(result: QueryResult, cell_chars: int, max_chars: int) ->
     """A successful statement's rows as a grid with a footer saying how many rows exist."""
     if not result.columns:
         return "[the statement ran and returned no result columns]"
-    fitted, cut_columns = _grid_parts(result.columns, result.rows, cell_chars, max_chars,
-                                      columns_cut=result.columns_cut)
-    lines = [fitted.text, rows_footer(fitted.rows_shown, result.total_rows,
-                                      not result.total_is_lower_bound)]
+    fitted, cut_columns = _grid_parts(
+        result.columns, result.rows, cell_chars, max_chars, columns_cut=result.columns_cut
+    )
+    lines = [fitted.text, rows_footer(fitted.rows_shown, result.total_rows, not result.total_is_lower_bound)]
     return "\n".join(lines + ([cut_columns] if cut_columns else []))
 
 
-def render_sample(table: str, result: QueryResult, total: tuple[int, bool] | None,
-                  cell_chars: int, max_chars: int) -> str:
+def render_sample(
+    table: str, result: QueryResult, total: tuple[int, bool] | None, cell_chars: int, max_chars: int
+) -> str:
     """The first rows of a table, headed by how many rows it has; `total` is (count, exact)."""
     name = show_ident(table)
-    fitted, cut_columns = _grid_parts(result.columns, result.rows, cell_chars, max_chars,
-                                      columns_cut=result.columns_cut)
+    fitted, cut_columns = _grid_parts(
+        result.columns, result.rows, cell_chars, max_chars, columns_cut=result.columns_cut
+    )
     if not result.rows:
         head = f"{name} has no rows; its columns:"
     elif total is not None and total[1] and total[0] == len(result.rows) == 1:
@@ -226,13 +241,14 @@ def render_sample(table: str, result: QueryResult, total: tuple[int, bool] | Non
         head = f"first {plural(len(result.rows), 'row')} of {name}:"
     lines = [head, fitted.text]
     if fitted.rows_shown < len(result.rows):
-        lines.append(f"[showing {fitted.rows_shown} of {len(result.rows)} sampled rows; the rest "
-                     "did not fit, select fewer columns with run_query]")
+        lines.append(
+            f"[showing {fitted.rows_shown} of {len(result.rows)} sampled rows; the rest "
+            "did not fit, select fewer columns with run_query]"
+        )
     return "\n".join(lines + ([cut_columns] if cut_columns else []))
 
 
-def render_distinct(table: str, column: str, result: QueryResult, cell_chars: int,
-                    max_chars: int) -> str:
+def render_distinct(table: str, column: str, result: QueryResult, cell_chars: int, max_chars: int) -> str:
     """The most frequent values of a column (text as SQL literals) and how many distinct exist."""
     subject = show_column(table, column)
     if not result.rows:
@@ -244,16 +260,14 @@ def render_distinct(table: str, column: str, result: QueryResult, cell_chars: in
         head += f"; the {format_count(len(result.rows))} most frequent:"
     else:
         head += ":"
-    fitted, _ = _grid_parts(("value", "count"), result.rows, cell_chars, max_chars,
-                            literal_first=True)
+    fitted, _ = _grid_parts(("value", "count"), result.rows, cell_chars, max_chars, literal_first=True)
     lines = [head, fitted.text]
     if fitted.rows_shown < len(result.rows):
         lines.append(f"[showing {fitted.rows_shown} of {len(result.rows)}; the rest did not fit]")
     return "\n".join(lines)
 
 
-_SLOW_QUERY_HINT = ("add LIMIT, filter with WHERE, aggregate, or check that every JOIN has "
-                    "an ON condition")
+_SLOW_QUERY_HINT = "add LIMIT, filter with WHERE, aggregate, or check that every JOIN has an ON condition"
 
 
 def render_query_failure(result: QueryResult, hint: str | None, query_timeout: float) -> str:

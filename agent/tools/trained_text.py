@@ -76,8 +76,15 @@ def _fit(lines: list[str], max_chars: int) -> tuple[list[str], bool]:
     return kept, cut
 
 
-def pipe_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, more: bool,
-               cell_chars: int, max_chars: int, more_line: str = MORE_ROWS) -> str:
+def pipe_table(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    more: bool,
+    cell_chars: int,
+    max_chars: int,
+    more_line: str = MORE_ROWS,
+) -> str:
     """Header and rows joined by ` | `; `more_line` (with {shown}) when rows were left out."""
     lines = [" | ".join(pipe_cell(c, cell_chars) for c in columns)]
     lines += [" | ".join(pipe_cell(v, cell_chars) for v in row) for row in rows]
@@ -97,14 +104,19 @@ def render_rows(result: QueryResult, cell_chars: int, max_chars: int, more_line:
         return "the statement ran and returned no result columns"
     rows = result.rows[:QUERY_ROWS]
     more = result.truncated or len(result.rows) > len(rows)
-    return pipe_table(result.columns, rows, more=more, cell_chars=cell_chars, max_chars=max_chars,
-                      more_line=more_line or MORE_ROWS)
+    return pipe_table(
+        result.columns,
+        rows,
+        more=more,
+        cell_chars=cell_chars,
+        max_chars=max_chars,
+        more_line=more_line or MORE_ROWS,
+    )
 
 
 def render_sample_rows(result: QueryResult, cell_chars: int, max_chars: int) -> str:
     """sample_rows: the same pipe format, every row asked for, no heading and no footer."""
-    return pipe_table(result.columns, result.rows, more=False, cell_chars=cell_chars,
-                      max_chars=max_chars)
+    return pipe_table(result.columns, result.rows, more=False, cell_chars=cell_chars, max_chars=max_chars)
 
 
 def render_values(column: str, result: QueryResult, cell_chars: int, max_chars: int) -> str:
@@ -112,12 +124,19 @@ def render_values(column: str, result: QueryResult, cell_chars: int, max_chars: 
     exact = not result.total_is_lower_bound
     total = format_count(result.total_rows) if exact else f"at least {format_count(result.total_rows)}"
     more_line = f"... (showing first {{shown}} of {total} values)"
-    return pipe_table((column, "count"), result.rows, more=result.truncated, cell_chars=cell_chars,
-                      max_chars=max_chars, more_line=more_line)
+    return pipe_table(
+        (column, "count"),
+        result.rows,
+        more=result.truncated,
+        cell_chars=cell_chars,
+        max_chars=max_chars,
+        more_line=more_line,
+    )
 
 
-def render_failure(result: QueryResult, hint: str | None, query_timeout: float,
-                   error_line: str | None = None) -> str:
+def render_failure(
+    result: QueryResult, hint: str | None, query_timeout: float, error_line: str | None = None
+) -> str:
     """Why a statement did not run: `Error: <SQLite's message>` (or the authors' `error_line`), and a
     hint line when one helps (a busy database: SQLite's `database is locked`, then that a writer
     holds it and to run it again)."""
@@ -136,7 +155,7 @@ def _quoted_token(token: str) -> str:
     """A quoted name or literal, escaped; a very long one cut after its closing quote."""
     if len(token) <= NAME_CHARS + 2:
         return escape_text(token)
-    return f"{escape_text(token[:NAME_CHARS + 1])}{token[-1]}…[+{len(token) - NAME_CHARS - 2:,} chars]"
+    return f"{escape_text(token[: NAME_CHARS + 1])}{token[-1]}…[+{len(token) - NAME_CHARS - 2:,} chars]"
 
 
 def _comment_end(sql: str, start: int) -> tuple[int, str]:
@@ -144,10 +163,10 @@ def _comment_end(sql: str, start: int) -> tuple[int, str]:
     if sql.startswith("--", start):
         end = sql.find("\n", start)
         end = len(sql) if end == -1 else end
-        return end, sql[start + 2:end].strip()
+        return end, sql[start + 2 : end].strip()
     end = sql.find("*/", start + 2)
     end = len(sql) if end == -1 else end + 2
-    return end, sql[start + 2:end - 2].strip()
+    return end, sql[start + 2 : end - 2].strip()
 
 
 def normalise_statement(sql: str) -> str:
@@ -219,16 +238,22 @@ def render_statement(table: Table, stored: Any, max_chars: int) -> str:
     else:
         text, hidden = synthesised_statement(table), 0
     if len(text) > max_chars or hidden > 0:
-        literal = ("'" + escape_text(table.name.replace("'", "''")) + "'"
-                   if len(table.name) <= NAME_CHARS else "'<the table name>'")
-        text = (text[:max_chars] + "…\n" + "... (statement cut; run_query \"SELECT name, type FROM "
-                f"pragma_table_info({literal})\" lists every column)")
+        literal = (
+            "'" + escape_text(table.name.replace("'", "''")) + "'"
+            if len(table.name) <= NAME_CHARS
+            else "'<the table name>'"
+        )
+        text = (
+            text[:max_chars] + "…\n" + '... (statement cut; run_query "SELECT name, type FROM '
+            f'pragma_table_info({literal})" lists every column)'
+        )
     if table.kind == "view":
         text += "\ncolumns: " + ", ".join(show_ident(c.name) for c in table.columns)
     return text
 
 
 # --- list_tables and foreign_keys --------------------------------------------------------------
+
 
 def render_names(schema: Schema, pattern: str | None, max_names: int, max_chars: int) -> str:
     """Every table and view name on one line, comma-separated, then how many there are.
@@ -239,8 +264,10 @@ def render_names(schema: Schema, pattern: str | None, max_names: int, max_chars:
     if not tables:
         if pattern is None:
             return "the database has no tables or views"
-        return (f"no table or view name contains '{echo_value(pattern)}'; call list_tables "
-                "without \"pattern\" to see every name")
+        return (
+            f"no table or view name contains '{echo_value(pattern)}'; call list_tables "
+            'without "pattern" to see every name'
+        )
     ordered = [t for t in tables if t.kind != "view"] + [t for t in tables if t.kind == "view"]
     names: list[str] = []
     size = 0
@@ -253,8 +280,10 @@ def render_names(schema: Schema, pattern: str | None, max_names: int, max_chars:
     count = _counted(ordered, len(schema.tables) if pattern is not None else None)
     if len(names) == len(ordered):
         return f"{', '.join(names)} ({count})"
-    return (f"{', '.join(names)}, … (showing {format_count(len(names))} of {count}; call list_tables "
-            'with {"pattern": "word"} to list only the names containing a word)')
+    return (
+        f"{', '.join(names)}, … (showing {format_count(len(names))} of {count}; call list_tables "
+        'with {"pattern": "word"} to list only the names containing a word)'
+    )
 
 
 def _counted(tables: Sequence[Table], of_all: int | None) -> str:
@@ -278,6 +307,8 @@ def render_key_links(table: Table, schema: Schema, max_chars: int) -> str:
         return f"{show_ident(table.name)} has no foreign keys and no table references it"
     kept, _ = _fit(lines, max_chars)
     if len(kept) < len(lines):
-        kept.append(f"... (showing first {len(kept)} of {len(lines)} links; join_path gives the "
-                    "link between two tables)")
+        kept.append(
+            f"... (showing first {len(kept)} of {len(lines)} links; join_path gives the "
+            "link between two tables)"
+        )
     return "\n".join(kept)

@@ -31,6 +31,22 @@ from .matching import SAME_QUESTION_RULE, hint_evidence, normalise_question
 from .template_tier import BoundParam, TemplateMiss
 from .templates import TEMPLATE_RULE
 
-__all__ = ["SAME_QUESTION_RULE", "TEMPLATE_RULE", "BoundParam", "Consulted", "LibraryEntry", "Provenance",
-           "Refusal", "Snapshot", "TemplateMiss", "VerifiedLibrary", "consult", "hint_evidence",
-           "normalise_question", "params_text", "provenance_text", "similar_text", "verified_tier"]
+__all__ = [
+    "SAME_QUESTION_RULE",
+    "TEMPLATE_RULE",
+    "BoundParam",
+    "Consulted",
+    "LibraryEntry",
+    "Provenance",
+    "Refusal",
+    "Snapshot",
+    "TemplateMiss",
+    "VerifiedLibrary",
+    "consult",
+    "hint_evidence",
+    "normalise_question",
+    "params_text",
+    "provenance_text",
+    "similar_text",
+    "verified_tier",
+]

@@ -57,12 +57,14 @@ def verified_tier(params: Sized) -> str:
     return "template" if len(params) else "same_question"
 
 
-def provenance_of(entry: LibraryEntry, library: VerifiedLibrary,
-                  params: tuple[BoundParam, ...] = ()) -> Provenance:
+def provenance_of(
+    entry: LibraryEntry, library: VerifiedLibrary, params: tuple[BoundParam, ...] = ()
+) -> Provenance:
     """The provenance of one library entry (and the values a template answered with)."""
     e = entry.entry
-    return Provenance(library.path.name, entry.line, e.question, e.added_by, e.added_at, e.tags, e.evidence,
-                      params)
+    return Provenance(
+        library.path.name, entry.line, e.question, e.added_by, e.added_at, e.tags, e.evidence, params
+    )
 
 
 @dataclass(frozen=True)
@@ -81,17 +83,25 @@ class Consulted:
     def hinted(self) -> tuple[LibraryEntry, ...]:
         """The similar entries the hints give the model: the first HINT_ENTRIES short enough to give
         (never a template: the model would copy its `:name` parameters)."""
-        return tuple(e for e in self.similar
-                     if e.template is None and hint_fact(e.question, e.sql) is not None)[:HINT_ENTRIES]
+        return tuple(
+            e for e in self.similar if e.template is None and hint_fact(e.question, e.sql) is not None
+        )[:HINT_ENTRIES]
 
     def hints(self) -> str | None:
         """The similar entries as an evidence note for the model (matching.hint_evidence)."""
         return hint_evidence([(e.question, e.sql) for e in self.hinted()])
 
 
-async def consult(library: VerifiedLibrary, database: Database, question: str, evidence: str | None,
-                  *, settings: EpisodeSettings, use_exact: bool = True,
-                  leave_out_same: bool = False) -> Consulted:
+async def consult(
+    library: VerifiedLibrary,
+    database: Database,
+    question: str,
+    evidence: str | None,
+    *,
+    settings: EpisodeSettings,
+    use_exact: bool = True,
+    leave_out_same: bool = False,
+) -> Consulted:
     """The library's answer to `question`, or the similar entries to show beside the model's.
 
     `use_exact=False` (the caller's `verified: false`) never serves an entry; `leave_out_same`
@@ -104,43 +114,63 @@ async def consult(library: VerifiedLibrary, database: Database, question: str, e
     if same is not None:
         fitting = snapshot.exact(question, evidence)
         if fitting is None:
-            not_served = ("a verified answer to this question exists, but this call's evidence differs "
-                          "from the evidence it was verified with, so the model answered")
+            not_served = (
+                "a verified answer to this question exists, but this call's evidence differs "
+                "from the evidence it was verified with, so the model answered"
+            )
         else:
             answer, failure = await run_verified(fitting, question, evidence, database, settings)
             if answer is not None:
                 return Consulted(answer, provenance_of(fitting, library), library=name)
-            not_served = (f"a verified answer to this question exists, but its SQL {failure} on the "
-                          "current data, so the model answered; ask the library's owner to check it")
+            not_served = (
+                f"a verified answer to this question exists, but its SQL {failure} on the "
+                "current data, so the model answered; ask the library's owner to check it"
+            )
     miss = None
     if same is None and use_exact and snapshot.templates:
         fit = await fit_template(snapshot.templates, database, question)
         miss = fit.miss
         if fit.entry is not None and not same_evidence(evidence, fit.entry.entry.evidence):
-            not_served = (f"the verified template of line {fit.entry.line} answers this question, but this "
-                          "call's evidence differs from the evidence it was verified with, so the model "
-                          "answered")
+            not_served = (
+                f"the verified template of line {fit.entry.line} answers this question, but this "
+                "call's evidence differs from the evidence it was verified with, so the model "
+                "answered"
+            )
         elif fit.entry is not None:
             answer, failure = await run_verified(fit.entry, question, evidence, database, settings, fit.params)
             if answer is not None:
                 return Consulted(answer, provenance_of(fit.entry, library, fit.params), library=name)
-            not_served = (f"the verified template of line {fit.entry.line} answers this question, but its SQL "
-                          f"{failure} on the current data, so the model answered; ask the library's owner "
-                          "to check it")
+            not_served = (
+                f"the verified template of line {fit.entry.line} answers this question, but its SQL "
+                f"{failure} on the current data, so the model answered; ask the library's owner "
+                "to check it"
+            )
         elif fit.why is not None:
             not_served = f"{fit.why}, so the model answered; {fit.remedy}"
     similar = snapshot.similar(question, leave_out_same=leave_out_same)
     return Consulted(similar=similar, library=name, not_served=not_served, template_miss=miss)
 
 
-async def run_verified(entry: LibraryEntry, question: str, evidence: str | None, database: Database,
-                       settings: EpisodeSettings,
-                       params: tuple[BoundParam, ...] = ()) -> tuple[EpisodeResult | None, str | None]:
+async def run_verified(
+    entry: LibraryEntry,
+    question: str,
+    evidence: str | None,
+    database: Database,
+    settings: EpisodeSettings,
+    params: tuple[BoundParam, ...] = (),
+) -> tuple[EpisodeResult | None, str | None]:
     """The entry's SQL run now as an answer (the episode's own result limits), a template's with
     `params` bound; or None and why not."""
-    answer, result = await answer_from_sql(entry.sql, database, settings, question=question, evidence=evidence,
-                                           status=EpisodeStatus.VERIFIED, stop_reason=StopReason.VERIFIED,
-                                           params={p.name: p.value for p in params} if params else None)
+    answer, result = await answer_from_sql(
+        entry.sql,
+        database,
+        settings,
+        question=question,
+        evidence=evidence,
+        status=EpisodeStatus.VERIFIED,
+        stop_reason=StopReason.VERIFIED,
+        params={p.name: p.value for p in params} if params else None,
+    )
     if not result.ok:
         return None, f"failed ({result.error or result.status.value})"
     if hidden_reads(database, result) is not None:  # the worker refuses these; never serve one
@@ -153,8 +183,10 @@ def provenance_text(p: Provenance, quote: Callable[[str], str] | None = None) ->
     shown = quote or _quoted
     who = "".join([f" by {p.added_by}" if p.added_by else "", f" on {p.added_at}" if p.added_at else ""])
     added = f", added{who}" if who else ""
-    return (f"Verified answer: the SQL of {p.library} line {p.line} ({shown(p.question)}{added}), run now on "
-            "the current data; no model was asked.")
+    return (
+        f"Verified answer: the SQL of {p.library} line {p.line} ({shown(p.question)}{added}), run now on "
+        "the current data; no model was asked."
+    )
 
 
 def params_text(params: Sequence[BoundParam], quote: Callable[[str], str] | None = None) -> str | None:
@@ -162,8 +194,11 @@ def params_text(params: Sequence[BoundParam], quote: Callable[[str], str] | None
     if not params:
         return None
     shown = quote or (lambda text: quoted_text(text, QUESTION_SHOWN_CHARS))
-    values = ", ".join(f"{{{p.name}}} = {p.value if isinstance(p.value, int | float) else shown(str(p.value))} "
-                       f"(from {shown(p.text)})" for p in params)
+    values = ", ".join(
+        f"{{{p.name}}} = {p.value if isinstance(p.value, int | float) else shown(str(p.value))} "
+        f"(from {shown(p.text)})"
+        for p in params
+    )
     return f"Read from the question: {values}."
 
 
@@ -181,8 +216,9 @@ class QuestionWithSql(Protocol):
     def sql(self) -> str: ...
 
 
-def similar_text(similar: Sequence[QuestionWithSql], *, exact: str,
-                 quote: Callable[[str], str] | None = None) -> str | None:
+def similar_text(
+    similar: Sequence[QuestionWithSql], *, exact: str, quote: Callable[[str], str] | None = None
+) -> str | None:
     """The similar verified questions with their SQL, for the caller to compare; None without any.
 
     Each SQL is shown as any answer's is (`sql_block`), cut past SQL_SHOWN_CHARS with a line
@@ -190,8 +226,11 @@ def similar_text(similar: Sequence[QuestionWithSql], *, exact: str,
     """
     if not similar:
         return None
-    head = ("A verified answer exists for a similar question:" if len(similar) == 1 else
-            f"Verified answers exist for {len(similar)} similar questions:")
+    head = (
+        "A verified answer exists for a similar question:"
+        if len(similar) == 1
+        else f"Verified answers exist for {len(similar)} similar questions:"
+    )
     lines = [f"{head} (compare them with this answer; they do not replace it)"]
     for entry in similar:
         block = sql_block(entry.sql.strip(), author=SqlAuthor.LIBRARY, limit=SQL_SHOWN_CHARS, exact=exact)

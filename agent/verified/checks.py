@@ -40,8 +40,9 @@ class SqlRefusal:
         return f"{self.subject} names {', '.join(self.hidden)}, which the hide rules hide ({self.reason})"
 
 
-def sql_refusal(database: Database, sql: str,
-                params: Mapping[str, SqlValue] | None = None) -> SqlRefusal | None:
+def sql_refusal(
+    database: Database, sql: str, params: Mapping[str, SqlValue] | None = None
+) -> SqlRefusal | None:
     """Why `sql` may not be served as a verified answer on `database`, or None when it may.
 
     It must run under the database's hide rules in the guarded worker (to its first row), with
@@ -72,8 +73,9 @@ def template_sample(database: Database, template: Template) -> dict[str, SqlValu
         said = f"{subject} is a value of {spec.column}, but"
         result = database.query(sql, max_rows=1, count_cap=CHECK_COUNT_CAP)
         if not result.ok:  # a hidden column fails here as a missing one does
-            return SqlRefusal(f"{said} reading that column {failure_text(result)}",
-                              _named(database, sql, result), subject)
+            return SqlRefusal(
+                f"{said} reading that column {failure_text(result)}", _named(database, sql, result), subject
+            )
         hidden = hidden_reads(database, result)
         if hidden is not None:  # the worker refuses these before they run
             return SqlRefusal(f"{said} reading that column reads data the hide rules hide", (hidden,), subject)

@@ -99,8 +99,9 @@ class Snapshot:
         found = self._by_key.get(normalise_question(question))
         return found if found is not None and same_evidence(evidence, found.entry.evidence) else None
 
-    def similar(self, question: str, limit: int = SIMILAR_SHOWN, *,
-                leave_out_same: bool = True) -> tuple[LibraryEntry, ...]:
+    def similar(
+        self, question: str, limit: int = SIMILAR_SHOWN, *, leave_out_same: bool = True
+    ) -> tuple[LibraryEntry, ...]:
         """Up to `limit` entries whose questions are most like `question` (BM25), best first.
 
         With `leave_out_same`, an entry asking the same question is not among them (eval leaves
@@ -113,15 +114,23 @@ class Snapshot:
         same = {i for i, e in enumerate(self.entries) if e.key == key} if leave_out_same else set()
         ranked = self.index.search(query_terms(question), limit, exclude=same)
         # BM25 scores are negative, the best the lowest.
-        return tuple(self.entries[r.position] for r in ranked
-                     if r.score <= SIMILAR_RELATIVE_SCORE * ranked[0].score)
+        return tuple(
+            self.entries[r.position] for r in ranked if r.score <= SIMILAR_RELATIVE_SCORE * ranked[0].score
+        )
 
 
 class VerifiedLibrary:
     """The verified answers of one database alias, read from one file and kept current."""
 
-    def __init__(self, path: Path, alias: str, *, names: Collection[str] = (),
-                 shared_with: Collection[str] = (), report: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        alias: str,
+        *,
+        names: Collection[str] = (),
+        shared_with: Collection[str] = (),
+        report: Callable[[str], None] | None = None,
+    ) -> None:
         self.path = path
         self.alias = alias
         # The `database` values that mean this database: the alias, and for `ask` the file's
@@ -161,8 +170,12 @@ class VerifiedLibrary:
             if refusal not in before:
                 self._report(refusal.log_line(self.where))
         if self._loaded and snapshot.signature != self._snapshot.signature:
-            logger.info("%s: reloaded after the file changed: %d entries served, %d refused",
-                        self.where, len(snapshot.entries), len(snapshot.refusals))
+            logger.info(
+                "%s: reloaded after the file changed: %d entries served, %d refused",
+                self.where,
+                len(snapshot.entries),
+                len(snapshot.refusals),
+            )
         self._snapshot, self._loaded = snapshot, True
 
     def _load(self, database: Database, signature: tuple[int, ...]) -> Snapshot:
@@ -171,14 +184,18 @@ class VerifiedLibrary:
         except FileNotFoundError:
             return Snapshot(signature=signature, missing=True)
         except OSError as exc:
-            self._report(f"{self.where}: cannot be read ({exc.strerror}); no verified answer is served "
-                         "from it until it can")
+            self._report(
+                f"{self.where}: cannot be read ({exc.strerror}); no verified answer is served "
+                "from it until it can"
+            )
             return Snapshot(signature=signature)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            self._report(f"{self.where}: not UTF-8 text; no verified answer is served from it until it "
-                         "is saved as UTF-8 JSON Lines")
+            self._report(
+                f"{self.where}: not UTF-8 text; no verified answer is served from it until it "
+                "is saved as UTF-8 JSON Lines"
+            )
             return Snapshot(signature=signature)
         return self._checked_snapshot(text, signature, database)
 
@@ -217,19 +234,24 @@ class VerifiedLibrary:
         if entry.database not in self.names:
             if entry.database in self.shared_with:
                 return ""
-            return (f"its database is '{entry.database}', but this file is served for "
-                    f"'{self.alias}'; move it to that database's library or correct `database`")
+            return (
+                f"its database is '{entry.database}', but this file is served for "
+                f"'{self.alias}'; move it to that database's library or correct `database`"
+            )
         if FROM_LOG_TAG in entry.tags:
-            return (f"still tagged {FROM_LOG_TAG} (the model's SQL, not reviewed yet); check it, "
-                    f"then drop the {FROM_LOG_TAG} tag")
+            return (
+                f"still tagged {FROM_LOG_TAG} (the model's SQL, not reviewed yet); check it, "
+                f"then drop the {FROM_LOG_TAG} tag"
+            )
         if not normalise_question(entry.question):
             return "the question is only punctuation"
         if not entry.params:
             return unbound_refusal(entry.sql)
         return None
 
-    def _sql_refusal(self, candidate: LibraryEntry, database: Database,
-                     db_signature: tuple[int, ...]) -> SqlRefusal | None:
+    def _sql_refusal(
+        self, candidate: LibraryEntry, database: Database, db_signature: tuple[int, ...]
+    ) -> SqlRefusal | None:
         """Why the candidate's SQL may not be served (checked again only when it or the database changed)."""
         template = candidate.template
         key = (candidate.sql, template)
@@ -258,9 +280,14 @@ def _without_clashes(entries: Iterable[LibraryEntry]) -> tuple[list[LibraryEntry
             continue
         lines = ", ".join(str(e.line) for e in group)
         differ = "SQL, evidence or params" if group[0].template is not None else "SQL or evidence"
-        refused += [Refusal(e.line, e.question, f"lines {lines} ask the same question with different "
-                                                 f"{differ}; keep the right one")
-                    for e in group]
+        refused += [
+            Refusal(
+                e.line,
+                e.question,
+                f"lines {lines} ask the same question with different {differ}; keep the right one",
+            )
+            for e in group
+        ]
     kept.sort(key=lambda e: e.line)
     return kept, refused
 
@@ -272,12 +299,18 @@ def answer_key(entry: GoldenEntry) -> tuple[str, str, str]:
     return " ".join(entry.sql.split()).rstrip(";").rstrip(), normalise_question(entry.evidence or ""), params
 
 
-def _snapshot(entries: tuple[LibraryEntry, ...], refusals: tuple[Refusal, ...],
-              signature: tuple[int, ...]) -> Snapshot:
+def _snapshot(
+    entries: tuple[LibraryEntry, ...], refusals: tuple[Refusal, ...], signature: tuple[int, ...]
+) -> Snapshot:
     index = TextIndex([e.question for e in entries]) if entries and fts5_available() else None
-    return Snapshot(entries, refusals, signature, index=index,
-                    _by_key={e.key: e for e in entries if e.template is None},
-                    templates=tuple(e for e in entries if e.template is not None))
+    return Snapshot(
+        entries,
+        refusals,
+        signature,
+        index=index,
+        _by_key={e.key: e for e in entries if e.template is None},
+        templates=tuple(e for e in entries if e.template is not None),
+    )
 
 
 def file_signature(path: Path) -> tuple[int, ...]:

@@ -17,22 +17,88 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-SAME_QUESTION_RULE = ("letter case, runs of whitespace and punctuation at the end (? ! . …) are "
-                      "ignored; every other character must match")
+SAME_QUESTION_RULE = (
+    "letter case, runs of whitespace and punctuation at the end (? ! . …) are "
+    "ignored; every other character must match"
+)
 TRAILING = "?!.…？！。．"  # ASCII, the ellipsis, and their full-width forms
 HINT_ENTRIES = 2  # similar verified answers given to the model as evidence
 HINT_SQL_CHARS = 600  # an entry whose SQL is longer is not given (a clipped SQL would mislead)
 
 _WORD = re.compile(r"\w+")
 # Question words and glue: they match nearly every question, so they only add noise.
-STOP_WORDS = frozenset({
-    "a", "about", "all", "also", "an", "and", "any", "are", "as", "at", "be", "by", "can", "could",
-    "did", "do", "does", "each", "for", "from", "give", "had", "has", "have", "how", "i", "in",
-    "is", "it", "its", "list", "many", "me", "much", "my", "of", "on", "or", "our", "please",
-    "return", "show", "that", "the", "their", "them", "there", "these", "this", "those", "to",
-    "us", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "whose", "why",
-    "will", "with", "would", "you", "your",
-})
+STOP_WORDS = frozenset(
+    {
+        "a",
+        "about",
+        "all",
+        "also",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "each",
+        "for",
+        "from",
+        "give",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "list",
+        "many",
+        "me",
+        "much",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "please",
+        "return",
+        "show",
+        "that",
+        "the",
+        "their",
+        "them",
+        "there",
+        "these",
+        "this",
+        "those",
+        "to",
+        "us",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    }
+)
 
 
 def query_terms(text: str) -> list[str]:

@@ -128,8 +128,10 @@ def read_proposals(path: Path) -> ProposalBook:
             decisions.setdefault(parsed.decided.casefold(), parsed)  # the first decision stands
         else:
             problems.append(f"line {number}: {parsed}")
-    return ProposalBook(tuple(Proposed(p.proposal, p.line, decisions.get(p.proposal.proposal.casefold()))
-                              for p in proposals), tuple(problems))
+    return ProposalBook(
+        tuple(Proposed(p.proposal, p.line, decisions.get(p.proposal.proposal.casefold())) for p in proposals),
+        tuple(problems),
+    )
 
 
 def _parsed(line: str) -> Proposal | Decision | str:

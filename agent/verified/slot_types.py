@@ -40,13 +40,48 @@ SlotValue = int | float | str  # what a slot's text reads as, and is bound to th
 
 INT64 = (-(2**63), 2**63 - 1)  # what SQLite can bind as an INTEGER
 NUMBER_CHARS = 40  # longer text is not read as a number
-NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-                "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
-                "twenty")
-MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-          "november", "december")
-_MONTH_NUMBER = {**{m: i for i, m in enumerate(MONTHS, start=1)},
-                 **{m[:3]: i for i, m in enumerate(MONTHS, start=1)}, "sept": 9}
+NUMBER_WORDS = (
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+)
+MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
+_MONTH_NUMBER = {
+    **{m: i for i, m in enumerate(MONTHS, start=1)},
+    **{m[:3]: i for i, m in enumerate(MONTHS, start=1)},
+    "sept": 9,
+}
 
 
 # What each type reads, as the caller is told when a text does not read as one.
@@ -89,8 +124,9 @@ _DATE_FORMS = (  # (pattern, where the year, month and day are; a month given by
 _SLASHED_DATE = re.compile(r"(\d{1,2})/(\d{1,2})/(\d{4})", re.ASCII)
 
 
-def read_slot(kind: SlotType, text: str, *, minimum: float | None = None,
-              maximum: float | None = None) -> Reading:
+def read_slot(
+    kind: SlotType, text: str, *, minimum: float | None = None, maximum: float | None = None
+) -> Reading:
     """Every value `text` reads as for a slot of `kind` within its bounds (see the module docs).
 
     A `value` slot is read against its column by the caller; here it has no reading.
@@ -106,8 +142,9 @@ def read_slot(kind: SlotType, text: str, *, minimum: float | None = None,
             written = text.replace(",", "")
             value = float(written)
             if not _exact(written, value):
-                return Reading(why_not=f"is not a number SQLite holds exactly (it would be rounded to "
-                                       f"{value!r})")
+                return Reading(
+                    why_not=f"is not a number SQLite holds exactly (it would be rounded to {value!r})"
+                )
     elif kind is SlotType.YEAR:
         value = int(text) if _YEAR.fullmatch(text) else None
     elif kind is SlotType.MONTH:
@@ -178,8 +215,12 @@ def _month(text: str) -> list[str]:
             continue
         month = _MONTH_NUMBER.get(found[month_at]) if how == "name" else int(found[month_at])
         year = int(found[year_at])
-        if (month is not None and 1 <= month <= 12 and year >= 1
-                and not (how == "name" and _bad_point(found[month_at], text))):
+        if (
+            month is not None
+            and 1 <= month <= 12
+            and year >= 1
+            and not (how == "name" and _bad_point(found[month_at], text))
+        ):
             return [f"{year:04d}-{month:02d}"]
     return []
 

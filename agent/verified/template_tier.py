@@ -86,27 +86,42 @@ async def fit_template(templates: Sequence[LibraryEntry], database: Database, qu
         return TemplateFit(entry, reading.bindings[0])
     if len(fitting) > 1:
         lines = ", ".join(str(e.line) for e, _ in fitting)
-        return TemplateFit(miss=TemplateMiss.AMBIGUOUS, why=(
-            f"this question fits {len(fitting)} verified templates (lines {lines})"),
-            remedy="ask it in the words of one of them")
+        return TemplateFit(
+            miss=TemplateMiss.AMBIGUOUS,
+            why=(f"this question fits {len(fitting)} verified templates (lines {lines})"),
+            remedy="ask it in the words of one of them",
+        )
     if fitting:
         entry, reading = fitting[0]
-        return TemplateFit(miss=TemplateMiss.AMBIGUOUS, why=(
-            f"the verified template {_shown(entry.question)} (line {entry.line}) reads this question "
-            f"{'in too many ways' if reading.too_many else 'in more than one way'}"
-            f"{_ways(reading.bindings)}"),
-            remedy="write the values so they read one way (a date as 2024-03-05)")
+        return TemplateFit(
+            miss=TemplateMiss.AMBIGUOUS,
+            why=(
+                f"the verified template {_shown(entry.question)} (line {entry.line}) reads this question "
+                f"{'in too many ways' if reading.too_many else 'in more than one way'}"
+                f"{_ways(reading.bindings)}"
+            ),
+            remedy="write the values so they read one way (a date as 2024-03-05)",
+        )
     near = [(e, r) for e, r in read if r.why_not]
     if near:
         entry, reading = near[0]
-        return TemplateFit(miss=TemplateMiss.SLOT_NOT_READ, why=(
-            f"the verified template {_shown(entry.question)} (line {entry.line}) fits this question's words, "
-            f"but {reading.why_not}"), remedy="write the value in a form the template reads")
+        return TemplateFit(
+            miss=TemplateMiss.SLOT_NOT_READ,
+            why=(
+                f"the verified template {_shown(entry.question)} (line {entry.line}) fits this question's "
+                f"words, but {reading.why_not}"
+            ),
+            remedy="write the value in a form the template reads",
+        )
     return TemplateFit(miss=TemplateMiss.PARAPHRASE)
 
 
-async def _read(entry: LibraryEntry, question: FoldedQuestion, database: Database,
-                looked_up: dict[tuple[str, str], tuple[tuple[SlotValue, ...], str]]) -> _Reading | None:
+async def _read(
+    entry: LibraryEntry,
+    question: FoldedQuestion,
+    database: Database,
+    looked_up: dict[tuple[str, str], tuple[tuple[SlotValue, ...], str]],
+) -> _Reading | None:
     """Every binding of the entry's slots that the question reads as; None when its words do not fit.
 
     The slots read without the database come first: a value slot is looked up only when they read,
@@ -140,24 +155,35 @@ async def _read(entry: LibraryEntry, question: FoldedQuestion, database: Databas
             options[i] = values
         else:
             for combo in itertools.product(*options):
-                bindings.setdefault(tuple(combo), tuple(
-                    BoundParam(s.name, s.kind.value, t, v) for s, t, v in zip(template.slots, texts, combo,
-                                                                               strict=True)))
+                bindings.setdefault(
+                    tuple(combo),
+                    tuple(
+                        BoundParam(s.name, s.kind.value, t, v)
+                        for s, t, v in zip(template.slots, texts, combo, strict=True)
+                    ),
+                )
     return _Reading(tuple(bindings.values()), None if bindings else why_not)
 
 
 async def _column_values(column: str, text: str, database: Database) -> tuple[tuple[SlotValue, ...], str]:
     """The values of `column` equal to `text` but for the case of A-Z (several: ambiguous), looked up
     under the database's hide rules; and why when there is none."""
-    result = await database.aquery(value_lookup_sql(column), max_rows=VALUE_CANDIDATES, params={"text": text},
-                                   reads=False)
+    result = await database.aquery(
+        value_lookup_sql(column), max_rows=VALUE_CANDIDATES, params={"text": text}, reads=False
+    )
     if not result.ok:
         said = _shown(result.error or result.status.value)
         return (), f"{column} could not be read to look up {_shown(text)} ({said})"
     wanted = ascii_lower(text)
-    values = tuple(dict.fromkeys(value for value, as_text in result.rows
-                                 if isinstance(value, int | float | str) and isinstance(as_text, str)
-                                 and ascii_lower(as_text) == wanted))
+    values = tuple(
+        dict.fromkeys(
+            value
+            for value, as_text in result.rows
+            if isinstance(value, int | float | str)
+            and isinstance(as_text, str)
+            and ascii_lower(as_text) == wanted
+        )
+    )
     return values, f"{_shown(text)} is no value of {column} (compared but for the case of A-Z)"
 
 

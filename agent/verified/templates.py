@@ -20,9 +20,11 @@ from ..golden_file import GoldenEntry, ParamSpec, SlotType
 from ..sqlite.sql_text import parameter_names, quote_name
 from .matching import TRAILING, normalise_question
 
-TEMPLATE_RULE = ("a question matches a template when, after the same normalisation as the same-question "
-                 "tier, it equals the template's question with each slot replaced by text that reads as "
-                 "that slot's type, in exactly one way, and nothing else differs")
+TEMPLATE_RULE = (
+    "a question matches a template when, after the same normalisation as the same-question "
+    "tier, it equals the template's question with each slot replaced by text that reads as "
+    "that slot's type, in exactly one way, and nothing else differs"
+)
 SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", re.ASCII)
 MAX_SPLITS = 32  # ways a question's words fit one template past which it is ambiguous
 SLOT_CHARS = 500  # a slot's text longer than this reads as nothing
@@ -87,8 +89,10 @@ def template_of(entry: GoldenEntry) -> Template | str:
     names = pieces[1::2]
     undeclared = [n for n in names if n not in params]
     if undeclared:
-        return (f"its question writes {{{undeclared[0]}}}, which params does not declare; declare it, or "
-                "write the question without that slot")
+        return (
+            f"its question writes {{{undeclared[0]}}}, which params does not declare; declare it, or "
+            "write the question without that slot"
+        )
     missing = [n for n in params if n not in names]
     if missing:
         return f"params declares {missing[0]}, which its question does not write as {{{missing[0]}}}"
@@ -112,16 +116,19 @@ def unbound_refusal(sql: str) -> str | None:
     written = parameter_names(sql)
     if not written:
         return None
-    return (f"its SQL binds {written[0]}, but the entry declares no params; declare each parameter in "
-            f'"params" and write it in the question as {{name}}')
+    return (
+        f"its SQL binds {written[0]}, but the entry declares no params; declare each parameter in "
+        f'"params" and write it in the question as {{name}}'
+    )
 
 
 def _parameters_refusal(sql: str, params: dict[str, ParamSpec]) -> str | None:
     written = parameter_names(sql)
     for name in written:
         if name.startswith("?"):
-            return (f"its SQL binds {name} by position; name each parameter as params does "
-                    f"(:{next(iter(params))})")
+            return (
+                f"its SQL binds {name} by position; name each parameter as params does (:{next(iter(params))})"
+            )
         if not name.startswith(":"):
             return f"its SQL binds {name}; write it :{name[1:]}"
         if name[1:] not in params:
@@ -183,8 +190,10 @@ def value_lookup_sql(column: str) -> str:
     """Our SQL reading the values of a `value` slot's column equal to `:text` but for the case of
     A-Z (SQLite's NOCASE), each with its text (to compare as `slot_types.ascii_lower` does)."""
     table, name = _column_names(column)
-    return (f"SELECT DISTINCT {name}, CAST({name} AS TEXT) FROM {table} WHERE {name} = :text COLLATE NOCASE "
-            f"LIMIT {VALUE_CANDIDATES}")
+    return (
+        f"SELECT DISTINCT {name}, CAST({name} AS TEXT) FROM {table} WHERE {name} = :text COLLATE NOCASE "
+        f"LIMIT {VALUE_CANDIDATES}"
+    )
 
 
 def _column_names(column: str) -> tuple[str, str]:

@@ -82,10 +82,13 @@ class Disagreement:
     async def state(self, max_chars: int) -> tuple[AnswerOutput, ChoiceState]:
         """The vote's answer, and the state of the question awaiting its person's later reply."""
         answer = await self.answer_of(self.chosen)
-        records = [option_record(o.group, self.runs[o.group], await self.answer_of(self.runs[o.group]))
-                   for o in self.form.choice.options]
-        return answer, choice_state(self.call.question_id, time.time(), self.form, records, answer,
-                                    self.call.given_evidence, max_chars)
+        records = [
+            option_record(o.group, self.runs[o.group], await self.answer_of(self.runs[o.group]))
+            for o in self.form.choice.options
+        ]
+        return answer, choice_state(
+            self.call.question_id, time.time(), self.form, records, answer, self.call.given_evidence, max_chars
+        )
 
 
 class Asker(ABC):
@@ -129,8 +132,12 @@ class FormInCall(Asker):
         run = d.runs[reply.group] if reply.reply == "chose" and reply.group is not None else d.chosen
         answer = await d.settle(d.form, reply, await d.answer_of(run))
         assert run.result is not None
-        return Answered(answer, run.result.model_seconds, run.result.tool_seconds,
-                        {**d.voting, "chosen_sample": run.index, "asked_person": asked_fields(answer)})
+        return Answered(
+            answer,
+            run.result.model_seconds,
+            run.result.tool_seconds,
+            {**d.voting, "chosen_sample": run.index, "asked_person": asked_fields(answer)},
+        )
 
 
 class FormByRetry(Asker):
@@ -141,8 +148,10 @@ class FormByRetry(Asker):
     async def ask(self, disagreement: Disagreement) -> Awaiting:
         """The `input_required` result, with the state its retry brings back."""
         _, state = await disagreement.state(STATE_MAX_CHARS)
-        return Awaiting(disagreement.form.input_required(state), {
-            **disagreement.voting, "asked_person": {"options": disagreement.form.titles, "reply": "awaiting"}})
+        return Awaiting(
+            disagreement.form.input_required(state),
+            {**disagreement.voting, "asked_person": {"options": disagreement.form.titles, "reply": "awaiting"}},
+        )
 
     @staticmethod
     def reply(responses: InputResponses | None, timeout: float) -> ReadReply:
@@ -170,14 +179,22 @@ class ViewChoice(Asker):
         answer, state = await d.state(VIEW_STATE_MAX_CHARS)
         voted = d.chosen.result
         assert voted is not None
-        choice = {"options": [option.label for option in d.form.choice.options],
-                  "token": self.tokens.seal(state, d.call.caller)}
-        return Answered(answer, voted.model_seconds, voted.tool_seconds, d.voting,
-                        meta={RESULT_META_KEY: {"choice": choice}})
+        choice = {
+            "options": [option.label for option in d.form.choice.options],
+            "token": self.tokens.seal(state, d.call.caller),
+        }
+        return Answered(
+            answer,
+            voted.model_seconds,
+            voted.tool_seconds,
+            d.voting,
+            meta={RESULT_META_KEY: {"choice": choice}},
+        )
 
     @staticmethod
     def reply(option: int) -> ReadReply:
         """How the option the person picked in the view is read (a number past the options: invalid)."""
+
         def picked(_: ChoiceState, form: ChoiceForm) -> PersonReply:
             options = form.choice.options
             if option > len(options):
@@ -220,54 +237,118 @@ def with_choice(answer: AnswerOutput, asked: AskedPerson, group: int | None) -> 
         return answer.model_copy(update={"chosen_by": "vote", "asked": asked})
     chosen = answer.candidates[group]
     rest = [c for k, c in enumerate(answer.candidates) if k != group]
-    return answer.model_copy(update={"chosen_by": "user", "asked": asked, "candidates": [chosen, *rest],
-                                     "agreement": round(chosen.votes / answer.samples, 3)})
+    return answer.model_copy(
+        update={
+            "chosen_by": "user",
+            "asked": asked,
+            "candidates": [chosen, *rest],
+            "agreement": round(chosen.votes / answer.samples, 3),
+        }
+    )
 
 
 def option_record(group: int, run: SampleRun, answer: AnswerOutput) -> OptionRecord:
     """What the request state keeps of one option's answer (its trace arguments clipped)."""
     assert answer.sql is not None
-    trace = [entry.model_copy(update={"arguments": {
-        k: v[:STATE_TRACE_ARG_CHARS] if isinstance(v, str) else v for k, v in entry.arguments.items()}})
-        for entry in answer.trace]
-    return OptionRecord(group=group, sql=answer.sql, status=answer.status, stop_reason=answer.stop_reason,
-                        rounds=answer.rounds, tool_calls=answer.tool_calls, tokens=answer.tokens,
-                        seconds=answer.seconds, queued_seconds=round(run.queued_seconds, 3), trace=trace,
-                        trace_omitted=answer.trace_omitted, prompt_cache=answer.prompt_cache)
+    trace = [
+        entry.model_copy(
+            update={
+                "arguments": {
+                    k: v[:STATE_TRACE_ARG_CHARS] if isinstance(v, str) else v
+                    for k, v in entry.arguments.items()
+                }
+            }
+        )
+        for entry in answer.trace
+    ]
+    return OptionRecord(
+        group=group,
+        sql=answer.sql,
+        status=answer.status,
+        stop_reason=answer.stop_reason,
+        rounds=answer.rounds,
+        tool_calls=answer.tool_calls,
+        tokens=answer.tokens,
+        seconds=answer.seconds,
+        queued_seconds=round(run.queued_seconds, 3),
+        trace=trace,
+        trace_omitted=answer.trace_omitted,
+        prompt_cache=answer.prompt_cache,
+    )
 
 
-def choice_state(question_id: str, asked_at: float, form: ChoiceForm, records: list[OptionRecord],
-                 vote_answer: AnswerOutput, evidence: str | None,
-                 max_chars: int = STATE_MAX_CHARS) -> ChoiceState:
+def choice_state(
+    question_id: str,
+    asked_at: float,
+    form: ChoiceForm,
+    records: list[OptionRecord],
+    vote_answer: AnswerOutput,
+    evidence: str | None,
+    max_chars: int = STATE_MAX_CHARS,
+) -> ChoiceState:
     """The state of a question awaiting its person's choice (traces dropped past `max_chars`)."""
     state = ChoiceState(
-        question_id=question_id, asked_at=asked_at, alias=vote_answer.database or "",
-        question=vote_answer.question, evidence=evidence, model=vote_answer.model,
-        labels=[o.label for o in form.choice.options], more=form.choice.more, propose=form.propose,
-        options=records, samples=vote_answer.samples, samples_finished=vote_answer.samples_finished,
-        candidates=vote_answer.candidates, similar_verified=vote_answer.similar_verified,
-        verified_note=vote_answer.verified_note)
+        question_id=question_id,
+        asked_at=asked_at,
+        alias=vote_answer.database or "",
+        question=vote_answer.question,
+        evidence=evidence,
+        model=vote_answer.model,
+        labels=[o.label for o in form.choice.options],
+        more=form.choice.more,
+        propose=form.propose,
+        options=records,
+        samples=vote_answer.samples,
+        samples_finished=vote_answer.samples_finished,
+        candidates=vote_answer.candidates,
+        similar_verified=vote_answer.similar_verified,
+        verified_note=vote_answer.verified_note,
+    )
     if len(state.encode()) <= max_chars:
         return state
-    lighter = [r.model_copy(update={"trace": [], "trace_omitted": r.trace_omitted + len(r.trace)})
-               for r in records]
+    lighter = [
+        r.model_copy(update={"trace": [], "trace_omitted": r.trace_omitted + len(r.trace)}) for r in records
+    ]
     return state.model_copy(update={"options": lighter})
 
 
-async def answer_from_state(state: ChoiceState, group: int | None, database: Database,
-                            settings: EpisodeSettings, max_rows: int) -> AnswerOutput:
+async def answer_from_state(
+    state: ChoiceState, group: int | None, database: Database, settings: EpisodeSettings, max_rows: int
+) -> AnswerOutput:
     """The answer of option `group` (None: the vote's) from a later reply's state: its SQL run again now."""
     record = next(r for r in state.options if r.group == (group or 0))
     result, _ = await answer_from_sql(
-        record.sql, database, settings, question=state.question, evidence=None,
-        status=EpisodeStatus(record.status), stop_reason=StopReason(record.stop_reason))
-    built = await anyio.to_thread.run_sync(lambda: answer_from_episode(
-        result, database=state.alias, model=state.model, max_rows=max_rows,
-        queued_seconds=record.queued_seconds))
-    return built.model_copy(update={
-        "rounds": record.rounds, "tool_calls": record.tool_calls, "tokens": record.tokens,
-        "seconds": record.seconds, "trace": record.trace, "trace_omitted": record.trace_omitted,
-        "prompt_cache": record.prompt_cache, "samples": state.samples,
-        "samples_finished": state.samples_finished, "candidates": state.candidates,
-        "agreement": round(state.candidates[0].votes / state.samples, 3),
-        "similar_verified": state.similar_verified, "verified_note": state.verified_note})
+        record.sql,
+        database,
+        settings,
+        question=state.question,
+        evidence=None,
+        status=EpisodeStatus(record.status),
+        stop_reason=StopReason(record.stop_reason),
+    )
+    built = await anyio.to_thread.run_sync(
+        lambda: answer_from_episode(
+            result,
+            database=state.alias,
+            model=state.model,
+            max_rows=max_rows,
+            queued_seconds=record.queued_seconds,
+        )
+    )
+    return built.model_copy(
+        update={
+            "rounds": record.rounds,
+            "tool_calls": record.tool_calls,
+            "tokens": record.tokens,
+            "seconds": record.seconds,
+            "trace": record.trace,
+            "trace_omitted": record.trace_omitted,
+            "prompt_cache": record.prompt_cache,
+            "samples": state.samples,
+            "samples_finished": state.samples_finished,
+            "candidates": state.candidates,
+            "agreement": round(state.candidates[0].votes / state.samples, 3),
+            "similar_verified": state.similar_verified,
+            "verified_note": state.verified_note,
+        }
+    )

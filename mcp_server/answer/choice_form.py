@@ -45,8 +45,9 @@ NONE_KEY = "none"
 PROPOSE_TITLE = "Also propose the chosen answer as the team's verified answer"
 VIEW_TOKEN_PURPOSE = "sqale-mcp/answer-view-choice/v1"  # a token of ours never opens as another's
 VIEW_TOKEN_SECONDS = 3_600.0  # how long the view may still offer the choice
-PROPOSE_DESCRIPTION = ("The library's owner reviews the proposal first; nobody is answered with it until "
-                       "they accept it.")
+PROPOSE_DESCRIPTION = (
+    "The library's owner reviews the proposal first; nobody is answered with it until they accept it."
+)
 
 
 def answers_forms(capabilities: ClientCapabilities | None) -> bool:
@@ -86,19 +87,28 @@ class ChoiceForm:
         """The requested schema: a titled single choice (2025-11-25's `oneOf` of `const`/`title`),
         and the proposal checkbox when offered."""
         keys = [*(_key(k) for k in range(len(self.choice.options))), NONE_KEY]
-        properties: dict[str, Any] = {"answer": {
-            "type": "string", "title": "The right answer",
-            "description": "Pick the result that answers your question, or None of these.",
-            "oneOf": [{"const": key, "title": title} for key, title in zip(keys, self.titles, strict=True)]}}
+        properties: dict[str, Any] = {
+            "answer": {
+                "type": "string",
+                "title": "The right answer",
+                "description": "Pick the result that answers your question, or None of these.",
+                "oneOf": [{"const": key, "title": title} for key, title in zip(keys, self.titles, strict=True)],
+            }
+        }
         if self.propose:
-            properties["propose"] = {"type": "boolean", "title": PROPOSE_TITLE,
-                                     "description": PROPOSE_DESCRIPTION, "default": False}
+            properties["propose"] = {
+                "type": "boolean",
+                "title": PROPOSE_TITLE,
+                "description": PROPOSE_DESCRIPTION,
+                "default": False,
+            }
         return {"type": "object", "properties": properties, "required": ["answer"]}
 
     def request(self) -> ElicitRequest:
         """The form as an `elicitation/create` request (2026-07-28: one of a result's input requests)."""
-        return ElicitRequest(params=ElicitRequestFormParams(message=self.choice.message,
-                                                            requested_schema=self.schema))
+        return ElicitRequest(
+            params=ElicitRequestFormParams(message=self.choice.message, requested_schema=self.schema)
+        )
 
     def input_required(self, state: ChoiceState) -> InputRequiredResult:
         """A 2026-07-28 call's result asking for the form, with the state its retry brings back."""
@@ -194,8 +204,9 @@ class ChoiceState(BaseModel):
 
     def form(self) -> ChoiceForm:
         """The form this state was asked with."""
-        options = tuple(ChoiceOption(record.group, label)
-                        for record, label in zip(self.options, self.labels, strict=True))
+        options = tuple(
+            ChoiceOption(record.group, label) for record, label in zip(self.options, self.labels, strict=True)
+        )
         return ChoiceForm(Choice(self.question, self.samples, options, self.more), self.propose)
 
 
@@ -222,8 +233,12 @@ class ViewTokens:
 
     def seal(self, state: ChoiceState, caller: Caller) -> str:
         """The view's token for `state`, which only `caller` can bring back."""
-        payload = {"purpose": VIEW_TOKEN_PURPOSE, "owner": caller.name, "exp": time.time() + VIEW_TOKEN_SECONDS,
-                   "text": state.encode()}
+        payload = {
+            "purpose": VIEW_TOKEN_PURPOSE,
+            "owner": caller.name,
+            "exp": time.time() + VIEW_TOKEN_SECONDS,
+            "text": state.encode(),
+        }
         return self._codec.seal(json.dumps(payload).encode())
 
     def open(self, token: str, caller: Caller) -> ChoiceState | None:

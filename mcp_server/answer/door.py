@@ -67,28 +67,47 @@ SAVE_TOOL_NAME, SAVE_TOOL_TITLE = "save_verified_answer", "Propose as verified"
 SAVE_TOOL_DESCRIPTION = (
     "Propose a question and its SQL for the database's verified library. The library's owner reviews "
     "each proposal; once they accept it, the same question is answered at once with this SQL. Called by "
-    "the answer view's 'Propose as verified' button after the user confirmed it.")
+    "the answer view's 'Propose as verified' button after the user confirmed it."
+)
 CHOOSE_TOOL_NAME, CHOOSE_TOOL_TITLE = "choose_answer", "Use this answer"
 CHOOSE_TOOL_DESCRIPTION = (
     "Make one of the samples' results the answer to the question, as the person chose it in the answer view. "
-    "Called by the view's 'Use this answer' button.")
+    "Called by the view's 'Use this answer' button."
+)
 
 
 async def answer_sql_question(
     question: Annotated[str, Field(description="The question in plain language")],
     ctx: Context,
-    database: Annotated[str | None, Field(description="Alias of a configured database (listed "
-                                                      "in the tool description); may be omitted "
-                                                      "when only one is configured")] = None,
-    evidence: Annotated[str | None, Field(description="Optional hints about the data, e.g. what "
-                                                      "a term means in columns and values")] = None,
-    samples: Annotated[int | None, Field(description="How many independent attempts to make and "
-                                                     "vote on by their results (more is slower but "
-                                                     "says how sure the answer is: see `agreement`); "
-                                                     "default: the server's")] = None,
-    verified: Annotated[bool | None, Field(description="false: answer with the model even when the "
-                                                       "database's verified library holds this "
-                                                       "question; default true")] = None,
+    database: Annotated[
+        str | None,
+        Field(
+            description="Alias of a configured database (listed "
+            "in the tool description); may be omitted "
+            "when only one is configured"
+        ),
+    ] = None,
+    evidence: Annotated[
+        str | None,
+        Field(description="Optional hints about the data, e.g. what a term means in columns and values"),
+    ] = None,
+    samples: Annotated[
+        int | None,
+        Field(
+            description="How many independent attempts to make and "
+            "vote on by their results (more is slower but "
+            "says how sure the answer is: see `agreement`); "
+            "default: the server's"
+        ),
+    ] = None,
+    verified: Annotated[
+        bool | None,
+        Field(
+            description="false: answer with the model even when the "
+            "database's verified library holds this "
+            "question; default true"
+        ),
+    ] = None,
 ) -> Annotated[CallToolResult, AnswerOutput] | InputRequiredResult:
     """Answer a question about a configured SQLite database with a small local text-to-SQL model."""
     arrived = time.perf_counter()  # the call's budget counts from here, as the host's timer does
@@ -97,18 +116,30 @@ async def answer_sql_question(
     with question_span("mcp", capture_content=service.settings.trace_content) as traced:
         try:
             if ctx.request_state is not None:  # 2026-07-28: the retry bringing the person's reply
-                return await service.reply(caller, ChoiceState.decode(ctx.request_state),
-                                           FormByRetry.reply(ctx.input_responses, service.settings.ask_timeout))
+                return await service.reply(
+                    caller,
+                    ChoiceState.decode(ctx.request_state),
+                    FormByRetry.reply(ctx.input_responses, service.settings.ask_timeout),
+                )
             asker = service.asker(ctx)
-            call = checked_call(service, caller, question, database, evidence, samples=samples,
-                                use_verified=verified is not False, asker=asker)
+            call = checked_call(
+                service,
+                caller,
+                question,
+                database,
+                evidence,
+                samples=samples,
+                use_verified=verified is not False,
+                asker=asker,
+            )
             return await service.ask(call, asker, ctx.report_progress, arrived)
         except CallError as error:
             if not traced.ended:  # refused and failed calls ended their span where they were recorded
                 traced.finish(error.status, error.kind)
             # Returned, not raised: the failed call carries structured content like every other result.
-            return service.failed(error, database=known_alias(database, service.aliases(caller)),
-                                  question=question)
+            return service.failed(
+                error, database=known_alias(database, service.aliases(caller)), question=question
+            )
 
 
 async def choose_answer(
@@ -126,8 +157,9 @@ async def choose_answer(
         except CallError as error:
             if not traced.ended:  # refused and failed calls ended their span where they were recorded
                 traced.finish(error.status, error.kind)
-            return service.failed(error, database=state.alias if state else None,
-                                  question=state.question if state else "")
+            return service.failed(
+                error, database=state.alias if state else None, question=state.question if state else ""
+            )
 
 
 async def save_verified_answer(
@@ -139,8 +171,9 @@ async def save_verified_answer(
 ) -> CallToolResult:
     """Propose a checked question and SQL for the database's verified library."""
     service = await ready_service(ctx.request_context.lifespan_context)
-    return await service.save(caller_of(ctx.request_context.request), database=database, question=question,
-                              sql=sql, evidence=evidence)
+    return await service.save(
+        caller_of(ctx.request_context.request), database=database, question=question, sql=sql, evidence=evidence
+    )
 
 
 async def ready_service(lifespan_context: object) -> Answering:
@@ -149,9 +182,17 @@ async def ready_service(lifespan_context: object) -> Answering:
     return await cast(StateOpening[Answering], lifespan_context).ready()
 
 
-def checked_call(service: Answering, caller: Caller, question: str, database: str | None = None,
-                 evidence: str | None = None, *, samples: int | None = None, use_verified: bool = True,
-                 asker: Asker | None = None) -> Call:
+def checked_call(
+    service: Answering,
+    caller: Caller,
+    question: str,
+    database: str | None = None,
+    evidence: str | None = None,
+    *,
+    samples: int | None = None,
+    use_verified: bool = True,
+    asker: Asker | None = None,
+) -> Call:
     """The call the arguments make, checked (one episode by default; --ask-samples when a form may
     ask the person); a CallError says what is wrong with them."""
     settings = service.settings
@@ -165,13 +206,29 @@ def checked_call(service: Answering, caller: Caller, question: str, database: st
     count = samples if samples is not None else settings.ask_samples if by_form else settings.samples
     if not 1 <= count <= settings.max_samples:
         raise samples_out_of_range(count, settings.max_samples)
-    return Call(caller, asked, alias, count, given_evidence=hint, notes=service.notes(alias),
-                use_verified=use_verified, run_all=by_form)
+    return Call(
+        caller,
+        asked,
+        alias,
+        count,
+        given_evidence=hint,
+        notes=service.notes(alias),
+        use_verified=use_verified,
+        run_all=by_form,
+    )
 
 
-def advertised_input_schema(schema: Mapping[str, Any], *, aliases: Sequence[str], max_question_chars: int,
-                            max_evidence_chars: int, max_samples: int, example: str, default_samples: int = 1,
-                            verified: bool = True) -> dict[str, Any]:
+def advertised_input_schema(
+    schema: Mapping[str, Any],
+    *,
+    aliases: Sequence[str],
+    max_question_chars: int,
+    max_evidence_chars: int,
+    max_samples: int,
+    example: str,
+    default_samples: int = 1,
+    verified: bool = True,
+) -> dict[str, Any]:
     """The tool's input schema with what the server enforces: alias enum, lengths, ranges, an example.
 
     Each limit is stated here once; the tool description states the answer's limits. `verified`
@@ -187,12 +244,14 @@ def advertised_input_schema(schema: Mapping[str, Any], *, aliases: Sequence[str]
         properties.pop("verified", None)
     given = properties["question"].get("description", "The question in plain language").rstrip(". ")
     properties["question"].update(
-        description=f"{given}, e.g. '{example}'", maxLength=max_question_chars, examples=[example])
+        description=f"{given}, e.g. '{example}'", maxLength=max_question_chars, examples=[example]
+    )
     plain: dict[str, dict[str, Any]] = {
         "database": {"type": "string", "enum": list(aliases)},
         "evidence": {"type": "string", "maxLength": max_evidence_chars},
         "samples": {"type": "integer", "minimum": 1, "maximum": max_samples, "default": default_samples},
-        "verified": {"type": "boolean", "default": True}}
+        "verified": {"type": "boolean", "default": True},
+    }
     for name, shape in plain.items():
         if name in properties:
             properties[name] = _plain_optional(properties[name], shape)
@@ -243,12 +302,14 @@ class Admission(ServerMiddleware[Any]):
         # Past here the SDK reads `ctx.params` (the handler's arguments) and `ctx.meta` (its own
         # validated view of `_meta`): both are the checked ones.
         cleaned = {**params, "_meta": meta}
-        return dataclasses.replace(ctx, params=cleaned,
-                                   meta=RequestParams.model_validate({"_meta": meta}, by_name=False).meta)
+        return dataclasses.replace(
+            ctx, params=cleaned, meta=RequestParams.model_validate({"_meta": meta}, by_name=False).meta
+        )
 
 
-async def _refused(service: Answering, caller: Caller, tool: str, arguments: object,
-                   message: str) -> HandlerResult:
+async def _refused(
+    service: Answering, caller: Caller, tool: str, arguments: object, message: str
+) -> HandlerResult:
     """The failed result of a call refused for its quota when it arrived, counted and logged as a
     refused question (a save: as a refused save)."""
     given = arguments if isinstance(arguments, Mapping) else {}
@@ -259,12 +320,19 @@ async def _refused(service: Answering, caller: Caller, tool: str, arguments: obj
         return service.library.refused(caller, alias, f"Not saved: {message}")
     samples = given.get("samples")
     refusal = Refused(message, "quota")
-    await service.refused(caller, alias=alias, question=str(question), refused=refusal,
-                          samples=samples if isinstance(samples, int) else None, question_id=new_question_id())
+    await service.refused(
+        caller,
+        alias=alias,
+        question=str(question),
+        refused=refusal,
+        samples=samples if isinstance(samples, int) else None,
+        question_id=new_question_id(),
+    )
     if tool == TOOL_NAME:
         return service.failed(refusal, database=alias or None, question=str(question))
-    return CallToolResult(content=[TextContent(type="text", text=f"Error executing tool {tool}: {message}")],
-                          is_error=True)
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"Error executing tool {tool}: {message}")], is_error=True
+    )
 
 
 class StructuredToolErrors(ServerMiddleware[Any]):
@@ -280,8 +348,11 @@ class StructuredToolErrors(ServerMiddleware[Any]):
         params = ctx.params or {}
         if ctx.method != "tools/call" or params.get("name") != TOOL_NAME:
             return result
-        wire = result.model_dump(mode="json", by_alias=True, exclude_none=True) \
-            if isinstance(result, BaseModel) else result
+        wire = (
+            result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if isinstance(result, BaseModel)
+            else result
+        )
         if not isinstance(wire, dict) or not wire.get("isError") or wire.get("structuredContent") is not None:
             return result
         texts = [c.get("text", "") for c in wire.get("content", []) if c.get("type") == "text"]
@@ -294,8 +365,11 @@ class StructuredToolErrors(ServerMiddleware[Any]):
             content = _failed_content(service, ctx, message, "internal_error", arguments)
             return {**wire, "structuredContent": content}
         reason = str(argument_error(arguments, service.settings.max_samples))
-        return {**wire, "content": [{"type": "text", "text": f"{ERROR_PREFIX}{reason}"}],
-                "structuredContent": _failed_content(service, ctx, reason, INVALID_ARGUMENTS, arguments)}
+        return {
+            **wire,
+            "content": [{"type": "text", "text": f"{ERROR_PREFIX}{reason}"}],
+            "structuredContent": _failed_content(service, ctx, reason, INVALID_ARGUMENTS, arguments),
+        }
 
 
 def argument_error(arguments: object, max_samples: int) -> Exception:
@@ -322,18 +396,24 @@ def _argument_adapters() -> dict[str, tuple[TypeAdapter[Any], bool]]:
     """Each argument of answer_sql_question: a validator of its annotation, and whether it is required."""
     hints = typing.get_type_hints(answer_sql_question, include_extras=True)
     parameters = inspect.signature(answer_sql_question).parameters
-    return {name: (TypeAdapter(hints[name]), parameters[name].default is inspect.Parameter.empty)
-            for name in ARGUMENTS_ACCEPTED}
+    return {
+        name: (TypeAdapter(hints[name]), parameters[name].default is inspect.Parameter.empty)
+        for name in ARGUMENTS_ACCEPTED
+    }
 
 
-def _failed_content(service: Answering, ctx: ServerRequestContext[Any, Any], message: str, kind: str,
-                    arguments: object) -> dict[str, Any]:
+def _failed_content(
+    service: Answering, ctx: ServerRequestContext[Any, Any], message: str, kind: str, arguments: object
+) -> dict[str, Any]:
     """The structured content of a failed call, from what the call's arguments say."""
     given = arguments if isinstance(arguments, Mapping) else {}
     database, question = given.get("database"), given.get("question")
     aliases = service.aliases(caller_of(ctx.request))
     return unanswered(
-        message, status="error", kind=kind,
+        message,
+        status="error",
+        kind=kind,
         database=known_alias(database, aliases) if isinstance(database, str) else None,
-        question=question[:service.settings.max_question_chars] if isinstance(question, str) else "",
-        model=service.model_label).model_dump(mode="json")
+        question=question[: service.settings.max_question_chars] if isinstance(question, str) else "",
+        model=service.model_label,
+    ).model_dump(mode="json")

@@ -79,11 +79,23 @@ class Answering:
         self._state = state
         self.settings, self.model_label = state.settings, state.model_label
         self.view_tokens = ViewTokens.from_settings(state.settings)
-        self.records = Records(episode_log=state.episode_log, metrics=state.metrics, quotas=state.quotas,
-                               catalog=state.catalog, databases=state.databases, model_label=state.model_label)
-        self.library = VerifiedLibraries(state.verified, state.databases, settings=state.settings,
-                                         episode=state.episode_settings, aliases=state.catalog.aliases,
-                                         quotas=state.quotas, metrics=state.metrics)
+        self.records = Records(
+            episode_log=state.episode_log,
+            metrics=state.metrics,
+            quotas=state.quotas,
+            catalog=state.catalog,
+            databases=state.databases,
+            model_label=state.model_label,
+        )
+        self.library = VerifiedLibraries(
+            state.verified,
+            state.databases,
+            settings=state.settings,
+            episode=state.episode_settings,
+            aliases=state.catalog.aliases,
+            quotas=state.quotas,
+            metrics=state.metrics,
+        )
 
     def aliases(self, caller: Caller) -> tuple[str, ...]:
         """The configured databases `caller` may use."""
@@ -113,11 +125,16 @@ class Answering:
 
     def failed(self, error: CallError, *, database: str | None, question: str) -> CallToolResult:
         """The isError result of a call that was not answered, with its structured content."""
-        return failed_result(error, database=database, question=question[:self.settings.max_question_chars],
-                             model=self.model_label)
+        return failed_result(
+            error,
+            database=database,
+            question=question[: self.settings.max_question_chars],
+            model=self.model_label,
+        )
 
-    async def ask(self, call: Call, asker: Asker | None, report: ReportProgress,
-                  arrived: float | None = None) -> CallToolResult | InputRequiredResult:
+    async def ask(
+        self, call: Call, asker: Asker | None, report: ReportProgress, arrived: float | None = None
+    ) -> CallToolResult | InputRequiredResult:
         """The call's result: the answer, (2026-07-28) the form asking the person, or `working` when
         its question is not answered within --call-budget of `arrived` (default: now); errors are
         ToolErrors."""
@@ -126,14 +143,19 @@ class Answering:
         settings = self.settings
         try:
             done = await self._state.ongoing.wait(
-                work, Waiter(report, asker.send_form if asker else None), arrived=arrived,
-                budget=settings.call_budget, one_call_answers=settings.one_call_answers)
+                work,
+                Waiter(report, asker.send_form if asker else None),
+                arrived=arrived,
+                budget=settings.call_budget,
+                one_call_answers=settings.one_call_answers,
+            )
         except anyio.get_cancelled_exc_class():
             question_trace().finish("cancelled", "call_cancelled")  # this call's span, ended here
             raise
         if not done:  # the call ends saying `working`; the question goes on
-            answer = working_answer(work, database=call.alias, question=call.question, samples=call.samples,
-                                    model=self.model_label)
+            answer = working_answer(
+                work, database=call.alias, question=call.question, samples=call.samples, model=self.model_label
+            )
             await self.records.working(call, answer, work.calls)
             return fitted_response(answer, self._state.limits)
         # A finished question's response, recorded for this call (each call that waited on it leaves
@@ -149,48 +171,81 @@ class Answering:
             raise server_stopped_answering()
         return await self._respond(call, replace(outcome, calls=work.calls))
 
-    async def reply(self, caller: Caller, state: ChoiceState | None, read: ReadReply,
-                    via: str = "form") -> CallToolResult:
+    async def reply(
+        self, caller: Caller, state: ChoiceState | None, read: ReadReply, via: str = "form"
+    ) -> CallToolResult:
         """The answer a person's later reply (`read` from the form) makes of a question's state: a
         2026-07-28 retry's, or the answer view's (`via`). Counts one unit of the token's minute, as its
         SQL runs again; leaves its lines under the question's id. The question and evidence are the
         state's (the SDK, or our sealer, checked it is ours, unexpired, for this token)."""
         if state is None or state.alias not in self.aliases(caller):
             raise stale_reply()
-        call = Call(caller, state.question, state.alias, state.samples, given_evidence=state.evidence,
-                    question_id=state.question_id)
+        call = Call(
+            caller,
+            state.question,
+            state.alias,
+            state.samples,
+            given_evidence=state.evidence,
+            question_id=state.question_id,
+        )
 
         async with self._recorded(call, []):
             with self._admitted(caller, 1):
                 form = state.form()
                 reply = read(state, form)
                 group = reply.group if reply.reply == "chose" else None
-                answer = await self._settle(call, form, reply, await answer_from_state(
-                    state, group, self._state.databases[state.alias], self._state.episode_settings,
-                    self.settings.max_rows))
-        return await self._respond(call, Answered(answer, voting={"reply_via": via,
-                                                                  "asked_person": asked_fields(answer)}))
+                answer = await self._settle(
+                    call,
+                    form,
+                    reply,
+                    await answer_from_state(
+                        state,
+                        group,
+                        self._state.databases[state.alias],
+                        self._state.episode_settings,
+                        self.settings.max_rows,
+                    ),
+                )
+        return await self._respond(
+            call, Answered(answer, voting={"reply_via": via, "asked_person": asked_fields(answer)})
+        )
 
-    async def save(self, caller: Caller, *, database: str, question: str, sql: str,
-                   evidence: str | None) -> CallToolResult:
+    async def save(
+        self, caller: Caller, *, database: str, question: str, sql: str, evidence: str | None
+    ) -> CallToolResult:
         """A proposal for the database's verified library, as a tool result (verified.py)."""
         return await self.library.save(caller, database=database, question=question, sql=sql, evidence=evidence)
 
-    async def refused(self, caller: Caller, *, alias: str, question: str, samples: int | None,
-                      refused: Refused, question_id: str) -> None:
+    async def refused(
+        self,
+        caller: Caller,
+        *,
+        alias: str,
+        question: str,
+        samples: int | None,
+        refused: Refused,
+        question_id: str,
+    ) -> None:
         """Count and log a call of a question refused when it arrived (door.Admission), its span a
         question's, as one refused where it runs has."""
         with question_span("mcp", capture_content=self.settings.trace_content) as traced:
             traced.finish("refused", refused.reason)
-        await self.records.refusal(caller, question_id, alias=alias, question=question, samples=samples,
-                                   refused=refused)
+        await self.records.refusal(
+            caller, question_id, alias=alias, question=question, samples=samples, refused=refused
+        )
 
     async def _join(self, call: Call, asker: Asker | None) -> tuple[Ongoing, Call]:
         """The question this call asks, and the call as its lines name it: the one being answered under
         its key, or a new one. A new one past the token's --token-max-working is refused."""
-        key = QuestionKey(token=call.caller.name, database=call.alias, question=call.question,
-                          evidence=call.given_evidence, samples=call.samples, verified=call.use_verified,
-                          asking="none" if asker is None else asker.kind)
+        key = QuestionKey(
+            token=call.caller.name,
+            database=call.alias,
+            question=call.question,
+            evidence=call.given_evidence,
+            samples=call.samples,
+            verified=call.use_verified,
+            asking="none" if asker is None else asker.kind,
+        )
         ongoing = self._state.ongoing
         work = ongoing.find(key)
         if work is not None:  # the same question, already being answered: this call waits for it too
@@ -216,19 +271,30 @@ class Answering:
                 consulted = await self.library.consult(call)
                 if consulted is not None and consulted.answer is not None:
                     # No episode: no slot to wait for, no model to ask.
-                    return Answered(verified_answer(consulted, call.alias, self.settings.max_rows),
-                                    consulted.answer.model_seconds, consulted.answer.tool_seconds)
+                    return Answered(
+                        verified_answer(consulted, call.alias, self.settings.max_rows),
+                        consulted.answer.model_seconds,
+                        consulted.answer.tool_seconds,
+                    )
                 if library_first and call.samples > 1:
                     self._state.quotas.check_rate(call.caller, call.samples - 1)
                 asked = await self._samples(self.library.hinted(call, consulted), work)
                 chosen = asked.chosen
                 if chosen is None or chosen.result is None:  # every sample ran out of time
                     raise episode_timeout(self.settings.episode_timeout)
-                return await self._answer(call, asker, work, asked, chosen,
-                                          lambda answer: with_library(answer, consulted))
+                return await self._answer(
+                    call, asker, work, asked, chosen, lambda answer: with_library(answer, consulted)
+                )
 
-    async def _answer(self, call: Call, asker: Asker | None, work: Ongoing, asked: SampledAnswer,
-                      chosen: SampleRun, shown: Callable[[AnswerOutput], AnswerOutput]) -> Answered | Awaiting:
+    async def _answer(
+        self,
+        call: Call,
+        asker: Asker | None,
+        work: Ongoing,
+        asked: SampledAnswer,
+        chosen: SampleRun,
+        shown: Callable[[AnswerOutput], AnswerOutput],
+    ) -> Answered | Awaiting:
         """The vote's answer, or the person's when the samples disagree and they may be asked.
         Our errors (SqaleError) propagate: the edge maps them for the caller."""
         early = answered_early(asked, work.finish_now.is_set(), self._state.episode_settings.max_tool_turns + 1)
@@ -237,33 +303,55 @@ class Answering:
             result = run.result
             assert result is not None  # every run answered here finished (the chosen, or a group's)
             # Built in a worker thread: other clients' requests go on being served meanwhile.
-            built = await anyio.to_thread.run_sync(lambda: answer_from_episode(
-                result, database=call.alias, model=self.model_label, max_rows=self.settings.max_rows,
-                queued_seconds=run.queued_seconds))
+            built = await anyio.to_thread.run_sync(
+                lambda: answer_from_episode(
+                    result,
+                    database=call.alias,
+                    model=self.model_label,
+                    max_rows=self.settings.max_rows,
+                    queued_seconds=run.queued_seconds,
+                )
+            )
             return shown(with_vote(built, asked)).model_copy(update={"answered_early": early})
 
-        voting = {} if call.samples == 1 else {
-            **asked.vote_fields(), "chosen_sample": chosen.index,
-            "seeds_finished": [run.seed for _, run in sorted(asked.outcome.results.items())]}
+        voting = (
+            {}
+            if call.samples == 1
+            else {
+                **asked.vote_fields(),
+                "chosen_sample": chosen.index,
+                "seeds_finished": [run.seed for _, run in sorted(asked.outcome.results.items())],
+            }
+        )
         runs = [asked.outcome.results[group.members[0]] for group in asked.outcome.groups]
         if asker is None or not asker.asks(asked.samples, len(runs)):
             assert chosen.result is not None
-            return Answered(await answer_of(chosen), chosen.result.model_seconds, chosen.result.tool_seconds,
-                            voting)
+            return Answered(
+                await answer_of(chosen), chosen.result.model_seconds, chosen.result.tool_seconds, voting
+            )
         proposes = asker.by_form and self.library.may_propose(call)
         form = ChoiceForm(choice_of(call.question, sources_of(asked), asked.samples), propose=proposes)
-        return await asker.ask(Disagreement(call, form, runs, chosen, voting, answer_of,
-                                            partial(self._settle, call), work.send_form))
+        return await asker.ask(
+            Disagreement(
+                call, form, runs, chosen, voting, answer_of, partial(self._settle, call), work.send_form
+            )
+        )
 
-    async def _settle(self, call: Call, form: ChoiceForm, reply: PersonReply,
-                      answer: AnswerOutput) -> AnswerOutput:
+    async def _settle(
+        self, call: Call, form: ChoiceForm, reply: PersonReply, answer: AnswerOutput
+    ) -> AnswerOutput:
         """The answer the reply makes of `answer` (the chosen option's, or the vote's), with the
         proposal the person asked for filed."""
         group = reply.group if reply.reply == "chose" else None
         proposal = None
         if reply.propose and group is not None and form.propose and answer.sql is not None:
-            saved = await self.save(call.caller, database=call.alias, question=call.question, sql=answer.sql,
-                                    evidence=call.given_evidence)
+            saved = await self.save(
+                call.caller,
+                database=call.alias,
+                question=call.question,
+                sql=answer.sql,
+                evidence=call.given_evidence,
+            )
             proposal = " ".join(c.text for c in saved.content if isinstance(c, TextContent))
         return with_choice(answer, reply.asked(form, proposal), group)
 
@@ -284,8 +372,9 @@ class Answering:
             raise server_stopping() from exc
 
     @asynccontextmanager
-    async def _recorded(self, call: Call, played: list[Round],
-                        why: Callable[[], str] = lambda: "call_cancelled") -> AsyncIterator[None]:
+    async def _recorded(
+        self, call: Call, played: list[Round], why: Callable[[], str] = lambda: "call_cancelled"
+    ) -> AsyncIterator[None]:
         """Answering the call: a question the block does not answer (cancelled, refused, failed) is
         recorded, then its error raised as the caller must see it. `played` collects every round of
         every sample as it ends; `why()` names a cancel (audit.CANCELLED)."""
@@ -301,10 +390,16 @@ class Answering:
             await self.records.refused(call, refused)
             raise
         except Exception as exc:
-            failure = edge_error(exc, database=call.alias, remote=call.caller.remote,
-                                 question_id=call.question_id)
-            await self.records.unanswered(call, failure_outcome(failure, exc), detail(exc, call.alias),
-                                          activity(played, started), error=exc)
+            failure = edge_error(
+                exc, database=call.alias, remote=call.caller.remote, question_id=call.question_id
+            )
+            await self.records.unanswered(
+                call,
+                failure_outcome(failure, exc),
+                detail(exc, call.alias),
+                activity(played, started),
+                error=exc,
+            )
             if failure is None or failure is exc:  # None: our own bug, on stdio: it propagates as it is
                 raise
             raise failure from exc
@@ -333,9 +428,12 @@ class Answering:
         async def slot(k: int) -> AsyncIterator[None]:
             # Each sample is an episode like any other: it takes a unit of its token's quota and keeps
             # its runtime slot for all its rounds (on one slot the samples run one after another).
-            async with state.episode_turn(call.caller, on_token_wait=partial(progress.token_waiting, k),
-                                          on_worker_wait=progress.queued,
-                                          on_slot_wait=partial(progress.waiting, k)):
+            async with state.episode_turn(
+                call.caller,
+                on_token_wait=partial(progress.token_waiting, k),
+                on_worker_wait=progress.queued,
+                on_slot_wait=partial(progress.waiting, k),
+            ):
                 yield
 
         previous: dict[int, Round] = {}  # each sample's last round, for the prompt-cache watch
@@ -352,13 +450,25 @@ class Answering:
             work.touch()
             await progress.finished(run, tally)
 
-        question = Question(call.question, state.databases[call.alias], call.evidence, state.episode_settings,
-                            state.prompts)
-        how = SampleSettings(limits=CompareLimits(timeout=settings.query_timeout, max_rows=COMPARE_MAX_ROWS),
-                             episode_timeout=settings.episode_timeout, early_stop=not call.run_all)
+        question = Question(
+            call.question, state.databases[call.alias], call.evidence, state.episode_settings, state.prompts
+        )
+        how = SampleSettings(
+            limits=CompareLimits(timeout=settings.query_timeout, max_rows=COMPARE_MAX_ROWS),
+            episode_timeout=settings.episode_timeout,
+            early_stop=not call.run_all,
+        )
         backends = SampleBackends.seeded(state.backend, call.samples, settings.seed)
-        return await sample_question(question, backends, run_episode, how, slot=slot, on_round=on_round,
-                                     on_finished=on_finished, finish_now=work.finish_now)
+        return await sample_question(
+            question,
+            backends,
+            run_episode,
+            how,
+            slot=slot,
+            on_round=on_round,
+            on_finished=on_finished,
+            finish_now=work.finish_now,
+        )
 
 
 @asynccontextmanager

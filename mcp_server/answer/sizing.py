@@ -35,8 +35,18 @@ from ..config.limits import DEFAULT_ANSWER_CHARS, MAX_ANSWER_CHARS, AnswerLimits
 from .answer_text import TextView, render_answer_text
 from .output import AnswerOutput, Candidate
 
-__all__ = ["DEFAULT_ANSWER_CHARS", "MAX_ANSWER_CHARS", "RESULT_SIZE_META", "answer_chars", "fitted_response",
-           "js_number_chars", "json_chars", "result_size_meta", "small_answer", "text_chars"]
+__all__ = [
+    "DEFAULT_ANSWER_CHARS",
+    "MAX_ANSWER_CHARS",
+    "RESULT_SIZE_META",
+    "answer_chars",
+    "fitted_response",
+    "js_number_chars",
+    "json_chars",
+    "result_size_meta",
+    "small_answer",
+    "text_chars",
+]
 
 RESULT_SIZE_META = "anthropic/maxResultSizeChars"  # how a tool raises Claude Code's inline limit
 
@@ -82,8 +92,11 @@ class AnswerTooLarge(RuntimeError):
 def small_answer(answer: AnswerOutput) -> bool:
     """True for an answer small enough to build on the event loop (a verified hit, a count, a
     short list): building it takes about as long as handing it to a thread and back."""
-    if len(answer.rows) * max(len(answer.columns), 1) > SMALL_ANSWER_CELLS \
-            or len(answer.trace) > SMALL_ANSWER_TRACE or len(answer.candidates) > 1:
+    if (
+        len(answer.rows) * max(len(answer.columns), 1) > SMALL_ANSWER_CELLS
+        or len(answer.trace) > SMALL_ANSWER_TRACE
+        or len(answer.candidates) > 1
+    ):
         return False
     cell_chars = sum(len(cell) if isinstance(cell, str) else 32 for row in answer.rows for cell in row)
     return len(answer.question) + len(answer.sql or "") + cell_chars <= SMALL_ANSWER_CHARS
@@ -123,9 +136,16 @@ _Step = Callable[[AnswerOutput, TextView, AnswerLimits, int], tuple[AnswerOutput
 
 
 def _clip_trace_arguments(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[AnswerOutput, TextView]:
-    trace = [entry.model_copy(update={"arguments": {
-        k: clip(v, TRACE_ARG_CHARS) if isinstance(v, str) else v for k, v in entry.arguments.items()}})
-        for entry in answer.trace]
+    trace = [
+        entry.model_copy(
+            update={
+                "arguments": {
+                    k: clip(v, TRACE_ARG_CHARS) if isinstance(v, str) else v for k, v in entry.arguments.items()
+                }
+            }
+        )
+        for entry in answer.trace
+    ]
     return answer.model_copy(update={"trace": trace}), view
 
 
@@ -136,6 +156,7 @@ def _clip_candidate_sql(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[
 def _candidates_cut(answer: AnswerOutput, limit: int, count: int | None = None) -> list[Candidate]:
     """The first `count` candidates with their SQL cut to about `limit` characters: the answer's own
     from its start (`sql` holds it whole), each other's around where it differs from the answer's."""
+
     def cut(sql: str | None) -> str | None:
         if sql is None or sql == answer.sql:
             return None if sql is None else clip(sql, limit)
@@ -145,9 +166,10 @@ def _candidates_cut(answer: AnswerOutput, limit: int, count: int | None = None) 
 
 
 def _clip_similar_verified(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[AnswerOutput, TextView]:
-    similar = [s.model_copy(update={"sql": clip(s.sql, CANDIDATE_SQL_CHARS),
-                                    "question": clip(s.question, ECHO_CHARS)})
-               for s in answer.similar_verified]
+    similar = [
+        s.model_copy(update={"sql": clip(s.sql, CANDIDATE_SQL_CHARS), "question": clip(s.question, ECHO_CHARS)})
+        for s in answer.similar_verified
+    ]
     return answer.model_copy(update={"similar_verified": similar}), view
 
 
@@ -169,15 +191,23 @@ def _drop_columns_read(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[A
 
 def _clip_names(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[AnswerOutput, TextView]:
     """Column and table names, and a verified entry's question, clipped (a database may hold long ones)."""
-    verified = None if answer.verified is None else answer.verified.model_copy(
-        update={"question": clip(answer.verified.question, ECHO_CHARS)})
-    return answer.model_copy(update={"columns": [clip(c, NAME_CHARS) for c in answer.columns],
-                                     "tables": [clip(t, NAME_CHARS) for t in answer.tables],
-                                     "verified": verified}), view
+    verified = (
+        None
+        if answer.verified is None
+        else answer.verified.model_copy(update={"question": clip(answer.verified.question, ECHO_CHARS)})
+    )
+    return answer.model_copy(
+        update={
+            "columns": [clip(c, NAME_CHARS) for c in answer.columns],
+            "tables": [clip(t, NAME_CHARS) for t in answer.tables],
+            "verified": verified,
+        }
+    ), view
 
 
-def _cut_rows(answer: AnswerOutput, view: TextView, limits: AnswerLimits,
-              budget: int) -> tuple[AnswerOutput, TextView]:
+def _cut_rows(
+    answer: AnswerOutput, view: TextView, limits: AnswerLimits, budget: int
+) -> tuple[AnswerOutput, TextView]:
     """Keep as many of the first rows as the whole answer fits (the text's table shrinks with them)."""
     if not answer.rows:
         return answer, view
@@ -186,8 +216,14 @@ def _cut_rows(answer: AnswerOutput, view: TextView, limits: AnswerLimits,
         note = _rows_note(count, budget)
         if answer.note is not None:  # the worker cut the rows already: say both
             note = f"{answer.note}; then {note}"
-        return answer.model_copy(update={"rows": answer.rows[:count], "truncated": True,
-                                         "limits_hit": _with_result_bytes(answer), "note": note})
+        return answer.model_copy(
+            update={
+                "rows": answer.rows[:count],
+                "truncated": True,
+                "limits_hit": _with_result_bytes(answer),
+                "note": note,
+            }
+        )
 
     def size(count: int) -> int:
         return answer_chars(*_render(kept(count), limits, view))
@@ -209,33 +245,50 @@ def _cut_rows(answer: AnswerOutput, view: TextView, limits: AnswerLimits,
 
 
 def _clip_echoes(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[AnswerOutput, TextView]:
-    return answer.model_copy(update={
-        field: clip(value, ECHO_CHARS) for field in ("question", "error", "note", "last_reply")
-        if isinstance(value := getattr(answer, field), str)}), view
+    return answer.model_copy(
+        update={
+            field: clip(value, ECHO_CHARS)
+            for field in ("question", "error", "note", "last_reply")
+            if isinstance(value := getattr(answer, field), str)
+        }
+    ), view
 
 
 def _clip_text_sql(answer: AnswerOutput, view: TextView, *_: Any) -> tuple[AnswerOutput, TextView]:
     return answer, replace(view, sql_chars=TEXT_SQL_CHARS)
 
 
-def _essentials(answer: AnswerOutput, view: TextView, _: AnswerLimits,
-                budget: int) -> tuple[AnswerOutput, TextView]:
+def _essentials(
+    answer: AnswerOutput, view: TextView, _: AnswerLimits, budget: int
+) -> tuple[AnswerOutput, TextView]:
     """What an answer too large even without its rows keeps: its SQL, counts and the start of its lists."""
     candidates = _candidates_cut(answer, ESSENTIAL_CHARS, ESSENTIAL_CANDIDATES)
-    note = (f"the answer did not fit {budget:,} characters even without its rows: only its SQL, the "
-            f"first {plural(min(ESSENTIAL_ITEMS, len(answer.columns)), 'column name')} and counts are "
-            "kept; ask for fewer columns or an aggregate (COUNT, SUM, GROUP BY)")
-    return answer.model_copy(update={
-        "rows": [], "truncated": answer.truncated or bool(answer.rows),
-        "columns": [clip(c, ESSENTIAL_CHARS) for c in answer.columns[:ESSENTIAL_ITEMS]],
-        "tables": [clip(t, ESSENTIAL_CHARS) for t in answer.tables[:ESSENTIAL_ITEMS]], "columns_read": {},
-        "candidates": candidates, "similar_verified": [], "prompt_cache": [], "trace": [],
-        "trace_omitted": answer.trace_omitted + len(answer.trace), "limits_hit": _with_result_bytes(answer),
-        "note": note}), view
+    note = (
+        f"the answer did not fit {budget:,} characters even without its rows: only its SQL, the "
+        f"first {plural(min(ESSENTIAL_ITEMS, len(answer.columns)), 'column name')} and counts are "
+        "kept; ask for fewer columns or an aggregate (COUNT, SUM, GROUP BY)"
+    )
+    return answer.model_copy(
+        update={
+            "rows": [],
+            "truncated": answer.truncated or bool(answer.rows),
+            "columns": [clip(c, ESSENTIAL_CHARS) for c in answer.columns[:ESSENTIAL_ITEMS]],
+            "tables": [clip(t, ESSENTIAL_CHARS) for t in answer.tables[:ESSENTIAL_ITEMS]],
+            "columns_read": {},
+            "candidates": candidates,
+            "similar_verified": [],
+            "prompt_cache": [],
+            "trace": [],
+            "trace_omitted": answer.trace_omitted + len(answer.trace),
+            "limits_hit": _with_result_bytes(answer),
+            "note": note,
+        }
+    ), view
 
 
-def _clip_structured_sql(answer: AnswerOutput, view: TextView, limits: AnswerLimits,
-                         budget: int) -> tuple[AnswerOutput, TextView]:
+def _clip_structured_sql(
+    answer: AnswerOutput, view: TextView, limits: AnswerLimits, budget: int
+) -> tuple[AnswerOutput, TextView]:
     """The very last cut: the structured SQL itself, when it alone leaves no room (it no longer runs)."""
     sql = answer.sql
     if sql is None:
@@ -243,10 +296,13 @@ def _clip_structured_sql(answer: AnswerOutput, view: TextView, limits: AnswerLim
     note = f"{answer.note}; " if answer.note else ""
 
     def cut(keep: int) -> AnswerOutput:
-        return answer.model_copy(update={
-            "sql": f"{sql[:keep]}\n-- … {len(sql) - keep:,} more characters cut here",
-            "note": f"{note}the SQL ({len(sql):,} characters) was cut to fit {budget:,} characters: "
-                    "it does not run as it stands"})
+        return answer.model_copy(
+            update={
+                "sql": f"{sql[:keep]}\n-- … {len(sql) - keep:,} more characters cut here",
+                "note": f"{note}the SQL ({len(sql):,} characters) was cut to fit {budget:,} characters: "
+                "it does not run as it stands",
+            }
+        )
 
     low, high = 0, len(sql)
     while low < high:
@@ -268,23 +324,37 @@ def _with_result_bytes(answer: AnswerOutput) -> list[LimitName]:
 
 
 def _trace_kept(answer: AnswerOutput, count: int) -> AnswerOutput:
-    kept = answer.trace[len(answer.trace) - count:] if count else []
-    return answer.model_copy(update={
-        "trace": kept, "trace_omitted": answer.trace_omitted + len(answer.trace) - len(kept)})
+    kept = answer.trace[len(answer.trace) - count :] if count else []
+    return answer.model_copy(
+        update={"trace": kept, "trace_omitted": answer.trace_omitted + len(answer.trace) - len(kept)}
+    )
 
 
 def _rows_note(kept: int, budget: int) -> str:
-    return (f"the answer was cut to fit {budget:,} characters: only the first {plural(kept, 'row')} "
-            "kept; ask for fewer columns, shorter values (substr) or an aggregate (COUNT, SUM, "
-            "GROUP BY) to get all of it")
+    return (
+        f"the answer was cut to fit {budget:,} characters: only the first {plural(kept, 'row')} "
+        "kept; ask for fewer columns, shorter values (substr) or an aggregate (COUNT, SUM, "
+        "GROUP BY) to get all of it"
+    )
 
 
 # In order: the least useful to the reader first; the structured SQL, which no longer runs once
 # cut, last of all.
-_STEPS: tuple[_Step, ...] = (_clip_trace_arguments, _clip_candidate_sql, _clip_similar_verified,
-                             _smaller_text_table, _keep_last_calls, _drop_trace, _drop_columns_read,
-                             _clip_names, _cut_rows, _clip_echoes, _clip_text_sql, _essentials,
-                             _clip_structured_sql)
+_STEPS: tuple[_Step, ...] = (
+    _clip_trace_arguments,
+    _clip_candidate_sql,
+    _clip_similar_verified,
+    _smaller_text_table,
+    _keep_last_calls,
+    _drop_trace,
+    _drop_columns_read,
+    _clip_names,
+    _cut_rows,
+    _clip_echoes,
+    _clip_text_sql,
+    _essentials,
+    _clip_structured_sql,
+)
 
 
 def text_chars(text: str) -> int:

@@ -68,21 +68,45 @@ class Cancelled(CallError):
 # names; the prefix a stdio client reads before the error's own message (which says what to do
 # next); and for remote clients what failed, in plain words, and who can fix it (never a path or a URL).
 _FAILURES: tuple[tuple[type[SqaleError], str, str, str], ...] = (
-    (BackendUnreachable, "backend_unreachable", "The model runtime is unreachable",
-     "The model runtime is unreachable, so no question can be answered now."),
-    (ModelNotFound, "model_not_found", "The model is not installed",
-     "The model is not installed on the model runtime."),
+    (
+        BackendUnreachable,
+        "backend_unreachable",
+        "The model runtime is unreachable",
+        "The model runtime is unreachable, so no question can be answered now.",
+    ),
+    (
+        ModelNotFound,
+        "model_not_found",
+        "The model is not installed",
+        "The model is not installed on the model runtime.",
+    ),
     (BackendTimeout, "backend_timeout", "The model runtime timed out", "The model runtime timed out."),
-    (BackendAuthError, "backend_auth", "The model runtime refused our credentials",
-     "The model runtime refused the server's credentials."),
+    (
+        BackendAuthError,
+        "backend_auth",
+        "The model runtime refused our credentials",
+        "The model runtime refused the server's credentials.",
+    ),
     (BackendError, "backend_error", "The model runtime failed", "The model runtime failed."),
-    (DatabaseBusyError, "database_busy", "The database is busy",
-     "The database '{database}' is busy: another program is writing to it, and it stayed locked while the "
-     "server waited."),
-    (DatabasePathError, "database_unreadable", "The database cannot be read",
-     "The database '{database}' cannot be read: its file is missing, unreadable or not an SQLite database."),
-    (DatabaseWorkerError, "worker_failed", "The SQLite worker failed",
-     "The SQLite worker failed on the database '{database}'."),
+    (
+        DatabaseBusyError,
+        "database_busy",
+        "The database is busy",
+        "The database '{database}' is busy: another program is writing to it, and it stayed locked while the "
+        "server waited.",
+    ),
+    (
+        DatabasePathError,
+        "database_unreadable",
+        "The database cannot be read",
+        "The database '{database}' cannot be read: its file is missing, unreadable or not an SQLite database.",
+    ),
+    (
+        DatabaseWorkerError,
+        "worker_failed",
+        "The SQLite worker failed",
+        "The SQLite worker failed on the database '{database}'.",
+    ),
 )
 INVALID_ARGUMENTS = "invalid_arguments"
 
@@ -105,30 +129,38 @@ def edge_error(exc: BaseException, *, database: str, remote: bool, question_id: 
         return tool_error_for(exc, database=database, remote=remote, question_id=question_id)
     if not remote:
         return None
-    return CallError("Answering failed because of an error inside the server. Ask the server's "
-                     f"operator: its log has the details under question id {question_id}.",
-                     "internal_error")
+    return CallError(
+        "Answering failed because of an error inside the server. Ask the server's "
+        f"operator: its log has the details under question id {question_id}.",
+        "internal_error",
+    )
 
 
-def tool_error_for(exc: SqaleError, *, database: str, remote: bool = False,
-                   question_id: str = "") -> CallError:
+def tool_error_for(exc: SqaleError, *, database: str, remote: bool = False, question_id: str = "") -> CallError:
     """The ToolError for one of our errors raised while answering about `database`."""
-    found = next(((cls, kind, prefix, cause) for cls, kind, prefix, cause in _FAILURES if isinstance(exc, cls)),
-                 None)
+    found = next(
+        ((cls, kind, prefix, cause) for cls, kind, prefix, cause in _FAILURES if isinstance(exc, cls)), None
+    )
     if remote:
         cause = found[3] if found else "Answering on the database '{database}' failed."
         passing = isinstance(exc, BackendTimeout | DatabaseBusyError)  # a retry may well work
         retry = "Retry in a moment; if it keeps failing, ask" if passing else "Ask"
-        return CallError(f"{cause.format(database=database)} {retry} the server's operator: its "
-                         f"log has the details under question id {question_id}.", failure_kind(exc))
+        return CallError(
+            f"{cause.format(database=database)} {retry} the server's operator: its "
+            f"log has the details under question id {question_id}.",
+            failure_kind(exc),
+        )
     if found is None:
         return CallError(f"Answering failed: {exc}", "answer_failed")
     cls, kind, prefix, _ = found
     if cls is DatabaseBusyError:  # it says to try again: nothing to fix
         return CallError(f"{prefix} ('{database}'): {sentence(str(exc))}", kind)
     if cls in (DatabasePathError, DatabaseWorkerError):
-        return CallError(f"{prefix} ('{database}'): {sentence(str(exc))} Ask the server's "
-                         "operator to check the database file, then retry.", kind)
+        return CallError(
+            f"{prefix} ('{database}'): {sentence(str(exc))} Ask the server's "
+            "operator to check the database file, then retry.",
+            kind,
+        )
     return CallError(f"{prefix}: {exc}", kind)
 
 
@@ -151,10 +183,14 @@ def detail(exc: BaseException, alias: str) -> str:
 def failed_result(error: CallError, *, database: str | None, question: str, model: str) -> CallToolResult:
     """The isError result of a call of answer_sql_question that was not answered, with its structured
     content (its text as the SDK words a tool error)."""
-    answer = unanswered(str(error), status=error.status, kind=error.kind, database=database, question=question,
-                        model=model)
-    return CallToolResult(content=[TextContent(type="text", text=f"{ERROR_PREFIX}{error}")],
-                          structured_content=answer.model_dump(mode="json"), is_error=True)
+    answer = unanswered(
+        str(error), status=error.status, kind=error.kind, database=database, question=question, model=model
+    )
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"{ERROR_PREFIX}{error}")],
+        structured_content=answer.model_dump(mode="json"),
+        is_error=True,
+    )
 
 
 def known_alias(given: str | None, aliases: Sequence[str]) -> str | None:
@@ -192,25 +228,35 @@ def unknown_database(given: str | None, aliases: Sequence[str]) -> CallError:
     """No database chosen, or an alias that is not configured."""
     listed = ", ".join(aliases)
     if given is None:
-        return CallError(f"Several databases are configured; pass one as `database`: {listed}.",
-                         "unknown_database")
+        return CallError(
+            f"Several databases are configured; pass one as `database`: {listed}.", "unknown_database"
+        )
     shown = quoted_text(given, ECHO_CHARS, quote="'")  # the client's own text, on one line
-    return CallError(f"Unknown database {shown}; pass one of the configured aliases as "
-                     f"`database`: {listed}.", "unknown_database")
+    return CallError(
+        f"Unknown database {shown}; pass one of the configured aliases as `database`: {listed}.",
+        "unknown_database",
+    )
 
 
 def empty_question() -> CallError:
     """The question is empty or only whitespace."""
-    return CallError("The question is empty; ask a question about the data in plain language, "
-                     "e.g. 'Which 5 customers spent the most?'.", INVALID_ARGUMENTS)
+    return CallError(
+        "The question is empty; ask a question about the data in plain language, "
+        "e.g. 'Which 5 customers spent the most?'.",
+        INVALID_ARGUMENTS,
+    )
 
 
 def text_too_long(name: str, length: int, limit: int) -> CallError:
     """`question` or `evidence` exceeds its limit."""
-    advice = ("Shorten it to one precise question; put background hints in `evidence`."
-              if name == "question" else "Keep only the hints the question needs.")
-    return CallError(f"The {name} is {length:,} characters long; the limit is {limit:,}. {advice}",
-                     INVALID_ARGUMENTS)
+    advice = (
+        "Shorten it to one precise question; put background hints in `evidence`."
+        if name == "question"
+        else "Keep only the hints the question needs."
+    )
+    return CallError(
+        f"The {name} is {length:,} characters long; the limit is {limit:,}. {advice}", INVALID_ARGUMENTS
+    )
 
 
 # What each argument of answer_sql_question accepts, said when a call sends something else.
@@ -228,14 +274,17 @@ def wrong_arguments(wrong: Sequence[tuple[str, object]], missing: Sequence[str],
 
     Only the JSON kind of a value is named, never the value: it may be anything the client sent.
     """
+
     def accepts(name: str) -> str:
         return ARGUMENTS_ACCEPTED[name].format(max_samples=max_samples)
 
     said = [f"`{name}` is missing; pass {accepts(name)}" for name in missing]
     said += [f"`{name}` must be {accepts(name)}, not {_json_kind(value)}" for name, value in wrong]
     if not said:  # the SDK refused what each argument accepts on its own: name them all
-        said = ["the arguments do not match the tool's input schema: "
-                + "; ".join(f"`{name}` takes {accepts(name)}" for name in ARGUMENTS_ACCEPTED)]
+        said = [
+            "the arguments do not match the tool's input schema: "
+            + "; ".join(f"`{name}` takes {accepts(name)}" for name in ARGUMENTS_ACCEPTED)
+        ]
     return CallError(sentence("; ".join(said)), INVALID_ARGUMENTS)
 
 
@@ -253,8 +302,11 @@ def _json_kind(value: object) -> str:
 
 def samples_out_of_range(given: int, limit: int) -> CallError:
     """`samples` below 1 or above --max-samples."""
-    return CallError(f"`samples` is {given}; give a number from 1 to {limit} (the server's "
-                     "--max-samples), or leave it out for the server's default.", INVALID_ARGUMENTS)
+    return CallError(
+        f"`samples` is {given}; give a number from 1 to {limit} (the server's "
+        "--max-samples), or leave it out for the server's default.",
+        INVALID_ARGUMENTS,
+    )
 
 
 def episode_timeout(seconds: float) -> CallError:
@@ -262,32 +314,44 @@ def episode_timeout(seconds: float) -> CallError:
     return CallError(
         f"Answering took longer than the {seconds:g} s limit and was stopped. Retry, ask a "
         "narrower question, or ask the server's operator to raise --episode-timeout (a slow "
-        "machine or a model still loading can cause this).", "episode_timeout")
+        "machine or a model still loading can cause this).",
+        "episode_timeout",
+    )
 
 
 def server_stopping() -> Refused:
     """A question that arrived while the server drains before it stops."""
-    return Refused("The server is shutting down and takes no new questions. Ask again in a "
-                   "minute, once it has restarted (or ask its operator).", "stopping")
+    return Refused(
+        "The server is shutting down and takes no new questions. Ask again in a "
+        "minute, once it has restarted (or ask its operator).",
+        "stopping",
+    )
 
 
 def server_stopped_answering() -> Cancelled:
     """A question still running when the drain time ran out."""
-    return Cancelled("The server shut down before this question was answered (it ran past the "
-                     "server's drain time). Ask again once the server has restarted.")
+    return Cancelled(
+        "The server shut down before this question was answered (it ran past the "
+        "server's drain time). Ask again once the server has restarted."
+    )
 
 
 def stale_reply() -> CallError:
     """A 2026-07-28 retry whose state this server cannot resume (another version minted it, or the
     token no longer sees its database)."""
-    return CallError("This reply belongs to a question this server cannot resume (it was asked of another "
-                     "version of the server, or about a database this token no longer sees). Ask the "
-                     "question again.", "stale_reply")
+    return CallError(
+        "This reply belongs to a question this server cannot resume (it was asked of another "
+        "version of the server, or about a database this token no longer sees). Ask the "
+        "question again.",
+        "stale_reply",
+    )
 
 
 def too_many_working(token: str, limit: int) -> Refused:
     """The refusal of a new question while the token has its most being answered (--token-max-working)."""
-    return Refused(f"Too many questions at once: token '{token}' already has {limit} being answered, counting "
-                   "those whose call said `working`. Call again with the arguments of one of those to get its "
-                   "answer (that also frees its place), or wait for them to be answered, then ask this one.",
-                   "working")
+    return Refused(
+        f"Too many questions at once: token '{token}' already has {limit} being answered, counting "
+        "those whose call said `working`. Call again with the arguments of one of those to get its "
+        "answer (that also frees its place), or wait for them to be answered, then ask this one.",
+        "working",
+    )

@@ -62,18 +62,34 @@ def verified_answer(consulted: Consulted, alias: str, max_rows: int) -> AnswerOu
     assert consulted.answer is not None and consulted.provenance is not None
     p = consulted.provenance
     answer = answer_from_episode(consulted.answer, database=alias, model=VERIFIED_MODEL, max_rows=max_rows)
-    return answer.model_copy(update={
-        "agreement": None, "samples": 0, "samples_finished": 0,
-        "verified": VerifiedSource(library=p.library, line=p.line, question=p.question, added_by=p.added_by,
-                                   added_at=p.added_at, tags=list(p.tags), params=source_params(p.params))})
+    return answer.model_copy(
+        update={
+            "agreement": None,
+            "samples": 0,
+            "samples_finished": 0,
+            "verified": VerifiedSource(
+                library=p.library,
+                line=p.line,
+                question=p.question,
+                added_by=p.added_by,
+                added_at=p.added_at,
+                tags=list(p.tags),
+                params=source_params(p.params),
+            ),
+        }
+    )
 
 
 def with_library(answer: AnswerOutput, consulted: Consulted | None) -> AnswerOutput:
     """A model's answer with the similar verified questions and any note on the same one."""
     if consulted is None:
         return answer
-    similar = [SimilarVerified(question=e.question, sql=e.sql, line=e.line, added_by=e.entry.added_by,
-                               added_at=e.entry.added_at) for e in consulted.similar]
+    similar = [
+        SimilarVerified(
+            question=e.question, sql=e.sql, line=e.line, added_by=e.entry.added_by, added_at=e.entry.added_at
+        )
+        for e in consulted.similar
+    ]
     return answer.model_copy(update={"similar_verified": similar, "verified_note": consulted.not_served})
 
 
@@ -100,9 +116,17 @@ def saver(caller: Caller) -> str:
 class VerifiedLibraries:
     """The databases' verified libraries, as the answer path consults them and proposes to them."""
 
-    def __init__(self, libraries: Mapping[str, VerifiedLibrary], databases: Mapping[str, Database], *,
-                 settings: ServerSettings, episode: EpisodeSettings, aliases: Sequence[str],
-                 quotas: TokenQuotas, metrics: ServerMetrics) -> None:
+    def __init__(
+        self,
+        libraries: Mapping[str, VerifiedLibrary],
+        databases: Mapping[str, Database],
+        *,
+        settings: ServerSettings,
+        episode: EpisodeSettings,
+        aliases: Sequence[str],
+        quotas: TokenQuotas,
+        metrics: ServerMetrics,
+    ) -> None:
         self.libraries, self.databases, self.settings, self.episode = libraries, databases, settings, episode
         self.aliases, self.quotas, self.metrics = aliases, quotas, metrics
 
@@ -115,8 +139,14 @@ class VerifiedLibraries:
         library = self.libraries.get(call.alias)
         if library is None:
             return None
-        return await consult(library, self.databases[call.alias], call.question, call.given_evidence,
-                             settings=self.episode, use_exact=call.use_verified)
+        return await consult(
+            library,
+            self.databases[call.alias],
+            call.question,
+            call.given_evidence,
+            settings=self.episode,
+            use_exact=call.use_verified,
+        )
 
     def hinted(self, call: Call, consulted: Consulted | None) -> Call:
         """The call with the similar verified answers in its evidence (--verified-hints), after the
@@ -129,8 +159,9 @@ class VerifiedLibraries:
         """True when a form may offer to propose the chosen answer as verified (may_save)."""
         return call.alias in self.libraries and may_save(self.settings, call.caller)
 
-    async def save(self, caller: Caller, *, database: str, question: str, sql: str,
-                   evidence: str | None) -> CallToolResult:
+    async def save(
+        self, caller: Caller, *, database: str, question: str, sql: str, evidence: str | None
+    ) -> CallToolResult:
         """The save and its outcome as a tool result (isError when nothing holds the SQL now)."""
         settings = self.settings
         try:
@@ -138,9 +169,18 @@ class VerifiedLibraries:
         except QuotaExceeded as exc:
             return self.saved(caller, question, sql, None, "quota", f"Not saved: {exc}", failed=True)
         if not may_save(settings, caller):
-            return self.saved(caller, question, sql, None, "not_permitted", (
-                f"Not saved: token '{caller.name}' may not propose verified answers. The server's operator "
-                "grants it with save-verified = true in its [tokens.NAME] table."), failed=True)
+            return self.saved(
+                caller,
+                question,
+                sql,
+                None,
+                "not_permitted",
+                (
+                    f"Not saved: token '{caller.name}' may not propose verified answers. The server's operator "
+                    "grants it with save-verified = true in its [tokens.NAME] table."
+                ),
+                failed=True,
+            )
         try:
             alias = resolve_alias(database, caller.visible(self.aliases))
             asked = checked_text("question", question, settings.max_question_chars)
@@ -149,23 +189,47 @@ class VerifiedLibraries:
             return self.saved(caller, question, sql, None, "invalid", str(error), failed=True)
         library = self.libraries.get(alias)
         if library is None:
-            return self.saved(caller, question, sql, alias, "no_library", (
-                f"Not saved: '{alias}' has no verified library (the server's operator sets one with "
-                "--verified ALIAS=FILE)."), failed=True)
+            return self.saved(
+                caller,
+                question,
+                sql,
+                alias,
+                "no_library",
+                (
+                    f"Not saved: '{alias}' has no verified library (the server's operator sets one with "
+                    "--verified ALIAS=FILE)."
+                ),
+                failed=True,
+            )
         try:
-            saved: Saved = await anyio.to_thread.run_sync(lambda: propose_entry(
-                library, self.databases[alias], question=asked or "", sql=sql, evidence=hint,
-                proposed_by=saver(caller)))
+            saved: Saved = await anyio.to_thread.run_sync(
+                lambda: propose_entry(
+                    library,
+                    self.databases[alias],
+                    question=asked or "",
+                    sql=sql,
+                    evidence=hint,
+                    proposed_by=saver(caller),
+                )
+            )
         except Exception as exc:
             # The database or its worker failed (or a bug of ours): mapped as for a question, so a
             # remote client reads no server path; the log line has the detail under this id.
             ident = new_question_id()
             failure = edge_error(exc, database=alias, remote=caller.remote, question_id=ident)
-            logger.log(logging.WARNING if isinstance(exc, SqaleError) else logging.ERROR,
-                       "save on '%s' for token '%s' failed (id %s): %r", alias, caller.name, ident, exc,
-                       exc_info=not isinstance(exc, SqaleError), extra={"token": caller.name})
-            result = self.saved(caller, question, sql, alias, "error",
-                                f"Not saved: {failure or 'a bug of ours'}", failed=True)
+            logger.log(
+                logging.WARNING if isinstance(exc, SqaleError) else logging.ERROR,
+                "save on '%s' for token '%s' failed (id %s): %r",
+                alias,
+                caller.name,
+                ident,
+                exc,
+                exc_info=not isinstance(exc, SqaleError),
+                extra={"token": caller.name},
+            )
+            result = self.saved(
+                caller, question, sql, alias, "error", f"Not saved: {failure or 'a bug of ours'}", failed=True
+            )
             if failure is None:  # our own bug, on stdio: it propagates as it is
                 raise
             return result
@@ -176,16 +240,31 @@ class VerifiedLibraries:
         self.metrics.saves.labels(alias, caller.name, "quota").inc()
         return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
-    def saved(self, caller: Caller, question: str, sql: str, alias: str | None, outcome: str, message: str, *,
-              failed: bool) -> CallToolResult:
+    def saved(
+        self,
+        caller: Caller,
+        question: str,
+        sql: str,
+        alias: str | None,
+        outcome: str,
+        message: str,
+        *,
+        failed: bool,
+    ) -> CallToolResult:
         """Count and log one call of the save tool's outcome, and return it as the tool result."""
         self.metrics.saves.labels(alias or "", caller.name, outcome).inc()
         result = CallToolResult(content=[TextContent(type="text", text=message)], is_error=failed)
         if outcome == "quota" and self.quotas.of(caller).refusal_lines.allow() is None:
             return result  # a flood must not fill the disk: counted only
-        logger.info("save on '%s' for token '%s': %s (question %r, sql sha256 %s…, %d characters): %s",
-                    alias or "-", caller.name, outcome, clip(question, LOGGED_QUESTION_CHARS),
-                    sql_digest(sql.strip())[:LOGGED_DIGEST_CHARS], len(sql), message,
-                    extra={"token": caller.name})
+        logger.info(
+            "save on '%s' for token '%s': %s (question %r, sql sha256 %s…, %d characters): %s",
+            alias or "-",
+            caller.name,
+            outcome,
+            clip(question, LOGGED_QUESTION_CHARS),
+            sql_digest(sql.strip())[:LOGGED_DIGEST_CHARS],
+            len(sql),
+            message,
+            extra={"token": caller.name},
+        )
         return result
-

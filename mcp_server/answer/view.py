@@ -76,7 +76,7 @@ class AppOnlyTool:
 
 
 def app_only_tools(settings: ServerSettings) -> tuple[AppOnlyTool, ...]:
-    """"Propose as verified", with --verified-writable, shown to callers that may save and see a database
+    """ "Propose as verified", with --verified-writable, shown to callers that may save and see a database
     with a library."""
     if not (settings.verified_writable and settings.verified):
         return ()
@@ -89,12 +89,15 @@ def app_only_tools(settings: ServerSettings) -> tuple[AppOnlyTool, ...]:
 
 
 def choice_tools(settings: ServerSettings) -> tuple[AppOnlyTool, ...]:
-    """"Use this answer", the view's choice (asking.ViewChoice), unless the server never asks (--ask-to-choose
+    """ "Use this answer", the view's choice (asking.ViewChoice), unless the server never asks (--ask-to-choose
     off); its token opens only for the token that got the answer."""
     if settings.ask_to_choose is AskMode.OFF:
         return ()
-    return (AppOnlyTool(choose_answer, CHOOSE_TOOL_NAME, CHOOSE_TOOL_TITLE, CHOOSE_TOOL_DESCRIPTION,
-                        lambda _: True),)
+    return (
+        AppOnlyTool(
+            choose_answer, CHOOSE_TOOL_NAME, CHOOSE_TOOL_TITLE, CHOOSE_TOOL_DESCRIPTION, lambda _: True
+        ),
+    )
 
 
 def view_html() -> str:
@@ -114,28 +117,44 @@ class AnswerView(Apps):
         super().__init__()
         self._offered: dict[str, Callable[[Caller], bool]] = {}
         self.add_html_resource(
-            VIEW_URI, view_html(), name="answer-view", title="Answer view",
+            VIEW_URI,
+            view_html(),
+            name="answer-view",
+            title="Answer view",
             description="The answer of answer_sql_question as a sortable table, a chart when "
-                        "the result suits one, and the SQL with a copy button",
+            "the result suits one, and the SQL with a copy button",
             # The copy buttons; without the permission the page selects the text instead.
-            permissions=ResourcePermissions(clipboard_write={}), prefers_border=True)
+            permissions=ResourcePermissions(clipboard_write={}),
+            prefers_border=True,
+        )
 
-    def app_tool(self, fn: Callable[..., Any], *, name: str, title: str, description: str,
-                 offered: Callable[[Caller], bool] = lambda _: True) -> None:
+    def app_tool(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str,
+        title: str,
+        description: str,
+        offered: Callable[[Caller], bool] = lambda _: True,
+    ) -> None:
         """Register `fn` as a tool only the page may call (visibility `app`): no model sees it.
 
         Only clients that negotiated MCP Apps may call it, and only callers it is `offered` to
         list it; the page shows the button for it when the tool result names it (RESULT_META_KEY).
         """
         self._offered[name] = offered
-        self.tool(resource_uri=VIEW_URI, visibility=["app"], name=name, title=title,
-                  description=description)(fn)
+        self.tool(resource_uri=VIEW_URI, visibility=["app"], name=name, title=title, description=description)(
+            fn
+        )
 
     def app_tool_names(self, caller: Caller | None = None) -> list[str]:
         """The names of the app-only tools in the order they were registered (with `caller`: those
         offered to it)."""
-        names = [binding.kwargs["name"] for binding in self.tools()
-                 if "model" not in (binding.meta or {}).get("ui", {}).get("visibility", ["model"])]
+        names = [
+            binding.kwargs["name"]
+            for binding in self.tools()
+            if "model" not in (binding.meta or {}).get("ui", {}).get("visibility", ["model"])
+        ]
         return [n for n in names if caller is None or self._offered.get(n, lambda _: True)(caller)]
 
 
@@ -157,8 +176,9 @@ class ClientListing(ServerMiddleware[Any]):
         called = (ctx.params or {}).get("name") if ctx.method == "tools/call" else None
         if called in app_tools and not apps:
             # As if it did not exist: this client was never shown it.
-            return CallToolResult(content=[TextContent(type="text", text=f"Unknown tool: {called}")],
-                                  is_error=True)
+            return CallToolResult(
+                content=[TextContent(type="text", text=f"Unknown tool: {called}")], is_error=True
+            )
         # The chain returns each result as its wire dict (camelCase keys).
         result = await call_next(ctx)
         if not isinstance(result, dict):
@@ -166,12 +186,21 @@ class ClientListing(ServerMiddleware[Any]):
         offered = self._view.app_tool_names(caller) if self._view else []
         if ctx.method == "tools/list":
             asks = self._asks and answers_forms(ctx.session.client_capabilities)
-            return {**result, "tools": [self._listed(tool, caller, apps, asks)
-                                        for tool in result.get("tools", []) if tool.get("name") not in app_tools
-                                        or (apps and tool.get("name") in offered)]}
+            return {
+                **result,
+                "tools": [
+                    self._listed(tool, caller, apps, asks)
+                    for tool in result.get("tools", [])
+                    if tool.get("name") not in app_tools or (apps and tool.get("name") in offered)
+                ],
+            }
         if ctx.method == "resources/list" and not apps:
-            return {**result, "resources": [r for r in result.get("resources", [])
-                                            if not str(r.get("uri", "")).startswith("ui://")]}
+            return {
+                **result,
+                "resources": [
+                    r for r in result.get("resources", []) if not str(r.get("uri", "")).startswith("ui://")
+                ],
+            }
         if ctx.method == "tools/call" and apps and called in ANSWERING_TOOLS:
             return _with_app_tools(result, offered)
         return result
@@ -182,8 +211,9 @@ class ClientListing(ServerMiddleware[Any]):
             return tool
         if caller.databases is not None or asks:
             aliases = caller.visible(self._catalog.aliases)
-            description, schema = self._advertise(Catalog(tuple(e for e in self._catalog.entries
-                                                                if e.alias in aliases)), asks)
+            description, schema = self._advertise(
+                Catalog(tuple(e for e in self._catalog.entries if e.alias in aliases)), asks
+            )
             tool = {**tool, "description": description, "inputSchema": schema}
         if not apps:
             return tool

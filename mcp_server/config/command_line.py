@@ -54,31 +54,66 @@ FLAG_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("databases", ("databases", "db_dir", "db_dir_outside_links", "demo", "notes", "max_notes_chars", "hide")),
     ("verified answers", ("verified", "verified_hints", "verified_writable")),
     ("model backend", BACKEND_FLAGS),
-    ("answers", ("max_rows", "max_result_bytes", "query_timeout", "episode_timeout", "max_concurrent",
-                 "runtime_slots", "samples", "max_samples", "seed")),
-    ("within the client's patience", ("call_budget", "one_call_answers", "working_timeout",
-                                      "token_max_working")),
+    (
+        "answers",
+        (
+            "max_rows",
+            "max_result_bytes",
+            "query_timeout",
+            "episode_timeout",
+            "max_concurrent",
+            "runtime_slots",
+            "samples",
+            "max_samples",
+            "seed",
+        ),
+    ),
+    (
+        "within the client's patience",
+        ("call_budget", "one_call_answers", "working_timeout", "token_max_working"),
+    ),
     ("what the model reads", (*PROMPT_FLAGS, "environment")),
-    ("serving", ("transport", "host", "port", "auth_token_env", "token_max_concurrent", "token_per_minute",
-                 "max_sessions", "token_max_sessions", "session_idle_timeout", "http_header_timeout",
-                 "http_body_timeout", "http_max_connections", "metrics_token_env", "drain_timeout")),
+    (
+        "serving",
+        (
+            "transport",
+            "host",
+            "port",
+            "auth_token_env",
+            "token_max_concurrent",
+            "token_per_minute",
+            "max_sessions",
+            "token_max_sessions",
+            "session_idle_timeout",
+            "http_header_timeout",
+            "http_body_timeout",
+            "http_max_connections",
+            "metrics_token_env",
+            "drain_timeout",
+        ),
+    ),
     ("asking the person", ("ask_to_choose", "ask_samples", "ask_timeout", "request_state_key_env")),
     ("answer view", ("answer_view",)),
     ("logs", ("episode_log", "log_level", "log_format", "trace_content")),
 )
-CONFIG_HELP = ("TOML file with the same settings, keys named as the long options (see docs/options.md); "
-               "flags and SQALE_* variables win over it (default: $XDG_CONFIG_HOME/sqale-mcp/config.toml, "
-               "else ~/.config/sqale-mcp/config.toml, when no database option is given)")
-DESCRIPTION = ("MCP server with one tool, answer_sql_question: a small local text-to-SQL model explores your "
-               "SQLite databases and returns SQL with its result.")
+CONFIG_HELP = (
+    "TOML file with the same settings, keys named as the long options (see docs/options.md); "
+    "flags and SQALE_* variables win over it (default: $XDG_CONFIG_HOME/sqale-mcp/config.toml, "
+    "else ~/.config/sqale-mcp/config.toml, when no database option is given)"
+)
+DESCRIPTION = (
+    "MCP server with one tool, answer_sql_question: a small local text-to-SQL model explores your "
+    "SQLite databases and returns SQL with its result."
+)
 # The settings given per database: `--db ALIAS=PATH` (in the file, a [db] table of alias = "path"
 # lines), `--notes`, `--verified` and `--hide ALIAS=RULE` ([hide]: alias = [rules] lines): how the
 # flag's value is written, an example of it, and an example of the table's line.
-PER_ALIAS = {"databases": ("ALIAS=PATH", "chinook=~/data/chinook.db", '"data/chinook.db"'),
-             "notes": ("ALIAS=PATH", "chinook=~/notes/chinook.txt", '"data/chinook-notes.txt"'),
-             "verified": ("ALIAS=PATH", "chinook=~/chinook-verified.jsonl", '"data/chinook-verified.jsonl"'),
-             "hide": ("ALIAS=TABLE or ALIAS=TABLE.COLUMN", "chinook=Customer.Email",
-                      '["Customer.Email", "Invoice"]')}
+PER_ALIAS = {
+    "databases": ("ALIAS=PATH", "chinook=~/data/chinook.db", '"data/chinook.db"'),
+    "notes": ("ALIAS=PATH", "chinook=~/notes/chinook.txt", '"data/chinook-notes.txt"'),
+    "verified": ("ALIAS=PATH", "chinook=~/chinook-verified.jsonl", '"data/chinook-verified.jsonl"'),
+    "hide": ("ALIAS=TABLE or ALIAS=TABLE.COLUMN", "chinook=Customer.Email", '["Customer.Email", "Invoice"]'),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,8 +140,9 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> ServerSet
         default = default_config_path(environ)
         config_path = default if default.is_file() else None
     file_values = read_config_file(config_path, ServerSettings) if config_path is not None else {}
-    per_alias = {name: by_alias(name, args.pop(name) or [], file_values.pop(name, {}), config_path)
-                 for name in PER_ALIAS}
+    per_alias = {
+        name: by_alias(name, args.pop(name) or [], file_values.pop(name, {}), config_path) for name in PER_ALIAS
+    }
     layers = layered(ServerSettings, args, environ, file_values, str(config_path))
     values: dict[str, Any] = {**layers.values, **per_alias}
     if "tokens" in values:
@@ -125,16 +161,19 @@ def by_alias(name: str, flags: Sequence[str], table: object, config: Path | None
     key, hide = setting_name(ServerSettings, name), name == "hide"
     if not isinstance(table, dict):
         kind = "[rules]" if hide else '"path"'
-        raise ConfigError(f"--config {config}: `{key}` must be a table of alias = {kind} lines, "
-                          f"e.g. [{key}]\\nchinook = {line}")
+        raise ConfigError(
+            f"--config {config}: `{key}` must be a table of alias = {kind} lines, "
+            f"e.g. [{key}]\\nchinook = {line}"
+        )
     base = config.expanduser().resolve().parent if config is not None else Path()
     out: dict[str, tuple[str, ...]] = {}
     for alias, value in table.items():
         where = f"--config {config}: {key}.{alias}"
         listed = [value] if isinstance(value, str) else value
         if hide and not (isinstance(listed, list) and all(isinstance(rule, str) for rule in listed)):
-            raise ConfigError(f'{where} must be a list of "TABLE" or "TABLE.COLUMN" strings, e.g. [{key}]\\n'
-                              f"chinook = {line}")
+            raise ConfigError(
+                f'{where} must be a list of "TABLE" or "TABLE.COLUMN" strings, e.g. [{key}]\\nchinook = {line}'
+            )
         if not hide and not (isinstance(value, str) and value.strip()):
             raise ConfigError(f"{where} must be a path string, e.g. [{key}]\\nchinook = {line}")
         out[check_alias(alias, where)] = tuple(_value(name, v, where, base) for v in listed)
@@ -146,8 +185,10 @@ def by_alias(name: str, flags: Sequence[str], table: object, config: Path | None
             raise ConfigError(f"{where}: write it as {form}, e.g. --{key} {example}")
         alias = check_alias(alias.strip(), where)
         if name == "databases" and alias in given:
-            raise ConfigError(f"database alias '{alias}' is given twice (--db {given[alias]} and --db {item}); "
-                              "rename one with --db OTHER_ALIAS=PATH")
+            raise ConfigError(
+                f"database alias '{alias}' is given twice (--db {given[alias]} and --db {item}); "
+                "rename one with --db OTHER_ALIAS=PATH"
+            )
         given[alias] = item
         out[alias] = (*(out.get(alias, ()) if hide else ()), _value(name, value, where, None))
     if hide:

@@ -17,8 +17,9 @@ from .catalog import Catalog, checking_engine
 logger = logging.getLogger(__name__)
 
 
-def open_libraries(catalog: Catalog, limits: WorkerLimits, *,
-                   engine: WorkerPool | None = None) -> Mapping[str, VerifiedLibrary]:
+def open_libraries(
+    catalog: Catalog, limits: WorkerLimits, *, engine: WorkerPool | None = None
+) -> Mapping[str, VerifiedLibrary]:
     """A VerifiedLibrary per database that has one, loaded and checked (on `engine` when given);
     ConfigError for a bad path."""
     paths = {e.alias: e.verified.resolve() for e in catalog.entries if e.verified is not None}
@@ -32,21 +33,35 @@ def open_libraries(catalog: Catalog, limits: WorkerLimits, *,
             if path.exists() and not path.is_file():
                 raise ConfigError(f"{where}: not a file; give the path of a JSON Lines file")
             if not path.parent.is_dir():
-                raise ConfigError(f"{where}: its folder {path.parent} does not exist; create it or fix "
-                                  "the path")
+                raise ConfigError(
+                    f"{where}: its folder {path.parent} does not exist; create it or fix the path"
+                )
             shared = {alias for alias, other in paths.items() if other == path and alias != entry.alias}
             library = VerifiedLibrary(path, entry.alias, shared_with=shared)
             libraries[entry.alias] = library
             try:
                 snapshot = library.current(Database(entry.path, checks, hide=entry.hide))
             except DatabaseBusyError:  # checked at the database's first question, as it is read then
-                logger.warning("database '%s': verified library %s is checked at the database's first "
-                               "question (another program is writing to the database)", entry.alias, path)
+                logger.warning(
+                    "database '%s': verified library %s is checked at the database's first "
+                    "question (another program is writing to the database)",
+                    entry.alias,
+                    path,
+                )
                 continue
             if snapshot.missing:
-                logger.warning("database '%s': verified library %s does not exist yet; it is served "
-                               "empty until entries are added to it", entry.alias, path)
+                logger.warning(
+                    "database '%s': verified library %s does not exist yet; it is served "
+                    "empty until entries are added to it",
+                    entry.alias,
+                    path,
+                )
             else:
-                logger.info("database '%s': verified library %s: %d entries served, %d refused",
-                            entry.alias, path, len(snapshot.entries), len(snapshot.refusals))
+                logger.info(
+                    "database '%s': verified library %s: %d entries served, %d refused",
+                    entry.alias,
+                    path,
+                    len(snapshot.entries),
+                    len(snapshot.refusals),
+                )
     return libraries

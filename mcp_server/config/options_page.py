@@ -59,6 +59,7 @@ _AGENT_INTRO = f"""`ask`, `doctor` and `eval` take the model backend's settings 
 `sqale-mcp`, in the same order: flag, variable, config file, default (`eval`'s `--runtime-slots`
 is a flag only: its default is `--concurrency`, or fewer when the engine serves fewer)."""
 
+
 def options_page() -> str:
     """The whole page, as Markdown."""
     server = server_parser()
@@ -69,8 +70,11 @@ def options_page() -> str:
         for action in actions:
             also = "–"
             if action.dest in ServerSettings.model_fields:  # a setting (not --config, --version)
-                also = ", ".join(_code(name) for name in (setting_name(ServerSettings, action.dest),
-                                                          variables.get(action.dest)) if name)
+                also = ", ".join(
+                    _code(name)
+                    for name in (setting_name(ServerSettings, action.dest), variables.get(action.dest))
+                    if name
+                )
             lines.append(f"| {_typed(action)} | {also} | {_help(server, action)} |")
         lines.append("")
     lines += ["### Only in the config file", "", "| key | meaning |", "|---|---|"]
@@ -78,17 +82,23 @@ def options_page() -> str:
         if not option_of(field).flag and not is_secret(field):
             if name == "tokens":
                 lines.append(f"| `[tokens.NAME]` | {_meaning(ServerSettings, name)} |")
-                lines += [f"| `{key}` in `[tokens.NAME]` | {_meaning(TokenSpec, key_field)} |"
-                          for key, key_field in file_keys(TokenSpec).items()]
+                lines += [
+                    f"| `{key}` in `[tokens.NAME]` | {_meaning(TokenSpec, key_field)} |"
+                    for key, key_field in file_keys(TokenSpec).items()
+                ]
             else:
                 lines.append(f"| `{setting_name(ServerSettings, name)}` | {_meaning(ServerSettings, name)} |")
     lines.append("")
     agent = agent_parser()
-    lines += [f"## {agent.prog}", "", _paragraph(agent.description), "", _AGENT_INTRO, "",
-              *_groups(agent)]
+    lines += [f"## {agent.prog}", "", _paragraph(agent.description), "", _AGENT_INTRO, "", *_groups(agent)]
     for parser in subcommands(agent):
-        lines += [f"### {parser.prog}", "", _paragraph(parser.description), "",
-                  *_groups(parser, heading="####")]
+        lines += [
+            f"### {parser.prog}",
+            "",
+            _paragraph(parser.description),
+            "",
+            *_groups(parser, heading="####"),
+        ]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -100,8 +110,12 @@ def _groups(parser: argparse.ArgumentParser, *, heading: str = "###") -> list[st
     """One table per argument group of a `sqale-agent` parser: the option as typed, what it does."""
     out: list[str] = []
     for title, actions in option_groups(parser):
-        out += [f"{heading} {'arguments' if title == 'positional arguments' else title}", "",
-                "| option | meaning |", "|---|---|"]
+        out += [
+            f"{heading} {'arguments' if title == 'positional arguments' else title}",
+            "",
+            "| option | meaning |",
+            "|---|---|",
+        ]
         for action in actions:
             out.append(f"| {_typed(action)} | {_help(parser, action)} |")
         out.append("")
@@ -159,8 +173,11 @@ def _escape(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Write the page (or, with --check, exit 1 when the page on disk is stale)."""
     parser = argparse.ArgumentParser(prog=GENERATOR, description=__doc__.splitlines()[0])
-    parser.add_argument("--output", type=Path, help="where to write it (default: docs/options.md of the "
-                                                    "clone this module runs from)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        help="where to write it (default: docs/options.md of the clone this module runs from)",
+    )
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 when it differs")
     args = parser.parse_args(argv)
     if args.output is None:

@@ -27,8 +27,14 @@ from ..__main__ import main as serve
 logger = logging.getLogger(__name__)
 
 # The manifest's user_config keys, as this launcher's options (manifest.json passes each one).
-BUNDLE_OPTIONS = {"databases": "--databases", "folder": "--folder", "runtime": "--runtime",
-                  "model": "--model", "model_folder": "--model-folder", "notes": "--notes"}
+BUNDLE_OPTIONS = {
+    "databases": "--databases",
+    "folder": "--folder",
+    "runtime": "--runtime",
+    "model": "--model",
+    "model_folder": "--model-folder",
+    "notes": "--notes",
+}
 _UNSAFE_ALIAS_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -63,7 +69,8 @@ def parse_bundle_args(argv: Sequence[str]) -> BundleSettings:
         runtime=args.runtime.strip() if is_set(args.runtime) else None,
         model=args.model.strip() if is_set(args.model) else None,
         notes=tuple(Path(p).expanduser() for p in args.notes if is_set(p)),
-        model_folder=Path(args.model_folder).expanduser() if is_set(args.model_folder) else None)
+        model_folder=Path(args.model_folder).expanduser() if is_set(args.model_folder) else None,
+    )
 
 
 def server_arguments(settings: BundleSettings) -> list[str]:
@@ -77,8 +84,10 @@ def server_arguments(settings: BundleSettings) -> list[str]:
     if settings.folder is not None:
         argv += ["--db-dir", str(settings.folder)]
     if not argv:
-        logger.warning("no database chosen in the extension's settings: serving the demo bookshop; "
-                       "choose SQLite files or a folder in Settings > Extensions")
+        logger.warning(
+            "no database chosen in the extension's settings: serving the demo bookshop; "
+            "choose SQLite files or a folder in Settings > Extensions"
+        )
         argv.append("--demo")
     argv += _notes_arguments(settings.notes, aliases, from_folder=settings.folder is not None)
     if settings.runtime is not None:
@@ -123,7 +132,8 @@ def _notes_arguments(notes: Sequence[Path], aliases: dict[str, Path], *, from_fo
                 raise ConfigError(
                     f"notes file {path.name}: name it after the database it describes (e.g. "
                     f"{next(iter(aliases), 'chinook')}.txt), so it is clear which one it is for; the "
-                    f"databases are {', '.join(aliases) or 'none picked as files'}")
+                    f"databases are {', '.join(aliases) or 'none picked as files'}"
+                )
             alias = matches[0]
         argv += ["--notes", f"{alias}={path}"]
     return argv

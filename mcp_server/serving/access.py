@@ -103,8 +103,9 @@ def token_table(settings: ServerSettings, aliases: Sequence[str]) -> TokenTable:
     a token no client could send (the metrics token's included)."""
     credentials: list[_Credential] = []
     if settings.auth_token is not None:
-        credentials.append(_Credential(settings.auth_token.get_secret_value().encode(),
-                                       Caller(DEFAULT_TOKEN_NAME)))
+        credentials.append(
+            _Credential(settings.auth_token.get_secret_value().encode(), Caller(DEFAULT_TOKEN_NAME))
+        )
     for spec in settings.tokens:
         if spec.databases is not None:
             for alias in spec.databases:
@@ -112,20 +113,26 @@ def token_table(settings: ServerSettings, aliases: Sequence[str]) -> TokenTable:
                     near = nearest(alias, aliases)
                     raise ConfigError(
                         f"tokens.{spec.name}: database {alias!r} is not configured; "
-                        + (f"did you mean {near!r}?" if near else f"configured: {', '.join(aliases)}"))
-        credentials.append(_Credential(spec.secret.get_secret_value().encode(),
-                                       Caller(spec.name, spec.databases)))
+                        + (f"did you mean {near!r}?" if near else f"configured: {', '.join(aliases)}")
+                    )
+        credentials.append(
+            _Credential(spec.secret.get_secret_value().encode(), Caller(spec.name, spec.databases))
+        )
     unsendable = [c.caller.name for c in credentials if not can_be_sent(c.secret.decode())]
     if settings.metrics_token is not None and not can_be_sent(settings.metrics_token.get_secret_value()):
         unsendable.append("the metrics token")
     if unsendable:
-        raise ConfigError(f"{', '.join(unsendable)}: a token may not contain ',' (the server reads a comma in "
-                          "an Authorization header as two tokens joined); give it a value without one, e.g. "
-                          "from: python -c 'import secrets; print(secrets.token_urlsafe(32))'")
+        raise ConfigError(
+            f"{', '.join(unsendable)}: a token may not contain ',' (the server reads a comma in "
+            "an Authorization header as two tokens joined); give it a value without one, e.g. "
+            "from: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
     secrets = [c.secret for c in credentials]
     if len(set(secrets)) != len(secrets):
-        raise ConfigError("two tokens have the same value; give every token its own secret so the "
-                          "logs and scopes can tell the clients apart")
+        raise ConfigError(
+            "two tokens have the same value; give every token its own secret so the "
+            "logs and scopes can tell the clients apart"
+        )
     return TokenTable(credentials)
 
 

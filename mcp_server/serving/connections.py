@@ -39,8 +39,11 @@ class ConnectionCap:
         self.refused += 1
         now = time.monotonic()
         if now - self._warned_at >= WARNING_INTERVAL_SECONDS:
-            logger.warning("refused %d connections: %d are open (--http-max-connections)",
-                           self.refused, self.max_connections)
+            logger.warning(
+                "refused %d connections: %d are open (--http-max-connections)",
+                self.refused,
+                self.max_connections,
+            )
             self._warned_at, self.refused = now, 0
 
 
@@ -72,9 +75,18 @@ class BodyDeadline:
                 size += len(chunks[-1])
                 more = message.get("more_body", False)
         if timer.cancelled_caught:
-            await send_json(send, 408, {"error": "request_timeout", "error_description": (
-                f"the request body did not arrive within {self._timeout:g} s; send it whole and "
-                "promptly")}, [(b"connection", b"close")])
+            await send_json(
+                send,
+                408,
+                {
+                    "error": "request_timeout",
+                    "error_description": (
+                        f"the request body did not arrive within {self._timeout:g} s; send it whole and "
+                        "promptly"
+                    ),
+                },
+                [(b"connection", b"close")],
+            )
             return
         replay: deque[Message] = deque([{"type": "http.request", "body": b"".join(chunks), "more_body": more}])
         if trailing is not None:
@@ -98,5 +110,10 @@ def ensure_file_limit(max_connections: int) -> None:
         except (ValueError, OSError) as exc:
             logger.warning("could not raise the open-file limit to %d (%s)", target, exc)
         if soft < needed:
-            logger.warning("this process may open %d files, fewer than --http-max-connections %d needs "
-                           "(%d); lower it or raise `ulimit -n`", soft, max_connections, needed)
+            logger.warning(
+                "this process may open %d files, fewer than --http-max-connections %d needs "
+                "(%d); lower it or raise `ulimit -n`",
+                soft,
+                max_connections,
+                needed,
+            )

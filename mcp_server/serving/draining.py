@@ -30,8 +30,10 @@ class DrainResult:
 
 def drain_summary(result: DrainResult) -> str:
     """What a drain found, for the log: `drained: 1 question was in flight, 0 cancelled; stopping`."""
-    return (f"drained: {plural(result.in_flight, 'question was', 'questions were')} in flight, "
-            f"{result.cancelled} cancelled; stopping")
+    return (
+        f"drained: {plural(result.in_flight, 'question was', 'questions were')} in flight, "
+        f"{result.cancelled} cancelled; stopping"
+    )
 
 
 class QuestionGate:
@@ -68,16 +70,16 @@ class QuestionGate:
         self.draining = True
         in_flight = len(self._scopes)
         if self._scopes:
-            logger.info("stopping: waiting up to %g s for %s in flight", timeout,
-                        plural(len(self._scopes), "question"))
+            logger.info(
+                "stopping: waiting up to %g s for %s in flight", timeout, plural(len(self._scopes), "question")
+            )
         if self._idle is None:
             return DrainResult(0, 0)
         with anyio.move_on_after(timeout):
             await self._idle.wait()
         cancelled = len(self._scopes)
         if cancelled:
-            logger.warning("stopping: cancelling %d questions still running after %g s", cancelled,
-                           timeout)
+            logger.warning("stopping: cancelling %d questions still running after %g s", cancelled, timeout)
             for scope in list(self._scopes):
                 scope.cancel()
             with anyio.move_on_after(CANCEL_GRACE_SECONDS):

@@ -40,8 +40,9 @@ SECURITY_HEADERS: Mapping[str, str] = {
 }
 # Headers whose single value never holds a comma: a token (RFC 6750's b64token), a date, the
 # SDK's hex session ids, a method name. Mcp-Name may (a resource URI), so only its repeats count.
-NO_COMMA = frozenset({AUTHORIZATION_HEADER, MCP_PROTOCOL_VERSION_HEADER, MCP_SESSION_ID_HEADER,
-                      MCP_METHOD_HEADER})
+NO_COMMA = frozenset(
+    {AUTHORIZATION_HEADER, MCP_PROTOCOL_VERSION_HEADER, MCP_SESSION_ID_HEADER, MCP_METHOD_HEADER}
+)
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,10 @@ class RepeatedHeader(Exception):
     def __str__(self) -> str:
         shown = SECURITY_HEADERS[self.name]
         how = "holds several values joined by a comma" if self.joined else "appears more than once"
-        return (f"Bad request: the {shown} header {how}. Send it once, with one value (a proxy in "
-                "front may have joined two copies).")
+        return (
+            f"Bad request: the {shown} header {how}. Send it once, with one value (a proxy in "
+            "front may have joined two copies)."
+        )
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ class SecurityHeaders:
         value = self.authorization
         if value is None or not value.lower().startswith(BEARER_PREFIX):
             return None
-        return value[len(BEARER_PREFIX):]
+        return value[len(BEARER_PREFIX) :]
 
 
 def read_security_headers(raw: Iterable[tuple[bytes, bytes]]) -> SecurityHeaders:
@@ -94,8 +97,10 @@ def read_security_headers(raw: Iterable[tuple[bytes, bytes]]) -> SecurityHeaders
     return SecurityHeaders(
         authorization=found.get(AUTHORIZATION_HEADER),
         protocol_version=found.get(MCP_PROTOCOL_VERSION_HEADER),
-        session_id=found.get(MCP_SESSION_ID_HEADER), method=found.get(MCP_METHOD_HEADER),
-        name=found.get(MCP_NAME_HEADER))
+        session_id=found.get(MCP_SESSION_ID_HEADER),
+        method=found.get(MCP_METHOD_HEADER),
+        name=found.get(MCP_NAME_HEADER),
+    )
 
 
 def security_headers(scope: Mapping[str, Any]) -> SecurityHeaders:

@@ -54,11 +54,16 @@ class RequireToken:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not isinstance(scope.get("user"), AuthenticatedUser):
-            await send_json(send, 401, {
-                "error": "invalid_token",
-                "error_description": f"missing or wrong bearer token: send 'Authorization: Bearer "
-                                     f"<token>' with {self._hint}"},
-                [(b"www-authenticate", b'Bearer realm="sqale-mcp", error="invalid_token"')])
+            await send_json(
+                send,
+                401,
+                {
+                    "error": "invalid_token",
+                    "error_description": f"missing or wrong bearer token: send 'Authorization: Bearer "
+                    f"<token>' with {self._hint}",
+                },
+                [(b"www-authenticate", b'Bearer realm="sqale-mcp", error="invalid_token"')],
+            )
             return
         await self.app(scope, receive, send)
 
@@ -82,8 +87,9 @@ class OwnPaths:
       body says how to send the token, which is what clients that try OAuth anyway show.
     """
 
-    def __init__(self, app: ASGIApp, metrics: ServerMetrics, *, metrics_token: str | None,
-                 oauth_hint: str | None) -> None:
+    def __init__(
+        self, app: ASGIApp, metrics: ServerMetrics, *, metrics_token: str | None, oauth_hint: str | None
+    ) -> None:
         self.app = app
         self._metrics = metrics
         self._token = None if metrics_token is None else metrics_token.encode()
@@ -94,16 +100,26 @@ class OwnPaths:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
         elif path == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
-            await send({"type": "http.response.start", "status": 200, "headers": [
-                (b"content-length", b"0"), (b"cache-control", b"no-store")]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-length", b"0"), (b"cache-control", b"no-store")],
+                }
+            )
             await send({"type": "http.response.body", "body": b""})
         elif path == METRICS_PATH and self._token is not None:
             await self._metrics_text(scope, send, self._token)
         elif self._hint is not None and (WELL_KNOWN in f"{path}/" or path.rstrip("/") in OAUTH_FALLBACK_PATHS):
-            await send_json(send, 404, {
-                "error": "not_found",
-                "error_description": f"this server has no OAuth: send 'Authorization: Bearer <token>' "
-                                     f"to /mcp with {self._hint}"})
+            await send_json(
+                send,
+                404,
+                {
+                    "error": "not_found",
+                    "error_description": f"this server has no OAuth: send 'Authorization: Bearer <token>' "
+                    f"to /mcp with {self._hint}",
+                },
+            )
         else:
             await self.app(scope, receive, send)
 
@@ -111,53 +127,80 @@ class OwnPaths:
         """The Prometheus text, or 401 without the metrics token."""
         presented = (security_headers(scope).bearer_token or "").encode("latin-1")
         if not hmac.compare_digest(presented, token):
-            await send_json(send, 401, {
-                "error": "invalid_token",
-                "error_description": "GET /metrics needs 'Authorization: Bearer <token>' with the "
-                                     "token from the server's --metrics-token-env variable"},
-                [(b"www-authenticate", b'Bearer realm="sqale-mcp-metrics", error="invalid_token"')])
+            await send_json(
+                send,
+                401,
+                {
+                    "error": "invalid_token",
+                    "error_description": "GET /metrics needs 'Authorization: Bearer <token>' with the "
+                    "token from the server's --metrics-token-env variable",
+                },
+                [(b"www-authenticate", b'Bearer realm="sqale-mcp-metrics", error="invalid_token"')],
+            )
             return
         body = self._metrics.render()
-        await send({"type": "http.response.start", "status": 200, "headers": [
-            (b"content-type", CONTENT_TYPE_LATEST.encode()),
-            (b"content-length", str(len(body)).encode()), (b"cache-control", b"no-store")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", CONTENT_TYPE_LATEST.encode()),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"cache-control", b"no-store"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 
-def http_app(mcp_app: ASGIApp, settings: ServerSettings, tokens: TokenTable,
-             metrics: ServerMetrics) -> ASGIApp:
+def http_app(mcp_app: ASGIApp, settings: ServerSettings, tokens: TokenTable, metrics: ServerMetrics) -> ASGIApp:
     """The ASGI app to serve: security headers read once (a repeat is 400), the server's own paths
     (/health, /metrics behind its token, OAuth's paths 404), the MCP app behind the client tokens,
     each token's sessions capped and bound to it, each request's body on a deadline."""
     book = SessionBook(settings.session_idle_timeout)
     metrics.watch_sessions(book.by_token)
     app: ASGIApp = BodyDeadline(mcp_app, settings.http_body_timeout)
-    app = SessionGuard(app, settings, book,
-                       on_refused=lambda token: metrics.sessions_refused.labels(token).inc())
+    app = SessionGuard(
+        app, settings, book, on_refused=lambda token: metrics.sessions_refused.labels(token).inc()
+    )
     hint = None
     if tokens.enabled:
-        hint = (f"the token the server reads from its {settings.auth_token_env} environment variable"
-                if settings.auth_token_env and not settings.tokens
-                else "the token the server's operator gave you")
+        hint = (
+            f"the token the server reads from its {settings.auth_token_env} environment variable"
+            if settings.auth_token_env and not settings.tokens
+            else "the token the server's operator gave you"
+        )
         app = bearer_auth(app, tokens, hint)
     token = settings.metrics_token
-    return SecurityHeaderCheck(OwnPaths(app, metrics, metrics_token=token.get_secret_value() if token else None,
-                                        oauth_hint=hint))
+    return SecurityHeaderCheck(
+        OwnPaths(app, metrics, metrics_token=token.get_secret_value() if token else None, oauth_hint=hint)
+    )
 
 
-async def serve_http(app: ASGIApp, settings: ServerSettings,
-                     drain: Callable[[float], Awaitable[DrainResult]]) -> None:
+async def serve_http(
+    app: ASGIApp, settings: ServerSettings, drain: Callable[[float], Awaitable[DrainResult]]
+) -> None:
     """Serve `app` until SIGTERM (drain, then return) or SIGINT; logs go through logging."""
-    auth = ("bearer tokens" if settings.tokens
-            else f"bearer token from ${settings.auth_token_env}" if settings.auth_token else "no auth")
+    auth = (
+        "bearer tokens"
+        if settings.tokens
+        else f"bearer token from ${settings.auth_token_env}"
+        if settings.auth_token
+        else "no auth"
+    )
     sock = listening_socket(settings.host, settings.port)  # a busy port: one line, before "serving"
     logger.info("serving MCP on http://%s:%d%s (%s)", settings.host, settings.port, MCP_PATH, auth)
     ensure_file_limit(settings.http_max_connections)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
-                            log_level=settings.log_level.lower(), access_log=False,
-                            timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
-                            http=guarded_protocol(settings.http_header_timeout,
-                                                  settings.http_max_connections))
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+        http=guarded_protocol(settings.http_header_timeout, settings.http_max_connections),
+    )
     loop = asyncio.get_running_loop()
     terminated = anyio.Event()
 
@@ -168,8 +211,7 @@ async def serve_http(app: ASGIApp, settings: ServerSettings,
 
     async def drain_on_terminate() -> None:
         await terminated.wait()
-        logger.info("SIGTERM: taking no new questions; draining for up to %g s",
-                    settings.drain_timeout)
+        logger.info("SIGTERM: taking no new questions; draining for up to %g s", settings.drain_timeout)
         drained = await drain(settings.drain_timeout)
         logger.info("%s", drain_summary(drained))
         if drained.in_flight:
@@ -190,8 +232,10 @@ def listening_socket(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        raise ConfigError(f"--host {host}: not an address of this machine ({exc.strerror}); give an IP "
-                          "address or a host name that resolves, e.g. 127.0.0.1") from exc
+        raise ConfigError(
+            f"--host {host}: not an address of this machine ({exc.strerror}); give an IP "
+            "address or a host name that resolves, e.g. 127.0.0.1"
+        ) from exc
     family, kind, proto, _, address = infos[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: restart over TIME_WAIT
@@ -200,11 +244,17 @@ def listening_socket(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            raise ConfigError(f"--port {port}: {host}:{port} is already in use by another program; stop "
-                              "it or give another --port") from exc
+            raise ConfigError(
+                f"--port {port}: {host}:{port} is already in use by another program; stop "
+                "it or give another --port"
+            ) from exc
         if exc.errno == errno.EACCES:
-            raise ConfigError(f"--port {port}: not allowed to listen on it (ports below 1024 need root); "
-                              "give a --port above 1023") from exc
-        raise ConfigError(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); give an "
-                          "address of this machine, e.g. 127.0.0.1 or 0.0.0.0") from exc
+            raise ConfigError(
+                f"--port {port}: not allowed to listen on it (ports below 1024 need root); "
+                "give a --port above 1023"
+            ) from exc
+        raise ConfigError(
+            f"--host {host} --port {port}: cannot listen there ({exc.strerror}); give an "
+            "address of this machine, e.g. 127.0.0.1 or 0.0.0.0"
+        ) from exc
     return sock

@@ -49,9 +49,11 @@ def checked_meta(meta: object, fields: frozenset[str], *, request: bool = True) 
     token = kept.get("progressToken", "")
     if not progress_token(token):
         if request:
-            raise MetaRefused(f"`_meta.progressToken` must be text of at most {PROGRESS_TOKEN_CHARS:,} "
-                              f"characters or a whole number (the token progress notifications "
-                              f"carry), not {json_kind(token)}")
+            raise MetaRefused(
+                f"`_meta.progressToken` must be text of at most {PROGRESS_TOKEN_CHARS:,} "
+                f"characters or a whole number (the token progress notifications "
+                f"carry), not {json_kind(token)}"
+            )
         del kept["progressToken"]
     return meta if len(kept) == len(meta) else kept
 

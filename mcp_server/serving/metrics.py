@@ -24,46 +24,87 @@ class ServerMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.questions = Counter(
-            "sqale_questions", "Questions answered or refused, by database, token, status and stop "
-            "reason", ("database", "token", "status", "stop_reason"), registry=r)
+            "sqale_questions",
+            "Questions answered or refused, by database, token, status and stop reason",
+            ("database", "token", "status", "stop_reason"),
+            registry=r,
+        )
         self.episode_seconds = Histogram(
-            "sqale_episode_seconds", "Seconds one question took, queue excluded", ("database",),
-            buckets=EPISODE_SECONDS_BUCKETS, registry=r)
+            "sqale_episode_seconds",
+            "Seconds one question took, queue excluded",
+            ("database",),
+            buckets=EPISODE_SECONDS_BUCKETS,
+            registry=r,
+        )
         self.episode_rounds = Histogram(
-            "sqale_episode_rounds", "Model rounds one question took", ("database",),
-            buckets=ROUNDS_BUCKETS, registry=r)
+            "sqale_episode_rounds",
+            "Model rounds one question took",
+            ("database",),
+            buckets=ROUNDS_BUCKETS,
+            registry=r,
+        )
         self.model_seconds = Histogram(
-            "sqale_model_request_seconds", "Seconds per model request", ("backend", "replica"),
-            buckets=MODEL_SECONDS_BUCKETS, registry=r)
+            "sqale_model_request_seconds",
+            "Seconds per model request",
+            ("backend", "replica"),
+            buckets=MODEL_SECONDS_BUCKETS,
+            registry=r,
+        )
         self.model_failures = Counter(
-            "sqale_model_request_failures", "Model requests that failed", ("backend", "replica", "error"),
-            registry=r)
+            "sqale_model_request_failures",
+            "Model requests that failed",
+            ("backend", "replica", "error"),
+            registry=r,
+        )
         self.queue_length = Gauge(
-            "sqale_queue_length", "Questions waiting: for a token's turn, a worker or a runtime slot",
-            ("queue",), registry=r)
-        self.in_flight = Gauge("sqale_questions_in_flight", "Questions admitted and not yet answered",
-                               registry=r)
+            "sqale_queue_length",
+            "Questions waiting: for a token's turn, a worker or a runtime slot",
+            ("queue",),
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "sqale_questions_in_flight", "Questions admitted and not yet answered", registry=r
+        )
         self.sessions_refused = Counter(
-            "sqale_http_sessions_refused", "New HTTP sessions refused because the token holds its "
-            "most (--token-max-sessions)", ("token",), registry=r)
+            "sqale_http_sessions_refused",
+            "New HTTP sessions refused because the token holds its most (--token-max-sessions)",
+            ("token",),
+            registry=r,
+        )
         self.prompt_tokens = Counter(
-            "sqale_model_prompt_tokens", "Prompt tokens of model requests, by what the engine said it did "
+            "sqale_model_prompt_tokens",
+            "Prompt tokens of model requests, by what the engine said it did "
             "with them: evaluated, reused (served from its prompt cache) or unknown (it does not say)",
-            ("backend", "replica", "cache"), registry=r)
+            ("backend", "replica", "cache"),
+            registry=r,
+        )
         self.saves = Counter(
-            "sqale_verified_saves", "Save-as-verified calls, by database, token and outcome (proposed, "
+            "sqale_verified_saves",
+            "Save-as-verified calls, by database, token and outcome (proposed, "
             "already_verified, already_proposed, refused, invalid, not_permitted, no_library, quota, error)",
-            ("database", "token", "outcome"), registry=r)
+            ("database", "token", "outcome"),
+            registry=r,
+        )
         self.working_calls = Counter(
-            "sqale_working_answers", "Calls that ended with status working: the answer was not ready within "
+            "sqale_working_answers",
+            "Calls that ended with status working: the answer was not ready within "
             "--call-budget (the question goes on, and a call of the same question waits for it again)",
-            ("database", "token"), registry=r)
+            ("database", "token"),
+            registry=r,
+        )
         self.questions_working = Gauge(
-            "sqale_questions_working", "Questions being answered (or holding an answer) that no call waits "
-            "on: their last call said working", registry=r)
+            "sqale_questions_working",
+            "Questions being answered (or holding an answer) that no call waits "
+            "on: their last call said working",
+            registry=r,
+        )
         self.answer_bytes = Histogram(
-            "sqale_answer_bytes", "UTF-8 bytes of the answer's text", ("database",),
-            buckets=ANSWER_BYTES_BUCKETS, registry=r)
+            "sqale_answer_bytes",
+            "UTF-8 bytes of the answer's text",
+            ("database",),
+            buckets=ANSWER_BYTES_BUCKETS,
+            registry=r,
+        )
 
     def observe_answer(self, database: str, seconds: float, rounds: int, text_bytes: int) -> None:
         """Record one answered question's time, rounds and answer size."""
@@ -78,14 +119,24 @@ class ServerMetrics:
     def watch_sqlite_workers(self, starts: Callable[[], int], kills: Callable[[], int]) -> None:
         """Export the SQLite worker pool's counters, read at every scrape (the pool stays free of
         metrics code)."""
-        self.registry.register(_Scraped(lambda: [
-            CounterMetricFamily("sqale_sqlite_worker_starts", "SQLite worker processes started",
-                                value=starts()),
-            CounterMetricFamily("sqale_sqlite_worker_kills", "SQLite worker processes killed (query over "
-                                "its limits, cancelled, or found dead)", value=kills())]))
+        self.registry.register(
+            _Scraped(
+                lambda: [
+                    CounterMetricFamily(
+                        "sqale_sqlite_worker_starts", "SQLite worker processes started", value=starts()
+                    ),
+                    CounterMetricFamily(
+                        "sqale_sqlite_worker_kills",
+                        "SQLite worker processes killed (query over its limits, cancelled, or found dead)",
+                        value=kills(),
+                    ),
+                ]
+            )
+        )
 
     def watch_sessions(self, by_token: Callable[[], Mapping[str, int]]) -> None:
         """Export the open HTTP sessions per token, read at every scrape: a sample per token holding some."""
+
         def sessions() -> list[Metric]:
             family = GaugeMetricFamily("sqale_http_sessions", "Open HTTP sessions, by token", labels=("token",))
             for token, count in sorted(by_token().items()):
@@ -129,12 +180,10 @@ class MeteredBackend(BackendWrapper):
         try:
             completion = await self.inner.complete(prompt, max_tokens=max_tokens)
         except BackendError as exc:
-            self._metrics.model_failures.labels(self._backend, self._replica,
-                                                type(exc).__name__).inc()
+            self._metrics.model_failures.labels(self._backend, self._replica, type(exc).__name__).inc()
             raise
         replica = completion.details.get("replica", self._replica)
-        self._metrics.model_seconds.labels(self._backend, replica).observe(
-            time.perf_counter() - started)
+        self._metrics.model_seconds.labels(self._backend, replica).observe(time.perf_counter() - started)
         self._count_prompt(replica, completion)
         return completion
 

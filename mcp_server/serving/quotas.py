@@ -47,16 +47,22 @@ class QuotaExceeded(Exception):
 
     def __str__(self) -> str:
         if self.episodes > self.limit:
-            return (f"Too many samples: token '{self.token}' may run {self.limit} episodes per "
-                    f"minute (each sample is one) and this question asks for {self.episodes}. Ask "
-                    f"for at most {self.limit} samples.")
+            return (
+                f"Too many samples: token '{self.token}' may run {self.limit} episodes per "
+                f"minute (each sample is one) and this question asks for {self.episodes}. Ask "
+                f"for at most {self.limit} samples."
+            )
         seconds = max(1, math.ceil(self.retry_after))
         if self.episodes == 1:
-            return (f"Too many questions: token '{self.token}' may ask {self.limit} per minute. "
-                    f"Retry in {seconds} s.")
-        return (f"Too many questions: token '{self.token}' may run {self.limit} episodes per minute "
-                f"(each sample is one) and this question needs {self.episodes}. Retry in {seconds} "
-                "s, or ask for fewer samples.")
+            return (
+                f"Too many questions: token '{self.token}' may ask {self.limit} per minute. "
+                f"Retry in {seconds} s."
+            )
+        return (
+            f"Too many questions: token '{self.token}' may run {self.limit} episodes per minute "
+            f"(each sample is one) and this question needs {self.episodes}. Retry in {seconds} "
+            "s, or ask for fewer samples."
+        )
 
 
 class MinuteWindow:
@@ -123,11 +129,12 @@ def quota_limits(settings: ServerSettings, name: str) -> QuotaLimits:
     """The limits of the token called `name` (a token without its own values gets the defaults)."""
     spec = next((t for t in settings.tokens if t.name == name), None)
     return QuotaLimits(
-        concurrent=(spec.max_concurrent if spec and spec.max_concurrent
-                    else settings.token_max_concurrent),
-        per_minute=(spec.questions_per_minute if spec and spec.questions_per_minute
-                    else settings.token_per_minute),
-        sessions=spec.max_sessions if spec and spec.max_sessions else settings.token_sessions)
+        concurrent=(spec.max_concurrent if spec and spec.max_concurrent else settings.token_max_concurrent),
+        per_minute=(
+            spec.questions_per_minute if spec and spec.questions_per_minute else settings.token_per_minute
+        ),
+        sessions=spec.max_sessions if spec and spec.max_sessions else settings.token_sessions,
+    )
 
 
 @dataclass(frozen=True)
@@ -157,11 +164,13 @@ def place_sharing_note(places: int, tokens: int) -> tuple[int, str] | None:
         return logging.WARNING, (
             f"{tokens} tokens share one place (the smaller of --max-concurrent and the runtime slots): "
             "they take turns, and a question can wait for another token's running episode (up to "
-            "--episode-timeout); give both 2 or more, so that one place stays free for the others")
+            "--episode-timeout); give both 2 or more, so that one place stays free for the others"
+        )
     return logging.INFO, (
         f"{tokens} tokens share {places} places (the smaller of --max-concurrent and the runtime "
         f"slots): each runs at most {most} episodes at once (fewer where its max-concurrent says so), "
-        "so one place is always left for the others")
+        "so one place is always left for the others"
+    )
 
 
 @dataclass
@@ -206,9 +215,9 @@ class TokenQuotas:
         if caller.name not in self._quotas:
             limits = quota_limits(self._settings, caller.name)
             concurrent = limits.concurrent if self._most is None else min(limits.concurrent, self._most)
-            self._quotas[caller.name] = TokenQuota(RuntimeSlots(concurrent),
-                                                   MinuteWindow(limits.per_minute),
-                                                   LogBudget(REFUSAL_LINES_PER_MINUTE))
+            self._quotas[caller.name] = TokenQuota(
+                RuntimeSlots(concurrent), MinuteWindow(limits.per_minute), LogBudget(REFUSAL_LINES_PER_MINUTE)
+            )
         return self._quotas[caller.name]
 
     def admit(self, caller: Caller) -> AbstractContextManager[None]:

@@ -66,8 +66,11 @@ class SessionBook:
     def retry_after(self, token: str) -> float:
         """Seconds until the first of `token`'s idle sessions expires (the timeout if none is idle)."""
         now = self._clock()
-        waits = [self._idle_timeout - (now - s.idle_since) for s in self._sessions.values()
-                 if s.token == token and s.in_flight == 0]
+        waits = [
+            self._idle_timeout - (now - s.idle_since)
+            for s in self._sessions.values()
+            if s.token == token and s.in_flight == 0
+        ]
         return max(1.0, min(waits, default=self._idle_timeout))
 
     def opening(self, token: str, delta: int) -> None:
@@ -104,16 +107,24 @@ class SessionBook:
 
     def _expire(self) -> None:
         now = self._clock()
-        for session_id in [sid for sid, s in self._sessions.items()
-                           if s.in_flight == 0 and now - s.idle_since >= self._idle_timeout]:
+        for session_id in [
+            sid
+            for sid, s in self._sessions.items()
+            if s.in_flight == 0 and now - s.idle_since >= self._idle_timeout
+        ]:
             del self._sessions[session_id]
 
 
 class SessionGuard:
     """ASGI layer before the MCP app: caps each token's sessions and binds sessions to tokens."""
 
-    def __init__(self, app: ASGIApp, settings: ServerSettings, book: SessionBook,
-                 on_refused: Callable[[str], None] = lambda token: None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        settings: ServerSettings,
+        book: SessionBook,
+        on_refused: Callable[[str], None] = lambda token: None,
+    ) -> None:
         self.app = app
         self._settings = settings
         self._book = book
@@ -151,8 +162,13 @@ class SessionGuard:
                     opened = found.decode("latin-1")
                     self._book.opening(caller.name, -1)
                     self._book.opened(opened, caller.name)
-                    logger.info("session %s opened for token '%s' (%d of its %d)", session_tag(opened),
-                                caller.name, held + 1, cap)
+                    logger.info(
+                        "session %s opened for token '%s' (%d of its %d)",
+                        session_tag(opened),
+                        caller.name,
+                        held + 1,
+                        cap,
+                    )
             await send(message)
 
         try:
@@ -163,8 +179,9 @@ class SessionGuard:
             else:
                 self._book.ended(opened)
 
-    async def _in_session(self, session_id: str, caller: Caller, scope: Scope, receive: Receive,
-                          send: Send) -> None:
+    async def _in_session(
+        self, session_id: str, caller: Caller, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         """A request naming a session: counted as activity only when its token opened it."""
         if self._book.owner(session_id) != caller.name:
             await self.app(scope, receive, send)  # the SDK answers 404, as for an unknown id
@@ -191,14 +208,23 @@ class SessionGuard:
         budget = self._log_budgets.setdefault(caller.name, LogBudget(REFUSAL_LINES_PER_MINUTE))
         held_back = budget.allow()
         if held_back is not None:
-            logger.warning("refused a new session for token '%s': it holds %d (--token-max-sessions)%s",
-                           caller.name, held,
-                           f" ({held_back} earlier refusals not logged)" if held_back else "")
-        await send_jsonrpc_error(send, 429, (
-            f"Too many open sessions for token '{caller.name}': it holds {held}, the most one token "
-            "may have. End the sessions you no longer use (DELETE /mcp with their Mcp-Session-Id) "
-            f"or wait for idle ones to close (after {self._settings.session_idle_timeout:g} s without "
-            f"a request); retry in {retry} s."), [(b"retry-after", str(retry).encode())])
+            logger.warning(
+                "refused a new session for token '%s': it holds %d (--token-max-sessions)%s",
+                caller.name,
+                held,
+                f" ({held_back} earlier refusals not logged)" if held_back else "",
+            )
+        await send_jsonrpc_error(
+            send,
+            429,
+            (
+                f"Too many open sessions for token '{caller.name}': it holds {held}, the most one token "
+                "may have. End the sessions you no longer use (DELETE /mcp with their Mcp-Session-Id) "
+                f"or wait for idle ones to close (after {self._settings.session_idle_timeout:g} s without "
+                f"a request); retry in {retry} s."
+            ),
+            [(b"retry-after", str(retry).encode())],
+        )
 
 
 def _opens_sessions(protocol_version: str | None) -> bool:

@@ -19,8 +19,10 @@ from anyio import CancelScope
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 CLOSE_GRACE_SECONDS = 0.6  # time left to the runtime's clean-up before the process ends
-TTY_NOTICE = ("sqale-mcp: serving MCP on stdin/stdout and waiting for an MCP client to start it "
-              "(see README: Claude Desktop, mcp dev); press Ctrl-C to stop.")
+TTY_NOTICE = (
+    "sqale-mcp: serving MCP on stdin/stdout and waiting for an MCP client to start it "
+    "(see README: Claude Desktop, mcp dev); press Ctrl-C to stop."
+)
 
 
 def print_tty_notice() -> None:

@@ -31,10 +31,12 @@ from agent.telemetry import names as n
 
 _METER = metrics.get_meter(n.INSTRUMENTATION_SCOPE, package_version())
 SERVER_DURATION = _METER.create_histogram(
-    n.MCP_SERVER_DURATION, unit="s",
+    n.MCP_SERVER_DURATION,
+    unit="s",
     description="MCP request or notification duration as observed on the receiver from the time it was "
-                "received until the result or ack is sent.",
-    explicit_bucket_boundaries_advisory=n.MCP_SERVER_DURATION_BUCKETS)
+    "received until the result or ack is sent.",
+    explicit_bucket_boundaries_advisory=n.MCP_SERVER_DURATION_BUCKETS,
+)
 
 
 def carries_trace(carrier: Mapping[str, Any] | None) -> bool:
@@ -86,8 +88,9 @@ class McpTelemetry(ServerMiddleware[Any]):
             if token is not None:
                 context.detach(token)
         failed = error_type(result) if ctx.method == "tools/call" else None
-        SERVER_DURATION.record(time.perf_counter() - started,
-                               {**attributes, **({n.ERROR_TYPE: failed} if failed else {})})
+        SERVER_DURATION.record(
+            time.perf_counter() - started, {**attributes, **({n.ERROR_TYPE: failed} if failed else {})}
+        )
         return result
 
     def _attributes(self, ctx: ServerRequestContext[Any, Any], stdio: bool) -> dict[str, Any]:

@@ -63,8 +63,7 @@ class _GuardedH11Protocol(H11Protocol):
         if self._header_timer is not None:
             self._header_timer.cancel()
         waiting_after = self.cycle  # a new request replaces the cycle as soon as its headers are in
-        self._header_timer = self.loop.call_later(self.cap.header_timeout, self._header_deadline,
-                                                  waiting_after)
+        self._header_timer = self.loop.call_later(self.cap.header_timeout, self._header_deadline, waiting_after)
 
     def _header_deadline(self, waiting_after: object) -> None:
         if self.cycle is waiting_after and not self.transport.is_closing():

@@ -23,9 +23,15 @@ from tests.support.eval_runs import backends_of, oracle_for, run_eval
 
 # Every character str.splitlines() breaks at (besides "\n"), and the CR LF pair.
 SEPARATORS = {
-    "line separator": "\u2028", "paragraph separator": "\u2029", "NEL": "\x85",
-    "form feed": "\x0c", "vertical tab": "\x0b", "file separator": "\x1c",
-    "group separator": "\x1d", "record separator": "\x1e", "carriage return": "\r",
+    "line separator": "\u2028",
+    "paragraph separator": "\u2029",
+    "NEL": "\x85",
+    "form feed": "\x0c",
+    "vertical tab": "\x0b",
+    "file separator": "\x1c",
+    "group separator": "\x1d",
+    "record separator": "\x1e",
+    "carriage return": "\r",
     "CR LF": "\r\n",
 }
 
@@ -59,7 +65,7 @@ def test_other_characters_stay_readable() -> None:
 def test_lines_split_at_newline_only() -> None:
     """split_lines breaks at "\\n" only and drops an editor's "\\r" before it; a torn tail is kept
     by split_lines and left out by complete_lines."""
-    text = 'a\u2028b\r\nc\x0cd\n\ne\nf'
+    text = "a\u2028b\r\nc\x0cd\n\ne\nf"
     assert list(split_lines(text)) == [(1, "a\u2028b"), (2, "c\x0cd"), (3, ""), (4, "e"), (5, "f")]
     assert list(complete_lines(text)) == [(1, "a\u2028b"), (2, "c\x0cd"), (3, ""), (4, "e")]
     assert list(complete_lines("torn")) == []
@@ -68,7 +74,7 @@ def test_lines_split_at_newline_only() -> None:
 def test_file_lines_reads_a_file_as_split_lines_does(tmp_path: Path) -> None:
     """Reading a file a line at a time splits where split_lines splits."""
     path = tmp_path / "f.jsonl"
-    text = 'x\u2028y\r\nz\x85w\n'
+    text = "x\u2028y\r\nz\x85w\n"
     path.write_bytes(text.encode("utf-8"))
     assert list(file_lines(path)) == list(split_lines(text))
 
@@ -84,8 +90,15 @@ def test_append_lines_adds_the_newline_a_hand_edited_file_lacks(tmp_path: Path) 
 def test_golden_entries_round_trip_every_separator(tmp_path: Path) -> None:
     """A golden file (and so a verified library) keeps one entry per line whatever its text holds."""
     path = tmp_path / "golden.jsonl"
-    entries = [GoldenEntry(question=hostile(f"Question {i}?"), sql=f"SELECT {i} -- {hostile('c')}",
-                           database="shop", evidence=hostile("note")) for i in range(3)]
+    entries = [
+        GoldenEntry(
+            question=hostile(f"Question {i}?"),
+            sql=f"SELECT {i} -- {hostile('c')}",
+            database="shop",
+            evidence=hostile("note"),
+        )
+        for i in range(3)
+    ]
     assert append_entries(path, entries[:2]) == 2
     assert append_entries(path, entries[2:]) == 1  # a later append still reads the file
     assert read_golden(path) == entries
@@ -97,8 +110,13 @@ def test_a_verified_library_serves_entries_holding_separators(tmp_path: Path) ->
     db_path = create_database(tmp_path / "shop.db", CUSTOMER_ORDERS_SQL)
     path = tmp_path / "shop.jsonl"
     asked = hostile("How many customers")
-    append_entries(path, [GoldenEntry(question=asked, sql="SELECT count(*) FROM customer", database="shop"),
-                          GoldenEntry(question="Next?", sql="SELECT 1", database="shop")])
+    append_entries(
+        path,
+        [
+            GoldenEntry(question=asked, sql="SELECT count(*) FROM customer", database="shop"),
+            GoldenEntry(question="Next?", sql="SELECT 1", database="shop"),
+        ],
+    )
     with Database.unruled(db_path) as db:
         snapshot = VerifiedLibrary(path, "shop").current(db)
     assert snapshot.refusals == ()
@@ -116,13 +134,36 @@ def test_the_episode_log_round_trips_through_golden_add_from_log(tmp_path: Path,
 
     async def write() -> None:
         for q in [*questions, "broken \ud800 text"]:
-            await log.append({"question": q, "database": "shop", "status": "submitted",
-                              "sql": "SELECT count(*) FROM customer", "evidence": None})
+            await log.append(
+                {
+                    "question": q,
+                    "database": "shop",
+                    "status": "submitted",
+                    "sql": "SELECT count(*) FROM customer",
+                    "evidence": None,
+                }
+            )
+
     anyio.run(write)
     assert len(log_path.read_bytes().split(b"\n")) == 4
     golden = tmp_path / "candidates.jsonl"
-    assert main(["golden", "add", "--from-log", str(log_path), "--db", f"shop={db_path}",
-                 "--file", str(golden), "--by", "ann"]) == 0
+    assert (
+        main(
+            [
+                "golden",
+                "add",
+                "--from-log",
+                str(log_path),
+                "--db",
+                f"shop={db_path}",
+                "--file",
+                str(golden),
+                "--by",
+                "ann",
+            ]
+        )
+        == 0
+    )
     assert [e.question for e in read_golden(golden)] == questions
     assert "1 left out: their question, SQL or evidence is not valid Unicode text" in capsys.readouterr().out
 
@@ -141,6 +182,14 @@ def test_eval_results_round_trip_every_separator(tmp_path: Path) -> None:
     assert len(out.read_bytes().split(b"\n")) == 3
     assert sorted(r.question for r in read_records(out).values()) == sorted(questions)
     # Both questions' rounds are read back (the fake engine says nothing of its cache: unknown).
-    assert results_verdicts(out, "engine") == [CacheVerdict(
-        engine="engine", later_rounds=0, re_evaluated=0, unknown=4, prompt_tokens=0, cached_tokens=0,
-        min_rounds=2)]
+    assert results_verdicts(out, "engine") == [
+        CacheVerdict(
+            engine="engine",
+            later_rounds=0,
+            re_evaluated=0,
+            unknown=4,
+            prompt_tokens=0,
+            cached_tokens=0,
+            min_rounds=2,
+        )
+    ]

@@ -24,10 +24,12 @@ from tests.support.policies import (
 )
 
 GOOD = "SELECT name FROM artist ORDER BY id"
-TURNS = [assistant_reply("tables", tool_call("list_tables")),
-         assistant_reply("try", tool_call("run_query", sql=GOOD)),
-         assistant_reply("look", tool_call("describe_table", table_name="album")),
-         assistant_reply("again", tool_call("list_tables"))]
+TURNS = [
+    assistant_reply("tables", tool_call("list_tables")),
+    assistant_reply("try", tool_call("run_query", sql=GOOD)),
+    assistant_reply("look", tool_call("describe_table", table_name="album")),
+    assistant_reply("again", tool_call("list_tables")),
+]
 FINAL = f"<think>answer</think>\n{GOOD}"
 ENVIRONMENTS = [pytest.param(Environment.TRAINED, id="trained"), pytest.param(Environment.RICH, id="rich")]
 
@@ -45,9 +47,15 @@ def last_user_turn(prompt: str) -> str:
     return prompt.rsplit("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0]
 
 
-async def play(db: Database, environment: Environment, *, max_tool_turns: int = 6,
-               finish_after: int | None = None, policy: ScriptPolicy | None = None,
-               finish_now: anyio.Event | None = None) -> Played:
+async def play(
+    db: Database,
+    environment: Environment,
+    *,
+    max_tool_turns: int = 6,
+    finish_after: int | None = None,
+    policy: ScriptPolicy | None = None,
+    finish_now: anyio.Event | None = None,
+) -> Played:
     """An episode of TURNS then FINAL; `finish_after`: finish_now is set once that round is played."""
     backend = PolicyBackend(policy or ScriptPolicy(TURNS, final=FINAL))
     finish = finish_now if finish_now is not None else anyio.Event() if finish_after is not None else None
@@ -63,8 +71,9 @@ async def play(db: Database, environment: Environment, *, max_tool_turns: int = 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
-async def test_after_two_rounds_the_final_turn_is_the_spent_budgets(db: Database,
-                                                                    environment: Environment) -> None:
+async def test_after_two_rounds_the_final_turn_is_the_spent_budgets(
+    db: Database, environment: Environment
+) -> None:
     """Set after round 2 of 6, the next request is the final turn, its last user turn the very one an
     episode of 2 tool turns gets (the trained one: "You have reached the exploration limit...")."""
     early = await play(db, environment, finish_after=2)
@@ -75,16 +84,22 @@ async def test_after_two_rounds_the_final_turn_is_the_spent_budgets(db: Database
         assert last_user_turn(early.prompts[-1]).endswith(
             "You have reached the exploration limit. Now generate the final SQL query to answer the question. "
             f"Return only the SQL query. Your last query that executed without error was:\n{GOOD}\n"
-            "If you are not sure of an improvement, return that query.")
+            "If you are not sure of an improvement, return that query."
+        )
     assert (early.result.status, early.result.stop_reason, early.result.sql, len(early.result.rounds)) == (
-        EpisodeStatus.FINAL_ANSWER, StopReason.TIME_UP, GOOD, 3)
+        EpisodeStatus.FINAL_ANSWER,
+        StopReason.TIME_UP,
+        GOOD,
+        3,
+    )
     assert (spent.result.stop_reason, early.result.rows) == (StopReason.TOOL_TURNS, spent.result.rows)
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
-async def test_set_before_the_first_turn_it_asks_for_the_answer_at_once(db: Database,
-                                                                        environment: Environment) -> None:
+async def test_set_before_the_first_turn_it_asks_for_the_answer_at_once(
+    db: Database, environment: Environment
+) -> None:
     """Set before the episode starts, its only request is the zero-tool-turn episode's."""
     finish = anyio.Event()
     finish.set()
@@ -108,8 +123,9 @@ async def test_a_tool_turn_under_way_is_cut_and_the_final_turn_follows(db: Datab
             return super().reply(prompt, model)
 
     with anyio.fail_after(20):  # far below the 60 s the cut request would have taken
-        early = await play(db, Environment.TRAINED, policy=SlowSecondTurn(TURNS, final=FINAL),
-                           finish_now=finish)
+        early = await play(
+            db, Environment.TRAINED, policy=SlowSecondTurn(TURNS, final=FINAL), finish_now=finish
+        )
     spent = await play(db, Environment.TRAINED, max_tool_turns=1)
     assert len(early.prompts) == 3 and early.prompts[-1] == spent.prompts[-1]
     assert [r.final for r in early.result.rounds] == [False, True]

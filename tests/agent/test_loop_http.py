@@ -30,19 +30,23 @@ QUESTION = "How many pets are older than 3?"
 
 @pytest.fixture
 def db(tmp_path: Path):
-    path = create_database(tmp_path / "pets.sqlite", "CREATE TABLE pet (id INTEGER PRIMARY KEY, age INTEGER);"
-                           "INSERT INTO pet (age) VALUES (1), (4), (5);")
+    path = create_database(
+        tmp_path / "pets.sqlite",
+        "CREATE TABLE pet (id INTEGER PRIMARY KEY, age INTEGER);INSERT INTO pet (age) VALUES (1), (4), (5);",
+    )
     with Database.unruled(path) as database:
         yield database
 
 
 def episode(url: str, db: Database, settings: EpisodeSettings | None = None) -> EpisodeResult:
     """One episode over HTTP; the rich environment unless `settings` says otherwise."""
+
     async def main() -> EpisodeResult:
         backend = OllamaBackend(DEFAULT_MODEL, host=url)
         try:
-            return await run_episode(QUESTION, db, backend,
-                                     settings=settings or EpisodeSettings(environment=Environment.RICH))
+            return await run_episode(
+                QUESTION, db, backend, settings=settings or EpisodeSettings(environment=Environment.RICH)
+            )
         finally:
             await backend.aclose()
 
@@ -67,7 +71,11 @@ def test_never_submitting_model_gets_a_final_turn_after_six_and_falls_back(db, f
     assert [f"[{n} tool turns left" in sent[6 - n] for n in range(6)] == [True] * 6
     assert "This is your final answer turn" in sent[-1].rsplit("<|im_start|>user", 1)[1]
     assert (result.status, result.stop_reason, result.sql, result.rows) == (
-        EpisodeStatus.FALLBACK, StopReason.TOOL_TURNS, "SELECT count(*) FROM pet WHERE age > 3", ((2,),))
+        EpisodeStatus.FALLBACK,
+        StopReason.TOOL_TURNS,
+        "SELECT count(*) FROM pet WHERE age > 3",
+        ((2,),),
+    )
 
 
 def test_trained_episode_counts_down_singular_and_shows_the_last_good_query(db, fake_ollama) -> None:
@@ -79,14 +87,21 @@ def test_trained_episode_counts_down_singular_and_shows_the_last_good_query(db, 
     result = episode(server.url, db, EpisodeSettings())
     sent = prompts(server)
     assert [p.rsplit("<|im_end|>", 1)[0].rsplit("\n", 1)[-1] for p in sent[1:6]] == [
-        "5 tool turns left before you must answer", "4 tool turns left before you must answer",
-        "3 tool turns left before you must answer", "2 tool turns left before you must answer",
-        "1 tool turn left before you must answer"]
+        "5 tool turns left before you must answer",
+        "4 tool turns left before you must answer",
+        "3 tool turns left before you must answer",
+        "2 tool turns left before you must answer",
+        "1 tool turn left before you must answer",
+    ]
     assert sent[-1].endswith(
         "Your last query that executed without error was:\nSELECT count(*) FROM pet WHERE age > 3\n"
-        "If you are not sure of an improvement, return that query.<|im_end|>\n<|im_start|>assistant\n")
+        "If you are not sure of an improvement, return that query.<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert (result.status, result.stop_reason, result.rows) == (
-        EpisodeStatus.FINAL_ANSWER, StopReason.TOOL_TURNS, ((2,),))
+        EpisodeStatus.FINAL_ANSWER,
+        StopReason.TOOL_TURNS,
+        ((2,),),
+    )
 
 
 def test_every_ollama_request_samples_as_vllm(db, fake_ollama) -> None:
@@ -96,9 +111,15 @@ def test_every_ollama_request_samples_as_vllm(db, fake_ollama) -> None:
     episode(server.url, db, EpisodeSettings())
     options = [body["options"] for body in server.bodies("/api/generate")]
     assert len(options) == 7
-    assert [{k: o.get(k) for k in VLLM_NEUTRAL_SAMPLERS} for o in options] == [{
-        "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "min_p": 0.0,
-        "typical_p": 1.0}] * 7
+    assert [{k: o.get(k) for k in VLLM_NEUTRAL_SAMPLERS} for o in options] == [
+        {
+            "repeat_penalty": 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "min_p": 0.0,
+            "typical_p": 1.0,
+        }
+    ] * 7
 
 
 def test_four_failed_queries_in_a_row_end_exploration(db, fake_ollama) -> None:
@@ -109,7 +130,10 @@ def test_four_failed_queries_in_a_row_end_exploration(db, fake_ollama) -> None:
     result = episode(server.url, db)
     assert len(prompts(server)) == 5
     assert (result.status, result.stop_reason, result.rows) == (
-        EpisodeStatus.FINAL_ANSWER, StopReason.FAILED_QUERIES, ((2,),))
+        EpisodeStatus.FINAL_ANSWER,
+        StopReason.FAILED_QUERIES,
+        ((2,),),
+    )
 
 
 def test_token_budget_running_out_goes_to_the_final_turn(db, fake_ollama) -> None:
@@ -164,8 +188,10 @@ def test_a_reply_that_writes_a_user_turn_is_stopped_there(db, fake_ollama) -> No
     server = fake_ollama(ScriptPolicy([gemma], final="SELECT count(*) FROM pet WHERE age > 3"))
     result = episode(server.url, db, EpisodeSettings(max_tool_turns=2))
     sent = prompts(server)
-    assert all(body["options"]["stop"] == ["<|im_end|>", "<|endoftext|>", "<|im_start|>"]
-               for body in server.bodies("/api/generate"))
+    assert all(
+        body["options"]["stop"] == ["<|im_end|>", "<|endoftext|>", "<|im_start|>"]
+        for body in server.bodies("/api/generate")
+    )
     assert [p.count("<|im_start|>") for p in sent] == [3, 5, 7]
     assert "drop it" not in result.prompt
     assert (result.status, result.rows) == (EpisodeStatus.FINAL_ANSWER, ((2,),))

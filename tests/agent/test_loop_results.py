@@ -36,8 +36,12 @@ def test_result_cell_chars_clips_long_cells_of_the_final_result(db: Database) ->
 
 def test_time_accounting_adds_up(db: Database) -> None:
     """Episode model/tool seconds cover the rounds; total seconds are at least their sum."""
-    result = run(QUESTION, db, script(tool_call("run_query", sql="SELECT 1"), final="SELECT 1"),
-                 settings=EpisodeSettings(max_tool_turns=2))
+    result = run(
+        QUESTION,
+        db,
+        script(tool_call("run_query", sql="SELECT 1"), final="SELECT 1"),
+        settings=EpisodeSettings(max_tool_turns=2),
+    )
     assert result.model_seconds == sum(r.model_seconds for r in result.rounds)
     assert result.tool_seconds >= sum(r.tool_seconds for r in result.rounds) > 0
     assert result.seconds >= result.model_seconds + result.tool_seconds
@@ -45,11 +49,11 @@ def test_time_accounting_adds_up(db: Database) -> None:
 
 CHINOOK_GOLD = {
     "How many tracks are there?": "SELECT count(*) FROM Track",
-    "Which artists have more than 10 albums?":
+    "Which artists have more than 10 albums?": (
         "SELECT a.Name FROM Artist a JOIN Album b ON a.ArtistId = b.ArtistId "
-        "GROUP BY a.ArtistId HAVING count(*) > 10 ORDER BY a.Name",
-    "What are the five longest tracks?":
-        "SELECT Name FROM Track ORDER BY Milliseconds DESC LIMIT 5",
+        "GROUP BY a.ArtistId HAVING count(*) > 10 ORDER BY a.Name"
+    ),
+    "What are the five longest tracks?": "SELECT Name FROM Track ORDER BY Milliseconds DESC LIMIT 5",
 }
 
 
@@ -72,7 +76,10 @@ def test_oracle_answers_on_chinook(engine: WorkerPool, question: str) -> None:
     finally:
         database.close()
     assert (result.status, result.stop_reason, len(result.rounds)) == (
-        EpisodeStatus.SUBMITTED, StopReason.SUBMITTED, 3)
+        EpisodeStatus.SUBMITTED,
+        StopReason.SUBMITTED,
+        3,
+    )
     assert (result.columns, result.rows) == (gold.columns, gold.rows)
     assert result.tables_seen == CHINOOK_TABLES[question]
 
@@ -84,15 +91,25 @@ def test_statements_stopped_by_the_query_time_limit_are_counted(tmp_path: Path) 
     try:
         database = Database.unruled(create_database(tmp_path / "m.sqlite", SCHEMA_SQL), engine)
         database.query("SELECT 1", max_rows=1, timeout=30)  # start the worker outside the limit
-        slow_answer = run(QUESTION, database, script(
-            assistant_reply("slow", tool_call("run_query", sql=slow)),
-            assistant_reply("fast", tool_call("run_query", sql="SELECT count(*) FROM album")),
-            assistant_reply("answer", tool_call("submit_sql", sql=slow))))
-        fine = run(QUESTION, database, script(
-            assistant_reply("answer", tool_call("submit_sql", sql="SELECT 1"))))
+        slow_answer = run(
+            QUESTION,
+            database,
+            script(
+                assistant_reply("slow", tool_call("run_query", sql=slow)),
+                assistant_reply("fast", tool_call("run_query", sql="SELECT count(*) FROM album")),
+                assistant_reply("answer", tool_call("submit_sql", sql=slow)),
+            ),
+        )
+        fine = run(
+            QUESTION, database, script(assistant_reply("answer", tool_call("submit_sql", sql="SELECT 1")))
+        )
     finally:
         engine.close()
     # The submit_sql of round 3 overruns the limit and ends the episode: it falls back.
-    assert (slow_answer.query_timeouts, slow_answer.answer_timed_out, slow_answer.status,
-            slow_answer.sql) == (2, True, EpisodeStatus.FALLBACK, "SELECT count(*) FROM album")
+    assert (slow_answer.query_timeouts, slow_answer.answer_timed_out, slow_answer.status, slow_answer.sql) == (
+        2,
+        True,
+        EpisodeStatus.FALLBACK,
+        "SELECT count(*) FROM album",
+    )
     assert (fine.query_timeouts, fine.answer_timed_out) == (0, False)

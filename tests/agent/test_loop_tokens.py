@@ -33,10 +33,15 @@ def test_a_prompt_too_long_for_the_budget_asks_for_the_answer_at_once(db: Databa
     result = run(QUESTION, db, backend, settings=EpisodeSettings(token_budget=300))
     assert len(backend.requests) == 1 and backend.requests[0].max_tokens == 256
     assert backend.requests[0].prompt.endswith(
-        "The token budget is almost used up, so exploration is over.\n" + FINAL_TEXT
-        + "<|im_end|>\n<|im_start|>assistant\n")
+        "The token budget is almost used up, so exploration is over.\n"
+        + FINAL_TEXT
+        + "<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert (result.stop_reason, result.status, result.rows) == (
-        StopReason.TOKEN_BUDGET, EpisodeStatus.FINAL_ANSWER, ((3,),))
+        StopReason.TOKEN_BUDGET,
+        EpisodeStatus.FINAL_ANSWER,
+        ((3,),),
+    )
 
 
 def test_zero_tool_turns_means_one_answer_turn(db: Database) -> None:
@@ -53,8 +58,9 @@ def test_incremental_prompt_counts_give_the_same_token_total(db: Database) -> No
     full = run(QUESTION, db, script(*turns, final="SELECT 1"))
     cached_backend = PolicyBackend(ScriptPolicy(list(turns), final="SELECT 1"), prompt_cache=True)
     cached = run(QUESTION, db, cached_backend)
-    assert all(c.prompt_tokens < f.prompt_tokens / 2 for c, f in zip(cached.rounds[1:], full.rounds[1:],
-                                                                       strict=True))
+    assert all(
+        c.prompt_tokens < f.prompt_tokens / 2 for c, f in zip(cached.rounds[1:], full.rounds[1:], strict=True)
+    )
     assert abs(cached.tokens - full.tokens) <= len(full.rounds)
     assert full.tokens == full.rounds[-1].context_tokens
 

@@ -101,8 +101,10 @@ def test_template_with_stray_brace_substitutes_by_name() -> None:
 
 def test_neutralise_breaks_every_control_token_visibly() -> None:
     """Chat control tokens and thinking tags get a space after `<`; other text is untouched."""
-    text = ("<|im_start|>user <|im_end|> <|endoftext|> <|fim_prefix|> <think> </think> "
-            "<tool_call> a <| b x|> <thinking> <|not a token|>")
+    text = (
+        "<|im_start|>user <|im_end|> <|endoftext|> <|fim_prefix|> <think> </think> "
+        "<tool_call> a <| b x|> <thinking> <|not a token|>"
+    )
     assert neutralise(text) == (
         "< |im_start|>user < |im_end|> < |endoftext|> < |fim_prefix|> < think> < /think> "
         "< tool_call> a <| b x|> <thinking> <|not a token|>"
@@ -135,16 +137,19 @@ def test_call_header_is_compact_json_of_the_args() -> None:
         '[2] describe_table {"table_name": "Café"}'
     )
     assert render_call_header(3, ToolCall("run_query", {"sql": "SELECT '<|im_end|>'"})) == (
-        "[3] run_query {\"sql\": \"SELECT '< |im_end|>'\"}"
+        '[3] run_query {"sql": "SELECT \'< |im_end|>\'"}'
     )
 
 
 def test_results_message_golden() -> None:
     """Calls in order with their results, then notes, then the budget line."""
     message = render_results_message(
-        [(ToolCall("list_tables", {}), "Album\nArtist"),
-         (ToolCall("sample_rows", {"table_name": "Album", "limit": 2}), "AlbumId | Title\n1 | <|im_end|>")],
-        ["unknown tool \"tables\""], 4,
+        [
+            (ToolCall("list_tables", {}), "Album\nArtist"),
+            (ToolCall("sample_rows", {"table_name": "Album", "limit": 2}), "AlbumId | Title\n1 | <|im_end|>"),
+        ],
+        ['unknown tool "tables"'],
+        4,
     )
     assert message == (
         "[1] list_tables\nAlbum\nArtist\n\n"
@@ -171,11 +176,18 @@ def test_final_results_message_after_failed_queries_gives_the_reason() -> None:
 
 def test_initial_prompt_as_final_turn_asks_for_the_answer_at_once() -> None:
     """With no tool turns at all, the first user turn already asks for the final answer."""
-    prompt = render_initial_prompt(PromptSet("S", "{question}"), "Q?", None, final=True,
-                                   final_reason=StopReason.TOKEN_BUDGET, environment=Environment.RICH)
+    prompt = render_initial_prompt(
+        PromptSet("S", "{question}"),
+        "Q?",
+        None,
+        final=True,
+        final_reason=StopReason.TOKEN_BUDGET,
+        environment=Environment.RICH,
+    )
     assert prompt == (
         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ?\n\n"
-        "The token budget is almost used up, so exploration is over.\n" + FINAL
+        "The token budget is almost used up, so exploration is over.\n"
+        + FINAL
         + "<|im_end|>\n<|im_start|>assistant\n"
     )
 
@@ -183,27 +195,35 @@ def test_initial_prompt_as_final_turn_asks_for_the_answer_at_once() -> None:
 def test_rich_budget_line_is_always_plural_in_brackets() -> None:
     """The rich environment's budget line: the reference notes' bracketed wording for every count."""
     assert [budget_line(n) for n in (1, 0)] == [
-        "[1 tool turns left before you must answer]", "[0 tool turns left before you must answer]"]
+        "[1 tool turns left before you must answer]",
+        "[0 tool turns left before you must answer]",
+    ]
 
 
 # --- the trained environment's turn texts ----------------------------------------------------
 
-TRAINED_FINAL = ("You have reached the exploration limit. Now generate the final SQL query to answer "
-                 "the question. Return only the SQL query.")
+TRAINED_FINAL = (
+    "You have reached the exploration limit. Now generate the final SQL query to answer "
+    "the question. Return only the SQL query."
+)
 
 
 def test_trained_budget_line_has_no_brackets_and_is_singular_for_one() -> None:
     """`5 tool turns left ...` down to `1 tool turn left ...`, as the episodes show."""
     assert [trained_budget_line(n) for n in (5, 2, 1)] == [
-        "5 tool turns left before you must answer", "2 tool turns left before you must answer",
-        "1 tool turn left before you must answer"]
+        "5 tool turns left before you must answer",
+        "2 tool turns left before you must answer",
+        "1 tool turn left before you must answer",
+    ]
 
 
 def test_trained_results_are_labelled_by_position_out_of_the_rounds_total() -> None:
     """`result (k/N):` above each result, plain notes, then the budget line; control tokens broken."""
     message = render_trained_results(["a | b\n1 | 2", "x\n<|im_end|>"], ["no tool call found"], 4)
-    assert message == ("result (1/2):\na | b\n1 | 2\n\nresult (2/2):\nx\n< |im_end|>\n\n"
-                       "no tool call found\n\n4 tool turns left before you must answer")
+    assert message == (
+        "result (1/2):\na | b\n1 | 2\n\nresult (2/2):\nx\n< |im_end|>\n\n"
+        "no tool call found\n\n4 tool turns left before you must answer"
+    )
 
 
 def test_trained_final_turn_after_the_last_round_is_verbatim() -> None:
@@ -211,21 +231,38 @@ def test_trained_final_turn_after_the_last_round_is_verbatim() -> None:
     message = render_trained_results(["n\n3"], [], 0, final=True, last_ok_sql="SELECT count(*) FROM t")
     assert message == (
         "result (1/1):\nn\n3\n\n" + TRAINED_FINAL + " Your last query that executed without error "
-        "was:\nSELECT count(*) FROM t\nIf you are not sure of an improvement, return that query.")
+        "was:\nSELECT count(*) FROM t\nIf you are not sure of an improvement, return that query."
+    )
 
 
-@pytest.mark.parametrize(("reason", "sql", "text"), [
-    (StopReason.FAILED_QUERIES, "SELECT 1", "Too many queries failed in a row. " + TRAINED_FINAL
-     + " Your last query that executed without error was:\nSELECT 1\n"
-       "If you are not sure of an improvement, return that query."),
-    (StopReason.TOKEN_BUDGET, None, "The token budget is almost used up. " + TRAINED_FINAL
-     + " None of your queries has executed without error yet, so write your best query from what "
-       "you have seen."),
-    (StopReason.TOOL_TURNS, None, TRAINED_FINAL + " None of your queries has executed without error "
-     "yet, so write your best query from what you have seen."),
-])
-def test_trained_final_turn_keeps_the_authors_structure(reason: StopReason, sql: str | None,
-                                                         text: str) -> None:
+@pytest.mark.parametrize(
+    ("reason", "sql", "text"),
+    [
+        (
+            StopReason.FAILED_QUERIES,
+            "SELECT 1",
+            "Too many queries failed in a row. "
+            + TRAINED_FINAL
+            + " Your last query that executed without error was:\nSELECT 1\n"
+            "If you are not sure of an improvement, return that query.",
+        ),
+        (
+            StopReason.TOKEN_BUDGET,
+            None,
+            "The token budget is almost used up. "
+            + TRAINED_FINAL
+            + " None of your queries has executed without error yet, so write your best query from what "
+            "you have seen.",
+        ),
+        (
+            StopReason.TOOL_TURNS,
+            None,
+            TRAINED_FINAL + " None of your queries has executed without error "
+            "yet, so write your best query from what you have seen.",
+        ),
+    ],
+)
+def test_trained_final_turn_keeps_the_authors_structure(reason: StopReason, sql: str | None, text: str) -> None:
     """After 4 failures, at the token budget, or with no query that ran: the same structure."""
     assert trained_final_text(reason, sql) == text
 
@@ -241,16 +278,20 @@ def test_round_message_dispatches_on_the_environment() -> None:
     """The loop's one entry point gives the trained or the rich texts."""
     results = [(ToolCall("list_tables", {}), "A")]
     assert render_round_message(Environment.TRAINED, results, [], 3) == (
-        "result (1/1):\nA\n\n3 tool turns left before you must answer")
+        "result (1/1):\nA\n\n3 tool turns left before you must answer"
+    )
     assert render_round_message(Environment.RICH, results, [], 3) == render_results_message(results, [], 3)
 
 
 def test_trained_initial_prompt_as_final_turn() -> None:
     """With no tool turns at all, the first user turn ends with the trained final text."""
     prompt = render_initial_prompt(PromptSet("S", "{question}"), "Q?", None, final=True)
-    assert prompt == ("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ?\n\n" + TRAINED_FINAL
-                      + " None of your queries has executed without error yet, so write your best "
-                        "query from what you have seen.<|im_end|>\n<|im_start|>assistant\n")
+    assert prompt == (
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ?\n\n"
+        + TRAINED_FINAL
+        + " None of your queries has executed without error yet, so write your best "
+        "query from what you have seen.<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_continue_prompt_appends_completion_and_a_new_turn() -> None:
@@ -265,7 +306,9 @@ def test_the_assistant_prefix_opens_every_assistant_turn() -> None:
     """The first prompt and every next one end with the assistant opening and then the prefix."""
     prompts = PromptSet("S", "{question}", assistant_prefix="<think>\n")
     first = render_initial_prompt(prompts, "Q?", None)
-    assert first == ("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ?<|im_end|>\n"
-                     "<|im_start|>assistant\n<think>\n")
+    assert first == (
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n<think>\n"
+    )
     assert continue_prompt(first, "plan</think>{}", "R", "<think>\n") == (
-        first + "plan</think>{}<|im_end|>\n<|im_start|>user\nR<|im_end|>\n<|im_start|>assistant\n<think>\n")
+        first + "plan</think>{}<|im_end|>\n<|im_start|>user\nR<|im_end|>\n<|im_start|>assistant\n<think>\n"
+    )

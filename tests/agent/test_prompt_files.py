@@ -28,7 +28,8 @@ def test_load_prompt_files_replaces_only_what_is_given(tmp_path: Path) -> None:
     with pytest.raises(PromptConfigError) as info:
         load_prompt_files(None, tmp_path / "missing.txt")
     assert str(info.value) == (
-        f"{tmp_path / 'missing.txt'}: cannot be read (No such file or directory); check the path")
+        f"{tmp_path / 'missing.txt'}: cannot be read (No such file or directory); check the path"
+    )
 
 
 REFERENCE = '''\
@@ -57,7 +58,8 @@ def test_load_reference_agent_reads_literals_without_running_the_file(tmp_path: 
     path = tmp_path / "sqale_agent.py"
     path.write_text(REFERENCE, encoding="utf-8")
     assert load_prompts(path) == PromptSet(
-        "You are an agent.\nTools: list_tables", "Question: {question}\nEvidence: {evidence}")
+        "You are an agent.\nTools: list_tables", "Question: {question}\nEvidence: {evidence}"
+    )
     assert not (tmp_path / "sqale_agent.py.ran").exists()
 
 
@@ -87,7 +89,8 @@ def test_load_reference_agent_missing_file(tmp_path: Path) -> None:
     with pytest.raises(PromptConfigError) as info:
         load_prompts(tmp_path / "nope.py")
     assert str(info.value) == (
-        f"{tmp_path / 'nope.py'}: cannot be read (No such file or directory); check the path")
+        f"{tmp_path / 'nope.py'}: cannot be read (No such file or directory); check the path"
+    )
 
 
 def test_load_prompt_files_rejects_non_utf8(tmp_path: Path) -> None:
@@ -143,7 +146,9 @@ def test_the_model_folder_or_the_file_gives_the_same_prompts(tmp_path: Path) -> 
     path = write_authors_file(tmp_path / "qwen3.5-2b-grpo-synsql")
     assert load_prompts(path.parent) == load_prompts(path)
     assert (load_prompts(path.parent).system, load_prompts(path.parent).user_template) == (
-        "You are a SQL agent.", "Question: {question}")
+        "You are a SQL agent.",
+        "Question: {question}",
+    )
 
 
 def test_a_folder_without_the_file_says_where_it_comes_from(tmp_path: Path) -> None:
@@ -154,7 +159,8 @@ def test_a_folder_without_the_file_says_where_it_comes_from(tmp_path: Path) -> N
     assert str(info.value) == (
         f"{tmp_path}: the folder has no sqale_agent.py (it has run.py); give the folder the model was "
         "downloaded to (`hf download trl-lab/qwen3.5-2b-grpo-synsql --local-dir DIR` fetches it beside the "
-        "weights) or the file itself")
+        "weights) or the file itself"
+    )
 
 
 def test_the_authors_constants_take_our_texts_places_by_one_rule(tmp_path: Path) -> None:
@@ -163,32 +169,47 @@ def test_the_authors_constants_take_our_texts_places_by_one_rule(tmp_path: Path)
     assert agent.prompts.texts == TrainedTexts(
         budget="[{remaining} tool turns left before you must answer]",
         final="You have reached the exploration limit. Write the final SQL now. The last query that ran "
-              "without error:\n{sql}",
-        result_label="result ({i}/{n}):", more_rows="... ({} rows shown; more rows exist)",
-        error="Error: {err}")
+        "without error:\n{sql}",
+        result_label="result ({i}/{n}):",
+        more_rows="... ({} rows shown; more rows exist)",
+        error="Error: {err}",
+    )
     assert agent.uses == (
         ConstantUse("BUDGET_FMT", "budget line", used=True, same=False),
         ConstantUse("FINAL_FMT", "final-turn text", used=True, same=False),
         ConstantUse("RESULT_FMT", "result label", used=True, same=True),
         ConstantUse("ERROR_FMT", "error text", used=True, same=True),
         ConstantUse("TRUNCATED", "more-rows line", used=True, same=False),
-        ConstantUse("RETRY_NOTE", "last-query line", used=False, same=False,
-                    why="it has 0 replacement fields where the last-query line fills 1"),
+        ConstantUse(
+            "RETRY_NOTE",
+            "last-query line",
+            used=False,
+            same=False,
+            why="it has 0 replacement fields where the last-query line fills 1",
+        ),
     )
     assert agent.sha256 == hashlib.sha256(AUTHORS_FILE.encode()).hexdigest()
 
 
-@pytest.mark.parametrize(("constants", "why"), [
-    ({"A": "{} tool turns left", "B": "[{}] tool turns left before you answer"},
-     "A and B all read as the budget line; ours is kept"),
-    ({"A": "{} tool turns left, {} calls"}, "it has 2 replacement fields where the budget line fills 1"),
-    ({"A": "{ tool turns left"}, "it has a stray brace, so it is not a template we can fill"),
-    ({"A": "x" * 600 + " {} tool turns left"}, "619 characters: longer than a budget line (600 at most)"),
-    ({"A": "result ({}/{}): {} tool turns left"},
-     "it reads as both the budget line and result label; ours are kept"),
-])
-def test_a_constant_that_cannot_take_a_role_is_listed_and_ours_kept(constants: dict[str, str],
-                                                                     why: str) -> None:
+@pytest.mark.parametrize(
+    ("constants", "why"),
+    [
+        (
+            {"A": "{} tool turns left", "B": "[{}] tool turns left before you answer"},
+            "A and B all read as the budget line; ours is kept",
+        ),
+        ({"A": "{} tool turns left, {} calls"}, "it has 2 replacement fields where the budget line fills 1"),
+        ({"A": "{ tool turns left"}, "it has a stray brace, so it is not a template we can fill"),
+        ({"A": "x" * 600 + " {} tool turns left"}, "619 characters: longer than a budget line (600 at most)"),
+        (
+            {"A": "result ({}/{}): {} tool turns left"},
+            "it reads as both the budget line and result label; ours are kept",
+        ),
+    ],
+)
+def test_a_constant_that_cannot_take_a_role_is_listed_and_ours_kept(
+    constants: dict[str, str], why: str
+) -> None:
     """Rivals, the wrong number of fields, a stray brace, a long text or two roles: ours is kept."""
     texts, uses = recognise_texts(constants)
     assert texts == TrainedTexts()
@@ -201,18 +222,22 @@ def test_the_authors_texts_reach_the_episode(tmp_path: Path) -> None:
     assert trained_budget_line(4, texts) == "[4 tool turns left before you must answer]"
     assert trained_final_text(None, "SELECT 1", texts) == (
         "You have reached the exploration limit. Write the final SQL now. The last query that ran without "
-        "error:\nSELECT 1")
+        "error:\nSELECT 1"
+    )
     assert trained_final_text(None, None, texts) == trained_final_text(None, None)  # nothing ran: ours
     assert result_label(2, 5, texts) == "result (2/5):"
 
 
-@pytest.mark.parametrize(("given", "text"), [
-    ("<think>\\n", "<think>\n"),
-    ("<think>\n", "<think>\n"),
-    ("<think>\\n\\n</think>\\n\\n", "<think>\n\n</think>\n\n"),
-    ("a\\\\nb\\t", "a\\nb\t"),
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    ("given", "text"),
+    [
+        ("<think>\\n", "<think>\n"),
+        ("<think>\n", "<think>\n"),
+        ("<think>\\n\\n</think>\\n\\n", "<think>\n\n</think>\n\n"),
+        ("a\\\\nb\\t", "a\\nb\t"),
+        ("", ""),
+    ],
+)
 def test_the_assistant_prefix_reads_escapes(given: str, text: str) -> None:
     """`\\n` and `\\t` written in a flag become the characters; `\\\\` a backslash."""
     assert load_prompts(assistant_prefix=given).assistant_prefix == text

@@ -34,8 +34,10 @@ class SlowExplorer(ScriptPolicy):
     once, answers ANSWER. `asked` is set once a tool turn's request has reached it."""
 
     def __init__(self, delay: float) -> None:
-        super().__init__([ScriptedReply(assistant_reply("look", tool_call("list_tables")), delay=delay)],
-                         final=ScriptedReply(ANSWER))
+        super().__init__(
+            [ScriptedReply(assistant_reply("look", tool_call("list_tables")), delay=delay)],
+            final=ScriptedReply(ANSWER),
+        )
         self.asked = anyio.Event()
 
     def reply(self, prompt: str, model: str) -> ScriptedReply:
@@ -62,12 +64,20 @@ async def test_a_sample_near_its_episode_timeout_answers_instead_of_running_out(
     the final turn answers in time: a result, not a timeout."""
     backend = PolicyBackend(SlowExplorer(delay=100))
     with anyio.fail_after(30):
-        asked = await sample_question(Question(QUESTION, db), SampleBackends.seeded(backend, 1, None),
-                                      run_episode, SampleSettings(episode_timeout=10))
+        asked = await sample_question(
+            Question(QUESTION, db),
+            SampleBackends.seeded(backend, 1, None),
+            run_episode,
+            SampleSettings(episode_timeout=10),
+        )
     assert asked.chosen is not None and asked.chosen.result is not None
     result = asked.chosen.result
     assert (result.status, result.stop_reason, result.sql, result.rows) == (
-        EpisodeStatus.FINAL_ANSWER, StopReason.TIME_UP, ANSWER, ((3,),))
+        EpisodeStatus.FINAL_ANSWER,
+        StopReason.TIME_UP,
+        ANSWER,
+        ((3,),),
+    )
     assert [r.final for r in result.rounds] == [True]  # the cut tool turn left no round
     assert "You have reached the exploration limit." in backend.requests[-1].prompt
 
@@ -86,12 +96,20 @@ async def test_a_question_told_to_finish_answers_with_the_samples_that_started(d
     with anyio.fail_after(30):
         async with anyio.create_task_group() as group:
             group.start_soon(tell_to_finish)
-            asked = await sample_question(Question(QUESTION, db), SampleBackends.seeded(backend, 3, 7),
-                                          run_episode, SampleSettings(episode_timeout=300), slot=one_slot(),
-                                          finish_now=finish)
+            asked = await sample_question(
+                Question(QUESTION, db),
+                SampleBackends.seeded(backend, 3, 7),
+                run_episode,
+                SampleSettings(episode_timeout=300),
+                slot=one_slot(),
+                finish_now=finish,
+            )
     runs = [asked.outcome.results[k] for k in range(3)]
     assert [(run.skipped, run.result is not None) for run in runs] == [
-        (False, True), (True, False), (True, False)]
+        (False, True),
+        (True, False),
+        (True, False),
+    ]
     assert asked.chosen is runs[0] and runs[0].result is not None
     assert (runs[0].result.stop_reason, runs[0].result.sql) == (StopReason.TIME_UP, ANSWER)
     assert len(backend.requests) == 2  # sample 0's cut tool turn and its final turn; nothing else
@@ -104,8 +122,14 @@ async def test_told_to_finish_before_any_sample_starts_one_still_answers(db: Dat
     finish = anyio.Event()
     finish.set()
     with anyio.fail_after(30):
-        asked = await sample_question(Question(QUESTION, db), SampleBackends.seeded(backend, 2, 7),
-                                      run_episode, SampleSettings(), slot=one_slot(), finish_now=finish)
+        asked = await sample_question(
+            Question(QUESTION, db),
+            SampleBackends.seeded(backend, 2, 7),
+            run_episode,
+            SampleSettings(),
+            slot=one_slot(),
+            finish_now=finish,
+        )
     finished = [run for run in asked.outcome.results.values() if run.result is not None]
     assert len(finished) == 1 and len(backend.requests) == 1
     assert finished[0].result is not None and finished[0].result.stop_reason is StopReason.TIME_UP

@@ -29,10 +29,21 @@ CALLER_SPAN = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
 # One sample of OraclePolicy: list_tables, run_query of the gold SQL, submit_sql (run, then run
 # again as the answer); the database's schema is read once, by the first sample.
-SAMPLE = ["invoke_agent sqale-agent",
-          "sqale.round", "text_completion " + MODEL, "execute_tool list_tables",
-          "sqale.round", "text_completion " + MODEL, "execute_tool run_query", "SELECT",
-          "sqale.round", "text_completion " + MODEL, "execute_tool submit_sql", "SELECT", "SELECT"]
+SAMPLE = [
+    "invoke_agent sqale-agent",
+    "sqale.round",
+    "text_completion " + MODEL,
+    "execute_tool list_tables",
+    "sqale.round",
+    "text_completion " + MODEL,
+    "execute_tool run_query",
+    "SELECT",
+    "sqale.round",
+    "text_completion " + MODEL,
+    "execute_tool submit_sql",
+    "SELECT",
+    "SELECT",
+]
 DEPTHS = [2, 3, 4, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4]
 
 
@@ -57,38 +68,102 @@ async def test_one_answer_is_one_trace_down_to_each_statement(tmp_path: Path, ot
     call = the_call(otel)
     first = ["  read_schema", *indented(SAMPLE, DEPTHS)][1:]  # the first sample reads the schema
     first.insert(1, "      read_schema")
-    assert otel.tree(call) == [f"tools/call {TOOL}", "  invoke_workflow answer_sql_question", *first,
-                               *indented(SAMPLE, DEPTHS), "    SELECT"]  # the vote's run of the answer
+    assert otel.tree(call) == [
+        f"tools/call {TOOL}",
+        "  invoke_workflow answer_sql_question",
+        *first,
+        *indented(SAMPLE, DEPTHS),
+        "    SELECT",
+    ]  # the vote's run of the answer
     assert {format(s.context.trace_id, "032x") for s in otel.descendants(call)} == {CALLER_TRACE}
     question = otel.children(call)[0]
-    assert attributes(question, [n.OPERATION_NAME, n.WORKFLOW_NAME_KEY, n.FRONT_END, n.DATABASE, n.TOKEN,
-                                 n.SAMPLES, n.STATUS, n.STOP_REASON, n.ROWS, n.AGREEMENT]) == {
-        n.OPERATION_NAME: "invoke_workflow", n.WORKFLOW_NAME_KEY: "answer_sql_question", n.FRONT_END: "mcp",
-        n.DATABASE: "bookshop", n.TOKEN: "local", n.SAMPLES: 2, n.STATUS: "submitted",
-        n.STOP_REASON: "submit_sql", n.ROWS: 1, n.AGREEMENT: 1.0}
+    assert attributes(
+        question,
+        [
+            n.OPERATION_NAME,
+            n.WORKFLOW_NAME_KEY,
+            n.FRONT_END,
+            n.DATABASE,
+            n.TOKEN,
+            n.SAMPLES,
+            n.STATUS,
+            n.STOP_REASON,
+            n.ROWS,
+            n.AGREEMENT,
+        ],
+    ) == {
+        n.OPERATION_NAME: "invoke_workflow",
+        n.WORKFLOW_NAME_KEY: "answer_sql_question",
+        n.FRONT_END: "mcp",
+        n.DATABASE: "bookshop",
+        n.TOKEN: "local",
+        n.SAMPLES: 2,
+        n.STATUS: "submitted",
+        n.STOP_REASON: "submit_sql",
+        n.ROWS: 1,
+        n.AGREEMENT: 1.0,
+    }
     episodes = otel.named("invoke_agent sqale-agent")
-    assert [attributes(e, [n.SAMPLE_INDEX, n.STATUS, n.STOP_REASON, n.ROUNDS, n.TOOL_CALLS, n.ROWS,
-                           n.REQUEST_MODEL]) for e in episodes] == [
-        {n.SAMPLE_INDEX: k, n.STATUS: "submitted", n.STOP_REASON: "submit_sql", n.ROUNDS: 3, n.TOOL_CALLS: 3,
-         n.ROWS: 1, n.REQUEST_MODEL: MODEL} for k in (0, 1)]
+    assert [
+        attributes(
+            e, [n.SAMPLE_INDEX, n.STATUS, n.STOP_REASON, n.ROUNDS, n.TOOL_CALLS, n.ROWS, n.REQUEST_MODEL]
+        )
+        for e in episodes
+    ] == [
+        {
+            n.SAMPLE_INDEX: k,
+            n.STATUS: "submitted",
+            n.STOP_REASON: "submit_sql",
+            n.ROUNDS: 3,
+            n.TOOL_CALLS: 3,
+            n.ROWS: 1,
+            n.REQUEST_MODEL: MODEL,
+        }
+        for k in (0, 1)
+    ]
     seeds = [e.attributes[n.REQUEST_SEED] for e in episodes]
     assert seeds[1] == seeds[0] + 1 and all(n.QUEUED_SECONDS in e.attributes for e in episodes)
     model_call = otel.named("text_completion " + MODEL)[0]
-    assert attributes(model_call, [n.OPERATION_NAME, n.PROVIDER_NAME, n.REQUEST_MODEL, n.REQUEST_MAX_TOKENS,
-                                   n.FINISH_REASONS]) == {
-        n.OPERATION_NAME: "text_completion", n.PROVIDER_NAME: "ollama", n.REQUEST_MODEL: MODEL,
-        n.REQUEST_MAX_TOKENS: 2048, n.FINISH_REASONS: ("stop",)}
+    assert attributes(
+        model_call, [n.OPERATION_NAME, n.PROVIDER_NAME, n.REQUEST_MODEL, n.REQUEST_MAX_TOKENS, n.FINISH_REASONS]
+    ) == {
+        n.OPERATION_NAME: "text_completion",
+        n.PROVIDER_NAME: "ollama",
+        n.REQUEST_MODEL: MODEL,
+        n.REQUEST_MAX_TOKENS: 2048,
+        n.FINISH_REASONS: ("stop",),
+    }
     assert model_call.attributes[n.INPUT_TOKENS] > 0 and model_call.attributes[n.OUTPUT_TOKENS] > 0
     assert model_call.kind.name == "CLIENT"
     run_query = otel.named("execute_tool run_query")[0]
     assert attributes(run_query, [n.OPERATION_NAME, n.TOOL_NAME, n.TOOL_TYPE, n.TOOL_OK, n.ROWS]) == {
-        n.OPERATION_NAME: "execute_tool", n.TOOL_NAME: "run_query", n.TOOL_TYPE: "function", n.TOOL_OK: True,
-        n.ROWS: 1}
+        n.OPERATION_NAME: "execute_tool",
+        n.TOOL_NAME: "run_query",
+        n.TOOL_TYPE: "function",
+        n.TOOL_OK: True,
+        n.ROWS: 1,
+    }
     statement = otel.children(run_query)[0]
-    assert attributes(statement, [n.DB_SYSTEM, n.DB_OPERATION, n.DB_NAMESPACE, n.DB_RETURNED_ROWS,
-                                  n.SQLITE_STATUS, n.SQLITE_CUT, n.SQLITE_INTERRUPTED]) == {
-        n.DB_SYSTEM: "sqlite", n.DB_OPERATION: "SELECT", n.DB_NAMESPACE: "bookshop-v1.sqlite",
-        n.DB_RETURNED_ROWS: 1, n.SQLITE_STATUS: "ok", n.SQLITE_CUT: False, n.SQLITE_INTERRUPTED: False}
+    assert attributes(
+        statement,
+        [
+            n.DB_SYSTEM,
+            n.DB_OPERATION,
+            n.DB_NAMESPACE,
+            n.DB_RETURNED_ROWS,
+            n.SQLITE_STATUS,
+            n.SQLITE_CUT,
+            n.SQLITE_INTERRUPTED,
+        ],
+    ) == {
+        n.DB_SYSTEM: "sqlite",
+        n.DB_OPERATION: "SELECT",
+        n.DB_NAMESPACE: "bookshop-v1.sqlite",
+        n.DB_RETURNED_ROWS: 1,
+        n.SQLITE_STATUS: "ok",
+        n.SQLITE_CUT: False,
+        n.SQLITE_INTERRUPTED: False,
+    }
     assert statement.kind.name == "CLIENT" and statement.attributes[n.SQLITE_SECONDS] >= 0
     assert all(s.status.status_code.name == "UNSET" for s in otel.spans())
 
@@ -97,22 +172,32 @@ ERAS = [pytest.param("legacy", id="2025-11-25"), pytest.param("auto", id="2026-0
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_the_callers_trace_continues_from_meta_in_both_eras(tmp_path: Path, otel: Telemetry,
-                                                                  mode: str) -> None:
+async def test_the_callers_trace_continues_from_meta_in_both_eras(
+    tmp_path: Path, otel: Telemetry, mode: str
+) -> None:
     """The caller's trace reaches the server in the request's `_meta` (`traceparent`, `tracestate`)
     in the handshake era and the stateless one alike: the MCP span's parent is the caller's span
     (or, where the SDK's client makes one, its `MCP send` span), and every span of the answer is in
     the caller's trace. The server's tasks started before the caller's span, so nothing but `_meta`
     can carry it."""
     server = build(tmp_path, ["--demo"], PolicyBackend(OraclePolicy(BOOK_GOLD)))
-    caller = trace.NonRecordingSpan(trace.SpanContext(int(CALLER_TRACE, 16), int(CALLER_SPAN, 16),
-                                                      is_remote=True, trace_flags=trace.TraceFlags(1),
-                                                      trace_state=trace.TraceState([("rojo", "t61rcWkgMzE")])))
+    caller = trace.NonRecordingSpan(
+        trace.SpanContext(
+            int(CALLER_TRACE, 16),
+            int(CALLER_SPAN, 16),
+            is_remote=True,
+            trace_flags=trace.TraceFlags(1),
+            trace_state=trace.TraceState([("rojo", "t61rcWkgMzE")]),
+        )
+    )
     async with Client(server, mode=mode) as client:  # type: ignore[arg-type]
         token = context.attach(trace.set_span_in_context(caller))
         try:
-            await client.call_tool(TOOL, {"question": QUESTION},
-                                   meta={"traceparent": TRACEPARENT, "tracestate": "rojo=t61rcWkgMzE"})
+            await client.call_tool(
+                TOOL,
+                {"question": QUESTION},
+                meta={"traceparent": TRACEPARENT, "tracestate": "rojo=t61rcWkgMzE"},
+            )
         finally:
             context.detach(token)
     call = the_call(otel)
@@ -127,8 +212,11 @@ async def test_the_callers_trace_continues_from_meta_in_both_eras(tmp_path: Path
 
 def question_status(otel: Telemetry) -> tuple[str, str | None, Any]:
     question = otel.named("invoke_workflow answer_sql_question")[-1]
-    return (question.status.status_code.name, question.status.description,
-            question.attributes.get(n.ERROR_TYPE))
+    return (
+        question.status.status_code.name,
+        question.status.description,
+        question.attributes.get(n.ERROR_TYPE),
+    )
 
 
 async def test_a_failed_question_ends_in_error_saying_which(tmp_path: Path, otel: Telemetry) -> None:
@@ -142,7 +230,9 @@ async def test_a_failed_question_ends_in_error_saying_which(tmp_path: Path, otel
     completion = otel.named("text_completion " + MODEL)[0]
     episode = otel.named("invoke_agent sqale-agent")[0]
     assert [(s.status.status_code.name, s.attributes[n.ERROR_TYPE]) for s in (completion, episode)] == [
-        ("ERROR", "BackendUnreachable"), ("ERROR", "BackendUnreachable")]
+        ("ERROR", "BackendUnreachable"),
+        ("ERROR", "BackendUnreachable"),
+    ]
     assert the_call(otel).attributes[n.ERROR_TYPE] == "tool_error"
 
 
@@ -155,7 +245,9 @@ async def test_a_timed_out_question_ends_in_error_saying_which(tmp_path: Path, o
     assert question_status(otel) == ("ERROR", "error (episode_timeout)", "episode_timeout")
     episode = otel.named("invoke_agent sqale-agent")[0]
     assert (episode.status.description, episode.attributes[n.STOP_REASON]) == (
-        "error (episode_timeout)", "episode_timeout")
+        "error (episode_timeout)",
+        "episode_timeout",
+    )
 
 
 async def test_a_refused_question_ends_in_error_saying_which(tmp_path: Path, otel: Telemetry) -> None:
@@ -180,9 +272,10 @@ async def test_a_cancelled_question_ends_in_error_saying_which(tmp_path: Path, o
             while not otel.named("invoke_workflow answer_sql_question"):
                 await anyio.sleep(0.05)
     assert question_status(otel) == ("ERROR", "cancelled (call_cancelled)", "call_cancelled")
-    assert [s.attributes[n.ERROR_TYPE] for s in (otel.named("invoke_agent sqale-agent")[0],
-                                                 otel.named("text_completion " + MODEL)[0])] == [
-        "cancelled", "cancelled"]
+    assert [
+        s.attributes[n.ERROR_TYPE]
+        for s in (otel.named("invoke_agent sqale-agent")[0], otel.named("text_completion " + MODEL)[0])
+    ] == ["cancelled", "cancelled"]
 
 
 async def test_a_sample_the_majority_stopped_is_no_error(tmp_path: Path, otel: Telemetry) -> None:
@@ -192,8 +285,9 @@ async def test_a_sample_the_majority_stopped_is_no_error(tmp_path: Path, otel: T
     async with Client(server) as client:
         result = await client.call_tool(TOOL, {"question": QUESTION, "samples": 3})
     assert not result.is_error
-    outcomes = sorted((e.attributes.get(n.STATUS), e.status.status_code.name)
-                      for e in otel.named("invoke_agent sqale-agent"))
+    outcomes = sorted(
+        (e.attributes.get(n.STATUS), e.status.status_code.name) for e in otel.named("invoke_agent sqale-agent")
+    )
     assert ("submitted", "UNSET") in outcomes and all(code == "UNSET" for _, code in outcomes)
     assert {status for status, _ in outcomes} <= {"submitted", "stopped"}
 
@@ -207,12 +301,14 @@ async def test_the_conventions_metrics_are_recorded(tmp_path: Path, otel: Teleme
     usage = [a for a, _ in otel.points(n.TOKEN_USAGE) if a.get(n.REQUEST_MODEL) == "metrics-test-model"]
     assert sorted(a[n.TOKEN_TYPE] for a in usage) == ["input", "output"]
     assert all((a[n.OPERATION_NAME], a[n.PROVIDER_NAME]) == ("text_completion", "ollama") for a in usage)
-    durations = [p for a, p in otel.points(n.OPERATION_DURATION)
-                 if a.get(n.REQUEST_MODEL) == "metrics-test-model"]
+    durations = [
+        p for a, p in otel.points(n.OPERATION_DURATION) if a.get(n.REQUEST_MODEL) == "metrics-test-model"
+    ]
     assert sum(p.count for p in durations) == 3  # three rounds
     tool_calls = [(a, p) for a, p in otel.points(n.MCP_SERVER_DURATION) if a[n.MCP_METHOD] == "tools/call"]
     assert {(a[n.TOOL_NAME], a[n.OPERATION_NAME], a[n.NETWORK_TRANSPORT]) for a, _ in tool_calls} == {
-        (TOOL, "execute_tool", "pipe")}
+        (TOOL, "execute_tool", "pipe")
+    }
     assert tool_calls[0][1].explicit_bounds[:3] == (0.01, 0.02, 0.05)
 
 
@@ -228,26 +324,39 @@ def test_eval_makes_each_question_a_trace_of_its_own(tmp_path: Path, otel: Telem
 
     dataset = shop_dataset(tmp_path)
     plain = backends_of(oracle_for(dataset))
-    run_eval(dataset, select_examples(dataset, limit=2),
-             lambda sampling: traced(plain(sampling), Engines("ollama")), tmp_path / "r.jsonl")
+    run_eval(
+        dataset,
+        select_examples(dataset, limit=2),
+        lambda sampling: traced(plain(sampling), Engines("ollama")),
+        tmp_path / "r.jsonl",
+    )
     roots = [s for s in otel.spans() if s.parent is None and s.name != "read_schema"]
-    assert [(r.name, r.attributes[n.FRONT_END], r.attributes[n.EVAL_QUESTION], r.attributes[n.STATUS])
-            for r in sorted(roots, key=lambda r: r.attributes[n.EVAL_QUESTION])] == [
-        ("invoke_workflow answer_sql_question", "eval", key, "submitted") for key in ("0", "1")]
+    assert [
+        (r.name, r.attributes[n.FRONT_END], r.attributes[n.EVAL_QUESTION], r.attributes[n.STATUS])
+        for r in sorted(roots, key=lambda r: r.attributes[n.EVAL_QUESTION])
+    ] == [("invoke_workflow answer_sql_question", "eval", key, "submitted") for key in ("0", "1")]
     assert len({r.context.trace_id for r in roots}) == 2
     tree = otel.tree(sorted(roots, key=lambda r: r.attributes[n.EVAL_QUESTION])[0])
     assert [line for line in tree[:4] if "read_schema" not in line] == [
-        "invoke_workflow answer_sql_question", "  SELECT", "  invoke_agent sqale-agent"]  # the gold SQL first
+        "invoke_workflow answer_sql_question",
+        "  SELECT",
+        "  invoke_agent sqale-agent",
+    ]  # the gold SQL first
     assert tree.count("    sqale.round") == 3 and f"      text_completion {EVAL_MODEL}" in tree
 
 
 async def test_a_verified_answer_names_its_tier_and_calls_no_model(tmp_path: Path, otel: Telemetry) -> None:
     """The same question and a template's question: status verified, sqale.verified.tier same_question
     and template, no episode or model call, only the library's statements under the question."""
-    entries = [{"database": "bookshop", "question": QUESTION, "sql": "SELECT count(*) FROM books"},
-               {"database": "bookshop", "question": "How many {genre} books are there?",
-                "sql": "SELECT count(*) FROM books WHERE genre = :genre",
-                "params": {"genre": {"type": "value", "column": "books.genre"}}}]
+    entries = [
+        {"database": "bookshop", "question": QUESTION, "sql": "SELECT count(*) FROM books"},
+        {
+            "database": "bookshop",
+            "question": "How many {genre} books are there?",
+            "sql": "SELECT count(*) FROM books WHERE genre = :genre",
+            "params": {"genre": {"type": "value", "column": "books.genre"}},
+        },
+    ]
     path = tmp_path / "bookshop-verified.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
     backend = PolicyBackend(OraclePolicy(BOOK_GOLD))
@@ -258,18 +367,27 @@ async def test_a_verified_answer_names_its_tier_and_calls_no_model(tmp_path: Pat
     questions = otel.named("invoke_workflow answer_sql_question")
     assert [attributes(q, [n.STATUS, n.VERIFIED_TIER]) for q in questions] == [
         {n.STATUS: "verified", n.VERIFIED_TIER: "same_question"},
-        {n.STATUS: "verified", n.VERIFIED_TIER: "template"}]
+        {n.STATUS: "verified", n.VERIFIED_TIER: "template"},
+    ]
     assert [otel.tree(q)[1:] for q in questions] == [
         ["  SELECT", "  read_schema"],  # the entry's SQL, then the schema for the tables it read
-        ["  SELECT", "  SELECT"]]  # the genre read against the column's values, then the template's SQL
+        ["  SELECT", "  SELECT"],
+    ]  # the genre read against the column's values, then the template's SQL
     assert backend.requests == []
 
 
-@pytest.mark.parametrize(("mode", "ended"), [
-    pytest.param("legacy", [("submitted", "submit_sql")], id="2025-11-25"),
-    pytest.param("auto", [("awaiting_choice", "person_asked"), ("submitted", "submit_sql")], id="2026-07-28")])
-async def test_a_question_that_asks_its_person_ends_without_error(tmp_path: Path, otel: Telemetry, mode: str,
-                                                                  ended: list[tuple[str, str]]) -> None:
+@pytest.mark.parametrize(
+    ("mode", "ended"),
+    [
+        pytest.param("legacy", [("submitted", "submit_sql")], id="2025-11-25"),
+        pytest.param(
+            "auto", [("awaiting_choice", "person_asked"), ("submitted", "submit_sql")], id="2026-07-28"
+        ),
+    ],
+)
+async def test_a_question_that_asks_its_person_ends_without_error(
+    tmp_path: Path, otel: Telemetry, mode: str, ended: list[tuple[str, str]]
+) -> None:
     """The samples disagree and the person chooses: in the 2025-11-25 era one question span; in the
     2026-07-28 era the call asking (awaiting_choice, no error) and the retry bringing the reply, each
     its own question with the database, samples and token."""
@@ -279,7 +397,15 @@ async def test_a_question_that_asks_its_person_ends_without_error(tmp_path: Path
         result = await client.call_tool(TOOL, {"question": BOOKS})
     assert not result.is_error and len(replies.seen) == 1
     questions = otel.named("invoke_workflow answer_sql_question")
-    assert [(q.attributes[n.STATUS], q.attributes[n.STOP_REASON], q.status.status_code.name,
-             attributes(q, [n.DATABASE, n.SAMPLES, n.TOKEN])) for q in questions] == [
+    assert [
+        (
+            q.attributes[n.STATUS],
+            q.attributes[n.STOP_REASON],
+            q.status.status_code.name,
+            attributes(q, [n.DATABASE, n.SAMPLES, n.TOKEN]),
+        )
+        for q in questions
+    ] == [
         (status, reason, "UNSET", {n.DATABASE: "bookshop", n.SAMPLES: 3, n.TOKEN: "local"})
-        for status, reason in ended]
+        for status, reason in ended
+    ]

@@ -17,31 +17,41 @@ from agent.replies import (
     split_think,
 )
 
-TOOL_LIST = ("list_tables, describe_table, foreign_keys, join_path, sample_rows, distinct_values, "
-             "run_query, submit_sql")
-JSON_HINT = ('write {"tool": "<name>", "args": {...}} with double quotes around keys and strings, '
-             'and \\" for a double quote inside a string')
+TOOL_LIST = (
+    "list_tables, describe_table, foreign_keys, join_path, sample_rows, distinct_values, run_query, submit_sql"
+)
+JSON_HINT = (
+    'write {"tool": "<name>", "args": {...}} with double quotes around keys and strings, '
+    'and \\" for a double quote inside a string'
+)
 
 
 def test_think_then_one_call() -> None:
     """The think block is read and the call after it parsed."""
     text = '<think>List first.</think>\n{"tool": "list_tables", "args": {}}'
     assert parse_completion(text) == ParsedCompletion(
-        think="List first.", calls=(ToolCall("list_tables", {}),), problems=(),
-        body='\n{"tool": "list_tables", "args": {}}')
+        think="List first.",
+        calls=(ToolCall("list_tables", {}),),
+        problems=(),
+        body='\n{"tool": "list_tables", "args": {}}',
+    )
 
 
 def test_calls_inside_think_are_not_run() -> None:
     """JSON drafted inside <think> is thinking, not a call."""
     parsed = parse_completion('<think>maybe {"tool": "run_query", "args": {"sql": "X"}}</think>ok')
     assert (parsed.think, parsed.calls, parsed.problems) == (
-        'maybe {"tool": "run_query", "args": {"sql": "X"}}', (), ())
+        'maybe {"tool": "run_query", "args": {"sql": "X"}}',
+        (),
+        (),
+    )
 
 
 def test_unclosed_think_is_all_thinking() -> None:
     """A completion cut inside <think> has its thinking and no calls, flagged unclosed."""
     assert parse_completion('<think>plan {"tool": "list_tables"') == ParsedCompletion(
-        think='plan {"tool": "list_tables"', calls=(), problems=(), body="", think_unclosed=True)
+        think='plan {"tool": "list_tables"', calls=(), problems=(), body="", think_unclosed=True
+    )
 
 
 def test_closing_tag_without_opening_tag() -> None:
@@ -79,8 +89,10 @@ def test_multiline_sql_inside_a_json_string_is_accepted() -> None:
 
 def test_name_arguments_spelling_and_args_as_string() -> None:
     """{"name", "arguments"} and "args" given as a JSON string are accepted."""
-    text = ('{"name": "describe_table", "arguments": "{\\"table_name\\": \\"x\\"}"}'
-            '{"tool": "Join_Path", "arguments": {"table_a": "a", "table_b": "b"}}')
+    text = (
+        '{"name": "describe_table", "arguments": "{\\"table_name\\": \\"x\\"}"}'
+        '{"tool": "Join_Path", "arguments": {"table_a": "a", "table_b": "b"}}'
+    )
     assert parse_completion(text).calls == (
         ToolCall("describe_table", {"table_name": "x"}),
         ToolCall("join_path", {"table_a": "a", "table_b": "b"}),
@@ -90,7 +102,8 @@ def test_name_arguments_spelling_and_args_as_string() -> None:
 def test_arguments_next_to_the_tool_key_are_accepted() -> None:
     """Arguments written beside "tool" instead of inside "args" are used as the args."""
     assert parse_completion('{"tool": "describe_table", "table_name": "x"}').calls == (
-        ToolCall("describe_table", {"table_name": "x"}),)
+        ToolCall("describe_table", {"table_name": "x"}),
+    )
 
 
 def test_doubled_braces_still_yield_the_call() -> None:
@@ -101,14 +114,17 @@ def test_doubled_braces_still_yield_the_call() -> None:
 def test_list_tables_without_args_is_fine() -> None:
     """list_tables needs no arguments, so a missing "args" is not a problem."""
     assert parse_completion('{"tool": "list_tables"}') == ParsedCompletion(
-        None, (ToolCall("list_tables", {}),), (), '{"tool": "list_tables"}')
+        None, (ToolCall("list_tables", {}),), (), '{"tool": "list_tables"}'
+    )
 
 
 def test_problems_for_unknown_tool_missing_args_bad_name_and_bad_args() -> None:
     """Each unusable call gives one short corrective message, in order; good calls still count."""
-    text = ('{"tool": "describe"} {"tool": "describe_table"} {"tool": 3} '
-            '{"tool": "run_query", "args": ["SELECT 1"]} {"tool": "run_query", "args": "SELECT 1"} '
-            '{"tool": "list_tables", "args": null}')
+    text = (
+        '{"tool": "describe"} {"tool": "describe_table"} {"tool": 3} '
+        '{"tool": "run_query", "args": ["SELECT 1"]} {"tool": "run_query", "args": "SELECT 1"} '
+        '{"tool": "list_tables", "args": null}'
+    )
     parsed = parse_completion(text)
     assert parsed.calls == (ToolCall("list_tables", {}),)
     assert parsed.problems == (
@@ -128,27 +144,48 @@ def test_broken_json_is_reported_with_a_snippet() -> None:
     assert parsed.calls == ()
     assert parsed.problems == (
         'could not read the call {"tool": "run_query", "args": {"sql": "SELECT "Name" FROM t"… '
-        f"as JSON (Expecting ',' delimiter); {JSON_HINT}",)
+        f"as JSON (Expecting ',' delimiter); {JSON_HINT}",
+    )
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('{"tool": "run_query", "args": {"sql": "SELECT 1"',
-     'could not read the call {"tool": "run_query", "args": {"sql": "SELECT 1" as JSON '
-     "(Expecting ',' delimiter)"),
-    ("{'tool': 'list_tables', 'args': {}}",
-     "could not read the call {'tool': 'list_tables', 'args': {}} as JSON "
-     "(Expecting property name enclosed in double quotes)"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '{"tool": "run_query", "args": {"sql": "SELECT 1"',
+            'could not read the call {"tool": "run_query", "args": {"sql": "SELECT 1" as JSON '
+            "(Expecting ',' delimiter)",
+        ),
+        (
+            "{'tool': 'list_tables', 'args': {}}",
+            "could not read the call {'tool': 'list_tables', 'args': {}} as JSON "
+            "(Expecting property name enclosed in double quotes)",
+        ),
+    ],
+)
 def test_truncated_and_single_quoted_calls_are_problems(text: str, message: str) -> None:
     """Cut-off JSON and Python-style quotes are reported, never raised."""
     assert parse_completion(text).problems == (f"{message}; {JSON_HINT}",)
 
 
-@pytest.mark.parametrize("text", [
-    "", "{", "}", "{}{}{", '{"tool"', '{"tool": {"tool": {"tool": 1}}}', "<think>", "</think>",
-    "<think></think></think><think>", '{"tool": "run_query", "args": {"sql": 5}}',
-    "\x00\ufffd{" * 50, '[{"tool": []}]', '{"tool": "submit_sql", "args": "[1, 2]"}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "{",
+        "}",
+        "{}{}{",
+        '{"tool"',
+        '{"tool": {"tool": {"tool": 1}}}',
+        "<think>",
+        "</think>",
+        "<think></think></think><think>",
+        '{"tool": "run_query", "args": {"sql": 5}}',
+        "\x00\ufffd{" * 50,
+        '[{"tool": []}]',
+        '{"tool": "submit_sql", "args": "[1, 2]"}',
+    ],
+)
 def test_malformed_outputs_never_raise(text: str) -> None:
     """Any text parses to a ParsedCompletion without raising."""
     assert isinstance(parse_completion(text), ParsedCompletion)
@@ -180,58 +217,70 @@ def test_final_sql_uses_a_run_query_call_before_bare_text() -> None:
     assert extract_final_sql('SELECT 0\n{"tool": "run_query", "args": {"sql": "SELECT 5"}}') == "SELECT 5"
 
 
-@pytest.mark.parametrize(("text", "sql"), [
-    ("Final answer: SELECT a FROM t WHERE b = 'x;y'; done", "SELECT a FROM t WHERE b = 'x;y'"),
-    ("Select the rows.\nSELECT a\nFROM t\n\nThat is it.", "SELECT a\nFROM t"),
-    ("select a,\n\nb from t\n\n\nwhere x = 1\n\nWhere is it?", "select a,\n\nb from t\n\n\nwhere x = 1"),
-    ("SELECT a FROM t WHERE x IN (\n\n1, 2)\n\nDone.", "SELECT a FROM t WHERE x IN (\n\n1, 2)"),
-    ("SELECT name FROM t WHERE name = 'a\n\nb'\n\nok", "SELECT name FROM t WHERE name = 'a\n\nb'"),
-    ("SELECT a FROM t\n\nOrder matters here.", "SELECT a FROM t"),
-    ("SELECT 1\n\nSELECT 2", "SELECT 2"),
-    ("WITH x AS (SELECT 1) SELECT * FROM x", "WITH x AS (SELECT 1) SELECT * FROM x"),
-    ("with x(n) as (select 1) select n from x;", "with x(n) as (select 1) select n from x"),
-    ("The answer is `SELECT name FROM t`.", None),
-    ("`SELECT name FROM t`", "SELECT name FROM t"),
-    ("- SELECT 1;\n- SELECT 2;", "SELECT 2"),
-    ("With this we answer.", None),
-    ("Select the best one.", None),
-    ("<think>SELECT 1</think>nothing here", None),
-])
+@pytest.mark.parametrize(
+    ("text", "sql"),
+    [
+        ("Final answer: SELECT a FROM t WHERE b = 'x;y'; done", "SELECT a FROM t WHERE b = 'x;y'"),
+        ("Select the rows.\nSELECT a\nFROM t\n\nThat is it.", "SELECT a\nFROM t"),
+        ("select a,\n\nb from t\n\n\nwhere x = 1\n\nWhere is it?", "select a,\n\nb from t\n\n\nwhere x = 1"),
+        ("SELECT a FROM t WHERE x IN (\n\n1, 2)\n\nDone.", "SELECT a FROM t WHERE x IN (\n\n1, 2)"),
+        ("SELECT name FROM t WHERE name = 'a\n\nb'\n\nok", "SELECT name FROM t WHERE name = 'a\n\nb'"),
+        ("SELECT a FROM t\n\nOrder matters here.", "SELECT a FROM t"),
+        ("SELECT 1\n\nSELECT 2", "SELECT 2"),
+        ("WITH x AS (SELECT 1) SELECT * FROM x", "WITH x AS (SELECT 1) SELECT * FROM x"),
+        ("with x(n) as (select 1) select n from x;", "with x(n) as (select 1) select n from x"),
+        ("The answer is `SELECT name FROM t`.", None),
+        ("`SELECT name FROM t`", "SELECT name FROM t"),
+        ("- SELECT 1;\n- SELECT 2;", "SELECT 2"),
+        ("With this we answer.", None),
+        ("Select the best one.", None),
+        ("<think>SELECT 1</think>nothing here", None),
+    ],
+)
 def test_bare_statements(text: str, sql: str | None) -> None:
     """Bare SQL is read from a line start (after a label or list mark) to `;`, a blank line or `."""
     assert extract_final_sql(text) == sql
 
 
-@pytest.mark.parametrize("text", [
-    "SELECT count(*)\nFROM Track\n\nWHERE MediaTypeId = 2",
-    "SELECT a FROM t WHERE\n\nx = 1\n\n  AND y = 2\n\nORDER BY a",
-    "SELECT a FROM t\n\n-- the newest first\nORDER BY a DESC",
-    "SELECT a FROM t\n\nUNION\n\nSELECT b FROM u",
-    "SELECT a\n\n, b FROM t",
-    "SELECT a FROM t WHERE b =\n\n\n  2",
-    "select a from t\n\n\norder by a\n\nlimit 3",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SELECT count(*)\nFROM Track\n\nWHERE MediaTypeId = 2",
+        "SELECT a FROM t WHERE\n\nx = 1\n\n  AND y = 2\n\nORDER BY a",
+        "SELECT a FROM t\n\n-- the newest first\nORDER BY a DESC",
+        "SELECT a FROM t\n\nUNION\n\nSELECT b FROM u",
+        "SELECT a\n\n, b FROM t",
+        "SELECT a FROM t WHERE b =\n\n\n  2",
+        "select a from t\n\n\norder by a\n\nlimit 3",
+    ],
+)
 def test_a_bare_statement_goes_on_past_blank_lines_while_the_text_continues_it(text: str) -> None:
     """A blank line inside a statement (before a clause, after an operator or an open parenthesis)
     never cuts it."""
     assert extract_final_sql(text) == text
 
 
-@pytest.mark.parametrize(("text", "dropped"), [
-    ("SELECT count(*)\nFROM Track\n\nThis counts every track.", "This counts every track."),
-    ("SELECT 1; -- that is all", "-- that is all"),
-    ("Answer: SELECT a FROM t;\n\nIt lists   every\nrow.", "It lists every row."),
-    ("SELECT a FROM t", None),
-    ("SELECT a FROM t;\n\n", None),
-    ("`SELECT a FROM t`", None),
-])
+@pytest.mark.parametrize(
+    ("text", "dropped"),
+    [
+        ("SELECT count(*)\nFROM Track\n\nThis counts every track.", "This counts every track."),
+        ("SELECT 1; -- that is all", "-- that is all"),
+        ("Answer: SELECT a FROM t;\n\nIt lists   every\nrow.", "It lists every row."),
+        ("SELECT a FROM t", None),
+        ("SELECT a FROM t;\n\n", None),
+        ("`SELECT a FROM t`", None),
+    ],
+)
 def test_what_follows_a_bare_statement_is_said(text: str, dropped: str | None) -> None:
     """Text after a bare answer that is not SQL is left out, and the note says what it was."""
     final = read_final_sql(text)
     assert final is not None
-    assert final.note() == (None if dropped is None else
-                            "the answer's SQL was read up to where it ended; the text after it is not "
-                            f"SQL and was left out: {dropped}")
+    assert final.note() == (
+        None
+        if dropped is None
+        else "the answer's SQL was read up to where it ended; the text after it is not "
+        f"SQL and was left out: {dropped}"
+    )
 
 
 def test_last_bare_statement_ignores_sql_inside_json_strings() -> None:
@@ -250,7 +299,8 @@ def test_deeply_nested_json_is_a_problem_not_a_crash() -> None:
         assert len(parsed.problems) == 1 and "(nested too deeply)" in parsed.problems[0]
     assert parse_completion(as_string).problems == (
         'the "args" of the run_query call is a string that is not JSON (nested too deeply); write '
-        '"args" as an object, e.g. {"tool": "run_query", "args": {...}}',)
+        '"args" as an object, e.g. {"tool": "run_query", "args": {...}}',
+    )
 
 
 def test_many_broken_calls_give_at_most_five_notes() -> None:
@@ -262,12 +312,14 @@ def test_many_broken_calls_give_at_most_five_notes() -> None:
 
 def test_integer_with_4400_digits_is_a_problem() -> None:
     """A number past Python's 4,300-digit conversion limit is reported, not raised."""
-    parsed = parse_completion('{"tool": "sample_rows", "args": {"table_name": "t", "limit": '
-                              + "9" * 4400 + "}}")
+    parsed = parse_completion(
+        '{"tool": "sample_rows", "args": {"table_name": "t", "limit": ' + "9" * 4400 + "}}"
+    )
     assert parsed.calls == ()
     assert parsed.problems == (
         'could not read the call {"tool": "sample_rows", "args": {"table_name": "t", "limit":… '
-        f"as JSON (a number with too many digits); {JSON_HINT}",)
+        f"as JSON (a number with too many digits); {JSON_HINT}",
+    )
 
 
 def test_unknown_tool_name_is_echoed_cut_and_escaped() -> None:

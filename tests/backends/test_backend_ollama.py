@@ -44,6 +44,7 @@ def _no_time(completion: Completion) -> Completion:
 
 # ---- host resolution ---------------------------------------------------------------------
 
+
 def test_host_explicit_wins_over_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """An explicit host beats OLLAMA_HOST and is normalised to scheme://host:port."""
     monkeypatch.setenv("OLLAMA_HOST", "10.0.0.1:1234")
@@ -66,11 +67,23 @@ def test_host_default(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_host_spellings() -> None:
     """Ports and schemes are filled in the way the ollama client does."""
-    assert [resolve_ollama_host(h) for h in (
-        "http://h", "https://h", "h:99", ":5000", "https://h:8443/ollama/", "[::1]:7000",
-    )] == [
-        "http://h:80", "https://h:443", "http://h:99", "http://127.0.0.1:5000",
-        "https://h:8443/ollama", "http://[::1]:7000",
+    assert [
+        resolve_ollama_host(h)
+        for h in (
+            "http://h",
+            "https://h",
+            "h:99",
+            ":5000",
+            "https://h:8443/ollama/",
+            "[::1]:7000",
+        )
+    ] == [
+        "http://h:80",
+        "https://h:443",
+        "http://h:99",
+        "http://127.0.0.1:5000",
+        "https://h:8443/ollama",
+        "http://[::1]:7000",
     ]
 
 
@@ -86,31 +99,52 @@ def test_host_bad_scheme() -> None:
 
 # ---- requests and results ----------------------------------------------------------------
 
+
 async def test_generate_request_fields(fake_ollama) -> None:
     """complete() sends raw=True, stream=False, the sampling options, stops, num_ctx, num_predict."""
     fake = fake_ollama(ScriptPolicy(["SELECT 1"]))
     backend = OllamaBackend(
-        DEFAULT_MODEL, host=fake.url, sampling=SamplingSettings(seed=7), num_ctx=8192,
+        DEFAULT_MODEL,
+        host=fake.url,
+        sampling=SamplingSettings(seed=7),
+        num_ctx=8192,
         keep_alive="10m",
     )
     await backend.complete(PROMPT, max_tokens=300)
     await backend.aclose()
-    assert fake.bodies("/api/generate") == [{
-        "model": DEFAULT_MODEL, "prompt": PROMPT, "stream": False, "raw": True, "keep_alive": "10m",
-        "options": {
-            "temperature": 0.6, "top_p": 0.95, "top_k": 20, "repeat_penalty": 1.0,
-            "presence_penalty": 0.0, "frequency_penalty": 0.0, "min_p": 0.0, "typical_p": 1.0,
-            "num_ctx": 8192, "num_predict": 300, "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"],
-            "seed": 7,
-        },
-    }]
+    assert fake.bodies("/api/generate") == [
+        {
+            "model": DEFAULT_MODEL,
+            "prompt": PROMPT,
+            "stream": False,
+            "raw": True,
+            "keep_alive": "10m",
+            "options": {
+                "temperature": 0.6,
+                "top_p": 0.95,
+                "top_k": 20,
+                "repeat_penalty": 1.0,
+                "presence_penalty": 0.0,
+                "frequency_penalty": 0.0,
+                "min_p": 0.0,
+                "typical_p": 1.0,
+                "num_ctx": 8192,
+                "num_predict": 300,
+                "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"],
+                "seed": 7,
+            },
+        }
+    ]
 
 
 def test_modelfile_sets_the_same_neutral_samplers() -> None:
     """The Modelfile's PARAMETER lines give every sampler vLLM leaves off its neutral value."""
     modelfile = Path(__file__).resolve().parents[2] / "Modelfile"
-    parameters = dict(line.split()[1:3] for line in modelfile.read_text(encoding="utf-8").splitlines()
-                      if line.startswith("PARAMETER ") and '"' not in line)
+    parameters = dict(
+        line.split()[1:3]
+        for line in modelfile.read_text(encoding="utf-8").splitlines()
+        if line.startswith("PARAMETER ") and '"' not in line
+    )
     assert {k: float(parameters[k]) for k in VLLM_NEUTRAL_SAMPLERS} == dict(VLLM_NEUTRAL_SAMPLERS)
     assert parameters["repeat_penalty"] == "1.0"
 
@@ -122,11 +156,22 @@ async def test_generate_request_without_seed_or_keep_alive(fake_ollama) -> None:
     await backend.complete(PROMPT, max_tokens=64)
     await backend.aclose()
     body = fake.bodies("/api/generate")[0]
-    assert ("keep_alive" in body, body["options"]) == (False, {
-        "temperature": 0.6, "top_p": 0.95, "top_k": 20, "repeat_penalty": 1.0,
-        "presence_penalty": 0.0, "frequency_penalty": 0.0, "min_p": 0.0, "typical_p": 1.0,
-        "num_ctx": 16384, "num_predict": 64, "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"],
-    })
+    assert ("keep_alive" in body, body["options"]) == (
+        False,
+        {
+            "temperature": 0.6,
+            "top_p": 0.95,
+            "top_k": 20,
+            "repeat_penalty": 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "min_p": 0.0,
+            "typical_p": 1.0,
+            "num_ctx": 16384,
+            "num_predict": 64,
+            "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"],
+        },
+    )
 
 
 async def test_completion_cut_at_stop(fake_ollama) -> None:
@@ -136,8 +181,10 @@ async def test_completion_cut_at_stop(fake_ollama) -> None:
     completion = await backend.complete(PROMPT, max_tokens=100)
     await backend.aclose()
     assert _no_time(completion) == Completion(
-        text='<think>go</think>{"tool": "list_tables"}', prompt_tokens=16,
-        completion_tokens=10, finish_reason="stop",
+        text='<think>go</think>{"tool": "list_tables"}',
+        prompt_tokens=16,
+        completion_tokens=10,
+        finish_reason="stop",
     )
 
 
@@ -148,7 +195,10 @@ async def test_completion_cut_at_num_predict(fake_ollama) -> None:
     completion = await backend.complete(PROMPT, max_tokens=3)
     await backend.aclose()
     assert _no_time(completion) == Completion(
-        text="abcdefghijkl", prompt_tokens=16, completion_tokens=3, finish_reason="length",
+        text="abcdefghijkl",
+        prompt_tokens=16,
+        completion_tokens=3,
+        finish_reason="length",
     )
 
 
@@ -168,14 +218,23 @@ async def test_describe_model(fake_ollama) -> None:
     info = await backend.describe_model()
     await backend.aclose()
     assert info == ModelInfo(
-        name=DEFAULT_MODEL, parameters=SHOW_PARAMETERS, template="{{ .Prompt }}",
-        details={"parent_model": "", "format": "gguf", "family": "qwen35", "families": "qwen35",
-                 "parameter_size": "2B", "quantization_level": "Q8_0"},
+        name=DEFAULT_MODEL,
+        parameters=SHOW_PARAMETERS,
+        template="{{ .Prompt }}",
+        details={
+            "parent_model": "",
+            "format": "gguf",
+            "family": "qwen35",
+            "families": "qwen35",
+            "parameter_size": "2B",
+            "quantization_level": "Q8_0",
+        },
         capabilities=("completion",),
     )
 
 
 # ---- errors ------------------------------------------------------------------------------
+
 
 async def test_unreachable(dead_url: str) -> None:
     """Nothing listening: BackendUnreachable naming the host and how to start Ollama."""
@@ -211,29 +270,38 @@ async def test_model_not_found(fake_ollama) -> None:
     expected = (
         f"Ollama at {fake.url} has no model named 'missing-model' (model \"missing-model\" not "
         "found, try pulling it first). Create it with `ollama create missing-model -f "
-        "Modelfile` (see README.md, \"Getting the model into Ollama\"), or pass an installed "
+        'Modelfile` (see README.md, "Getting the model into Ollama"), or pass an installed '
         "model's name with --model (`ollama list` shows them)."
     )
     assert (str(caught.value), str(caught_show.value)) == (expected, expected)
     assert isinstance(caught.value.__cause__, ollama.ResponseError)
 
 
-@pytest.mark.parametrize(("runtime", "reply", "message"), [
-    pytest.param(
-        "fake_ollama", ScriptedReply("llama runner process has terminated", http_status=500),
-        f"Ollama at {{url}} refused the request for model '{DEFAULT_MODEL}' (HTTP 500): llama runner "
-        "process has terminated. Check the `ollama serve` log; if the model fails to load, recreate it "
-        "with `ollama create`.", id="any other error answer carries Ollama's message"),
-    pytest.param(
-        "fake_openai", "unused",
-        "{url} answered 404 (Not Found): it does not look like an Ollama server. If it is an "
-        "OpenAI-compatible engine (llama.cpp's llama-server, vLLM, SGLang, python -m llama_cpp.server), use "
-        "--backend openai --base-url {url} instead of --ollama-host; otherwise check --ollama-host / "
-        "OLLAMA_HOST (the default is http://127.0.0.1:11434).",
-        id="a 404 without a model in it means the address is wrong"),
-])
-async def test_error_answers(request: pytest.FixtureRequest, runtime: str, reply: ScriptedReply | str,
-                             message: str) -> None:
+@pytest.mark.parametrize(
+    ("runtime", "reply", "message"),
+    [
+        pytest.param(
+            "fake_ollama",
+            ScriptedReply("llama runner process has terminated", http_status=500),
+            f"Ollama at {{url}} refused the request for model '{DEFAULT_MODEL}' (HTTP 500): llama runner "
+            "process has terminated. Check the `ollama serve` log; if the model fails to load, recreate it "
+            "with `ollama create`.",
+            id="any other error answer carries Ollama's message",
+        ),
+        pytest.param(
+            "fake_openai",
+            "unused",
+            "{url} answered 404 (Not Found): it does not look like an Ollama server. If it is an "
+            "OpenAI-compatible engine (llama.cpp's llama-server, vLLM, SGLang, python -m llama_cpp.server), "
+            "use --backend openai --base-url {url} instead of --ollama-host; otherwise check --ollama-host / "
+            "OLLAMA_HOST (the default is http://127.0.0.1:11434).",
+            id="a 404 without a model in it means the address is wrong",
+        ),
+    ],
+)
+async def test_error_answers(
+    request: pytest.FixtureRequest, runtime: str, reply: ScriptedReply | str, message: str
+) -> None:
     """An error answer is a BackendResponseError naming the address and what to check."""
     fake = request.getfixturevalue(runtime)(ScriptPolicy([reply]))
     backend = OllamaBackend(DEFAULT_MODEL, host=fake.url)  # fake_openai's url ends in /v1: no /api
@@ -276,11 +344,14 @@ async def test_fake_streams_ndjson_like_ollama(fake_ollama) -> None:
     """The fake also streams (stream=true): pieces concatenate to the whole reply."""
     fake = fake_ollama(ScriptPolicy(["streamed reply<|im_end|>"]))
     client = ollama.AsyncClient(host=fake.url)
-    parts = [part async for part in await client.generate(
-        model=DEFAULT_MODEL, prompt=PROMPT, raw=True, stream=True)]
+    parts = [
+        part async for part in await client.generate(model=DEFAULT_MODEL, prompt=PROMPT, raw=True, stream=True)
+    ]
     await client.close()
     assert ("".join(p.response or "" for p in parts), parts[-1].done, parts[-1].eval_count) == (
-        "streamed reply", True, 4,
+        "streamed reply",
+        True,
+        4,
     )
 
 
@@ -289,4 +360,10 @@ def test_keep_alive_numbers_are_seconds_and_durations_stay_text() -> None:
     from agent.backends.ollama_facts import ollama_keep_alive
 
     assert [ollama_keep_alive(v) for v in ("-1", "300", "1.5", "30m", None, 60)] == [
-        -1, 300, 1.5, "30m", None, 60]
+        -1,
+        300,
+        1.5,
+        "30m",
+        None,
+        60,
+    ]

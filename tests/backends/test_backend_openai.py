@@ -52,6 +52,7 @@ def _no_time(completion: Completion) -> Completion:
 
 # ---- requests and results ----------------------------------------------------------------
 
+
 async def test_request_body_and_key(fake_openai) -> None:
     """POST {base}/completions with the raw prompt, sampling, top_k, the neutral samplers under both
     spellings (an engine that does not say what it is), stops, seed and the bearer key."""
@@ -61,12 +62,25 @@ async def test_request_body_and_key(fake_openai) -> None:
     await backend.aclose()
     request = fake.requests[0]
     assert (request.path, request.headers["authorization"], request.body) == (
-        "/v1/completions", "Bearer sekrit", {
-            "model": DEFAULT_MODEL, "prompt": PROMPT, "max_tokens": 512, "temperature": 0.6,
-            "top_p": 0.95, "top_k": 20, "repeat_penalty": 1.0, "repetition_penalty": 1.0,
-            "presence_penalty": 0.0, "frequency_penalty": 0.0, "min_p": 0.0, "typical_p": 1.0,
-            "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"], "seed": 3,
-            "stream": True, "stream_options": {"include_usage": True},
+        "/v1/completions",
+        "Bearer sekrit",
+        {
+            "model": DEFAULT_MODEL,
+            "prompt": PROMPT,
+            "max_tokens": 512,
+            "temperature": 0.6,
+            "top_p": 0.95,
+            "top_k": 20,
+            "repeat_penalty": 1.0,
+            "repetition_penalty": 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "min_p": 0.0,
+            "typical_p": 1.0,
+            "stop": ["<|im_end|>", "<|endoftext|>", "<|im_start|>"],
+            "seed": 3,
+            "stream": True,
+            "stream_options": {"include_usage": True},
         },
     )
 
@@ -79,7 +93,9 @@ async def test_no_seed_no_key(fake_openai) -> None:
     await backend.aclose()
     request = fake.requests[0]
     assert (request.path, "seed" in request.body, "authorization" in request.headers) == (
-        "/v1/completions", False, False,
+        "/v1/completions",
+        False,
+        False,
     )
 
 
@@ -90,7 +106,10 @@ async def test_completion_fields(fake_openai) -> None:
     completion = await backend.complete(PROMPT, max_tokens=100)
     await backend.aclose()
     assert _no_time(completion) == Completion(
-        text="quick answer", prompt_tokens=16, completion_tokens=3, finish_reason="stop",
+        text="quick answer",
+        prompt_tokens=16,
+        completion_tokens=3,
+        finish_reason="stop",
         details={"replica": fake.url, "usage": "server"},
     )
 
@@ -114,39 +133,80 @@ async def test_finish_reason_length(fake_openai) -> None:
     completion = await backend.complete(PROMPT, max_tokens=2)
     await backend.aclose()
     assert (completion.text, completion.completion_tokens, completion.finish_reason) == (
-        "abcdefgh", 2, "length",
+        "abcdefgh",
+        2,
+        "length",
     )
 
 
 # ---- errors ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("policy", "fake_options", "base", "backend_options", "error", "message"), [
-    pytest.param(
-        KeyedPolicy, {"api_key": "sekrit"}, "url", {}, BackendAuthError,
-        "{url} requires an API key (HTTP 401: Unauthorized). Put the key in an environment variable "
-        "and pass that variable's name with --api-key-env.", id="401 without a key"),
-    pytest.param(
-        KeyedPolicy, {"api_key": "sekrit"}, "url", {"api_key": "wrong", "api_key_env": "VLLM_KEY"},
-        BackendAuthError,
-        "{url} refused the API key from $VLLM_KEY (HTTP 401: Unauthorized). Check the key stored in "
-        "$VLLM_KEY.", id="401 with a key names its variable"),
-    pytest.param(
-        KeyedPolicy, {"models": ("other",)}, "url", {}, ModelNotFound,
-        f"{{url}} does not serve the model '{DEFAULT_MODEL}' (The model `{DEFAULT_MODEL}` does not "
-        "exist.). Pass the name the server serves with --model (vLLM: its --served-model-name; "
-        "GET {url}/models lists them).", id="404 about the model"),
-    pytest.param(
-        KeyedPolicy, {}, "root", {}, BackendResponseError,
-        "{url}/completions does not exist (HTTP 404: Not Found). The base URL must be the server's "
-        "OpenAI root, usually ending in /v1 (http://HOST:8000/v1).", id="404 from a base URL without /v1"),
-    pytest.param(
-        lambda: ScriptPolicy([ScriptedReply("prompt is too long", http_status=400)]), {}, "url", {},
-        BackendResponseError,
-        "{url}/completions refused the request (HTTP 400): prompt is too long. Check the server's log "
-        "and its limits (context length, max_tokens).", id="another 4xx"),
-])
-async def test_error_answers(fake_openai, policy: Any, fake_options: dict[str, Any], base: str,
-                             backend_options: dict[str, Any], error: type[Exception], message: str) -> None:
+
+@pytest.mark.parametrize(
+    ("policy", "fake_options", "base", "backend_options", "error", "message"),
+    [
+        pytest.param(
+            KeyedPolicy,
+            {"api_key": "sekrit"},
+            "url",
+            {},
+            BackendAuthError,
+            "{url} requires an API key (HTTP 401: Unauthorized). Put the key in an environment variable "
+            "and pass that variable's name with --api-key-env.",
+            id="401 without a key",
+        ),
+        pytest.param(
+            KeyedPolicy,
+            {"api_key": "sekrit"},
+            "url",
+            {"api_key": "wrong", "api_key_env": "VLLM_KEY"},
+            BackendAuthError,
+            "{url} refused the API key from $VLLM_KEY (HTTP 401: Unauthorized). Check the key stored in "
+            "$VLLM_KEY.",
+            id="401 with a key names its variable",
+        ),
+        pytest.param(
+            KeyedPolicy,
+            {"models": ("other",)},
+            "url",
+            {},
+            ModelNotFound,
+            f"{{url}} does not serve the model '{DEFAULT_MODEL}' (The model `{DEFAULT_MODEL}` does not "
+            "exist.). Pass the name the server serves with --model (vLLM: its --served-model-name; "
+            "GET {url}/models lists them).",
+            id="404 about the model",
+        ),
+        pytest.param(
+            KeyedPolicy,
+            {},
+            "root",
+            {},
+            BackendResponseError,
+            "{url}/completions does not exist (HTTP 404: Not Found). The base URL must be the server's "
+            "OpenAI root, usually ending in /v1 (http://HOST:8000/v1).",
+            id="404 from a base URL without /v1",
+        ),
+        pytest.param(
+            lambda: ScriptPolicy([ScriptedReply("prompt is too long", http_status=400)]),
+            {},
+            "url",
+            {},
+            BackendResponseError,
+            "{url}/completions refused the request (HTTP 400): prompt is too long. Check the server's log "
+            "and its limits (context length, max_tokens).",
+            id="another 4xx",
+        ),
+    ],
+)
+async def test_error_answers(
+    fake_openai,
+    policy: Any,
+    fake_options: dict[str, Any],
+    base: str,
+    backend_options: dict[str, Any],
+    error: type[Exception],
+    message: str,
+) -> None:
     """Each error answer is our error type, with a message naming the URL and what to change."""
     fake = fake_openai(policy(), **fake_options)
     url = getattr(fake, base)
@@ -162,8 +222,10 @@ async def test_server_error_single_replica(fake_openai, caplog) -> None:
     (the caller reports the error: a second line would say it twice)."""
     fake = fake_openai(KeyedPolicy())
     backend = _backend([fake.url])
-    with caplog.at_level(logging.WARNING, logger="agent.backends"), \
-            pytest.raises(BackendResponseError) as caught:
+    with (
+        caplog.at_level(logging.WARNING, logger="agent.backends"),
+        pytest.raises(BackendResponseError) as caught,
+    ):
         await backend.complete("fail", max_tokens=8)
     await backend.aclose()
     assert str(caught.value) == (
@@ -181,7 +243,8 @@ async def test_single_server_down_is_named_without_replicas(dead_url: str) -> No
     await backend.aclose()
     assert str(caught.value) == (
         f"Could not reach the model server at {dead_url}/v1 (ConnectError: All connection attempts "
-        "failed). Start it or fix --base-url.")
+        "failed). Start it or fix --base-url."
+    )
 
 
 async def test_all_replicas_down(dead_url: str) -> None:
@@ -232,13 +295,16 @@ async def test_a_prompt_too_long_for_the_engine_is_a_clear_error(fake_openai) ->
     with pytest.raises(BackendResponseError) as info:
         await backend.complete(PROMPT * 4, max_tokens=50)
     await backend.aclose()
-    assert str(info.value).startswith(f"{fake.url}/completions cannot hold the episode's prompt (HTTP 400): "
-                                      "This model's maximum context length is 10 tokens")
-    assert str(info.value).endswith("start the server with a context of 16,384 (llama.cpp: -c 16384 or "
-                                    "--n_ctx 16384; vLLM: --max-model-len 16384; SGLang: "
-                                    "--context-length 16384).")
-    assert [(r.body.get("stream"), r.body["max_tokens"])
-            for r in fake.requests] == [(True, 50), (None, 1)]
+    assert str(info.value).startswith(
+        f"{fake.url}/completions cannot hold the episode's prompt (HTTP 400): "
+        "This model's maximum context length is 10 tokens"
+    )
+    assert str(info.value).endswith(
+        "start the server with a context of 16,384 (llama.cpp: -c 16384 or "
+        "--n_ctx 16384; vLLM: --max-model-len 16384; SGLang: "
+        "--context-length 16384)."
+    )
+    assert [(r.body.get("stream"), r.body["max_tokens"]) for r in fake.requests] == [(True, 50), (None, 1)]
 
 
 def test_config_errors() -> None:
@@ -257,6 +323,7 @@ def test_config_errors() -> None:
 
 # ---- replicas ----------------------------------------------------------------------------
 
+
 async def test_concurrent_requests_alternate_replicas(fake_openai) -> None:
     """Four concurrent requests over two idle replicas go A, B, A, B (fewest outstanding)."""
     a, b = fake_openai(KeyedPolicy()), fake_openai(KeyedPolicy())
@@ -271,7 +338,9 @@ async def test_concurrent_requests_alternate_replicas(fake_openai) -> None:
             group.start_soon(ask, i)
     await backend.aclose()
     assert (replicas, len(a.requests), len(b.requests)) == (
-        {0: a.url, 1: b.url, 2: a.url, 3: b.url}, 2, 2,
+        {0: a.url, 1: b.url, 2: a.url, 3: b.url},
+        2,
+        2,
     )
 
 
@@ -333,11 +402,12 @@ async def test_dead_replica_skipped_and_logged(fake_openai, dead_url: str, caplo
         second = await backend.complete(PROMPT, max_tokens=8)
     await backend.aclose()
     assert (first.details, second.details, len(b.requests)) == (
-        {"replica": b.url, "usage": "server"}, {"replica": b.url, "usage": "server"}, 2,
+        {"replica": b.url, "usage": "server"},
+        {"replica": b.url, "usage": "server"},
+        2,
     )
     assert [r.getMessage() for r in caplog.records] == [
-        f"replica {dead} failed (ConnectError: All connection attempts failed); "
-        "skipping it for 30 s",
+        f"replica {dead} failed (ConnectError: All connection attempts failed); skipping it for 30 s",
     ]
 
 
@@ -354,7 +424,10 @@ async def test_failing_replica_retried_elsewhere(fake_openai) -> None:
     second = await backend.complete(PROMPT, max_tokens=8)
     await backend.aclose()
     assert (first.text, second.text, len(a.requests), len(b.requests)) == (
-        "quick answer", "quick answer", 1, 2,
+        "quick answer",
+        "quick answer",
+        1,
+        2,
     )
 
 
@@ -396,4 +469,5 @@ async def test_single_server_down_at_the_model_check(dead_url: str) -> None:
     await backend.aclose()
     assert str(caught.value) == (
         f"Could not reach the model server at {dead_url}/v1 (ConnectError: All connection attempts "
-        "failed). Start it or fix --base-url.")
+        "failed). Start it or fix --base-url."
+    )

@@ -40,8 +40,11 @@ def spider_params() -> list[Any]:
     questions = spider_questions()
     if questions:
         return questions
-    reason = (f"{SPIDER / 'dev.json'} is absent (../shared/data is not next to this clone)"
-              if not (SPIDER / "dev.json").exists() else f"no Spider dev database under {SPIDER / 'database'}")
+    reason = (
+        f"{SPIDER / 'dev.json'} is absent (../shared/data is not next to this clone)"
+        if not (SPIDER / "dev.json").exists()
+        else f"no Spider dev database under {SPIDER / 'database'}"
+    )
     return [pytest.param(None, id="no-spider", marks=pytest.mark.skip(reason=reason))]
 
 
@@ -68,16 +71,21 @@ def gold_rows(path: Path, sql: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
-async def both(policy: Any, fake_ollama: Any, fake_openai: Any, question: str,
-               db: Database) -> tuple[tuple[EpisodeResult, list[str]], ...]:
+async def both(
+    policy: Any, fake_ollama: Any, fake_openai: Any, question: str, db: Database
+) -> tuple[tuple[EpisodeResult, list[str]], ...]:
     """Run one episode through each backend; return results and the prompts each server got."""
     ollama_server = fake_ollama(policy)
     openai_server = fake_openai(policy)
     runs = []
     for backend, server, path, key in (
         (OllamaBackend(DEFAULT_MODEL, host=ollama_server.url), ollama_server, "/api/generate", "prompt"),
-        (OpenAICompletionsBackend(DEFAULT_MODEL, [openai_server.url], api_key=None), openai_server,
-         "/v1/completions", "prompt"),
+        (
+            OpenAICompletionsBackend(DEFAULT_MODEL, [openai_server.url], api_key=None),
+            openai_server,
+            "/v1/completions",
+            "prompt",
+        ),
     ):
         try:
             result = await run_episode(question, db, backend)
@@ -88,23 +96,32 @@ async def both(policy: Any, fake_ollama: Any, fake_openai: Any, question: str,
 
 
 def comparable(result: EpisodeResult) -> tuple[Any, ...]:
-    return (result.sql, result.status, result.stop_reason, result.columns, result.rows,
-            result.row_count, [[(c.call, c.ok, c.text) for c in r.calls] for r in result.rounds],
-            result.prompt)
+    return (
+        result.sql,
+        result.status,
+        result.stop_reason,
+        result.columns,
+        result.rows,
+        result.row_count,
+        [[(c.call, c.ok, c.text) for c in r.calls] for r in result.rounds],
+        result.prompt,
+    )
 
 
 @needs_spider
 @pytest.mark.parametrize("item", spider_params(), ids=lambda q: f"{q['db_id']}:{q['question'][:30]}")
-def test_oracle_gives_gold_rows_through_both_backends(item: dict[str, Any], fake_ollama: Any,
-                                                     fake_openai: Any) -> None:
+def test_oracle_gives_gold_rows_through_both_backends(
+    item: dict[str, Any], fake_ollama: Any, fake_openai: Any
+) -> None:
     """Both backends send identical prompts and return the gold SQL's rows."""
     path = SPIDER / "database" / item["db_id"] / f"{item['db_id']}.sqlite"
     policy = OraclePolicy({item["question"]: item["query"]})
     engine = WorkerPool(WorkerLimits())
     try:
         db = Database.unruled(path, engine)
-        (ours, sent_a), (theirs, sent_b) = anyio.run(both, policy, fake_ollama, fake_openai,
-                                                     item["question"], db)
+        (ours, sent_a), (theirs, sent_b) = anyio.run(
+            both, policy, fake_ollama, fake_openai, item["question"], db
+        )
     finally:
         engine.close()
     assert sent_a == sent_b
@@ -114,7 +131,8 @@ def test_oracle_gives_gold_rows_through_both_backends(item: dict[str, Any], fake
 
 
 def test_malformed_script_gives_the_same_fallback_through_both_backends(
-        tmp_path: Path, fake_ollama: Any, fake_openai: Any) -> None:
+    tmp_path: Path, fake_ollama: Any, fake_openai: Any
+) -> None:
     """Broken calls, a duplicate and a rambling final turn end in the same fallback either way."""
     path = create_database(tmp_path / "t.sqlite", "CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2);")
     turns = [
@@ -128,4 +146,7 @@ def test_malformed_script_gives_the_same_fallback_through_both_backends(
     assert sent_a == sent_b
     assert comparable(ours) == comparable(theirs)
     assert (ours.status, ours.sql, ours.rows) == (
-        EpisodeStatus.FALLBACK, "SELECT x FROM t WHERE x > 1", ((2,),))
+        EpisodeStatus.FALLBACK,
+        "SELECT x FROM t WHERE x > 1",
+        ((2,),),
+    )

@@ -24,8 +24,11 @@ def read(lines: list[str], *, end: str = "\n", cut: int | None = None) -> Stream
     """read_completion_stream over `lines` ended by `end`, in chunks of `cut` bytes (default: one
     chunk a line, as engines send a token's event), from sync test code."""
     body = "".join(line + end for line in lines).encode()
-    chunks = [line.encode() + end.encode() for line in lines] if cut is None else \
-        [body[i:i + cut] for i in range(0, len(body), cut)]
+    chunks = (
+        [line.encode() + end.encode() for line in lines]
+        if cut is None
+        else [body[i : i + cut] for i in range(0, len(body), cut)]
+    )
 
     async def source() -> AsyncIterator[bytes]:
         for chunk in chunks:
@@ -36,8 +39,15 @@ def read(lines: list[str], *, end: str = "\n", cut: int | None = None) -> Stream
 
 def test_pieces_finish_reason_and_usage_from_the_server() -> None:
     """Text pieces join, pings and blank lines are skipped, the usage event gives the counts."""
-    lines = [": ping - 2026", event("<think>a"), "", event("</think>"), event("", "stop"),
-             event(None, usage={"prompt_tokens": 40, "completion_tokens": 5}), "data: [DONE]"]
+    lines = [
+        ": ping - 2026",
+        event("<think>a"),
+        "",
+        event("</think>"),
+        event("", "stop"),
+        event(None, usage={"prompt_tokens": 40, "completion_tokens": 5}),
+        "data: [DONE]",
+    ]
     assert read(lines) == StreamedCompletion("<think>a</think>", "stop", 40, 5, "server")
 
 
@@ -68,14 +78,24 @@ def test_error_events_and_broken_json_are_errors_that_say_what_happened() -> Non
 def test_chunks_cut_anywhere_read_as_whole_lines(end: str, cut: int | None) -> None:
     """Chunks cut inside a line, inside a UTF-8 character or between CR and LF, with any of the
     three line ends, read as the events the lines are."""
-    lines = [": ping", event("é€"), "", event("𝄞 x"), "", event("", "stop"),
-             event(None, usage={"prompt_tokens": 9, "completion_tokens": 2}), "", "data: [DONE]"]
+    lines = [
+        ": ping",
+        event("é€"),
+        "",
+        event("𝄞 x"),
+        "",
+        event("", "stop"),
+        event(None, usage={"prompt_tokens": 9, "completion_tokens": 2}),
+        "",
+        "data: [DONE]",
+    ]
     assert read(lines, end=end, cut=cut) == StreamedCompletion("é€𝄞 x", "stop", 9, 2, "server")
 
 
 def test_a_last_line_without_its_end_and_bytes_that_are_not_utf8_still_read() -> None:
     """The stream's last event counts without its newline, and bytes that are not UTF-8 become
     U+FFFD as a text decoder makes them; nothing after [DONE] is read."""
+
     async def unended() -> AsyncIterator[bytes]:
         yield b'data: {"choices": [{"text": "a\\u00e9\xff", "finish_reason": null}]}\n\n'
         yield b'data: {"choices": [{"text": "", "finish_reason": "stop"}]}'
@@ -85,9 +105,11 @@ def test_a_last_line_without_its_end_and_bytes_that_are_not_utf8_still_read() ->
         yield b"data: <html>\n"
 
     assert anyio.run(read_completion_stream, unended(), URL) == StreamedCompletion(
-        "a\u00e9\ufffd", "stop", 0, 1, USAGE_COUNTED)
+        "a\u00e9\ufffd", "stop", 0, 1, USAGE_COUNTED
+    )
     assert anyio.run(read_completion_stream, after_done(), URL) == StreamedCompletion(
-        "b", "stop", 0, 1, USAGE_COUNTED)
+        "b", "stop", 0, 1, USAGE_COUNTED
+    )
 
 
 def test_the_body_is_read_to_its_end_after_done_within_a_bound() -> None:

@@ -24,8 +24,11 @@ pytestmark = pytest.mark.anyio
 
 def public_members(contract: type) -> list[str]:
     """The methods and properties `contract` itself declares for the product to call."""
-    return sorted(name for name, value in vars(contract).items()
-                  if not name.startswith("_") and (callable(value) or isinstance(value, property)))
+    return sorted(
+        name
+        for name, value in vars(contract).items()
+        if not name.startswith("_") and (callable(value) or isinstance(value, property))
+    )
 
 
 def owner(cls: type, name: str) -> type | None:
@@ -51,8 +54,17 @@ def every_wrapper() -> list[type]:
 def test_the_contract_lists_every_capability() -> None:
     """The members the product may call on any backend: the two required, then the capabilities."""
     assert public_members(ModelBackend) == [
-        "aclose", "complete", "default_slots", "describe_model", "engine_facts", "per_replica",
-        "remember_engines", "replica_label", "where", "with_seed"]
+        "aclose",
+        "complete",
+        "default_slots",
+        "describe_model",
+        "engine_facts",
+        "per_replica",
+        "remember_engines",
+        "replica_label",
+        "where",
+        "with_seed",
+    ]
     assert ModelBackend.__abstractmethods__ == frozenset({"complete", "aclose"})
 
 
@@ -93,7 +105,8 @@ async def test_a_backend_says_what_it_cannot_do_by_its_answers() -> None:
         assert backend.with_seed(7) is backend and backend.per_replica() == (backend,)
         assert (await backend.describe_model(), backend.where, backend.replica_label) == (None, None, "default")
         assert backend.default_slots({"OLLAMA_NUM_PARALLEL": "8"}) == SlotChoice(
-            1, "this backend does not say how many requests its runtime serves at once")
+            1, "this backend does not say how many requests its runtime serves at once"
+        )
         assert await backend.engine_facts() == ()
         backend.remember_engines([EngineFacts(where="x")])
         assert (await backend.complete("p", max_tokens=1)).text == "OK"
@@ -137,7 +150,9 @@ async def test_every_capability_works_through_the_metered_wrapper(fake_openai: A
 
         replicas = metered.per_replica()
         assert [(type(r), r.where, r.replica_label) for r in replicas] == [
-            (MeteredBackend, a.url, a.url), (MeteredBackend, b.url, b.url)]
+            (MeteredBackend, a.url, a.url),
+            (MeteredBackend, b.url, b.url),
+        ]
         before = requests_counted(metrics, a.url, b.url)
         for one in replicas:
             await one.complete(PROBE_PROMPT, max_tokens=1)
@@ -145,8 +160,12 @@ async def test_every_capability_works_through_the_metered_wrapper(fake_openai: A
         # Each engine got the neutral samplers under its own names: what engine_facts told the backend.
         assert "typical_p" not in b.bodies("/v1/completions")[-1]
         assert "typical_p" in a.bodies("/v1/completions")[-1]
-        assert sample(metrics, "sqale_model_prompt_tokens_total", backend="openai", replica=a.url,
-                      cache="evaluated") > 0
+        assert (
+            sample(
+                metrics, "sqale_model_prompt_tokens_total", backend="openai", replica=a.url, cache="evaluated"
+            )
+            > 0
+        )
     finally:
         await metered.aclose()
     assert inner._client.is_closed
@@ -155,8 +174,9 @@ async def test_every_capability_works_through_the_metered_wrapper(fake_openai: A
 async def test_a_fresh_backend_learns_its_engines_through_the_wrapper(fake_openai: Any) -> None:
     """remember_engines passes on: a backend told that a replica is vLLM spells its samplers so."""
     engine = fake_openai(OraclePolicy({}), vllm=True)
-    metered = MeteredBackend(OpenAICompletionsBackend(DEFAULT_MODEL, [engine.url], api_key=None), "openai",
-                             ServerMetrics())
+    metered = MeteredBackend(
+        OpenAICompletionsBackend(DEFAULT_MODEL, [engine.url], api_key=None), "openai", ServerMetrics()
+    )
     try:
         await metered.complete(PROBE_PROMPT, max_tokens=1)
         metered.remember_engines([EngineFacts(where=engine.url, engine=VLLM)])
@@ -174,5 +194,13 @@ async def test_a_seeded_samples_failure_is_counted() -> None:
     seeded = MeteredBackend(PolicyBackend(broken), "ollama", metrics).with_seed(3)
     with pytest.raises(BackendResponseError, match="the engine fell over"):
         await seeded.complete(PROBE_PROMPT, max_tokens=1)
-    assert sample(metrics, "sqale_model_request_failures_total", backend="ollama", replica="default",
-                  error="BackendResponseError") == 1
+    assert (
+        sample(
+            metrics,
+            "sqale_model_request_failures_total",
+            backend="ollama",
+            replica="default",
+            error="BackendResponseError",
+        )
+        == 1
+    )

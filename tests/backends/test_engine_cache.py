@@ -23,17 +23,24 @@ from tests.support.policies import DEFAULT_MODEL, OraclePolicy, ScriptPolicy
 QUESTION = {"question": "How many books are there?"}
 # The three rounds of the bookshop episode as the fake engines count them (4 characters a
 # token): the first prompt is evaluated whole, later ones reuse the previous prompt and completion.
-REUSED = [{"round": 1, "prompt": 417, "cached": 0, "evaluated": 417},
-          {"round": 2, "prompt": 479, "cached": 435, "evaluated": 44},
-          {"round": 3, "prompt": 540, "cached": 508, "evaluated": 32}]
-UNKNOWN = [{"round": 1, "prompt": 417, "cached": "unknown", "evaluated": "unknown"},
-           {"round": 2, "prompt": 479, "cached": "unknown", "evaluated": "unknown"},
-           {"round": 3, "prompt": 540, "cached": "unknown", "evaluated": "unknown"}]
-NOTHING_SAID = [{"round": i, "prompt": "unknown", "cached": "unknown", "evaluated": "unknown"}
-                for i in (1, 2, 3)]
-REPROCESSED = [{"round": 1, "prompt": 417, "cached": 0, "evaluated": 417},
-               {"round": 2, "prompt": 479, "cached": 0, "evaluated": 479},
-               {"round": 3, "prompt": 540, "cached": 0, "evaluated": 540}]
+REUSED = [
+    {"round": 1, "prompt": 417, "cached": 0, "evaluated": 417},
+    {"round": 2, "prompt": 479, "cached": 435, "evaluated": 44},
+    {"round": 3, "prompt": 540, "cached": 508, "evaluated": 32},
+]
+UNKNOWN = [
+    {"round": 1, "prompt": 417, "cached": "unknown", "evaluated": "unknown"},
+    {"round": 2, "prompt": 479, "cached": "unknown", "evaluated": "unknown"},
+    {"round": 3, "prompt": 540, "cached": "unknown", "evaluated": "unknown"},
+]
+NOTHING_SAID = [
+    {"round": i, "prompt": "unknown", "cached": "unknown", "evaluated": "unknown"} for i in (1, 2, 3)
+]
+REPROCESSED = [
+    {"round": 1, "prompt": 417, "cached": 0, "evaluated": 417},
+    {"round": 2, "prompt": 479, "cached": 0, "evaluated": 479},
+    {"round": 3, "prompt": 540, "cached": 0, "evaluated": 540},
+]
 
 
 def engine_flags(fake: FakeServer) -> list[str]:
@@ -68,7 +75,8 @@ ENGINES = {
 @pytest.mark.anyio
 @pytest.mark.parametrize("engine", list(ENGINES))
 async def test_the_episode_log_shows_evaluated_and_prompt_tokens_per_round(
-        engine: str, tmp_path: Path, fake_ollama, fake_openai) -> None:
+    engine: str, tmp_path: Path, fake_ollama, fake_openai
+) -> None:
     """Each engine's own fields become cached/evaluated per round (log line and structured answer
     alike); an engine that says nothing is 'unknown', never 0."""
     api, options, expected = ENGINES[engine]
@@ -82,15 +90,22 @@ async def test_the_real_ollama_client_keeps_the_cached_count(fake_ollama) -> Non
     fake = fake_ollama(ScriptPolicy(["OK", "OK"]), ollama_version="0.34.0")
     backend = OllamaBackend(DEFAULT_MODEL, host=fake.url)
     try:
-        first = await backend.complete("<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n",
-                                       max_tokens=4)
+        first = await backend.complete(
+            "<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n", max_tokens=4
+        )
         second = await backend.complete(
             "<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\nOK<|im_end|>\n"
-            "<|im_start|>user\nAgain<|im_end|>\n<|im_start|>assistant\n", max_tokens=4)
+            "<|im_start|>user\nAgain<|im_end|>\n<|im_start|>assistant\n",
+            max_tokens=4,
+        )
     finally:
         await backend.aclose()
     assert (first.cached_tokens, second.prompt_tokens, second.cached_tokens, second.details) == (
-        0, 33, 16, {"cache": "prompt_eval_cached_count"})
+        0,
+        33,
+        16,
+        {"cache": "prompt_eval_cached_count"},
+    )
 
 
 @pytest.mark.anyio
@@ -101,7 +116,10 @@ async def test_metrics_count_evaluated_and_reused_prompt_tokens(tmp_path: Path, 
     await ask(server, QUESTION)
     name, labels = "sqale_model_prompt_tokens_total", {"backend": "openai", "replica": fake.url}
     assert [metric(server, name, **labels, cache=kind) for kind in ("evaluated", "reused", "unknown")] == [
-        417 + 44 + 32, 435 + 508, 0]
+        417 + 44 + 32,
+        435 + 508,
+        0,
+    ]
 
 
 @pytest.mark.anyio
@@ -112,7 +130,10 @@ async def test_metrics_count_unreported_prompt_tokens_as_unknown(tmp_path: Path,
     await ask(server, QUESTION)
     name, labels = "sqale_model_prompt_tokens_total", {"backend": "ollama", "replica": fake.url}
     assert [metric(server, name, **labels, cache=kind) for kind in ("evaluated", "reused", "unknown")] == [
-        0, 0, 417 + 479 + 540]
+        0,
+        0,
+        417 + 479 + 540,
+    ]
 
 
 async def ask_times(server: SqaleServer, times: int) -> None:
@@ -123,13 +144,17 @@ async def ask_times(server: SqaleServer, times: int) -> None:
 
 
 def cache_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records
-            if r.levelno == logging.WARNING and r.getMessage().startswith("prompt cache:")]
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and r.getMessage().startswith("prompt cache:")
+    ]
 
 
 @pytest.mark.anyio
 async def test_the_server_warns_once_of_an_engine_that_re_processes_every_prompt(
-        tmp_path: Path, fake_openai, caplog) -> None:
+    tmp_path: Path, fake_openai, caplog
+) -> None:
     """Three questions on an engine that evaluates every prompt whole: one warning, with what to do."""
     fake = fake_openai(OraclePolicy(BOOK_GOLD), total_slots=1, reprocesses=True)
     server = build(tmp_path, ["--demo", *engine_flags(fake)])
@@ -142,8 +167,9 @@ async def test_the_server_warns_once_of_an_engine_that_re_processes_every_prompt
         "episode per slot (--runtime-slots equal to -np); for Qwen3.5 (a hybrid model) start "
         "llama-server with --ctx-checkpoints 32 --checkpoint-min-step 0 and --cache-ram 8192 or more, or "
         "use a build with the checkpoint fix of llama.cpp #28302 (checkpoints of prompts under 8,192 "
-        "tokens were evicted); --cache-reuse does not help this model (see docs/engines.md, \"Serving "
-        "the model fast\")"]
+        'tokens were evicted); --cache-reuse does not help this model (see docs/engines.md, "Serving '
+        'the model fast")'
+    ]
 
 
 @pytest.mark.anyio
@@ -167,17 +193,23 @@ def test_doctor_probes_the_cache_with_two_rounds(fake_ollama, fake_openai, capsy
     engine; not reported: unknown. The probe never reaches the test's policy."""
     reusing = fake_ollama(OraclePolicy({}), ollama_version="0.33.3")
     out = doctor_output(capsys, "--ollama-host", reusing.url)
-    assert (f"[ok]   prompt cache at {reusing.url}: the second of two rounds got 1,415 of its 1,461 prompt "
-            "tokens from the engine's cache (prompt_eval_cached_count)\n") in out
+    assert (
+        f"[ok]   prompt cache at {reusing.url}: the second of two rounds got 1,415 of its 1,461 prompt "
+        "tokens from the engine's cache (prompt_eval_cached_count)\n"
+    ) in out
     reprocessing = fake_openai(OraclePolicy({}), total_slots=1, reprocesses=True)
     out = doctor_output(capsys, "--backend", "openai", "--base-url", reprocessing.url)
-    assert (f"[warn] prompt cache: the engine at {reprocessing.url} re-evaluated most of the prompt in 1 of "
-            "1 rounds after an episode's first (1,461 of 1,461 prompt tokens evaluated)") in out
+    assert (
+        f"[warn] prompt cache: the engine at {reprocessing.url} re-evaluated most of the prompt in 1 of "
+        "1 rounds after an episode's first (1,461 of 1,461 prompt tokens evaluated)"
+    ) in out
     assert "start llama-server with --ctx-checkpoints 32 --checkpoint-min-step 0" in out
     silent = fake_ollama(OraclePolicy({}))
     out = doctor_output(capsys, "--ollama-host", silent.url)
-    assert (f"[info] prompt cache at {silent.url}: the engine does not report which prompt tokens it serves "
-            "from its cache, so whether it reuses our prompts is unknown (see docs/engines.md)\n") in out
+    assert (
+        f"[info] prompt cache at {silent.url}: the engine does not report which prompt tokens it serves "
+        "from its cache, so whether it reuses our prompts is unknown (see docs/engines.md)\n"
+    ) in out
     assert "all checks passed" in out
 
 
@@ -188,8 +220,9 @@ def shop(tmp_path: Path) -> Path:
 
 
 def run_eval(shop: Path, out: Path, fake: FakeServer) -> int:
-    args = build_parser().parse_args(["eval", str(shop), *engine_flags(fake), "--out", str(out),
-                                      "--report", str(out.with_suffix(".html"))])
+    args = build_parser().parse_args(
+        ["eval", str(shop), *engine_flags(fake), "--out", str(out), "--report", str(out.with_suffix(".html"))]
+    )
     return args.run(args)
 
 

@@ -34,14 +34,24 @@ SAID = "the test's word"
 
 def told(where: str) -> tuple[EngineFacts, ...]:
     """What the engine says in these tests: two slots, 8,192 tokens per sequence."""
-    return (EngineFacts(where=where, engine="a test engine", slots=2, slots_source=SAID, context_tokens=8192,
-                        context_source=SAID),)
+    return (
+        EngineFacts(
+            where=where,
+            engine="a test engine",
+            slots=2,
+            slots_source=SAID,
+            context_tokens=8192,
+            context_source=SAID,
+        ),
+    )
 
 
 def budget_note(where: str) -> str:
     """The note of a budget shrunk to the 8,192 tokens `told` reports, as every front end gives it."""
-    return (f"the engine at {where} holds 8,192 tokens per sequence ({SAID}), less than an episode's 12,288 "
-            "tokens and room for the answer: episodes get a budget of 6,144 tokens")
+    return (
+        f"the engine at {where} holds 8,192 tokens per sequence ({SAID}), less than an episode's 12,288 "
+        "tokens and room for the answer: episodes get a budget of 6,144 tokens"
+    )
 
 
 @pytest.fixture
@@ -61,13 +71,21 @@ async def server_start(tmp_path: Path, url: str) -> tuple[int, int, str]:
     """The server's runtime slots, episode budget and model label once it has started."""
     server = build(tmp_path, ["--demo", "--ollama-host", url])
     settings = server.sqale_settings
-    async with open_state(settings, server.catalog, server_prompts(settings), make_backend,
-                            gate=QuestionGate(), metrics=ServerMetrics(), callers=()) as server_state:
+    async with open_state(
+        settings,
+        server.catalog,
+        server_prompts(settings),
+        make_backend,
+        gate=QuestionGate(),
+        metrics=ServerMetrics(),
+        callers=(),
+    ) as server_state:
         return server_state.slots.slots, server_state.episode_settings.token_budget, server_state.model_label
 
 
-def test_the_four_front_ends_start_from_the_one_session(engines_say: list[ModelBackend], fake_ollama: Any,
-                                                        tmp_path: Path, capsys: Any, caplog: Any) -> None:
+def test_the_four_front_ends_start_from_the_one_session(
+    engines_say: list[ModelBackend], fake_ollama: Any, tmp_path: Path, capsys: Any, caplog: Any
+) -> None:
     """What the engine says reaches ask, doctor, eval and the server only through engine_session,
     and each acts on it alike: two runtime slots, a budget of 6,144 tokens, the note saying why."""
     fake = fake_ollama(OraclePolicy(SHOP_QUESTIONS))
@@ -86,8 +104,10 @@ def test_the_four_front_ends_start_from_the_one_session(engines_say: list[ModelB
     assert json.loads(captured.out)["sql"] == SHOP_QUESTIONS["How many customers are there?"]
 
     results = tmp_path / "run.jsonl"
-    assert main(["eval", str(spider_shop(tmp_path / "set")), *host, "--concurrency", "3", "--out",
-                 str(results)]) == 0
+    assert (
+        main(["eval", str(spider_shop(tmp_path / "set")), *host, "--concurrency", "3", "--out", str(results)])
+        == 0
+    )
     err = capsys.readouterr().err
     assert f"sqale-agent eval: {note}" in err
     assert f"runtime slots: 2 (the engine's own: {SAID}): fewer episodes talk to the model at once" in err
@@ -122,10 +142,15 @@ async def test_a_backend_that_says_nothing_gets_the_neutral_session(otel: Teleme
     async with engine_session(settings, EpisodeSettings(), environ={}, build=lambda _: plain) as session:
         assert isinstance(session.backend, TracedBackend)
         assert (session.backend.inner, session.where, session.facts, session.budget_note) == (
-            plain, "http://127.0.0.1:9", (), None)
+            plain,
+            "http://127.0.0.1:9",
+            (),
+            None,
+        )
         assert session.model_check == ModelCheck(asked=True) and session.model_check.cannot_check
-        assert session.slots == SlotChoice(1, "this backend does not say how many requests its runtime serves "
-                                              "at once")
+        assert session.slots == SlotChoice(
+            1, "this backend does not say how many requests its runtime serves at once"
+        )
         assert (session.episode, session.model_label, session.engine_kind) == (EpisodeSettings(), "plain", None)
         assert not plain.closed
     assert plain.closed
@@ -158,7 +183,10 @@ async def test_the_label_is_the_engines_own_model_when_it_ignores_ours(fake_open
     settings = BackendSettings(backend="openai", base_urls=(fake.url,))
     async with engine_session(settings, EpisodeSettings()) as session:
         assert (session.model_label, session.slots.slots, session.engine_kind) == (
-            ENGINE_MODEL, 1, "llama-cpp-python's server (llama_cpp.server)")
+            ENGINE_MODEL,
+            1,
+            "llama-cpp-python's server (llama_cpp.server)",
+        )
         assert session.engine_at(fake.url) == session.engine_kind and session.engine_at("elsewhere") is None
 
 

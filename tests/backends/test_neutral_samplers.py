@@ -16,8 +16,13 @@ from tests.support.mcp_in_process import ask, build
 from tests.support.policies import OraclePolicy
 
 # Ollama's names, which llama-server and llama-cpp-python's server share.
-LLAMA_CPP_NAMES = {"repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "min_p": 0.0,
-                   "typical_p": 1.0}
+LLAMA_CPP_NAMES = {
+    "repeat_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "min_p": 0.0,
+    "typical_p": 1.0,
+}
 # vLLM's: repetition_penalty, and no typical_p (it logs each field it ignores).
 VLLM_NAMES = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "min_p": 0.0}
 ENGINES = {
@@ -37,8 +42,9 @@ async def drive(tmp_path: Path, fake: FakeServer, flags: list[str]) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("engine", list(ENGINES))
-async def test_every_openai_request_carries_the_neutral_samplers(engine: str, tmp_path: Path, fake_openai,
-                                                               capsys) -> None:
+async def test_every_openai_request_carries_the_neutral_samplers(
+    engine: str, tmp_path: Path, fake_openai, capsys
+) -> None:
     """Each /v1/completions body sets each neutral sampler by the engine's name, and no name it lacks."""
     options, names, absent = ENGINES[engine]
     fake = fake_openai(OraclePolicy(BOOK_GOLD), **options)
@@ -46,7 +52,8 @@ async def test_every_openai_request_carries_the_neutral_samplers(engine: str, tm
     bodies: list[dict[str, Any]] = fake.bodies("/v1/completions")
     assert len(bodies) >= 6  # doctor's check and probe, the episode's rounds
     assert [({k: body.get(k) for k in names}, absent & set(body)) for body in bodies] == (
-        [(names, set())] * len(bodies))
+        [(names, set())] * len(bodies)
+    )
     assert {body["top_k"] for body in bodies} == {20} or engine == "llama-cpp-python"
 
 

@@ -71,12 +71,21 @@ FINAL_AT_ROUND2 = (
 
 # ---- prompt facts --------------------------------------------------------------------------
 
+
 def test_prompt_facts() -> None:
     """Question turn, last user turn, round number and budget line are read from the prompt."""
-    assert (first_user_turn(ROUND3), last_user_turn(ROUND3), round_number(ROUND3),
-            tool_turns_left(ROUND3), tool_turns_left(ROUND1)) == (
-        f"Question: {QUESTION}", "run_query: 6\n[4 tool turns left before you must answer]",
-        3, 4, None,
+    assert (
+        first_user_turn(ROUND3),
+        last_user_turn(ROUND3),
+        round_number(ROUND3),
+        tool_turns_left(ROUND3),
+        tool_turns_left(ROUND1),
+    ) == (
+        f"Question: {QUESTION}",
+        "run_query: 6\n[4 tool turns left before you must answer]",
+        3,
+        4,
+        None,
     )
 
 
@@ -85,15 +94,24 @@ def test_final_turn_detection() -> None:
     zero_left = ROUND2.replace("[5 tool turns left", "[0 tool turns left")
     question_says_final_answer = ROUND1.replace(QUESTION, "What is the final answer?")
     final_from_the_start = ROUND1.replace(
-        "<|im_end|>\n<|im_start|>assistant", "\n\nThis is your final answer turn: tools will "
-        "not run any more.<|im_end|>\n<|im_start|>assistant")
-    assert [is_final_turn(p) for p in (
-        ROUND1, ROUND2, FINAL_AT_ROUND2, zero_left, question_says_final_answer,
-        final_from_the_start,
-    )] == [False, False, True, True, False, True]
+        "<|im_end|>\n<|im_start|>assistant",
+        "\n\nThis is your final answer turn: tools will not run any more.<|im_end|>\n<|im_start|>assistant",
+    )
+    assert [
+        is_final_turn(p)
+        for p in (
+            ROUND1,
+            ROUND2,
+            FINAL_AT_ROUND2,
+            zero_left,
+            question_says_final_answer,
+            final_from_the_start,
+        )
+    ] == [False, False, True, True, False, True]
 
 
 # ---- runtime emulation ---------------------------------------------------------------------
+
 
 def test_generate_cuts_at_first_stop() -> None:
     """The earliest stop string ends the text; finish_reason is 'stop'."""
@@ -105,7 +123,8 @@ def test_generate_cuts_at_token_limit() -> None:
     """More than max_tokens*4 characters: cut there with 'length'; no limit when None or < 0."""
     reply = ScriptedReply("x" * 10)
     assert [generate(reply, max_tokens=m, stops=STOP_STRINGS) for m in (2, None, -1)] == [
-        Generated("xxxxxxxx", "length", 2), Generated("x" * 10, "stop", 3),
+        Generated("xxxxxxxx", "length", 2),
+        Generated("x" * 10, "stop", 3),
         Generated("x" * 10, "stop", 3),
     ]
 
@@ -121,17 +140,19 @@ def test_prompt_cache_counts_only_new_text() -> None:
     cache = PromptCache()
     first = cache.new_tokens("a" * 40)
     cache.remember("a" * 40 + "b" * 8)
-    assert (first, cache.new_tokens("a" * 40 + "b" * 8 + "c" * 12),
-            cache.new_tokens("a" * 40)) == (10, 3, 1)
+    assert (first, cache.new_tokens("a" * 40 + "b" * 8 + "c" * 12), cache.new_tokens("a" * 40)) == (10, 3, 1)
 
 
 # ---- policies ------------------------------------------------------------------------------
+
 
 def test_script_policy_by_round() -> None:
     """The i-th turn at round i, the last one repeated, `final` on the answer turn."""
     policy = ScriptPolicy(["one", ScriptedReply("two", delay=0.5)], final="done")
     assert [policy.reply(p, DEFAULT_MODEL) for p in (ROUND1, ROUND2, ROUND3, FINAL_AT_ROUND2)] == [
-        ScriptedReply("one"), ScriptedReply("two", delay=0.5), ScriptedReply("two", delay=0.5),
+        ScriptedReply("one"),
+        ScriptedReply("two", delay=0.5),
+        ScriptedReply("two", delay=0.5),
         ScriptedReply("done"),
     ]
 
@@ -140,14 +161,13 @@ def test_oracle_policy_explores_then_submits() -> None:
     """list_tables, then run_query of the gold SQL, then submit_sql; submit on the final turn."""
     sql = "SELECT count(*) FROM singer"
     oracle = OraclePolicy({QUESTION: sql, "How many?": "SELECT 0"})
-    assert [oracle.reply(p, DEFAULT_MODEL).text for p in (ROUND1, ROUND2, ROUND3,
-                                                         FINAL_AT_ROUND2)] == [
+    assert [oracle.reply(p, DEFAULT_MODEL).text for p in (ROUND1, ROUND2, ROUND3, FINAL_AT_ROUND2)] == [
         '<think>List the tables first.</think>\n{"tool": "list_tables", "args": {}}',
-        '<think>Test the query before submitting.</think>\n'
+        "<think>Test the query before submitting.</think>\n"
         '{"tool": "run_query", "args": {"sql": "SELECT count(*) FROM singer"}}',
-        '<think>The query works; submit it.</think>\n'
+        "<think>The query works; submit it.</think>\n"
         '{"tool": "submit_sql", "args": {"sql": "SELECT count(*) FROM singer"}}',
-        '<think>The query works; submit it.</think>\n'
+        "<think>The query works; submit it.</think>\n"
         '{"tool": "submit_sql", "args": {"sql": "SELECT count(*) FROM singer"}}',
     ]
 
@@ -166,7 +186,9 @@ def test_seed_switch_policy() -> None:
     """The policy registered for the request's seed answers; the default otherwise."""
     policy = SeedSwitchPolicy({1: ScriptPolicy(["right"])}, default=ScriptPolicy(["wrong"]))
     assert [policy.reply_with_seed(ROUND1, DEFAULT_MODEL, s).text for s in (1, 2, None)] == [
-        "right", "wrong", "wrong",
+        "right",
+        "wrong",
+        "wrong",
     ]
 
 
@@ -202,6 +224,7 @@ def test_output_builders() -> None:
 
 # ---- PolicyBackend -------------------------------------------------------------------------
 
+
 @pytest.mark.anyio
 async def test_policy_backend_matches_the_fakes(fake_ollama, fake_openai) -> None:
     """PolicyBackend, fake Ollama and fake OpenAI return the same completion for a prompt."""
@@ -228,7 +251,8 @@ async def test_policy_backend_records_and_caches() -> None:
     first = await backend.complete(ROUND1, max_tokens=10)
     second = await backend.complete(ROUND1 + "abcd" + "x" * 40, max_tokens=5)
     assert ((first.prompt_tokens, second.prompt_tokens), backend.requests) == (
-        (35, 10), [PolicyRequest(ROUND1, 10), PolicyRequest(ROUND1 + "abcd" + "x" * 40, 5)],
+        (35, 10),
+        [PolicyRequest(ROUND1, 10), PolicyRequest(ROUND1 + "abcd" + "x" * 40, 5)],
     )
 
 
@@ -237,8 +261,7 @@ async def test_policy_backend_seed_reaches_seed_aware_policies() -> None:
     """The backend's SamplingSettings.seed selects the SeedSwitchPolicy branch."""
     policy = SeedSwitchPolicy({7: ScriptPolicy(["seven"])}, default=ScriptPolicy(["other"]))
     texts = [
-        (await PolicyBackend(policy, sampling=SamplingSettings(seed=s)).complete(
-            ROUND1, max_tokens=5)).text
+        (await PolicyBackend(policy, sampling=SamplingSettings(seed=s)).complete(ROUND1, max_tokens=5)).text
         for s in (7, 8)
     ]
     assert texts == ["seven", "other"]
@@ -249,14 +272,15 @@ async def test_policy_backend_errors() -> None:
     """Replies with an HTTP status raise the BackendError a real backend would."""
     raised = []
     for status in (401, 404, 503, 500):
-        backend = PolicyBackend(ScriptPolicy([ScriptedReply(f"status {status}",
-                                                            http_status=status)]))
+        backend = PolicyBackend(ScriptPolicy([ScriptedReply(f"status {status}", http_status=status)]))
         with pytest.raises(BackendError) as caught:
             await backend.complete(ROUND1, max_tokens=5)
         raised.append((type(caught.value), str(caught.value)))
     assert raised == [
-        (BackendAuthError, "status 401"), (ModelNotFound, "status 404"),
-        (BackendUnreachable, "status 503"), (BackendResponseError, "status 500"),
+        (BackendAuthError, "status 401"),
+        (ModelNotFound, "status 404"),
+        (BackendUnreachable, "status 503"),
+        (BackendResponseError, "status 500"),
     ]
 
 
@@ -271,18 +295,21 @@ async def test_policy_backend_delay_is_cancellable() -> None:
 
 # ---- the fakes' other routes ---------------------------------------------------------------
 
+
 @pytest.mark.anyio
 async def test_fake_ollama_routes(fake_ollama) -> None:
     """GET/HEAD /, /api/version and /api/tags answer like Ollama (read by the real client)."""
     fake = fake_ollama(ScriptPolicy(["x"]), models=("m1", "m2:q8"))
     async with httpx.AsyncClient(base_url=fake.url) as client:
-        root, head, version = (await client.get("/"), await client.head("/"),
-                               await client.get("/api/version"))
+        root, head, version = (await client.get("/"), await client.head("/"), await client.get("/api/version"))
     client = ollama.AsyncClient(host=fake.url)
     listed = await client.list()
     await client.close()
     assert (root.text, head.status_code, version.json(), [m.model for m in listed.models]) == (
-        "Ollama is running", 200, {"version": "0.17.6"}, ["m1:latest", "m2:q8"],
+        "Ollama is running",
+        200,
+        {"version": "0.17.6"},
+        ["m1:latest", "m2:q8"],
     )
 
 
@@ -297,7 +324,8 @@ async def test_fake_openai_models_and_cache(fake_openai) -> None:
     async with httpx.AsyncClient() as client:
         models = (await client.get(f"{fake.url}/models")).json()
     assert ((first.prompt_tokens, second.prompt_tokens), [m["id"] for m in models["data"]]) == (
-        (35, 2), [DEFAULT_MODEL],
+        (35, 2),
+        [DEFAULT_MODEL],
     )
 
 

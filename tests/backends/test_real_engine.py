@@ -48,8 +48,12 @@ INSERT INTO artist VALUES (1, 'AC/DC'), (2, 'Accept');
 INSERT INTO album VALUES (1, 'For Those About To Rock', 1), (2, 'Let There Be Rock', 1),
                          (3, 'Balls to the Wall', 2);
 """
-QUESTIONS = ("How many albums does each artist have?", "Which artist made 'Balls to the Wall'?",
-             "How many artists are there?", "List the album titles in alphabetical order.")
+QUESTIONS = (
+    "How many albums does each artist have?",
+    "Which artist made 'Balls to the Wall'?",
+    "How many artists are there?",
+    "List the album titles in alphabetical order.",
+)
 STATUSES = {s.value for s in EpisodeStatus}
 BUDGET = EpisodeSettings().token_budget
 FAST = EpisodeSettings(max_turn_tokens=256)  # short turns keep the tier quick (256: a tool turn's minimum)
@@ -97,8 +101,9 @@ def count_tokens(server: LlamaServer, text: str) -> int:
     return int(response.json()["count"])
 
 
-def episode(server: LlamaServer, db_path: Path, question: str,
-            settings: EpisodeSettings = FAST) -> tuple[EpisodeResult, RecordingBackend]:
+def episode(
+    server: LlamaServer, db_path: Path, question: str, settings: EpisodeSettings = FAST
+) -> tuple[EpisodeResult, RecordingBackend]:
     """One in-process episode against `server`, with its requests recorded."""
     backend_box: list[RecordingBackend] = []
 
@@ -119,25 +124,39 @@ def episode(server: LlamaServer, db_path: Path, question: str,
 def agent_cli(*args: str) -> subprocess.CompletedProcess[str]:
     """`sqale-agent ARGS` with this interpreter."""
     command = [sys.executable, "-c", "import sys; from agent.commands.cli import main; sys.exit(main())", *args]
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+    )
 
 
 def mcp_params(tmp_path: Path, server: LlamaServer, db_path: Path, *flags: str) -> StdioServerParameters:
     """The MCP server over stdio, answering from the real engine (one runtime slot: it says so); its
     calls last as long as their questions (--call-budget 0: these clients wait, and on a busy machine
     three questions queued on one slot take longer than the default 50 s)."""
-    cmd = server_command("--db", f"music={db_path}", "--backend", "openai", "--base-url", server.url,
-                         "--call-budget", "0", *flags)
+    cmd = server_command(
+        "--db",
+        f"music={db_path}",
+        "--backend",
+        "openai",
+        "--base-url",
+        server.url,
+        "--call-budget",
+        "0",
+        *flags,
+    )
     return StdioServerParameters(command=cmd[0], args=cmd[1:], env=server_env(tmp_path), cwd=REPO)
 
 
 # ---------------------------------------------------------------------------------------------
 
+
 def test_the_engine_generates_without_extra_buffer_types(engine: LlamaServer) -> None:
     """The engine really generates tokens, with no AMX or repacked weights (the AMX-fault-safe start)."""
-    response = httpx.post(f"{engine.url}/completions", timeout=120, json={
-        "model": DEFAULT_MODEL, "prompt": "The capital of France is", "max_tokens": 8, "temperature": 0})
+    response = httpx.post(
+        f"{engine.url}/completions",
+        timeout=120,
+        json={"model": DEFAULT_MODEL, "prompt": "The capital of France is", "max_tokens": 8, "temperature": 0},
+    )
     response.raise_for_status()
     answer = response.json()
     assert answer["usage"]["completion_tokens"] > 0 and answer["choices"][0]["text"]
@@ -163,14 +182,21 @@ def test_doctor_and_ask_complete_against_the_engine(engine: LlamaServer, music_d
     tool_check_verdict(doctor)
     assert f"[ok]   openai at {engine.url}: model {DEFAULT_MODEL} is available" in doctor.stdout
     assert f"[ok]   openai at {engine.url}: generated 1 token in " in doctor.stdout
-    assert ("[info] runtime slots: 1 (the engine's own: llama-cpp-python's server serves one request "
-            "at a time): questions beyond that wait their turn\n"
-            "       the engine is llama-cpp-python's server (llama_cpp.server)\n") in doctor.stdout
+    assert (
+        "[info] runtime slots: 1 (the engine's own: llama-cpp-python's server serves one request "
+        "at a time): questions beyond that wait their turn\n"
+        "       the engine is llama-cpp-python's server (llama_cpp.server)\n"
+    ) in doctor.stdout
     # Its streams say nothing of its prompt cache: unknown, and no cache-health warning.
-    assert (f"[info] prompt cache at {engine.url}: the engine does not report which prompt tokens it "
-            "serves from its cache, so whether it reuses our prompts is unknown") in doctor.stdout
-    assert [line for line in doctor.stdout.splitlines()
-            if line.startswith("[warn]") and "asked the model one question" not in line] == []
+    assert (
+        f"[info] prompt cache at {engine.url}: the engine does not report which prompt tokens it "
+        "serves from its cache, so whether it reuses our prompts is unknown"
+    ) in doctor.stdout
+    assert [
+        line
+        for line in doctor.stdout.splitlines()
+        if line.startswith("[warn]") and "asked the model one question" not in line
+    ] == []
     hits_before = engine.log().count("prefix-match hit")
     asked = agent_cli("ask", "--db", str(music_db), "--json", *backend, QUESTIONS[0])
     result = json.loads(asked.stdout)
@@ -189,12 +215,22 @@ def test_doctor_and_ask_complete_against_the_engine(engine: LlamaServer, music_d
 
 def test_doctor_on_the_engine_with_a_name_it_does_not_list_and_too_many_slots(engine: LlamaServer) -> None:
     """llama_cpp.server answers any model name: doctor names its model; 3 slots: a warning."""
-    doctor = agent_cli("doctor", "--backend", "openai", "--base-url", engine.url, "--model", "other-model",
-                       "--runtime-slots", "3")
+    doctor = agent_cli(
+        "doctor",
+        "--backend",
+        "openai",
+        "--base-url",
+        engine.url,
+        "--model",
+        "other-model",
+        "--runtime-slots",
+        "3",
+    )
     tool_check_verdict(doctor)
-    assert (f"[ok]   openai at {engine.url}: the engine does not list the model other-model but answers "
-            f"that name with its own model {DEFAULT_MODEL}; answers are labelled {DEFAULT_MODEL}\n"
-            ) in doctor.stdout
+    assert (
+        f"[ok]   openai at {engine.url}: the engine does not list the model other-model but answers "
+        f"that name with its own model {DEFAULT_MODEL}; answers are labelled {DEFAULT_MODEL}\n"
+    ) in doctor.stdout
     assert "[warn] 3 runtime slots but the engine serves 1 at once: " in doctor.stdout
 
 
@@ -210,8 +246,7 @@ def test_doctor_fails_an_engine_that_crashes_on_its_first_completion(tmp_path: P
     assert "the runtime answers but cannot generate: check its log" in doctor.stdout
 
 
-def test_requests_fit_the_engine_and_completions_never_open_a_turn(engine: LlamaServer,
-                                                                   music_db: Path) -> None:
+def test_requests_fit_the_engine_and_completions_never_open_a_turn(engine: LlamaServer, music_db: Path) -> None:
     """Counted by the engine's tokenizer, prompt + max_tokens fits; no completion has a control token."""
     result, backend = episode(engine, music_db, QUESTIONS[1])
     assert result.status.value in STATUSES and result.stop_reason is not None
@@ -247,8 +282,10 @@ async def cancel_mid_generation(client: Client, engine: LlamaServer) -> bool:
 
     async def call() -> None:
         await client.call_tool(
-            TOOL, {"question": "Write a very long essay about every table before calling any tool."},
-            progress_callback=on_progress)
+            TOOL,
+            {"question": "Write a very long essay about every table before calling any tool."},
+            progress_callback=on_progress,
+        )
         finished.set()  # the episode ended (Gemma answered at once): nothing was cancelled
 
     before = engine.log().count("Disconnected from client")
@@ -286,8 +323,10 @@ async def test_cancelling_an_mcp_call_frees_the_engine(tmp_path: Path, music_db:
             assert engine.decodes() == stopped_at  # the cancelled generation decodes no more
             started = time.perf_counter()
             async with httpx.AsyncClient(timeout=120) as http:
-                probe = await http.post(f"{engine.url}/completions", json={
-                    "model": DEFAULT_MODEL, "prompt": "Hello", "max_tokens": 1})
+                probe = await http.post(
+                    f"{engine.url}/completions",
+                    json={"model": DEFAULT_MODEL, "prompt": "Hello", "max_tokens": 1},
+                )
             freed_after = time.perf_counter() - started
             print(f"\nengine served a 1-token request {freed_after:.2f} s after the cancel")
             assert probe.status_code == 200
@@ -298,8 +337,9 @@ async def test_cancelling_an_mcp_call_frees_the_engine(tmp_path: Path, music_db:
 
 
 @pytest.mark.anyio
-async def test_concurrent_mcp_calls_queue_and_all_finish(tmp_path: Path, engine: LlamaServer,
-                                                         music_db: Path) -> None:
+async def test_concurrent_mcp_calls_queue_and_all_finish(
+    tmp_path: Path, engine: LlamaServer, music_db: Path
+) -> None:
     """Three calls at once on the one-slot engine queue by slot, all finish, with progress on the way."""
     progress: dict[int, list[str]] = {i: [] for i in range(3)}
     results: dict[int, Any] = {}
@@ -310,8 +350,9 @@ async def test_concurrent_mcp_calls_queue_and_all_finish(tmp_path: Path, engine:
             async def on_progress(value: float, total: float | None, message: str | None) -> None:
                 progress[i].append(message or "")
 
-            results[i] = await client.call_tool(TOOL, {"question": QUESTIONS[i + 1]},
-                                                progress_callback=on_progress)
+            results[i] = await client.call_tool(
+                TOOL, {"question": QUESTIONS[i + 1]}, progress_callback=on_progress
+            )
 
         with anyio.fail_after(600):
             async with anyio.create_task_group() as group:
@@ -328,8 +369,9 @@ async def test_concurrent_mcp_calls_queue_and_all_finish(tmp_path: Path, engine:
     unknown = {"prompt": "unknown", "cached": "unknown", "evaluated": "unknown"}
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert [[{k: r[k] for k in unknown} for r in line["prompt_cache"]] for line in lines] == [
-        [unknown] * line["rounds"] for line in lines]
+        [unknown] * line["rounds"] for line in lines
+    ]
     waiting = {m for i in range(3) for m in progress[i] if m.startswith("waiting for the model")}
-    assert waiting == {"waiting for the model: 1 question ahead",
-                       "waiting for the model: 2 questions ahead"}, waiting
-
+    assert waiting == {"waiting for the model: 1 question ahead", "waiting for the model: 2 questions ahead"}, (
+        waiting
+    )

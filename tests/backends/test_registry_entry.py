@@ -48,7 +48,10 @@ def test_server_json_describes_the_package_as_it_is() -> None:
     server = entry()
     (package,) = server["packages"]
     assert (package["registryType"], package["identifier"], package["runtimeHint"]) == (
-        "pypi", project["name"], "uvx")
+        "pypi",
+        project["name"],
+        "uvx",
+    )
     assert server["version"] == package["version"] == project["version"]
     assert "sqale-mcp" in project["scripts"]  # uvx runs the command named like the package
     options = {s for action in build_parser()._actions for s in action.option_strings}

@@ -136,12 +136,16 @@ def test_at_least_one_slot_and_the_waiting_text() -> None:
     with pytest.raises(ConfigError, match="--runtime-slots must be at least 1"):
         RuntimeSlots(0)
     assert [waiting_message(n) for n in (1, 2)] == [
-        "waiting for the model: 1 question ahead", "waiting for the model: 2 questions ahead"]
+        "waiting for the model: 1 question ahead",
+        "waiting for the model: 2 questions ahead",
+    ]
 
 
 def _facts(*slots: int | None) -> tuple[EngineFacts, ...]:
-    return tuple(EngineFacts(where=f"http://e{i}/v1", slots=n, slots_source="/props total_slots")
-                 for i, n in enumerate(slots))
+    return tuple(
+        EngineFacts(where=f"http://e{i}/v1", slots=n, slots_source="/props total_slots")
+        for i, n in enumerate(slots)
+    )
 
 
 def test_runtime_slots_come_from_the_flag_then_the_engines_then_the_backend() -> None:
@@ -151,11 +155,14 @@ def test_runtime_slots_come_from_the_flag_then_the_engines_then_the_backend() ->
     openai = OpenAICompletionsBackend("m", ["http://a/v1", "http://b/v1"], api_key=None)
     assert resolve_runtime_slots(2, openai, environ, _facts(1, 1)) == SlotChoice(2, "--runtime-slots")
     assert resolve_runtime_slots(None, openai, environ, _facts(1, 2)) == SlotChoice(
-        3, "the engine's own: /props total_slots, 2 replicas")
+        3, "the engine's own: /props total_slots, 2 replicas"
+    )
     assert resolve_runtime_slots(None, openai, environ, _facts(1, None)) == SlotChoice(
-        8, "4 per replica for batching engines (vLLM, SGLang), 2 replicas")
+        8, "4 per replica for batching engines (vLLM, SGLang), 2 replicas"
+    )
     assert resolve_runtime_slots(None, ollama, environ) == SlotChoice(
-        3, "OLLAMA_NUM_PARALLEL=3 in this environment")
+        3, "OLLAMA_NUM_PARALLEL=3 in this environment"
+    )
     with pytest.raises(ConfigError, match="--runtime-slots must be at least 1"):
         resolve_runtime_slots(0, ollama, environ)
 
@@ -164,7 +171,8 @@ def test_a_backend_without_a_default_gets_one_slot_not_another_backends() -> Non
     """A backend that states no default is given one slot, whatever OLLAMA_NUM_PARALLEL says."""
     plain = PolicyBackend(OraclePolicy({}))
     assert resolve_runtime_slots(None, plain, {"OLLAMA_NUM_PARALLEL": "8"}) == SlotChoice(
-        1, "this backend does not say how many requests its runtime serves at once")
+        1, "this backend does not say how many requests its runtime serves at once"
+    )
 
 
 def test_a_front_ends_own_default_gives_way_only_to_fewer_engine_slots() -> None:
@@ -174,6 +182,7 @@ def test_a_front_ends_own_default_gives_way_only_to_fewer_engine_slots() -> None
     environ = {"OLLAMA_NUM_PARALLEL": "8"}
     assert resolve_runtime_slots(None, ollama, environ, wanted=3) == SlotChoice(3, "--concurrency")
     assert resolve_runtime_slots(None, ollama, environ, _facts(2), wanted=3) == SlotChoice(
-        2, "the engine's own: /props total_slots")
+        2, "the engine's own: /props total_slots"
+    )
     assert resolve_runtime_slots(None, ollama, environ, _facts(4), wanted=3) == SlotChoice(3, "--concurrency")
     assert resolve_runtime_slots(5, ollama, environ, _facts(2), wanted=3) == SlotChoice(5, "--runtime-slots")

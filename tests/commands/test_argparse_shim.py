@@ -34,8 +34,10 @@ def test_the_private_attributes_the_shim_reads_exist() -> None:
     parser = _parser()
     groups = getattr(parser, "_action_groups", None)
     assert isinstance(groups, list), f"{PYTHON}: no ArgumentParser._action_groups"
-    assert all(hasattr(g, "title") and isinstance(getattr(g, "_group_actions", None), list)
-               for g in parser._action_groups), f"{PYTHON}: an argument group lost title or _group_actions"
+    assert all(
+        hasattr(g, "title") and isinstance(getattr(g, "_group_actions", None), list)
+        for g in parser._action_groups
+    ), f"{PYTHON}: an argument group lost title or _group_actions"
     assert isinstance(getattr(parser, "_actions", None), list), f"{PYTHON}: no ArgumentParser._actions"
     for name in ("_SubParsersAction", "_HelpAction"):
         assert isinstance(getattr(argparse, name, None), type), f"{PYTHON}: argparse.{name} is gone"
@@ -48,11 +50,14 @@ def test_groups_and_subcommands_are_listed_as_help_shows_them() -> None:
     every subcommand depth first."""
     parser = _parser()
     assert [(title, [a.dest for a in actions]) for title, actions in option_groups(parser)] == [
-        ("options", ["loud"]), ("output", ["out"])]
+        ("options", ["loud"]),
+        ("output", ["out"]),
+    ]
     listed = subcommands(parser)
     assert [p.prog for p in listed] == ["tool run", "tool run target now"]
     assert [(title, [a.dest for a in actions]) for title, actions in option_groups(listed[0])] == [
-        ("positional arguments", ["target"])]
+        ("positional arguments", ["target"])
+    ]
 
 
 def test_a_subcommand_is_parsed_by_a_parser_of_its_parents_class() -> None:

@@ -24,8 +24,7 @@ CHINOOK = SHARED_DATA / "dbs" / "Chinook_Sqlite.sqlite"
 needs_chinook = pytest.mark.needs_shared("dbs/Chinook_Sqlite.sqlite")
 
 QUESTION = "How many albums does AC/DC have?"
-GOLD = ("SELECT count(*) FROM Album JOIN Artist ON Album.ArtistId = Artist.ArtistId "
-        "WHERE Artist.Name = 'AC/DC'")
+GOLD = "SELECT count(*) FROM Album JOIN Artist ON Album.ArtistId = Artist.ArtistId WHERE Artist.Name = 'AC/DC'"
 
 
 def gold_rows(sql: str) -> list[tuple]:
@@ -58,7 +57,10 @@ def test_ask_json_holds_the_episode_result(fake_ollama, capsys) -> None:
     assert (data["sql"], data["status"], data["stop_reason"]) == (GOLD, "submitted", "submit_sql")
     assert [tuple(r) for r in data["rows"]] == gold_rows(GOLD)
     assert [c["call"]["tool"] for r in data["rounds"] for c in r["calls"]] == [
-        "list_tables", "run_query", "submit_sql"]
+        "list_tables",
+        "run_query",
+        "submit_sql",
+    ]
     assert data["tables_seen"] == ["Album", "Artist"]
 
 
@@ -113,8 +115,10 @@ def test_doctor_shows_model_parameters_and_databases(fake_ollama, tmp_path, caps
     out = capsys.readouterr().out
     assert f"[ok]   ollama at {server.url}: model {DEFAULT_MODEL} is available" in out
     assert f"[ok]   database {db.resolve()}: 1 table, 0 views" in out
-    assert ("[info] runtime slots: 1 (Ollama's one slot per model (OLLAMA_NUM_PARALLEL is not set "
-            "here)): questions beyond that wait their turn\n") in out
+    assert (
+        "[info] runtime slots: 1 (Ollama's one slot per model (OLLAMA_NUM_PARALLEL is not set "
+        "here)): questions beyond that wait their turn\n"
+    ) in out
     assert out.endswith("all checks passed\n")
 
 
@@ -144,18 +148,35 @@ def test_ask_sends_prompts_replaced_from_files(fake_ollama, tmp_path, capsys) ->
     (tmp_path / "system.txt").write_text("You write SQLite queries.")
     (tmp_path / "user.txt").write_text("Q: {question}")
     server = fake_ollama(OraclePolicy({QUESTION: GOLD}))
-    assert main(["ask", "--db", str(CHINOOK), "--ollama-host", server.url,
-                 "--system-prompt", str(tmp_path / "system.txt"),
-                 "--user-template", str(tmp_path / "user.txt"), QUESTION]) == 0
+    assert (
+        main(
+            [
+                "ask",
+                "--db",
+                str(CHINOOK),
+                "--ollama-host",
+                server.url,
+                "--system-prompt",
+                str(tmp_path / "system.txt"),
+                "--user-template",
+                str(tmp_path / "user.txt"),
+                QUESTION,
+            ]
+        )
+        == 0
+    )
     first = server.bodies("/api/generate")[0]["prompt"]
-    assert first == ("<|im_start|>system\nYou write SQLite queries.<|im_end|>\n"
-                     f"<|im_start|>user\nQ: {QUESTION}<|im_end|>\n<|im_start|>assistant\n")
+    assert first == (
+        "<|im_start|>system\nYou write SQLite queries.<|im_end|>\n"
+        f"<|im_start|>user\nQ: {QUESTION}<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_ask_reports_an_unreadable_prompt_file(tmp_path, capsys) -> None:
     """A missing prompt file is one line naming it; exit 1."""
-    assert main(["ask", "--db", str(tmp_path / "x.db"), "--system-prompt", str(tmp_path / "none.txt"),
-                 "q"]) == 1
+    assert (
+        main(["ask", "--db", str(tmp_path / "x.db"), "--system-prompt", str(tmp_path / "none.txt"), "q"]) == 1
+    )
     err = capsys.readouterr().err
     assert err.startswith(f"sqale-agent ask: {tmp_path / 'none.txt'}: cannot be read")
 
@@ -164,8 +185,7 @@ def test_ask_reports_an_unreadable_prompt_file(tmp_path, capsys) -> None:
 def test_ask_passes_keep_alive_to_ollama(fake_ollama, capsys) -> None:
     """--keep-alive reaches Ollama's generate request (-1 as a number: keep loaded)."""
     server = fake_ollama(OraclePolicy({QUESTION: GOLD}))
-    assert main(["ask", "--db", str(CHINOOK), "--ollama-host", server.url, "--keep-alive", "-1",
-                 QUESTION]) == 0
+    assert main(["ask", "--db", str(CHINOOK), "--ollama-host", server.url, "--keep-alive", "-1", QUESTION]) == 0
     assert {b["keep_alive"] for b in server.bodies("/api/generate")} == {-1}
 
 
@@ -173,15 +193,19 @@ def test_doctor_checks_every_openai_replica_serves_the_model(fake_openai, dead_u
     """With --backend openai, doctor asks each replica's /models; a down replica fails the check."""
     good = fake_openai(OraclePolicy({}))
     assert main(["doctor", "--backend", "openai", "--base-url", good.url]) == 0
-    assert f"[ok]   openai at {good.url}: model {DEFAULT_MODEL} is available\n" \
-           f"       server: {good.url}\n" in capsys.readouterr().out
+    assert (
+        f"[ok]   openai at {good.url}: model {DEFAULT_MODEL} is available\n"
+        f"       server: {good.url}\n" in capsys.readouterr().out
+    )
     assert main(["doctor", "--backend", "openai", "--base-url", good.url, "--base-url", dead_url]) == 1
     out = capsys.readouterr().out
     assert f"1 of 2 replicas did not answer:\n  {dead_url}: ConnectError" in out
     other = fake_openai(OraclePolicy({}), models=("someone-else",))
     assert main(["doctor", "--backend", "openai", "--base-url", other.url]) == 1
-    assert (f"{other.url} does not serve the model '{DEFAULT_MODEL}'; it serves someone-else. "
-            "Pass that name with --model") in capsys.readouterr().out
+    assert (
+        f"{other.url} does not serve the model '{DEFAULT_MODEL}'; it serves someone-else. "
+        "Pass that name with --model"
+    ) in capsys.readouterr().out
 
 
 def test_doctor_lists_what_each_hide_rule_hides(fake_ollama, tmp_path, capsys) -> None:
@@ -191,14 +215,30 @@ def test_doctor_lists_what_each_hide_rule_hides(fake_ollama, tmp_path, capsys) -
         "CREATE TABLE Customer (id, Email); CREATE VIEW Mails AS SELECT Email FROM Customer;"
     ).connection.close()
     server = fake_ollama(OraclePolicy({}))
-    assert main(["doctor", "--ollama-host", server.url, "--db", str(db),
-                 "--hide", "customer.email", "--hide", "Custmer.*"]) == 0
+    assert (
+        main(
+            [
+                "doctor",
+                "--ollama-host",
+                server.url,
+                "--db",
+                str(db),
+                "--hide",
+                "customer.email",
+                "--hide",
+                "Custmer.*",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
-    assert (f"[ok]   database {db.resolve()}: 1 table, 0 views\n"
-            "       hide rule 'customer.email' hides Customer.Email\n"
-            "[warn] hide rule 'Custmer.*' matches no table or column; check its spelling "
-            "(rules are TABLE or TABLE.COLUMN globs, any case)\n"
-            "       also hidden because they read hidden data: Mails\n") in out
+    assert (
+        f"[ok]   database {db.resolve()}: 1 table, 0 views\n"
+        "       hide rule 'customer.email' hides Customer.Email\n"
+        "[warn] hide rule 'Custmer.*' matches no table or column; check its spelling "
+        "(rules are TABLE or TABLE.COLUMN globs, any case)\n"
+        "       also hidden because they read hidden data: Mails\n"
+    ) in out
 
 
 def test_doctor_reports_the_engines_slots_and_what_runtime_slots_will_be(fake_openai, capsys) -> None:
@@ -206,22 +246,26 @@ def test_doctor_reports_the_engines_slots_and_what_runtime_slots_will_be(fake_op
     one_slot = fake_openai(OraclePolicy({}), total_slots=1)
     assert main(["doctor", "--backend", "openai", "--base-url", one_slot.url]) == 0
     out = capsys.readouterr().out
-    assert ("[info] runtime slots: 1 (the engine's own: /props total_slots): "
-            "questions beyond that wait their turn\n"
-            "       the engine is llama.cpp's llama-server\n"
-            "       the engine reports 1 slot (/props total_slots)\n") in out
+    assert (
+        "[info] runtime slots: 1 (the engine's own: /props total_slots): "
+        "questions beyond that wait their turn\n"
+        "       the engine is llama.cpp's llama-server\n"
+        "       the engine reports 1 slot (/props total_slots)\n"
+    ) in out
     assert "[warn]" not in out
     assert main(["doctor", "--backend", "openai", "--base-url", one_slot.url, "--runtime-slots", "4"]) == 0
     out = capsys.readouterr().out
-    assert ("[info] runtime slots: 4 (--runtime-slots): questions beyond that wait their turn\n"
-            "       the engine is llama.cpp's llama-server\n"
-            "       the engine reports 1 slot (/props total_slots)\n"
-            "       the engine says its version is b9999-fake\n"
-            "       the engine holds 16,384 tokens per sequence (/props default_generation_settings.n_ctx "
-            "(per slot))\n"
-            "[warn] 4 runtime slots but the engine serves 1 at once: give sqale-mcp --runtime-slots 1; "
-            "more questions at once than slots evict each other's cached prompt, or fail where the "
-            "engine cuts a request off\n") in out
+    assert (
+        "[info] runtime slots: 4 (--runtime-slots): questions beyond that wait their turn\n"
+        "       the engine is llama.cpp's llama-server\n"
+        "       the engine reports 1 slot (/props total_slots)\n"
+        "       the engine says its version is b9999-fake\n"
+        "       the engine holds 16,384 tokens per sequence (/props default_generation_settings.n_ctx "
+        "(per slot))\n"
+        "[warn] 4 runtime slots but the engine serves 1 at once: give sqale-mcp --runtime-slots 1; "
+        "more questions at once than slots evict each other's cached prompt, or fail where the "
+        "engine cuts a request off\n"
+    ) in out
     assert main(["doctor", "--backend", "openai", "--base-url", one_slot.url, "--runtime-slots", "1"]) == 0
     out = capsys.readouterr().out
     assert "[info] runtime slots: 1 (--runtime-slots): " in out and "note:" not in out
@@ -242,18 +286,24 @@ def test_doctor_states_the_wal_files_sqlite_creates(fake_ollama, tmp_path, capsy
     server = fake_ollama(OraclePolicy({}))
     assert main(["doctor", "--ollama-host", server.url, "--db", str(db)]) == 0
     out = capsys.readouterr().out
-    assert (f"[ok]   database {db.resolve()}: 1 table, 0 views\n       note: the database is in "
-            "WAL mode and opening it created w.sqlite-wal and w.sqlite-shm beside it") in out
+    assert (
+        f"[ok]   database {db.resolve()}: 1 table, 0 views\n       note: the database is in "
+        "WAL mode and opening it created w.sqlite-wal and w.sqlite-shm beside it"
+    ) in out
 
 
-@pytest.mark.parametrize(("flags", "result_text"), [
-    ([], "result (1/1):\nn\n3"),
-    (["--environment", "rich"], "[1 row]"),
-])
+@pytest.mark.parametrize(
+    ("flags", "result_text"),
+    [
+        ([], "result (1/1):\nn\n3"),
+        (["--environment", "rich"], "[1 row]"),
+    ],
+)
 def test_ask_reads_the_environment_it_is_given(fake_ollama, tmp_path, capsys, flags, result_text) -> None:
     """ask --environment picks the texts the model reads; the printed answer is the same."""
-    db = create_database(tmp_path / "t.sqlite",
-                         "CREATE TABLE t (n INTEGER); INSERT INTO t VALUES (1), (2), (3);")
+    db = create_database(
+        tmp_path / "t.sqlite", "CREATE TABLE t (n INTEGER); INSERT INTO t VALUES (1), (2), (3);"
+    )
     question, gold = "How many rows?", "SELECT count(*) AS n FROM t"
     server = fake_ollama(OraclePolicy({question: gold}))
     assert main(["ask", "--db", str(db), "--ollama-host", server.url, *flags, question]) == 0
@@ -275,10 +325,15 @@ def test_ctrl_c_during_ask_is_one_line_and_exit_130(fake_ollama, tmp_path) -> No
     """SIGINT while `sqale-agent ask` waits for the model: exit 130, one stderr line, no traceback."""
     db = create_database(tmp_path / "t.sqlite", "CREATE TABLE t (x)")
     server = fake_ollama(ScriptPolicy([ScriptedReply(tool_call("list_tables"), delay=60)]))
-    ask = subprocess.Popen([console_script("sqale-agent"), "ask", "--db", str(db), "--ollama-host",
-                            server.url, "how many rows?"], cwd=tmp_path, stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           preexec_fn=default_sigint)
+    ask = subprocess.Popen(
+        [console_script("sqale-agent"), "ask", "--db", str(db), "--ollama-host", server.url, "how many rows?"],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
     wait_for(lambda: bool(server.bodies("/api/generate")), "the first model request")
     ask.send_signal(signal.SIGINT)
     out, err = ask.communicate(timeout=30)
@@ -288,9 +343,15 @@ def test_ctrl_c_during_ask_is_one_line_and_exit_130(fake_ollama, tmp_path) -> No
 @pytest.mark.slow
 def test_ctrl_c_during_doctor_is_one_line_and_exit_130(black_hole, tmp_path) -> None:
     """SIGINT while `sqale-agent doctor` waits for the runtime: exit 130, one stderr line."""
-    doctor = subprocess.Popen([console_script("sqale-agent"), "doctor", "--ollama-host", black_hole.url],
-                              cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+    doctor = subprocess.Popen(
+        [console_script("sqale-agent"), "doctor", "--ollama-host", black_hole.url],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
     assert black_hole.connected.wait(30), "doctor never connected to the runtime"
     doctor.send_signal(signal.SIGINT)
     out, err = doctor.communicate(timeout=30)
@@ -304,7 +365,8 @@ def test_doctor_reports_a_runtime_that_never_answers(black_hole, capsys) -> None
     assert time.monotonic() - started < 15
     assert capsys.readouterr().out.splitlines()[0] == (
         f"[fail] ollama at {black_hole.url}: accepted the connection but did not answer within 5 s; check "
-        "that this address is the model runtime and that it is not stuck")
+        "that this address is the model runtime and that it is not stuck"
+    )
 
 
 def test_doctor_warns_about_a_wal_database_opened_as_a_snapshot(fake_ollama, tmp_path, capsys) -> None:
@@ -330,13 +392,19 @@ def test_doctor_warns_when_another_distribution_provides_our_packages(fake_ollam
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: other-agent\nVersion: 1.0\n")
     (info / "top_level.txt").write_text("agent\n")
     server = fake_ollama(OraclePolicy({}))
-    done = subprocess.run([console_script("sqale-agent"), "doctor", "--ollama-host", server.url],
-                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(site)},
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [console_script("sqale-agent"), "doctor", "--ollama-host", server.url],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0
     assert done.stdout.splitlines()[0] == (
         "[warn] the installed distribution other-agent also provides the package `agent`: imports may "
-        "pick the wrong one; uninstall it or install sqale-mcp in its own virtual environment")
+        "pick the wrong one; uninstall it or install sqale-mcp in its own virtual environment"
+    )
 
 
 @pytest.mark.slow
@@ -349,17 +417,30 @@ def test_both_commands_print_their_version() -> None:
         assert (done.returncode, done.stdout, done.stderr) == (0, f"{name} {package_version()}\n", "")
 
 
-@pytest.mark.parametrize(("argv", "line"), [
-    (["   "], "the question is empty; ask one in plain language, e.g. sqale-agent ask --db shop.db "
-            '"How many orders are there?"'),
-    (["--max-rows", "-5", "q?"], "--max-rows -5: give 1 or more rows to keep"),
-    (["--keep-alive", "forever", "q?"], "--keep-alive: not a duration; give seconds (300, -1 for ever) or a "
-                                        "number with a unit: 30m, 1h, 90s (got 'forever')"),
-    (["--ollama-host", "not a url", "q?"], "Ollama host 'not a url' is not a valid address; give HOST:PORT "
-                                           "or a URL like http://127.0.0.1:11434."),
-])
-def test_ask_refuses_bad_values_before_contacting_the_runtime(argv, line, fake_ollama, tmp_path,
-                                                              capsys) -> None:
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["   "],
+            "the question is empty; ask one in plain language, e.g. sqale-agent ask --db shop.db "
+            '"How many orders are there?"',
+        ),
+        (["--max-rows", "-5", "q?"], "--max-rows -5: give 1 or more rows to keep"),
+        (
+            ["--keep-alive", "forever", "q?"],
+            "--keep-alive: not a duration; give seconds (300, -1 for ever) or a "
+            "number with a unit: 30m, 1h, 90s (got 'forever')",
+        ),
+        (
+            ["--ollama-host", "not a url", "q?"],
+            "Ollama host 'not a url' is not a valid address; give HOST:PORT "
+            "or a URL like http://127.0.0.1:11434.",
+        ),
+    ],
+)
+def test_ask_refuses_bad_values_before_contacting_the_runtime(
+    argv, line, fake_ollama, tmp_path, capsys
+) -> None:
     """An empty question or a bad option value: one line, exit 1, and no request reaches the runtime."""
     db = create_database(tmp_path / "t.sqlite", "CREATE TABLE t (x)")
     server = fake_ollama(OraclePolicy({}))
@@ -374,7 +455,8 @@ def test_ask_explains_that_it_takes_a_plain_path(tmp_path, capsys) -> None:
     assert main(["ask", "--db", f"chinook={tmp_path / 'c.db'}", "q?"]) == 1
     assert capsys.readouterr().err == (
         f"sqale-agent ask: --db 'chinook={tmp_path / 'c.db'}': `sqale-agent ask` takes a plain path "
-        f"(--db {tmp_path / 'c.db'}); ALIAS=PATH is how sqale-mcp names its databases\n")
+        f"(--db {tmp_path / 'c.db'}); ALIAS=PATH is how sqale-mcp names its databases\n"
+    )
 
 
 def test_ask_json_prints_an_error_object_on_failure(dead_url, tmp_path, capsys) -> None:

@@ -28,15 +28,18 @@ def user_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (folder / "sqale-mcp").mkdir(parents=True)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(folder))
     config = folder / "sqale-mcp" / "config.toml"
-    config.write_text('backend = "openai"\nbase-url = "http://127.0.0.1:8080/v1"\nmodel = "from-file"\n'
-                      'max-rows = 7\nruntime-slots = 1\n[db]\nshop = "shop.db"\n[tokens.a]\nenv = "A"\n')
+    config.write_text(
+        'backend = "openai"\nbase-url = "http://127.0.0.1:8080/v1"\nmodel = "from-file"\n'
+        'max-rows = 7\nruntime-slots = 1\n[db]\nshop = "shop.db"\n[tokens.a]\nenv = "A"\n'
+    )
     return config
 
 
 def test_commands_read_the_servers_config_file(user_config: Path) -> None:
     """No flags: the backend, base URL and model of the default config file; server keys are left alone."""
-    assert choice() == BackendSettings(backend="openai", base_urls=("http://127.0.0.1:8080/v1",),
-                                       model="from-file")
+    assert choice() == BackendSettings(
+        backend="openai", base_urls=("http://127.0.0.1:8080/v1",), model="from-file"
+    )
 
 
 def test_precedence_is_flag_then_variable_then_file(user_config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,8 +52,9 @@ def test_precedence_is_flag_then_variable_then_file(user_config: Path, monkeypat
     assert choice("--base-url", "http://127.0.0.1:3/v1").base_urls == ("http://127.0.0.1:3/v1",)
 
 
-def test_choosing_the_other_backend_above_drops_the_files_addresses(user_config: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_choosing_the_other_backend_above_drops_the_files_addresses(
+    user_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`--backend ollama` (or SQALE_BACKEND=ollama) over a file made for openai: its base-url is not used."""
     assert choice("--backend", "ollama") == BackendSettings(backend="ollama", model="from-file")
     monkeypatch.setenv("SQALE_BACKEND", "ollama")
@@ -73,8 +77,10 @@ def test_a_flag_of_the_other_backend_in_the_file_is_refused_naming_the_file(user
     user_config.write_text('backend = "openai"\nbase-url = "http://127.0.0.1:8080/v1"\nkeep-alive = "5m"\n')
     with pytest.raises(ConfigError) as info:
         choice()
-    assert str(info.value) == ("--keep-alive is for --backend ollama, not openai: add --backend ollama, or "
-                               f"leave --keep-alive out (set by {user_config})")
+    assert str(info.value) == (
+        "--keep-alive is for --backend ollama, not openai: add --backend ollama, or "
+        f"leave --keep-alive out (set by {user_config})"
+    )
 
 
 def test_a_bad_variable_is_named_as_the_user_set_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,16 +92,18 @@ def test_a_bad_variable_is_named_as_the_user_set_it(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("SQALE_BACKEND", "openai")
     with pytest.raises(ConfigError) as info:
         choice()
-    assert str(info.value) == ("--backend openai needs at least one --base-url (e.g. http://host:8000/v1) "
-                               "(set by SQALE_BACKEND)")
+    assert str(info.value) == (
+        "--backend openai needs at least one --base-url (e.g. http://host:8000/v1) (set by SQALE_BACKEND)"
+    )
 
 
 def test_base_url_without_backend_suggests_backend_openai() -> None:
     """`ask --base-url URL` alone: add --backend openai (not: use --ollama-host)."""
     with pytest.raises(ConfigError) as info:
         choice("--base-url", "http://127.0.0.1:8080/v1")
-    assert str(info.value) == ("--base-url is for --backend openai, not ollama: add --backend openai, or "
-                               "leave --base-url out")
+    assert str(info.value) == (
+        "--base-url is for --backend openai, not ollama: add --backend openai, or leave --base-url out"
+    )
 
 
 def test_the_server_reads_the_same_variables_below_its_flags(tmp_path: Path) -> None:
@@ -104,7 +112,11 @@ def test_the_server_reads_the_same_variables_below_its_flags(tmp_path: Path) -> 
     config.write_text('demo = true\nmodel = "from-file"\n')
     environ = {"SQALE_MODEL": "from-env", "SQALE_BACKEND": "openai", "SQALE_BASE_URL": "http://127.0.0.1:1/v1"}
     settings = parse_settings(["--config", str(config)], environ)
-    assert (settings.model, settings.backend, settings.base_urls) == ("from-env", "openai", ("http://127.0.0.1:1/v1",))
+    assert (settings.model, settings.backend, settings.base_urls) == (
+        "from-env",
+        "openai",
+        ("http://127.0.0.1:1/v1",),
+    )
     assert parse_settings(["--config", str(config), "--model", "m"], environ).model == "m"
 
 

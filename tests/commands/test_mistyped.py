@@ -25,7 +25,7 @@ def mistyped(option: str) -> str:
     """`option` with a letter dropped from its middle (not its end: argparse takes a prefix)."""
     name = option.lstrip("-")
     cut = len(name) // 2
-    return option[:len(option) - len(name)] + name[:cut] + name[cut + 1:]
+    return option[: len(option) - len(name)] + name[:cut] + name[cut + 1 :]
 
 
 def every_parser() -> Iterator[tuple[str, argparse.ArgumentParser]]:
@@ -34,13 +34,18 @@ def every_parser() -> Iterator[tuple[str, argparse.ArgumentParser]]:
         yield parser.prog, parser
 
 
-CASES = [(prog, parser, option) for prog, parser in every_parser() for option in option_strings(parser)
-         if option.startswith("--") and len(option) > 5]
+CASES = [
+    (prog, parser, option)
+    for prog, parser in every_parser()
+    for option in option_strings(parser)
+    if option.startswith("--") and len(option) > 5
+]
 
 
 @pytest.mark.parametrize(("prog", "parser", "option"), CASES, ids=[f"{p} {o}" for p, _, o in CASES])
 def test_every_option_mistyped_is_named_with_the_nearest(
-        prog: str, parser: argparse.ArgumentParser, option: str, capsys: pytest.CaptureFixture[str]) -> None:
+    prog: str, parser: argparse.ArgumentParser, option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Each long option of `sqale-agent`, its commands and `sqale-mcp`, one letter short in the middle, is
     refused as unknown (before any error it causes, such as a required option missing), naming it."""
     typo = mistyped(option)
@@ -58,26 +63,48 @@ def test_every_option_mistyped_is_named_with_the_nearest(
     assert capsys.readouterr().err.splitlines()[-1] == f"{prog}: error: {said}"
 
 
-@pytest.mark.parametrize(("argv", "said"), [
-    (["ask", "--db", "d.db", "--samles", "3", "How many?"], "sqale-agent ask: error: unknown option --samles; "
-                                                            "did you mean --samples?"),
-    (["ask", "--db", "d.db", "--samles=3", "How many?"], "sqale-agent ask: error: unknown option --samles; "
-                                                         "did you mean --samples?"),
-    (["ask", "--samles", "3", "How many?"], "sqale-agent ask: error: unknown option --samles; did you mean "
-                                            "--samples?"),
-    (["ask", "--db", "d.db", "How", "many?"], "sqale-agent ask: error: unexpected argument: many? (put a "
-                                              "question, or a value with spaces, in quotes)"),
-    (["aks", "--db", "d.db", "q"], "sqale-agent: error: argument COMMAND: invalid choice: 'aks' (choose from "
-                                   "'ask', 'doctor', 'eval', 'golden', 'report', 'tool'); did you mean ask?"),
-    (["ask", "--db", "d.db", "--backend", "olama", "q"], "sqale-agent ask: error: argument --backend: "
-                                                         "invalid choice: 'olama' (choose from 'ollama', "
-                                                         "'openai'); did you mean ollama?"),
-    (["--verison"], "sqale-agent: error: unknown option --verison; did you mean --version?"),
-    (["golden", "ad"], "sqale-agent golden: error: argument ACTION: invalid choice: 'ad' (choose from 'add', "
-                       "'proposals', 'accept', 'reject'); did you mean add?"),
-])
-def test_a_typo_before_the_question_never_becomes_the_question(argv: list[str], said: str,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["ask", "--db", "d.db", "--samles", "3", "How many?"],
+            "sqale-agent ask: error: unknown option --samles; did you mean --samples?",
+        ),
+        (
+            ["ask", "--db", "d.db", "--samles=3", "How many?"],
+            "sqale-agent ask: error: unknown option --samles; did you mean --samples?",
+        ),
+        (
+            ["ask", "--samles", "3", "How many?"],
+            "sqale-agent ask: error: unknown option --samles; did you mean --samples?",
+        ),
+        (
+            ["ask", "--db", "d.db", "How", "many?"],
+            "sqale-agent ask: error: unexpected argument: many? (put a "
+            "question, or a value with spaces, in quotes)",
+        ),
+        (
+            ["aks", "--db", "d.db", "q"],
+            "sqale-agent: error: argument COMMAND: invalid choice: 'aks' (choose from "
+            "'ask', 'doctor', 'eval', 'golden', 'report', 'tool'); did you mean ask?",
+        ),
+        (
+            ["ask", "--db", "d.db", "--backend", "olama", "q"],
+            "sqale-agent ask: error: argument --backend: "
+            "invalid choice: 'olama' (choose from 'ollama', "
+            "'openai'); did you mean ollama?",
+        ),
+        (["--verison"], "sqale-agent: error: unknown option --verison; did you mean --version?"),
+        (
+            ["golden", "ad"],
+            "sqale-agent golden: error: argument ACTION: invalid choice: 'ad' (choose from 'add', "
+            "'proposals', 'accept', 'reject'); did you mean add?",
+        ),
+    ],
+)
+def test_a_typo_before_the_question_never_becomes_the_question(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`ask --db d --samles 3 "q"` stops at the unknown option (argparse alone took `3` as the question and
     `--samles q` as stray arguments); a bare subcommand or choice typo names the nearest one."""
     with pytest.raises(SystemExit) as exited:
@@ -88,14 +115,15 @@ def test_a_typo_before_the_question_never_becomes_the_question(argv: list[str], 
 
 def test_values_that_start_with_a_dash_are_not_options() -> None:
     """A negative number, a value with spaces and anything after `--` are arguments, not typos."""
-    args = build_parser(only=("ask",)).parse_args(["ask", "--db", "d.db", "--evidence", "-x means minus x",
-                                                   "--", "-what?"])
+    args = build_parser(only=("ask",)).parse_args(
+        ["ask", "--db", "d.db", "--evidence", "-x means minus x", "--", "-what?"]
+    )
     assert (args.evidence, args.question) == ("-x means minus x", "-what?")
     args = build_parser(only=("tool",)).parse_args(["tool", "--db", "d.db", "sample_rows", "-5"])
     assert args.tool_args == "-5"
 
 
-@pytest.mark.parametrize(("model", "where"), [(ServerSettings, ""), (TokenSpec, "[tokens.a]\nenv = \"TOK\"\n")])
+@pytest.mark.parametrize(("model", "where"), [(ServerSettings, ""), (TokenSpec, '[tokens.a]\nenv = "TOK"\n')])
 def test_every_config_key_mistyped_is_named_with_the_nearest(model: type, where: str, tmp_path: Path) -> None:
     """Each key of the file's top level and of a [tokens.NAME] table, one letter short (underscores for
     dashes), is refused naming the key meant, not listing all of them."""
@@ -112,15 +140,29 @@ def test_every_config_key_mistyped_is_named_with_the_nearest(model: type, where:
 
 def test_the_issue_examples_from_the_installed_commands(tmp_path: Path) -> None:
     """`sqale-mcp --dbdir X` and a `max_row` key, as a user runs them: one line naming the nearest."""
-    done = subprocess.run([console_script("sqale-mcp"), "--dbdir", str(tmp_path)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [console_script("sqale-mcp"), "--dbdir", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (done.returncode, done.stderr) == (
-        2, "sqale-mcp: unknown option --dbdir; did you mean --db-dir? (see `sqale-mcp --help`)\n")
+        2,
+        "sqale-mcp: unknown option --dbdir; did you mean --db-dir? (see `sqale-mcp --help`)\n",
+    )
     (tmp_path / "c.toml").write_text("max_row = 5\n")
-    done = subprocess.run([console_script("sqale-mcp"), "--config", str(tmp_path / "c.toml")], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [console_script("sqale-mcp"), "--config", str(tmp_path / "c.toml")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (done.returncode, done.stderr) == (
-        2, f"sqale-mcp: --config {tmp_path / 'c.toml'}: unknown setting 'max_row'; did you mean 'max-rows'?\n")
+        2,
+        f"sqale-mcp: --config {tmp_path / 'c.toml'}: unknown setting 'max_row'; did you mean 'max-rows'?\n",
+    )
 
 
 def test_backend_keys_are_among_the_server_keys() -> None:

@@ -77,21 +77,24 @@ def test_values_compare_as_python_does():
     assert results_match([(None, 2)], [(None, 2)], rule=SET) is True
 
 
-@pytest.mark.parametrize(("sql", "expected"), [
-    ("SELECT name FROM singer ORDER BY age DESC", True),
-    ("select name from singer order\n  by age", True),
-    ("SELECT name FROM singer", False),
-    ("SELECT name FROM (SELECT name FROM singer ORDER BY age LIMIT 3)", False),
-    ("SELECT name FROM singer WHERE id IN (SELECT id FROM s ORDER BY x LIMIT 1)", False),
-    ("SELECT 'order by' FROM t", False),
-    ('SELECT "order by" FROM t', False),
-    ("SELECT a FROM t -- order by a\n", False),
-    ("SELECT a FROM t /* ORDER BY a */", False),
-    ("SELECT 'it''s (' FROM t ORDER BY a", True),
-    ("SELECT a FROM t UNION SELECT a FROM s ORDER BY a", True),
-    ("SELECT [order] FROM t", False),
-    ("SELECT a, count(*) FROM t GROUP BY a ORDER BY count(*) DESC LIMIT 1", True),
-])
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("SELECT name FROM singer ORDER BY age DESC", True),
+        ("select name from singer order\n  by age", True),
+        ("SELECT name FROM singer", False),
+        ("SELECT name FROM (SELECT name FROM singer ORDER BY age LIMIT 3)", False),
+        ("SELECT name FROM singer WHERE id IN (SELECT id FROM s ORDER BY x LIMIT 1)", False),
+        ("SELECT 'order by' FROM t", False),
+        ('SELECT "order by" FROM t', False),
+        ("SELECT a FROM t -- order by a\n", False),
+        ("SELECT a FROM t /* ORDER BY a */", False),
+        ("SELECT 'it''s (' FROM t ORDER BY a", True),
+        ("SELECT a FROM t UNION SELECT a FROM s ORDER BY a", True),
+        ("SELECT [order] FROM t", False),
+        ("SELECT a, count(*) FROM t GROUP BY a ORDER BY count(*) DESC LIMIT 1", True),
+    ],
+)
 def test_top_level_order_by(sql, expected):
     """ORDER BY counts only outside parentheses, literals, quoted names and comments."""
     assert has_top_level_order_by(sql) is expected

@@ -43,12 +43,17 @@ def test_eval_over_ollama_writes_results_and_summary(shop, tmp_path, fake_ollama
     assert code == 0, captured.err
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert sorted((r["key"], r["correct"], r["model"]) for r in lines) == [
-        ("0", True, DEFAULT_MODEL), ("1", True, DEFAULT_MODEL), ("2", True, DEFAULT_MODEL)]
+        ("0", True, DEFAULT_MODEL),
+        ("1", True, DEFAULT_MODEL),
+        ("2", True, DEFAULT_MODEL),
+    ]
     summary = json.loads((tmp_path / "runs" / "shop.summary.json").read_text(encoding="utf-8"))
     assert (summary["accuracy"]["ex"], summary["questions"]["scored"]) == (1.0, 3)
     assert "overall  3  100.0%" in captured.out
-    assert captured.err.startswith(f"spider: 3 questions from {shop / 'dev.json'}; model {DEFAULT_MODEL} via "
-                                   f"ollama ({server.url}); trained environment; results -> {out}\n")
+    assert captured.err.startswith(
+        f"spider: 3 questions from {shop / 'dev.json'}; model {DEFAULT_MODEL} via "
+        f"ollama ({server.url}); trained environment; results -> {out}\n"
+    )
     assert all(body["raw"] is True for body in server.bodies("/api/generate"))
 
 
@@ -58,8 +63,23 @@ def test_samples_use_consecutive_seeds(shop, tmp_path, fake_openai, capsys):
     policy = SeedSwitchPolicy({6: ScriptPolicy([wrong])}, default=OraclePolicy(QUESTIONS))
     server = fake_openai(policy)
     out = tmp_path / "r.jsonl"
-    code = cli(str(shop), "--backend", "openai", "--base-url", server.url, "--samples", "3", "--seed", "5",
-               "--out", str(out), "--summary", str(tmp_path / "s.json"), "--limit", "1")
+    code = cli(
+        str(shop),
+        "--backend",
+        "openai",
+        "--base-url",
+        server.url,
+        "--samples",
+        "3",
+        "--seed",
+        "5",
+        "--out",
+        str(out),
+        "--summary",
+        str(tmp_path / "s.json"),
+        "--limit",
+        "1",
+    )
     assert code == 0, capsys.readouterr().err
     assert sorted({b["seed"] for b in server.bodies("/v1/completions")}) == [5, 6, 7]
     summary = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))
@@ -68,20 +88,23 @@ def test_samples_use_consecutive_seeds(shop, tmp_path, fake_openai, capsys):
 
 def test_dead_ollama_stops_with_exit_1(shop, tmp_path, dead_url, capsys):
     """Nothing listening: the run stops after N failed episodes with a message saying what to do."""
-    code = cli(str(shop), "--ollama-host", dead_url, "--out", str(tmp_path / "r.jsonl"),
-               "--max-backend-failures", "2")
+    code = cli(
+        str(shop), "--ollama-host", dead_url, "--out", str(tmp_path / "r.jsonl"), "--max-backend-failures", "2"
+    )
     err = capsys.readouterr().err
     assert code == 1
     assert "sqale-agent eval: stopped early: 2 episodes in a row failed in the model backend: " in err
     *_, stopped, recorded = err.splitlines()
     assert stopped.endswith("fix the backend and rerun with --resume to continue")
     tail = f"{tmp_path / 'r.jsonl'}; rerun the same command with --resume to continue"
-    assert re.fullmatch(r"sqale-agent eval: (1 question is|(?!1 )\d+ questions are) recorded in "
-                        + re.escape(tail), recorded)
+    assert re.fullmatch(
+        r"sqale-agent eval: (1 question is|(?!1 )\d+ questions are) recorded in " + re.escape(tail), recorded
+    )
 
 
 def test_a_run_where_the_model_never_answered_exits_1_and_names_the_file_to_resume(
-        shop, tmp_path, dead_url, monkeypatch, capsys):
+    shop, tmp_path, dead_url, monkeypatch, capsys
+):
     """Runtime down for all of --limit 2 (too few to abort): exit 1, and the hint names the --out to resume."""
     monkeypatch.chdir(tmp_path)
     code = cli(str(shop), "--ollama-host", dead_url, "--limit", "2")
@@ -92,7 +115,8 @@ def test_a_run_where_the_model_never_answered_exits_1_and_names_the_file_to_resu
     assert captured.err.endswith(
         "sqale-agent eval: no question got an answer from the model (every request to the runtime failed; "
         "see the errors above); check it with `sqale-agent doctor`, then rerun the same command with "
-        f"--resume --out {out.relative_to(tmp_path)} to continue\n")
+        f"--resume --out {out.relative_to(tmp_path)} to continue\n"
+    )
 
 
 def test_the_header_names_the_runtime_address_in_use(shop, tmp_path, fake_ollama, monkeypatch, capsys):
@@ -103,16 +127,28 @@ def test_the_header_names_the_runtime_address_in_use(shop, tmp_path, fake_ollama
     assert f"via ollama ({server.url}); " in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--backend", "openai"], "sqale-agent eval: --backend openai needs at least one --base-url "
-                              "(e.g. http://host:8000/v1)\n"),
-    (["--samples", "0"], "sqale-agent eval: --samples, --concurrency and --max-backend-failures must be 1 "
-                         "or more\n"),
-    (["--difficulty", "easy"], "sqale-agent eval: --difficulty easy: unknown; this dataset has no "
-                               "difficulty labels\n"),
-    (["--offset", "10"], "sqale-agent eval: no question to run: the selection is empty (check --db-id, "
-                         "--difficulty, --offset, --limit, and that the database files exist)\n"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--backend", "openai"],
+            "sqale-agent eval: --backend openai needs at least one --base-url (e.g. http://host:8000/v1)\n",
+        ),
+        (
+            ["--samples", "0"],
+            "sqale-agent eval: --samples, --concurrency and --max-backend-failures must be 1 or more\n",
+        ),
+        (
+            ["--difficulty", "easy"],
+            "sqale-agent eval: --difficulty easy: unknown; this dataset has no difficulty labels\n",
+        ),
+        (
+            ["--offset", "10"],
+            "sqale-agent eval: no question to run: the selection is empty (check --db-id, "
+            "--difficulty, --offset, --limit, and that the database files exist)\n",
+        ),
+    ],
+)
 def test_bad_options_exit_2(shop, argv, message, capsys):
     """Option mistakes print one line saying what to change, and exit 2 before any model call."""
     assert cli(str(shop), *argv) == 2
@@ -122,30 +158,48 @@ def test_bad_options_exit_2(shop, argv, message, capsys):
 def test_missing_api_key_variable(shop, monkeypatch, capsys):
     """--api-key-env naming an unset variable is an error that says to export it."""
     monkeypatch.delenv("SQALE_TEST_KEY", raising=False)
-    assert cli(str(shop), "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
-               "--api-key-env", "SQALE_TEST_KEY") == 2
-    assert capsys.readouterr().err == ("sqale-agent eval: --api-key-env SQALE_TEST_KEY: the environment "
-                                       "variable SQALE_TEST_KEY is not set or empty; export "
-                                       "SQALE_TEST_KEY=<secret> and run the command again\n")
+    assert (
+        cli(
+            str(shop),
+            "--backend",
+            "openai",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--api-key-env",
+            "SQALE_TEST_KEY",
+        )
+        == 2
+    )
+    assert capsys.readouterr().err == (
+        "sqale-agent eval: --api-key-env SQALE_TEST_KEY: the environment "
+        "variable SQALE_TEST_KEY is not set or empty; export "
+        "SQALE_TEST_KEY=<secret> and run the command again\n"
+    )
 
 
 def test_default_paths():
     """The summary sits next to the results file; the default results file is per benchmark and time."""
     assert eval_command.summary_path_for(Path("out/run.jsonl")) == Path("out/run.summary.json")
     default = eval_command.default_out_path(eval_command.Benchmark.BIRD)
-    assert (default.parent, default.name.startswith("bird-"), default.suffix) == (Path("eval-results"), True,
-                                                                                    ".jsonl")
+    assert (default.parent, default.name.startswith("bird-"), default.suffix) == (
+        Path("eval-results"),
+        True,
+        ".jsonl",
+    )
 
 
 def test_scoring_timeout_and_its_old_spelling(capsys):
     """--scoring-timeout limits gold/predicted SQL; the old --query-timeout still sets it, with a warning."""
+
     def limit(*argv: str) -> float:
         return eval_command.settings_from_args(build_parser().parse_args(["eval", "set", *argv])).limits.timeout
 
     assert (limit(), limit("--scoring-timeout", "7"), limit("--query-timeout", "8")) == (30.0, 7.0, 8.0)
-    assert capsys.readouterr().err == ("sqale-agent eval: --query-timeout is deprecated; it is now "
-                                       "--scoring-timeout (the model's own statement limit is "
-                                       "--tool-query-timeout)\n")
+    assert capsys.readouterr().err == (
+        "sqale-agent eval: --query-timeout is deprecated; it is now "
+        "--scoring-timeout (the model's own statement limit is "
+        "--tool-query-timeout)\n"
+    )
 
 
 def test_each_run_records_its_engine_and_a_comparison_shows_both(shop, tmp_path, fake_ollama, capsys):
@@ -169,4 +223,5 @@ def test_report_of_a_summary_file_names_the_results_file(shop, tmp_path, fake_ol
     assert main(["report", str(tmp_path / "run.summary.json")]) == 2
     assert capsys.readouterr().err == (
         f"sqale-agent report: {tmp_path / 'run.summary.json'} is the summary of an eval run; give its results "
-        f"file instead: {tmp_path / 'run.jsonl'} (the --out file, one JSON line per question)\n")
+        f"file instead: {tmp_path / 'run.jsonl'} (the --out file, one JSON line per question)\n"
+    )

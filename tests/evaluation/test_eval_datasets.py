@@ -40,13 +40,22 @@ def test_spider_dev_loads_with_hardness_and_skips_the_missing_database():
     dataset = load_dataset(SPIDER)
     selection = select_examples(dataset)
     assert (dataset.benchmark, len(dataset.examples)) == (Benchmark.SPIDER, 1034)
-    assert dataset.examples[0] == Example(key="0", index=0, db_id="concert_singer",
-                                          question="How many singers do we have?",
-                                          gold_sql="SELECT count(*) FROM singer", difficulty="easy")
+    assert dataset.examples[0] == Example(
+        key="0",
+        index=0,
+        db_id="concert_singer",
+        question="How many singers do we have?",
+        gold_sql="SELECT count(*) FROM singer",
+        difficulty="easy",
+    )
     assert (len(selection.examples), len(selection.missing_db)) == (972, 62)
     assert selection.missing_db_ids == ("wta_1",)
     assert Counter(e.difficulty for e in selection.examples) == {
-        "easy": 232, "medium": 416, "hard": 160, "extra": 164}
+        "easy": 232,
+        "medium": 416,
+        "hard": 160,
+        "extra": 164,
+    }
     assert dataset.database_path("singer") == SPIDER / "database" / "singer" / "singer.sqlite"
 
 
@@ -56,10 +65,15 @@ def test_bird_minidev_loads_evidence_and_difficulty():
     dataset = load_dataset(BIRD / "mini_dev_sqlite.json", db_root=BIRD / "schema_only_stubs")
     first = dataset.examples[0]
     assert (dataset.benchmark, len(dataset.examples), dataset.difficulties) == (
-        Benchmark.BIRD, 500, ("simple", "moderate", "challenging"))
+        Benchmark.BIRD,
+        500,
+        ("simple", "moderate", "challenging"),
+    )
     assert (first.key, first.db_id, first.difficulty) == ("1471", "debit_card_specializing", "simple")
-    assert first.evidence == ("ratio of customers who pay in EUR against customers who pay in CZK = "
-                              "count(Currency = 'EUR') / count(Currency = 'CZK').")
+    assert first.evidence == (
+        "ratio of customers who pay in EUR against customers who pay in CZK = "
+        "count(Currency = 'EUR') / count(Currency = 'CZK')."
+    )
     assert dataset.database_path("financial") == BIRD / "schema_only_stubs" / "financial.sqlite"
     assert len(select_examples(dataset).examples) == 500
 
@@ -69,8 +83,10 @@ def test_bird_without_database_folder_asks_for_db_root():
     """The mini-dev folder has no dev_databases: the error says to pass --db-root."""
     with pytest.raises(ConfigError) as info:
         load_dataset(BIRD)
-    assert str(info.value) == (f"{BIRD}: no database folder (dev_databases, databases, database) next to the "
-                               "questions; pass --db-root with the folder holding <db_id>/<db_id>.sqlite")
+    assert str(info.value) == (
+        f"{BIRD}: no database folder (dev_databases, databases, database) next to the "
+        "questions; pass --db-root with the folder holding <db_id>/<db_id>.sqlite"
+    )
 
 
 @needs_data
@@ -102,8 +118,10 @@ def test_unknown_format_names_the_option(tmp_path):
     path = write_json(tmp_path / "q.json", [{"text": "hello"}])
     with pytest.raises(ConfigError) as info:
         load_dataset(path)
-    assert str(info.value) == (f"{path}: cannot tell the format (no 'query' or 'SQL' field in the first "
-                               "record); pass --format spider|bird|kaggledbqa")
+    assert str(info.value) == (
+        f"{path}: cannot tell the format (no 'query' or 'SQL' field in the first "
+        "record); pass --format spider|bird|kaggledbqa"
+    )
 
 
 def test_forced_format_checks_fields(tmp_path):
@@ -111,8 +129,9 @@ def test_forced_format_checks_fields(tmp_path):
     path = write_json(tmp_path / "dev.json", [{"db_id": "d", "question": "q?", "query": "SELECT 1"}])
     with pytest.raises(ConfigError) as info:
         load_dataset(path, benchmark=Benchmark.BIRD, db_root=tmp_path)
-    assert str(info.value) == (f"{path}: record 1 has no question_id, SQL; is this a bird file? "
-                               "pass the right --format")
+    assert str(info.value) == (
+        f"{path}: record 1 has no question_id, SQL; is this a bird file? pass the right --format"
+    )
 
 
 def test_hardness_file_must_match(tmp_path):
@@ -121,14 +140,18 @@ def test_hardness_file_must_match(tmp_path):
     (tmp_path / "dev_hardness.tsv").write_text("index\tdb_id\thardness\n0\tb\teasy\n", encoding="utf-8")
     with pytest.raises(ConfigError) as info:
         load_dataset(tmp_path)
-    assert str(info.value) == (f"{tmp_path / 'dev_hardness.tsv'}: row 1 does not match dev.json "
-                               "(index/db_id differ); regenerate it or remove it")
+    assert str(info.value) == (
+        f"{tmp_path / 'dev_hardness.tsv'}: row 1 does not match dev.json "
+        "(index/db_id differ); regenerate it or remove it"
+    )
 
 
 def test_selection_filters_then_slices(tmp_path):
     """--db-id/--difficulty filter first, missing databases drop out, then --offset/--limit slice."""
-    records = [{"db_id": db, "question": f"q{i}?", "query": "SELECT 1"}
-               for i, db in enumerate(["a", "b", "a", "gone", "a", "a"])]
+    records = [
+        {"db_id": db, "question": f"q{i}?", "query": "SELECT 1"}
+        for i, db in enumerate(["a", "b", "a", "gone", "a", "a"])
+    ]
     write_json(tmp_path / "dev.json", records)
     rows = "".join(f"{i}\t{r['db_id']}\t{'easy' if i % 2 else 'hard'}\n" for i, r in enumerate(records))
     (tmp_path / "dev_hardness.tsv").write_text("index\tdb_id\thardness\n" + rows, encoding="utf-8")
@@ -157,5 +180,6 @@ def test_missing_path_is_a_clear_error(tmp_path):
     """A path that does not exist says what to give instead."""
     with pytest.raises(ConfigError) as info:
         load_dataset(tmp_path / "nope")
-    assert str(info.value) == (f"{tmp_path / 'nope'}: no such file or folder; give a Spider/BIRD/KaggleDBQA "
-                               "folder or question file")
+    assert str(info.value) == (
+        f"{tmp_path / 'nope'}: no such file or folder; give a Spider/BIRD/KaggleDBQA folder or question file"
+    )

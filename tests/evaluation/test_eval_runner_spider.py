@@ -40,7 +40,11 @@ def test_oracle_scores_every_spider_question(spider, tmp_path):
     summary = summary_of(result, spider)
     assert (summary.questions.scored, summary.accuracy.correct, summary.accuracy.ex) == (52, 52, 1.0)
     assert {level: acc.ex for level, acc in summary.by_difficulty.items()} == {
-        "easy": 1.0, "medium": 1.0, "hard": 1.0, "extra": 1.0}
+        "easy": 1.0,
+        "medium": 1.0,
+        "hard": 1.0,
+        "extra": 1.0,
+    }
     assert (summary.episodes.by_status, summary.episodes.outcomes) == ({"submitted": 52}, {"correct": 52})
     assert summary.gold_errors == {}
     assert len(read_records(tmp_path / "r.jsonl")) == 52
@@ -68,14 +72,17 @@ def test_wrong_sql_scores_zero(spider, tmp_path):
 def test_voting_beats_single_samples(spider, tmp_path):
     """Right on samples 0 and 2, wrong (differently) on 1 and 3: voted 100%, single 50%."""
     selection = select_examples(spider, offset=100, limit=20)
-    policy = SeedSwitchPolicy({0: oracle_for(spider), 1: submits("SELECT -1"), 2: oracle_for(spider),
-                               3: submits("SELECT -3")})
+    policy = SeedSwitchPolicy(
+        {0: oracle_for(spider), 1: submits("SELECT -1"), 2: oracle_for(spider), 3: submits("SELECT -3")}
+    )
     result = run_eval(spider, selection, backends_of(policy), tmp_path / "r.jsonl", samples=4, concurrency=3)
     summary = summary_of(result, spider, samples=4)
     assert (summary.accuracy.ex, summary.accuracy.single, summary.accuracy.any) == (1.0, 0.5, 1.0)
     record = result.records[0]
     assert ([s.seed for s in record.samples], [s.correct for s in record.samples]) == (
-        [0, 1, 2, 3], [True, False, True, False])
+        [0, 1, 2, 3],
+        [True, False, True, False],
+    )
     assert (record.voted_sample, record.vote_counts, record.correct) == (0, [2, 1, 1], True)
 
 
@@ -118,8 +125,15 @@ def test_resume_after_interruption_gives_the_same_summary(spider, tmp_path):
 
     async def interrupted() -> None:
         with anyio.CancelScope() as scope:
-            await evaluate(spider, selection, backends_of(policy), model=MODEL, out_path=out,
-                           settings=EvalSettings(samples=2, concurrency=2), progress=StopAfter(scope, 12))
+            await evaluate(
+                spider,
+                selection,
+                backends_of(policy),
+                model=MODEL,
+                out_path=out,
+                settings=EvalSettings(samples=2, concurrency=2),
+                progress=StopAfter(scope, 12),
+            )
 
     anyio.run(interrupted)
     assert len(read_records(out)) == 12

@@ -13,8 +13,12 @@ from tests.support.report_runs import run, run_a_policy, run_b_policy, voting_po
 pytest.importorskip("websockets", reason="the browser test needs websockets (in the dev extra)")
 CHROMIUM = find_chromium()
 # A browser starts per test and draws every chart: slow on a busy machine, hence the longer limit.
-pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(600), pytest.mark.skipif(
-    CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.browser,
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)"),
+]
 
 VISIBLE_KEYS = "[...document.querySelectorAll('details.ep')].filter(e => !e.hidden).map(e => e.dataset.key)"
 # Each chart's name, how many drawn things it holds (SVG paths and texts, or table cells), its size.
@@ -23,8 +27,19 @@ CHARTS = """[...document.querySelectorAll('figure.chart')].map(f => {
   const items = svg ? svg.querySelectorAll('path, text').length : f.querySelectorAll('td').length;
   return [f.dataset.chart, items, Math.round(box.width), Math.round(box.height)];
 })"""
-RUN_CHARTS = ["by-difficulty", "by-database", "outcomes", "status", "stop-reasons", "rounds", "tool_calls",
-              "tokens", "seconds", "tools", "gold-tables"]
+RUN_CHARTS = [
+    "by-difficulty",
+    "by-database",
+    "outcomes",
+    "status",
+    "stop-reasons",
+    "rounds",
+    "tool_calls",
+    "tokens",
+    "seconds",
+    "tools",
+    "gold-tables",
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +49,11 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     dataset = write_dataset(root / "set")
     a, b = run(dataset, run_a_policy(), root / "a.jsonl"), run(dataset, run_b_policy(), root / "b.jsonl")
     k3 = run(dataset, voting_policy(), root / "k3.jsonl", samples=3, early_stop=False)
-    return {"run": write_report([a], root / "a.html"), "compare": write_report([a, b], root / "ab.html"),
-            "voting": write_report([k3], root / "k3.html")}
+    return {
+        "run": write_report([a], root / "a.html"),
+        "compare": write_report([a, b], root / "ab.html"),
+        "voting": write_report([k3], root / "k3.html"),
+    }
 
 
 @pytest.fixture
@@ -61,9 +79,11 @@ def test_run_page_in_chromium(pages, browser, tmp_path):
     browser.type_into("input[name=text]", "oslo")
     assert browser.evaluate(VISIBLE_KEYS) == ["1"]
     assert browser.evaluate("document.getElementById('shown').textContent") == "1"
-    browser.evaluate("(() => { const f = document.getElementById('filters'); f.elements.text.value = ''; "
-                     "f.elements.verdict.value = 'wrong'; f.elements.verdict.dispatchEvent("
-                     "new Event('change', {bubbles: true})); })()")
+    browser.evaluate(
+        "(() => { const f = document.getElementById('filters'); f.elements.text.value = ''; "
+        "f.elements.verdict.value = 'wrong'; f.elements.verdict.dispatchEvent("
+        "new Event('change', {bubbles: true})); })()"
+    )
     assert browser.evaluate(VISIBLE_KEYS) == ["1", "2"]
 
     browser.click('details.ep[data-key="1"] > summary')
@@ -75,8 +95,10 @@ def test_run_page_in_chromium(pages, browser, tmp_path):
     browser.screenshot(tmp_path / "episode-dark.png", dark=True)
     browser.screenshot(tmp_path / "episode-light.png")
     assert browser.errors == []
-    assert all((tmp_path / name).stat().st_size > 10_000 for name in
-               ("light.png", "dark.png", "episode-dark.png", "episode-light.png"))
+    assert all(
+        (tmp_path / name).stat().st_size > 10_000
+        for name in ("light.png", "dark.png", "episode-dark.png", "episode-light.png")
+    )
 
 
 def test_run_page_without_javascript(pages, browser):
@@ -109,14 +131,18 @@ def test_voting_page_in_chromium(pages, browser, tmp_path):
     charts = {name: (items, width, height) for name, items, width, height in browser.evaluate(CHARTS)}
     items, width, height = charts["calibration"]
     assert items >= 4 and width >= 200 and height >= 40
-    browser.evaluate("(() => { const f = document.getElementById('filters'); "
-                     "f.elements.agreement.value = '2 of 3 agree'; f.elements.agreement.dispatchEvent("
-                     "new Event('change', {bubbles: true})); })()")
+    browser.evaluate(
+        "(() => { const f = document.getElementById('filters'); "
+        "f.elements.agreement.value = '2 of 3 agree'; f.elements.agreement.dispatchEvent("
+        "new Event('change', {bubbles: true})); })()"
+    )
     assert browser.evaluate(VISIBLE_KEYS) == ["0", "1"]
     browser.click('details.ep[data-key="0"] > summary')
-    votes = browser.evaluate("[...document.querySelectorAll('details.ep[data-key=\"0\"] table.candidates "
-                             "tbody tr')].map(r => [r.className, r.cells[0].textContent, "
-                             "r.cells[3].textContent])")
+    votes = browser.evaluate(
+        '[...document.querySelectorAll(\'details.ep[data-key="0"] table.candidates '
+        "tbody tr')].map(r => [r.className, r.cells[0].textContent, "
+        "r.cells[3].textContent])"
+    )
     assert votes == [["chosen", "2", "✓ right"], ["", "1", "✗ wrong"]]
     browser.screenshot(tmp_path / "voting-light.png")
     browser.screenshot(tmp_path / "voting-dark.png", dark=True)

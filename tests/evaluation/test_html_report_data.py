@@ -44,9 +44,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Results files of run A, run B and run A without traces."""
     root = tmp_path_factory.mktemp("report-data")
     dataset = write_dataset(root / "set")
-    return {"a": run(dataset, run_a_policy(), root / "a.jsonl"),
-            "b": run(dataset, run_b_policy(), root / "b.jsonl"),
-            "a-untraced": run(dataset, run_a_policy(), root / "a-none.jsonl", trace=TraceKind.NONE)}
+    return {
+        "a": run(dataset, run_a_policy(), root / "a.jsonl"),
+        "b": run(dataset, run_b_policy(), root / "b.jsonl"),
+        "a-untraced": run(dataset, run_a_policy(), root / "a-none.jsonl", trace=TraceKind.NONE),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +60,10 @@ def run_a(runs: dict[str, Path]) -> Run:
 def test_accuracy_by_difficulty_in_benchmark_order(run_a):
     """Difficulty groups come in Spider's order with voted counts; the gold error is left out."""
     assert accuracy_by(run_a.records, DIFFICULTY) == [
-        GroupAccuracy("easy", 1, 2), GroupAccuracy("medium", 1, 1), GroupAccuracy("hard", 0, 1)]
+        GroupAccuracy("easy", 1, 2),
+        GroupAccuracy("medium", 1, 1),
+        GroupAccuracy("hard", 0, 1),
+    ]
 
 
 def test_accuracy_by_database_best_first(run_a):
@@ -79,17 +84,29 @@ def test_distributions_split_by_correct(run_a):
     assert (by_name["rounds"].correct, by_name["rounds"].wrong) == ((3, 3), (2, 7))
     assert (by_name["tool_calls"].correct, by_name["tool_calls"].wrong) == ((3, 3), (2, 6))
     assert [(len(d.correct), len(d.wrong), d.discrete) for d in (by_name["tokens"], by_name["seconds"])] == [
-        (2, 2, False), (2, 2, False)]
+        (2, 2, False),
+        (2, 2, False),
+    ]
 
 
 def test_tools_by_round(run_a):
     """Calls per (round, tool) from the traces: oracle list/run/submit, a wrong submit, six list_tables."""
     assert tool_rounds(run_a) == ToolRounds(
-        rounds=("1", "2", "3", "4", "5", "6"), tools=("list_tables", "submit_sql", "run_query"),
-        counts={("1", "list_tables"): 4, ("2", "run_query"): 2, ("2", "submit_sql"): 1,
-                ("2", "list_tables"): 1, ("3", "submit_sql"): 2, ("3", "list_tables"): 1,
-                ("4", "list_tables"): 1, ("5", "list_tables"): 1, ("6", "list_tables"): 1},
-        traced=4)
+        rounds=("1", "2", "3", "4", "5", "6"),
+        tools=("list_tables", "submit_sql", "run_query"),
+        counts={
+            ("1", "list_tables"): 4,
+            ("2", "run_query"): 2,
+            ("2", "submit_sql"): 1,
+            ("2", "list_tables"): 1,
+            ("3", "submit_sql"): 2,
+            ("3", "list_tables"): 1,
+            ("4", "list_tables"): 1,
+            ("5", "list_tables"): 1,
+            ("6", "list_tables"): 1,
+        },
+        traced=4,
+    )
 
 
 def test_tools_by_round_without_traces(runs):
@@ -99,8 +116,9 @@ def test_tools_by_round_without_traces(runs):
 
 def test_gold_tables_against_correct(run_a):
     """The oracle and the wrong submit read customer/animal; listing tables alone sees none."""
-    assert gold_tables_table(run_a) == GoldTablesTable(saw_correct=2, saw_wrong=1, missed_correct=0,
-                                                       missed_wrong=1)
+    assert gold_tables_table(run_a) == GoldTablesTable(
+        saw_correct=2, saw_wrong=1, missed_correct=0, missed_wrong=1
+    )
 
 
 def test_gold_failures_apart(run_a):
@@ -116,7 +134,11 @@ def test_records_keep_first_rows_and_run_settings(runs):
     assert record.samples[0].preview == RowsPreview(columns=["name"], rows=[["Bob"]])
     assert record.run is not None
     assert {k: record.run.settings[k] for k in ("samples", "seed", "trace", "max_tool_turns")} == {
-        "samples": 1, "seed": 0, "trace": "full", "max_tool_turns": 6}
+        "samples": 1,
+        "seed": 0,
+        "trace": "full",
+        "max_tool_turns": 6,
+    }
 
 
 def test_files_written_before_the_report_still_load(runs, tmp_path):
@@ -133,8 +155,12 @@ def test_files_written_before_the_report_still_load(runs, tmp_path):
     old.write_text("\n".join(old_lines) + "\n", encoding="utf-8")
     loaded = load_run(old)
     assert [(r.key, r.correct, r.run, r.gold.preview) for r in loaded.records] == [
-        ("0", True, None, None), ("1", False, None, None), ("2", False, None, None), ("3", True, None, None),
-        ("4", None, None, None)]
+        ("0", True, None, None),
+        ("1", False, None, None),
+        ("2", False, None, None),
+        ("3", True, None, None),
+        ("4", None, None, None),
+    ]
 
 
 def test_pairing_two_runs(run_a, runs):
@@ -143,7 +169,9 @@ def test_pairing_two_runs(run_a, runs):
     assert (pairing.both, pairing.a_only, pairing.b_only, pairing.neither) == (1, 1, 1, 1)
     assert (pairing.difference, pairing.p_value, pairing.only_a, pairing.only_b) == (0.0, 1.0, 0, 0)
     assert [(a.key, a.correct, b.correct) for a, b in pairing.flipped] == [
-        ("0", True, False), ("1", False, True)]
+        ("0", True, False),
+        ("1", False, True),
+    ]
 
 
 def test_runs_of_different_questions_do_not_pair(run_a):
@@ -187,8 +215,8 @@ def test_groups_aligned_for_two_runs():
     b = [GroupAccuracy("shop", 2, 3), GroupAccuracy("farm", 0, 2)]
     assert align_groups(a, b) == (
         [GroupAccuracy("zoo", 1, 1), GroupAccuracy("shop", 1, 3), GroupAccuracy("farm", 0, 0)],
-        [GroupAccuracy("zoo", 0, 0), GroupAccuracy("shop", 2, 3), GroupAccuracy("farm", 0, 2)])
-
+        [GroupAccuracy("zoo", 0, 0), GroupAccuracy("shop", 2, 3), GroupAccuracy("farm", 0, 2)],
+    )
 
 
 def test_early_stopped_samples_and_unset_slots_read_as_what_they_are(runs, tmp_path):
@@ -204,7 +232,10 @@ def test_early_stopped_samples_and_unset_slots_read_as_what_they_are(runs, tmp_p
     edited = tmp_path / "edited.jsonl"
     edited.write_text("\n".join(lines) + "\n", encoding="utf-8")
     loaded = load_run(edited)
-    assert stop_reason_mix(loaded) == {"submit_sql": 2, "tool_turns_used": 1,
-                                       "stopped early (the vote was decided)": 1}
+    assert stop_reason_mix(loaded) == {
+        "submit_sql": 2,
+        "tool_turns_used": 1,
+        "stopped early (the vote was decided)": 1,
+    }
     settings = run_settings(loaded)
     assert (settings["runtime slots"], settings["concurrency"]) == ("4 (the concurrency)", "4")

@@ -17,8 +17,19 @@ from tests.support.policies import OraclePolicy, SeedSwitchPolicy
 from tests.support.report_runs import HOSTILE, QUESTIONS, run, run_a_policy, run_b_policy, write_dataset
 
 REPO = Path(__file__).resolve().parents[2]
-RUN_CHARTS = ["by-difficulty", "by-database", "outcomes", "status", "stop-reasons", "rounds", "tool_calls",
-              "tokens", "seconds", "tools", "gold-tables"]
+RUN_CHARTS = [
+    "by-difficulty",
+    "by-database",
+    "outcomes",
+    "status",
+    "stop-reasons",
+    "rounds",
+    "tool_calls",
+    "tokens",
+    "seconds",
+    "tools",
+    "gold-tables",
+]
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +37,10 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Results files of run A and run B (see report_runs.py)."""
     root = tmp_path_factory.mktemp("report-page")
     dataset = write_dataset(root / "set")
-    return {"a": run(dataset, run_a_policy(), root / "a.jsonl"),
-            "b": run(dataset, run_b_policy(), root / "b.jsonl")}
+    return {
+        "a": run(dataset, run_a_policy(), root / "a.jsonl"),
+        "b": run(dataset, run_b_policy(), root / "b.jsonl"),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -76,12 +89,18 @@ def test_headline_numbers(page_a):
 
 def test_every_question_in_the_browser(page_a):
     """One entry per question with its verdict, group, database and status for the filters."""
-    entries = re.findall(r'<details class="ep" data-key="(\d+)" data-verdict="([^"]+)" data-group="([^"]*)" '
-                         r'data-db="([^"]+)" data-status="([^"]+)" data-agreement="">', page_a)
-    assert entries == [("0", "correct", "easy", "shop", "submitted"),
-                       ("1", "wrong", "easy", "shop", "submitted"),
-                       ("2", "wrong", "hard", "shop", "failed"), ("3", "correct", "medium", "zoo", "submitted"),
-                       ("4", "gold error", "medium", "zoo", "gold error")]
+    entries = re.findall(
+        r'<details class="ep" data-key="(\d+)" data-verdict="([^"]+)" data-group="([^"]*)" '
+        r'data-db="([^"]+)" data-status="([^"]+)" data-agreement="">',
+        page_a,
+    )
+    assert entries == [
+        ("0", "correct", "easy", "shop", "submitted"),
+        ("1", "wrong", "easy", "shop", "submitted"),
+        ("2", "wrong", "hard", "shop", "failed"),
+        ("3", "correct", "medium", "zoo", "submitted"),
+        ("4", "gold error", "medium", "zoo", "gold error"),
+    ]
 
 
 def test_wrong_answer_shows_both_results_with_the_difference_marked(page_a):
@@ -153,13 +172,16 @@ def test_bad_input_says_what_to_do(tmp_path, capsys):
 
 def test_without_matplotlib_the_error_says_what_to_install(results, tmp_path):
     """With matplotlib unimportable, `report` exits 2 with one line naming the extra to install."""
-    code = ("import sys; sys.modules['matplotlib'] = None; from agent.commands.cli import main; "
-            f"sys.exit(main(['report', {str(results['a'])!r}, '-o', {str(tmp_path / 'x.html')!r}]))")
+    code = (
+        "import sys; sys.modules['matplotlib'] = None; from agent.commands.cli import main; "
+        f"sys.exit(main(['report', {str(results['a'])!r}, '-o', {str(tmp_path / 'x.html')!r}]))"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "sqale-agent report: the HTML report draws its charts with matplotlib, which is not installed; "
-        f"run: {install_hint('report')}"]
+        f"run: {install_hint('report')}"
+    ]
     assert not (tmp_path / "x.html").exists()
 
 
@@ -191,32 +213,63 @@ def test_several_samples(tmp_path):
     assert main(["report", str(results)]) == 0
     page = (tmp_path / "k2.html").read_text(encoding="utf-8")
     cards = re.findall(r'<div class="n">([^<]*)</div><div class="l">([^<]*)</div>', page)
-    assert cards[:3] == [("50.0%", "execution accuracy (voted): 2 of 4"),
-                         ("50.0%", "single-sample accuracy (mean over samples)"),
-                         ("75.0%", "right in any of 2 samples")]
+    assert cards[:3] == [
+        ("50.0%", "execution accuracy (voted): 2 of 4"),
+        ("50.0%", "single-sample accuracy (mean over samples)"),
+        ("75.0%", "right in any of 2 samples"),
+    ]
     entry = page.split('data-key="0"', 1)[1].split('data-key="1"', 1)[0]
     samples = re.findall(r'<details class="sample"><summary>([^<]*)</summary>', entry)
-    assert [s.split(" · ")[:2] for s in samples] == [["sample 0 (voted)", "correct"],
-                                                    ["sample 1", "wrong_result"]]
+    assert [s.split(" · ")[:2] for s in samples] == [
+        ["sample 0 (voted)", "correct"],
+        ["sample 1", "wrong_result"],
+    ]
 
 
 def test_golden_questions_group_by_tags(tmp_path, fake_ollama, capsys):
     """A golden file with one right and one wrong answer: 50%, both questions, charts and filter by tags."""
-    sales = create_database(tmp_path / "sales.db", "CREATE TABLE orders (id INTEGER PRIMARY KEY, amount INT);"
-                                                   "INSERT INTO orders VALUES (1, 30), (2, 20);")
+    sales = create_database(
+        tmp_path / "sales.db",
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, amount INT);INSERT INTO orders VALUES (1, 30), (2, 20);",
+    )
     golden = tmp_path / "mine.jsonl"
-    questions = [("How many orders?", "SELECT count(*) FROM orders", ["counts"]),
-                 ("What is the largest amount?", "SELECT max(amount) FROM orders", ["money", "ranking"])]
-    golden.write_text("".join(json.dumps({"question": q, "sql": sql, "database": "sales", "tags": tags}) + "\n"
-                              for q, sql, tags in questions), encoding="utf-8")
-    server = fake_ollama(OraclePolicy({questions[0][0]: questions[0][1],
-                                       questions[1][0]: "SELECT min(amount) FROM orders"}))
+    questions = [
+        ("How many orders?", "SELECT count(*) FROM orders", ["counts"]),
+        ("What is the largest amount?", "SELECT max(amount) FROM orders", ["money", "ranking"]),
+    ]
+    golden.write_text(
+        "".join(
+            json.dumps({"question": q, "sql": sql, "database": "sales", "tags": tags}) + "\n"
+            for q, sql, tags in questions
+        ),
+        encoding="utf-8",
+    )
+    server = fake_ollama(
+        OraclePolicy({questions[0][0]: questions[0][1], questions[1][0]: "SELECT min(amount) FROM orders"})
+    )
     report = tmp_path / "mine.html"
-    assert main(["eval", str(golden), "--db", f"sales={sales}", "--ollama-host", server.url,
-                 "--out", str(tmp_path / "run.jsonl"), "--report", str(report)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(golden),
+                "--db",
+                f"sales={sales}",
+                "--ollama-host",
+                server.url,
+                "--out",
+                str(tmp_path / "run.jsonl"),
+                "--report",
+                str(report),
+            ]
+        )
+        == 0
+    )
     page = report.read_text(encoding="utf-8")
     assert "execution accuracy: 1 of 2" in page
     assert charts_in(page)[:2] == ["by-tags", "by-database"]
     assert re.findall(r'data-verdict="([^"]+)" data-group="([^"]*)"', page) == [
-        ("correct", "counts"), ("wrong", "money\nranking")]
+        ("correct", "counts"),
+        ("wrong", "money\nranking"),
+    ]
     assert '<label>tags <select name="group">' in page

@@ -29,8 +29,13 @@ def test_the_mcp_sdk_is_used_through_its_public_api() -> None:
     tests/server/serving/test_stdio_shim.py)."""
     private = re.compile(r"\._(tool_manager|resource_manager|prompt_manager|lowlevel_server|subscriptions)\b")
     shim = re.compile(r"\._(tool_manager|resource_manager|prompt_manager|subscriptions)\b")
-    found = [name for p in SOURCES if (shim if (name := str(p.relative_to(ROOT))) == STDIO_SHIM else private)
-             .search(p.read_text(encoding="utf-8"))]
+    found = [
+        name
+        for p in SOURCES
+        if (shim if (name := str(p.relative_to(ROOT))) == STDIO_SHIM else private).search(
+            p.read_text(encoding="utf-8")
+        )
+    ]
     assert found == []
 
 
@@ -40,18 +45,26 @@ STDIO_SHIM = "mcp_server/serving/stdio_shim.py"
 # What may be used only inside one shim module each, with its test (tests/*/test_*_shim.py):
 # the private attributes of argparse and uvicorn's internals.
 SHIMS = {
-    "agent/commands/argparse_shim.py": re.compile(r"\b(argparse\._[A-Za-z]\w*|\._actions\b|\._action_groups\b|"
-                                                  r"\._group_actions\b)"),
-    "mcp_server/serving/uvicorn_shim.py": re.compile(r"from uvicorn\.|import uvicorn\.|\(uvicorn\.\w+\)|"
-                                                     r"H11Protocol|\bhandle_exit\b|\bshould_exit\b"),
+    "agent/commands/argparse_shim.py": re.compile(
+        r"\b(argparse\._[A-Za-z]\w*|\._actions\b|\._action_groups\b|"
+        r"\._group_actions\b)"
+    ),
+    "mcp_server/serving/uvicorn_shim.py": re.compile(
+        r"from uvicorn\.|import uvicorn\.|\(uvicorn\.\w+\)|"
+        r"H11Protocol|\bhandle_exit\b|\bshould_exit\b"
+    ),
 }
 
 
 def test_private_apis_are_used_only_in_their_shim() -> None:
     """No module but its shim reads argparse's privates or subclasses uvicorn's classes."""
-    found = [f"{p.relative_to(ROOT)}: {m.group()}" for shim, pattern in SHIMS.items()
-             for p in SOURCES if str(p.relative_to(ROOT)) != shim
-             for m in pattern.finditer(p.read_text(encoding="utf-8"))]
+    found = [
+        f"{p.relative_to(ROOT)}: {m.group()}"
+        for shim, pattern in SHIMS.items()
+        for p in SOURCES
+        if str(p.relative_to(ROOT)) != shim
+        for m in pattern.finditer(p.read_text(encoding="utf-8"))
+    ]
     assert found == []
 
 
@@ -61,12 +74,18 @@ def test_the_sdk_is_used_through_its_public_modules() -> None:
     shim's one (its test names what changed when the SDK does)."""
     private_module = re.compile(r"^\s*(from|import)\s+(mcp|mcp_types)(\.\w+)*\._", re.MULTILINE)
     private_attribute = re.compile(r"\b(?!self\b|cls\b)[a-z]\w*\._(?!_|exit\b)[a-z]\w*")
-    sdk_users = [p for p in SOURCES if re.search(r"^\s*(from|import)\s+(mcp|mcp_types)\b",
-                                                p.read_text(encoding="utf-8"), re.MULTILINE)]
+    sdk_users = [
+        p
+        for p in SOURCES
+        if re.search(r"^\s*(from|import)\s+(mcp|mcp_types)\b", p.read_text(encoding="utf-8"), re.MULTILINE)
+    ]
     assert len(sdk_users) >= 5  # the scan sees the modules that use the SDK
-    found = [f"{p.relative_to(ROOT)}: {m.group()}" for p in sdk_users
-             for pattern in (private_module, private_attribute)
-             for m in pattern.finditer(p.read_text(encoding="utf-8"))]
+    found = [
+        f"{p.relative_to(ROOT)}: {m.group()}"
+        for p in sdk_users
+        for pattern in (private_module, private_attribute)
+        for m in pattern.finditer(p.read_text(encoding="utf-8"))
+    ]
     assert found == [f"{STDIO_SHIM}: server._lowlevel_server"]
 
 
@@ -76,8 +95,12 @@ def test_json_lines_go_through_the_one_codec() -> None:
     # (a pretty-printed JSON file, `indent=`, is one document, not JSON Lines)
     by_hand = re.compile(r"json\.dumps\((?![^\n]*indent=)[^\n]*\)\s*\+\s*[\"']\\n[\"']")
     split = re.compile(r"splitlines\(\)[^\n]*\n(?:[^\n]*\n){0,6}?[^\n]*(json\.loads|model_validate_json)")
-    found = [str(p.relative_to(ROOT)) for p in SOURCES if p.name != "jsonl.py"
-             and (by_hand.search(text := p.read_text(encoding="utf-8")) or split.search(text))]
+    found = [
+        str(p.relative_to(ROOT))
+        for p in SOURCES
+        if p.name != "jsonl.py"
+        and (by_hand.search(text := p.read_text(encoding="utf-8")) or split.search(text))
+    ]
     assert found == []
 
 
@@ -89,11 +112,18 @@ def _imported_distributions() -> dict[str, set[str]]:
 
     def visit(node: ast.AST, deferred: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            inner = deferred or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) or (
-                isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test))
-            names = ([a.name for a in child.names] if isinstance(child, ast.Import) else
-                     [child.module] if isinstance(child, ast.ImportFrom) and child.level == 0 and child.module
-                     else [])
+            inner = (
+                deferred
+                or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+                or (isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test))
+            )
+            names = (
+                [a.name for a in child.names]
+                if isinstance(child, ast.Import)
+                else [child.module]
+                if isinstance(child, ast.ImportFrom) and child.level == 0 and child.module
+                else []
+            )
             if isinstance(child, ast.ImportFrom) and names and len(owners.get(names[0].split(".")[0], ())) > 1:
                 names = [f"{child.module}.{a.name}" for a in child.names]  # `from namespace import module`
             for name in names:
@@ -103,7 +133,8 @@ def _imported_distributions() -> dict[str, set[str]]:
                 assert top in owners, f"{top} is imported but no installed distribution provides it"
                 for distribution in _providers(name, owners[top]):
                     found.setdefault(canonicalize_name(distribution), set()).add(
-                        "deferred" if inner else "module")
+                        "deferred" if inner else "module"
+                    )
             visit(child, inner)
 
     for path in SOURCES:
@@ -117,8 +148,9 @@ def _providers(module: str, candidates: list[str]) -> list[str]:
     parts = module.split(".")
     while len(candidates) > 1 and len(parts) > 1:  # `a.b.Name`: the files of `a/b`, else of `a`
         path = "/".join(parts)
-        holding = [d for d in candidates
-                   if any(f == f"{path}.py" or f.startswith(f"{path}/") for f in _files(d))]
+        holding = [
+            d for d in candidates if any(f == f"{path}.py" or f.startswith(f"{path}/") for f in _files(d))
+        ]
         if holding:
             return holding
         parts.pop()
@@ -135,16 +167,26 @@ def test_every_imported_distribution_is_declared_with_bounds() -> None:
     bound; a distribution imported only where it is used (a function, type checking) may be an extra's."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     required = {canonicalize_name(r.name): r for r in map(Requirement, project["dependencies"])}
-    extras = {canonicalize_name(r.name): r for name, listed in project["optional-dependencies"].items()
-              if name != "dev" for r in map(Requirement, listed)}
+    extras = {
+        canonicalize_name(r.name): r
+        for name, listed in project["optional-dependencies"].items()
+        if name != "dev"
+        for r in map(Requirement, listed)
+    }
     imported = _imported_distributions()
     assert {"mcp", "pydantic", "httpx", "uvicorn", "starlette"} <= set(imported)  # the walk sees imports
-    undeclared = sorted(d for d, how in imported.items()
-                        if d not in required and ("module" in how or d not in extras))
+    undeclared = sorted(
+        d for d, how in imported.items() if d not in required and ("module" in how or d not in extras)
+    )
     assert undeclared == [], "imported but not declared in [project] dependencies"
-    unbounded = sorted(str(r) for r in {**extras, **required}.values()
-                       if not ({s.operator for s in r.specifier} & {">=", "==", "~="}
-                               and {s.operator for s in r.specifier} & {"<", "==", "~="}))
+    unbounded = sorted(
+        str(r)
+        for r in {**extras, **required}.values()
+        if not (
+            {s.operator for s in r.specifier} & {">=", "==", "~="}
+            and {s.operator for s in r.specifier} & {"<", "==", "~="}
+        )
+    )
     assert unbounded == [], "a dependency needs a lower and an upper bound"
 
 
@@ -172,13 +214,21 @@ def _unruled_sites(path: Path) -> list[str]:
                 found.append(f"{where} Database.unruled")
             elif name == "Database":
                 hide = next((k.value for k in node.keywords if k.arg == "hide"), None)
-                literal = hide is None or (isinstance(hide, ast.Constant) and hide.value is None) or (
-                    isinstance(hide, ast.Call) and not hide.args and not hide.keywords
-                    and getattr(hide.func, "id", getattr(hide.func, "attr", "")) == "HideRules")
+                literal = (
+                    hide is None
+                    or (isinstance(hide, ast.Constant) and hide.value is None)
+                    or (
+                        isinstance(hide, ast.Call)
+                        and not hide.args
+                        and not hide.keywords
+                        and getattr(hide.func, "id", getattr(hide.func, "attr", "")) == "HideRules"
+                    )
+                )
                 if literal:
                     found.append(f"{where} Database without the configuration's rules")
-        elif isinstance(node, ast.ClassDef) and any(getattr(b, "id", getattr(b, "attr", "")) == "Database"
-                                                     for b in node.bases):
+        elif isinstance(node, ast.ClassDef) and any(
+            getattr(b, "id", getattr(b, "attr", "")) == "Database" for b in node.bases
+        ):
             found.append(f"{where} a subclass of Database")
         elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -187,8 +237,11 @@ def _unruled_sites(path: Path) -> list[str]:
         elif isinstance(node, ast.Import | ast.ImportFrom):
             module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
             names = {a.name for a in node.names} | {module}
-            if names & _BYPASSES or module.startswith("agent.sqlite._") or (
-                    isinstance(node, ast.ImportFrom) and node.level and module.startswith("sqlite._")):
+            if (
+                names & _BYPASSES
+                or module.startswith("agent.sqlite._")
+                or (isinstance(node, ast.ImportFrom) and node.level and module.startswith("sqlite._"))
+            ):
                 found.append(f"{where} imports {sorted(names & _BYPASSES) or module}")
     return found
 

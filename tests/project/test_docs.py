@@ -27,8 +27,14 @@ def test_no_link_points_into_the_data_folder_a_clone_lacks() -> None:
     links = [(p.name, m) for p in PAGES for m in re.findall(r"\]\(([^)]*shared/[^)]*)\)", p.read_text("utf-8"))]
     assert links == []
     sources = read("docs/evaluation.md")
-    assert all(url in sources for url in ("https://yale-lily.github.io/spider", "https://github.com/bird-bench/mini_dev",
-                                          "https://github.com/lerocha/chinook-database"))
+    assert all(
+        url in sources
+        for url in (
+            "https://yale-lily.github.io/spider",
+            "https://github.com/bird-bench/mini_dev",
+            "https://github.com/lerocha/chinook-database",
+        )
+    )
 
 
 def test_defaults_are_stated_by_the_generated_page_only() -> None:
@@ -36,7 +42,8 @@ def test_defaults_are_stated_by_the_generated_page_only() -> None:
     eval_parser = build_parser()._subparsers._group_actions[0].choices["eval"]  # type: ignore[union-attr]
     default = next(a.default for a in eval_parser._actions if a.dest == "tool_query_timeout")
     assert f"| `--tool-query-timeout SECONDS` | limit for the model's own queries (default {default:g}) |" in (
-        options_page())
+        options_page()
+    )
     cli = read("docs/cli.md")
     assert not re.search(r"--tool-query-timeout[^()]{0,12}\(default \d", cli)
     assert "options.md" in cli and "options.md" in read("README.md")
@@ -52,17 +59,22 @@ def test_the_mcp_dev_note_says_how_to_pin_the_inspector_on_node_20() -> None:
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout")
 def test_a_users_golden_file_is_not_ignored_by_git() -> None:
     """golden.jsonl (your questions) is committed; eval's results folder and summaries stay ignored."""
+
     def ignored(path: str) -> bool:
         return subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT).returncode == 0
 
-    assert [ignored(p) for p in ("golden.jsonl", "questions/sales.jsonl", "eval-results/spider.jsonl",
-                                 "run.summary.json")] == [False, False, True, True]
+    assert [
+        ignored(p)
+        for p in ("golden.jsonl", "questions/sales.jsonl", "eval-results/spider.jsonl", "run.summary.json")
+    ] == [False, False, True, True]
 
 
 def test_the_configuration_page_names_every_variable_and_the_precedence() -> None:
     """configuration.md names each SQALE_* variable a setting declares, and the order flag > variable > file."""
     page = read("docs/configuration.md")
     assert sorted(v for v in env_variables(ServerSettings).values() if f"`{v}`" not in page) == []
-    order = [page.index(s) for s in ("the flag on the command line", "its environment variable",
-                                     "the config file", "the default")]
+    order = [
+        page.index(s)
+        for s in ("the flag on the command line", "its environment variable", "the config file", "the default")
+    ]
     assert order == sorted(order)

@@ -12,28 +12,50 @@ import pytest
 from agent.install_hints import Installation, extra_libraries, install_hint, installation
 from tests.support.mcp import REPO
 
-REQUIRES = ('mcp<2.4,>=2.3', 'matplotlib<4,>=3.8; extra == "report"',
-            'opentelemetry-sdk<2,>=1.28; extra == "otel"', 'opentelemetry-distro<1,>=0.49b0; extra == "otel"',
-            'matplotlib<4,>=3.8; extra == "dev"')
+REQUIRES = (
+    "mcp<2.4,>=2.3",
+    'matplotlib<4,>=3.8; extra == "report"',
+    'opentelemetry-sdk<2,>=1.28; extra == "otel"',
+    'opentelemetry-distro<1,>=0.49b0; extra == "otel"',
+    'matplotlib<4,>=3.8; extra == "dev"',
+)
 PY = "/home/ann/.venv/bin/python"
 
 
-@pytest.mark.parametrize(("found", "hint"), [
-    (Installation("clone", PY, "/home/ann/sqale mcp", requirements=REQUIRES),
-     "/home/ann/.venv/bin/python -m pip install -e '/home/ann/sqale mcp[report]'"),
-    (Installation("pipx", PY, "sqale-mcp", requirements=REQUIRES),
-     "pipx inject sqale-mcp 'matplotlib<4,>=3.8'"),
-    (Installation("uv-tool", PY, "/home/ann/sqale-mcp", ("pandas>=2",), REQUIRES),
-     "uv tool install /home/ann/sqale-mcp --with 'pandas>=2' --with 'matplotlib<4,>=3.8'"),
-    (Installation("uv-tool", PY, "--editable /src", ("Matplotlib>=3",), REQUIRES),
-     "uv tool install --editable /src --with 'matplotlib<4,>=3.8'"),
-    (Installation("pip", PY, requirements=REQUIRES),
-     "/home/ann/.venv/bin/python -m pip install 'matplotlib<4,>=3.8'"),
-    (Installation("uv-tool", PY, None, requirements=REQUIRES),  # a receipt we cannot read: the library
-     "/home/ann/.venv/bin/python -m pip install 'matplotlib<4,>=3.8'"),
-    (Installation("pip", PY), "install the `report` extra of sqale-mcp (its pyproject.toml lists it) for "
-                              "/home/ann/.venv/bin/python"),
-])
+@pytest.mark.parametrize(
+    ("found", "hint"),
+    [
+        (
+            Installation("clone", PY, "/home/ann/sqale mcp", requirements=REQUIRES),
+            "/home/ann/.venv/bin/python -m pip install -e '/home/ann/sqale mcp[report]'",
+        ),
+        (
+            Installation("pipx", PY, "sqale-mcp", requirements=REQUIRES),
+            "pipx inject sqale-mcp 'matplotlib<4,>=3.8'",
+        ),
+        (
+            Installation("uv-tool", PY, "/home/ann/sqale-mcp", ("pandas>=2",), REQUIRES),
+            "uv tool install /home/ann/sqale-mcp --with 'pandas>=2' --with 'matplotlib<4,>=3.8'",
+        ),
+        (
+            Installation("uv-tool", PY, "--editable /src", ("Matplotlib>=3",), REQUIRES),
+            "uv tool install --editable /src --with 'matplotlib<4,>=3.8'",
+        ),
+        (
+            Installation("pip", PY, requirements=REQUIRES),
+            "/home/ann/.venv/bin/python -m pip install 'matplotlib<4,>=3.8'",
+        ),
+        (
+            Installation("uv-tool", PY, None, requirements=REQUIRES),  # a receipt we cannot read: the library
+            "/home/ann/.venv/bin/python -m pip install 'matplotlib<4,>=3.8'",
+        ),
+        (
+            Installation("pip", PY),
+            "install the `report` extra of sqale-mcp (its pyproject.toml lists it) for "
+            "/home/ann/.venv/bin/python",
+        ),
+    ],
+)
 def test_each_way_of_installing_gets_its_own_command(found: Installation, hint: str) -> None:
     """A clone: its extra, editable; pipx: inject; uv tool: reinstall --with; else the library with
     this interpreter's pip. Never `sqale-mcp[report]` from an index: it is not on PyPI."""
@@ -42,8 +64,10 @@ def test_each_way_of_installing_gets_its_own_command(found: Installation, hint: 
 
 def test_the_extras_libraries_come_from_the_metadata() -> None:
     """The installed metadata names each extra's libraries with pyproject.toml's bounds."""
-    assert extra_libraries("otel", REQUIRES) == ("opentelemetry-sdk<2,>=1.28",
-                                                 "opentelemetry-distro<1,>=0.49b0")
+    assert extra_libraries("otel", REQUIRES) == (
+        "opentelemetry-sdk<2,>=1.28",
+        "opentelemetry-distro<1,>=0.49b0",
+    )
     assert extra_libraries("report", installation().requirements) == ("matplotlib<4,>=3.8",)
 
 
@@ -64,9 +88,11 @@ def test_the_environment_says_how_it_was_installed(tmp_path: Path) -> None:
         uv = tmp_path / f"uv{len(source)}"
         uv.mkdir()
         (uv / "uv-receipt.toml").write_text(
-            f'[tool]\nrequirements = [{requirement}, {{ name = "pandas", specifier = ">=2" }}]\n')
-        assert installation(uv) == Installation("uv-tool", sys.executable, source, ("pandas>=2",),
-                                                installation(uv).requirements)
+            f'[tool]\nrequirements = [{requirement}, {{ name = "pandas", specifier = ">=2" }}]\n'
+        )
+        assert installation(uv) == Installation(
+            "uv-tool", sys.executable, source, ("pandas>=2",), installation(uv).requirements
+        )
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "uv-receipt.toml").write_text("not toml [")
     assert installation(tmp_path / "broken").source is None
@@ -77,10 +103,15 @@ def test_the_environment_says_how_it_was_installed(tmp_path: Path) -> None:
 
 def test_no_hint_names_a_package_that_is_not_on_pypi() -> None:
     """Code and docs never tell anyone to install `sqale-mcp[...]` from an index."""
-    found = [f"{path.relative_to(REPO)}:{n}" for top in ("agent", "mcp_server", "docs")
-             for path in (REPO / top).rglob("*") if path.suffix in (".py", ".md", ".json", ".html")
-             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-             if "sqale-mcp[" in line]
-    readme = [n for n, line in enumerate((REPO / "README.md").read_text().splitlines(), 1)
-              if "sqale-mcp[" in line]
+    found = [
+        f"{path.relative_to(REPO)}:{n}"
+        for top in ("agent", "mcp_server", "docs")
+        for path in (REPO / top).rglob("*")
+        if path.suffix in (".py", ".md", ".json", ".html")
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "sqale-mcp[" in line
+    ]
+    readme = [
+        n for n, line in enumerate((REPO / "README.md").read_text().splitlines(), 1) if "sqale-mcp[" in line
+    ]
     assert (found, readme) == ([], [])

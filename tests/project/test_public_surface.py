@@ -30,8 +30,9 @@ PUBLIC_MODULES = frozenset({"agent", "agent.telemetry.names", "agent.commands.cl
 def surface_imports() -> dict[str, set[str]]:
     """The names agent/__init__.py imports under TYPE_CHECKING, by module (relative, `.errors`)."""
     tree = ast.parse((REPO / "agent" / "__init__.py").read_text(encoding="utf-8"))
-    block = next(node for node in tree.body
-                 if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    block = next(
+        node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    )
     found: dict[str, set[str]] = {}
     for node in block.body:
         assert isinstance(node, ast.ImportFrom) and node.level == 1, ast.unparse(node)
@@ -50,8 +51,11 @@ def test_the_surface_lists_each_name_once_and_its_imports_agree() -> None:
 
 def test_each_public_name_is_the_object_its_module_holds() -> None:
     """`from agent import X` gives the very object of X's module (imported on first use)."""
-    wrong = [name for name, module in agent._HOMES.items()
-             if getattr(agent, name) is not getattr(importlib.import_module(module, "agent"), name)]
+    wrong = [
+        name
+        for name, module in agent._HOMES.items()
+        if getattr(agent, name) is not getattr(importlib.import_module(module, "agent"), name)
+    ]
     assert wrong == []
     with pytest.raises(AttributeError, match="no attribute 'run_episodes'"):
         agent.run_episodes  # noqa: B018 - the attribute access is the test
@@ -68,18 +72,26 @@ def test_no_public_name_is_a_module_of_the_package() -> None:
 def test_importing_the_package_imports_nothing_else() -> None:
     """`import agent` loads no other module, ours or the standard library's: every process of the
     product imports it (the SQLite workers and `--version` too)."""
-    script = ("import sys; before = set(sys.modules); import agent; "
-              "print(' '.join(sorted(set(sys.modules) - before)))")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                          timeout=60)
+    script = (
+        "import sys; before = set(sys.modules); import agent; "
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
     assert done.stdout.split() == ["agent"]
 
 
 def test_a_names_module_is_imported_as_an_import_statement_imports_it() -> None:
     """The first use of a name imports its module through the import statement's machinery, which
     `python -X importtime` reports (importlib.import_module would hide it from the start-up tests)."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "from agent import SqaleError"],
-                          capture_output=True, text=True, check=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "from agent import SqaleError"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     assert imported_modules(done.stderr)[-2:] == ["agent", "agent.errors"]
 
 
@@ -94,8 +106,10 @@ def _agent_imports(paths: list[Path]) -> list[tuple[str, str, str]]:
             elif isinstance(node, ast.ImportFrom) and not node.level:
                 found += [(where, node.module or "", alias.name) for alias in node.names]
     modules = product_modules()  # `from agent.telemetry import names` imports a module
-    found = [(where, f"{module}.{name}", "") if f"{module}.{name}" in modules else (where, module, name)
-             for where, module, name in found]
+    found = [
+        (where, f"{module}.{name}", "") if f"{module}.{name}" in modules else (where, module, name)
+        for where, module, name in found
+    ]
     return [use for use in found if use[1].split(".")[0] == "agent"]
 
 
@@ -105,8 +119,11 @@ def test_the_server_uses_the_agent_through_its_public_surface() -> None:
     server = sorted((REPO / "mcp_server").rglob("*.py"))
     uses = _agent_imports(server)
     assert len(uses) > 50  # the walk sees the server's imports
-    outside = [use for use in uses if use[1] not in PUBLIC_MODULES
-               or (use[1] == "agent" and use[2] not in agent._HOMES)]
+    outside = [
+        use
+        for use in uses
+        if use[1] not in PUBLIC_MODULES or (use[1] == "agent" and use[2] not in agent._HOMES)
+    ]
     assert outside == []
     used = {name for _, module, name in uses if module == "agent"}
     assert sorted(set(agent._HOMES) - used) == []

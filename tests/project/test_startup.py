@@ -32,12 +32,30 @@ from tests.support.startup import MINIMAL_SERVER
 QUESTION = "How many rows has t?"
 QUESTION_SQL = "SELECT count(*) FROM t"
 # The MCP SDK, our server, its HTTP side and telemetry: nothing an agent command has a use for.
-SERVER_SIDE = frozenset({"mcp", "mcp_types", "mcp_server", "starlette", "sse_starlette", "uvicorn",
-                         "prometheus_client", "opentelemetry"})
+SERVER_SIDE = frozenset(
+    {
+        "mcp",
+        "mcp_types",
+        "mcp_server",
+        "starlette",
+        "sse_starlette",
+        "uvicorn",
+        "prometheus_client",
+        "opentelemetry",
+    }
+)
 HTTP_CLIENT = frozenset({"httpx", "httpcore", "h11", "ollama"})
 HTTP_SERVING_AND_TELEMETRY = frozenset({"uvicorn", "starlette", "sse_starlette", "opentelemetry"})
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
 
 
 def imported(stderr: str) -> list[str]:
@@ -52,8 +70,15 @@ def third_party(modules: Sequence[str]) -> set[str]:
 
 def run_imports(argv: Sequence[str], tmp_path: Path, *, expect_code: int = 0) -> list[str]:
     """The modules a command imports from start to exit, run as `python -X importtime ARGV`."""
-    done = subprocess.run([sys.executable, "-X", "importtime", *argv], cwd=tmp_path, env=server_env(tmp_path),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv],
+        cwd=tmp_path,
+        env=server_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == expect_code, done.stderr[-3000:]
     return imported(done.stderr)
 
@@ -62,9 +87,14 @@ def initialize_imports(argv: Sequence[str], tmp_path: Path) -> list[str]:
     """The modules a stdio server has imported when its `initialize` reply arrives."""
     log = tmp_path / "importtime.txt"
     with log.open("w", encoding="utf-8") as stderr:
-        process = subprocess.Popen([sys.executable, "-X", "importtime", *argv], cwd=tmp_path,
-                                   env=server_env(tmp_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=stderr)
+        process = subprocess.Popen(
+            [sys.executable, "-X", "importtime", *argv],
+            cwd=tmp_path,
+            env=server_env(tmp_path),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
         assert process.stdin is not None and process.stdout is not None
         try:
             process.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
@@ -90,10 +120,13 @@ def tiny_db(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow  # a subprocess per command
-@pytest.mark.parametrize(("script", "ours"), [
-    ("sqale-agent", {"agent", "agent.commands", "agent.commands.cli", "agent.errors", "agent.version"}),
-    ("sqale-mcp", {"mcp_server", "mcp_server.__main__", "agent", "agent.errors", "agent.version"}),
-])
+@pytest.mark.parametrize(
+    ("script", "ours"),
+    [
+        ("sqale-agent", {"agent", "agent.commands", "agent.commands.cli", "agent.errors", "agent.version"}),
+        ("sqale-mcp", {"mcp_server", "mcp_server.__main__", "agent", "agent.errors", "agent.version"}),
+    ],
+)
 def test_version_imports_only_the_standard_library(script: str, ours: set[str], tmp_path: Path) -> None:
     """`--version` loads no third-party package (no settings, no SDK) and of ours only what prints it."""
     modules = run_imports([console_script(script), "--version"], tmp_path)
@@ -106,19 +139,26 @@ def test_version_imports_only_the_standard_library(script: str, ours: set[str], 
 def test_ask_loads_no_server_side(fake_ollama, tiny_db: Path, tmp_path: Path) -> None:
     """`sqale-agent ask` talks to the model through an HTTP client and loads nothing of the server."""
     server = fake_ollama(OraclePolicy({QUESTION: QUESTION_SQL}))
-    modules = run_imports([console_script("sqale-agent"), "ask", "--db", str(tiny_db), "--ollama-host",
-                           server.url, QUESTION], tmp_path)
+    modules = run_imports(
+        [console_script("sqale-agent"), "ask", "--db", str(tiny_db), "--ollama-host", server.url, QUESTION],
+        tmp_path,
+    )
     assert "agent.loop" in modules  # it did answer
     assert third_party(modules) & SERVER_SIDE == set()
 
 
 @pytest.mark.slow  # a subprocess per command
-@pytest.mark.parametrize("argv", [
-    ["tool", "run_query", json.dumps({"sql": QUESTION_SQL})],
-    ["golden", "add", QUESTION, QUESTION_SQL, "--by", "test", "--file", "golden.jsonl"],
-], ids=["tool", "golden"])
-def test_commands_without_a_model_load_neither_server_nor_http_client(argv: list[str], tiny_db: Path,
-                                                                      tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["tool", "run_query", json.dumps({"sql": QUESTION_SQL})],
+        ["golden", "add", QUESTION, QUESTION_SQL, "--by", "test", "--file", "golden.jsonl"],
+    ],
+    ids=["tool", "golden"],
+)
+def test_commands_without_a_model_load_neither_server_nor_http_client(
+    argv: list[str], tiny_db: Path, tmp_path: Path
+) -> None:
     """`sqale-agent tool` and `golden` load neither the server side nor an HTTP client."""
     modules = run_imports([console_script("sqale-agent"), *argv, "--db", str(tiny_db)], tmp_path)
     assert "agent.sqlite" in modules
@@ -137,8 +177,12 @@ def test_stdio_server_loads_no_http_serving_or_telemetry_before_initialize(fake_
     ours = initialize_imports(argv, tmp_path)
     assert "mcp_server.app" in ours
     beyond = [m for m in ours if m not in sdk]
-    assert [m for m in beyond if m.partition(".")[0] in HTTP_SERVING_AND_TELEMETRY
-            or m.startswith(("mcp_server.serving.http_transport", "mcp_server.serving.uvicorn_shim"))] == []
+    assert [
+        m
+        for m in beyond
+        if m.partition(".")[0] in HTTP_SERVING_AND_TELEMETRY
+        or m.startswith(("mcp_server.serving.http_transport", "mcp_server.serving.uvicorn_shim"))
+    ] == []
 
 
 @pytest.mark.slow  # a subprocess per command
@@ -146,8 +190,11 @@ def test_help_lists_the_commands_without_importing_them(tmp_path: Path) -> None:
     """`sqale-agent --help` names every command from the table alone: no command module loads (the
     parser's own, argparse_shim, is no command)."""
     modules = run_imports([console_script("sqale-agent"), "--help"], tmp_path)
-    assert [m for m in modules if m.startswith("agent.commands.")
-            and m not in ("agent.commands.cli", "agent.commands.argparse_shim")] == []
+    assert [
+        m
+        for m in modules
+        if m.startswith("agent.commands.") and m not in ("agent.commands.cli", "agent.commands.argparse_shim")
+    ] == []
 
 
 def subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
@@ -169,7 +216,15 @@ def test_a_command_gets_the_same_parser_alone_as_among_all() -> None:
 
 def test_the_named_command_is_the_first_argument_that_is_no_option() -> None:
     """The options before a command take no value: its name is the first non-option argument."""
-    assert [named_command(argv) for argv in (
-        [], ["--version"], ["--help"], ["ask", "--db", "x.db", "q?"], ["--", "tool", "list_tables"],
-        ["-h", "golden", "add"], ["nonsense"],
-    )] == [(), (), (), ("ask",), ("tool",), ("golden",), ("nonsense",)]
+    assert [
+        named_command(argv)
+        for argv in (
+            [],
+            ["--version"],
+            ["--help"],
+            ["ask", "--db", "x.db", "q?"],
+            ["--", "tool", "list_tables"],
+            ["-h", "golden", "add"],
+            ["nonsense"],
+        )
+    ] == [(), (), (), ("ask",), ("tool",), ("golden",), ("nonsense",)]

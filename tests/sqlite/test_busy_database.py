@@ -71,14 +71,20 @@ def test_a_busy_file_is_busy_not_damaged_and_is_read_once_free(shop: Path, pool:
         with pytest.raises(DatabaseBusyError) as busy:
             db.schema()
         assert isinstance(busy.value, DatabaseBusyError) and not isinstance(busy.value, DatabasePathError)
-        assert str(busy.value) == (f"{shop}: busy: another program is writing to it and held it locked for "
-                                   "more than 0.2 s (SQLite: database is locked); try again once it is done")
+        assert str(busy.value) == (
+            f"{shop}: busy: another program is writing to it and held it locked for "
+            "more than 0.2 s (SQLite: database is locked); try again once it is done"
+        )
     assert "artist" in db.schema().names
     with writer_holding(shop, how):
         result = db.query("SELECT count(*) FROM artist", max_rows=5)
-    assert (result.status, result.error) == (QueryStatus.BUSY, (
-        "database is locked: another program is writing to the database and held it for more than 0.2 s; "
-        "the query itself is fine: run it again in a moment"))
+    assert (result.status, result.error) == (
+        QueryStatus.BUSY,
+        (
+            "database is locked: another program is writing to the database and held it for more than 0.2 s; "
+            "the query itself is fine: run it again in a moment"
+        ),
+    )
     assert db.query("SELECT count(*) FROM artist", max_rows=5).rows == ((2,),)
 
 
@@ -109,8 +115,10 @@ def test_the_model_is_told_the_database_is_busy_in_its_own_words(shop: Path, poo
     with writer_holding(shop):
         trained = run_tool(db, "run_query", {"sql": "SELECT * FROM artist"}, environment=Environment.TRAINED)
         rich = run_tool(db, "run_query", {"sql": "SELECT * FROM artist"}, environment=Environment.RICH)
-    said = ("database is locked: another program is writing to the database and held it for more than 0.2 s; "
-            "the query itself is fine: run it again in a moment")
+    said = (
+        "database is locked: another program is writing to the database and held it for more than 0.2 s; "
+        "the query itself is fine: run it again in a moment"
+    )
     assert (trained.ok, trained.text) == (False, f"Error: {said}")
     assert (rich.ok, rich.text) == (False, said)
     error = QueryResult(QueryStatus.SQL_ERROR, error="no such table: artst")
@@ -122,14 +130,18 @@ def test_an_episode_on_a_busy_file_advises_asking_again_not_rephrasing(shop: Pat
     and to ask again once it is done; nothing advises rephrasing the question."""
     db = Database.unruled(shop, pool)
     db.schema()  # read before the writer: the episode starts, and its statements meet the lock
-    backend = script(assistant_reply("look", tool_call("run_query", sql="SELECT count(*) FROM album")),
-                     assistant_reply("answer", tool_call("submit_sql", sql="SELECT count(*) FROM album")))
+    backend = script(
+        assistant_reply("look", tool_call("run_query", sql="SELECT count(*) FROM album")),
+        assistant_reply("answer", tool_call("submit_sql", sql="SELECT count(*) FROM album")),
+    )
     with writer_holding(shop):
         result = run(QUESTION, db, backend)
     assert result.status is EpisodeStatus.FAILED
     assert result.error is not None and "rephras" not in result.error
-    assert result.error.endswith("and no query ran without error during exploration; another program was "
-                                 "writing to the database: ask again once it is done")
+    assert result.error.endswith(
+        "and no query ran without error during exploration; another program was "
+        "writing to the database: ask again once it is done"
+    )
     assert "database is locked: another program is writing to the database" in result.error
 
 
@@ -138,8 +150,10 @@ def test_no_sql_while_a_writer_held_the_file_says_to_ask_again(shop: Path, pool:
     to ask again once the writer is done, not to rephrase."""
     db = Database.unruled(shop, pool)
     db.schema()
-    backend = script(assistant_reply("look", tool_call("run_query", sql="SELECT count(*) FROM album")),
-                     final="I could not read the database.")
+    backend = script(
+        assistant_reply("look", tool_call("run_query", sql="SELECT count(*) FROM album")),
+        final="I could not read the database.",
+    )
     with writer_holding(shop):
         result = run(QUESTION, db, backend, settings=EpisodeSettings(max_tool_turns=2))
     assert (result.status, result.sql) == (EpisodeStatus.FAILED, None)

@@ -31,8 +31,9 @@ def folder(tmp_path: Path) -> Path:
     return inside
 
 
-def test_a_link_out_of_the_folder_is_refused_with_a_warning(folder: Path, tmp_path: Path,
-                                                            caplog: pytest.LogCaptureFixture) -> None:
+def test_a_link_out_of_the_folder_is_refused_with_a_warning(
+    folder: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A symlink to a database outside the folder (by a relative or an absolute target) is skipped,
     naming where it points and the flag; links within the folder are served."""
     (folder / "up.db").symlink_to("../elsewhere/private.db")
@@ -61,8 +62,9 @@ def test_the_flag_serves_links_out_of_the_folder(folder: Path, caplog: pytest.Lo
     assert warnings(caplog) == []
 
 
-def test_every_entry_that_is_no_file_is_skipped_with_a_warning(folder: Path,
-                                                               caplog: pytest.LogCaptureFixture) -> None:
+def test_every_entry_that_is_no_file_is_skipped_with_a_warning(
+    folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A directory, a FIFO, a socket, a broken link, a link loop and a device named *.db are each
     named with what they are; none is opened (the FIFO would block)."""
     (folder / "dir.db").mkdir()
@@ -92,6 +94,8 @@ def test_a_folder_of_skipped_entries_names_them(tmp_path: Path, caplog: pytest.L
     (tmp_path / "link.db").symlink_to("/dev/null")
     with pytest.raises(ConfigError) as info:
         scan_db_dir(tmp_path)
-    assert str(info.value) == (f"--db-dir {tmp_path}: no usable *.sqlite, *.sqlite3 or *.db file in it "
-                               "(skipped: dir.db, link.db); check the folder")
+    assert str(info.value) == (
+        f"--db-dir {tmp_path}: no usable *.sqlite, *.sqlite3 or *.db file in it "
+        "(skipped: dir.db, link.db); check the folder"
+    )
     assert len(warnings(caplog)) == 2

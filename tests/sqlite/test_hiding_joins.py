@@ -28,8 +28,10 @@ INSERT INTO Orders VALUES (100, 1, 5);
 """
 RULES = ["Products.ProductID", "Products.Cost", "Customers.Email"]
 NOW_ANSWERED = {
-    "SELECT p.Name, s.Name FROM Products p JOIN Suppliers s USING (SupplierID) ORDER BY 1":
-        [("anvil", "Acme"), ("nut", "Bolt")],
+    "SELECT p.Name, s.Name FROM Products p JOIN Suppliers s USING (SupplierID) ORDER BY 1": [
+        ("anvil", "Acme"),
+        ("nut", "Bolt"),
+    ],
     "SELECT count(*) FROM main.Products AS p JOIN Suppliers USING (supplierid)": [(2,)],
     "SELECT Company FROM Orders JOIN Shippers USING (ShipperID) "
     "WHERE CustomerID IN (SELECT CustomerID FROM Customers WHERE City = 'Oslo')": [("Speedy",)],
@@ -49,8 +51,9 @@ REFUSED = [
     "SELECT Name FROM Products JOIN Suppliers USING (SupplierID, Cost)",
 ]
 CTE_COUNTS = {
-    "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r WHERE x < 5) SELECT count(*) FROM r":
-        [(5,)],
+    "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r WHERE x < 5) SELECT count(*) FROM r": [
+        (5,)
+    ],
     "WITH cheap AS (SELECT Name FROM Products WHERE Name < 'o') SELECT count(*) FROM cheap": [(2,)],
     "SELECT (WITH s(n) AS (SELECT Name FROM Suppliers) SELECT count(*) FROM s)": [(2,)],
     "WITH one AS MATERIALIZED (SELECT 1) SELECT 'yes' FROM one": [("yes",)],
@@ -95,12 +98,15 @@ def test_counting_a_cte_is_allowed(db: Database, sql: str) -> None:
     assert (result.status, list(result.rows)) == (QueryStatus.OK, CTE_COUNTS[sql]), result.error
 
 
-@pytest.mark.parametrize("sql", [
-    "SELECT count(*) FROM sqlite_stmt",
-    "WITH sqlite_stmt AS (SELECT 1) SELECT (SELECT count(*) FROM sqlite_stmt)",
-    "SELECT (WITH dbstat AS (SELECT 1) SELECT 1), (SELECT count(*) FROM dbstat)",
-    "SELECT (WITH sqlite_stmt AS (SELECT 1) SELECT 1), (SELECT count(*) FROM sqlite_stmt)",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT count(*) FROM sqlite_stmt",
+        "WITH sqlite_stmt AS (SELECT 1) SELECT (SELECT count(*) FROM sqlite_stmt)",
+        "SELECT (WITH dbstat AS (SELECT 1) SELECT 1), (SELECT count(*) FROM dbstat)",
+        "SELECT (WITH sqlite_stmt AS (SELECT 1) SELECT 1), (SELECT count(*) FROM sqlite_stmt)",
+    ],
+)
 def test_a_cte_named_like_a_virtual_table_opens_nothing(db: Database, sql: str) -> None:
     """A CTE that shares an eponymous virtual table's name does not make the table readable."""
     result = db.query(sql, max_rows=10)

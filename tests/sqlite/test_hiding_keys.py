@@ -25,13 +25,23 @@ CREATE TABLE Backwards (n INTEGER PRIMARY KEY DESC, note TEXT);
 CREATE TABLE Gone (id INTEGER PRIMARY KEY, x TEXT);
 CREATE TABLE Keyless (a TEXT, b TEXT);
 """
-RULES = ["Staff.id", "badge.CODE", "Shift.slot", "Token.secret", "Plain.ref", "Backwards.n", "Gone",
-         "Keyless.a"]
-WARNING = ("hidden keys that order their tables' rows: Badge.code, Shift.slot, Staff.id, Token.secret "
-           "(an INTEGER PRIMARY KEY, or a WITHOUT ROWID table's primary key); a query without ORDER BY "
-           "returns those tables' rows in the order of the hidden values (and LIMIT picks by them): "
-           "serve a copy that stores the rows in another order, or without that key, if that order "
-           "is secret too")
+RULES = [
+    "Staff.id",
+    "badge.CODE",
+    "Shift.slot",
+    "Token.secret",
+    "Plain.ref",
+    "Backwards.n",
+    "Gone",
+    "Keyless.a",
+]
+WARNING = (
+    "hidden keys that order their tables' rows: Badge.code, Shift.slot, Staff.id, Token.secret "
+    "(an INTEGER PRIMARY KEY, or a WITHOUT ROWID table's primary key); a query without ORDER BY "
+    "returns those tables' rows in the order of the hidden values (and LIMIT picks by them): "
+    "serve a copy that stores the rows in another order, or without that key, if that order "
+    "is secret too"
+)
 
 
 @pytest.fixture
@@ -71,8 +81,11 @@ def test_doctor_warns_about_hidden_keys(fake_ollama, tmp_path: Path, capsys) -> 
     """doctor --hide prints the same warning."""
     db = tmp_path / "t.sqlite"
     sqlite3.connect(db).executescript(  # the connection closed, not only the cursor (3.13 warns)
-        "CREATE TABLE Staff (id INTEGER PRIMARY KEY, name TEXT);").connection.close()
+        "CREATE TABLE Staff (id INTEGER PRIMARY KEY, name TEXT);"
+    ).connection.close()
     server = fake_ollama(OraclePolicy({}))
     assert main(["doctor", "--ollama-host", server.url, "--db", str(db), "--hide", "Staff.id"]) == 0
-    assert ("[warn] hidden keys that order their tables' rows: Staff.id (an INTEGER PRIMARY KEY, or a "
-            "WITHOUT ROWID table's primary key)") in capsys.readouterr().out
+    assert (
+        "[warn] hidden keys that order their tables' rows: Staff.id (an INTEGER PRIMARY KEY, or a "
+        "WITHOUT ROWID table's primary key)"
+    ) in capsys.readouterr().out

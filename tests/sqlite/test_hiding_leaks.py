@@ -52,7 +52,7 @@ VIRTUAL_TABLE_ATTACKS = (
     "SELECT rowid FROM docs('secret:987*')",
     "SELECT count(*) FROM docs('secret : 987*')",
     "SELECT rowid FROM main.docs('{title secret}: 987*')",
-    'SELECT rowid FROM "DOCS"(\'- title: 987*\')',
+    "SELECT rowid FROM \"DOCS\"('- title: 987*')",
     "SELECT rowid FROM docs WHERE docs MATCH 'secret:987*'",
     "SELECT rowid FROM docs WHERE docs MATCH 'NEAR(987654 codes)'",
     "SELECT rowid FROM docs WHERE docs = 'secret:987*'",
@@ -91,7 +91,7 @@ VIRTUAL_TABLE_ATTACKS = (
     "/* plan */ EXPLAIN SELECT CustomerId FROM Customer",
     "  EXPLAIN\nSELECT 1",
     "SELECT FirstName FROM Customer INDEXED BY CustomerEmail",
-    "SELECT FirstName FROM Customer INDEXED BY \"customerdomain\"",
+    'SELECT FirstName FROM Customer INDEXED BY "customerdomain"',
     "SELECT FirstName FROM Customer INDEXED/**/BY sqlite_autoindex_Customer_1",
     "SELECT x.FirstName FROM (SELECT FirstName FROM main.Customer INDEXED BY CustomerEmail) AS x",
 )
@@ -113,8 +113,7 @@ def assert_no_secret(text: str) -> None:
 
 
 @pytest.mark.parametrize("sql", VIRTUAL_TABLE_ATTACKS)
-def test_virtual_tables_sqlite_tables_explain_and_indexes_do_not_leak(leak_db: Database,
-                                                                       sql: str) -> None:
+def test_virtual_tables_sqlite_tables_explain_and_indexes_do_not_leak(leak_db: Database, sql: str) -> None:
     """Each read fails without rows, and neither its text nor run_query's names a hidden thing."""
     result = leak_db.query(sql, max_rows=10)
     assert (result.ok, result.rows) == (False, ()), (sql, result)
@@ -131,8 +130,7 @@ def test_visible_virtual_tables_and_indexes_still_work(leak_db: Database) -> Non
         "SELECT body FROM pub WHERE pub MATCH 'apple'": [("apple pie",)],
         "SELECT body FROM pub('plum')": [("plum jam",)],
         "SELECT FirstName FROM Customer NOT INDEXED ORDER BY CustomerId": [("Zoe",), ("Ann",), ("Max",)],
-        "SELECT FirstName FROM Customer INDEXED BY CustomerName WHERE FirstName > 'B'": [
-            ("Max",), ("Zoe",)],
+        "SELECT FirstName FROM Customer INDEXED BY CustomerName WHERE FirstName > 'B'": [("Max",), ("Zoe",)],
     }.items():
         result = leak_db.query(sql, max_rows=10)
         assert (result.status, list(result.rows)) == (QueryStatus.OK, rows), (sql, result.error)
@@ -142,39 +140,80 @@ def test_virtual_tables_and_their_storage_are_hidden_whole(leak_db: Database) ->
     """A virtual table with a hidden column goes whole, with its shadow tables and the tables
     built over it; the report says so; indexes over hidden columns are reported."""
     schema = leak_db.schema()
-    assert schema.names == ("Customer", "pub", "pub_config", "pub_content", "pub_data",
-                            "pub_docsize", "pub_idx")
+    assert schema.names == (
+        "Customer",
+        "pub",
+        "pub_config",
+        "pub_content",
+        "pub_data",
+        "pub_docsize",
+        "pub_idx",
+    )
     assert schema.hiding is not None and all(names for _, names in schema.hiding.matches)
-    assert sorted(schema.hiding.derived) == sorted([
-        "cust_fts", "cust_fts_config", "cust_fts_data", "cust_fts_docsize", "cust_fts_idx",
-        "d4", "d4_content", "d4_docsize", "d4_segdir", "d4_segments", "d4_stat", "d4_terms",
-        "docs", "docs_config", "docs_content", "docs_data", "docs_docsize", "docs_idx",
-        "docs_v", "geo", "geo_node", "geo_parent", "geo_rowid"])
-    assert schema.hiding.indexes == ("CustomerDomain", "CustomerEmail",
-                                     "sqlite_autoindex_Customer_1")
+    assert sorted(schema.hiding.derived) == sorted(
+        [
+            "cust_fts",
+            "cust_fts_config",
+            "cust_fts_data",
+            "cust_fts_docsize",
+            "cust_fts_idx",
+            "d4",
+            "d4_content",
+            "d4_docsize",
+            "d4_segdir",
+            "d4_segments",
+            "d4_stat",
+            "d4_terms",
+            "docs",
+            "docs_config",
+            "docs_content",
+            "docs_data",
+            "docs_docsize",
+            "docs_idx",
+            "docs_v",
+            "geo",
+            "geo_node",
+            "geo_parent",
+            "geo_rowid",
+        ]
+    )
+    assert schema.hiding.indexes == ("CustomerDomain", "CustomerEmail", "sqlite_autoindex_Customer_1")
 
 
 def test_a_hidden_name_answers_like_a_missing_one(tmp_path: Path, engine: WorkerPool) -> None:
     """run_query on a database with rules says, word for word, what it says on the same database
     without the hidden things: SQLite's `no such table/column/index`, with the same hints."""
-    visible = ("CREATE TABLE Customer (CustomerId INTEGER PRIMARY KEY, FirstName TEXT, Mail TEXT);"
-               "CREATE TABLE Track (TrackId INTEGER PRIMARY KEY, Name TEXT);"
-               "CREATE INDEX CustomerName ON Customer (FirstName);")
-    hidden = ("CREATE TABLE Invoice (InvoiceId INTEGER PRIMARY KEY, CustomerId INTEGER);"
-              "ALTER TABLE Customer ADD COLUMN Email TEXT;"
-              "CREATE INDEX CustomerEmail ON Customer (Email);"
-              "CREATE VIEW Spend AS SELECT CustomerId, count(*) AS n FROM Invoice GROUP BY 1;"
-              "CREATE VIEW Spend2 AS SELECT * FROM Spend;")
+    visible = (
+        "CREATE TABLE Customer (CustomerId INTEGER PRIMARY KEY, FirstName TEXT, Mail TEXT);"
+        "CREATE TABLE Track (TrackId INTEGER PRIMARY KEY, Name TEXT);"
+        "CREATE INDEX CustomerName ON Customer (FirstName);"
+    )
+    hidden = (
+        "CREATE TABLE Invoice (InvoiceId INTEGER PRIMARY KEY, CustomerId INTEGER);"
+        "ALTER TABLE Customer ADD COLUMN Email TEXT;"
+        "CREATE INDEX CustomerEmail ON Customer (Email);"
+        "CREATE VIEW Spend AS SELECT CustomerId, count(*) AS n FROM Invoice GROUP BY 1;"
+        "CREATE VIEW Spend2 AS SELECT * FROM Spend;"
+    )
     plain = Database.unruled(create_database(tmp_path / "plain.db", visible), engine)
-    ruled = Database(create_database(tmp_path / "ruled.db", visible + hidden), engine,
-                     hide=HideRules.parse(["Customer.Email", "Invoice"]))
+    ruled = Database(
+        create_database(tmp_path / "ruled.db", visible + hidden),
+        engine,
+        hide=HideRules.parse(["Customer.Email", "Invoice"]),
+    )
     probes = (
-        "SELECT Email FROM Customer", "SELECT c.email FROM Customer AS c",
-        'SELECT "customer"."EMAIL" FROM main.Customer', "SELECT FirstName FROM Customer ORDER BY Email",
-        "SELECT count(*) FROM Invoice", "SELECT * FROM main.Invoice", 'SELECT * FROM "invoice"',
+        "SELECT Email FROM Customer",
+        "SELECT c.email FROM Customer AS c",
+        'SELECT "customer"."EMAIL" FROM main.Customer',
+        "SELECT FirstName FROM Customer ORDER BY Email",
+        "SELECT count(*) FROM Invoice",
+        "SELECT * FROM main.Invoice",
+        'SELECT * FROM "invoice"',
         "SELECT i.InvoiceId FROM Invoice i JOIN Customer c ON c.CustomerId = i.CustomerId",
         "WITH x AS (SELECT Email FROM Customer) SELECT * FROM x",
-        "SELECT * FROM Spend", "SELECT n FROM Spend2", "SELECT 1 FROM Invoice JOIN Track USING (TrackId)",
+        "SELECT * FROM Spend",
+        "SELECT n FROM Spend2",
+        "SELECT 1 FROM Invoice JOIN Track USING (TrackId)",
         "SELECT FirstName FROM Customer INDEXED BY CustomerEmail",
         "SELECT Invoice.InvoiceId FROM Customer",
     )
@@ -188,21 +227,32 @@ def test_a_hidden_name_answers_like_a_missing_one(tmp_path: Path, engine: Worker
 def test_rules_apply_past_the_schema_size_cap(tmp_path: Path) -> None:
     """A table or column past schema_chars stays hidden, and no rule is reported as matching nothing."""
     filler = "".join(f"CREATE TABLE t{i:03} (a_long_column_name_{i} TEXT);" for i in range(60))
-    path = create_database(tmp_path / "big.db", filler + (
-        "CREATE TABLE Zsecret (pin TEXT); INSERT INTO Zsecret VALUES ('SECRET-PIN');"
-        "CREATE TABLE Zwide (id INTEGER PRIMARY KEY, Email TEXT);"
-        "INSERT INTO Zwide VALUES (1, 'SECRET-MAIL');"
-        "CREATE VIEW Zview AS SELECT Email FROM Zwide;"))
+    path = create_database(
+        tmp_path / "big.db",
+        filler
+        + (
+            "CREATE TABLE Zsecret (pin TEXT); INSERT INTO Zsecret VALUES ('SECRET-PIN');"
+            "CREATE TABLE Zwide (id INTEGER PRIMARY KEY, Email TEXT);"
+            "INSERT INTO Zwide VALUES (1, 'SECRET-MAIL');"
+            "CREATE VIEW Zview AS SELECT Email FROM Zwide;"
+        ),
+    )
     engine = WorkerPool(WorkerLimits(workers=1, schema_chars=400))
     try:
         db = Database(path, engine, hide=HideRules.parse(["Zsecret", "Zwide.Email"]))
         schema = db.schema()
         assert "Zsecret" not in schema.names and schema.warnings  # past the cap, as intended
         assert schema.hiding is not None and dict(schema.hiding.matches) == {
-            "Zsecret": ("Zsecret",), "Zwide.Email": ("Zwide.Email",)}
+            "Zsecret": ("Zsecret",),
+            "Zwide.Email": ("Zwide.Email",),
+        }
         assert schema.hiding.derived == ("Zview",)
-        for sql in ("SELECT * FROM Zsecret", "SELECT Email FROM Zwide", "SELECT * FROM Zview",
-                    "SELECT * FROM Zwide"):
+        for sql in (
+            "SELECT * FROM Zsecret",
+            "SELECT Email FROM Zwide",
+            "SELECT * FROM Zview",
+            "SELECT * FROM Zwide",
+        ):
             result = db.query(sql, max_rows=5)
             assert (result.ok, result.rows) == (False, ()), (sql, result)
         assert db.query("SELECT id FROM Zwide", max_rows=5).rows == ((1,),)
@@ -213,7 +263,9 @@ def test_rules_apply_past_the_schema_size_cap(tmp_path: Path) -> None:
 def test_rules_name_views_and_names_with_spaces(tmp_path: Path, engine: WorkerPool) -> None:
     """A rule naming a view hides it; one naming a view's column hides the view whole; a table
     built over a hidden one is found however its definition quotes the name."""
-    path = create_database(tmp_path / "views.db", """
+    path = create_database(
+        tmp_path / "views.db",
+        """
         CREATE TABLE Staff (id INTEGER PRIMARY KEY, name TEXT, pay INT);
         INSERT INTO Staff VALUES (1, 'Ann', 987654);
         CREATE VIEW Payroll AS SELECT name, pay * 12 AS yearly FROM Staff;
@@ -222,35 +274,50 @@ def test_rules_name_views_and_names_with_spaces(tmp_path: Path, engine: WorkerPo
         CREATE VIRTUAL TABLE "my notes" USING fts5(body, pin);
         INSERT INTO "my notes" VALUES ('hello', 'SECRET-PIN');
         CREATE VIRTUAL TABLE terms USING fts5vocab('my notes', 'instance');
-    """)
+    """,
+    )
     db = Database(path, engine, hide=HideRules.parse(["Payroll.yearly", "Names", "my notes.pin"]))
     schema = db.schema()
     assert schema.names == ("Staff", "Stats")  # a view over dbstat is listed, but never reads it
     assert schema.hiding is not None and dict(schema.hiding.matches) == {
-        "Payroll.yearly": ("Payroll.yearly",), "Names": ("Names",), "my notes.pin": ("my notes.pin",)}
-    for sql in ("SELECT * FROM Payroll", "SELECT name FROM Names", "SELECT term FROM terms",
-                'SELECT * FROM "my notes"', "SELECT * FROM Stats"):
+        "Payroll.yearly": ("Payroll.yearly",),
+        "Names": ("Names",),
+        "my notes.pin": ("my notes.pin",),
+    }
+    for sql in (
+        "SELECT * FROM Payroll",
+        "SELECT name FROM Names",
+        "SELECT term FROM terms",
+        'SELECT * FROM "my notes"',
+        "SELECT * FROM Stats",
+    ):
         result = db.query(sql, max_rows=5)
         assert (result.ok, result.rows) == (False, ()), (sql, result)
     assert db.query("SELECT pay FROM Staff", max_rows=5).rows == ((987654,),)  # not a rule's
 
 
 def test_a_table_sqlite_cannot_describe_is_hidden_when_a_rule_may_name_its_columns(
-        tmp_path: Path, engine: WorkerPool) -> None:
+    tmp_path: Path, engine: WorkerPool
+) -> None:
     """A virtual table whose module this SQLite lacks has no column list to match a rule
     against: a rule whose table part matches it hides it whole, and says so."""
-    path = create_database(tmp_path / "module.db", """
+    path = create_database(
+        tmp_path / "module.db",
+        """
         CREATE VIRTUAL TABLE Lost USING fts5(pin); CREATE VIRTUAL TABLE Kept USING fts5(body);
         CREATE TABLE Other (x);
         PRAGMA writable_schema = ON;
         UPDATE sqlite_master SET sql = replace(sql, 'fts5', 'nosuchmodule')
           WHERE name IN ('Lost', 'Kept');
-    """)
+    """,
+    )
     db = Database(path, engine, hide=HideRules.parse(["Lost.pin", "Other"]))
     schema = db.schema()
     assert "Lost" not in schema.names and "Kept" in schema.names
     assert schema.hiding is not None and dict(schema.hiding.matches) == {
-        "Lost.pin": ("Lost",), "Other": ("Other",)}
+        "Lost.pin": ("Lost",),
+        "Other": ("Other",),
+    }
 
 
 def test_sqlite_offset_is_refused_under_rules() -> None:
@@ -270,8 +337,9 @@ def _sqlite_modules() -> set[str]:
         return {row[0] for row in conn.execute("PRAGMA module_list")}
 
 
-@pytest.mark.skipif("sqlite_stmt" not in _sqlite_modules(),
-                    reason="this SQLite is built without sqlite_stmt (ENABLE_STMTVTAB)")
+@pytest.mark.skipif(
+    "sqlite_stmt" not in _sqlite_modules(), reason="this SQLite is built without sqlite_stmt (ENABLE_STMTVTAB)"
+)
 def test_two_rule_sets_on_one_file_never_share_a_connection(leak_path: Path) -> None:
     """What one rule set's statements leave on a connection (FTS5's prepared statements) is not
     visible to another: each (file, rules) pair has its own connection in the worker."""
@@ -306,26 +374,41 @@ def scripted(*sqls: str, submit: str) -> ScriptPolicy:
 
 @pytest.mark.anyio
 async def test_a_redacted_alias_never_reads_through_the_full_alias_on_one_file(
-        tmp_path: Path, leak_path: Path) -> None:
+    tmp_path: Path, leak_path: Path
+) -> None:
     """Two aliases on one file: after the full one ran full-text queries, the redacted one still
     cannot read the hidden column (through the FTS table, its statements or sqlite_stmt)."""
     log = tmp_path / "episodes.jsonl"
     policy = SwitchPolicy()
-    server = build(tmp_path, ["--db", f"full={leak_path}", "--db", f"redacted={leak_path}",
-                              "--hide", "redacted=Customer.Email", "--episode-log", str(log)],
-                   PolicyBackend(policy))
+    server = build(
+        tmp_path,
+        [
+            "--db",
+            f"full={leak_path}",
+            "--db",
+            f"redacted={leak_path}",
+            "--hide",
+            "redacted=Customer.Email",
+            "--episode-log",
+            str(log),
+        ],
+        PolicyBackend(policy),
+    )
     async with Client(server) as client:
         policy.current = scripted(
             "SELECT FirstName, Email FROM cust_fts WHERE cust_fts MATCH 'Ann'",
             "SELECT highlight(cust_fts, 1, '', '') FROM cust_fts WHERE cust_fts MATCH 'Ann'",
-            submit="SELECT Email FROM cust_fts WHERE cust_fts MATCH 'Zoe'")
+            submit="SELECT Email FROM cust_fts WHERE cust_fts MATCH 'Zoe'",
+        )
         full = await client.call_tool(TOOL, {"question": "Mails?", "database": "full"})
         assert "aSECRET-MAIL" in json.dumps(full.structured_content)  # the full alias sees it
         policy.current = scripted(
             "SELECT Email FROM cust_fts WHERE cust_fts MATCH 'Ann'",
             "SELECT highlight(cust_fts, 1, '', '') FROM cust_fts WHERE cust_fts MATCH 'Ann'",
-            "SELECT rowid FROM cust_fts('Email:aSECRET*')", "SELECT sql FROM sqlite_stmt",
-            submit="SELECT FirstName, Email FROM cust_fts WHERE cust_fts MATCH 'Zoe'")
+            "SELECT rowid FROM cust_fts('Email:aSECRET*')",
+            "SELECT sql FROM sqlite_stmt",
+            submit="SELECT FirstName, Email FROM cust_fts WHERE cust_fts MATCH 'Zoe'",
+        )
         redacted = await client.call_tool(TOOL, {"question": "Mails?", "database": "redacted"})
     entry = json.loads(log.read_text().splitlines()[1])
     everything = json.dumps([redacted.structured_content, redacted.content[0].text, entry])

@@ -82,14 +82,20 @@ def test_parameters_are_bound_by_sqlite_never_spliced_into_the_text(shop: Path, 
     hostile = "x' OR 1=1; DROP TABLE customer; --"
     result = db.query(sql, max_rows=5, params={"name": hostile, "id": 1, "said": "it's"})
     assert (result.status, result.rows, result.tables_read, result.columns_read) == (
-        QueryStatus.OK, (("Ann", "it's"),), frozenset({"customer"}),
-        frozenset({("customer", "name"), ("customer", "id")}))
+        QueryStatus.OK,
+        (("Ann", "it's"),),
+        frozenset({"customer"}),
+        frozenset({("customer", "name"), ("customer", "id")}),
+    )
     unbound = db.query("SELECT name FROM customer WHERE id = :id", max_rows=5)
     positional = db.query("SELECT name FROM customer WHERE id = ?", max_rows=5, params={"id": 1})
     assert [(r.status, r.error) for r in (unbound, positional)] == [
-        (QueryStatus.SQL_ERROR, "Incorrect number of bindings supplied. The current statement uses 1, and "
-                                "there are 0 supplied."),
-        (QueryStatus.SQL_ERROR, "Binding 1 has no name, but you supplied a dictionary (which has only names).")]
+        (
+            QueryStatus.SQL_ERROR,
+            "Incorrect number of bindings supplied. The current statement uses 1, and there are 0 supplied.",
+        ),
+        (QueryStatus.SQL_ERROR, "Binding 1 has no name, but you supplied a dictionary (which has only names)."),
+    ]
 
 
 def test_repeated_statement_still_reports_tables_read(shop: Path, engine: WorkerPool) -> None:
@@ -109,8 +115,10 @@ def test_schema_degrades_per_object(geo: Path, engine: WorkerPool) -> None:
     assert notes == {
         "pages": 'cannot be read: unsafe use of virtual table "dbstat"',
         "SpatialIndex": "cannot be read: no such module: VirtualSpatialIndex",
-        **{f"chain{i}": "cannot be read: the view expands to more than 10,000 table references"
-           for i in range(13, 18)},
+        **{
+            f"chain{i}": "cannot be read: the view expands to more than 10,000 table references"
+            for i in range(13, 18)
+        },
     }
     assert [c.name for c in schema.find("rt").columns] == ["id", "minx", "maxx", "miny", "maxy"]
     assert schema.find("docs").columns[0].name == "body"
@@ -120,10 +128,18 @@ def test_schema_degrades_per_object(geo: Path, engine: WorkerPool) -> None:
 def test_worker_ignores_a_workspace_with_its_own_agent_package(shop: Path, tmp_path: Path) -> None:
     """Run from a workspace holding unrelated `agent/` and `mcp_server/` packages, queries still work."""
     workspace = shadowing_folder(tmp_path / "workspace")
-    done = subprocess.run([console_script("sqale-agent"), "tool", "--db", str(shop), "list_tables", "{}"],
-                          cwd=workspace, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [console_script("sqale-agent"), "tool", "--db", str(shop), "list_tables", "{}"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (done.returncode, done.stdout, done.stderr) == (
-        0, 'customer, "order", big_orders (2 tables and 1 view)\n', "")
+        0,
+        'customer, "order", big_orders (2 tables and 1 view)\n',
+        "",
+    )
 
 
 def test_a_worker_that_dies_before_answering_raises_with_its_stderr(shop: Path, monkeypatch) -> None:

@@ -69,9 +69,16 @@ def test_remembered_reads_are_each_statements_own(shop: Path, engine: WorkerPool
     """Statements run in turn, each twice, report their own reads every time, never another's."""
     db = Database.unruled(shop, engine)
     statements = {
-        JOIN: ({"customer", "invoice"}, {("customer", "id"), ("customer", "name"),
-                                         ("customer", "email"), ("invoice", "id"),
-                                         ("invoice", "total")}),
+        JOIN: (
+            {"customer", "invoice"},
+            {
+                ("customer", "id"),
+                ("customer", "name"),
+                ("customer", "email"),
+                ("invoice", "id"),
+                ("invoice", "total"),
+            },
+        ),
         "SELECT city FROM customer": ({"customer"}, {("customer", "city")}),
         "SELECT city FROM customer ": ({"customer"}, {("customer", "city")}),
         "SELECT total FROM invoice": ({"invoice"}, {("invoice", "total")}),
@@ -88,8 +95,10 @@ def test_remembered_reads_never_cross_rule_sets(shop: Path, engine: WorkerPool) 
     no_email = Database(shop, engine, hide=HideRules.parse(["customer.email"]))
     no_invoice_total = Database(shop, engine, hide=HideRules.parse(["invoice.total"]))
     sql = "SELECT c.name, i.customer_id FROM customer c JOIN invoice i ON i.customer_id = c.id"
-    everything = ({"customer", "invoice"},
-                  {("customer", "id"), ("customer", "name"), ("invoice", "customer_id")})
+    everything = (
+        {"customer", "invoice"},
+        {("customer", "id"), ("customer", "name"), ("invoice", "customer_id")},
+    )
     for _ in range(2):
         for db in (open_db, no_email, no_invoice_total, no_email, open_db):
             assert _reads(db, sql) == everything
@@ -107,13 +116,18 @@ def test_remembered_reads_follow_a_schema_change_and_a_new_file(shop: Path, engi
     path, reports the columns it reads now."""
     db = Database.unruled(shop, engine)
     star = "SELECT * FROM invoice"
-    assert _reads(db, star) == ({"invoice"}, {("invoice", "id"), ("invoice", "customer_id"),
-                                              ("invoice", "total")})
+    assert _reads(db, star) == (
+        {"invoice"},
+        {("invoice", "id"), ("invoice", "customer_id"), ("invoice", "total")},
+    )
     _write(shop, "ALTER TABLE invoice ADD COLUMN due TEXT")
-    assert _reads(db, star) == ({"invoice"}, {("invoice", "id"), ("invoice", "customer_id"),
-                                              ("invoice", "total"), ("invoice", "due")})
-    replacement = create_database(shop.with_name("new.sqlite"),
-                                  "CREATE TABLE invoice (code TEXT, paid INTEGER)")
+    assert _reads(db, star) == (
+        {"invoice"},
+        {("invoice", "id"), ("invoice", "customer_id"), ("invoice", "total"), ("invoice", "due")},
+    )
+    replacement = create_database(
+        shop.with_name("new.sqlite"), "CREATE TABLE invoice (code TEXT, paid INTEGER)"
+    )
     os.replace(replacement, shop)
     assert _reads(db, star) == ({"invoice"}, {("invoice", "code"), ("invoice", "paid")})
 
@@ -162,15 +176,20 @@ def _run(conn: _guard.GuardedConnection, sql: str, **kwargs: Any) -> None:
 
 
 def test_a_program_is_read_again_after_any_change_to_the_file(
-        shop: Path, guarded: _guard.GuardedConnection, counted: _CountingReads) -> None:
+    shop: Path, guarded: _guard.GuardedConnection, counted: _CountingReads
+) -> None:
     """The EXPLAIN is skipped only for the same statement on an unchanged file: ANALYZE (the first
     one changes the schema; later ones only the statistics a plan is chosen by), a data commit
     and a schema change each make it read the program again."""
     _run(guarded, JOIN)
     _run(guarded, JOIN)
     assert counted.calls == 1
-    changes = ["ANALYZE", "ANALYZE", "INSERT INTO invoice VALUES (4, 2, 10)",
-               "CREATE TABLE refund (id INTEGER PRIMARY KEY)"]
+    changes = [
+        "ANALYZE",
+        "ANALYZE",
+        "INSERT INTO invoice VALUES (4, 2, 10)",
+        "CREATE TABLE refund (id INTEGER PRIMARY KEY)",
+    ]
     for number, change in enumerate(changes, start=2):
         _write(shop, change)
         _run(guarded, JOIN)
@@ -179,7 +198,8 @@ def test_a_program_is_read_again_after_any_change_to_the_file(
 
 
 def test_a_program_is_read_per_rule_set_values_and_connection(
-        guarded: _guard.GuardedConnection, counted: _CountingReads) -> None:
+    guarded: _guard.GuardedConnection, counted: _CountingReads
+) -> None:
     """Other rules, other bound values (1 and 1.0 included) and the twin with checked formats
     each read the program for themselves; the same ones again do not."""
     sql = "SELECT name FROM customer WHERE id = :id"

@@ -87,19 +87,22 @@ def _swap(path: Path, make: object) -> None:
     make()  # type: ignore[operator]
 
 
-@pytest.mark.parametrize(("swap", "reason"), [
-    ("symlink to another database", "now resolves to"),
-    ("symlink to /dev/zero", "now resolves to /dev/zero"),
-    ("fifo", "not a regular file"),
-    ("text file", "not an SQLite 3 database"),
-    ("removed", "no such file"),
-])
+@pytest.mark.parametrize(
+    ("swap", "reason"),
+    [
+        ("symlink to another database", "now resolves to"),
+        ("symlink to /dev/zero", "now resolves to /dev/zero"),
+        ("fifo", "not a regular file"),
+        ("text file", "not an SQLite 3 database"),
+        ("removed", "no such file"),
+    ],
+)
 def test_a_changed_file_is_refused_when_the_worker_reopens_it(
-        swap: str, reason: str, tmp_path: Path, engine: WorkerPool) -> None:
+    swap: str, reason: str, tmp_path: Path, engine: WorkerPool
+) -> None:
     """After a swap the worker re-validates: a clear DatabasePathError, quickly, no rows."""
     path = build_db(tmp_path / "served.sqlite", "CREATE TABLE t (x); INSERT INTO t VALUES (1);")
-    other = build_db(tmp_path / "outside" / "secret.sqlite",
-                     "CREATE TABLE t (x); INSERT INTO t VALUES (42);")
+    other = build_db(tmp_path / "outside" / "secret.sqlite", "CREATE TABLE t (x); INSERT INTO t VALUES (42);")
     db = Database.unruled(path, engine)
     assert db.query("SELECT x FROM t", max_rows=1).rows == ((1,),)
     makers = {
@@ -148,6 +151,7 @@ def test_wal_files_created_beside_a_database_are_stated(tmp_path: Path) -> None:
         "the database is in WAL mode and opening it created w.sqlite-wal and w.sqlite-shm beside "
         "it: SQLite's readers need them (they hold no data of ours, the database file itself is "
         "never written) and may leave them there; to avoid them, switch the database to rollback "
-        "mode once with `PRAGMA journal_mode=DELETE` or serve it from a read-only folder",)
+        "mode once with `PRAGMA journal_mode=DELETE` or serve it from a read-only folder",
+    )
     with Database.unruled(path) as db:  # present already: nothing new is created, nothing to say
         assert db.schema().warnings == ()

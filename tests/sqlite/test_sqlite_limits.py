@@ -22,8 +22,7 @@ def engine(deadline_engine: WorkerPool) -> WorkerPool:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(BOMBS))
-def test_bomb_returns_within_deadline_and_next_query_works(name: str, shop: Path,
-                                                           engine: WorkerPool) -> None:
+def test_bomb_returns_within_deadline_and_next_query_works(name: str, shop: Path, engine: WorkerPool) -> None:
     """Each bomb releases the caller within the deadline plus 1 s; the next query works."""
     db = Database.unruled(shop, engine)
     db.query("SELECT 1", max_rows=1)  # the worker has started: its start-up is not timed
@@ -84,8 +83,9 @@ def test_async_query_cancelled_by_caller_interrupts_worker(shop: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["runaway recursive CTE", "instr on megabyte strings"])
-def test_awaited_bomb_is_killed_at_its_deadline_while_the_loop_goes_on(name: str, shop: Path,
-                                                                       engine: WorkerPool) -> None:
+def test_awaited_bomb_is_killed_at_its_deadline_while_the_loop_goes_on(
+    name: str, shop: Path, engine: WorkerPool
+) -> None:
     """A bomb awaited on the event loop (WorkerPool.arun: a worker idle and ready) comes back within
     the deadline plus 1 s, even one in a single C call that no progress handler interrupts (its
     worker is killed); the loop runs other tasks meanwhile, and the next query works."""
@@ -192,25 +192,36 @@ def test_schema_kept_per_database_is_bounded(tmp_path: Path) -> None:
     assert sum(len(c.name) for t in schema.tables for c in t.columns) <= 50_000
     assert 0 < kept < 500
     assert schema.find("t0").note is None
-    assert schema.find("t4").note == ("only the first 0 of 100 columns are listed: the schema is "
-                                      "larger than the server keeps")
+    assert schema.find("t4").note == (
+        "only the first 0 of 100 columns are listed: the schema is larger than the server keeps"
+    )
     assert schema.warnings == (
         "the schema is larger than the 50,000 characters of names kept per database: 0 tables and "
-        f"{500 - kept:,} columns are not listed (queries can still use them)",)
+        f"{500 - kept:,} columns are not listed (queries can still use them)",
+    )
 
 
 # Issue 10, section 1: results that must be cut in the worker, never shipped whole.
-BALLOON_SQL = ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<50), "
-               "t(a) AS (SELECT printf('%.4500c','x')) SELECT " + ",".join(["a"] * 2000) + " FROM t, r")
+BALLOON_SQL = (
+    "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<50), "
+    "t(a) AS (SELECT printf('%.4500c','x')) SELECT " + ",".join(["a"] * 2000) + " FROM t, r"
+)
 SIZE_BOMBS = {
-    "2,000 columns x 4,500 chars x 50 rows":
-        (BALLOON_SQL, 50, ResultCut(262_144, 2000, 0, 100, True), 1),
-    "1,100 rows x 1.5 MB":
-        ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<1100) "
-         "SELECT x, printf('%.1500000c','y') FROM r", 1100, ResultCut(262_144, 2, 0, None, True), 26),
-    "28 rows x 16 MB":
-        ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<28) "
-         "SELECT printf('%.16000000c','z') FROM r", 28, ResultCut(262_144, 1, 0, None, True), 26),
+    "2,000 columns x 4,500 chars x 50 rows": (BALLOON_SQL, 50, ResultCut(262_144, 2000, 0, 100, True), 1),
+    "1,100 rows x 1.5 MB": (
+        "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<1100) "
+        "SELECT x, printf('%.1500000c','y') FROM r",
+        1100,
+        ResultCut(262_144, 2, 0, None, True),
+        26,
+    ),
+    "28 rows x 16 MB": (
+        "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM r WHERE x<28) "
+        "SELECT printf('%.16000000c','z') FROM r",
+        28,
+        ResultCut(262_144, 1, 0, None, True),
+        26,
+    ),
 }
 
 
@@ -226,7 +237,11 @@ def test_size_bomb_is_cut_in_the_worker(name: str, shop: Path) -> None:
     finally:
         eng.close()
     assert (result.status, result.total_rows, result.cut, len(result.rows)) == (
-        QueryStatus.OK, total, cut, kept)
+        QueryStatus.OK,
+        total,
+        cut,
+        kept,
+    )
     assert len(pickle.dumps(result)) < 300_000
 
 
@@ -234,8 +249,7 @@ def test_tool_budget_cuts_columns_and_says_how_many(shop: Path) -> None:
     """With short cells, columns past the budget are left out and counted."""
     eng = WorkerPool(WorkerLimits(query_timeout=30))
     try:
-        result = Database.unruled(shop, eng).query(BALLOON_SQL, max_rows=50, cell_limit=100,
-                                           byte_budget=65_536)
+        result = Database.unruled(shop, eng).query(BALLOON_SQL, max_rows=50, cell_limit=100, byte_budget=65_536)
     finally:
         eng.close()
     assert result.cut == ResultCut(65_536, 2000, 1496, None, True)
@@ -244,5 +258,5 @@ def test_tool_budget_cuts_columns_and_says_how_many(shop: Path) -> None:
 
 def test_no_budget_keeps_every_row_and_column(shop: Path, engine: WorkerPool) -> None:
     """Without a byte budget only max_rows and cell_limit apply (evaluation compares whole rows)."""
-    result = Database.unruled(shop, engine).query("SELECT id, note FROM \"order\" ORDER BY id", max_rows=5)
+    result = Database.unruled(shop, engine).query('SELECT id, note FROM "order" ORDER BY id', max_rows=5)
     assert (result.rows, result.cut) == (((1, "first"), (2, "second"), (3, "third")), None)

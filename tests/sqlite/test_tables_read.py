@@ -31,8 +31,10 @@ INSERT INTO invoice VALUES (1, 1, 50, 1), (2, 1, 150, 0), (3, 2, 200, 1);
 """
 JOIN = "SELECT c.name, sum(i.total) FROM Customer c JOIN invoice i ON i.customer_id = c.id GROUP BY c.name"
 SUBQUERY = "SELECT name FROM customer WHERE id IN (SELECT customer_id FROM invoice WHERE paid = 0)"
-CTE = ("WITH spend(cid, amount) AS (SELECT customer_id, sum(total) FROM invoice GROUP BY customer_id) "
-       "SELECT count(*) FROM spend")
+CTE = (
+    "WITH spend(cid, amount) AS (SELECT customer_id, sum(total) FROM invoice GROUP BY customer_id) "
+    "SELECT count(*) FROM spend"
+)
 VIEW = "SELECT count(*) FROM big_invoice"
 COUNT = "SELECT count(*) FROM customer"
 
@@ -54,12 +56,21 @@ INSERT INTO order_items VALUES (10, 'p1', 2), (11, 'p2', 5), (12, 'p1', 1);
 INSERT INTO products VALUES ('p1', 'Pen', 'x'), ('p2', 'Ink', 'y');
 INSERT INTO regions VALUES ('Oslo', 'North', 'a'), ('Lima', 'South', 'b');
 """
-THREE_USING = ("SELECT c.city, sum(i.quantity) FROM customers c JOIN orders o USING (customer_id) "
-               "JOIN order_items i USING (order_id) GROUP BY c.city")
+THREE_USING = (
+    "SELECT c.city, sum(i.quantity) FROM customers c JOIN orders o USING (customer_id) "
+    "JOIN order_items i USING (order_id) GROUP BY c.city"
+)
 THREE_USING_READ = (
     {"customers", "orders", "order_items"},
-    {("customers", "city"), ("customers", "customer_id"), ("orders", "customer_id"),
-     ("orders", "order_id"), ("order_items", "order_id"), ("order_items", "quantity")})
+    {
+        ("customers", "city"),
+        ("customers", "customer_id"),
+        ("orders", "customer_id"),
+        ("orders", "order_id"),
+        ("order_items", "order_id"),
+        ("order_items", "quantity"),
+    },
+)
 COVERING = "SELECT i.quantity FROM order_items i JOIN products USING (sku)"
 
 
@@ -81,86 +92,158 @@ def _read(database: Path, sql: str) -> tuple[set[str], set[tuple[str, str]]]:
     return set(result.tables_read), set(result.columns_read)
 
 
-@pytest.mark.parametrize(("sql", "tables", "columns"), [
-    (JOIN, {"customer", "invoice"},
-     {("customer", "name"), ("customer", "id"), ("invoice", "total"), ("invoice", "customer_id")}),
-    (SUBQUERY, {"customer", "invoice"},
-     {("customer", "name"), ("customer", "id"), ("invoice", "customer_id"), ("invoice", "paid")}),
-    (CTE, {"invoice"}, {("invoice", "customer_id"), ("invoice", "total")}),
-    (VIEW, {"invoice"}, {("invoice", "id"), ("invoice", "customer_id"), ("invoice", "total")}),
-    (COUNT, {"customer"}, set()),
-])
-def test_query_reports_the_tables_and_columns_it_read(shop: Path, sql: str, tables: set[str],
-                                                      columns: set[tuple[str, str]]) -> None:
+@pytest.mark.parametrize(
+    ("sql", "tables", "columns"),
+    [
+        (
+            JOIN,
+            {"customer", "invoice"},
+            {("customer", "name"), ("customer", "id"), ("invoice", "total"), ("invoice", "customer_id")},
+        ),
+        (
+            SUBQUERY,
+            {"customer", "invoice"},
+            {("customer", "name"), ("customer", "id"), ("invoice", "customer_id"), ("invoice", "paid")},
+        ),
+        (CTE, {"invoice"}, {("invoice", "customer_id"), ("invoice", "total")}),
+        (VIEW, {"invoice"}, {("invoice", "id"), ("invoice", "customer_id"), ("invoice", "total")}),
+        (COUNT, {"customer"}, set()),
+    ],
+)
+def test_query_reports_the_tables_and_columns_it_read(
+    shop: Path, sql: str, tables: set[str], columns: set[tuple[str, str]]
+) -> None:
     """The authorizer's reads: schema spelling; a CTE's tables, not the CTE; a view flattened away."""
     assert _read(shop, sql) == (tables, columns)
 
 
-@pytest.mark.parametrize(("sql", "tables"), [
-    # SQLite tells the authorizer a CTE only counted is a table read, under its own name.
-    ("WITH a AS (SELECT 1 AS x) SELECT count(*) FROM a, customer", {"customer"}),
-    ("WITH customer AS (SELECT 1 AS x) SELECT count(*) FROM customer", set()),  # it shadows a table
-    ("WITH Customer AS (SELECT 1 AS x UNION SELECT 2) SELECT count(*) FROM customer", set()),
-    ("WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 3) "
-     "SELECT count(*) FROM c", set()),
-    ("WITH paid AS (SELECT * FROM invoice WHERE paid) SELECT count(*) FROM paid JOIN customer "
-     "ON customer.id = paid.customer_id", {"invoice", "customer"}),
-    # What no CTE is stays: eponymous virtual tables and the schema table, counted.
-    ("SELECT count(*) FROM json_each('[1, 2]')", {"json_each"}),
-    ("SELECT count(*) FROM pragma_table_info('customer')", {"pragma_table_info"}),
-    ("SELECT count(*) FROM sqlite_master", {"sqlite_master"}),
-    ("SELECT count(*) FROM CUSTOMER WHERE 0", {"customer"}),
-])
+@pytest.mark.parametrize(
+    ("sql", "tables"),
+    [
+        # SQLite tells the authorizer a CTE only counted is a table read, under its own name.
+        ("WITH a AS (SELECT 1 AS x) SELECT count(*) FROM a, customer", {"customer"}),
+        ("WITH customer AS (SELECT 1 AS x) SELECT count(*) FROM customer", set()),  # it shadows a table
+        ("WITH Customer AS (SELECT 1 AS x UNION SELECT 2) SELECT count(*) FROM customer", set()),
+        (
+            "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 3) "
+            "SELECT count(*) FROM c",
+            set(),
+        ),
+        (
+            "WITH paid AS (SELECT * FROM invoice WHERE paid) SELECT count(*) FROM paid JOIN customer "
+            "ON customer.id = paid.customer_id",
+            {"invoice", "customer"},
+        ),
+        # What no CTE is stays: eponymous virtual tables and the schema table, counted.
+        ("SELECT count(*) FROM json_each('[1, 2]')", {"json_each"}),
+        ("SELECT count(*) FROM pragma_table_info('customer')", {"pragma_table_info"}),
+        ("SELECT count(*) FROM sqlite_master", {"sqlite_master"}),
+        ("SELECT count(*) FROM CUSTOMER WHERE 0", {"customer"}),
+    ],
+)
 def test_a_cte_only_counted_is_no_table_read(shop: Path, sql: str, tables: set[str]) -> None:
     """A counted name whose b-tree the program never opens, or that names nothing stored, is a CTE."""
     assert _read(shop, sql)[0] == tables
 
 
-@pytest.mark.parametrize(("sql", "tables", "columns"), [
-    (THREE_USING, *THREE_USING_READ),
-    # The joined table's only columns are its join keys (here its rowid alias).
-    ("SELECT o.day FROM orders o JOIN customers USING (customer_id)", {"orders", "customers"},
-     {("orders", "day"), ("orders", "customer_id"), ("customers", "customer_id")}),
-    # Each name once, as the schema spells it (the authorizer spells a table only counted as
-    # the SQL does).
-    ("SELECT count(*) FROM CUSTOMERS JOIN Orders USING (customer_id)", {"customers", "orders"},
-     {("customers", "customer_id"), ("orders", "customer_id")}),
-    # A rowid alias compared by a seek on the rowid, never read as a column.
-    ("SELECT count(*) FROM order_items JOIN orders USING (order_id)", {"order_items", "orders"},
-     {("order_items", "order_id"), ("orders", "order_id")}),
-    # NATURAL joins on the common column (city, a WITHOUT ROWID table's key).
-    ("SELECT count(*) FROM customers NATURAL JOIN regions", {"customers", "regions"},
-     {("customers", "city"), ("regions", "city")}),
-    # products is read only through its covering index: its table is never opened.
-    (COVERING, {"order_items", "products"},
-     {("order_items", "quantity"), ("order_items", "sku"), ("products", "sku")}),
-    # A view as the authorizer reports it (with every column of its own select list, read when
-    # SQLite flattens it into the query), its tables' join columns completed.
-    ("SELECT city FROM order_cities", {"order_cities", "orders", "customers"},
-     {("order_cities", "city"), ("customers", "city"), ("customers", "customer_id"),
-      ("orders", "customer_id"), ("orders", "order_id")}),
-    # Subqueries, correlated or not, compound SELECTs, CTEs and window functions.
-    ("SELECT name FROM customers WHERE customer_id IN "
-     "(SELECT customer_id FROM orders JOIN order_items USING (order_id))",
-     {"customers", "orders", "order_items"},
-     {("customers", "customer_id"), ("customers", "name"), ("orders", "customer_id"),
-      ("orders", "order_id"), ("order_items", "order_id")}),
-    ("SELECT name FROM customers c WHERE EXISTS (SELECT 1 FROM orders NATURAL JOIN order_items "
-     "WHERE orders.customer_id = c.customer_id)", {"customers", "orders", "order_items"},
-     {("customers", "customer_id"), ("customers", "name"), ("orders", "customer_id"),
-      ("orders", "order_id"), ("order_items", "order_id")}),
-    ("SELECT city FROM customers UNION SELECT day FROM orders JOIN order_items USING (order_id)",
-     {"customers", "orders", "order_items"},
-     {("customers", "city"), ("orders", "day"), ("orders", "order_id"), ("order_items", "order_id")}),
-    ("WITH n AS (SELECT count(*) AS k FROM orders JOIN customers USING (customer_id)) SELECT k FROM n",
-     {"orders", "customers"}, {("orders", "customer_id"), ("customers", "customer_id")}),
-    ("SELECT name, row_number() OVER (PARTITION BY city) FROM customers JOIN orders USING (customer_id)",
-     {"customers", "orders"},
-     {("customers", "city"), ("customers", "customer_id"), ("customers", "name"),
-      ("orders", "customer_id")}),
-])
-def test_query_reports_what_using_and_natural_joins_read(store: Path, sql: str, tables: set[str],
-                                                         columns: set[tuple[str, str]]) -> None:
+@pytest.mark.parametrize(
+    ("sql", "tables", "columns"),
+    [
+        (THREE_USING, *THREE_USING_READ),
+        # The joined table's only columns are its join keys (here its rowid alias).
+        (
+            "SELECT o.day FROM orders o JOIN customers USING (customer_id)",
+            {"orders", "customers"},
+            {("orders", "day"), ("orders", "customer_id"), ("customers", "customer_id")},
+        ),
+        # Each name once, as the schema spells it (the authorizer spells a table only counted as
+        # the SQL does).
+        (
+            "SELECT count(*) FROM CUSTOMERS JOIN Orders USING (customer_id)",
+            {"customers", "orders"},
+            {("customers", "customer_id"), ("orders", "customer_id")},
+        ),
+        # A rowid alias compared by a seek on the rowid, never read as a column.
+        (
+            "SELECT count(*) FROM order_items JOIN orders USING (order_id)",
+            {"order_items", "orders"},
+            {("order_items", "order_id"), ("orders", "order_id")},
+        ),
+        # NATURAL joins on the common column (city, a WITHOUT ROWID table's key).
+        (
+            "SELECT count(*) FROM customers NATURAL JOIN regions",
+            {"customers", "regions"},
+            {("customers", "city"), ("regions", "city")},
+        ),
+        # products is read only through its covering index: its table is never opened.
+        (
+            COVERING,
+            {"order_items", "products"},
+            {("order_items", "quantity"), ("order_items", "sku"), ("products", "sku")},
+        ),
+        # A view as the authorizer reports it (with every column of its own select list, read when
+        # SQLite flattens it into the query), its tables' join columns completed.
+        (
+            "SELECT city FROM order_cities",
+            {"order_cities", "orders", "customers"},
+            {
+                ("order_cities", "city"),
+                ("customers", "city"),
+                ("customers", "customer_id"),
+                ("orders", "customer_id"),
+                ("orders", "order_id"),
+            },
+        ),
+        # Subqueries, correlated or not, compound SELECTs, CTEs and window functions.
+        (
+            "SELECT name FROM customers WHERE customer_id IN "
+            "(SELECT customer_id FROM orders JOIN order_items USING (order_id))",
+            {"customers", "orders", "order_items"},
+            {
+                ("customers", "customer_id"),
+                ("customers", "name"),
+                ("orders", "customer_id"),
+                ("orders", "order_id"),
+                ("order_items", "order_id"),
+            },
+        ),
+        (
+            "SELECT name FROM customers c WHERE EXISTS (SELECT 1 FROM orders NATURAL JOIN order_items "
+            "WHERE orders.customer_id = c.customer_id)",
+            {"customers", "orders", "order_items"},
+            {
+                ("customers", "customer_id"),
+                ("customers", "name"),
+                ("orders", "customer_id"),
+                ("orders", "order_id"),
+                ("order_items", "order_id"),
+            },
+        ),
+        (
+            "SELECT city FROM customers UNION SELECT day FROM orders JOIN order_items USING (order_id)",
+            {"customers", "orders", "order_items"},
+            {("customers", "city"), ("orders", "day"), ("orders", "order_id"), ("order_items", "order_id")},
+        ),
+        (
+            "WITH n AS (SELECT count(*) AS k FROM orders JOIN customers USING (customer_id)) SELECT k FROM n",
+            {"orders", "customers"},
+            {("orders", "customer_id"), ("customers", "customer_id")},
+        ),
+        (
+            "SELECT name, row_number() OVER (PARTITION BY city) FROM customers JOIN orders USING (customer_id)",
+            {"customers", "orders"},
+            {
+                ("customers", "city"),
+                ("customers", "customer_id"),
+                ("customers", "name"),
+                ("orders", "customer_id"),
+            },
+        ),
+    ],
+)
+def test_query_reports_what_using_and_natural_joins_read(
+    store: Path, sql: str, tables: set[str], columns: set[tuple[str, str]]
+) -> None:
     """Every table and join column, whatever the join syntax: the program names what SQLite reads."""
     assert _read(store, sql) == (tables, columns)
 
@@ -181,7 +264,8 @@ def test_reads_false_leaves_the_authorizers_reads(store: Path) -> None:
         result = db.query(THREE_USING, max_rows=10, reads=False)
     assert (result.tables_read, result.columns_read) == (
         frozenset({"customers", "order_items"}),
-        frozenset({("customers", "city"), ("order_items", "quantity")}))
+        frozenset({("customers", "city"), ("order_items", "quantity")}),
+    )
 
 
 def test_reads_follow_a_schema_change(tmp_path: Path) -> None:
@@ -195,7 +279,9 @@ def test_reads_follow_a_schema_change(tmp_path: Path) -> None:
         conn.close()
         after = db.query(sql, max_rows=1)
     assert (before.columns_read, after.columns_read) == (
-        frozenset({("a", "id"), ("b", "id")}), frozenset({("a", "id"), ("b", "id")}))
+        frozenset({("a", "id"), ("b", "id")}),
+        frozenset({("a", "id"), ("b", "id")}),
+    )
     assert after.tables_read == frozenset({"a", "b"})
 
 
@@ -205,39 +291,56 @@ def test_reads_under_hide_rules_name_nothing_hidden(store: Path) -> None:
     sqls = {
         "SELECT i.quantity, p.title FROM order_items i JOIN products p ON p.sku = i.sku": (
             {"order_items", "products"},
-            {("order_items", "quantity"), ("order_items", "sku"), ("products", "sku"),
-             ("products", "title")}),
+            {("order_items", "quantity"), ("order_items", "sku"), ("products", "sku"), ("products", "title")},
+        ),
         "SELECT c.name, r.region FROM customers c JOIN regions r ON r.city = c.city": (
             {"customers", "regions"},
-            {("customers", "name"), ("customers", "city"), ("regions", "city"),
-             ("regions", "region")}),
+            {("customers", "name"), ("customers", "city"), ("regions", "city"), ("regions", "region")},
+        ),
         "SELECT o.day FROM orders o JOIN customers USING (customer_id)": (
             {"orders", "customers"},
-            {("orders", "day"), ("orders", "customer_id"), ("customers", "customer_id")}),
+            {("orders", "day"), ("orders", "customer_id"), ("customers", "customer_id")},
+        ),
         "SELECT count(*) FROM order_items JOIN products USING (sku)": (  # sku is visible
-            {"order_items", "products"}, {("order_items", "sku"), ("products", "sku")}),
+            {"order_items", "products"},
+            {("order_items", "sku"), ("products", "sku")},
+        ),
     }
     with Database(store, hide=rules) as db:
         results = {sql: db.query(sql, max_rows=10) for sql in sqls}
         refused = db.query("SELECT count(*) FROM order_items NATURAL JOIN products", max_rows=1)
-    assert {sql: (r.status.value, set(r.tables_read), set(r.columns_read))
-            for sql, r in results.items()} == {sql: ("ok", *read) for sql, read in sqls.items()}
+    assert {sql: (r.status.value, set(r.tables_read), set(r.columns_read)) for sql, r in results.items()} == {
+        sql: ("ok", *read) for sql, read in sqls.items()
+    }
     assert (refused.status.value, refused.tables_read, refused.columns_read) == (
-        "hidden", frozenset(), frozenset())
+        "hidden",
+        frozenset(),
+        frozenset(),
+    )
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("sql", "tables", "columns"), [
-    (JOIN, ("customer", "invoice"),
-     (("customer", "id"), ("customer", "name"), ("invoice", "customer_id"), ("invoice", "total"))),
-    (SUBQUERY, ("customer", "invoice"),
-     (("customer", "id"), ("customer", "name"), ("invoice", "customer_id"), ("invoice", "paid"))),
-    (CTE, ("invoice",), (("invoice", "customer_id"), ("invoice", "total"))),
-    (VIEW, ("invoice",), (("invoice", "customer_id"), ("invoice", "id"), ("invoice", "total"))),
-    (COUNT, ("customer",), ()),
-])
+@pytest.mark.parametrize(
+    ("sql", "tables", "columns"),
+    [
+        (
+            JOIN,
+            ("customer", "invoice"),
+            (("customer", "id"), ("customer", "name"), ("invoice", "customer_id"), ("invoice", "total")),
+        ),
+        (
+            SUBQUERY,
+            ("customer", "invoice"),
+            (("customer", "id"), ("customer", "name"), ("invoice", "customer_id"), ("invoice", "paid")),
+        ),
+        (CTE, ("invoice",), (("invoice", "customer_id"), ("invoice", "total"))),
+        (VIEW, ("invoice",), (("invoice", "customer_id"), ("invoice", "id"), ("invoice", "total"))),
+        (COUNT, ("customer",), ()),
+    ],
+)
 async def test_episode_result_names_the_schema_tables_its_sql_read(
-        shop: Path, sql: str, tables: tuple[str, ...], columns: tuple[tuple[str, str], ...]) -> None:
+    shop: Path, sql: str, tables: tuple[str, ...], columns: tuple[tuple[str, str], ...]
+) -> None:
     """The episode keeps only schema names (no CTE), in name order, for the answer it settled on."""
     policy = ScriptPolicy([assistant_reply("answer", tool_call("submit_sql", sql=sql))])
     with Database.unruled(shop) as db:
@@ -247,9 +350,9 @@ async def test_episode_result_names_the_schema_tables_its_sql_read(
 
 def test_tables_line_lists_each_table_with_its_columns() -> None:
     """One line: tables in name order, each with the columns read, none for a count(*)."""
-    assert tables_line(["invoice", "customer", "orders"],
-                       {"customer": ["name", "id"], "invoice": ["total"]}) == (
-        "Tables read: customer (id, name), invoice (total), orders.")
+    assert tables_line(
+        ["invoice", "customer", "orders"], {"customer": ["name", "id"], "invoice": ["total"]}
+    ) == ("Tables read: customer (id, name), invoice (total), orders.")
     assert tables_line([], {}) is None
 
 
@@ -257,8 +360,11 @@ async def _answer(tmp_path: Path, database: Path, sql: str) -> tuple[AnswerOutpu
     """The MCP tool's answer when the model submits `sql` at once: structured, and text paragraphs."""
     policy = ScriptPolicy([assistant_reply("answer", tool_call("submit_sql", sql=sql))])
     environ = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
-    server = build_server(parse_settings(["--db", f"db={database}"], environ), environ=environ,
-                          backend_factory=lambda _: PolicyBackend(policy))
+    server = build_server(
+        parse_settings(["--db", f"db={database}"], environ),
+        environ=environ,
+        backend_factory=lambda _: PolicyBackend(policy),
+    )
     async with Client(server) as client:
         result = await client.call_tool(TOOL, {"question": "Which?"})
     return AnswerOutput.model_validate(result.structured_content), result.content[0].text.split("\n\n")
@@ -269,7 +375,9 @@ async def test_answer_carries_the_tables_its_sql_read(tmp_path: Path, shop: Path
     """Through the MCP tool: `tables`, `columns_read` and the text line follow the final SQL."""
     answer, paragraphs = await _answer(tmp_path, shop, JOIN)
     assert (answer.tables, answer.columns_read) == (
-        ["customer", "invoice"], {"customer": ["id", "name"], "invoice": ["customer_id", "total"]})
+        ["customer", "invoice"],
+        {"customer": ["id", "name"], "invoice": ["customer_id", "total"]},
+    )
     assert "Tables read: customer (id, name), invoice (customer_id, total)." in paragraphs
 
 
@@ -279,26 +387,36 @@ async def test_answer_names_every_table_a_using_join_read(tmp_path: Path, store:
     answer, paragraphs = await _answer(tmp_path, store, THREE_USING)
     assert (answer.tables, answer.columns_read) == (
         ["customers", "order_items", "orders"],
-        {"customers": ["city", "customer_id"], "order_items": ["order_id", "quantity"],
-         "orders": ["customer_id", "order_id"]})
-    assert ("Tables read: customers (city, customer_id), order_items (order_id, quantity), "
-            "orders (customer_id, order_id).") in paragraphs
+        {
+            "customers": ["city", "customer_id"],
+            "order_items": ["order_id", "quantity"],
+            "orders": ["customer_id", "order_id"],
+        },
+    )
+    assert (
+        "Tables read: customers (city, customer_id), order_items (order_id, quantity), "
+        "orders (customer_id, order_id)."
+    ) in paragraphs
 
 
 # `JOIN t AS b ON b.c = a.c` (the same column on both sides): what USING (c) says in other words.
-_SAME_COLUMN_JOIN = re.compile(r"JOIN\s+(\w+)\s+(?:AS\s+)?(\w+)\s+ON\s+\w+\.(\w+)\s*=\s*\w+\.(\w+)",
-                               re.IGNORECASE)
+_SAME_COLUMN_JOIN = re.compile(
+    r"JOIN\s+(\w+)\s+(?:AS\s+)?(\w+)\s+ON\s+\w+\.(\w+)\s*=\s*\w+\.(\w+)", re.IGNORECASE
+)
 
 
 def _folded(result: QueryResult) -> tuple[set[str], set[tuple[str, str]]]:
     """What a result read, names casefolded (the authorizer names a table only counted as the SQL spells it)."""
-    return ({t.casefold() for t in result.tables_read},
-            {(t.casefold(), c.casefold()) for t, c in result.columns_read})
+    return (
+        {t.casefold() for t in result.tables_read},
+        {(t.casefold(), c.casefold()) for t, c in result.columns_read},
+    )
 
 
 def _with_using(sql: str) -> str:
-    return _SAME_COLUMN_JOIN.sub(lambda m: f"JOIN {m[1]} AS {m[2]} USING ({m[3]})"
-                                 if m[3].casefold() == m[4].casefold() else m[0], sql)
+    return _SAME_COLUMN_JOIN.sub(
+        lambda m: f"JOIN {m[1]} AS {m[2]} USING ({m[3]})" if m[3].casefold() == m[4].casefold() else m[0], sql
+    )
 
 
 @pytest.mark.needs_shared("spider_dev/dev.json", "bird_minidev/mini_dev_sqlite.json")
@@ -307,14 +425,18 @@ def test_gold_sql_reads_the_same_whatever_the_join_syntax(engine: WorkerPool) ->
     reports of ON joins (but its spelling), and each join rewritten with USING reports exactly what
     its ON form does."""
     bird = SHARED_DATA / "bird_minidev"
-    datasets = [load_dataset(SHARED_DATA / "spider_dev"),
-                load_dataset(bird / "mini_dev_sqlite.json", db_root=bird / "schema_only_stubs")]
+    datasets = [
+        load_dataset(SHARED_DATA / "spider_dev"),
+        load_dataset(bird / "mini_dev_sqlite.json", db_root=bird / "schema_only_stubs"),
+    ]
     added, differ, rewritten = [], [], 0
     for dataset in datasets:
         for example in select_examples(dataset).examples:
             db = Database.unruled(dataset.database_path(example.db_id), engine)
-            read = {reads: db.query(example.gold_sql, max_rows=1, count_cap=1, reads=reads)
-                    for reads in (False, True)}
+            read = {
+                reads: db.query(example.gold_sql, max_rows=1, count_cap=1, reads=reads)
+                for reads in (False, True)
+            }
             if not read[True].ok:
                 continue
             if _folded(read[True]) != _folded(read[False]):
@@ -324,7 +446,9 @@ def test_gold_sql_reads_the_same_whatever_the_join_syntax(engine: WorkerPool) ->
                 other = db.query(using, max_rows=1, count_cap=1)
                 rewritten += other.ok
                 if other.ok and (other.tables_read, other.columns_read) != (
-                        read[True].tables_read, read[True].columns_read):
+                    read[True].tables_read,
+                    read[True].columns_read,
+                ):
                     differ.append(using)
     assert (added, differ) == ([], [])
     assert rewritten > 400  # the rewrite reached most joins (458 on this data)

@@ -48,9 +48,16 @@ FORMATS = [
     "printf('%q|%Q|%w|%Q', 'it''s', 'x', 'a\"b', NULL)",
     "printf('%-6s|%6s|%.2s|%c|%%', 'ab', 'cd', 'efgh', 'zy')",
     "printf('%,d|%!.3g|%+d|% d|%#x', 1234567, 0.1, 5, 5, 255)",
-    "printf('%s', x'414243')", "printf('%s|%d', NULL, NULL)", "printf(NULL)", "printf()", "printf('plain')",
-    "format('%s and %s', 1, 2.5)", "printf('%.*c', 10, '-')", "printf('%d', 9223372036854775807)",
-    "typeof(printf('%d', 1))", f"length(printf('%.*c', {CAP - 1}, 'x'))",  # its longest
+    "printf('%s', x'414243')",
+    "printf('%s|%d', NULL, NULL)",
+    "printf(NULL)",
+    "printf()",
+    "printf('plain')",
+    "format('%s and %s', 1, 2.5)",
+    "printf('%.*c', 10, '-')",
+    "printf('%d', 9223372036854775807)",
+    "typeof(printf('%d', 1))",
+    f"length(printf('%.*c', {CAP - 1}, 'x'))",  # its longest
 ]
 
 
@@ -71,7 +78,10 @@ def test_the_schema_s_own_formats_still_work(db: Database) -> None:
         "SELECT shown FROM t ORDER BY id": [("<a'b>",), ("<>",), ('<c"d>',)],
         "SELECT code FROM padded ORDER BY id": [("00001",), ("00002",), ("00003",)],
         "SELECT printf('%s=%s', p.code, t.shown) FROM padded p JOIN t USING (id) ORDER BY id": [
-            ("00001=<a'b>",), ("00002=<>",), ('00003=<c"d>',)],
+            ("00001=<a'b>",),
+            ("00002=<>",),
+            ('00003=<c"d>',),
+        ],
         "SELECT printf('%d!', count(*)) FROM t": [("3!",)],
     }
     for sql, rows in queries.items():

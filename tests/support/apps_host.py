@@ -21,11 +21,14 @@ from tests.support.mcp import REPO
 NODE_MODULES = REPO / ".ci" / "node" / "node_modules"
 EXT_APPS = NODE_MODULES / "@modelcontextprotocol" / "ext-apps"
 ESBUILD = NODE_MODULES / ".bin" / "esbuild"
-INSTALL_HINT = ("npm install --prefix .ci/node @modelcontextprotocol/ext-apps@2.0.4 esbuild@0.27.7 "
-                "(as .ci/run does)")
+INSTALL_HINT = (
+    "npm install --prefix .ci/node @modelcontextprotocol/ext-apps@2.0.4 esbuild@0.27.7 (as .ci/run does)"
+)
 # What the spec tells a host to enforce when a UI resource declares no `_meta.ui.csp`.
-HOST_CSP = ("default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
-            "img-src 'self' data:; media-src 'self' data:; connect-src 'none'")
+HOST_CSP = (
+    "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; media-src 'self' data:; connect-src 'none'"
+)
 HOST_INFO = {"name": "sqale test host", "version": "1.0.0"}
 # What the host offers the view: tool calls to its server, context updates, logging.
 HOST_CAPABILITIES = {"serverTools": {}, "updateModelContext": {"text": {}}, "logging": {}}
@@ -96,11 +99,25 @@ def write_host(folder: Path) -> Path:
     """host.html and its bundled bridge (AppBridge, PostMessageTransport) in `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
     entry = 'export { AppBridge, PostMessageTransport } from "@modelcontextprotocol/ext-apps/app-bridge";\n'
-    subprocess.run([str(ESBUILD), "--bundle", "--format=iife", "--global-name=ExtApps", "--platform=browser",
-                    "--log-level=warning", f"--outfile={folder / 'host-bridge.js'}"],
-                   input=entry, text=True, cwd=NODE_MODULES.parent, check=True, timeout=120)
+    subprocess.run(
+        [
+            str(ESBUILD),
+            "--bundle",
+            "--format=iife",
+            "--global-name=ExtApps",
+            "--platform=browser",
+            "--log-level=warning",
+            f"--outfile={folder / 'host-bridge.js'}",
+        ],
+        input=entry,
+        text=True,
+        cwd=NODE_MODULES.parent,
+        check=True,
+        timeout=120,
+    )
     page = HOST_PAGE.replace("HOST_INFO", json.dumps(HOST_INFO)).replace(
-        "HOST_CAPABILITIES", json.dumps(HOST_CAPABILITIES))
+        "HOST_CAPABILITIES", json.dumps(HOST_CAPABILITIES)
+    )
     (folder / "host.html").write_text(page, encoding="utf-8")
     return folder / "host.html"
 
@@ -113,17 +130,25 @@ class AppsHost:
         self.page = page
         self._view_context: int | None = None
 
-    def show(self, html: str, tool_input: dict[str, Any], result: dict[str, Any] | None,
-             context: dict[str, Any] | None = None) -> None:
+    def show(
+        self,
+        html: str,
+        tool_input: dict[str, Any],
+        result: dict[str, Any] | None,
+        context: dict[str, Any] | None = None,
+    ) -> None:
         """Open the host page and show `html` with the tool's input and result, as a host does."""
         # A chat-column width, tall enough that every button is on screen for a real click.
-        self.browser.send("Emulation.setDeviceMetricsOverride", width=760, height=2400, deviceScaleFactor=1,
-                          mobile=False)
+        self.browser.send(
+            "Emulation.setDeviceMetricsOverride", width=760, height=2400, deviceScaleFactor=1, mobile=False
+        )
         self.browser.open(self.page.as_uri())
         # What the previous page logged reaches us only now, while this one opens: not this view's.
         self.browser.errors.clear()
-        self.browser.evaluate(f"host.show({json.dumps(html)}, {json.dumps(tool_input)}, {json.dumps(result)}, "
-                              f"{json.dumps(context or {'theme': 'light'})}, {json.dumps(HOST_CSP)})")
+        self.browser.evaluate(
+            f"host.show({json.dumps(html)}, {json.dumps(tool_input)}, {json.dumps(result)}, "
+            f"{json.dumps(context or {'theme': 'light'})}, {json.dumps(HOST_CSP)})"
+        )
         self._view_context = None
 
     def host(self, expression: str) -> Any:
@@ -150,14 +175,17 @@ class AppsHost:
         target = json.dumps(selector)
 
         def point() -> list[float] | None:
-            box = self.view(f"(() => {{ const e = document.querySelector({target}); "
-                            "const r = e.getBoundingClientRect(); "
-                            "const x = r.x + r.width / 2, y = r.y + r.height / 2; "
-                            "return e.contains(document.elementFromPoint(x, y)) && [x, y]; })()")
+            box = self.view(
+                f"(() => {{ const e = document.querySelector({target}); "
+                "const r = e.getBoundingClientRect(); "
+                "const x = r.x + r.width / 2, y = r.y + r.height / 2; "
+                "return e.contains(document.elementFromPoint(x, y)) && [x, y]; })()"
+            )
             return box and self.host(
                 "(() => { const f = document.querySelector('iframe'), r = f.getBoundingClientRect(); "
                 f"const x = r.x + 1 + {box[0]}, y = r.y + 1 + {box[1]}; "  # + the iframe's border
-                "return document.elementFromPoint(x, y) === f && [x, y]; })()")
+                "return document.elementFromPoint(x, y) === f && [x, y]; })()"
+            )
 
         x, y = self.browser.poll(point)
         self.browser.mouse_click(x, y)
@@ -169,8 +197,9 @@ class AppsHost:
 
     def screenshot(self, path: Path, *, width: int = 760) -> Path:
         """A PNG of the host page as tall as the view."""
-        self.browser.send("Emulation.setDeviceMetricsOverride", width=width, height=400, deviceScaleFactor=1,
-                          mobile=False)
+        self.browser.send(
+            "Emulation.setDeviceMetricsOverride", width=width, height=400, deviceScaleFactor=1, mobile=False
+        )
         height = self.host("document.documentElement.scrollHeight")
         return self.browser.screenshot(path, width=width, height=min(int(height) + 2, 3000))
 
@@ -181,8 +210,9 @@ def view_context(browser: Chromium, title: str = "sqale-mcp answer") -> int:
     while frames:
         frame = frames.pop()
         frames.extend(frame.get("childFrames", []))
-        context = browser.send("Page.createIsolatedWorld", frameId=frame["frame"]["id"],
-                               worldName="test")["executionContextId"]
+        context = browser.send("Page.createIsolatedWorld", frameId=frame["frame"]["id"], worldName="test")[
+            "executionContextId"
+        ]
         if browser.evaluate(f"document.title === {json.dumps(title)}", context_id=context):
             found.append(context)
     assert len(found) == 1, f"{len(found)} frames hold the view"
@@ -192,5 +222,8 @@ def view_context(browser: Chromium, title: str = "sqale-mcp answer") -> int:
 def chromium_flags() -> tuple[str, ...]:
     """Sandboxed frames stay in the page's process (their console reaches the page's session), and
     no name resolves but loopback's, so nothing a page asks for leaves the machine."""
-    return ("--disable-site-isolation-trials", "--disable-features=IsolateSandboxedIframes,site-per-process",
-            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost")
+    return (
+        "--disable-site-isolation-trials",
+        "--disable-features=IsolateSandboxedIframes,site-per-process",
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost",
+    )

@@ -26,8 +26,12 @@ SEED_FLAGS = ("--seed", "100", "--runtime-slots", "8", "--max-concurrent", "8")
 
 def submits(sql: str) -> ScriptPolicy:
     """Lists the tables, then submits `sql`."""
-    return ScriptPolicy([assistant_reply("look", tool_call("list_tables")),
-                         assistant_reply("answer", tool_call("submit_sql", sql=sql))])
+    return ScriptPolicy(
+        [
+            assistant_reply("look", tool_call("list_tables")),
+            assistant_reply("answer", tool_call("submit_sql", sql=sql)),
+        ]
+    )
 
 
 def disagreeing_policy(wrong: Mapping[str, str] | None = None) -> SeedSwitchPolicy:
@@ -51,8 +55,9 @@ class FormReplies:
     """An elicitation callback: each form is answered with the reply for the question its message
     quotes (a phrase of it), after `delay` seconds; every form seen is kept."""
 
-    def __init__(self, replies: Mapping[str, ElicitResult], *, delay: float = 0.0,
-                 both_open: anyio.Event | None = None) -> None:
+    def __init__(
+        self, replies: Mapping[str, ElicitResult], *, delay: float = 0.0, both_open: anyio.Event | None = None
+    ) -> None:
         self.replies = dict(replies)
         self.delay = delay
         self.seen: list[ElicitRequestFormParams] = []

@@ -21,10 +21,20 @@ from pathlib import Path
 from typing import Any
 
 NAMES = ("chromium", "chromium-browser", "google-chrome")
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
-         "--disable-dev-shm-usage", "--hide-scrollbars", "--remote-debugging-address=127.0.0.1",
-         "--remote-debugging-port=0")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--remote-debugging-address=127.0.0.1",
+    "--remote-debugging-port=0",
+)
 START_TIMEOUT = 60.0
 
 
@@ -41,9 +51,12 @@ class Chromium:
 
         profile.mkdir(parents=True, exist_ok=True)
         self._log = (profile / "chromium.log").open("wb")
-        self.process = subprocess.Popen([executable, *FLAGS, *extra_flags, f"--user-data-dir={profile}",
-                                         "about:blank"],
-                                        stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
+        self.process = subprocess.Popen(
+            [executable, *FLAGS, *extra_flags, f"--user-data-dir={profile}", "about:blank"],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
+        )
         self.errors: list[str] = []
         self._events: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
@@ -51,7 +64,8 @@ class Chromium:
         try:
             port = self._port(profile / "DevToolsActivePort")
             self.socket = self._closing.enter_context(
-                connect(self._page_socket(port), max_size=None, open_timeout=START_TIMEOUT))
+                connect(self._page_socket(port), max_size=None, open_timeout=START_TIMEOUT)
+            )
             for domain in ("Page", "Runtime", "Log"):
                 self.send(f"{domain}.enable")
         except BaseException:
@@ -107,8 +121,10 @@ class Chromium:
             thrown = details.get("exception", {}).get("description") or details["text"]
             self.errors.append(f"exception: {thrown}")
         elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-            self.errors.append("console: " + " ".join(str(a.get("value", a.get("description")))
-                                                      for a in params.get("args", [])))
+            self.errors.append(
+                "console: "
+                + " ".join(str(a.get("value", a.get("description"))) for a in params.get("args", []))
+            )
         elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
             entry = params["entry"]
             self.errors.append(f"log: {entry.get('text')}" + (f" ({entry['url']})" if entry.get("url") else ""))
@@ -133,17 +149,20 @@ class Chromium:
     def evaluate(self, expression: str, context_id: int | None = None) -> Any:
         """The JSON value of a JavaScript expression in the page (or in the execution context given)."""
         where = {} if context_id is None else {"contextId": context_id}
-        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True,
-                           **where)
+        result = self.send(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True, **where
+        )
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression[:80]}: {result['exceptionDetails']}")
         return result["result"].get("value")
 
     def click(self, selector: str) -> None:
         """A real mouse click in the middle of the first element matching `selector`."""
-        box = self.evaluate(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
-                            "e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect(); "
-                            "return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        box = self.evaluate(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
+            "e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect(); "
+            "return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
         self.mouse_click(box[0], box[1])
 
     def mouse_click(self, x: float, y: float) -> None:
@@ -168,10 +187,13 @@ class Chromium:
 
     def screenshot(self, path: Path, *, width: int = 1280, height: int = 1600, dark: bool = False) -> Path:
         """A PNG of the viewport, in light or dark colour scheme."""
-        self.send("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
-                  mobile=False)
-        self.send("Emulation.setEmulatedMedia", features=[
-            {"name": "prefers-color-scheme", "value": "dark" if dark else "light"}])
+        self.send(
+            "Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False
+        )
+        self.send(
+            "Emulation.setEmulatedMedia",
+            features=[{"name": "prefers-color-scheme", "value": "dark" if dark else "light"}],
+        )
         data = self.send("Page.captureScreenshot", format="png")["data"]
         path.write_bytes(base64.b64decode(data))
         return path

@@ -36,5 +36,6 @@ def shadowing_folder(folder: Path) -> Path:
     for package in ("agent", "mcp_server"):
         (folder / package).mkdir(parents=True, exist_ok=True)
         (folder / package / "__init__.py").write_text(
-            "raise ImportError('this is the workspace package, not sqale-mcp')\n", encoding="utf-8")
+            "raise ImportError('this is the workspace package, not sqale-mcp')\n", encoding="utf-8"
+        )
     return folder

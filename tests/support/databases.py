@@ -29,22 +29,18 @@ SHOP_SQL = """
 
 # Statements that would run for minutes or take gigabytes: each must be stopped at the deadline.
 BOMBS = {
-    "runaway recursive CTE":
-        "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r",
-    "instr on megabyte strings":
-        "WITH s(a) AS (SELECT printf('%.*c', 3000000, 'a')) "
-        "SELECT instr(a || 'b', substr(a, 1, 1500000) || 'b') FROM s",
-    "replace on megabyte strings":
-        "WITH s(a) AS (SELECT printf('%.*c', 4000000, 'a')) "
-        "SELECT length(replace(a, substr(a, 1, 1000000) || 'b', 'x')) FROM s",
-    "printf width":
-        "SELECT printf('%.*c', 2000000000, 'x')",
-    "randomblob":
-        "SELECT randomblob(2000000000)",
-    "cartesian join":
-        'SELECT count(*) FROM "order" a, "order" b, "order" c, "order" d, "order" e, "order" f, '
-        'customer g, customer h, (WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r '
-        'WHERE x < 100000) SELECT x FROM r)',
+    "runaway recursive CTE": (
+        "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r"
+    ),
+    "instr on megabyte strings": "WITH s(a) AS (SELECT printf('%.*c', 3000000, 'a')) "
+    "SELECT instr(a || 'b', substr(a, 1, 1500000) || 'b') FROM s",
+    "replace on megabyte strings": "WITH s(a) AS (SELECT printf('%.*c', 4000000, 'a')) "
+    "SELECT length(replace(a, substr(a, 1, 1000000) || 'b', 'x')) FROM s",
+    "printf width": "SELECT printf('%.*c', 2000000000, 'x')",
+    "randomblob": "SELECT randomblob(2000000000)",
+    "cartesian join": 'SELECT count(*) FROM "order" a, "order" b, "order" c, "order" d, "order" e, "order" f, '
+    "customer g, customer h, (WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r "
+    "WHERE x < 100000) SELECT x FROM r)",
 }
 
 
@@ -57,11 +53,9 @@ def mount_read_only(target: Path) -> bool:
     """Bind-mount `target` read-only over itself (root only); False when not possible."""
     if os.geteuid() != 0:
         return False
-    if subprocess.run(["mount", "--bind", str(target), str(target)],
-                      capture_output=True).returncode != 0:
+    if subprocess.run(["mount", "--bind", str(target), str(target)], capture_output=True).returncode != 0:
         return False
-    if subprocess.run(["mount", "-o", "remount,bind,ro", str(target)],
-                      capture_output=True).returncode != 0:
+    if subprocess.run(["mount", "-o", "remount,bind,ro", str(target)], capture_output=True).returncode != 0:
         subprocess.run(["umount", str(target)], capture_output=True)
         return False
     return True

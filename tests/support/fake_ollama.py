@@ -87,14 +87,21 @@ class OllamaApi:
 
     async def _tags(self, request: Request) -> Response:
         await self.server.record(request)
-        return JSONResponse({"models": [
+        return JSONResponse(
             {
-                "name": ollama_name(m), "model": ollama_name(m), "modified_at": _now(),
-                "size": 2_000_000_000, "digest": hashlib.sha256(m.encode()).hexdigest(),
-                "details": _DETAILS,
+                "models": [
+                    {
+                        "name": ollama_name(m),
+                        "model": ollama_name(m),
+                        "modified_at": _now(),
+                        "size": 2_000_000_000,
+                        "digest": hashlib.sha256(m.encode()).hexdigest(),
+                        "details": _DETAILS,
+                    }
+                    for m in self.server.models
+                ]
             }
-            for m in self.server.models
-        ]})
+        )
 
     async def _show(self, request: Request) -> Response:
         body = (await self.server.record(request)).body or {}
@@ -107,8 +114,11 @@ class OllamaApi:
             "parameters": SHOW_PARAMETERS,
             "template": "{{ .Prompt }}",
             "details": _DETAILS,
-            "model_info": {"general.architecture": "qwen35", "general.parameter_count": 2_000_000_000,
-                           "qwen35.context_length": 262_144},
+            "model_info": {
+                "general.architecture": "qwen35",
+                "general.parameter_count": 2_000_000_000,
+                "qwen35.context_length": 262_144,
+            },
             "capabilities": ["completion"],
             "modified_at": _now(),
         }
@@ -130,27 +140,30 @@ class OllamaApi:
         if reply.http_status != 200:
             return JSONResponse({"error": reply.text}, reply.http_status)
         generated = generate(
-            reply, max_tokens=options.get("num_predict"),
+            reply,
+            max_tokens=options.get("num_predict"),
             stops=[*STOP_STRINGS, *(options.get("stop") or [])],
         )
         final = self._final(model, prompt, generated, reply)
         if body.get("stream", True) is False:
             return JSONResponse({**final, "response": generated.text})
-        return StreamingResponse(
-            self._stream(model, generated.text, final), media_type="application/x-ndjson"
-        )
+        return StreamingResponse(self._stream(model, generated.text, final), media_type="application/x-ndjson")
 
-    def _final(
-        self, model: str, prompt: str, generated: Generated, reply: ScriptedReply
-    ) -> dict[str, Any]:
+    def _final(self, model: str, prompt: str, generated: Generated, reply: ScriptedReply) -> dict[str, Any]:
         nanos = int(reply.delay * 1e9)
         prompt_tokens, cached = self.server.prompt_counts(model, prompt, generated.text)
         final = {
-            "model": model, "created_at": _now(), "response": "", "done": True,
-            "done_reason": generated.finish_reason, "total_duration": nanos, "load_duration": 0,
+            "model": model,
+            "created_at": _now(),
+            "response": "",
+            "done": True,
+            "done_reason": generated.finish_reason,
+            "total_duration": nanos,
+            "load_duration": 0,
             "prompt_eval_count": prompt_tokens,
             "prompt_eval_duration": nanos // 4,
-            "eval_count": generated.completion_tokens, "eval_duration": nanos - nanos // 4,
+            "eval_count": generated.completion_tokens,
+            "eval_duration": nanos - nanos // 4,
         }
         if _version(self.server.ollama_version) >= CACHED_COUNT_SINCE:
             final["prompt_eval_cached_count"] = cached  # a subset of prompt_eval_count
@@ -159,7 +172,6 @@ class OllamaApi:
     @staticmethod
     async def _stream(model: str, text: str, final: dict[str, Any]) -> AsyncIterator[bytes]:
         for start in range(0, len(text), 4):
-            piece = {"model": model, "created_at": _now(), "response": text[start:start + 4],
-                     "done": False}
+            piece = {"model": model, "created_at": _now(), "response": text[start : start + 4], "done": False}
             yield (json.dumps(piece) + "\n").encode()
         yield (json.dumps(final) + "\n").encode()

@@ -139,12 +139,18 @@ class FakeServer:
         sock.bind(("127.0.0.1", 0))
         self.root = f"http://127.0.0.1:{sock.getsockname()[1]}"
         config = uvicorn.Config(
-            self.app(), log_config=None, log_level="warning", access_log=False,
-            lifespan="off", timeout_graceful_shutdown=2,
+            self.app(),
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=2,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name=f"fake-runtime {self.root}",
+            target=self._server.run,
+            kwargs={"sockets": [sock]},
+            name=f"fake-runtime {self.root}",
             daemon=True,
         )
         self._thread.start()
@@ -158,8 +164,12 @@ class FakeServer:
     @property
     def serving(self) -> bool:
         """Whether the server was started and has not been told to stop."""
-        return (self._server is not None and self._thread is not None and self._thread.is_alive()
-                and not self._server.should_exit)
+        return (
+            self._server is not None
+            and self._thread is not None
+            and self._thread.is_alive()
+            and not self._server.should_exit
+        )
 
     def stop(self) -> None:
         """Shut the server down and wait for its thread; re-raise the first policy error."""
@@ -192,8 +202,10 @@ class FakeServer:
             while len(self.generating) < count:
                 await anyio.sleep(0.005)
             return
-        raise AssertionError(f"{len(self.generating)} of {count} requests reached the fake runtime's "
-                             f"scripted delay within {timeout:g} s")
+        raise AssertionError(
+            f"{len(self.generating)} of {count} requests reached the fake runtime's "
+            f"scripted delay within {timeout:g} s"
+        )
 
     async def cancel_when_generating(self, call: Callable[[], Awaitable[object]], count: int = 1) -> None:
         """Run `call` until `count` of its requests are in their scripted delay here, then cancel it.
@@ -225,8 +237,11 @@ class FakeServer:
             except ValueError:
                 body = raw.decode("utf-8", "replace")
         recorded = RecordedRequest(
-            request.method, request.url.path, {k.lower(): v for k, v in request.headers.items()},
-            body, (request.client.host, request.client.port) if request.client else None,
+            request.method,
+            request.url.path,
+            {k.lower(): v for k, v in request.headers.items()},
+            body,
+            (request.client.host, request.client.port) if request.client else None,
         )
         self.requests.append(recorded)
         return recorded
@@ -245,8 +260,9 @@ class FakeServer:
             return policy_reply(self.policy, prompt, model, seed)
         except Exception as exc:  # recorded and re-raised by stop(): the test fails visibly
             self.policy_errors.append(exc)
-            return ScriptedReply(f"fake runtime: the policy raised {type(exc).__name__}: {exc}",
-                                 http_status=500)
+            return ScriptedReply(
+                f"fake runtime: the policy raised {type(exc).__name__}: {exc}", http_status=500
+            )
 
     async def run_delay(self, request: Request, recorded: RecordedRequest, delay: float) -> bool:
         """Sleep `delay`, then wait while held, unless the client disconnects first; True (and

@@ -70,9 +70,7 @@ def fake_server_pool() -> Iterator[FakeServerPool]:
 def _factory(pool: FakeServerPool, url_path: str) -> Iterator[FakeFactory]:
     lent: list[FakeServer] = []
 
-    def start(
-        policy: Policy, models: Sequence[str] = (DEFAULT_MODEL,), **options: Any
-    ) -> FakeServer:
+    def start(policy: Policy, models: Sequence[str] = (DEFAULT_MODEL,), **options: Any) -> FakeServer:
         server = pool.lend(policy, models=models, url_path=url_path, **options)
         lent.append(server)
         return server

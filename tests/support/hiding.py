@@ -102,13 +102,22 @@ CONDITION_PROBES: tuple[tuple[str, str], ...] = (
     _pair(_case("(SELECT Email FROM CustomerContacts LIMIT 1) LIKE '{}'"), "SECRET%", "x%"),
     _pair(_case("(SELECT total FROM InvoiceTotals) {}"), "> 4000", "< 0"),
     _pair(_case("(SELECT MailDomain FROM Customer WHERE CustomerId = 1) LIKE '{}'"), "MAIL%", "x%"),
-    _pair("WITH c AS (SELECT Email AS e FROM Customer) "
-          + _case("(SELECT e FROM c LIMIT 1) LIKE '{}'"), "SECRET%", "x%"),
-    _pair("SELECT FirstName FROM Customer ORDER BY (" + _case("Email LIKE '{}'").replace(" END", " END)"),
-          "SECRET%", "x%"),
-    _pair("SELECT FirstName FROM Customer c WHERE (SELECT CASE WHEN i.Note = '{}' THEN 1 ELSE "
-          f"{BAD_JSON} END FROM Invoice i WHERE i.CustomerId = c.CustomerId)",
-          "SECRET-NOTE", "x"),
+    _pair(
+        "WITH c AS (SELECT Email AS e FROM Customer) " + _case("(SELECT e FROM c LIMIT 1) LIKE '{}'"),
+        "SECRET%",
+        "x%",
+    ),
+    _pair(
+        "SELECT FirstName FROM Customer ORDER BY (" + _case("Email LIKE '{}'").replace(" END", " END)"),
+        "SECRET%",
+        "x%",
+    ),
+    _pair(
+        "SELECT FirstName FROM Customer c WHERE (SELECT CASE WHEN i.Note = '{}' THEN 1 ELSE "
+        f"{BAD_JSON} END FROM Invoice i WHERE i.CustomerId = c.CustomerId)",
+        "SECRET-NOTE",
+        "x",
+    ),
 )
 # A hidden name and a missing one like it: a refusal must say the same of both (but the name).
 HIDDEN_AND_MISSING = (

@@ -38,7 +38,7 @@ def take_option(argv: list[str], flag: str) -> str | None:
         return None
     at = argv.index(flag)
     value = argv[at + 1]
-    del argv[at:at + 2]
+    del argv[at : at + 2]
     return value
 
 

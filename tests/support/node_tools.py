@@ -17,8 +17,9 @@ def node_tool(name: str, package: str) -> Path:
     install it, when it is absent (no npm on this machine, or .ci/run not run)."""
     path = NODE_BIN / name
     if not path.is_file():
-        pytest.skip(f"{path} is absent; install it with `{install_command(package)}` "
-                    "(.ci/run does when npm is present)")
+        pytest.skip(
+            f"{path} is absent; install it with `{install_command(package)}` (.ci/run does when npm is present)"
+        )
     return path
 
 

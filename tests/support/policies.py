@@ -35,8 +35,7 @@ CHARS_PER_TOKEN = 4
 # What marks the final (answer-now) turn in either environment: the first line of the rich
 # instruction ("This is your final answer turn: ...") or the trained environment's opening
 # sentence ("You have reached the exploration limit."). Specific enough that a question will not say it.
-FINAL_TURN_MARKERS = (FINAL_INSTRUCTION.split("\n")[0].lower(),
-                      TRAINED_FINAL_OPENING.split(". ")[0].lower())
+FINAL_TURN_MARKERS = (FINAL_INSTRUCTION.split("\n")[0].lower(), TRAINED_FINAL_OPENING.split(". ")[0].lower())
 
 _USER_TURN = re.compile(r"<\|im_start\|>user\n(.*?)(?:<\|im_end\|>|\Z)", re.DOTALL)
 _BUDGET_LINE = re.compile(r"^\[?(\d+) tool turns? left", re.MULTILINE)
@@ -78,6 +77,7 @@ def policy_reply(policy: Policy, prompt: str, model: str, seed: int | None) -> S
 
 # ---- facts read from a prompt ------------------------------------------------------------
 
+
 def first_user_turn(prompt: str) -> str:
     """The text of the first user turn (the question), or '' when there is none."""
     match = _USER_TURN.search(prompt)
@@ -108,6 +108,7 @@ def is_final_turn(prompt: str) -> bool:
 
 
 # ---- runtime emulation shared by the HTTP fakes and PolicyBackend -------------------------
+
 
 def count_tokens(text: str) -> int:
     """Tokens a runtime would report for `text`: about 4 characters each."""
@@ -167,6 +168,7 @@ def _shared_prefix(a: str, b: str) -> int:
 
 # ---- policies ---------------------------------------------------------------------------
 
+
 class ScriptPolicy:
     """Replies the i-th scripted turn at round i (the last one again after that)."""
 
@@ -224,8 +226,11 @@ class VotePolicy(OraclePolicy):
     its rows with one more column. Wrong samples that pick the same variant agree with each other,
     as a small model's mistakes often do."""
 
-    VARIANTS = ("SELECT * FROM ({gold}) LIMIT 1 OFFSET 1", "SELECT count(*) FROM ({gold})",
-                "SELECT *, 0 AS extra FROM ({gold})")
+    VARIANTS = (
+        "SELECT * FROM ({gold}) LIMIT 1 OFFSET 1",
+        "SELECT count(*) FROM ({gold})",
+        "SELECT *, 0 AS extra FROM ({gold})",
+    )
 
     def __init__(self, gold: Mapping[str, str], right: float = 0.5) -> None:
         super().__init__(gold)
@@ -269,6 +274,7 @@ class SeedSwitchPolicy:
 
 
 # ---- building model outputs, well-formed and not ------------------------------------------
+
 
 def tool_call(tool: str, /, **args: Any) -> str:
     """A well-formed call: {"tool": "<name>", "args": {...}}."""
@@ -324,6 +330,7 @@ def rambling(tokens: int) -> str:
 
 
 # ---- in-process backend -----------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class PolicyRequest:

@@ -36,8 +36,7 @@ def engine_missing() -> str | None:
     missing = [name for name in ENGINE_PACKAGES if importlib.util.find_spec(name) is None]
     if not missing:
         return None
-    return (f"the real-engine tier needs {', '.join(missing)}: `{INSTALL}` "
-            "(.ci/run installs them)")
+    return f"the real-engine tier needs {', '.join(missing)}: `{INSTALL}` (.ci/run installs them)"
 
 
 def model_path() -> Path:
@@ -70,8 +69,9 @@ class LlamaServer:
         return self.log().count(DECODE_LINE)
 
 
-def server_command(port: int, n_ctx: int, extra: Sequence[str] = (), *,
-                   extra_buffers: bool = False) -> list[str]:
+def server_command(
+    port: int, n_ctx: int, extra: Sequence[str] = (), *, extra_buffers: bool = False
+) -> list[str]:
     """The command that serves the model under our model name on 127.0.0.1:`port`.
 
     `extra_buffers` starts plain `python -m llama_cpp.server` (ggml's extra buffer types on, as a
@@ -80,20 +80,36 @@ def server_command(port: int, n_ctx: int, extra: Sequence[str] = (), *,
     # -P: the launcher's folder (tests/support) must not shadow installed packages.
     start = ["-m", "llama_cpp.server"] if extra_buffers else ["-P", str(LAUNCHER)]
     return [
-        sys.executable, *start, "--model", str(model_path()),
-        "--model_alias", DEFAULT_MODEL, "--n_ctx", str(n_ctx),
-        "--host", "127.0.0.1", "--port", str(port),
+        sys.executable,
+        *start,
+        "--model",
+        str(model_path()),
+        "--model_alias",
+        DEFAULT_MODEL,
+        "--n_ctx",
+        str(n_ctx),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
         # By default a request arriving while another streams cuts the streaming one off;
         # queued requests must wait their turn instead.
-        "--interrupt_requests", "False",
+        "--interrupt_requests",
+        "False",
         *extra,
     ]
 
 
 @contextmanager
-def llama_server(log_dir: Path, *, n_ctx: int = 16_384, extra: Sequence[str] = (),
-                 extra_buffers: bool = False, max_tokens_cap: int | None = None,
-                 decode_delay: float | None = None) -> Iterator[LlamaServer]:
+def llama_server(
+    log_dir: Path,
+    *,
+    n_ctx: int = 16_384,
+    extra: Sequence[str] = (),
+    extra_buffers: bool = False,
+    max_tokens_cap: int | None = None,
+    decode_delay: float | None = None,
+) -> Iterator[LlamaServer]:
     """Start llama_cpp.server on a free loopback port, wait until it serves, stop it at the end.
 
     `max_tokens_cap` and `decode_delay` are the launcher's test flags (llama_launcher.py): at
@@ -112,9 +128,13 @@ def llama_server(log_dir: Path, *, n_ctx: int = 16_384, extra: Sequence[str] = (
     env = {k: v for k, v in os.environ.items() if k not in ("HOST", "PORT", "CONFIG_FILE")}
     env["PYTHONUNBUFFERED"] = "1"
     with log_path.open("wb") as log:
-        process = subprocess.Popen(server_command(port, n_ctx, extra, extra_buffers=extra_buffers),
-                                   stdin=subprocess.DEVNULL,
-                                   stdout=log, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(
+            server_command(port, n_ctx, extra, extra_buffers=extra_buffers),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         server = LlamaServer(process, port, n_ctx, log_path)
         try:
             _wait_ready(server)
@@ -133,8 +153,9 @@ def _wait_ready(server: LlamaServer) -> None:
     deadline = time.monotonic() + READY_SECONDS
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            raise RuntimeError(f"llama_cpp.server exited with {server.process.returncode}:\n"
-                               f"{server.log()[-3000:]}")
+            raise RuntimeError(
+                f"llama_cpp.server exited with {server.process.returncode}:\n{server.log()[-3000:]}"
+            )
         try:
             if httpx.get(f"{server.url}/models", timeout=2.0).status_code == 200:
                 return

@@ -41,8 +41,12 @@ HOSTILE = '<script>alert("question")</script>'
 QUESTIONS = [
     ("shop", "easy", "How many customers are there?", "SELECT count(*) FROM customer"),
     ("shop", "easy", "Which customers live in Oslo?", "SELECT name FROM customer WHERE city = 'Oslo'"),
-    ("shop", "hard", "What is the total of each customer's orders?",
-     "SELECT c.name, sum(o.amount) FROM customer c JOIN orders o ON o.customer_id = c.id GROUP BY c.name"),
+    (
+        "shop",
+        "hard",
+        "What is the total of each customer's orders?",
+        "SELECT c.name, sum(o.amount) FROM customer c JOIN orders o ON o.customer_id = c.id GROUP BY c.name",
+    ),
     ("zoo", "medium", f"Which animals are there? {HOSTILE}", "SELECT name FROM animal"),
     ("zoo", "medium", "How many lions are there?", "SELECT count(*) FROM lion"),  # gold fails
 ]
@@ -78,14 +82,22 @@ class ByQuestion:
 
 def submits(sql: str) -> ScriptPolicy:
     """Lists the tables, then submits `sql`."""
-    return ScriptPolicy([assistant_reply("Look first.", tool_call("list_tables")),
-                         assistant_reply("Answer.", tool_call("submit_sql", sql=sql))])
+    return ScriptPolicy(
+        [
+            assistant_reply("Look first.", tool_call("list_tables")),
+            assistant_reply("Answer.", tool_call("submit_sql", sql=sql)),
+        ]
+    )
 
 
 def never_answers() -> ScriptPolicy:
     """Lists the tables every round and answers the final turn with prose: no SQL at all."""
-    return ScriptPolicy([assistant_reply("Still looking.", tool_call("list_tables"))],
-                        final=assistant_reply("I cannot tell.", ))
+    return ScriptPolicy(
+        [assistant_reply("Still looking.", tool_call("list_tables"))],
+        final=assistant_reply(
+            "I cannot tell.",
+        ),
+    )
 
 
 def run_a_policy() -> ByQuestion:
@@ -100,14 +112,31 @@ def run_b_policy() -> ByQuestion:
     return ByQuestion(oracle, {QUESTIONS[0][2]: submits("SELECT 42"), QUESTIONS[2][2]: never_answers()})
 
 
-def run(dataset: Dataset, policy: object, out: Path, *, trace: TraceKind = TraceKind.FULL,
-        samples: int = 1, early_stop: bool = True) -> Path:
+def run(
+    dataset: Dataset,
+    policy: object,
+    out: Path,
+    *,
+    trace: TraceKind = TraceKind.FULL,
+    samples: int = 1,
+    early_stop: bool = True,
+) -> Path:
     """Evaluate every question of `dataset` with `policy` (K samples) into `out`; returns `out`."""
+
     def factory(sampling: SamplingSettings) -> PolicyBackend:
         return PolicyBackend(policy, MODEL, sampling=sampling)  # type: ignore[arg-type]
 
-    anyio.run(partial(evaluate, dataset, select_examples(dataset), factory, model=MODEL, out_path=out,
-                      settings=EvalSettings(trace=trace, samples=samples, early_stop=early_stop)))
+    anyio.run(
+        partial(
+            evaluate,
+            dataset,
+            select_examples(dataset),
+            factory,
+            model=MODEL,
+            out_path=out,
+            settings=EvalSettings(trace=trace, samples=samples, early_stop=early_stop),
+        )
+    )
     return out
 
 

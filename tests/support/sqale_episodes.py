@@ -46,15 +46,17 @@ def tool_args(tool: str, raw: str) -> dict[str, Any]:
     if tool in ("run_query", "submit_sql"):
         return {"sql": raw}
     values = json.loads(f"[{raw}]") if raw else []
-    names = {"describe_table": ("table_name",), "sample_rows": ("table_name", "limit"),
-             "list_tables": ()}[tool]
+    names = {"describe_table": ("table_name",), "sample_rows": ("table_name", "limit"), "list_tables": ()}[tool]
     return dict(zip(names, values, strict=True))
 
 
 def round_calls(round_: dict[str, Any]) -> list[EpisodeCall]:
     """The round's calls in order, identical calls repeated n times in a row (as the model made them)."""
-    return [EpisodeCall(c["tool"], tool_args(c["tool"], c["args"]), c.get("out"))
-            for c in round_["calls"] for _ in range(c["n"])]
+    return [
+        EpisodeCall(c["tool"], tool_args(c["tool"], c["args"]), c.get("out"))
+        for c in round_["calls"]
+        for _ in range(c["n"])
+    ]
 
 
 def replay_policy(episode: dict[str, Any]) -> ScriptPolicy:
@@ -74,8 +76,11 @@ def build_database(episode: dict[str, Any], directory: Path) -> Path:
     """A database with every table of the episode's schema and the rows its outputs show."""
     detailed, rows = _SCRIPTS[episode["id"]]
     described = {line.split()[2] for line in detailed.split(";") if "CREATE TABLE" in line}
-    others = [f'CREATE TABLE "{name}" (id INTEGER PRIMARY KEY, label TEXT);'
-              for name in episode["tables"] if name not in described]
+    others = [
+        f'CREATE TABLE "{name}" (id INTEGER PRIMARY KEY, label TEXT);'
+        for name in episode["tables"]
+        if name not in described
+    ]
     script = detailed + "\n" + "\n".join(others) + "\n" + rows
     return create_database(directory / f"{episode['id']}.sqlite", script)
 

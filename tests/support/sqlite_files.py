@@ -28,8 +28,9 @@ GEO_SQL = """
     INSERT INTO sqlite_master (type, name, tbl_name, rootpage, sql) VALUES ('table',
         'SpatialIndex', 'SpatialIndex', 0, 'CREATE VIRTUAL TABLE SpatialIndex USING VirtualSpatialIndex()');
     PRAGMA writable_schema = OFF;
-""" + "".join(f"CREATE VIEW chain{i} AS SELECT a.x FROM chain{i - 1} a, chain{i - 1} b;\n"
-              for i in range(1, 18))
+""" + "".join(
+    f"CREATE VIEW chain{i} AS SELECT a.x FROM chain{i - 1} a, chain{i - 1} b;\n" for i in range(1, 18)
+)
 
 
 def build_db(path: Path, sql: str) -> Path:

@@ -33,18 +33,30 @@ SKIP_REASON = "the otel extra is not installed (pip install -e '.[dev]' brings i
 
 
 if INSTALLED:
+
     class _Gate(Sampler):
         """Records while a test holds the fixture; drops every span otherwise."""
 
         def __init__(self) -> None:
             self.on = False
 
-        def should_sample(self, parent_context: Any, trace_id: int, name: str, kind: Any = None,
-                          attributes: Any = None, links: Any = None, trace_state: Any = None) -> SamplingResult:
+        def should_sample(
+            self,
+            parent_context: Any,
+            trace_id: int,
+            name: str,
+            kind: Any = None,
+            attributes: Any = None,
+            links: Any = None,
+            trace_state: Any = None,
+        ) -> SamplingResult:
             # The parent's trace state carries on, as the SDK's own parent-based samplers keep it.
             parent = trace.get_current_span(parent_context).get_span_context()
-            return SamplingResult(Decision.RECORD_AND_SAMPLE if self.on else Decision.DROP, attributes,
-                                  trace_state=parent.trace_state if parent.is_valid else None)
+            return SamplingResult(
+                Decision.RECORD_AND_SAMPLE if self.on else Decision.DROP,
+                attributes,
+                trace_state=parent.trace_state if parent.is_valid else None,
+            )
 
         def get_description(self) -> str:
             return "tests.support.telemetry gate"
@@ -90,8 +102,10 @@ class Telemetry:
     def children(self, parent: ReadableSpan) -> list[ReadableSpan]:
         """The spans whose parent is `parent`, in the order they started."""
         own = parent.context.span_id
-        return sorted((s for s in self.spans() if s.parent is not None and s.parent.span_id == own),
-                      key=lambda s: s.start_time or 0)
+        return sorted(
+            (s for s in self.spans() if s.parent is not None and s.parent.span_id == own),
+            key=lambda s: s.start_time or 0,
+        )
 
     def descendants(self, root: ReadableSpan) -> list[ReadableSpan]:
         """`root` and every span under it."""
@@ -108,7 +122,7 @@ class Telemetry:
         """(attributes, data point) of every point of `metric` recorded so far in this process."""
         data = self.installed.reader.get_metrics_data()
         found = []
-        for resource in (data.resource_metrics if data else ()):
+        for resource in data.resource_metrics if data else ():
             for scope in resource.scope_metrics:
                 for one in scope.metrics:
                     if one.name == metric:
@@ -117,11 +131,20 @@ class Telemetry:
 
     def everything(self) -> str:
         """Every name, attribute, event and status text of every span, as one text to search."""
-        return json.dumps([{"name": s.name, "attributes": dict(s.attributes or {}),
-                            "status": s.status.description,
-                            "events": [(e.name, dict(e.attributes or {})) for e in s.events],
-                            "resource": dict(s.resource.attributes)} for s in self.spans()],
-                          default=str, ensure_ascii=False)
+        return json.dumps(
+            [
+                {
+                    "name": s.name,
+                    "attributes": dict(s.attributes or {}),
+                    "status": s.status.description,
+                    "events": [(e.name, dict(e.attributes or {})) for e in s.events],
+                    "resource": dict(s.resource.attributes),
+                }
+                for s in self.spans()
+            ],
+            default=str,
+            ensure_ascii=False,
+        )
 
 
 def attributes(span: ReadableSpan, names: Sequence[str]) -> dict[str, Any]:

@@ -35,21 +35,32 @@ def without_timings(line: str) -> str:
     return _TIMINGS[1].sub(r"\g<1>0\g<2>", line)
 
 
-async def wire_responses(tmp_path: Path, server_args: list[str], arguments: dict[str, Any], *, mode: str,
-                         apps: bool = False,
-                         methods: tuple[str, ...] = ("tools/list", "tools/call")) -> dict[str, str]:
+async def wire_responses(
+    tmp_path: Path,
+    server_args: list[str],
+    arguments: dict[str, Any],
+    *,
+    mode: str,
+    apps: bool = False,
+    methods: tuple[str, ...] = ("tools/list", "tools/call"),
+) -> dict[str, str]:
     """The server's response lines to `methods` (of the handshake, tools/list and one tools/call),
     by method (timings zeroed)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     sent, received = tmp_path / "client-to-server.txt", tmp_path / "server-to-client.txt"
-    pipeline = (f"tee {shlex.quote(str(sent))} | {shlex.join(server_command(*server_args))} "
-                f"| tee {shlex.quote(str(received))}")
+    pipeline = (
+        f"tee {shlex.quote(str(sent))} | {shlex.join(server_command(*server_args))} "
+        f"| tee {shlex.quote(str(received))}"
+    )
     params = StdioServerParameters(command="sh", args=["-c", pipeline], env=server_env(tmp_path), cwd=REPO)
     with (tmp_path / "stderr.txt").open("w") as errlog:
         from mcp.client.stdio import stdio_client
 
-        async with Client(stdio_client(params, errlog=errlog), mode=mode,  # type: ignore[arg-type]
-                          extensions=[apps_extension()] if apps else None) as client:
+        async with Client(
+            stdio_client(params, errlog=errlog),
+            mode=mode,  # type: ignore[arg-type]
+            extensions=[apps_extension()] if apps else None,
+        ) as client:
             await client.list_tools()
             await client.call_tool(TOOL, arguments)
     asked = {}

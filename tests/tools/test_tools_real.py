@@ -41,7 +41,9 @@ def test_chinook_describe_track(chinook: Database) -> None:
         "Composer      NVARCHAR(220)\n"
         "Milliseconds  INTEGER        NOT NULL\n"
         "Bytes         INTEGER\n"
-        "UnitPrice     NUMERIC(10,2)  NOT NULL", ("Track",))
+        "UnitPrice     NUMERIC(10,2)  NOT NULL",
+        ("Track",),
+    )
 
 
 def test_chinook_join_path_and_distinct(chinook: Database) -> None:
@@ -50,12 +52,15 @@ def test_chinook_join_path_and_distinct(chinook: Database) -> None:
         'FROM "Track"\nJOIN "InvoiceLine" ON "Track"."TrackId" = "InvoiceLine"."TrackId"\n'
         'JOIN "Invoice" ON "InvoiceLine"."InvoiceId" = "Invoice"."InvoiceId"\n'
         'JOIN "Customer" ON "Invoice"."CustomerId" = "Customer"."CustomerId"',
-        ("Track", "InvoiceLine", "Invoice", "Customer"))
-    assert run_tool(chinook, "distinct_values", {"table_name": "Track", "column_name": "Composer",
-                                                 "limit": 3}).text == (
+        ("Track", "InvoiceLine", "Invoice", "Customer"),
+    )
+    assert run_tool(
+        chinook, "distinct_values", {"table_name": "Track", "column_name": "Composer", "limit": 3}
+    ).text == (
         "Track.Composer has 854 distinct values; the 3 most frequent:\n"
         "value          | count\n---------------+------\nNULL           | 977\n'Steve Harris' | 80\n"
-        "'U2'           | 44")
+        "'U2'           | 44"
+    )
 
 
 def test_northwind_order_details(engine: WorkerPool) -> None:
@@ -66,10 +71,13 @@ def test_northwind_order_details(engine: WorkerPool) -> None:
             "OrderID | ProductID | UnitPrice | Quantity | Discount\n"
             "--------+-----------+-----------+----------+---------\n"
             "10248   | 11        | 14        | 12       | 0.0\n"
-            "10248   | 42        | 9.8       | 10       | 0.0", ("Order Details",))
+            "10248   | 42        | 9.8       | 10       | 0.0",
+            ("Order Details",),
+        )
         assert run_tool(db, "join_path", {"table_a": "order details", "table_b": "customers"}).text == (
             'FROM "Order Details"\nJOIN "Orders" ON "Order Details"."OrderID" = "Orders"."OrderID"\n'
-            'JOIN "Customers" ON "Orders"."CustomerID" = "Customers"."CustomerID"')
+            'JOIN "Customers" ON "Orders"."CustomerID" = "Customers"."CustomerID"'
+        )
         query = run_tool(db, "run_query", {"sql": 'SELECT count(*) FROM "Order Details"'})
         assert (query.text, query.tables) == ("count(*)\n--------\n2155\n[1 row]", {"Order Details"})
 
@@ -90,11 +98,13 @@ def test_spider_databases_every_tool_on_every_table(engine: WorkerPool, db_id: s
         for table in schema.tables:
             name = table.name
             column = table.columns[0].name
-            for tool, args in [("describe_table", {"table_name": name}),
-                               ("foreign_keys", {"table_name": name}),
-                               ("sample_rows", {"table_name": name, "limit": 5}),
-                               ("distinct_values", {"table_name": name, "column_name": column}),
-                               ("run_query", {"sql": f'SELECT * FROM "{name}" LIMIT 3'})]:
+            for tool, args in [
+                ("describe_table", {"table_name": name}),
+                ("foreign_keys", {"table_name": name}),
+                ("sample_rows", {"table_name": name, "limit": 5}),
+                ("distinct_values", {"table_name": name, "column_name": column}),
+                ("run_query", {"sql": f'SELECT * FROM "{name}" LIMIT 3'}),
+            ]:
                 result = run_tool(db, tool, args)
                 assert result.ok, (tool, args, result.text)
                 assert len(result.text) <= ToolSettings().result_chars

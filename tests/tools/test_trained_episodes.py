@@ -35,8 +35,11 @@ BY_ID = {e["id"]: e for e in EPISODES or []}
 # Every call whose output the site shows (list_tables and submit_sql outputs are not shown).
 SHOWN_CALLS = [
     pytest.param(e["id"], r, i, id=f"{e['id']}-r{r}-{i}-{call.tool}")
-    for e in EPISODES or [] for r, round_ in enumerate(e["rounds"]) if not round_["forced"]
-    for i, call in enumerate(round_calls(round_)) if call.out is not None
+    for e in EPISODES or []
+    for r, round_ in enumerate(e["rounds"])
+    if not round_["forced"]
+    for i, call in enumerate(round_calls(round_))
+    if call.out is not None
 ]
 
 
@@ -60,15 +63,16 @@ def as_site_shows(ours: str, theirs: str) -> list[str]:
             break
         line = ours_lines[i] if i < len(ours_lines) else "<missing>"
         clipped = their.endswith(CLIP) and len(line) > len(their) - 1
-        shown.append(line[:len(their) - 1] + CLIP if clipped else line)
+        shown.append(line[: len(their) - 1] + CLIP if clipped else line)
     else:
-        shown += ours_lines[len(their_lines):]
+        shown += ours_lines[len(their_lines) :]
     return shown
 
 
 @pytest.mark.parametrize(("episode_id", "round_index", "call_index"), SHOWN_CALLS)
-def test_each_tool_output_equals_the_environments(databases: dict[str, Database], episode_id: str,
-                                                  round_index: int, call_index: int) -> None:
+def test_each_tool_output_equals_the_environments(
+    databases: dict[str, Database], episode_id: str, round_index: int, call_index: int
+) -> None:
     """run_query, describe_table and sample_rows texts equal the episode's outputs line for line."""
     call = round_calls(BY_ID[episode_id]["rounds"][round_index])[call_index]
     outcome = run_tool(databases[episode_id], call.tool, call.args)
@@ -77,8 +81,9 @@ def test_each_tool_output_equals_the_environments(databases: dict[str, Database]
 
 
 @pytest.mark.parametrize("episode_id", sorted(BY_ID))
-def test_list_tables_shows_every_name_of_a_schema_of_hundreds(databases: dict[str, Database],
-                                                               episode_id: str) -> None:
+def test_list_tables_shows_every_name_of_a_schema_of_hundreds(
+    databases: dict[str, Database], episode_id: str
+) -> None:
     """The whole list of 106-239 tables, in name order, with the count (the model saw them all)."""
     names = sorted(BY_ID[episode_id]["tables"], key=lambda n: (n.casefold(), n))
     text = run_tool(databases[episode_id], "list_tables", {}).text
@@ -88,14 +93,14 @@ def test_list_tables_shows_every_name_of_a_schema_of_hundreds(databases: dict[st
 def replay(database: Database, episode: dict[str, Any]) -> tuple[Any, list[str]]:
     """Run the episode's calls through the loop; the result and every prompt sent."""
     backend = PolicyBackend(replay_policy(episode))
-    result = anyio.run(lambda: run_episode(episode["question"], database, backend,
-                                           evidence=episode["hint"]))
+    result = anyio.run(lambda: run_episode(episode["question"], database, backend, evidence=episode["hint"]))
     return result, [r.prompt for r in backend.requests]
 
 
 @pytest.mark.parametrize("episode_id", sorted(BY_ID))
-def test_replayed_episode_shows_the_environments_turn_texts(databases: dict[str, Database],
-                                                            episode_id: str) -> None:
+def test_replayed_episode_shows_the_environments_turn_texts(
+    databases: dict[str, Database], episode_id: str
+) -> None:
     """Each round's user turn: results labelled (k/N) as the environment did, then its budget text."""
     episode = BY_ID[episode_id]
     result, prompts = replay(databases[episode_id], episode)
@@ -139,9 +144,13 @@ def test_the_forced_answer_comes_after_the_verbatim_final_turn(databases: dict[s
         "as diagnostic_count FROM devices d JOIN device_software_dependencies ds ON d.uuid = "
         "ds.device_id WHERE ds.dependency_name LIKE '%firmware%' GROUP BY d.name ORDER BY "
         "diagnostic_count DESC\nIf you are not sure of an improvement, return that query."
-        "<|im_end|>\n<|im_start|>assistant\n")
+        "<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert (result.status, result.stop_reason, len(result.rounds)) == (
-        EpisodeStatus.FINAL_ANSWER, StopReason.TOOL_TURNS, 7)
+        EpisodeStatus.FINAL_ANSWER,
+        StopReason.TOOL_TURNS,
+        7,
+    )
 
 
 def test_episode_fixture_file_is_read_in_place() -> None:

@@ -40,8 +40,9 @@ def shop(tmp_path: Path) -> Path:
 
 def write_lines(path: Path, *entries: dict[str, Any] | str) -> Path:
     """A library file with these entries (a str is written as the raw line)."""
-    path.write_text("".join((e if isinstance(e, str) else json.dumps(e)) + "\n" for e in entries),
-                    encoding="utf-8")
+    path.write_text(
+        "".join((e if isinstance(e, str) else json.dumps(e)) + "\n" for e in entries), encoding="utf-8"
+    )
     return path
 
 
@@ -54,9 +55,14 @@ def test_the_same_question_rule_ignores_case_whitespace_and_the_final_punctuatio
     assert normalise_question("  How MANY\torders   are there ?? ") == "how many orders are there"
     assert normalise_question("How many orders are there…") == "how many orders are there"
     assert normalise_question("Wie viele Bestellungen gibt es？") == "wie viele bestellungen gibt es"
-    different = ["How many orders are there in 2023?", "How many orders are there in 2024?",
-                 "How many orders are not there?", "How many orders are there, roughly?",
-                 "How many 'orders' are there?", "How many orders are there in Oslo?"]
+    different = [
+        "How many orders are there in 2023?",
+        "How many orders are there in 2024?",
+        "How many orders are not there?",
+        "How many orders are there, roughly?",
+        "How many 'orders' are there?",
+        "How many orders are there in Oslo?",
+    ]
     assert len({normalise_question(q) for q in different}) == len(different)
     assert normalise_question("Orders over 3.5.") == "orders over 3.5"
 
@@ -72,17 +78,29 @@ def test_the_callers_evidence_must_be_the_entrys_own_to_be_served() -> None:
 def test_hints_are_short_bird_style_facts_and_leave_out_long_sql() -> None:
     """Each hint reads `"question" refers to SQL`; a long SQL is left out, never clipped."""
     long_sql = "SELECT " + ", ".join(f"c{i}" for i in range(300)) + " FROM t"
-    assert hint_evidence([(CITY_Q, "SELECT name,\n  city FROM customer;"), ("Big one?", long_sql),
-                          ('Say "hi"', "SELECT 1"), ("Third", "SELECT 3")]) == (
+    assert hint_evidence(
+        [
+            (CITY_Q, "SELECT name,\n  city FROM customer;"),
+            ("Big one?", long_sql),
+            ('Say "hi"', "SELECT 1"),
+            ("Third", "SELECT 3"),
+        ]
+    ) == (
         '"Which city does each customer live in?" refers to SELECT name, city FROM customer; '
-        "\"Say 'hi'\" refers to SELECT 1")
+        "\"Say 'hi'\" refers to SELECT 1"
+    )
     assert hint_evidence([("Big one?", long_sql)]) is None
 
 
 def test_fts5_ranks_paraphrases_first_and_reads_no_syntax_from_the_question() -> None:
     """BM25 over stemmed words; quotes, stars and NEAR in a question are plain words."""
-    index = TextIndex(["How many singers do we have?", "List the names of all stadiums.",
-                       "What is the average age of all singers?"])
+    index = TextIndex(
+        [
+            "How many singers do we have?",
+            "List the names of all stadiums.",
+            "What is the average age of all singers?",
+        ]
+    )
     assert [r.position for r in index.search(query_terms("What is the total number of singer?"))] == [0, 2]
     assert index.search(query_terms('" OR * NEAR( -- ')) == []
     assert [r.position for r in index.search(query_terms('singers" OR "x'), exclude={0})] == [2]
@@ -100,7 +118,8 @@ def test_an_index_nobody_holds_closes_its_connection() -> None:
 
 
 def test_loading_serves_checked_entries_and_refuses_each_bad_one_in_one_line(
-        shop: Path, tmp_path: Path, pool: WorkerPool) -> None:
+    shop: Path, tmp_path: Path, pool: WorkerPool
+) -> None:
     """Bad JSON, another alias, from-log, failing SQL, writes, clashes: one line each, never served."""
     library_file = write_lines(
         tmp_path / "shop-verified.jsonl",
@@ -124,7 +143,7 @@ def test_loading_serves_checked_entries_and_refuses_each_bad_one_in_one_line(
     assert reported == [
         f"{where} line 2: refused: not a golden question (not a JSON object)",
         f'{where} line 3 "How many products?": refused: its SQL fails: no such table: products',
-        f'{where} line 4 "How many customers?": refused: its database is \'hr\', but this file is served '
+        f"{where} line 4 \"How many customers?\": refused: its database is 'hr', but this file is served "
         "for 'shop'; move it to that database's library or correct `database`",
         f'{where} line 5 "Total amount?": refused: still tagged from-log (the model\'s SQL, not reviewed '
         "yet); check it, then drop the from-log tag",
@@ -139,7 +158,8 @@ def test_loading_serves_checked_entries_and_refuses_each_bad_one_in_one_line(
 
 
 def test_entries_reading_hidden_data_are_refused_as_missing_and_named_in_the_operators_log_only(
-        shop: Path, tmp_path: Path, pool: WorkerPool) -> None:
+    shop: Path, tmp_path: Path, pool: WorkerPool
+) -> None:
     """Under hide rules an entry reading a hidden table or column is refused: its reason is what a
     missing name gets (whoever saved it may read it); the operator's log line adds the hidden names
     its text writes (nothing runs without the rules)."""
@@ -163,8 +183,7 @@ def test_entries_reading_hidden_data_are_refused_as_missing_and_named_in_the_ope
         "its SQL fails: no such table: wages",
     ]
     assert [line.split(": refused: ")[1] for line in reported] == [
-        "its SQL names column customer.email, which the hide rules hide (its SQL fails: no such column: "
-        "email)",
+        "its SQL names column customer.email, which the hide rules hide (its SQL fails: no such column: email)",
         "its SQL names table salary, which the hide rules hide (its SQL fails: no such table: salary)",
         "its SQL fails: not available: customer has columns hidden by the database's owner, so SELECT * "
         "cannot read it; name the columns you need (describe_table customer lists them)",
@@ -174,8 +193,11 @@ def test_entries_reading_hidden_data_are_refused_as_missing_and_named_in_the_ope
 
 def test_shared_files_skip_other_served_aliases_silently(shop: Path, tmp_path: Path, pool: WorkerPool) -> None:
     """One file for two aliases: each serves its own entries and refuses none of the other's."""
-    library_file = write_lines(tmp_path / "all.jsonl", entry(COUNT_Q, COUNT_SQL),
-                               entry("How many people?", "SELECT count(*) FROM people", database="hr"))
+    library_file = write_lines(
+        tmp_path / "all.jsonl",
+        entry(COUNT_Q, COUNT_SQL),
+        entry("How many people?", "SELECT count(*) FROM people", database="hr"),
+    )
     reported: list[str] = []
     library = VerifiedLibrary(library_file, "shop", shared_with={"hr"}, report=reported.append)
     assert [e.question for e in library.current(Database.unruled(shop, pool)).entries] == [COUNT_Q]
@@ -193,7 +215,8 @@ class CountingDatabase(Database):
 
 
 def test_an_edited_file_is_reloaded_on_the_next_question_and_only_new_sql_runs(
-        shop: Path, tmp_path: Path, pool: WorkerPool) -> None:
+    shop: Path, tmp_path: Path, pool: WorkerPool
+) -> None:
     """Appending a line serves it next time; unchanged entries are not run again; deleting stops serving."""
     library_file = write_lines(tmp_path / "lib.jsonl", entry(COUNT_Q, COUNT_SQL))
     database = CountingDatabase(shop, pool, hide=HideRules())
@@ -212,29 +235,57 @@ def test_an_edited_file_is_reloaded_on_the_next_question_and_only_new_sql_runs(
 
 
 async def test_consult_answers_the_same_question_from_the_library_without_a_model(
-        shop: Path, tmp_path: Path, pool: WorkerPool) -> None:
+    shop: Path, tmp_path: Path, pool: WorkerPool
+) -> None:
     """The entry's SQL runs now: status verified, rows, tables read, provenance; limits apply."""
-    library = VerifiedLibrary(write_lines(tmp_path / "lib.jsonl", entry(
-        COUNT_Q, COUNT_SQL, added_by="ann", added_at="2025-01-02T10:00:00+00:00", tags=["orders"]),
-        entry(CITY_Q, CITY_SQL)), "shop")
+    library = VerifiedLibrary(
+        write_lines(
+            tmp_path / "lib.jsonl",
+            entry(COUNT_Q, COUNT_SQL, added_by="ann", added_at="2025-01-02T10:00:00+00:00", tags=["orders"]),
+            entry(CITY_Q, CITY_SQL),
+        ),
+        "shop",
+    )
     database = Database.unruled(shop, pool)
-    consulted = await consult(library, database, "how many orders are there", None,
-                              settings=EpisodeSettings())
+    consulted = await consult(library, database, "how many orders are there", None, settings=EpisodeSettings())
     answer = consulted.answer
     assert answer is not None and consulted.provenance is not None
-    assert (answer.status, answer.stop_reason, answer.sql, answer.rows, answer.row_count, answer.rounds,
-            answer.tables_read, answer.question) == (
-        EpisodeStatus.VERIFIED, StopReason.VERIFIED, COUNT_SQL, ((3,),), 1, (), ("orders",),
-        "how many orders are there")
-    assert (consulted.provenance.line, consulted.provenance.added_by, consulted.provenance.tags,
-            consulted.similar) == (1, "ann", ("orders",), ())
+    assert (
+        answer.status,
+        answer.stop_reason,
+        answer.sql,
+        answer.rows,
+        answer.row_count,
+        answer.rounds,
+        answer.tables_read,
+        answer.question,
+    ) == (
+        EpisodeStatus.VERIFIED,
+        StopReason.VERIFIED,
+        COUNT_SQL,
+        ((3,),),
+        1,
+        (),
+        ("orders",),
+        "how many orders are there",
+    )
+    assert (
+        consulted.provenance.line,
+        consulted.provenance.added_by,
+        consulted.provenance.tags,
+        consulted.similar,
+    ) == (1, "ann", ("orders",), ())
     capped = await consult(library, database, CITY_Q, None, settings=EpisodeSettings(result_rows=1))
-    assert capped.answer is not None and (capped.answer.rows, capped.answer.row_count,
-                                          capped.answer.truncated) == ((("Ann", "Oslo"),), 2, True)
+    assert capped.answer is not None and (
+        capped.answer.rows,
+        capped.answer.row_count,
+        capped.answer.truncated,
+    ) == ((("Ann", "Oslo"),), 2, True)
 
 
 async def test_consult_never_serves_an_entry_that_fails_now_or_other_evidence(
-        tmp_path: Path, pool: WorkerPool) -> None:
+    tmp_path: Path, pool: WorkerPool
+) -> None:
     """A table dropped after loading, or the caller's own evidence: the model answers, told why."""
     shop = create_database(tmp_path / "shop.db", SHOP)
     library = VerifiedLibrary(write_lines(tmp_path / "lib.jsonl", entry(COUNT_Q, COUNT_SQL)), "shop")
@@ -246,9 +297,11 @@ async def test_consult_never_serves_an_entry_that_fails_now_or_other_evidence(
     create_database(shop, "CREATE TABLE other (x);")  # the file is replaced: no orders table now
     gone = await consult(library, database, COUNT_Q, None, settings=EpisodeSettings())
     assert gone.answer is None
-    assert gone.not_served == ("a verified answer to this question exists, but its SQL failed (no such "
-                               "table: orders) on the current data, so the model answered; ask the "
-                               "library's owner to check it")
+    assert gone.not_served == (
+        "a verified answer to this question exists, but its SQL failed (no such "
+        "table: orders) on the current data, so the model answered; ask the "
+        "library's owner to check it"
+    )
     fresh = await consult(library, database, COUNT_Q, None, settings=EpisodeSettings(), use_exact=False)
     assert (fresh.answer, fresh.not_served, [e.question for e in fresh.similar]) == (None, None, [COUNT_Q])
 
@@ -256,11 +309,15 @@ async def test_consult_never_serves_an_entry_that_fails_now_or_other_evidence(
 async def test_similar_questions_are_listed_not_served(shop: Path, tmp_path: Path, pool: WorkerPool) -> None:
     """A paraphrase gets the similar entries, best first, and no verified answer."""
     total = entry("What is the total order amount?", "SELECT sum(amount) FROM orders")
-    library = VerifiedLibrary(write_lines(tmp_path / "lib.jsonl", entry(COUNT_Q, COUNT_SQL),
-                                          entry(CITY_Q, CITY_SQL), total), "shop")
-    consulted = await consult(library, Database.unruled(shop, pool), "Count the orders", None,
-                              settings=EpisodeSettings())
+    library = VerifiedLibrary(
+        write_lines(tmp_path / "lib.jsonl", entry(COUNT_Q, COUNT_SQL), entry(CITY_Q, CITY_SQL), total), "shop"
+    )
+    consulted = await consult(
+        library, Database.unruled(shop, pool), "Count the orders", None, settings=EpisodeSettings()
+    )
     assert consulted.answer is None
     assert [e.question for e in consulted.similar] == [COUNT_Q, "What is the total order amount?"]
-    assert consulted.hints() == ('"How many orders are there?" refers to SELECT count(*) FROM orders; '
-                                 '"What is the total order amount?" refers to SELECT sum(amount) FROM orders')
+    assert consulted.hints() == (
+        '"How many orders are there?" refers to SELECT count(*) FROM orders; '
+        '"What is the total order amount?" refers to SELECT sum(amount) FROM orders'
+    )

@@ -22,27 +22,39 @@ from .episodes import browser, esc
 from .page import document
 from .sections import comparison_charts, comparison_headline, flipped, headline, run_charts
 
-__all__ = ["Run", "build_comparison_page", "build_run_page", "default_report_path",
-           "load_run", "plotting_available", "require_plotting", "write_report"]
+__all__ = [
+    "Run",
+    "build_comparison_page",
+    "build_run_page",
+    "default_report_path",
+    "load_run",
+    "plotting_available",
+    "require_plotting",
+    "write_report",
+]
 
 
 def build_run_page(run: Run) -> str:
     """The page of one run: headline, charts, every question."""
     summary = run_summary(run)
     title = f"{summary.benchmark} · {summary.model} · {_pct(summary.accuracy.ex)} EX"
-    body = (f"<h1>Evaluation: {esc(title)}</h1>"
-            f"{headline(run, summary)}<h2>Charts</h2>{run_charts(run)}"
-            f"<h2>Prompt cache reuse</h2>{cache_section(run)}"
-            f"<h2>Questions</h2>{browser(run, (*label_groupings(run), DIFFICULTY)[0])}")
+    body = (
+        f"<h1>Evaluation: {esc(title)}</h1>"
+        f"{headline(run, summary)}<h2>Charts</h2>{run_charts(run)}"
+        f"<h2>Prompt cache reuse</h2>{cache_section(run)}"
+        f"<h2>Questions</h2>{browser(run, (*label_groupings(run), DIFFICULTY)[0])}"
+    )
     return document(f"{title} · {run.name}", body)
 
 
 def build_comparison_page(a: Run, b: Run) -> str:
     """The page comparing two runs: both headlines, paired counts, charts side by side, flips."""
     pairing = pair_runs(a, b)
-    body = (f"<h1>Comparison: A {esc(a.name)} · B {esc(b.name)}</h1>"
-            f"{comparison_headline(a, b, pairing)}<h2>Charts</h2>{comparison_charts(a, b)}"
-            f"<h2>Questions that flipped ({len(pairing.flipped)})</h2>{flipped(pairing)}")
+    body = (
+        f"<h1>Comparison: A {esc(a.name)} · B {esc(b.name)}</h1>"
+        f"{comparison_headline(a, b, pairing)}<h2>Charts</h2>{comparison_charts(a, b)}"
+        f"<h2>Questions that flipped ({len(pairing.flipped)})</h2>{flipped(pairing)}"
+    )
     return document(f"A {a.name} vs B {b.name}", body)
 
 
@@ -57,8 +69,9 @@ def write_report(results: Sequence[Path], out: Path) -> Path:
     try:
         out.write_text(page, encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"{out}: cannot write the report ({exc.strerror or exc}); "
-                          "give another output path") from exc
+        raise ConfigError(
+            f"{out}: cannot write the report ({exc.strerror or exc}); give another output path"
+        ) from exc
     return out
 
 

@@ -73,8 +73,11 @@ def cache_reuse(run: Run) -> CacheReuse:
                 counts[2] += played.prompt_tokens
                 counts[3] += min(played.cached_tokens, played.prompt_tokens)
     order = sorted(tally, key=lambda name: (name == FINAL_ROUND, int(name) if name.isdigit() else 0))
-    return CacheReuse(tuple(RoundCache(name, *tally[name]) for name in order), tuple(verdicts(reuses)),
-                      _run_setting(run, "engine_kind"))
+    return CacheReuse(
+        tuple(RoundCache(name, *tally[name]) for name in order),
+        tuple(verdicts(reuses)),
+        _run_setting(run, "engine_kind"),
+    )
 
 
 def cache_section(run: Run) -> str:
@@ -90,23 +93,29 @@ def cache_section(run: Run) -> str:
         else:
             lines.append(f'<p class="cache-verdict">{esc(verdict.summary())}</p>')
     rows = "".join(
-        f"<tr><td>{esc(r.round)}</td><td class=\"num\">{r.rounds:,}</td>"
-        f"<td class=\"num\">{r.reported:,}</td><td class=\"num\">{r.prompt_tokens:,}</td>"
-        f"<td class=\"num\">{r.cached_tokens:,}</td>"
-        f"<td class=\"num\">{'unknown' if r.share is None else f'{100 * r.share:.0f}%'}</td></tr>"
-        for r in data.by_round)
-    table = ('<table class="two cache-rounds"><tr><th>round</th><th>rounds</th><th>engine reported</th>'
-             "<th>prompt tokens</th><th>from its cache</th><th>share</th></tr>"
-             f"{rows}</table>")
-    note = ('<p class="muted">What the engine said it served from its prompt cache, per round; rounds '
-            "after the first should come mostly from the cache. Rounds whose engine said nothing are "
-            "counted under rounds only (unknown, never taken for 0).</p>")
+        f'<tr><td>{esc(r.round)}</td><td class="num">{r.rounds:,}</td>'
+        f'<td class="num">{r.reported:,}</td><td class="num">{r.prompt_tokens:,}</td>'
+        f'<td class="num">{r.cached_tokens:,}</td>'
+        f'<td class="num">{"unknown" if r.share is None else f"{100 * r.share:.0f}%"}</td></tr>'
+        for r in data.by_round
+    )
+    table = (
+        '<table class="two cache-rounds"><tr><th>round</th><th>rounds</th><th>engine reported</th>'
+        "<th>prompt tokens</th><th>from its cache</th><th>share</th></tr>"
+        f"{rows}</table>"
+    )
+    note = (
+        '<p class="muted">What the engine said it served from its prompt cache, per round; rounds '
+        "after the first should come mostly from the cache. Rounds whose engine said nothing are "
+        "counted under rounds only (unknown, never taken for 0).</p>"
+    )
     return "".join(lines) + table + note
 
 
 def results_verdicts(path: Path, engine: str) -> list[CacheVerdict]:
     """The verdicts over a results file, read a line at a time (a long run's traces do not fit in
     memory); `engine` names the engine of rounds that do not name theirs."""
+
     def reuses() -> Iterable[RoundReuse]:
         for _, line in file_lines(path):
             try:
@@ -115,4 +124,5 @@ def results_verdicts(path: Path, engine: str) -> list[CacheVerdict]:
                 continue  # a torn last line; read_records reports anything worse
             for sample in record.samples:
                 yield from episode_reuse(sample.trace or [], engine)
+
     return verdicts(reuses())

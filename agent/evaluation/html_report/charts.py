@@ -28,19 +28,43 @@ _FG, _MUTED, _GRID = "#010203", "#040506", "#070809"
 _THEME = {_FG: "var(--fg)", _MUTED: "var(--muted)", _GRID: "var(--grid)"}
 CORRECT_COLOR, WRONG_COLOR, BAR_COLOR = "#2da44e", "#e5534b", "#4c8ed9"
 # Mid-tone colours that stay readable on a light and on a dark page (matplotlib's tab10).
-SERIES_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-                 "#7f7f7f", "#bcbd22", "#17becf")
+SERIES_COLORS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
 WIDTH = 5.6  # inches; the SVG scales to its column
 LEFT, RIGHT, BOTTOM, TOP = 0.6, 0.15, 0.45, 0.1  # default margins, inches
 CHAR_WIDTH = 0.068  # inches per character of a 9 pt DejaVu Sans label, a little generous
 MIN_DISCRETE_SPAN = 8  # a histogram of whole numbers spans at least this many values
 _RC: dict[str, Any] = {
-    "svg.fonttype": "none", "text.parse_math": False, "font.size": 9, "font.family": "sans-serif",
+    "svg.fonttype": "none",
+    "text.parse_math": False,
+    "font.size": 9,
+    "font.family": "sans-serif",
     "font.sans-serif": ["DejaVu Sans"],  # matplotlib ships it, so the layout matches what it measured
-    "text.color": _FG, "axes.labelcolor": _FG, "axes.edgecolor": _MUTED, "xtick.color": _MUTED,
-    "ytick.color": _MUTED, "xtick.labelcolor": _FG, "ytick.labelcolor": _FG, "axes.facecolor": "none",
-    "figure.facecolor": "none", "savefig.facecolor": "none", "savefig.transparent": True,
-    "axes.spines.top": False, "axes.spines.right": False, "grid.color": _GRID, "legend.frameon": False,
+    "text.color": _FG,
+    "axes.labelcolor": _FG,
+    "axes.edgecolor": _MUTED,
+    "xtick.color": _MUTED,
+    "ytick.color": _MUTED,
+    "xtick.labelcolor": _FG,
+    "ytick.labelcolor": _FG,
+    "axes.facecolor": "none",
+    "figure.facecolor": "none",
+    "savefig.facecolor": "none",
+    "savefig.transparent": True,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "grid.color": _GRID,
+    "legend.frameon": False,
     "hatch.color": _FG,
 }
 
@@ -53,8 +77,10 @@ def plotting_available() -> bool:
 def require_plotting() -> None:
     """Raise ConfigError with the install command when matplotlib is missing."""
     if not plotting_available():
-        raise ConfigError(f"the HTML report draws its charts with matplotlib, which is not installed; "
-                          f"run: {install_hint('report')}")
+        raise ConfigError(
+            f"the HTML report draws its charts with matplotlib, which is not installed; "
+            f"run: {install_hint('report')}"
+        )
 
 
 def accuracy_chart(groups: Sequence[GroupAccuracy], *, salt: str) -> str:
@@ -65,8 +91,14 @@ def accuracy_chart(groups: Sequence[GroupAccuracy], *, salt: str) -> str:
         ax.barh(range(len(groups)), values, color=BAR_COLOR, height=0.7)
         for i, g in enumerate(groups):
             # Beside the bar, in the right margin when the bar is full: never over the bar.
-            ax.text(values[i] + 1, i, f"{g.correct}/{g.questions} · {values[i]:.1f}%", va="center",
-                    fontsize=8, clip_on=False)
+            ax.text(
+                values[i] + 1,
+                i,
+                f"{g.correct}/{g.questions} · {values[i]:.1f}%",
+                va="center",
+                fontsize=8,
+                clip_on=False,
+            )
         _category_axis(ax, labels)
         ax.set_xlim(0, 100)
         ax.set_xticks([0, 25, 50, 75, 100])
@@ -74,8 +106,14 @@ def accuracy_chart(groups: Sequence[GroupAccuracy], *, salt: str) -> str:
 
     labels = [f"{g.label} ({g.questions})" for g in groups]
     widest = max((len(f"{g.correct}/{g.questions} · 100.0%") for g in groups), default=10)
-    return _render(_bars_height(len(groups)), salt, f"accuracy of {len(groups)} groups", draw,
-                   left=_label_margin(labels), right=0.1 + CHAR_WIDTH * 0.9 * widest)
+    return _render(
+        _bars_height(len(groups)),
+        salt,
+        f"accuracy of {len(groups)} groups",
+        draw,
+        left=_label_margin(labels),
+        right=0.1 + CHAR_WIDTH * 0.9 * widest,
+    )
 
 
 def counts_chart(counts: Mapping[str, int], *, salt: str, xmax: int | None = None) -> str:
@@ -98,8 +136,7 @@ def counts_chart(counts: Mapping[str, int], *, salt: str, xmax: int | None = Non
     return _render(_bars_height(len(labels)), salt, label, draw, left=_label_margin(labels))
 
 
-def histogram_chart(dist: Distribution, edges: Sequence[float], *, salt: str,
-                    ymax: int | None = None) -> str:
+def histogram_chart(dist: Distribution, edges: Sequence[float], *, salt: str, ymax: int | None = None) -> str:
     """Stacked histogram of one per-episode number: right episodes, then wrong ones on top."""
     right, wrong = histogram(dist.correct, edges), histogram(dist.wrong, edges)
     gap = 0.1 if dist.discrete else 0.0  # whole numbers: separate bars, one per value
@@ -108,10 +145,17 @@ def histogram_chart(dist: Distribution, edges: Sequence[float], *, salt: str,
     top = max([ymax or 0, *(a + b for a, b in zip(right, wrong, strict=True)), 1])
 
     def draw(ax: Axes) -> None:
-        ax.bar(lefts, right, width=widths, align="edge", color=CORRECT_COLOR, label="correct",
-               edgecolor="none")
-        ax.bar(lefts, wrong, width=widths, bottom=right, align="edge", color=WRONG_COLOR, label="wrong",
-               edgecolor="none")
+        ax.bar(lefts, right, width=widths, align="edge", color=CORRECT_COLOR, label="correct", edgecolor="none")
+        ax.bar(
+            lefts,
+            wrong,
+            width=widths,
+            bottom=right,
+            align="edge",
+            color=WRONG_COLOR,
+            label="wrong",
+            edgecolor="none",
+        )
         ax.set_ylim(0, top * 1.1)
         ax.set_xlabel(dist.unit)
         ax.set_ylabel("episodes")
@@ -139,8 +183,14 @@ def tool_rounds_chart(tools: ToolRounds, *, salt: str, ymax: int | None = None) 
         bottom = [0] * len(x)
         for i, tool in enumerate(tools.tools):
             heights = [tools.counts.get((r, tool), 0) for r in tools.rounds]
-            ax.bar(x, heights, bottom=bottom, width=0.7, label=_short(tool, 24),
-                   color=SERIES_COLORS[i % len(SERIES_COLORS)])
+            ax.bar(
+                x,
+                heights,
+                bottom=bottom,
+                width=0.7,
+                label=_short(tool, 24),
+                color=SERIES_COLORS[i % len(SERIES_COLORS)],
+            )
             bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
         ax.set_xticks(x, [f"round {r}" if r.isdigit() else r for r in tools.rounds])
         ax.set_ylim(0, max([ymax or 0, *bottom, 1]) * 1.05)
@@ -155,11 +205,17 @@ def tool_rounds_chart(tools: ToolRounds, *, salt: str, ymax: int | None = None) 
 
 def tallest_bin(dists: Sequence[Distribution], edges: Sequence[float]) -> int:
     """The highest stacked bar any of these distributions reaches with these edges."""
-    return max((max(a + b for a, b in zip(histogram(d.correct, edges), histogram(d.wrong, edges),
-                                          strict=True)) for d in dists), default=0)
+    return max(
+        (
+            max(a + b for a, b in zip(histogram(d.correct, edges), histogram(d.wrong, edges), strict=True))
+            for d in dists
+        ),
+        default=0,
+    )
 
 
 # ---- matplotlib plumbing ----------------------------------------------------------------
+
 
 def _whole_numbers() -> Any:
     from matplotlib.ticker import MaxNLocator
@@ -199,8 +255,16 @@ _REFERENCE = re.compile(r'(?:url\(#|href="#)([^)"]+)')
 _DROP = re.compile(r"<metadata>.*?</metadata>\s*|<defs>\s*<style[^>]*>.*?</style>\s*</defs>\s*", re.DOTALL)
 
 
-def _render(height: float, salt: str, label: str, draw: Callable[[Axes], None], *,
-            left: float = LEFT, right: float = RIGHT, top: float = TOP) -> str:
+def _render(
+    height: float,
+    salt: str,
+    label: str,
+    draw: Callable[[Axes], None],
+    *,
+    left: float = LEFT,
+    right: float = RIGHT,
+    top: float = TOP,
+) -> str:
     """Draw on one axes under the report's style; the figure as an inline <svg> element.
 
     No XML prologue or metadata, no fixed size (it scales to its column), theme colours as CSS
@@ -214,15 +278,15 @@ def _render(height: float, salt: str, label: str, draw: Callable[[Axes], None], 
     with matplotlib.rc_context(style):
         fig = Figure(figsize=(WIDTH, height))
         left = min(left, WIDTH / 2)
-        fig.subplots_adjust(left=left / WIDTH, right=1 - right / WIDTH, bottom=BOTTOM / height,
-                            top=1 - top / height)
+        fig.subplots_adjust(
+            left=left / WIDTH, right=1 - right / WIDTH, bottom=BOTTOM / height, top=1 - top / height
+        )
         draw(fig.add_subplot())
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     text = _DROP.sub("", _SVG_START.sub("", buffer.getvalue(), count=1))
     used = set(_REFERENCE.findall(text))
     text = _ID.sub(lambda m: m.group(0) if m.group(1) in used else "", text)
-    text = _SIZE.sub(lambda m: f'<svg{m.group(1)} role="img" aria-label="{html.escape(label)}"', text,
-                     count=1)
+    text = _SIZE.sub(lambda m: f'<svg{m.group(1)} role="img" aria-label="{html.escape(label)}"', text, count=1)
     for placeholder, variable in _THEME.items():
         text = text.replace(placeholder, variable)
     return text.strip()

@@ -62,8 +62,10 @@ def load_run(path: Path) -> Run:
         raise ConfigError(f"{path}: no such results file; give the --out file of a `sqale-agent eval` run")
     if path.name.endswith(SUMMARY_SUFFIX):  # eval writes it next to the results: an easy slip
         results = results_path_for(path)
-        raise ConfigError(f"{path} is the summary of an eval run; give its results file instead: "
-                          f"{results} (the --out file, one JSON line per question)")
+        raise ConfigError(
+            f"{path} is the summary of an eval run; give its results file instead: "
+            f"{results} (the --out file, one JSON line per question)"
+        )
     records = read_records(path, traces=True)
     if not records:
         raise ConfigError(f"{path}: holds no result line yet; run `sqale-agent eval` first")
@@ -73,11 +75,17 @@ def load_run(path: Path) -> Run:
 def run_summary(run: Run) -> Summary:
     """The same summary `sqale-agent eval` prints, for the headline."""
     first = run.records[0]
-    return summarize(run.records, benchmark=first.benchmark, model=first.model, samples=run.samples,
-                     selected=len(run.records))
+    return summarize(
+        run.records,
+        benchmark=first.benchmark,
+        model=first.model,
+        samples=run.samples,
+        selected=len(run.records),
+    )
 
 
 # ---- groupings --------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Grouping:
@@ -137,6 +145,7 @@ def accuracy_by(records: Iterable[QuestionRecord], grouping: Grouping) -> list[G
 
 # ---- episode counts and distributions ---------------------------------------------------
 
+
 def count(values: Iterable[str]) -> dict[str, int]:
     """Occurrences of each value, most frequent first (ties by name)."""
     counted = Counter(values)
@@ -150,8 +159,10 @@ def status_mix(run: Run) -> dict[str, int]:
 
 def stop_reason_mix(run: Run) -> dict[str, int]:
     """Episodes by why the exploration ended."""
-    return count(s.stop_reason or (STOPPED_EARLY if s.outcome is Outcome.CANCELLED else NO_STOP_REASON)
-                 for s in run.episodes)
+    return count(
+        s.stop_reason or (STOPPED_EARLY if s.outcome is Outcome.CANCELLED else NO_STOP_REASON)
+        for s in run.episodes
+    )
 
 
 def outcome_mix(run: Run) -> dict[str, int]:
@@ -181,9 +192,16 @@ DISTRIBUTIONS: tuple[tuple[str, str, Callable[[SampleRecord], float], bool], ...
 def distributions(run: Run) -> list[Distribution]:
     """Rounds, tool calls, tokens and seconds of every episode that ran."""
     ran = run.ran
-    return [Distribution(name, unit, tuple(value(s) for s in ran if s.correct),
-                         tuple(value(s) for s in ran if not s.correct), discrete)
-            for name, unit, value, discrete in DISTRIBUTIONS]
+    return [
+        Distribution(
+            name,
+            unit,
+            tuple(value(s) for s in ran if s.correct),
+            tuple(value(s) for s in ran if not s.correct),
+            discrete,
+        )
+        for name, unit, value, discrete in DISTRIBUTIONS
+    ]
 
 
 def bin_edges(values: Sequence[float], *, discrete: bool, bins: int = 20) -> list[float]:
@@ -255,14 +273,17 @@ def gold_tables_table(run: Run) -> GoldTablesTable:
 
 # ---- the side-by-side results -----------------------------------------------------------
 
-def unmatched_rows(mine: RowsPreview, theirs: RowsPreview, *, ordered: bool,
-                   any_column_order: bool) -> list[bool]:
+
+def unmatched_rows(
+    mine: RowsPreview, theirs: RowsPreview, *, ordered: bool, any_column_order: bool
+) -> list[bool]:
     """For each shown row of `mine`: True when the other side's shown rows do not account for it.
 
     Unordered results match rows as a multiset; ordered ones position by position. With
     `any_column_order` (Spider's rule) a row's cells are compared as a sorted bag. Only the
     preview rows are compared, so a row may be marked that appears further down the other result.
     """
+
     def key(row: list) -> tuple:
         cells = tuple(_cell_key(v) for v in row)
         return tuple(sorted(cells, key=repr)) if any_column_order else cells
@@ -286,6 +307,7 @@ def _cell_key(value: object) -> tuple[str, object]:
 
 
 # ---- two runs ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Pairing:
@@ -337,11 +359,13 @@ class Pairing:
 def pair_runs(a: Run, b: Run) -> Pairing:
     """Pair the scored questions of two runs by key (the same question text is required)."""
     theirs = {r.key: r for r in b.scored}
-    pairs = tuple((r, theirs[r.key]) for r in a.scored
-                  if r.key in theirs and theirs[r.key].question == r.question)
+    pairs = tuple(
+        (r, theirs[r.key]) for r in a.scored if r.key in theirs and theirs[r.key].question == r.question
+    )
     if not pairs and a.scored and b.scored:
-        raise ConfigError(f"{a.name} and {b.name} share no scored question; compare two runs of the same "
-                          "question set")
+        raise ConfigError(
+            f"{a.name} and {b.name} share no scored question; compare two runs of the same question set"
+        )
     return Pairing(pairs, only_a=len(a.scored) - len(pairs), only_b=len(b.scored) - len(pairs))
 
 
@@ -354,18 +378,22 @@ def sign_test(x: int, y: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def align_groups(a: Sequence[GroupAccuracy],
-                 b: Sequence[GroupAccuracy]) -> tuple[list[GroupAccuracy], list[GroupAccuracy]]:
+def align_groups(
+    a: Sequence[GroupAccuracy], b: Sequence[GroupAccuracy]
+) -> tuple[list[GroupAccuracy], list[GroupAccuracy]]:
     """Both runs' groups in one order (A's, then B's extras), a group missing on one side as 0 of 0."""
     order = list(dict.fromkeys([g.label for g in a] + [g.label for g in b]))
     mine, theirs = {g.label: g for g in a}, {g.label: g for g in b}
-    return ([mine.get(label, GroupAccuracy(label, 0, 0)) for label in order],
-            [theirs.get(label, GroupAccuracy(label, 0, 0)) for label in order])
+    return (
+        [mine.get(label, GroupAccuracy(label, 0, 0)) for label in order],
+        [theirs.get(label, GroupAccuracy(label, 0, 0)) for label in order],
+    )
 
 
 def align_tool_rounds(a: ToolRounds, b: ToolRounds) -> tuple[ToolRounds, ToolRounds]:
     """Both runs over the same rounds and tools (so a tool has one colour in both charts)."""
-    rounds = tuple(sorted(set(a.rounds) | set(b.rounds),
-                          key=lambda r: (r == FINAL_ROUND, int(r) if r.isdigit() else 0)))
+    rounds = tuple(
+        sorted(set(a.rounds) | set(b.rounds), key=lambda r: (r == FINAL_ROUND, int(r) if r.isdigit() else 0))
+    )
     tools = tuple(dict.fromkeys(a.tools + b.tools))
     return (ToolRounds(rounds, tools, a.counts, a.traced), ToolRounds(rounds, tools, b.counts, b.traced))

@@ -43,25 +43,38 @@ def browser(run: Run, grouping: Grouping) -> str:
     records = run.records
     facets = {
         "verdict": sorted({verdict(r) for r in records}),
-        "group": sorted({label for r in records for label in grouping.labels_of(r)},
-                        key=grouping.rank or (lambda label: (0, label))),
+        "group": sorted(
+            {label for r in records for label in grouping.labels_of(r)},
+            key=grouping.rank or (lambda label: (0, label)),
+        ),
         "db": sorted({r.db_id for r in records}),
         "status": sorted({status_of(r) for r in records}),
         "agreement": sorted({level for r in records if (level := agreement_level(r))}, key=agreement_rank),
     }
-    names = {"verdict": "verdict", "group": grouping.name, "db": "database", "status": "status",
-             "agreement": "agreement"}
+    names = {
+        "verdict": "verdict",
+        "group": grouping.name,
+        "db": "database",
+        "status": "status",
+        "agreement": "agreement",
+    }
     selects = "".join(
         f'<label>{esc(names[key])} <select name="{key}"><option value="">all</option>'
         + "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in values)
         + "</select></label>"
-        for key, values in facets.items() if values)
-    form = (f'<form id="filters" class="filters" hidden>{selects}'
-            '<label class="grow">text <input type="search" name="text" '
-            'placeholder="question, SQL or database"></label>'
-            f'<span class="shown"><b id="shown">{len(records)}</b> of {len(records)} shown</span></form>')
-    head = (f'<div class="ep-head"><span>#</span><span></span><span>{esc(grouping.name)}</span>'
-            '<span>database</span><span>status</span><span>question</span></div>')
+        for key, values in facets.items()
+        if values
+    )
+    form = (
+        f'<form id="filters" class="filters" hidden>{selects}'
+        '<label class="grow">text <input type="search" name="text" '
+        'placeholder="question, SQL or database"></label>'
+        f'<span class="shown"><b id="shown">{len(records)}</b> of {len(records)} shown</span></form>'
+    )
+    head = (
+        f'<div class="ep-head"><span>#</span><span></span><span>{esc(grouping.name)}</span>'
+        "<span>database</span><span>status</span><span>question</span></div>"
+    )
     items = "".join(question_entry(r, grouping) for r in records)
     return f'{form}<div class="episodes" id="episodes">{head}{items}</div>'
 
@@ -72,15 +85,19 @@ def question_entry(record: QuestionRecord, grouping: Grouping) -> str:
     mark = {"correct": "✓", "wrong": "✗"}.get(v, "–")
     groups = grouping.labels_of(record)
     level = agreement_level(record)
-    attrs = (f'data-key="{esc(record.key)}" data-verdict="{esc(v)}" data-group="{esc(chr(10).join(groups))}" '
-             f'data-db="{esc(record.db_id)}" data-status="{esc(status_of(record))}" '
-             f'data-agreement="{esc(level or "")}"')
+    attrs = (
+        f'data-key="{esc(record.key)}" data-verdict="{esc(v)}" data-group="{esc(chr(10).join(groups))}" '
+        f'data-db="{esc(record.db_id)}" data-status="{esc(status_of(record))}" '
+        f'data-agreement="{esc(level or "")}"'
+    )
     status = status_of(record) + (f" · {_votes_short(record)}" if level else "")
-    summary = (f'<summary><span class="key">{esc(record.key)}</span>'
-               f'<span class="v {v.replace(" ", "-")}" title="{esc(v)}">{mark}</span>'
-               f'<span>{esc(", ".join(groups))}</span><span>{esc(record.db_id)}</span>'
-               f'<span title="{esc(level or "")}">{esc(status)}</span>'
-               f'<span class="q">{esc(record.question)}</span></summary>')
+    summary = (
+        f'<summary><span class="key">{esc(record.key)}</span>'
+        f'<span class="v {v.replace(" ", "-")}" title="{esc(v)}">{mark}</span>'
+        f"<span>{esc(', '.join(groups))}</span><span>{esc(record.db_id)}</span>"
+        f'<span title="{esc(level or "")}">{esc(status)}</span>'
+        f'<span class="q">{esc(record.question)}</span></summary>'
+    )
     return f'<details class="ep" {attrs}>{summary}<div class="ep-body">{question_body(record)}</div></details>'
 
 
@@ -90,12 +107,17 @@ def question_body(record: QuestionRecord) -> str:
     if record.evidence:
         parts.append(f'<p class="evidence"><b>evidence</b> {esc(record.evidence)}</p>')
     if record.gold_error:
-        parts.append(f'<p class="bad">The gold SQL failed ({esc(record.gold.status)}): '
-                     f'{esc(record.gold.error or "no message")}. This question is not scored.</p>')
+        parts.append(
+            f'<p class="bad">The gold SQL failed ({esc(record.gold.status)}): '
+            f"{esc(record.gold.error or 'no message')}. This question is not scored.</p>"
+        )
         return "".join(parts) + side_by_side(("gold SQL", sql_block(record.gold_sql)))
     voted = voted_sample(record)
-    parts.append(side_by_side(("predicted SQL", sql_block(record.predicted_sql)),
-                             ("gold SQL", sql_block(record.gold_sql))))
+    parts.append(
+        side_by_side(
+            ("predicted SQL", sql_block(record.predicted_sql)), ("gold SQL", sql_block(record.gold_sql))
+        )
+    )
     parts.append(results_side_by_side(record, voted))
     if len(record.samples) > 1:
         parts.append(vote_section(record))
@@ -121,21 +143,32 @@ def vote_section(record: QuestionRecord) -> str:
     shown = candidates(record)
     if not shown:
         counts = ", ".join(str(n) for n in record.vote_counts) or "none"
-        return (f'<section class="vote">{head}<p class="muted">votes per result: {esc(counts)} (this results '
-                "file does not record which sample gave which result)</p></section>")
+        return (
+            f'<section class="vote">{head}<p class="muted">votes per result: {esc(counts)} (this results '
+            "file does not record which sample gave which result)</p></section>"
+        )
     rows = "".join(
         f'<tr{" class=chosen" if c.chosen else ""}><td class="num">{c.votes}</td>'
-        f'<td>{esc(", ".join(str(i) for i in c.samples))}</td>'
+        f"<td>{esc(', '.join(str(i) for i in c.samples))}</td>"
         f'<td class="num">{"-" if c.rows is None else f"{c.rows:,}"}</td>'
         f'<td class="v {"correct" if c.correct else "wrong"}">{"✓ right" if c.correct else "✗ wrong"}</td>'
         f"<td>{'answer' if c.chosen else ''}</td><td>{sql_block(c.sql)}</td></tr>"
-        for c in shown)
+        for c in shown
+    )
     abstained = len(record.samples) - sum(c.votes for c in shown)
-    note = (f'<p class="muted">{plural(abstained, "sample")} gave no result that could vote (no SQL, an '
-            "error, too many rows, or stopped early).</p>") if abstained else ""
-    return (f'<section class="vote">{head}<table class="candidates"><thead><tr><th>votes</th><th>samples</th>'
-            "<th>rows</th><th>verdict</th><th></th><th>SQL</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>{note}{choice_part(record)}</section>")
+    note = (
+        (
+            f'<p class="muted">{plural(abstained, "sample")} gave no result that could vote (no SQL, an '
+            "error, too many rows, or stopped early).</p>"
+        )
+        if abstained
+        else ""
+    )
+    return (
+        f'<section class="vote">{head}<table class="candidates"><thead><tr><th>votes</th><th>samples</th>'
+        "<th>rows</th><th>verdict</th><th></th><th>SQL</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>{note}{choice_part(record)}</section>"
+    )
 
 
 def choice_part(record: QuestionRecord) -> str:
@@ -143,13 +176,17 @@ def choice_part(record: QuestionRecord) -> str:
     choice = record.choice
     if choice is None:
         return ""
-    items = "".join(f'<li{" class=right" if k == choice.right else ""}>{esc(label)}'
-                    f'{" <strong>✓ right</strong>" if k == choice.right else ""}</li>'
-                    for k, label in enumerate(choice.options, start=1))
+    items = "".join(
+        f"<li{' class=right' if k == choice.right else ''}>{esc(label)}"
+        f"{' <strong>✓ right</strong>' if k == choice.right else ''}</li>"
+        for k, label in enumerate(choice.options, start=1)
+    )
     more = f"<li class=muted>({plural(choice.more, 'other result')} not shown)</li>" if choice.more else ""
     said = "none of them is right" if choice.right is None else f"option {choice.right} is right"
-    return (f'<div class="choice"><h4>a person would be asked ({esc(said)})</h4><ol>{items}{more}'
-            "<li>None of these</li></ol></div>")
+    return (
+        f'<div class="choice"><h4>a person would be asked ({esc(said)})</h4><ol>{items}{more}'
+        "<li>None of these</li></ol></div>"
+    )
 
 
 def voted_sample(record: QuestionRecord) -> SampleRecord | None:
@@ -159,7 +196,7 @@ def voted_sample(record: QuestionRecord) -> SampleRecord | None:
 
 def side_by_side(*columns: tuple[str, str]) -> str:
     """Columns with a heading each, side by side on a wide screen."""
-    cells = "".join(f'<section><h4>{esc(title)}</h4>{body}</section>' for title, body in columns)
+    cells = "".join(f"<section><h4>{esc(title)}</h4>{body}</section>" for title, body in columns)
     return f'<div class="cols">{cells}</div>'
 
 
@@ -172,8 +209,9 @@ def sql_block(sql: str | None) -> str:
 
 def results_side_by_side(record: QuestionRecord, sample: SampleRecord | None) -> str:
     """The predicted and the gold result's first rows, rows missing from the other side marked."""
-    return side_by_side(("predicted result", predicted_result(record, sample)),
-                       ("gold result", gold_result(record, sample)))
+    return side_by_side(
+        ("predicted result", predicted_result(record, sample)), ("gold result", gold_result(record, sample))
+    )
 
 
 def predicted_result(record: QuestionRecord, sample: SampleRecord | None) -> str:
@@ -186,8 +224,12 @@ def predicted_result(record: QuestionRecord, sample: SampleRecord | None) -> str
         return f'<p class="bad">{esc(sample.outcome.value)}: {esc(why)}</p>'
     marks = None
     if gold is not None and not sample.correct:
-        marks = unmatched_rows(predicted, gold, ordered=record.gold.ordered,
-                               any_column_order=_match_rule(record.benchmark) is MatchRule.MULTISET)
+        marks = unmatched_rows(
+            predicted,
+            gold,
+            ordered=record.gold.ordered,
+            any_column_order=_match_rule(record.benchmark) is MatchRule.MULTISET,
+        )
     return rows_table(predicted, sample.result_rows or 0, marks)
 
 
@@ -198,8 +240,12 @@ def gold_result(record: QuestionRecord, against: SampleRecord | None) -> str:
         return '<p class="muted">rows not recorded (results file written before the report existed)</p>'
     marks = None
     if against is not None and against.preview is not None and not against.correct:
-        marks = unmatched_rows(gold, against.preview, ordered=record.gold.ordered,
-                               any_column_order=_match_rule(record.benchmark) is MatchRule.MULTISET)
+        marks = unmatched_rows(
+            gold,
+            against.preview,
+            ordered=record.gold.ordered,
+            any_column_order=_match_rule(record.benchmark) is MatchRule.MULTISET,
+        )
     return rows_table(gold, record.gold.rows, marks)
 
 
@@ -211,15 +257,19 @@ def rows_table(preview: RowsPreview, total: int, marks: Sequence[bool] | None) -
     """The preview rows as a table; marked rows have no counterpart in the other result."""
     head = "".join(f"<th>{esc(c)}</th>" for c in preview.columns)
     body = "".join(
-        f'<tr{" class=diff" if marks and marks[i] else ""}>'
-        + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>"
-        for i, row in enumerate(preview.rows))
+        f"<tr{' class=diff' if marks and marks[i] else ''}>"
+        + "".join(f"<td>{_cell(v)}</td>" for v in row)
+        + "</tr>"
+        for i, row in enumerate(preview.rows)
+    )
     shown = len(preview.rows)
     note = plural(total, "row") + (f", first {shown} shown" if shown < total else "")
     if marks and any(marks):
         note += f"; marked ({sum(marks)}): not among the other result's rows shown"
-    return (f'<table class="rows"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-            f'<p class="rows-note">{esc(note)}</p>')
+    return (
+        f'<table class="rows"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+        f'<p class="rows-note">{esc(note)}</p>'
+    )
 
 
 def _cell(value: object) -> str:
@@ -230,18 +280,23 @@ def _cell(value: object) -> str:
 
 def sample_details(record: QuestionRecord, sample: SampleRecord, *, voted: bool, run: str = "") -> str:
     """One sampled episode: its numbers in the summary, its SQL (when several) and trace inside."""
-    head = [f"{run}sample {sample.sample}" + (" (voted)" if voted and len(record.samples) > 1 else ""),
-            sample.outcome.value, sample.status, sample.stop_reason or "-",
-            f"{sample.rounds} rounds", f"{sample.tool_calls} calls", f"{sample.tokens:,} tokens",
-            f"{sample.seconds:.1f} s"]
+    head = [
+        f"{run}sample {sample.sample}" + (" (voted)" if voted and len(record.samples) > 1 else ""),
+        sample.outcome.value,
+        sample.status,
+        sample.stop_reason or "-",
+        f"{sample.rounds} rounds",
+        f"{sample.tool_calls} calls",
+        f"{sample.tokens:,} tokens",
+        f"{sample.seconds:.1f} s",
+    ]
     if sample.saw_gold_tables is False:
         head.append("missed a gold table")
     body = [sql_block(sample.sql)] if len(record.samples) > 1 else []
     if sample.error:
         body.append(f'<p class="bad">{esc(sample.error)}</p>')
     body.append(trace_html(sample.trace))
-    return (f'<details class="sample"><summary>{esc(" · ".join(head))}</summary>'
-            f'{"".join(body)}</details>')
+    return f'<details class="sample"><summary>{esc(" · ".join(head))}</summary>{"".join(body)}</details>'
 
 
 def trace_html(trace: Iterable[RoundTrace] | None) -> str:
@@ -252,18 +307,27 @@ def trace_html(trace: Iterable[RoundTrace] | None) -> str:
     for played in trace:
         label = "final turn" if played.final else f"round {played.index}"
         cached = "unknown" if played.cached_tokens is None else f"{played.cached_tokens:,}"
-        head = (f"{label} · {played.prompt_tokens:,}+{played.completion_tokens:,} tokens "
-                f"({cached} from cache) · model "
-                f"{played.model_seconds:.2f} s · tools {played.tool_seconds:.3f} s · {played.finish_reason}")
-        parts = [f'<div class="round-head">{esc(head)}</div>',
-                 f'<pre class="completion">{esc(played.completion)}</pre>']
+        head = (
+            f"{label} · {played.prompt_tokens:,}+{played.completion_tokens:,} tokens "
+            f"({cached} from cache) · model "
+            f"{played.model_seconds:.2f} s · tools {played.tool_seconds:.3f} s · {played.finish_reason}"
+        )
+        parts = [
+            f'<div class="round-head">{esc(head)}</div>',
+            f'<pre class="completion">{esc(played.completion)}</pre>',
+        ]
         for call in played.calls:
             flags = ("" if call.ok else " [error]") + (" [duplicate, not run again]" if call.duplicate else "")
             args = json.dumps(call.args, ensure_ascii=False)
-            result = (f'<pre class="result">{esc(call.text)}</pre>' if call.text is not None
-                      else '<p class="muted">result text not kept (--trace calls)</p>')
-            parts.append(f'<div class="call{"" if call.ok else " err"}"><div class="call-head">→ '
-                         f"{esc(call.tool)} {esc(args)}{esc(flags)}</div>{result}</div>")
+            result = (
+                f'<pre class="result">{esc(call.text)}</pre>'
+                if call.text is not None
+                else '<p class="muted">result text not kept (--trace calls)</p>'
+            )
+            parts.append(
+                f'<div class="call{"" if call.ok else " err"}"><div class="call-head">→ '
+                f"{esc(call.tool)} {esc(args)}{esc(flags)}</div>{result}</div>"
+            )
         parts += [f'<p class="note">note: {esc(note)}</p>' for note in played.notes]
         rounds.append(f'<li class="round">{"".join(parts)}</li>')
     return f'<ol class="trace">{"".join(rounds)}</ol>'

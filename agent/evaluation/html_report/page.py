@@ -117,14 +117,16 @@ def _script_hash(script: str) -> str:
     return "sha256-" + base64.b64encode(digest).decode("ascii")
 
 
-CSP = (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-       f"script-src '{_script_hash(SCRIPT)}'; base-uri 'none'; form-action 'none'")
+CSP = (
+    f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    f"script-src '{_script_hash(SCRIPT)}'; base-uri 'none'; form-action 'none'"
+)
 
 
 def document(title: str, body: str) -> str:
     """A whole HTML page: `title` is escaped here, `body` must already be safe HTML."""
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<meta name="color-scheme" content="light dark">'

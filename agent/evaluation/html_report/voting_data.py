@@ -24,10 +24,13 @@ def asking(run: Run) -> list[GroupAccuracy]:
     vote's answer was right, the right answer was among the options, and any sample was right."""
     asked = [r for r in run.scored if r.choice is not None]
     n = len(asked)
-    return [GroupAccuracy("the vote's answer", sum(bool(r.correct) for r in asked), n),
-            GroupAccuracy("among the options", sum(r.choice is not None and r.choice.right is not None
-                                                   for r in asked), n),
-            GroupAccuracy("any sample", sum(bool(r.any_correct) for r in asked), n)]
+    return [
+        GroupAccuracy("the vote's answer", sum(bool(r.correct) for r in asked), n),
+        GroupAccuracy(
+            "among the options", sum(r.choice is not None and r.choice.right is not None for r in asked), n
+        ),
+        GroupAccuracy("any sample", sum(bool(r.any_correct) for r in asked), n),
+    ]
 
 
 def stopped_early(run: Run) -> int:
@@ -59,6 +62,9 @@ def candidates(record: QuestionRecord) -> list[CandidateView]:
         first = by_index.get(members[0])
         if first is None:
             continue
-        out.append(CandidateView(tuple(members), first.sql, first.result_rows, first.correct,
-                                 record.voted_sample in members))
+        out.append(
+            CandidateView(
+                tuple(members), first.sql, first.result_rows, first.correct, record.voted_sample in members
+            )
+        )
     return out

@@ -39,10 +39,14 @@ BREAKERS = {
     "zero-width": "\u200b\u200d\ufeff```\u2060",
 }
 # Characters that break a line or hide text: none may reach the text except plain newlines.
-UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
-                    "\u2060-\u2069\ufeff\ufff9-\ufffb]")
-BLOCK = re.compile(r"^The (?:rows|SQL|model's last reply) between the <(untrusted-data-[0-9a-f]{12})> "
-                   r"markers .*?^</\1>$", re.MULTILINE | re.DOTALL)
+UNSAFE = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]"
+)
+BLOCK = re.compile(
+    r"^The (?:rows|SQL|model's last reply) between the <(untrusted-data-[0-9a-f]{12})> "
+    r"markers .*?^</\1>$",
+    re.MULTILINE | re.DOTALL,
+)
 PLAIN_SQL = re.compile(r"^(`{3,})(sql|text)\n(.*?)\n\1$", re.MULTILINE | re.DOTALL)
 TAKEN_FOR_OURS = ("SYSTEM", "```", "~~~", "</untrusted", "<untrusted")
 
@@ -70,9 +74,23 @@ def assert_contained(text: str) -> None:
 
 def answer(**fields: object) -> AnswerOutput:
     base: dict[str, object] = dict(
-        database="d", question="q", sql="SELECT 1", columns=["n"], rows=[[1]], row_count=1,
-        truncated=False, status="submitted", error=None, stop_reason="submit_sql", rounds=1,
-        tool_calls=1, tokens=1, seconds=0.1, model="m", trace=[])
+        database="d",
+        question="q",
+        sql="SELECT 1",
+        columns=["n"],
+        rows=[[1]],
+        row_count=1,
+        truncated=False,
+        status="submitted",
+        error=None,
+        stop_reason="submit_sql",
+        rounds=1,
+        tool_calls=1,
+        tokens=1,
+        seconds=0.1,
+        model="m",
+        trace=[],
+    )
     base.update(fields)
     return AnswerOutput.model_validate(base)
 
@@ -103,8 +121,9 @@ def test_errors_echoing_cells_are_one_quoted_line(breaker: str) -> None:
     failed = render_answer_text(answer(rows=[], row_count=0, error=error))
     (line,) = [line for line in failed.split("\n\n") if line.startswith("The SQL failed: ")]
     assert line.startswith('The SQL failed: "JSON path error near ') and line.endswith('"')
-    nothing = render_answer_text(answer(sql=None, rows=[], columns=[], row_count=0, status="failed",
-                                        error=error))
+    nothing = render_answer_text(
+        answer(sql=None, rows=[], columns=[], row_count=0, status="failed", error=error)
+    )
     assert nothing.startswith('No runnable SQL was produced: "')
     for text in (failed, nothing):
         assert_contained(text)
@@ -145,9 +164,17 @@ def test_backtick_runs_in_sql_never_close_the_fence() -> None:
 def test_candidates_of_samples_are_fenced_like_the_answer() -> None:
     """With several samples, the other answers' SQL gets the same protection as the answer's."""
     hostile = f"SELECT 2 -- \n```\n{PAYLOAD}"
-    text = render_answer_text(answer(samples=3, samples_finished=3, agreement=0.67, candidates=[
-        Candidate(sql="SELECT 1", votes=2, row_count=1, status="submitted"),
-        Candidate(sql=hostile, votes=1, row_count=1, status="submitted")]))
+    text = render_answer_text(
+        answer(
+            samples=3,
+            samples_finished=3,
+            agreement=0.67,
+            candidates=[
+                Candidate(sql="SELECT 1", votes=2, row_count=1, status="submitted"),
+                Candidate(sql=hostile, votes=1, row_count=1, status="submitted"),
+            ],
+        )
+    )
     assert "Other answers:" in text
     assert_contained(text)
 
@@ -172,18 +199,28 @@ def test_an_alias_cannot_end_with_a_newline(tmp_path: Path) -> None:
 def test_progress_lines_escape_what_the_model_wrote() -> None:
     """A progress line names the model's calls on one line, invisible characters escaped."""
     call = ToolCall("describe_table", {"table_name": f"t\u202e{PAYLOAD}\u200b"})
-    played = Round(index=1, final=False, completion="", think=None, notes=(),
-                   calls=(CallRecord(call=call, ok=True, text="", seconds=0.0),), model_seconds=0.1,
-                   tool_seconds=0.0, prompt_tokens=1, completion_tokens=1, finish_reason="stop",
-                   context_tokens=1)
+    played = Round(
+        index=1,
+        final=False,
+        completion="",
+        think=None,
+        notes=(),
+        calls=(CallRecord(call=call, ok=True, text="", seconds=0.0),),
+        model_seconds=0.1,
+        tool_seconds=0.0,
+        prompt_tokens=1,
+        completion_tokens=1,
+        finish_reason="stop",
+        context_tokens=1,
+    )
     line = progress_message(played, 6)
     assert UNSAFE.search(line) is None and "\\u202e" in line
 
 
 HOSTILE_DB = f"""
-CREATE TABLE "notes{BREAKERS['newline']}{PAYLOAD}" (id INTEGER PRIMARY KEY,
-    "body{BREAKERS['line-separator']}{PAYLOAD}" TEXT);
-INSERT INTO "notes{BREAKERS['newline']}{PAYLOAD}" VALUES (1, '$' || char(10) || '```' || char(10)
+CREATE TABLE "notes{BREAKERS["newline"]}{PAYLOAD}" (id INTEGER PRIMARY KEY,
+    "body{BREAKERS["line-separator"]}{PAYLOAD}" TEXT);
+INSERT INTO "notes{BREAKERS["newline"]}{PAYLOAD}" VALUES (1, '$' || char(10) || '```' || char(10)
     || '{PAYLOAD}');
 """
 

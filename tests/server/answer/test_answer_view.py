@@ -46,8 +46,12 @@ def with_save_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     class ViewWithSave(AnswerView):
         def __init__(self) -> None:
             super().__init__()
-            self.app_tool(save_verified_answer, name=SAVE, title="Save as verified",
-                          description="Save this question's SQL in the verified library")
+            self.app_tool(
+                save_verified_answer,
+                name=SAVE,
+                title="Save as verified",
+                description="Save this question's SQL in the verified library",
+            )
 
     monkeypatch.setattr("mcp_server.app.AnswerView", ViewWithSave)
     server = demo(tmp_path)
@@ -69,7 +73,8 @@ async def test_an_apps_client_sees_the_view_on_the_one_tool(tmp_path: Path) -> N
     app_only = {"ui": {"resourceUri": VIEW_URI, "visibility": ["app"]}}
     assert [(t.name, t.meta) for t in tools] == [(TOOL, {"ui": {"resourceUri": VIEW_URI}}), (CHOOSE, app_only)]
     assert [(r.uri, r.mime_type, r.meta) for r in resources] == [
-        (VIEW_URI, APP_MIME_TYPE, {"ui": {"permissions": {"clipboardWrite": {}}, "prefersBorder": True}})]
+        (VIEW_URI, APP_MIME_TYPE, {"ui": {"permissions": {"clipboardWrite": {}}, "prefersBorder": True}})
+    ]
     assert extensions == {EXTENSION_ID: {}}
 
 
@@ -97,18 +102,23 @@ async def test_no_answer_view_leaves_the_server_as_it_was(tmp_path: Path) -> Non
 
 
 async def test_an_app_only_tool_is_listed_and_callable_only_by_apps_clients(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The save tool: listed with visibility app and callable for Apps hosts; unknown to the others."""
     server = with_save_tool(tmp_path / "a", monkeypatch)
     async with Client(server, extensions=[apps_extension()]) as client:
         tools = {t.name: t.meta for t in (await client.list_tools()).tools}
         saved = await client.call_tool(SAVE, {"database": "bookshop", "question": "q", "sql": "SELECT 1"})
         answered = await client.call_tool(TOOL, {"question": QUESTION})
-    assert tools == {TOOL: {"ui": {"resourceUri": VIEW_URI}},
-                     SAVE: {"ui": {"resourceUri": VIEW_URI, "visibility": ["app"]}},
-                     CHOOSE: {"ui": {"resourceUri": VIEW_URI, "visibility": ["app"]}}}
-    assert (saved.is_error, server.saved) == (False, [
-        {"database": "bookshop", "question": "q", "sql": "SELECT 1", "evidence": None}])
+    assert tools == {
+        TOOL: {"ui": {"resourceUri": VIEW_URI}},
+        SAVE: {"ui": {"resourceUri": VIEW_URI, "visibility": ["app"]}},
+        CHOOSE: {"ui": {"resourceUri": VIEW_URI, "visibility": ["app"]}},
+    }
+    assert (saved.is_error, server.saved) == (
+        False,
+        [{"database": "bookshop", "question": "q", "sql": "SELECT 1", "evidence": None}],
+    )
     assert answered.meta is not None and answered.meta[RESULT_META_KEY] == {"appTools": [SAVE]}
 
     server = with_save_tool(tmp_path / "b", monkeypatch)
@@ -118,7 +128,10 @@ async def test_an_app_only_tool_is_listed_and_callable_only_by_apps_clients(
         answered = await client.call_tool(TOOL, {"question": QUESTION})
     assert names == [TOOL]
     assert (refused.is_error, refused.content[0].text, server.saved) == (  # type: ignore[union-attr]
-        True, f"Unknown tool: {SAVE}", [])
+        True,
+        f"Unknown tool: {SAVE}",
+        [],
+    )
     assert answered.meta is None or RESULT_META_KEY not in answered.meta
 
 
@@ -161,8 +174,12 @@ def test_answer_view_flag_and_config_key(tmp_path: Path) -> None:
 @pytest.mark.timeout(600)
 def test_a_non_editable_install_serves_the_page(tmp_path: Path) -> None:
     """`pip install .` of a clean copy into a fresh venv, run from another folder: the page is installed."""
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=REPO,
-                            capture_output=True, check=False)
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=REPO,
+        capture_output=True,
+        check=False,
+    )
     if listed.returncode != 0:
         pytest.skip("not a git checkout: the clean copy to install is made from git's file list")
     source = tmp_path / "source"  # what a clone holds (no build/ left over from an earlier install)
@@ -176,10 +193,32 @@ def test_a_non_editable_install_serves_the_page(tmp_path: Path) -> None:
     # Only this project is installed; its dependencies come from the test's environment.
     deps = next(Path(p) for p in sys.path if p.endswith("site-packages"))
     (site_packages / "deps.pth").write_text(f"{deps}\n", encoding="utf-8")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
-                    str(site_packages), str(source)], check=True, timeout=540, cwd=tmp_path)
-    probe = ("import mcp_server.answer.view as v, pathlib; print(pathlib.Path(v.__file__).parent); "
-             "print(len(v.view_html()))")
-    out = subprocess.run([str(target / "bin" / "python"), "-c", probe], capture_output=True, text=True,
-                         cwd=tmp_path, check=True, timeout=120).stdout.split()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            str(site_packages),
+            str(source),
+        ],
+        check=True,
+        timeout=540,
+        cwd=tmp_path,
+    )
+    probe = (
+        "import mcp_server.answer.view as v, pathlib; print(pathlib.Path(v.__file__).parent); "
+        "print(len(v.view_html()))"
+    )
+    out = subprocess.run(
+        [str(target / "bin" / "python"), "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+        timeout=120,
+    ).stdout.split()
     assert Path(out[0]).is_relative_to(target) and int(out[1]) == len(view_html())

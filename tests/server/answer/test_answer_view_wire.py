@@ -28,14 +28,15 @@ MODES = ["legacy", "2026-07-28"]  # the 2025-11-25 handshake era, and the 2026-0
 
 
 async def responses(tmp_path: Path, fake: Any, mode: str, *flags: str, apps: bool) -> dict[str, str]:
-    return await wire_responses(tmp_path, ["--demo", "--ollama-host", fake.url, *flags], {"question": QUESTION},
-                                mode=mode, apps=apps)
+    return await wire_responses(
+        tmp_path, ["--demo", "--ollama-host", fake.url, *flags], {"question": QUESTION}, mode=mode, apps=apps
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_client_without_apps_gets_the_bytes_of_a_server_without_the_view(tmp_path: Path,
-                                                                                 fake_ollama: Any,
-                                                                                 mode: str) -> None:
+async def test_a_client_without_apps_gets_the_bytes_of_a_server_without_the_view(
+    tmp_path: Path, fake_ollama: Any, mode: str
+) -> None:
     """tools/list and tools/call answer a client that did not negotiate Apps exactly as with the view off."""
     fake = fake_ollama(OraclePolicy(BOOK_GOLD))
     before = await responses(tmp_path / "off", fake, mode, "--no-answer-view", apps=False)
@@ -43,8 +44,9 @@ async def test_a_client_without_apps_gets_the_bytes_of_a_server_without_the_view
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_an_apps_client_gets_the_same_answer_and_the_view_on_the_tool(tmp_path: Path, fake_ollama: Any,
-                                                                            mode: str) -> None:
+async def test_an_apps_client_gets_the_same_answer_and_the_view_on_the_tool(
+    tmp_path: Path, fake_ollama: Any, mode: str
+) -> None:
     """With MCP Apps: the same tools/call bytes; tools/list differs only by the tool's _meta.ui."""
     fake = fake_ollama(OraclePolicy(BOOK_GOLD))
     before = await responses(tmp_path / "off", fake, mode, "--no-answer-view", apps=False)
@@ -53,8 +55,10 @@ async def test_an_apps_client_gets_the_same_answer_and_the_view_on_the_tool(tmp_
     listed = json.loads(got["tools/list"])
     [tool, choose] = listed["result"]["tools"]
     assert tool.pop("_meta") == {"ui": {"resourceUri": VIEW_URI}}
-    assert (choose["name"], choose["_meta"]) == (CHOOSE_TOOL_NAME, {"ui": {"resourceUri": VIEW_URI,
-                                                                         "visibility": ["app"]}})
+    assert (choose["name"], choose["_meta"]) == (
+        CHOOSE_TOOL_NAME,
+        {"ui": {"resourceUri": VIEW_URI, "visibility": ["app"]}},
+    )
     listed["result"]["tools"] = [tool]  # the view's app-only "Use this answer" aside
     assert listed == json.loads(before["tools/list"])
 
@@ -68,8 +72,14 @@ async def test_what_each_era_announces(tmp_path: Path, fake_ollama: Any, mode: s
     announces the extension to every client; the view still goes only to Apps clients."""
     fake = fake_ollama(OraclePolicy(BOOK_GOLD))
     handshake = "initialize" if mode == "legacy" else "server/discover"
-    got = await wire_responses(tmp_path, ["--demo", "--ollama-host", fake.url], {"question": QUESTION},
-                               mode=mode, apps=apps, methods=(handshake, "tools/list"))
+    got = await wire_responses(
+        tmp_path,
+        ["--demo", "--ollama-host", fake.url],
+        {"question": QUESTION},
+        mode=mode,
+        apps=apps,
+        methods=(handshake, "tools/list"),
+    )
     capabilities = json.loads(got[handshake])["result"]["capabilities"]
     announced = capabilities.get("extensions")
     assert announced == (None if mode == "legacy" else {EXTENSION_ID: {}}), capabilities

@@ -25,17 +25,24 @@ MISTYPED = {
     "question as null": ({"question": None}, f"`question` must be {QUESTION}, not null."),
     "no question": ({"database": "shop"}, f"`question` is missing; pass {QUESTION}."),
     "samples as text": ({"question": "q", "samples": SECRET}, f"`samples` must be {SAMPLES}, not text."),
-    "samples with a fraction": ({"question": "q", "samples": 2.5},
-                                f"`samples` must be {SAMPLES}, not a number with a fraction."),
-    "verified as a list": ({"question": "q", "verified": [SECRET]},
-                           "`verified` must be true or false, or null, not a list."),
-    "database as an object": ({"question": "q", "database": {"name": SECRET}},
-                              "`database` must be text: the alias of a configured database (listed in the "
-                              "tool description), or null, not an object."),
+    "samples with a fraction": (
+        {"question": "q", "samples": 2.5},
+        f"`samples` must be {SAMPLES}, not a number with a fraction.",
+    ),
+    "verified as a list": (
+        {"question": "q", "verified": [SECRET]},
+        "`verified` must be true or false, or null, not a list.",
+    ),
+    "database as an object": (
+        {"question": "q", "database": {"name": SECRET}},
+        "`database` must be text: the alias of a configured database (listed in the "
+        "tool description), or null, not an object.",
+    ),
     "two at once, one taken as it is": (
         {"question": [SECRET], "evidence": 7, "samples": "3"},
         f"`question` must be {QUESTION}, not a list; `evidence` must be text: hints about the data, or "
-        "null, not a number."),
+        "null, not a number.",
+    ),
 }
 
 
@@ -79,4 +86,5 @@ def test_the_fallback_names_every_argument(max_samples: int) -> None:
         "language; `database` takes text: the alias of a configured database (listed in the tool "
         f"description), or null; `evidence` takes text: hints about the data, or null; `samples` takes a "
         f"whole number from 1 to {max_samples}, or null for the server's default; `verified` takes true "
-        "or false, or null.")
+        "or false, or null."
+    )

@@ -62,8 +62,9 @@ async def ask_until_answered(client: Client, arguments: dict[str, Any], most: in
     raise AssertionError(f"still working after {most} calls")
 
 
-async def test_a_slow_question_says_working_and_the_same_call_gets_its_answer(tmp_path: Path,
-                                                                             fake_ollama: Any) -> None:
+async def test_a_slow_question_says_working_and_the_same_call_gets_its_answer(
+    tmp_path: Path, fake_ollama: Any
+) -> None:
     """Held at the model past a 2 s budget, the call says `working` (a success, valid against the output
     schema, telling the assistant what to do); called again, it waits for that same question: its three
     model requests are made once, and the log says so."""
@@ -73,12 +74,17 @@ async def test_a_slow_question_says_working_and_the_same_call_gets_its_answer(tm
             first = await client.call_tool(TOOL, COUNT)
         working = valid_answer(first)
         assert (first.is_error, working["status"], working["stop_reason"], working["sql"]) == (
-            False, "working", "call_budget", None)
+            False,
+            "working",
+            "call_budget",
+            None,
+        )
         assert first.content[0].text.startswith("Still working on this question (0 model rounds so far, ")
         assert first.content[0].text.endswith(
             "The answer is not ready yet; the question goes on being answered meanwhile. Call "
             "answer_sql_question again with exactly the same arguments to wait for the answer: nothing "
-            "starts over and nothing is lost.")
+            "starts over and nothing is lost."
+        )
         assert metric(server, "sqale_questions_working") == 1
         fake.release()
         rest = await ask_until_answered(client, COUNT)
@@ -87,14 +93,17 @@ async def test_a_slow_question_says_working_and_the_same_call_gets_its_answer(tm
     lines = log_lines(log)
     calls = 1 + len(rest)
     assert [(line["status"], line.get("call"), line.get("calls")) for line in lines] == [
-        *(("working", n, None) for n in range(1, calls)), ("submitted", None, calls)]
+        *(("working", n, None) for n in range(1, calls)),
+        ("submitted", None, calls),
+    ]
     assert len({line["question_id"] for line in lines}) == 1
     assert metric(server, "sqale_working_answers_total", database="bookshop", token="local") == calls - 1
     assert metric(server, "sqale_questions_working") == 0
 
 
-async def test_a_persons_cancel_stops_the_question_and_frees_the_engine(tmp_path: Path,
-                                                                       fake_ollama: Any) -> None:
+async def test_a_persons_cancel_stops_the_question_and_frees_the_engine(
+    tmp_path: Path, fake_ollama: Any
+) -> None:
     """The call waiting on a question that outlived its first call is cancelled: the question stops, its
     model request is closed, its line says so; the same question asked again starts afresh."""
     fake, server, log = held_server(tmp_path, fake_ollama, "--call-budget", "2")
@@ -113,8 +122,9 @@ async def test_a_persons_cancel_stops_the_question_and_frees_the_engine(tmp_path
     assert len({line["question_id"] for line in log_lines(log)}) == 2  # the question asked afresh
 
 
-async def test_a_question_nobody_asks_again_is_stopped_after_the_working_timeout(tmp_path: Path,
-                                                                                 fake_ollama: Any) -> None:
+async def test_a_question_nobody_asks_again_is_stopped_after_the_working_timeout(
+    tmp_path: Path, fake_ollama: Any
+) -> None:
     """No call comes back within --working-timeout: the question is cancelled and its engine freed."""
     fake, server, log = held_server(tmp_path, fake_ollama, "--call-budget", "1", "--working-timeout", "1")
     async with Client(server) as client:
@@ -137,7 +147,8 @@ async def test_a_token_holds_at_most_its_working_questions(tmp_path: Path, fake_
         assert error_text(refused) == (
             "Too many questions at once: token 'local' already has 1 being answered, counting those whose "
             "call said `working`. Call again with the arguments of one of those to get its answer (that also "
-            "frees its place), or wait for them to be answered, then ask this one.")
+            "frees its place), or wait for them to be answered, then ask this one."
+        )
         assert valid_answer(refused)["stop_reason"] == "working"
         fake.release()
         answered = await ask_until_answered(client, COUNT)
@@ -146,12 +157,15 @@ async def test_a_token_holds_at_most_its_working_questions(tmp_path: Path, fake_
     assert valid_answer(later[-1])["status"] == "submitted"
 
 
-async def test_one_call_answers_answer_early_with_what_the_model_explored(tmp_path: Path,
-                                                                          fake_ollama: Any) -> None:
+async def test_one_call_answers_answer_early_with_what_the_model_explored(
+    tmp_path: Path, fake_ollama: Any
+) -> None:
     """--one-call-answers: a model whose tool turns take 60 s is cut when the 6 s budget is nearly up and
     answers in its final turn; the one call gets that answer, saying it came early."""
-    slow = ScriptPolicy([ScriptedReply(assistant_reply("look", tool_call("list_tables")), delay=60)],
-                        final=ScriptedReply("SELECT count(*) FROM books"))
+    slow = ScriptPolicy(
+        [ScriptedReply(assistant_reply("look", tool_call("list_tables")), delay=60)],
+        final=ScriptedReply("SELECT count(*) FROM books"),
+    )
     fake = fake_ollama(slow)
     server = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--call-budget", "6", "--one-call-answers"])
     async with Client(server) as client:
@@ -159,16 +173,24 @@ async def test_one_call_answers_answer_early_with_what_the_model_explored(tmp_pa
             result = await client.call_tool(TOOL, COUNT)
     answer = valid_answer(result)
     assert (answer["status"], answer["stop_reason"], answer["rows"]) == ("final_answer", "time_up", [[16]])
-    assert answer["answered_early"] == {"reason": "call_budget", "samples_answered": 1, "samples": 1,
-                                        "rounds": 1, "max_rounds": 7}
-    assert ("Answered early: the call's time budget was nearly up and this host asks for answers in one "
-            "call, so the model answered with what it had explored (the answer used 1 of 7 rounds). "
-            "Check it with care.") in result.content[0].text
+    assert answer["answered_early"] == {
+        "reason": "call_budget",
+        "samples_answered": 1,
+        "samples": 1,
+        "rounds": 1,
+        "max_rounds": 7,
+    }
+    assert (
+        "Answered early: the call's time budget was nearly up and this host asks for answers in one "
+        "call, so the model answered with what it had explored (the answer used 1 of 7 rounds). "
+        "Check it with care."
+    ) in result.content[0].text
     assert len(fake.disconnects) == 1  # the cut tool turn
 
 
-async def test_a_form_waiting_for_the_person_still_ends_the_call_in_time(tmp_path: Path,
-                                                                         fake_ollama: Any) -> None:
+async def test_a_form_waiting_for_the_person_still_ends_the_call_in_time(
+    tmp_path: Path, fake_ollama: Any
+) -> None:
     """2025-11-25: the samples disagree and the form waits for the person past the budget: the call says
     `working` (awaiting_choice); the person's reply comes after it ended, and the next call of the same
     question gets the answer they chose."""
@@ -187,7 +209,10 @@ async def test_a_form_waiting_for_the_person_still_ends_the_call_in_time(tmp_pat
             results.append(await client.call_tool(TOOL, COUNT))
         waiting = valid_answer(results[-1])  # the call that sent the form, and waited on it
         assert (waiting["status"], waiting["stop_reason"], waiting["samples_finished"]) == (
-            "working", "awaiting_choice", 3)
+            "working",
+            "awaiting_choice",
+            3,
+        )
         assert "a form asks the person to choose among their answers" in results[-1].content[0].text
         person_may_reply.set()
         answered = await ask_until_answered(client, COUNT)
@@ -197,7 +222,8 @@ async def test_a_form_waiting_for_the_person_still_ends_the_call_in_time(tmp_pat
 
 
 async def test_a_drain_waits_for_a_working_question_and_its_next_call_still_gets_the_answer(
-        tmp_path: Path, fake_ollama: Any) -> None:
+    tmp_path: Path, fake_ollama: Any
+) -> None:
     """SIGTERM's drain counts a question whose call said `working`: a new question is refused, but the
     same one asked again waits for its answer, and the drain ends with it, nothing cancelled."""
     fake, server, _ = held_server(tmp_path, fake_ollama, "--call-budget", "2")
@@ -220,8 +246,9 @@ async def _drain(server: Any, drained: list[Any]) -> None:
     drained.append(await server.gate.drain(60))
 
 
-async def test_2026_07_28_a_working_call_then_the_form_through_input_required(tmp_path: Path,
-                                                                            fake_ollama: Any) -> None:
+async def test_2026_07_28_a_working_call_then_the_form_through_input_required(
+    tmp_path: Path, fake_ollama: Any
+) -> None:
     """2026-07-28: the samples outlast the first call (`working`); the next call of the question ends with
     the form (input_required), and the client's retry with the person's choice gets that answer."""
     fake = fake_ollama(disagreeing_policy())

@@ -40,8 +40,14 @@ def many_databases(tmp_path: Path, count: int) -> list[str]:
         path = build_db(tmp_path / f"warehouse_{i:02d}.sqlite", tables)
         notes = tmp_path / f"notes_{i:02d}.txt"
         notes.write_text("status 'A' means active\nprices are in cents\n")
-        argv += ["--db", f"warehouse_region_{i:02d}={path}", "--notes", f"warehouse_region_{i:02d}={notes}",
-                 "--hide", f"warehouse_region_{i:02d}=*.secret"]
+        argv += [
+            "--db",
+            f"warehouse_region_{i:02d}={path}",
+            "--notes",
+            f"warehouse_region_{i:02d}={notes}",
+            "--hide",
+            f"warehouse_region_{i:02d}=*.secret",
+        ]
     return argv
 
 
@@ -49,23 +55,32 @@ def many_databases(tmp_path: Path, count: int) -> list[str]:
 async def test_description_fits_2_kb_essentials_first(tmp_path: Path, count: int) -> None:
     """1, 12 or 50 databases with notes and hide rules: the description fits 2,048 bytes, the
     limits and the caveat come before the databases, and the enum still lists every alias."""
-    server = build(tmp_path, ["--max-samples", "8", *many_databases(tmp_path, count)],
-                   PolicyBackend(ScriptPolicy(["unused"])))
+    server = build(
+        tmp_path,
+        ["--max-samples", "8", *many_databases(tmp_path, count)],
+        PolicyBackend(ScriptPolicy(["unused"])),
+    )
     async with Client(server) as client:
         (tool,) = (await client.list_tools()).tools
     description = tool.description or ""
     assert len(description.encode()) <= 2_048, len(description.encode())
     listing = description.index("\nDatabase")
-    for essential in ("small local text-to-SQL model", "check that it answers the question",
-                      "Limits: an answer holds at most 50 rows", "`samples` above 1", "has notes` comes"):
+    for essential in (
+        "small local text-to-SQL model",
+        "check that it answers the question",
+        "Limits: an answer holds at most 50 rows",
+        "`samples` above 1",
+        "has notes` comes",
+    ):
         assert description.index(essential) < listing, essential
     aliases = [f"warehouse_region_{i:02d}" for i in range(count)]
     assert tool.input_schema["properties"]["database"]["enum"] == aliases
     shown = [a for a in aliases if f"- {a}: 9 tables" in description]
     if len(shown) < count:
-        assert description.endswith(f"- and {count - len(shown)} more: every alias is listed in the "
-                                    "`database` enum")
-    assert shown == aliases[:len(shown)] and len(shown) >= min(count, 12)
+        assert description.endswith(
+            f"- and {count - len(shown)} more: every alias is listed in the `database` enum"
+        )
+    assert shown == aliases[: len(shown)] and len(shown) >= min(count, 12)
     print(f"\n{count} databases: description {len(description):,} characters, {len(shown)} listed")
 
 
@@ -75,11 +90,22 @@ def test_description_fits_with_hostile_sizes(tmp_path: Path) -> None:
     notes = read_notes(tmp_path / "notes.txt", max_chars=100_000, where="test")
     for count in (1, 2, 12, 50, 500):
         tables = tuple(f"{'t' * 300}{j}" for j in range(100))
-        entries = tuple(CatalogEntry(f"{'x' * 60}{i:04d}", Path("/d"), tables, ("v" * 300,), notes=notes)
-                        for i in range(count))
-        text = tool_description(Catalog(entries), model="m" * 500, limits=AnswerLimits(
-            max_rows=10_000, cell_chars=100_000, query_timeout=3_600, episode_timeout=86_400,
-            max_result_bytes=64 * 1024 * 1024), max_samples=64)
+        entries = tuple(
+            CatalogEntry(f"{'x' * 60}{i:04d}", Path("/d"), tables, ("v" * 300,), notes=notes)
+            for i in range(count)
+        )
+        text = tool_description(
+            Catalog(entries),
+            model="m" * 500,
+            limits=AnswerLimits(
+                max_rows=10_000,
+                cell_chars=100_000,
+                query_timeout=3_600,
+                episode_timeout=86_400,
+                max_result_bytes=64 * 1024 * 1024,
+            ),
+            max_samples=64,
+        )
         assert len(text.encode()) <= 2_048, (count, len(text.encode()))
         assert "Limits:" in text and "x" * 60 in text
 
@@ -88,16 +114,36 @@ def long_answer(**changes: Any) -> AnswerOutput:
     """An answer as large as the model and the worker can make it with the default limits."""
     sql = "SELECT " + ", ".join(f"c{i}" for i in range(1_500)) + " FROM wide"  # ~8,000 characters
     values: dict[str, Any] = dict(
-        database="shop", question="q" * 2_000, sql=sql, columns=[f"c{i}" for i in range(60)],
-        rows=[["x" * 250 for _ in range(60)] for _ in range(1)], row_count=50, truncated=True,
-        note="the result was cut to fit 16,384 bytes", status="submitted", error=None,
-        stop_reason="submit_sql", rounds=6, tool_calls=48, tokens=12_288, seconds=30.0, model="m",
-        tables=[f"t{i}" for i in range(40)], columns_read={"wide": [f"c{i}" for i in range(1_500)]},
-        agreement=0.25, samples=8, samples_finished=8,
+        database="shop",
+        question="q" * 2_000,
+        sql=sql,
+        columns=[f"c{i}" for i in range(60)],
+        rows=[["x" * 250 for _ in range(60)] for _ in range(1)],
+        row_count=50,
+        truncated=True,
+        note="the result was cut to fit 16,384 bytes",
+        status="submitted",
+        error=None,
+        stop_reason="submit_sql",
+        rounds=6,
+        tool_calls=48,
+        tokens=12_288,
+        seconds=30.0,
+        model="m",
+        tables=[f"t{i}" for i in range(40)],
+        columns_read={"wide": [f"c{i}" for i in range(1_500)]},
+        agreement=0.25,
+        samples=8,
+        samples_finished=8,
         candidates=[Candidate(sql=sql + str(k), votes=1, row_count=50, status="submitted") for k in range(8)],
-        trace=[TraceEntry(round=1 + k // 8, tool="run_query", arguments={"sql": sql[:2_000]}, ok=True,
-                          summary="s" * 160) for k in range(48)],
-        limits_hit=["max_rows", "result_bytes"])
+        trace=[
+            TraceEntry(
+                round=1 + k // 8, tool="run_query", arguments={"sql": sql[:2_000]}, ok=True, summary="s" * 160
+            )
+            for k in range(48)
+        ],
+        limits_hit=["max_rows", "result_bytes"],
+    )
     values.update(changes)
     return AnswerOutput(**values)
 
@@ -106,12 +152,25 @@ def test_every_answer_fits_40_000_characters_with_the_default_limits() -> None:
     """Wide, long, many calls, eight samples, long SQL: text plus structured content ≤ 40,000."""
     limits = AnswerLimits(max_rows=50, cell_chars=10_000, query_timeout=10, episode_timeout=300)
     tall = [[f"row {r} " + "y" * 300] for r in range(50)]
-    similar = [SimilarVerified(question="v" * 2_000, sql="SELECT " + "x, " * 10_000 + "1", line=k)
-               for k in range(3)]
-    cases = {"wide": long_answer(), "long": long_answer(columns=["text"], rows=tall),
-             "similar": long_answer(similar_verified=similar),
-             "small": long_answer(candidates=[], trace=[], samples=1, question="q?", sql="SELECT 1",
-                                  rows=[[1]], columns=["1"], columns_read={}, tables=[])}
+    similar = [
+        SimilarVerified(question="v" * 2_000, sql="SELECT " + "x, " * 10_000 + "1", line=k) for k in range(3)
+    ]
+    cases = {
+        "wide": long_answer(),
+        "long": long_answer(columns=["text"], rows=tall),
+        "similar": long_answer(similar_verified=similar),
+        "small": long_answer(
+            candidates=[],
+            trace=[],
+            samples=1,
+            question="q?",
+            sql="SELECT 1",
+            rows=[[1]],
+            columns=["1"],
+            columns_read={},
+            tables=[],
+        ),
+    }
     sizes = {}
     for name, answer in cases.items():
         result = fitted_response(answer, limits)
@@ -143,12 +202,22 @@ def test_cut_candidates_show_where_their_sql_differs() -> None:
 def test_cut_rows_say_so() -> None:
     """Rows cut to fit the answer's size: truncated, limits_hit and the note say so."""
     limits = AnswerLimits(max_rows=50, cell_chars=10_000, query_timeout=10, episode_timeout=300)
-    answer = long_answer(columns=["text"], rows=[["z" * 4_000] for _ in range(50)], note=None, limits_hit=[],
-                         truncated=False, sql="SELECT text FROM notes", candidates=[], samples=1, trace=[])
+    answer = long_answer(
+        columns=["text"],
+        rows=[["z" * 4_000] for _ in range(50)],
+        note=None,
+        limits_hit=[],
+        truncated=False,
+        sql="SELECT text FROM notes",
+        candidates=[],
+        samples=1,
+        trace=[],
+    )
     fitted = AnswerOutput.model_validate(fitted_response(answer, limits).structured_content)
     assert 1 < len(fitted.rows) < 50 and fitted.truncated and fitted.limits_hit == ["result_bytes"]
-    assert fitted.note is not None and fitted.note.startswith("the answer was cut to fit 40,000 characters: "
-                                                              f"only the first {len(fitted.rows)} rows kept")
+    assert fitted.note is not None and fitted.note.startswith(
+        f"the answer was cut to fit 40,000 characters: only the first {len(fitted.rows)} rows kept"
+    )
 
 
 def _parts(result: Any) -> tuple[str, dict[str, Any]]:
@@ -159,12 +228,18 @@ async def test_real_wide_and_long_answers_fit(tmp_path: Path) -> None:
     """Through the server: a 300-column and a 50-row × 5,000-character result fit 40,000 characters."""
     ten = ", ".join(f"printf('%.300c', '{c}')" for c in "abcdefghij")
     wide = f"WITH t AS (SELECT {ten}) SELECT * FROM " + ", ".join(f"t t{i}" for i in range(30))
-    long = ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 80) "
-            "SELECT n, printf('%.5000c', 'l') FROM r")
+    long = (
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 80) "
+        "SELECT n, printf('%.5000c', 'l') FROM r"
+    )
     for sql in (wide, long):
-        policy = ScriptPolicy([assistant_reply("look", tool_call("run_query", sql=sql)),
-                               assistant_reply("look", tool_call("run_query", sql=sql)),
-                               assistant_reply("answer", tool_call("submit_sql", sql=sql))])
+        policy = ScriptPolicy(
+            [
+                assistant_reply("look", tool_call("run_query", sql=sql)),
+                assistant_reply("look", tool_call("run_query", sql=sql)),
+                assistant_reply("answer", tool_call("submit_sql", sql=sql)),
+            ]
+        )
         result = await ask(build(tmp_path, ["--demo"], PolicyBackend(policy)), {"question": "Everything?"})
         answer = valid_answer(result)
         assert answer["status"] == "submitted" and answer["truncated"]
@@ -205,24 +280,31 @@ async def test_every_result_kind_validates_against_the_output_schema(tmp_path: P
                 kinds[name] = (result.is_error, content["status"], content["stop_reason"])
 
     books = {"question": "Books?"}
-    await calls(build(tmp_path, ["--demo"], PolicyBackend(good)), ("answered", books),
-                ("empty question", {"question": " "}),
-                ("samples out of range", {**books, "samples": 99}),
-                ("samples not a number", {**books, "samples": "many"}),
-                ("no question", {"database": "bookshop"}),
-                ("unknown alias", {**books, "database": "nope"}))
+    await calls(
+        build(tmp_path, ["--demo"], PolicyBackend(good)),
+        ("answered", books),
+        ("empty question", {"question": " "}),
+        ("samples out of range", {**books, "samples": 99}),
+        ("samples not a number", {**books, "samples": "many"}),
+        ("no question", {"database": "bookshop"}),
+        ("unknown alias", {**books, "database": "nope"}),
+    )
     await calls(build(tmp_path, ["--demo"], PolicyBackend(ScriptPolicy(["no idea"]))), ("failed", books))
     for status, name in ((502, "runtime down"), (404, "model missing")):
         failing = PolicyBackend(ScriptPolicy([ScriptedReply("gone", http_status=status)]))
         await calls(build(tmp_path, ["--demo"], failing), (name, books))
     await calls(build(tmp_path, ["--demo"], PolicyBackend(CrashingPolicy())), ("crash", books))
-    await calls(build(tmp_path, ["--demo", "--token-per-minute", "1"], PolicyBackend(good)),
-                ("answered", books), ("quota", books))
+    await calls(
+        build(tmp_path, ["--demo", "--token-per-minute", "1"], PolicyBackend(good)),
+        ("answered", books),
+        ("quota", books),
+    )
     draining = build(tmp_path, ["--demo"], PolicyBackend(good))
     draining.gate.draining = True
     await calls(draining, ("draining", books))
-    slow = PolicyBackend(ScriptPolicy([ScriptedReply(assistant_reply("slow", tool_call("list_tables")),
-                                                     delay=30)]))
+    slow = PolicyBackend(
+        ScriptPolicy([ScriptedReply(assistant_reply("slow", tool_call("list_tables")), delay=30)])
+    )
     stopping = build(tmp_path, ["--demo"], slow)
 
     async def stop_when_running() -> None:
@@ -256,5 +338,7 @@ async def test_a_failed_call_says_the_same_in_both_contents(tmp_path: Path) -> N
     result = await ask(server, {"question": "Books?", "database": "BOOKSHOP", "samples": 0})
     assert error_text(result).startswith("`samples` is 0; give a number from 1 to 8")
     assert (result.structured_content["database"], result.structured_content["question"]) == (
-        "bookshop", "Books?")
+        "bookshop",
+        "Books?",
+    )
     assert json.dumps(result.structured_content).count("`samples` is 0") == 1

@@ -86,16 +86,20 @@ async def test_every_wait_of_a_call_moves_progress_forward(tmp_path: Path) -> No
     the samples wait for the token, a worker and the slot; each call's values still rise
     strictly, from its first wait to its last sample's end, and stay within the total."""
     backend = PolicyBackend(DelayedPolicy(OraclePolicy(BOOK_GOLD), 0.05))
-    server = build(tmp_path, ["--demo", "--runtime-slots", "1", "--max-concurrent", "2",
-                              "--token-max-concurrent", "3"], backend)
+    server = build(
+        tmp_path,
+        ["--demo", "--runtime-slots", "1", "--max-concurrent", "2", "--token-max-concurrent", "3"],
+        backend,
+    )
     seen: dict[str, list[Notification]] = {"three": [], "one": []}
 
     async def ask(client: Client, name: str, samples: int) -> None:
         async def on_progress(value: float, total: float | None, message: str | None) -> None:
             seen[name].append((value, total, message))
 
-        result = await client.call_tool(TOOL, {"question": "How many books are there?", "samples": samples},
-                                        progress_callback=on_progress)
+        result = await client.call_tool(
+            TOOL, {"question": "How many books are there?", "samples": samples}, progress_callback=on_progress
+        )
         assert valid_answer(result)["rows"] == [[16]]
 
     with anyio.fail_after(60):
@@ -108,8 +112,13 @@ async def test_every_wait_of_a_call_moves_progress_forward(tmp_path: Path) -> No
         (total,) = {t for _, t, _ in notifications}
         assert strictly_increasing(values) and values[0] >= 0 and values[-1] <= total, (name, notifications)
     messages = [m or "" for notifications in seen.values() for _, _, m in notifications]
-    for kind in ("waiting for this token's earlier questions", "queued: ", "waiting for the model",
-                 "round 1/6", "finished: submitted"):
+    for kind in (
+        "waiting for this token's earlier questions",
+        "queued: ",
+        "waiting for the model",
+        "round 1/6",
+        "finished: submitted",
+    ):
         assert any(kind in m for m in messages), (kind, messages)
 
 
@@ -117,14 +126,27 @@ async def test_reporting_progress_does_not_reorder_the_samples(tmp_path: Path) -
     """With one worker the samples run in their order (1 to 5) whether or not the client listens
     to progress: the first two disagree, the last three agree, so all five run and three results
     come back. (A send no one waits on does not yield, so no sample overtakes another in the queue.)"""
+
     def submits(sql: str) -> ScriptPolicy:
-        return ScriptPolicy([assistant_reply("look", tool_call("list_tables")),
-                             assistant_reply("answer", tool_call("submit_sql", sql=sql))])
+        return ScriptPolicy(
+            [
+                assistant_reply("look", tool_call("list_tables")),
+                assistant_reply("answer", tool_call("submit_sql", sql=sql)),
+            ]
+        )
 
     oracle = OraclePolicy(BOOK_GOLD)
-    backend = PolicyBackend(SeedSwitchPolicy({
-        100: submits("SELECT 12"), 101: submits("SELECT count(*) FROM authors"), 102: oracle, 103: oracle,
-        104: oracle}))
+    backend = PolicyBackend(
+        SeedSwitchPolicy(
+            {
+                100: submits("SELECT 12"),
+                101: submits("SELECT count(*) FROM authors"),
+                102: oracle,
+                103: oracle,
+                104: oracle,
+            }
+        )
+    )
     server = build(tmp_path, ["--demo", "--seed", "100", "--max-concurrent", "1"], backend)
     async with Client(server) as client:
         result = await client.call_tool(TOOL, {"question": "How many books are there?", "samples": 5})

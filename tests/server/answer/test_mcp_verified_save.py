@@ -39,37 +39,66 @@ GENRES_Q, GENRES_SQL = "Which genres does the shop sell?", "SELECT DISTINCT genr
 
 
 async def test_a_save_is_a_proposal_the_next_question_is_answered_by_the_model_until_accepted(
-        tmp_path: Path, fake_ollama: Any, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, fake_ollama: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     """Listed to an Apps client; the save is checked and proposed with who and when; the same question
     is then the model's, with no similar entry; once the owner accepts it, it is verified at once;
     every call leaves a log line (token, question, SQL hash) and a count."""
     caplog.set_level(logging.INFO, logger="mcp_server")
     fake = fake_ollama(OraclePolicy({GENRES_Q: GENRES_SQL}))
     path = tmp_path / "lib.jsonl"
-    server = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--verified", f"bookshop={path}",
-                              "--verified-writable", "--hide", "bookshop=customers.city"])
+    server = build(
+        tmp_path,
+        [
+            "--demo",
+            "--ollama-host",
+            fake.url,
+            "--verified",
+            f"bookshop={path}",
+            "--verified-writable",
+            "--hide",
+            "bookshop=customers.city",
+        ],
+    )
     async with Client(server, extensions=[apps_extension()]) as client:
         with anyio.fail_after(60):
             tools = {t.name: t.title for t in (await client.list_tools()).tools}
             first = await client.call_tool(TOOL, {"question": GENRES_Q})
-            saved = await client.call_tool(SAVE_TOOL_NAME, {"database": "bookshop", "question": GENRES_Q,
-                                                            "sql": GENRES_SQL})
-            hidden = await client.call_tool(SAVE_TOOL_NAME, {"database": "bookshop", "question": "Cities?",
-                                                             "sql": "SELECT city FROM customers"})
-            unknown = await client.call_tool(SAVE_TOOL_NAME, {"database": "sales", "question": "x",
-                                                              "sql": "SELECT 1"})
+            saved = await client.call_tool(
+                SAVE_TOOL_NAME, {"database": "bookshop", "question": GENRES_Q, "sql": GENRES_SQL}
+            )
+            hidden = await client.call_tool(
+                SAVE_TOOL_NAME,
+                {"database": "bookshop", "question": "Cities?", "sql": "SELECT city FROM customers"},
+            )
+            unknown = await client.call_tool(
+                SAVE_TOOL_NAME, {"database": "sales", "question": "x", "sql": "SELECT 1"}
+            )
             asked = await client.call_tool(TOOL, {"question": GENRES_Q})
-    assert tools == {TOOL: "Answer a question with SQL", SAVE_TOOL_NAME: SAVE_TOOL_TITLE,
-                     CHOOSE_TOOL_NAME: "Use this answer"}
+    assert tools == {
+        TOOL: "Answer a question with SQL",
+        SAVE_TOOL_NAME: SAVE_TOOL_TITLE,
+        CHOOSE_TOOL_NAME: "Use this answer",
+    }
     assert (first.meta or {}).get(RESULT_META_KEY) == {"appTools": [SAVE_TOOL_NAME]}
     (proposal,) = read_proposals(proposals_path(path)).proposals
-    assert (saved.is_error, saved.content[0].text) == (False, (
-        f"Proposed, awaiting review: \"{GENRES_Q}\" on 'bookshop' is proposal {proposal.proposal.proposal}. "
-        "It is not served as verified until the library's owner accepts it."))
-    assert (proposal.proposal.question, proposal.proposal.sql, proposal.proposal.database,
-            proposal.proposal.proposed_by) == (GENRES_Q, GENRES_SQL, "bookshop", getpass.getuser())
+    assert (saved.is_error, saved.content[0].text) == (
+        False,
+        (
+            f"Proposed, awaiting review: \"{GENRES_Q}\" on 'bookshop' is proposal "
+            f"{proposal.proposal.proposal}. It is not served as verified until the library's owner accepts it."
+        ),
+    )
+    assert (
+        proposal.proposal.question,
+        proposal.proposal.sql,
+        proposal.proposal.database,
+        proposal.proposal.proposed_by,
+    ) == (GENRES_Q, GENRES_SQL, "bookshop", getpass.getuser())
     assert (hidden.is_error, hidden.content[0].text) == (
-        True, "Not saved: its SQL fails: no such column: city.")
+        True,
+        "Not saved: its SQL fails: no such column: city.",
+    )
     assert unknown.is_error and "Unknown database 'sales'" in unknown.content[0].text
     assert not path.exists()
     answer = AnswerOutput.model_validate(asked.structured_content)
@@ -81,36 +110,69 @@ async def test_a_save_is_a_proposal_the_next_question_is_answered_by_the_model_u
         "save on 'bookshop' for token 'local': refused (question 'Cities?', sql sha256 "
         f"{sql_digest('SELECT city FROM customers')[:16]}…, 26 characters): {hidden.content[0].text}",
         f"save on '-' for token 'local': invalid (question 'x', sql sha256 {sql_digest('SELECT 1')[:16]}…, 8 "
-        f"characters): {unknown.content[0].text}"]
-    assert [metric(server, "sqale_verified_saves_total", outcome=o)
-            for o in ("proposed", "refused", "invalid")] == [1, 1, 1]
+        f"characters): {unknown.content[0].text}",
+    ]
+    assert [
+        metric(server, "sqale_verified_saves_total", outcome=o) for o in ("proposed", "refused", "invalid")
+    ] == [1, 1, 1]
     demo = server.catalog.entry("bookshop").path
     library = VerifiedLibrary(path, "bookshop")
     with Database(demo, hide=HideRules.parse(["customers.city"])) as database:
         assert accept(library, database, proposal, by="olga").done
-    restarted = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--verified", f"bookshop={path}",
-                                 "--hide", "bookshop=customers.city"])  # a server's lifespan runs once
+    restarted = build(
+        tmp_path,
+        [
+            "--demo",
+            "--ollama-host",
+            fake.url,
+            "--verified",
+            f"bookshop={path}",
+            "--hide",
+            "bookshop=customers.city",
+        ],
+    )  # a server's lifespan runs once
     async with Client(restarted) as client:
         again = await client.call_tool(TOOL, {"question": GENRES_Q.lower()})
     verified = AnswerOutput.model_validate(again.structured_content)
     assert (verified.status, verified.verified and verified.verified.added_by) == (
-        "verified", f"{getpass.getuser()}, accepted by olga")
+        "verified",
+        f"{getpass.getuser()}, accepted by olga",
+    )
     assert len(fake.bodies("/api/generate")) == 6  # two episodes of the model, none for the verified one
 
 
 async def test_no_condition_on_hidden_data_changes_what_the_save_tool_says(
-        tmp_path: Path, fake_ollama: Any) -> None:
+    tmp_path: Path, fake_ollama: Any
+) -> None:
     """The issue's one-bit-per-save probes through the tool: each pair's two answers are the same
     error, and the quota counts every one of them."""
     database = create_database(tmp_path / "secrets.db", SCHEMA_SQL)
-    server = build(tmp_path, ["--db", f"s={database}", "--ollama-host", fake_ollama(OraclePolicy({})).url,
-                              "--verified", f"s={tmp_path / 'lib.jsonl'}", "--verified-writable",
-                              *(f"--hide=s={rule}" for rule in RULES)])
+    server = build(
+        tmp_path,
+        [
+            "--db",
+            f"s={database}",
+            "--ollama-host",
+            fake_ollama(OraclePolicy({})).url,
+            "--verified",
+            f"s={tmp_path / 'lib.jsonl'}",
+            "--verified-writable",
+            *(f"--hide=s={rule}" for rule in RULES),
+        ],
+    )
     async with Client(server, extensions=[apps_extension()]) as client:
         said = []
         for number, pair in enumerate(CONDITION_PROBES):
-            texts = [(await client.call_tool(SAVE_TOOL_NAME, {"database": "s", "question": f"p{number}",
-                                                              "sql": sql})).content[0].text for sql in pair]
+            texts = [
+                (
+                    await client.call_tool(
+                        SAVE_TOOL_NAME, {"database": "s", "question": f"p{number}", "sql": sql}
+                    )
+                )
+                .content[0]
+                .text
+                for sql in pair
+            ]
             said.append(texts[0] == texts[1])
     assert said == [True] * len(CONDITION_PROBES)
     assert metric(server, "sqale_verified_saves_total", outcome="refused") == 2 * len(CONDITION_PROBES)
@@ -118,20 +180,38 @@ async def test_no_condition_on_hidden_data_changes_what_the_save_tool_says(
 
 
 async def test_saves_count_against_the_tokens_quota_and_refusals_say_when_to_retry(
-        tmp_path: Path, fake_ollama: Any) -> None:
+    tmp_path: Path, fake_ollama: Any
+) -> None:
     """With 2 episodes a minute, two saves use the minute up: the third save and the next question
     are refused with when to retry."""
     fake = fake_ollama(OraclePolicy({GENRES_Q: GENRES_SQL}))
-    server = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--verified",
-                              f"bookshop={tmp_path / 'l.jsonl'}", "--verified-writable",
-                              "--token-per-minute", "2"])
+    server = build(
+        tmp_path,
+        [
+            "--demo",
+            "--ollama-host",
+            fake.url,
+            "--verified",
+            f"bookshop={tmp_path / 'l.jsonl'}",
+            "--verified-writable",
+            "--token-per-minute",
+            "2",
+        ],
+    )
     async with Client(server, extensions=[apps_extension()]) as client:
-        results = [await client.call_tool(SAVE_TOOL_NAME, {"database": "bookshop", "question": f"q{n}",
-                                                           "sql": "SELECT 1"}) for n in range(3)]
+        results = [
+            await client.call_tool(
+                SAVE_TOOL_NAME, {"database": "bookshop", "question": f"q{n}", "sql": "SELECT 1"}
+            )
+            for n in range(3)
+        ]
         question = await client.call_tool(TOOL, {"question": GENRES_Q})
     assert [r.is_error for r in results] == [False, False, True]
-    assert results[2].content[0].text.startswith("Not saved: Too many questions: token 'local' may ask 2 per "
-                                                 "minute. Retry in ")
+    assert (
+        results[2]
+        .content[0]
+        .text.startswith("Not saved: Too many questions: token 'local' may ask 2 per minute. Retry in ")
+    )
     assert question.is_error and "Too many questions" in question.content[0].text
     assert metric(server, "sqale_verified_saves_total", outcome="quota") == 1
 
@@ -144,8 +224,13 @@ def test_saving_is_a_permission_the_operator_grants_per_token() -> None:
     plain = TokenSpec(name="reader", env="R", secret="r")  # type: ignore[arg-type]
     settings = parse_settings(["--demo", "--verified", "bookshop=lib.jsonl", "--verified-writable"], {})
     settings = settings.model_copy(update={"tokens": (granted, plain)})
-    callers = [LOCAL_CALLER, Caller("writer", remote=True), Caller("reader", remote=True),
-               Caller("default", remote=True), Caller("local", remote=True)]
+    callers = [
+        LOCAL_CALLER,
+        Caller("writer", remote=True),
+        Caller("reader", remote=True),
+        Caller("default", remote=True),
+        Caller("local", remote=True),
+    ]
     assert [may_save(settings, c) for c in callers] == [True, True, False, False, False]
     (tool,) = app_only_tools(settings)  # shown to those, when one of their databases has a library
     elsewhere = Caller("writer", databases=("sales",), remote=True)
@@ -157,8 +242,10 @@ def test_saving_is_a_permission_the_operator_grants_per_token() -> None:
 def test_a_token_granted_saving_without_a_writable_library_is_refused_at_start(tmp_path: Path) -> None:
     """save-verified = true without --verified-writable stops the server with what to add."""
     config = tmp_path / "team.toml"
-    config.write_text('[verified]\nbookshop = "lib.jsonl"\n[tokens.writer]\nenv = "W"\nsave-verified = true\n',
-                      encoding="utf-8")
+    config.write_text(
+        '[verified]\nbookshop = "lib.jsonl"\n[tokens.writer]\nenv = "W"\nsave-verified = true\n',
+        encoding="utf-8",
+    )
     with pytest.raises(ConfigError, match=r"tokens.writer: save-verified = true needs --verified-writable"):
         parse_settings(["--demo", "--config", str(config)], {"W": "secret", "XDG_CACHE_HOME": str(tmp_path)})
     config.write_text('[tokens.writer]\nenv = "W"\nsave-verified = "yes"\n', encoding="utf-8")
@@ -167,7 +254,8 @@ def test_a_token_granted_saving_without_a_writable_library_is_refused_at_start(t
 
 
 async def test_no_save_tool_without_writable_library_or_for_clients_without_apps(
-        tmp_path: Path, fake_ollama: Any) -> None:
+    tmp_path: Path, fake_ollama: Any
+) -> None:
     """Without --verified-writable no client lists it; with it, a client without Apps neither lists
     nor may call it (answered as an unknown tool)."""
     fake = fake_ollama(OraclePolicy({}))
@@ -175,19 +263,23 @@ async def test_no_save_tool_without_writable_library_or_for_clients_without_apps
     read_only = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--verified", f"bookshop={path}"])
     async with Client(read_only, extensions=[apps_extension()]) as client:
         assert [t.name for t in (await client.list_tools()).tools] == [TOOL, CHOOSE_TOOL_NAME]
-    writable = build(tmp_path, ["--demo", "--ollama-host", fake.url, "--verified", f"bookshop={path}",
-                                "--verified-writable"])
+    writable = build(
+        tmp_path, ["--demo", "--ollama-host", fake.url, "--verified", f"bookshop={path}", "--verified-writable"]
+    )
     async with Client(writable) as client:
         assert [t.name for t in (await client.list_tools()).tools] == [TOOL]
-        refused = await client.call_tool(SAVE_TOOL_NAME, {"database": "bookshop", "question": "q",
-                                                          "sql": "SELECT 1"})
+        refused = await client.call_tool(
+            SAVE_TOOL_NAME, {"database": "bookshop", "question": "q", "sql": "SELECT 1"}
+        )
     assert (refused.is_error, refused.content[0].text) == (True, f"Unknown tool: {SAVE_TOOL_NAME}")
     assert not path.exists() and not proposals_path(path).exists()
 
 
 def test_writable_without_a_library_is_refused_at_start(tmp_path: Path) -> None:
     """--verified-writable alone stops the server with what to add."""
-    with pytest.raises(ConfigError, match=r"--verified-writable needs a library to write to: add "
-                                          r"--verified ALIAS=FILE"):
+    with pytest.raises(
+        ConfigError,
+        match=r"--verified-writable needs a library to write to: add "
+        r"--verified ALIAS=FILE",
+    ):
         parse_settings(["--demo", "--verified-writable"], {"XDG_CACHE_HOME": str(tmp_path)})
-

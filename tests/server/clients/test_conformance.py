@@ -27,14 +27,33 @@ def test_conformance_server_scenarios_pass_but_the_baseline(tmp_path: Path, fake
     # Loopback without a token: the suite sends no Authorization header (tokens: test_mcp_eras.py).
     with running_http_server(tmp_path, "--demo", "--ollama-host", fake.url) as url:
         done = subprocess.run(
-            [str(conformance), "server", "--url", url, "--expected-failures", str(BASELINE),
-             "-o", str(tmp_path / "results")],
-            cwd=tmp_path, env=node_env(), stdin=subprocess.DEVNULL, capture_output=True, text=True,
-            timeout=540)
+            [
+                str(conformance),
+                "server",
+                "--url",
+                url,
+                "--expected-failures",
+                str(BASELINE),
+                "-o",
+                str(tmp_path / "results"),
+            ],
+            cwd=tmp_path,
+            env=node_env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=540,
+        )
     assert done.returncode == 0, done.stdout[-4_000:] + done.stderr[-2_000:]
     assert "Baseline check passed" in done.stdout
-    listed = subprocess.run([str(conformance), "list", "--server"], env=node_env(), capture_output=True,
-                            text=True, timeout=60, check=True).stdout
+    listed = subprocess.run(
+        [str(conformance), "list", "--server"],
+        env=node_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     # Every scenario in the baseline is one the suite has, and says why it does not apply.
     scenarios = {line.split()[1] for line in listed.splitlines() if line.startswith("  - ")}
     assert set(baseline_reasons()) <= scenarios

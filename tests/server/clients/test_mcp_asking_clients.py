@@ -35,8 +35,10 @@ from tests.support.wire import wire_responses, without_timings
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(300)]
 
-ERAS = [pytest.param("legacy", "2025-11-25", id="2025-11-25"),
-        pytest.param("auto", "2026-07-28", id="2026-07-28")]
+ERAS = [
+    pytest.param("legacy", "2025-11-25", id="2025-11-25"),
+    pytest.param("auto", "2026-07-28", id="2026-07-28"),
+]
 TOKENS = {"SQALE_TOKEN_BOOKS": "books-secret", "SQALE_TOKEN_ALL": "all-secret"}
 STATE_KEY = {"SQALE_STATE_KEY": "a-shared-request-state-key-of-40-bytes!!"}
 TS_CLIENT = "@modelcontextprotocol/client@2.4.0"  # the official TypeScript SDK's client (.ci/run installs it)
@@ -53,8 +55,10 @@ def team_flags(tmp_path: Path, fake: Any, *extra: str) -> list[str]:
     """The demo database behind two tokens: `books` scoped to it, `all` unscoped."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     config = tmp_path / "team.toml"
-    config.write_text('[tokens.books]\nenv = "SQALE_TOKEN_BOOKS"\ndatabases = ["bookshop"]\n\n'
-                      '[tokens.all]\nenv = "SQALE_TOKEN_ALL"\n')
+    config.write_text(
+        '[tokens.books]\nenv = "SQALE_TOKEN_BOOKS"\ndatabases = ["bookshop"]\n\n'
+        '[tokens.all]\nenv = "SQALE_TOKEN_ALL"\n'
+    )
     return ["--config", str(config), "--demo", "--ollama-host", fake.url, *SEED_FLAGS, *extra]
 
 
@@ -63,16 +67,23 @@ def http_servers(tmp_path: Path, fake: Any, count: int, *extra: str, **env: str)
     """`count` server processes on their own ports, each with the team's tokens; their MCP URLs."""
     with ExitStack() as stack:
         folders = [tmp_path / f"server{k}" for k in range(count)]
-        yield [stack.enter_context(running_http_server(folder, *team_flags(folder, fake, *extra),
-                                                       **TOKENS, **env)) for folder in folders]
+        yield [
+            stack.enter_context(running_http_server(folder, *team_flags(folder, fake, *extra), **TOKENS, **env))
+            for folder in folders
+        ]
 
 
 @asynccontextmanager
 async def http_client(url: str, token: str, mode: str, replies: FormReplies | None) -> AsyncIterator[Client]:
     """An MCP client of `url` sending `token`, answering forms with `replies` (None: no elicitation)."""
-    async with (httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120) as http,
-                Client(streamable_http_client(url, http_client=http), mode=mode,  # type: ignore[arg-type]
-                       elicitation_callback=replies) as client):
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120) as http,
+        Client(
+            streamable_http_client(url, http_client=http),
+            mode=mode,  # type: ignore[arg-type]
+            elicitation_callback=replies,
+        ) as client,
+    ):
         yield client
 
 
@@ -111,18 +122,22 @@ async def test_python_client_over_stdio(tmp_path: Path, fake: Any, mode: str, ve
 
 
 @pytest.mark.parametrize(("mode", "version"), ERAS)
-async def test_python_client_over_http_with_scoped_tokens(tmp_path: Path, fake: Any, mode: str,
-                                                          version: str) -> None:
+async def test_python_client_over_http_with_scoped_tokens(
+    tmp_path: Path, fake: Any, mode: str, version: str
+) -> None:
     """Each token's client gets its own forms and answers: a choice and a decline on two questions
     at once; no reply within --ask-timeout (2025-11-25: the call stops waiting; 2026-07-28: the
     reply comes back late) and a cancel leave the vote's answer."""
     with http_servers(tmp_path, fake, 1, "--ask-timeout", "3") as (url,):
-        both = FormReplies({BOOKS: accept("2"), AUTHORS: ElicitResult(action="decline")},
-                           both_open=anyio.Event())
+        both = FormReplies(
+            {BOOKS: accept("2"), AUTHORS: ElicitResult(action="decline")}, both_open=anyio.Event()
+        )
         async with http_client(url, TOKENS["SQALE_TOKEN_BOOKS"], mode, both) as books:
             assert books.protocol_version == version
-            assert await two_at_once(books) == {BOOKS: (OLD_BOOKS, "user", "chose"),
-                                                AUTHORS: (BOOK_GOLD[AUTHORS], "vote", "declined")}
+            assert await two_at_once(books) == {
+                BOOKS: (OLD_BOOKS, "user", "chose"),
+                AUTHORS: (BOOK_GOLD[AUTHORS], "vote", "declined"),
+            }
         slow = FormReplies({BOOKS: accept("2")}, delay=6)
         async with http_client(url, TOKENS["SQALE_TOKEN_ALL"], mode, slow) as everyone:
             late = "no_reply" if mode == "legacy" else "late_reply"
@@ -137,16 +152,19 @@ async def test_a_reply_lands_on_a_second_server_process(tmp_path: Path, fake: An
     from the first, the reply goes to the second, which answers it. Another token cannot use the
     state; without the shared key the second process refuses it."""
     reply = {"choose_answer": accept("2")}
-    with http_servers(tmp_path / "shared", fake, 2, "--request-state-key-env", "SQALE_STATE_KEY",
-                      **STATE_KEY) as (first, second):
+    with http_servers(
+        tmp_path / "shared", fake, 2, "--request-state-key-env", "SQALE_STATE_KEY", **STATE_KEY
+    ) as (first, second):
         state = await form_state(first, TOKENS["SQALE_TOKEN_BOOKS"])
         async with http_client(second, TOKENS["SQALE_TOKEN_ALL"], "auto", FormReplies({})) as thief:
             with pytest.raises(MCPError, match="Invalid or expired requestState"):
-                await thief.session.call_tool(TOOL, {"question": BOOKS}, input_responses=reply,
-                                              request_state=state)
+                await thief.session.call_tool(
+                    TOOL, {"question": BOOKS}, input_responses=reply, request_state=state
+                )
         async with http_client(second, TOKENS["SQALE_TOKEN_BOOKS"], "auto", FormReplies({})) as client:
-            answered = await client.session.call_tool(TOOL, {"question": BOOKS}, input_responses=reply,
-                                                      request_state=state)
+            answered = await client.session.call_tool(
+                TOOL, {"question": BOOKS}, input_responses=reply, request_state=state
+            )
         assert isinstance(answered, CallToolResult) and chosen(answered) == (OLD_BOOKS, "user", "chose")
         log = (tmp_path / "shared" / "server1" / "stderr.txt").read_text()
         assert "the person's choice (chose)" in log  # the second process answered it
@@ -154,8 +172,9 @@ async def test_a_reply_lands_on_a_second_server_process(tmp_path: Path, fake: An
         state = await form_state(first, TOKENS["SQALE_TOKEN_BOOKS"])
         async with http_client(second, TOKENS["SQALE_TOKEN_BOOKS"], "auto", FormReplies({})) as client:
             with pytest.raises(MCPError, match="Invalid or expired requestState"):
-                await client.session.call_tool(TOOL, {"question": BOOKS}, input_responses=reply,
-                                               request_state=state)
+                await client.session.call_tool(
+                    TOOL, {"question": BOOKS}, input_responses=reply, request_state=state
+                )
 
 
 async def form_state(url: str, token: str) -> str:
@@ -171,26 +190,42 @@ def run_ts_client(job: dict[str, Any]) -> dict[str, Any]:
     """The TypeScript client script's one JSON line for `job` (skipped when the client is absent)."""
     modules = REPO / ".ci" / "node" / "node_modules"
     if not (modules / "@modelcontextprotocol" / "client").is_dir() or not (NODE_BIN / "node").is_file():
-        pytest.skip(f"{TS_CLIENT} or Node 22 is absent from .ci/node; install them with "
-                    f"`npm install --prefix .ci/node node@22 {TS_CLIENT}` (.ci/run does)")
-    done = subprocess.run([str(NODE_BIN / "node"), str(REPO / "tests" / "support" / "ts_choosing_client.cjs")],
-                          input=json.dumps(job), capture_output=True, text=True, timeout=240, cwd=REPO,
-                          env={**node_env(), "NODE_PATH": str(modules)})
+        pytest.skip(
+            f"{TS_CLIENT} or Node 22 is absent from .ci/node; install them with "
+            f"`npm install --prefix .ci/node node@22 {TS_CLIENT}` (.ci/run does)"
+        )
+    done = subprocess.run(
+        [str(NODE_BIN / "node"), str(REPO / "tests" / "support" / "ts_choosing_client.cjs")],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=REPO,
+        env={**node_env(), "NODE_PATH": str(modules)},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 @pytest.mark.parametrize(("mode", "version"), ERAS)
-async def test_typescript_client_with_its_elicitation_handler(tmp_path: Path, fake: Any, mode: str,
-                                                              version: str, transport: str) -> None:
+async def test_typescript_client_with_its_elicitation_handler(
+    tmp_path: Path, fake: Any, mode: str, version: str, transport: str
+) -> None:
     """The official TypeScript SDK v2 client's `elicitation/create` handler gets the form (in the
     call, or through its input_required driver) and its choice becomes the answer."""
-    job: dict[str, Any] = {"era": mode, "transport": transport, "arguments": {"question": BOOKS},
-                           "reply": {"action": "accept", "content": {"answer": "2"}}}
+    job: dict[str, Any] = {
+        "era": mode,
+        "transport": transport,
+        "arguments": {"question": BOOKS},
+        "reply": {"action": "accept", "content": {"answer": "2"}},
+    }
     if transport == "stdio":
-        job.update(command=server_command("--demo", "--ollama-host", fake.url, *SEED_FLAGS),
-                   env=server_env(tmp_path), cwd=str(REPO))
+        job.update(
+            command=server_command("--demo", "--ollama-host", fake.url, *SEED_FLAGS),
+            env=server_env(tmp_path),
+            cwd=str(REPO),
+        )
         out = await anyio.to_thread.run_sync(run_ts_client, job)
     else:
         with http_servers(tmp_path, fake, 1) as (url,):
@@ -198,14 +233,16 @@ async def test_typescript_client_with_its_elicitation_handler(tmp_path: Path, fa
             out = await anyio.to_thread.run_sync(run_ts_client, job)
     assert out["version"] == version
     assert [form["message"].split(" Which")[0] for form in out["forms"]] == [
-        'The model found 2 different answers to "How many books are there?".']
+        'The model found 2 different answers to "How many books are there?".'
+    ]
     answer = out["result"]["structuredContent"]
     assert (answer["sql"], answer["chosen_by"], answer["asked"]["chosen"]) == (OLD_BOOKS, "user", 2)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_client_without_elicitation_gets_the_bytes_of_a_server_that_never_asks(
-        tmp_path: Path, fake: Any, mode: str) -> None:
+    tmp_path: Path, fake: Any, mode: str
+) -> None:
     """Over stdio, the exact tools/list and tools/call lines (timings zeroed) of a disagreeing vote
     are the same as with --ask-to-choose off; over HTTP, the same results. (Recorded on main
     before asking existed, the tools/call lines were equal too; tools/list differs from main only
@@ -219,8 +256,9 @@ async def test_a_client_without_elicitation_gets_the_bytes_of_a_server_that_neve
     results = {}
     for name, extra in (("off", ("--ask-to-choose", "off")), ("on", ())):
         with http_servers(tmp_path / f"http-{name}", fake, 1, *extra) as (url,):
-            async with http_client(url, TOKENS["SQALE_TOKEN_BOOKS"], "auto" if mode != "legacy" else "legacy",
-                                   None) as client:
+            async with http_client(
+                url, TOKENS["SQALE_TOKEN_BOOKS"], "auto" if mode != "legacy" else "legacy", None
+            ) as client:
                 listed = (await client.list_tools()).tools[0].model_dump(mode="json")
                 called = (await client.call_tool(TOOL, arguments)).model_dump(mode="json")
                 results[name] = without_timings(json.dumps([listed, called]))

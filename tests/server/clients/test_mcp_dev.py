@@ -36,8 +36,15 @@ def spawned_by_mcp_dev(tmp_path: Path, *options: str) -> list[str]:
     (fake_bin / "npx").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{recorded}"\n', encoding="utf-8")
     (fake_bin / "npx").chmod(0o755)
     env = server_env(tmp_path, PATH=os.pathsep.join([str(fake_bin), str(scripts), os.environ["PATH"]]))
-    done = subprocess.run([console_script("mcp"), "dev", "mcp_server/server.py", *options], cwd=REPO,
-                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [console_script("mcp"), "dev", "mcp_server/server.py", *options],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     inspector, *command = recorded.read_text(encoding="utf-8").splitlines()
     assert inspector == "@modelcontextprotocol/inspector"
@@ -61,6 +68,7 @@ async def test_the_command_mcp_dev_spawns_serves_the_tool(tmp_path: Path, fake_o
             result = await client.call_tool(TOOL, {"question": "How many books are there?"})
     assert [t.name for t in tools] == [TOOL]
     assert result.structured_content["rows"] == [[16]]
-    ignored = subprocess.run(["git", "check-ignore", ".venv/", "uv.lock"], cwd=REPO,
-                             capture_output=True, text=True)
+    ignored = subprocess.run(
+        ["git", "check-ignore", ".venv/", "uv.lock"], cwd=REPO, capture_output=True, text=True
+    )
     assert ignored.stdout.split() == [".venv/", "uv.lock"]

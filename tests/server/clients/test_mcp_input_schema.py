@@ -40,15 +40,27 @@ CASES: list[tuple[dict[str, Any], bool]] = [
 def library(tmp_path: Path) -> Path:
     """A verified library for the demo bookshop, so that `verified` is advertised."""
     path = tmp_path / "bookshop-verified.jsonl"
-    path.write_text(json.dumps({"database": "bookshop", "question": "Which genres are there?",
-                                "sql": "SELECT DISTINCT genre FROM books"}) + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {
+                "database": "bookshop",
+                "question": "Which genres are there?",
+                "sql": "SELECT DISTINCT genre FROM books",
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     return path
 
 
 async def listed_schema(tmp_path: Path) -> dict[str, Any]:
     """The input schema a client lists, of a server with a verified library."""
-    server = build(tmp_path, ["--demo", "--verified", f"bookshop={library(tmp_path)}"],
-                   PolicyBackend(OraclePolicy(BOOK_GOLD)))
+    server = build(
+        tmp_path,
+        ["--demo", "--verified", f"bookshop={library(tmp_path)}"],
+        PolicyBackend(OraclePolicy(BOOK_GOLD)),
+    )
     async with Client(server) as client:
         (tool,) = (await client.list_tools()).tools
     return tool.input_schema
@@ -61,12 +73,16 @@ async def test_optional_arguments_are_advertised_as_their_type(tmp_path: Path) -
     schema = await listed_schema(tmp_path)
     properties = schema["properties"]
     assert schema["required"] == ["question"]
-    assert {name: {k: v for k, v in p.items() if k not in ("title", "description")}
-            for name, p in properties.items() if name != "question"} == {
+    assert {
+        name: {k: v for k, v in p.items() if k not in ("title", "description")}
+        for name, p in properties.items()
+        if name != "question"
+    } == {
         "database": {"type": "string", "enum": ["bookshop"]},
         "evidence": {"type": "string", "maxLength": 4_000},
         "samples": {"type": "integer", "minimum": 1, "maximum": 8, "default": 1},
-        "verified": {"type": "boolean", "default": True}}
+        "verified": {"type": "boolean", "default": True},
+    }
     assert "null" not in json.dumps(schema) and "anyOf" not in json.dumps(schema)
 
 
@@ -86,16 +102,25 @@ async def test_the_typescript_sdk_validator_reads_it_the_same(tmp_path: Path) ->
     node = node_tool("node", "node@22")
     modules = REPO / ".ci" / "node" / "node_modules"
     if not (modules / "@modelcontextprotocol" / "client").is_dir():
-        pytest.skip(f"{TS_CLIENT} is absent from .ci/node; install it with "
-                    f"`npm install --prefix .ci/node {TS_CLIENT}` (.ci/run does)")
+        pytest.skip(
+            f"{TS_CLIENT} is absent from .ci/node; install it with "
+            f"`npm install --prefix .ci/node {TS_CLIENT}` (.ci/run does)"
+        )
     schema = await listed_schema(tmp_path)
-    script = ("const { AjvJsonSchemaValidator } = require('@modelcontextprotocol/client/validators/ajv');"
-              "const { schema, cases } = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
-              "const validate = new AjvJsonSchemaValidator().getValidator(schema);"
-              "console.log(JSON.stringify(cases.map(c => validate(c).valid)));")
-    done = subprocess.run([str(node), "-e", script], input=json.dumps({"schema": schema, "cases": [
-        arguments for arguments, _ in CASES]}), env={**node_env(), "NODE_PATH": str(modules)},
-                          capture_output=True, text=True, timeout=60)
+    script = (
+        "const { AjvJsonSchemaValidator } = require('@modelcontextprotocol/client/validators/ajv');"
+        "const { schema, cases } = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+        "const validate = new AjvJsonSchemaValidator().getValidator(schema);"
+        "console.log(JSON.stringify(cases.map(c => validate(c).valid)));"
+    )
+    done = subprocess.run(
+        [str(node), "-e", script],
+        input=json.dumps({"schema": schema, "cases": [arguments for arguments, _ in CASES]}),
+        env={**node_env(), "NODE_PATH": str(modules)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [ok for _, ok in CASES]
 
@@ -103,14 +128,18 @@ async def test_the_typescript_sdk_validator_reads_it_the_same(tmp_path: Path) ->
 async def test_null_for_an_argument_left_out_is_still_taken(tmp_path: Path) -> None:
     """Clients that send null for every optional argument (as the old schema allowed) get the
     answer they get when leaving them out."""
-    server = build(tmp_path, ["--demo", "--verified", f"bookshop={library(tmp_path)}"],
-                   PolicyBackend(OraclePolicy(BOOK_GOLD)))
+    server = build(
+        tmp_path,
+        ["--demo", "--verified", f"bookshop={library(tmp_path)}"],
+        PolicyBackend(OraclePolicy(BOOK_GOLD)),
+    )
     volatile = {"seconds", "queued_seconds", "tokens"}
     answers = []
     async with Client(server) as client:
-        for arguments in ({"question": QUESTION},
-                          {"question": QUESTION, "database": None, "evidence": None, "samples": None,
-                           "verified": None}):
+        for arguments in (
+            {"question": QUESTION},
+            {"question": QUESTION, "database": None, "evidence": None, "samples": None, "verified": None},
+        ):
             result = await client.call_tool(TOOL, arguments)
             assert not result.is_error, result.content
             answers.append({k: v for k, v in valid_answer(result).items() if k not in volatile})

@@ -65,25 +65,39 @@ def run_ts_sdk1(job: dict[str, Any]) -> dict[str, Any]:
     modules = REPO / ".ci" / "node" / "node_modules"
     package = modules / "@modelcontextprotocol" / "sdk" / "package.json"
     if not package.is_file() or not (NODE_BIN / "node").is_file():
-        pytest.skip(f"{TS_SDK1} or Node 22 is absent from .ci/node; install them with "
-                    f"`npm install --prefix .ci/node node@22 {TS_SDK1}` (.ci/run does)")
+        pytest.skip(
+            f"{TS_SDK1} or Node 22 is absent from .ci/node; install them with "
+            f"`npm install --prefix .ci/node node@22 {TS_SDK1}` (.ci/run does)"
+        )
     version = json.loads(package.read_text())["version"]
     assert version.startswith("1."), f".ci/node holds @modelcontextprotocol/sdk {version}, not 1.x: {TS_SDK1}"
-    done = subprocess.run([str(NODE_BIN / "node"), str(REPO / "tests" / "support" / "ts_sdk1_client.cjs")],
-                          input=json.dumps(job), capture_output=True, text=True, timeout=240, cwd=REPO,
-                          env={**node_env(), "NODE_PATH": str(modules)})
+    done = subprocess.run(
+        [str(NODE_BIN / "node"), str(REPO / "tests" / "support" / "ts_sdk1_client.cjs")],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=REPO,
+        env={**node_env(), "NODE_PATH": str(modules)},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
 
 def stdio_job(tmp_path: Path, fake: Any, *flags: str, **job: Any) -> dict[str, Any]:
     """A job starting the stdio server with FLAGS and `flags` against `fake`."""
-    return {"command": server_command(*FLAGS, "--ollama-host", fake.url, *flags),
-            "env": server_env(tmp_path), "cwd": str(REPO), "questions": [ASKED], **job}
+    return {
+        "command": server_command(*FLAGS, "--ollama-host", fake.url, *flags),
+        "env": server_env(tmp_path),
+        "cwd": str(REPO),
+        "questions": [ASKED],
+        **job,
+    }
 
 
-async def test_typescript_sdk_1_at_its_default_options_gets_a_slow_answer(tmp_path: Path,
-                                                                          fake_ollama: Any) -> None:
+async def test_typescript_sdk_1_at_its_default_options_gets_a_slow_answer(
+    tmp_path: Path, fake_ollama: Any
+) -> None:
     """Claude Desktop's client: the question outlasts the 2 s budget, each call ends in time (never at the
     SDK's 60 s timeout), the same call again gets the answer, and the model is asked exactly what a
     patient client's question asks it."""
@@ -98,8 +112,9 @@ async def test_typescript_sdk_1_at_its_default_options_gets_a_slow_answer(tmp_pa
     assert model_prompts(fake) == patient
 
 
-async def test_typescript_sdk_1_cancel_stops_the_question_and_frees_the_engine(tmp_path: Path,
-                                                                               fake_ollama: Any) -> None:
+async def test_typescript_sdk_1_cancel_stops_the_question_and_frees_the_engine(
+    tmp_path: Path, fake_ollama: Any
+) -> None:
     """A person's Stop (the SDK's AbortSignal: notifications/cancelled) on the call after a `working` one
     cancels the question: its model request under way (60 s) is closed, and the one runtime slot it held
     is free at once: the next question is answered in its first call. The log says why."""
@@ -116,12 +131,16 @@ async def test_typescript_sdk_1_cancel_stops_the_question_and_frees_the_engine(t
     assert await fake.await_disconnects(1, timeout=20)
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(line["status"], line["stop_reason"]) for line in lines] == [
-        ("working", "call_budget"), ("cancelled", "call_cancelled"), ("submitted", "submit_sql")]
+        ("working", "call_budget"),
+        ("cancelled", "call_cancelled"),
+        ("submitted", "submit_sql"),
+    ]
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
-async def test_python_client_with_a_read_timeout_gets_a_slow_answer(tmp_path: Path, fake_ollama: Any,
-                                                                   transport: str) -> None:
+async def test_python_client_with_a_read_timeout_gets_a_slow_answer(
+    tmp_path: Path, fake_ollama: Any, transport: str
+) -> None:
     """The Python SDK's client with a 10 s read timeout: no call reaches it; the same call again gets the
     answer, the model asked as for a patient client; over stdio and streamable HTTP alike."""
     fake = fake_ollama(DelayedPolicy(OraclePolicy(BOOK_GOLD), 0.5))
@@ -138,14 +157,15 @@ async def test_python_client_with_a_read_timeout_gets_a_slow_answer(tmp_path: Pa
 
     if transport == "stdio":
         command = server_command(*FLAGS, "--ollama-host", fake.url)
-        params = StdioServerParameters(command=command[0], args=command[1:], env=server_env(tmp_path),
-                                       cwd=REPO)
+        params = StdioServerParameters(command=command[0], args=command[1:], env=server_env(tmp_path), cwd=REPO)
         async with Client(params) as client:
             answer = await until_answered(client)
     else:
         with running_http_server(tmp_path, *FLAGS, "--ollama-host", fake.url) as url:
-            async with (httpx2.AsyncClient(timeout=10) as http,
-                        Client(streamable_http_client(url, http_client=http)) as client):
+            async with (
+                httpx2.AsyncClient(timeout=10) as http,
+                Client(streamable_http_client(url, http_client=http)) as client,
+            ):
                 answer = await until_answered(client)
     assert answer["rows"] == [[16]] and statuses[-1] == "submitted"
     assert len(statuses) >= 2 and set(statuses[:-1]) == {"working"}

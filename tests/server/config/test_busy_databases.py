@@ -26,21 +26,26 @@ from tests.support.policies import OraclePolicy, PolicyBackend
 pytestmark = pytest.mark.anyio
 
 SHOP = "CREATE TABLE orders (id INTEGER PRIMARY KEY, amount REAL); INSERT INTO orders (amount) VALUES (1), (2);"
-GOLD = {"How many orders are there?": "SELECT count(*) FROM orders",
-        "How many rows does u have?": "SELECT count(*) FROM u"}
+GOLD = {
+    "How many orders are there?": "SELECT count(*) FROM orders",
+    "How many rows does u have?": "SELECT count(*) FROM u",
+}
 
 
 # The writer is another process, as it is for a user: POSIX drops every lock a process holds on a
 # file when the process closes any descriptor of it, and the server opens each file to check it.
-_WRITER = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=0); "
-           "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); sys.stdin.read(); c.execute('COMMIT')")
+_WRITER = (
+    "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=0); "
+    "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); sys.stdin.read(); c.execute('COMMIT')"
+)
 
 
 @contextmanager
 def held(path: Path) -> Iterator[None]:
     """`BEGIN EXCLUSIVE` on a rollback-journal file, held by another process until the block ends."""
-    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(path)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert writer.stdout is not None and writer.stdout.readline() == "held\n"
         yield
@@ -52,19 +57,23 @@ def held(path: Path) -> Iterator[None]:
 def files(tmp_path: Path) -> tuple[Path, Path]:
     """shop.sqlite (to be held) and free.sqlite, in one folder."""
     folder = tmp_path / "dbs"
-    return (create_database(folder / "shop.sqlite", SHOP),
-            create_database(folder / "free.sqlite", "CREATE TABLE u (x); INSERT INTO u VALUES (1);"))
+    return (
+        create_database(folder / "shop.sqlite", SHOP),
+        create_database(folder / "free.sqlite", "CREATE TABLE u (x); INSERT INTO u VALUES (1);"),
+    )
 
 
 @pytest.mark.parametrize("given", ["flags", "folder"])
 async def test_a_busy_database_at_start_is_served_and_read_once_free(
-        tmp_path: Path, files: tuple[Path, Path], given: str, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, files: tuple[Path, Path], given: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """Named by --db or found by --db-dir: the server builds, warns once, describes the file as busy
     beside the other one, answers on the other, refuses a question on it as busy (try again, nothing
     about a damaged file), and answers it once the writer is done."""
     shop, free = files
-    argv = (["--db", f"shop={shop}", "--db", f"free={free}"] if given == "flags"
-            else ["--db-dir", str(shop.parent)])
+    argv = (
+        ["--db", f"shop={shop}", "--db", f"free={free}"] if given == "flags" else ["--db-dir", str(shop.parent)]
+    )
     caplog.set_level(logging.INFO)
     with ExitStack() as writer:
         writer.enter_context(held(shop))
@@ -74,13 +83,17 @@ async def test_a_busy_database_at_start_is_served_and_read_once_free(
             other = await client.call_tool(TOOL, {"question": "How many rows does u have?", "database": "free"})
             busy = await client.call_tool(TOOL, {"question": "How many orders are there?", "database": "shop"})
             writer.close()  # the writer commits
-            answered = await client.call_tool(TOOL, {"question": "How many orders are there?",
-                                                     "database": "shop"})
-    assert ("- shop: busy when the server started (another program was writing to it); ask anyway: its tables "
-            "are read at its first question") in (tool.description or "")
+            answered = await client.call_tool(
+                TOOL, {"question": "How many orders are there?", "database": "shop"}
+            )
+    assert (
+        "- shop: busy when the server started (another program was writing to it); ask anyway: its tables "
+        "are read at its first question"
+    ) in (tool.description or "")
     assert "- free: 1 table (u)" in (tool.description or "")
-    warned = [r.getMessage() for r in caplog.records
-              if r.levelno == logging.WARNING and "shop" in r.getMessage()]
+    warned = [
+        r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "shop" in r.getMessage()
+    ]
     assert len(warned) == 1 and "busy: another program is writing to it" in warned[0], warned
     assert valid_answer(other)["rows"] == [[1]]
     said = error_text(busy)
@@ -92,30 +105,40 @@ async def test_a_busy_database_at_start_is_served_and_read_once_free(
 
 def test_a_remote_client_is_told_to_retry_without_the_path() -> None:
     """Over HTTP the busy error names the alias, never the file, and says a retry will do."""
-    error = tool_error_for(DatabaseBusyError("/srv/data/shop.sqlite: busy: ..."), database="shop", remote=True,
-                           question_id="q1")
+    error = tool_error_for(
+        DatabaseBusyError("/srv/data/shop.sqlite: busy: ..."), database="shop", remote=True, question_id="q1"
+    )
     assert (str(error), error.kind) == (
         "The database 'shop' is busy: another program is writing to it, and it stayed locked while the "
         "server waited. Retry in a moment; if it keeps failing, ask the server's operator: its log has the "
-        "details under question id q1.", "database_busy")
+        "details under question id q1.",
+        "database_busy",
+    )
 
 
 def test_the_description_line_of_a_busy_database() -> None:
     """A busy database has no table names to show: it says why, and that a question reads them."""
     entry = CatalogEntry(alias="shop", path=Path("/x"), tables=(), views=(), busy=True, verified=Path("/v"))
-    assert summarize(entry) == ("shop: busy when the server started (another program was writing to it); ask "
-                                "anyway: its tables are read at its first question; has verified answers")
+    assert summarize(entry) == (
+        "shop: busy when the server started (another program was writing to it); ask "
+        "anyway: its tables are read at its first question; has verified answers"
+    )
 
 
 @pytest.mark.slow
-def test_the_http_server_starts_with_a_busy_database(tmp_path: Path, files: tuple[Path, Path],
-                                                     fake_ollama: Any) -> None:
+def test_the_http_server_starts_with_a_busy_database(
+    tmp_path: Path, files: tuple[Path, Path], fake_ollama: Any
+) -> None:
     """`sqale-mcp --transport streamable-http` with a held file listens (it exited 2 before) and logs
     the file as busy, not damaged."""
     shop, free = files
     runtime = fake_ollama(OraclePolicy(GOLD))
-    with held(shop), running_http_server(tmp_path, "--db", f"shop={shop}", "--db", f"free={free}",
-                                         "--ollama-host", runtime.url):
+    with (
+        held(shop),
+        running_http_server(
+            tmp_path, "--db", f"shop={shop}", "--db", f"free={free}", "--ollama-host", runtime.url
+        ),
+    ):
         pass
     log = (tmp_path / "stderr.txt").read_text()
     assert "database 'shop': " in log and "busy: another program is writing to it" in log

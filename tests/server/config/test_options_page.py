@@ -26,8 +26,13 @@ def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 def _options(parser: argparse.ArgumentParser) -> set[str]:
     """Every long option of `parser` and of its subcommands."""
-    return {o for p in (parser, *subcommands(parser)) for a in _actions(p) for o in a.option_strings
-            if o.startswith("--")}
+    return {
+        o
+        for p in (parser, *subcommands(parser))
+        for a in _actions(p)
+        for o in a.option_strings
+        if o.startswith("--")
+    }
 
 
 def test_the_options_page_is_up_to_date() -> None:
@@ -48,8 +53,11 @@ def test_the_generator_writes_and_checks(tmp_path: Path, capsys: pytest.CaptureF
 def test_every_option_of_both_commands_is_on_the_page() -> None:
     """Each long option of sqale-mcp and of every sqale-agent command appears on the page as typed."""
     page = options_page()
-    missing = [o for o in sorted(_options(server_parser()) | _options(agent_parser()))
-               if f"`{o}`" not in page and f"`{o} " not in page]
+    missing = [
+        o
+        for o in sorted(_options(server_parser()) | _options(agent_parser()))
+        if f"`{o}`" not in page and f"`{o} " not in page
+    ]
     assert missing == []
 
 
@@ -63,19 +71,29 @@ def test_every_setting_has_a_description_and_a_flag_or_a_key() -> None:
             assert help_text(model, name)
     server_flags = _options(server_parser())
     keys = file_keys(ServerSettings)
-    assert sorted(k for k, name in keys.items()
-                  if option_of(ServerSettings.model_fields[name]).flag and f"--{k}" not in server_flags) == []
+    assert (
+        sorted(
+            k
+            for k, name in keys.items()
+            if option_of(ServerSettings.model_fields[name]).flag and f"--{k}" not in server_flags
+        )
+        == []
+    )
 
 
 def test_the_servers_rows_are_its_flags_as_help_shows_them() -> None:
     """Each sqale-mcp row, written from the declared settings, is the row its parser's option would
     give (the flag as typed, the same help), in --help's order: the page reads no server parser."""
     page = options_page()
-    server_part = page[page.index("## sqale-mcp"):page.index("### Only in the config file")]
-    rows = [line.split(" | ")[0] + " | " + line.rsplit(" | ", 1)[1] for line in server_part.splitlines()
-            if line.startswith("| `-")]
-    assert rows == [f"| {_typed(a)} | {_cell((a.help or '').replace('%%', '%'))} |"
-                    for a in _actions(server_parser())]
+    server_part = page[page.index("## sqale-mcp") : page.index("### Only in the config file")]
+    rows = [
+        line.split(" | ")[0] + " | " + line.rsplit(" | ", 1)[1]
+        for line in server_part.splitlines()
+        if line.startswith("| `-")
+    ]
+    assert rows == [
+        f"| {_typed(a)} | {_cell((a.help or '').replace('%%', '%'))} |" for a in _actions(server_parser())
+    ]
 
 
 def test_the_help_and_the_page_say_max_concurrent_counts_episodes() -> None:
@@ -86,13 +104,23 @@ def test_the_help_and_the_page_say_max_concurrent_counts_episodes() -> None:
 
 def test_shared_settings_have_one_help_in_both_front_ends() -> None:
     """A setting both front ends take (--max-rows, --samples, --environment...) reads the same in both."""
+
     def helps(parser: argparse.ArgumentParser) -> dict[str, str]:
         return {max(a.option_strings, key=len): a.help or "" for a in _actions(parser) if a.option_strings}
 
     server = helps(server_parser())
     ask = helps(next(p for p in subcommands(agent_parser()) if p.prog == "sqale-agent ask"))
-    shared = ["--max-rows", "--samples", "--seed", "--max-notes-chars", "--environment",
-              "--backend", "--model", "--base-url", "--reference-agent"]
+    shared = [
+        "--max-rows",
+        "--samples",
+        "--seed",
+        "--max-notes-chars",
+        "--environment",
+        "--backend",
+        "--model",
+        "--base-url",
+        "--reference-agent",
+    ]
     assert {o: ask[o] for o in shared} == {o: server[o] for o in shared}
     # The server's own default (16 KiB: MCP clients' limits) and what is true of it only, after the same text.
     described = AgentSettings.model_fields["max_result_bytes"].description
@@ -104,6 +132,11 @@ def test_shared_settings_have_one_help_in_both_front_ends() -> None:
 @pytest.mark.slow
 def test_the_generator_runs_as_a_module(tmp_path: Path) -> None:
     """`python -m mcp_server.config.options_page --check` passes on this checkout, from another folder."""
-    done = subprocess.run([sys.executable, "-m", "mcp_server.config.options_page", "--check",
-                           "--output", str(PAGE)], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "mcp_server.config.options_page", "--check", "--output", str(PAGE)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert (done.returncode, done.stderr) == (0, "")

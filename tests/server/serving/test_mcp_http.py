@@ -21,12 +21,23 @@ pytestmark = pytest.mark.slow
 
 TOKEN_ENV = "SQALE_TEST_TOKEN"
 TOKEN = "correct-horse-battery-staple"
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {},
-    "clientInfo": {"name": "test", "version": "0"}}}
-REFUSAL = {"error": "invalid_token", "error_description": (
-    "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the token the server "
-    f"reads from its {TOKEN_ENV} environment variable")}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
+REFUSAL = {
+    "error": "invalid_token",
+    "error_description": (
+        "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the token the server "
+        f"reads from its {TOKEN_ENV} environment variable"
+    ),
+}
 
 
 @pytest.fixture(scope="module")
@@ -38,16 +49,18 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp_path = tmp_path_factory.mktemp("http_server")
     fake = FakeServer(OraclePolicy(BOOK_GOLD), models=(DEFAULT_MODEL,)).start()
     try:
-        with running_http_server(tmp_path, "--demo", "--ollama-host", fake.url, "--auth-token-env",
-                                 TOKEN_ENV, **{TOKEN_ENV: TOKEN}) as url:
+        with running_http_server(
+            tmp_path, "--demo", "--ollama-host", fake.url, "--auth-token-env", TOKEN_ENV, **{TOKEN_ENV: TOKEN}
+        ) as url:
             yield url
     finally:
         fake.stop()
 
 
 def post_initialize(url: str, headers: dict[str, str]) -> httpx.Response:
-    return httpx.post(url, json=INITIALIZE, timeout=10, headers={
-        "Accept": "application/json, text/event-stream", **headers})
+    return httpx.post(
+        url, json=INITIALIZE, timeout=10, headers={"Accept": "application/json, text/event-stream", **headers}
+    )
 
 
 def test_missing_token_gets_401(http_server: str) -> None:
@@ -72,10 +85,16 @@ def test_health_answers_without_a_token_and_tells_nothing(http_server: str) -> N
     assert httpx.get(http_server.removesuffix("/mcp") + "/other", timeout=10).status_code == 401
 
 
-WELL_KNOWN = ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp",
-              "/.well-known/oauth-authorization-server", "/.well-known/oauth-authorization-server/mcp",
-              "/.well-known/openid-configuration", "/.well-known/openid-configuration/mcp",
-              "/mcp/.well-known/openid-configuration", "/.well-known"]
+WELL_KNOWN = [
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-protected-resource/mcp",
+    "/.well-known/oauth-authorization-server",
+    "/.well-known/oauth-authorization-server/mcp",
+    "/.well-known/openid-configuration",
+    "/.well-known/openid-configuration/mcp",
+    "/mcp/.well-known/openid-configuration",
+    "/.well-known",
+]
 OAUTH_FALLBACKS = ["/register", "/authorize", "/token", "/register/"]
 
 
@@ -87,10 +106,15 @@ def test_oauth_paths_answer_404_as_a_server_without_oauth(http_server: str) -> N
     for path in [*WELL_KNOWN, *OAUTH_FALLBACKS]:
         for method, headers in [("GET", {}), ("POST", {}), ("GET", {"Authorization": f"Bearer {TOKEN}"})]:
             response = httpx.request(method, root + path, timeout=10, headers=headers)
-            assert (response.status_code, response.json()) == (404, {
-                "error": "not_found", "error_description": "this server has no OAuth: send "
-                "'Authorization: Bearer <token>' to /mcp with the token the server reads from its "
-                f"{TOKEN_ENV} environment variable"}), path
+            assert (response.status_code, response.json()) == (
+                404,
+                {
+                    "error": "not_found",
+                    "error_description": "this server has no OAuth: send "
+                    "'Authorization: Bearer <token>' to /mcp with the token the server reads from its "
+                    f"{TOKEN_ENV} environment variable",
+                },
+            ), path
     for path in ("/mcp", "/.well-knownx", "/registers", "/mcp/register"):
         assert httpx.get(root + path, timeout=10).status_code == 401, path
 
@@ -99,15 +123,19 @@ def test_right_token_is_served(http_server: str) -> None:
     """The right token passes the check and reaches the MCP endpoint."""
     response = post_initialize(http_server, {"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 200
-    assert json.loads(response.text.split("data: ", 1)[1].splitlines()[0])["result"]["serverInfo"][
-        "name"] == "sqale-mcp"
+    assert (
+        json.loads(response.text.split("data: ", 1)[1].splitlines()[0])["result"]["serverInfo"]["name"]
+        == "sqale-mcp"
+    )
 
 
 @pytest.mark.anyio
 async def test_client_with_token_answers(http_server: str) -> None:
     """An MCP client sending the token lists the tool and gets answers."""
-    async with (httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
-                Client(streamable_http_client(http_server, http_client=http)) as client):
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+        Client(streamable_http_client(http_server, http_client=http)) as client,
+    ):
         tools = (await client.list_tools()).tools
         result = await client.call_tool(TOOL, {"question": "How many books are there?"})
     assert [t.name for t in tools] == [TOOL]
@@ -116,22 +144,31 @@ async def test_client_with_token_answers(http_server: str) -> None:
 
 def test_non_loopback_without_token_is_refused(tmp_path: Path) -> None:
     """Listening on 0.0.0.0 without --auth-token-env: exit 2 before binding anything."""
-    done = run_server_expecting_exit(tmp_path, "--demo", "--transport", "streamable-http",
-                                     "--host", "0.0.0.0")
-    assert (done.returncode, done.stdout, done.stderr) == (2, "", (
-        "sqale-mcp: refusing to listen on 0.0.0.0 without authentication: set --auth-token-env "
-        "NAME (the token itself goes in that environment variable), [tokens.NAME] tables in the "
-        "--config file, or use --host 127.0.0.1; see "
-        "`sqale-mcp --help`\n"))
+    done = run_server_expecting_exit(tmp_path, "--demo", "--transport", "streamable-http", "--host", "0.0.0.0")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2,
+        "",
+        (
+            "sqale-mcp: refusing to listen on 0.0.0.0 without authentication: set --auth-token-env "
+            "NAME (the token itself goes in that environment variable), [tokens.NAME] tables in the "
+            "--config file, or use --host 127.0.0.1; see "
+            "`sqale-mcp --help`\n"
+        ),
+    )
 
 
 def test_token_variable_must_be_set(tmp_path: Path) -> None:
     """--auth-token-env naming an unset variable: exit 2 saying which variable to export."""
-    done = run_server_expecting_exit(tmp_path, "--demo", "--transport", "streamable-http",
-                                     "--auth-token-env", "SQALE_UNSET_TOKEN")
-    assert (done.returncode, done.stderr) == (2, (
-        "sqale-mcp: --auth-token-env SQALE_UNSET_TOKEN: the environment variable SQALE_UNSET_TOKEN "
-        "is not set or empty; export SQALE_UNSET_TOKEN=<secret> before starting the server\n"))
+    done = run_server_expecting_exit(
+        tmp_path, "--demo", "--transport", "streamable-http", "--auth-token-env", "SQALE_UNSET_TOKEN"
+    )
+    assert (done.returncode, done.stderr) == (
+        2,
+        (
+            "sqale-mcp: --auth-token-env SQALE_UNSET_TOKEN: the environment variable SQALE_UNSET_TOKEN "
+            "is not set or empty; export SQALE_UNSET_TOKEN=<secret> before starting the server\n"
+        ),
+    )
 
 
 def test_busy_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -141,8 +178,14 @@ def test_busy_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = run_server_expecting_exit(tmp_path, "--demo", "--transport", "streamable-http",
-                                         "--port", str(port), "--log-level", "WARNING")
-    assert (done.returncode, done.stdout, done.stderr) == (2, "", (
-        f"sqale-mcp: --port {port}: 127.0.0.1:{port} is already in use by another program; stop it or "
-        "give another --port\n"))
+        done = run_server_expecting_exit(
+            tmp_path, "--demo", "--transport", "streamable-http", "--port", str(port), "--log-level", "WARNING"
+        )
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2,
+        "",
+        (
+            f"sqale-mcp: --port {port}: 127.0.0.1:{port} is already in use by another program; stop it or "
+            "give another --port\n"
+        ),
+    )

@@ -65,12 +65,14 @@ def test_remote_tool_errors_say_what_failed_without_internals(exc: SqaleError) -
 
 def test_remote_texts_are_exactly_these() -> None:
     """The remote texts, in full, for the two errors the issue saw leak."""
-    assert [str(tool_error_for(SECRET_ERRORS[i], database="sales", remote=True, question_id="q1"))
-            for i in (0, 5)] == [
+    assert [
+        str(tool_error_for(SECRET_ERRORS[i], database="sales", remote=True, question_id="q1")) for i in (0, 5)
+    ] == [
         "The model runtime is unreachable, so no question can be answered now. Ask the server's "
         "operator: its log has the details under question id q1.",
         "The database 'sales' cannot be read: its file is missing, unreadable or not an SQLite "
-        "database. Ask the server's operator: its log has the details under question id q1."]
+        "database. Ask the server's operator: its log has the details under question id q1.",
+    ]
 
 
 def test_stdio_keeps_the_detail_and_our_bugs_propagate_there() -> None:
@@ -78,14 +80,17 @@ def test_stdio_keeps_the_detail_and_our_bugs_propagate_there() -> None:
     assert "/srv/secretpath_x.db" in str(tool_error_for(SECRET_ERRORS[5], database="sales"))
     assert edge_error(RuntimeError("x"), database="sales", remote=False, question_id="q") is None
     remote = edge_error(RuntimeError("/srv/x"), database="sales", remote=True, question_id="q")
-    assert str(remote) == ("Answering failed because of an error inside the server. Ask the "
-                           "server's operator: its log has the details under question id q.")
+    assert str(remote) == (
+        "Answering failed because of an error inside the server. Ask the "
+        "server's operator: its log has the details under question id q."
+    )
     own = ToolError("The question is empty")
     assert edge_error(own, database="sales", remote=True, question_id="q") is own
 
 
 def test_every_http_request_is_remote_and_stdio_is_not() -> None:
     """An HTTP request (loopback without tokens included) is remote; stdio has no request."""
+
     class Request:
         def __init__(self) -> None:
             self.scope: dict[str, object] = {}
@@ -112,8 +117,15 @@ async def state_of(tmp_path: Path, argv: list[str], backend: ModelBackend) -> As
     server = build(tmp_path, argv, backend)
     settings = server.sqale_settings
     factory: Callable[[object], ModelBackend] = lambda _: backend  # noqa: E731
-    async with open_state(settings, server.catalog, server_prompts(settings), factory,
-                            gate=QuestionGate(), metrics=ServerMetrics(), callers=()) as server_state:
+    async with open_state(
+        settings,
+        server.catalog,
+        server_prompts(settings),
+        factory,
+        gate=QuestionGate(),
+        metrics=ServerMetrics(),
+        callers=(),
+    ) as server_state:
         yield Answering(server_state)
 
 
@@ -134,8 +146,9 @@ async def ask_remote(service: Answering, caller: Caller = REMOTE) -> str:
 
 
 @pytest.mark.anyio
-async def test_a_remote_caller_gets_no_url_and_the_log_has_it(tmp_path: Path, dead_url: str,
-                                                              caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_remote_caller_gets_no_url_and_the_log_has_it(
+    tmp_path: Path, dead_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """Backend down: the remote text names no URL; the log line with the same question id does."""
     caplog.set_level(logging.INFO, logger="mcp_server")
     from agent.backends.registry import make_backend
@@ -152,8 +165,9 @@ async def test_a_remote_caller_gets_no_url_and_the_log_has_it(tmp_path: Path, de
 
 
 @pytest.mark.anyio
-async def test_a_database_gone_bad_names_the_alias_not_the_path(tmp_path: Path,
-                                                                caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_database_gone_bad_names_the_alias_not_the_path(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """The served file replaced by garbage: the remote text has the alias, the log has the path."""
     caplog.set_level(logging.INFO, logger="mcp_server")
     served = tmp_path / "secretpath_x.db"
@@ -170,7 +184,8 @@ async def test_a_database_gone_bad_names_the_alias_not_the_path(tmp_path: Path,
 
 @pytest.mark.anyio
 async def test_a_bug_of_ours_is_an_internal_error_remotely_and_raises_on_stdio(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """An unexpected exception: remote gets a plain text with the id (traceback in the log);
     the local caller gets the exception itself."""
     caplog.set_level(logging.INFO, logger="mcp_server")
@@ -187,18 +202,37 @@ async def test_a_bug_of_ours_is_an_internal_error_remotely_and_raises_on_stdio(
 
 def test_text_log_lines_carry_the_question_id() -> None:
     """The id a remote client quotes is on the text log line too (JSON lines have it as a field)."""
-    record = logging.LogRecord("mcp_server.answer.audit", logging.WARNING, __file__, 1, "not answered: %s",
-                               ("http://10.1.2.3:11434 refused",), None)
+    record = logging.LogRecord(
+        "mcp_server.answer.audit",
+        logging.WARNING,
+        __file__,
+        1,
+        "not answered: %s",
+        ("http://10.1.2.3:11434 refused",),
+        None,
+    )
     record.question_id = "0123456789ab"
-    assert TextLogFormatter().format(record).endswith(
-        "mcp_server.answer.audit: not answered: http://10.1.2.3:11434 refused [question 0123456789ab]")
+    assert (
+        TextLogFormatter()
+        .format(record)
+        .endswith(
+            "mcp_server.answer.audit: not answered: http://10.1.2.3:11434 refused [question 0123456789ab]"
+        )
+    )
 
 
 def test_session_ids_in_the_sdks_log_lines_become_short_hashes() -> None:
     """Whoever holds a session id and its token can use the session: logs show a hash of it."""
     session = "0123456789abcdef0123456789abcdef"
-    record = logging.LogRecord("mcp.server.streamable_http_manager", logging.INFO, __file__, 1,
-                               "Created new transport with session ID: %s", (session,), None)
+    record = logging.LogRecord(
+        "mcp.server.streamable_http_manager",
+        logging.INFO,
+        __file__,
+        1,
+        "Created new transport with session ID: %s",
+        (session,),
+        None,
+    )
     assert SessionIdFilter().filter(record)
     assert record.getMessage() == f"Created new transport with session ID: session:{session_tag(session)}"
     ours = logging.LogRecord("mcp_server.x", logging.INFO, __file__, 1, "question %s", (session,), None)

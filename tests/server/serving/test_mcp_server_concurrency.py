@@ -34,7 +34,8 @@ def stuck_requests(fake: Any) -> list[Any]:
 
 
 async def test_episode_timeout_stops_the_episode_and_the_next_call_works(
-        tmp_path: Path, fake_ollama: Any) -> None:
+    tmp_path: Path, fake_ollama: Any
+) -> None:
     """Past --episode-timeout: a ToolError, the model request is closed, the server stays usable.
 
     A first question starts the SQLite worker: on a loaded machine its start alone outlasted the
@@ -50,7 +51,8 @@ async def test_episode_timeout_stops_the_episode_and_the_next_call_works(
         assert text == (
             "Answering took longer than the 3 s limit and was stopped. Retry, ask a narrower "
             "question, or ask the server's operator to raise --episode-timeout (a slow machine or "
-            "a model still loading can cause this).")
+            "a model still loading can cause this)."
+        )
         assert await fake.await_disconnects(1, timeout=5)
         assert "Count books slowly" in fake.disconnects[0].body["prompt"]
         good = await client.call_tool(TOOL, {"question": "How many books are there?"})
@@ -69,8 +71,9 @@ async def test_cancelling_mid_episode_closes_the_model_request(tmp_path: Path, f
             first_round.set()
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: client.call_tool(TOOL, {"question": "stuck question"},
-                                                   progress_callback=on_progress))
+            tg.start_soon(
+                lambda: client.call_tool(TOOL, {"question": "stuck question"}, progress_callback=on_progress)
+            )
             with anyio.fail_after(10):
                 await first_round.wait()
                 while len(stuck_requests(fake)) < 2:  # the second model request is under way
@@ -93,8 +96,9 @@ async def test_cancelling_interrupts_the_running_query(tmp_path: Path) -> None:
             tg.start_soon(lambda: client.call_tool(TOOL, {"question": "endless question"}))
             await anyio.sleep(1.0)  # the query runs (the model replies at once)
             tg.cancel_scope.cancel()
-        assert [r.prompt.count("<|im_start|>assistant") for r in backend.requests
-                if "endless" in r.prompt] == [1]  # the episode was inside its first query
+        assert [r.prompt.count("<|im_start|>assistant") for r in backend.requests if "endless" in r.prompt] == [
+            1
+        ]  # the episode was inside its first query
         with anyio.fail_after(30):
             good = await client.call_tool(TOOL, {"question": "How many books are there?"})
     assert good.structured_content["rows"] == [[16]]
@@ -124,13 +128,13 @@ async def test_calls_run_concurrently_up_to_the_limit(tmp_path: Path) -> None:
     """Four calls with --max-concurrent 4 overlap; with 2, two run, two queue and are told so."""
     for limit, expected_peak, expected_queued in ((4, 4, 0), (2, 2, 2)):
         backend = PeakBackend(PolicyBackend(DelayedPolicy(OraclePolicy(BOOK_GOLD), 0.2)))
-        server = build(tmp_path, ["--demo", "--max-concurrent", str(limit), "--runtime-slots", "4"],
-                       backend)
+        server = build(tmp_path, ["--demo", "--max-concurrent", str(limit), "--runtime-slots", "4"], backend)
         answers, first_messages = await ask_at_once(server, list(BOOK_GOLD))
         assert backend.peak == expected_peak
         assert {q: a["sql"] for q, a in answers.items()} == BOOK_GOLD
         assert [m for m in first_messages if m and m.startswith("queued")] == [
-            f"queued: {limit} questions are being answered already (--max-concurrent)"] * expected_queued
+            f"queued: {limit} questions are being answered already (--max-concurrent)"
+        ] * expected_queued
 
 
 class OrderBackend(PeakBackend):
@@ -156,8 +160,10 @@ async def test_one_runtime_slot_serves_each_episode_whole_in_arrival_order(tmp_p
     runs = [question for question, _ in itertools.groupby(backend.questions)]
     assert len(runs) == len(set(runs)) == 4  # each episode's requests are contiguous
     assert sorted(m for m in first_messages if m and m.startswith("waiting")) == [
-        "waiting for the model: 1 question ahead", "waiting for the model: 2 questions ahead",
-        "waiting for the model: 3 questions ahead"]
+        "waiting for the model: 1 question ahead",
+        "waiting for the model: 2 questions ahead",
+        "waiting for the model: 3 questions ahead",
+    ]
     queued = sorted(a["queued_seconds"] for a in answers.values())
     assert queued[0] < 0.1 < queued[1] < queued[2] < queued[3]
 

@@ -26,11 +26,11 @@ from tests.support.policies import OraclePolicy, ScriptedReply, ScriptPolicy, to
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
-def stdio_params(tmp_path: Path, *args: str, command: list[str] | None = None,
-                 **env: str) -> StdioServerParameters:
+def stdio_params(
+    tmp_path: Path, *args: str, command: list[str] | None = None, **env: str
+) -> StdioServerParameters:
     cmd = command or server_command(*args)
-    return StdioServerParameters(command=cmd[0], args=cmd[1:], env=server_env(tmp_path, **env),
-                                 cwd=REPO)
+    return StdioServerParameters(command=cmd[0], args=cmd[1:], env=server_env(tmp_path, **env), cwd=REPO)
 
 
 async def test_stdio_server_lists_and_answers(tmp_path: Path, fake_ollama: Any) -> None:
@@ -63,8 +63,9 @@ async def test_stdio_cancel_then_next_call(tmp_path: Path, fake_ollama: Any) -> 
             progressed.set()
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: client.call_tool(TOOL, {"question": "stuck question"},
-                                                   progress_callback=on_progress))
+            tg.start_soon(
+                lambda: client.call_tool(TOOL, {"question": "stuck question"}, progress_callback=on_progress)
+            )
             with anyio.fail_after(20):
                 await progressed.wait()
                 while sum("stuck" in b["prompt"] for b in fake.bodies("/api/generate")) < 2:
@@ -86,18 +87,24 @@ async def test_unreachable_ollama_at_start_warns_and_serves(tmp_path: Path, dead
     assert result.is_error
     assert result.content[0].text.startswith(
         f"Error executing tool {TOOL}: The model runtime is unreachable: Could not reach Ollama at "
-        f"{dead_url} (connection refused or host unknown). Start it with `ollama serve`")
-    assert (f"WARNING mcp_server.state: Could not reach Ollama at {dead_url} (connection refused or host "
-            "unknown).") in (tmp_path / "stderr.txt").read_text()
+        f"{dead_url} (connection refused or host unknown). Start it with `ollama serve`"
+    )
+    assert (
+        f"WARNING mcp_server.state: Could not reach Ollama at {dead_url} (connection refused or host unknown)."
+    ) in (tmp_path / "stderr.txt").read_text()
 
 
-async def test_the_server_started_in_a_workspace_with_its_own_agent_package_works(tmp_path: Path,
-                                                                                  fake_ollama: Any) -> None:
+async def test_the_server_started_in_a_workspace_with_its_own_agent_package_works(
+    tmp_path: Path, fake_ollama: Any
+) -> None:
     """`sqale-mcp` run from a folder with unrelated `agent/` and `mcp_server/` packages answers."""
     fake = fake_ollama(OraclePolicy(BOOK_GOLD))
     params = StdioServerParameters(
-        command=console_script("sqale-mcp"), args=["--demo", "--ollama-host", fake.url],
-        env=server_env(tmp_path), cwd=shadowing_folder(tmp_path / "workspace"))
+        command=console_script("sqale-mcp"),
+        args=["--demo", "--ollama-host", fake.url],
+        env=server_env(tmp_path),
+        cwd=shadowing_folder(tmp_path / "workspace"),
+    )
     async with Client(params) as client:
         result = await client.call_tool(TOOL, {"question": "How many books are there?"})
     assert result.structured_content["rows"] == [[16]]
@@ -114,25 +121,38 @@ def test_bad_database_stops_start_up_with_one_line(tmp_path: Path) -> None:
 def test_no_database_says_how_to_configure_one(tmp_path: Path) -> None:
     """No database: exit 2 with the ways to configure one, naming the config file XDG_CONFIG_HOME points at."""
     done = run_server_expecting_exit(tmp_path)  # its XDG_CONFIG_HOME is tmp_path/config
-    assert (done.returncode, done.stdout, done.stderr) == (2, "", (
-        "sqale-mcp: no database configured: pass --db ALIAS=PATH (repeatable), --db-dir DIR or "
-        "--demo, or put them in a --config FILE.toml (read without --config from "
-        f"{tmp_path / 'config' / 'sqale-mcp' / 'config.toml'})\n"))
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2,
+        "",
+        (
+            "sqale-mcp: no database configured: pass --db ALIAS=PATH (repeatable), --db-dir DIR or "
+            "--demo, or put them in a --config FILE.toml (read without --config from "
+            f"{tmp_path / 'config' / 'sqale-mcp' / 'config.toml'})\n"
+        ),
+    )
 
 
 def test_bad_flag_exits_2_with_one_line(tmp_path: Path) -> None:
     """An invalid option value is one line and exit 2, not a usage dump."""
     done = run_server_expecting_exit(tmp_path, "--demo", "--max-concurrent", "0")
-    assert (done.returncode, done.stdout, done.stderr) == (2, "", (
-        "sqale-mcp: --max-concurrent: Input should be greater than or equal to 1 (got 0); see "
-        "`sqale-mcp --help`\n"))
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2,
+        "",
+        (
+            "sqale-mcp: --max-concurrent: Input should be greater than or equal to 1 (got 0); see "
+            "`sqale-mcp --help`\n"
+        ),
+    )
 
 
 async def test_mcp_run_serves_the_module_level_server(tmp_path: Path, fake_ollama: Any) -> None:
     """`mcp run mcp_server/server.py` takes its options from SQALE_MCP_ARGS."""
     fake = fake_ollama(OraclePolicy(BOOK_GOLD))
-    params = stdio_params(tmp_path, command=[console_script("mcp"), "run", "mcp_server/server.py"],
-                          SQALE_MCP_ARGS=f"--demo --ollama-host {fake.url} --max-rows 3")
+    params = stdio_params(
+        tmp_path,
+        command=[console_script("mcp"), "run", "mcp_server/server.py"],
+        SQALE_MCP_ARGS=f"--demo --ollama-host {fake.url} --max-rows 3",
+    )
     async with Client(params) as client:
         tool = (await client.list_tools()).tools[0]
         result = await client.call_tool(TOOL, {"question": "How many books are there?"})
@@ -144,10 +164,17 @@ def test_module_level_server_with_bad_args_exits_2(tmp_path: Path) -> None:
     """A bad SQALE_MCP_ARGS stops `mcp run` with one line naming the variable."""
     import subprocess
 
-    done = subprocess.run([console_script("mcp"), "run", "mcp_server/server.py"], cwd=REPO,
-                          env=server_env(tmp_path, SQALE_MCP_ARGS="--db nonsense"),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [console_script("mcp"), "run", "mcp_server/server.py"],
+        cwd=REPO,
+        env=server_env(tmp_path, SQALE_MCP_ARGS="--db nonsense"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1] == (
         "sqale-mcp (SQALE_MCP_ARGS='--db nonsense'): --db 'nonsense': write it as ALIAS=PATH, e.g. "
-        "--db chinook=~/data/chinook.db")
+        "--db chinook=~/data/chinook.db"
+    )

@@ -19,8 +19,10 @@ pytestmark = pytest.mark.slow
 
 STOP_WITHIN = 1.0  # seconds from the signal to the exit, as the issue asks
 READY = b"every question will fail until this is fixed"  # logged once the server is serving
-NOTICE = ("sqale-mcp: serving MCP on stdin/stdout and waiting for an MCP client to start it "
-          "(see README: Claude Desktop, mcp dev); press Ctrl-C to stop.")
+NOTICE = (
+    "sqale-mcp: serving MCP on stdin/stdout and waiting for an MCP client to start it "
+    "(see README: Claude Desktop, mcp dev); press Ctrl-C to stop."
+)
 
 
 def read_until(fd: int, marker: bytes, timeout: float = 30.0) -> bytes:
@@ -84,9 +86,15 @@ def test_ctrl_c_in_a_terminal_stops_the_stdio_server(tmp_path: Path, dead_url: s
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_stop_signal_ends_the_stdio_server(tmp_path: Path, dead_url: str, signum: int, code: int) -> None:
     """Under an MCP client (pipes, no terminal): SIGINT exits 130, SIGTERM 143, within 1 s, quietly."""
-    server = subprocess.Popen([console_script("sqale-mcp"), "--demo", "--ollama-host", dead_url],
-                              cwd=tmp_path, env=server_env(tmp_path), stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=default_sigint)
+    server = subprocess.Popen(
+        [console_script("sqale-mcp"), "--demo", "--ollama-host", dead_url],
+        cwd=tmp_path,
+        env=server_env(tmp_path),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=default_sigint,
+    )
     try:
         assert server.stderr is not None and server.stdout is not None
         log = read_until(server.stderr.fileno(), READY)

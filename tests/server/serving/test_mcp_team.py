@@ -39,19 +39,26 @@ async def test_scoped_token_sees_and_queries_only_its_databases(team_server: Any
     assert "bookshop" in scoped.description and "sales" not in scoped.description
     assert "sales" in full.description and "bookshop" in full.description
     assert "sales" not in json.dumps(scoped.input_schema)
-    other = error_text(await ask(server.url, BOOKS, {"question": "How many sales are there?",
-                                                     "database": "sales"}))
-    unknown = error_text(await ask(server.url, BOOKS, {"question": "How many sales are there?",
-                                                       "database": "payroll"}))
-    assert other.replace("'sales'", "'X'") == unknown.replace("'payroll'", "'X'") == (
-        "Unknown database 'X'; pass one of the configured aliases as `database`: bookshop.")
+    other = error_text(
+        await ask(server.url, BOOKS, {"question": "How many sales are there?", "database": "sales"})
+    )
+    unknown = error_text(
+        await ask(server.url, BOOKS, {"question": "How many sales are there?", "database": "payroll"})
+    )
+    assert (
+        other.replace("'sales'", "'X'")
+        == unknown.replace("'payroll'", "'X'")
+        == ("Unknown database 'X'; pass one of the configured aliases as `database`: bookshop.")
+    )
     answered = await ask(server.url, ALL, {"question": "How many sales are there?", "database": "sales"})
     assert answered.structured_content["rows"] == [[2]]
     own = await ask(server.url, BOOKS, {"question": BOOK_QUESTION})  # its only database: implied
     assert own.structured_content["rows"] == [[16]]
     lines = [json.loads(line) for line in server.episode_log.read_text().splitlines()]
     assert [(line["token"], line["database"], line["status"]) for line in lines] == [
-        ("all", "sales", "submitted"), ("books", "bookshop", "submitted")]
+        ("all", "sales", "submitted"),
+        ("books", "bookshop", "submitted"),
+    ]
     assert "books-secret" not in server.stderr.read_text() + server.episode_log.read_text()
 
 
@@ -62,14 +69,24 @@ async def test_per_minute_quota_is_per_token_and_says_when_to_retry(team_server:
         assert not (await ask(server.url, BOOKS, {"question": BOOK_QUESTION})).is_error
     refused = error_text(await ask(server.url, BOOKS, {"question": BOOK_QUESTION}))
     assert refused.startswith("Too many questions: token 'books' may ask 2 per minute. Retry in ")
-    seconds = int(refused.removeprefix(
-        "Too many questions: token 'books' may ask 2 per minute. Retry in ").removesuffix(" s."))
+    seconds = int(
+        refused.removeprefix("Too many questions: token 'books' may ask 2 per minute. Retry in ").removesuffix(
+            " s."
+        )
+    )
     assert 50 <= seconds <= 60
     other = await ask(server.url, ALL, {"question": BOOK_QUESTION, "database": "bookshop"})
     assert other.structured_content["rows"] == [[16]]  # the other token's minute is its own
     metrics = server.metrics()
-    assert metrics[sample_key("sqale_questions_total", {
-        "database": "bookshop", "token": "books", "status": "refused", "stop_reason": "quota"})] == 1
+    assert (
+        metrics[
+            sample_key(
+                "sqale_questions_total",
+                {"database": "bookshop", "token": "books", "status": "refused", "stop_reason": "quota"},
+            )
+        ]
+        == 1
+    )
 
 
 async def test_concurrency_quota_queues_only_its_own_token(team_server: Any) -> None:
@@ -85,8 +102,11 @@ async def test_concurrency_quota_queues_only_its_own_token(team_server: Any) -> 
 
     async def one(key: str, token: str) -> None:
         # Its own evidence each: the same arguments of the same token would be one question (ongoing.py).
-        answers[key] = await ask(server.url, token, {"question": BOOK_QUESTION, "database": "bookshop",
-                                                     "evidence": f"asked as {key}"})
+        answers[key] = await ask(
+            server.url,
+            token,
+            {"question": BOOK_QUESTION, "database": "bookshop", "evidence": f"asked as {key}"},
+        )
 
     def with_the_model() -> int:
         return sum(BOOK_QUESTION in r.body["prompt"] for r in server.runtime.generating)
@@ -126,8 +146,9 @@ async def wait_in_flight(server: TeamServer, questions: int) -> None:
             await anyio.sleep(0.1)
 
 
-async def test_a_busy_token_leaves_a_place_for_another_at_the_defaults(team_server: Any,
-                                                                       fake_ollama: Any) -> None:
+async def test_a_busy_token_leaves_a_place_for_another_at_the_defaults(
+    team_server: Any, fake_ollama: Any
+) -> None:
     """Issue 31: with the default 4 workers and 4 runtime slots, token `all` asks four slow
     questions; token `books` is answered at once while all four are still running (a token holds
     at most 3 places when several share them), and the start-up log says so."""
@@ -136,8 +157,13 @@ async def test_a_busy_token_leaves_a_place_for_another_at_the_defaults(team_serv
     slow: list[Any] = []
 
     async def busy(k: int) -> None:  # four questions (the same arguments of one token would be one)
-        slow.append(await ask(server.url, ALL, {"question": "How many sales are there?", "database": "sales",
-                                                "evidence": f"asker {k}"}))
+        slow.append(
+            await ask(
+                server.url,
+                ALL,
+                {"question": "How many sales are there?", "database": "sales", "evidence": f"asker {k}"},
+            )
+        )
 
     async with anyio.create_task_group() as group:
         for k in range(4):
@@ -149,13 +175,16 @@ async def test_a_busy_token_leaves_a_place_for_another_at_the_defaults(team_serv
         group.cancel_scope.cancel()
     assert other.structured_content["rows"] == [[16]]
     assert other.structured_content["queued_seconds"] < 5
-    assert ("2 tokens share 4 places (the smaller of --max-concurrent and the runtime slots): each runs "
-            "at most 3 episodes at once (fewer where its max-concurrent says so), so one place is "
-            "always left for the others") in server.stderr.read_text()
+    assert (
+        "2 tokens share 4 places (the smaller of --max-concurrent and the runtime slots): each runs "
+        "at most 3 episodes at once (fewer where its max-concurrent says so), so one place is "
+        "always left for the others"
+    ) in server.stderr.read_text()
 
 
 async def test_with_one_place_another_token_waits_for_one_episode_not_a_queue(
-        team_server: Any, fake_ollama: Any) -> None:
+    team_server: Any, fake_ollama: Any
+) -> None:
     """Ollama's default single slot: token `all` has one slow question running and one waiting;
     token `books`, asking next, goes before that waiting one (it waits for the running episode
     only), and the start-up log warns that tokens take turns."""
@@ -184,8 +213,10 @@ async def test_metrics_parse_and_move_with_questions(team_server: Any) -> None:
     metrics_url = f"http://127.0.0.1:{server.port}/metrics"
     for headers in ({}, {"Authorization": f"Bearer {ALL}"}):
         assert httpx.get(metrics_url, headers=headers, timeout=10).status_code == 401
-    key = sample_key("sqale_questions_total", {"database": "bookshop", "token": "all",
-                                                "status": "submitted", "stop_reason": "submit_sql"})
+    key = sample_key(
+        "sqale_questions_total",
+        {"database": "bookshop", "token": "all", "status": "submitted", "stop_reason": "submit_sql"},
+    )
     before = server.metrics()
     assert before.get(key, 0.0) == 0.0 and before["sqale_queue_length{queue=runtime_slot}"] == 0
     for _ in range(2):
@@ -195,8 +226,9 @@ async def test_metrics_parse_and_move_with_questions(team_server: Any) -> None:
     assert after["sqale_episode_rounds_count{database=bookshop}"] == 2
     assert after["sqale_episode_seconds_count{database=bookshop}"] == 2
     assert after["sqale_answer_bytes_count{database=bookshop}"] == 2
-    assert after["sqale_model_request_seconds_count{backend=ollama,replica=" + server_replica(after)
-                 + "}"] == 6  # three rounds each
+    assert (
+        after["sqale_model_request_seconds_count{backend=ollama,replica=" + server_replica(after) + "}"] == 6
+    )  # three rounds each
     assert after["sqale_sqlite_worker_starts_total{}"] >= 1
     assert after["sqale_sqlite_worker_kills_total{}"] == 0
 
@@ -225,20 +257,27 @@ async def test_sigterm_drains_questions_in_flight(team_server: Any) -> None:
         server.process.send_signal(signal.SIGTERM)
         await wait_until(lambda: "SIGTERM: taking no new questions" in server.stderr.read_text())
         # A new question (one of those in flight, asked again, would wait for its answer: ongoing.py).
-        late = error_text(await ask(server.url, ALL, {"question": BOOK_QUESTION, "database": "bookshop",
-                                                      "evidence": "asked late"}))
+        late = error_text(
+            await ask(
+                server.url, ALL, {"question": BOOK_QUESTION, "database": "bookshop", "evidence": "asked late"}
+            )
+        )
         server.runtime.release()
-    assert late == ("The server is shutting down and takes no new questions. Ask again in a minute, "
-                    "once it has restarted (or ask its operator).")
+    assert late == (
+        "The server is shutting down and takes no new questions. Ask again in a minute, "
+        "once it has restarted (or ask its operator)."
+    )
     assert {q: a.structured_content["sql"] for q, a in answers.items()} == {q: BOOK_GOLD[q] for q in questions}
     assert await anyio.to_thread.run_sync(server.process.wait, 20) == 0
     assert time.monotonic() - stopped_at < 20
     lines = [json.loads(line) for line in server.episode_log.read_text().splitlines()]
     assert sorted((line["question"], line["status"]) for line in lines) == sorted(
-        [*((q, "submitted") for q in questions), (BOOK_QUESTION, "refused")])
+        [*((q, "submitted") for q in questions), (BOOK_QUESTION, "refused")]
+    )
     logged = [json.loads(line) for line in server.stderr.read_text().splitlines()]  # all JSON
     assert {e["question_id"] for e in logged if e["event"].startswith("answered on")} == {
-        line["question_id"] for line in lines if line["status"] == "submitted"}
+        line["question_id"] for line in lines if line["status"] == "submitted"
+    }
     assert all({"time", "level", "event", "question_id"} <= set(e) for e in logged)
 
 
@@ -276,8 +315,10 @@ async def test_many_clients_lose_no_question(team_server: Any) -> None:
 
     async def client(index: int) -> None:
         token = (BOOKS, ALL)[index % 2]
-        async with (httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
-                    Client(streamable_http_client(server.url, http_client=http)) as session):
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+            Client(streamable_http_client(server.url, http_client=http)) as session,
+        ):
             for question in list(BOOK_GOLD)[:3]:
                 results.append(await session.call_tool(TOOL, {"question": question, "database": "bookshop"}))
 

@@ -36,16 +36,19 @@ SESSION_CAP = "max_sessions = 3\n"
 Headers = list[tuple[str, str]]
 
 
-def raw_post(http: httpx.Client, url: str, headers: Headers, payload: dict[str, Any] = INITIALIZE
-             ) -> httpx.Response:
+def raw_post(
+    http: httpx.Client, url: str, headers: Headers, payload: dict[str, Any] = INITIALIZE
+) -> httpx.Response:
     """POST `payload` with exactly these header lines (repeats kept), besides Accept and Content-Type."""
     return http.post(url, content=json.dumps(payload).encode(), headers=[*JSON_AND_SSE.items(), *headers])
 
 
 def refused_for(response: httpx.Response, name: str, joined: bool = False) -> bool:
     """True when `response` is the 400 naming header `name` as repeated (or joined)."""
-    return (response.status_code, response.json()) == (400, {"jsonrpc": "2.0", "id": None, "error": {
-        "code": -32600, "message": str(RepeatedHeader(name, joined))}})
+    return (response.status_code, response.json()) == (
+        400,
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": str(RepeatedHeader(name, joined))}},
+    )
 
 
 def test_a_repeated_protocol_version_opens_no_session(team_server: Any) -> None:
@@ -79,8 +82,12 @@ def test_a_repeated_session_id_cannot_free_a_place(team_server: Any) -> None:
         for own in ids:
             for first, second in [("Mcp-Session-Id", "mcp-session-id"), ("MCP-SESSION-ID", "Mcp-Session-Id")]:
                 pair = [(first, uuid.uuid4().hex), (second, own)]
-                listed = raw_post(http, server.url, [auth, version, *pair],
-                                  {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+                listed = raw_post(
+                    http,
+                    server.url,
+                    [auth, version, *pair],
+                    {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+                )
                 assert refused_for(listed, "mcp-session-id"), listed.text
                 ended = http.request("DELETE", server.url, headers=[auth, version, *pair])
                 assert refused_for(ended, "mcp-session-id"), ended.text
@@ -102,16 +109,22 @@ def test_two_credentials_in_one_request_are_refused(team_server: Any) -> None:
         joined = raw_post(http, server.url, [("Authorization", f"Bearer {BOOKS}, Bearer {ALL}")])
         assert refused_for(joined, "authorization", joined=True), joined.text
         for second in (metrics_token, f"Bearer {ALL}"):
-            scraped = http.get(metrics_url, headers=[("Authorization", metrics_token),
-                                                     ("authorization", second)])
+            scraped = http.get(
+                metrics_url, headers=[("Authorization", metrics_token), ("authorization", second)]
+            )
             assert refused_for(scraped, "authorization"), scraped.text
         assert http.get(metrics_url, headers={"Authorization": metrics_token}).status_code == 200
         for name, value in [("Mcp-Method", "initialize"), ("Mcp-Name", "answer_sql_question")]:
-            sent = raw_post(http, server.url, [("Authorization", f"Bearer {ALL}"), (name, value),
-                                               (name, value)])
+            sent = raw_post(
+                http, server.url, [("Authorization", f"Bearer {ALL}"), (name, value), (name, value)]
+            )
             assert refused_for(sent, name.lower()), sent.text
-        assert raw_post(http, server.url, [("Authorization", f"Bearer {ALL}"), ("Mcp-Method", "initialize")]
-                        ).status_code == 200
+        assert (
+            raw_post(
+                http, server.url, [("Authorization", f"Bearer {ALL}"), ("Mcp-Method", "initialize")]
+            ).status_code
+            == 200
+        )
 
 
 def test_one_token_cannot_take_every_session(team_server: Any) -> None:
@@ -122,8 +135,10 @@ def test_one_token_cannot_take_every_session(team_server: Any) -> None:
         opened = [open_session(http, server.url, BOOKS) for _ in range(5)]
         assert [r.status_code for r in opened] == [200, 200, 200, 429, 429]
         refused = opened[3].json()["error"]["message"]
-        assert refused.startswith("Too many open sessions for token 'books': it holds 3, the most one "
-                                  "token may have. End the sessions you no longer use")
+        assert refused.startswith(
+            "Too many open sessions for token 'books': it holds 3, the most one "
+            "token may have. End the sessions you no longer use"
+        )
         assert int(opened[3].headers["retry-after"]) >= 1
         other = open_session(http, server.url, ALL)
         assert other.status_code == 200 and other.headers["mcp-session-id"]
@@ -145,8 +160,11 @@ def test_a_session_answers_only_the_token_that_opened_it(team_server: Any) -> No
         for method in ("DELETE", "POST", "GET"):
             foreign = in_session(http, method, server.url, ALL, session)
             missing = in_session(http, method, server.url, ALL, unknown)
-            assert (foreign.status_code, foreign.content) == (missing.status_code, missing.content) == (
-                404, missing.content)
+            assert (
+                (foreign.status_code, foreign.content)
+                == (missing.status_code, missing.content)
+                == (404, missing.content)
+            )
         listed = in_session(http, "POST", server.url, BOOKS, session)
         assert listed.status_code == 200 and "answer_sql_question" in listed.text
     log = server.stderr.read_text()
@@ -199,8 +217,11 @@ def test_a_body_that_never_arrives_gets_408(team_server: Any) -> None:
     """A request that promises 1,000 bytes and sends 10 is answered 408 after the body timeout."""
     server = team_server("--http-body-timeout", "1")
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
-        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + BOOKS.encode()
-                     + b"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\"")
+        sock.sendall(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+            + BOOKS.encode()
+            + b'\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"jsonrpc"'
+        )
         sock.settimeout(5)
         started = time.monotonic()
         reply = b""
@@ -231,15 +252,17 @@ async def test_remote_errors_name_no_path_or_url(team_server: Any, dead_url: str
     text = error_text(await ask(down.url, ALL, {"question": BOOK_QUESTION, "database": "bookshop"}))
     assert text.startswith("The model runtime is unreachable") and "127.0.0.1" not in text
     question_id = re.search(r"question id ([0-9a-f]{12})\.$", text).group(1)  # type: ignore[union-attr]
-    (event,) = [e for e in map(json.loads, down.stderr.read_text().splitlines())
-                if e["question_id"] == question_id]
+    (event,) = [
+        e for e in map(json.loads, down.stderr.read_text().splitlines()) if e["question_id"] == question_id
+    ]
     assert dead_url.removeprefix("http://") in event["event"]
     down.process.kill()
     server = team_server()
     sales = server.episode_log.parent / "sales.db"
     sales.write_bytes(b"this is not a database " * 100)
-    text = error_text(await ask(server.url, ALL, {"question": "How many sales are there?",
-                                                  "database": "sales"}))
+    text = error_text(
+        await ask(server.url, ALL, {"question": "How many sales are there?", "database": "sales"})
+    )
     assert text.startswith("The database 'sales' cannot be read") and str(sales.parent) not in text
     assert str(sales) in server.stderr.read_text()
     # The SDK's own argument errors echo only what the client sent.

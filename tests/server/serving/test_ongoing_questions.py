@@ -13,8 +13,15 @@ from mcp_server.ongoing import Ongoing, OngoingQuestions, QuestionKey, TooManyWo
 
 pytestmark = pytest.mark.anyio
 
-KEY = QuestionKey(token="local", database="bookshop", question="How many books?", evidence=None, samples=1,
-                  verified=True, asking="none")
+KEY = QuestionKey(
+    token="local",
+    database="bookshop",
+    question="How many books?",
+    evidence=None,
+    samples=1,
+    verified=True,
+    asking="none",
+)
 
 
 async def quiet(progress: float, total: float | None, message: str | None) -> None:
@@ -73,6 +80,7 @@ async def test_a_question_a_call_waits_on_is_kept_and_its_answer_taken() -> None
 async def test_a_cancel_stops_a_running_question_but_leaves_an_answered_one() -> None:
     """cancel() stops a question still running (its reason kept for its line); an answered one stays
     for a later call."""
+
     async def forever(work: Ongoing) -> object:
         await anyio.sleep_forever()
 
@@ -97,6 +105,7 @@ async def test_a_cancel_stops_a_running_question_but_leaves_an_answered_one() ->
 
 async def test_a_token_holds_at_most_its_questions() -> None:
     """The per-token limit counts that token's questions only."""
+
     async def forever(work: Ongoing) -> object:
         await anyio.sleep_forever()
 

@@ -44,8 +44,9 @@ def test_the_collector_is_paused_while_building_and_runs_while_serving(monkeypat
     assert (building, server.seen, gc.isenabled()) == ([False], [(True, True)], True)
 
 
-def test_a_wrong_setting_leaves_the_collector_running(tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_wrong_setting_leaves_the_collector_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Exit 2 on a wrong setting resumes collection like a served run does."""
     assert entry.main(["--db", f"x={tmp_path / 'missing.sqlite'}"]) == 2
     assert capsys.readouterr().err.startswith("sqale-mcp: ")

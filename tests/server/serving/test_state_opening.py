@@ -82,7 +82,8 @@ class SilentEngine(PolicyBackend):
 
 
 async def test_a_client_that_hangs_up_while_the_state_opens_stops_the_opening(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A client that leaves right after the handshake (a listing, a probe) while the engine has
     not answered ends the session without waiting for the engine, and the state is closed."""
     monkeypatch.setattr(state, "STARTUP_PROBE_SECONDS", 10 * WAIT_SECONDS)  # the opening never ends
@@ -98,7 +99,8 @@ async def test_a_client_that_hangs_up_while_the_state_opens_stops_the_opening(
 
 
 async def test_on_stdio_the_state_opens_once_the_first_reply_is_written(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Served over stdio, the state starts opening (its backend's HTTP client imported in a thread,
     which would share the interpreter with the handshake) only once the first reply is written;
     then it opens at once. (FIRST_REPLY_WAIT, the bound for a client that sends nothing, is made

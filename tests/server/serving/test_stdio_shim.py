@@ -30,7 +30,10 @@ def test_the_sdk_still_has_what_the_shim_relies_on() -> None:
     lowlevel = getattr(server, "_lowlevel_server", None)
     assert isinstance(lowlevel, Server), "MCPServer no longer keeps its low-level Server in _lowlevel_server"
     assert list(inspect.signature(lowlevel.run).parameters)[:3] == [
-        "read_stream", "write_stream", "initialization_options"]
+        "read_stream",
+        "write_stream",
+        "initialization_options",
+    ]
     assert callable(lowlevel.create_initialization_options)
     assert list(inspect.signature(stdio_server).parameters) == ["stdin", "stdout"]
 
@@ -118,10 +121,18 @@ print(f"claimed={claimed} during={during!r} after={after.strip()}", flush=True)
 def test_the_wire_is_claimed_and_given_back() -> None:
     """While claimed, fd 0 reads the null device and fd 1 writes to stderr (stray output misses the
     wire); afterwards both are the wire again."""
-    done = subprocess.run([sys.executable, "-c", CLAIM_PROBE], input=b"line on the wire\n", capture_output=True,
-                          cwd=ROOT, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [sys.executable, "-c", CLAIM_PROBE],
+        input=b"line on the wire\n",
+        capture_output=True,
+        cwd=ROOT,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert (done.stdout.decode(), done.stderr.decode()) == (
-        "claimed=True during=b'' after=line on the wire\n", "stray output\n")
+        "claimed=True during=b'' after=line on the wire\n",
+        "stray output\n",
+    )
 
 
 def test_a_regular_file_keeps_the_sdk_transport(tmp_path: Path) -> None:
@@ -129,8 +140,14 @@ def test_a_regular_file_keeps_the_sdk_transport(tmp_path: Path) -> None:
     given = tmp_path / "input.txt"
     given.write_text("line on the wire\n")
     with given.open("rb") as stdin:
-        done = subprocess.run([sys.executable, "-c", CLAIM_PROBE], stdin=stdin, capture_output=True,
-                              cwd=ROOT, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        done = subprocess.run(
+            [sys.executable, "-c", CLAIM_PROBE],
+            stdin=stdin,
+            capture_output=True,
+            cwd=ROOT,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
     assert done.stdout.decode() == "stray output\nclaimed=False during=b'-' after=line on the wire\n"
 
 
@@ -141,15 +158,21 @@ def test_the_server_answers_requests_without_a_thread_per_line(tmp_path: Path) -
     worker thread and back: over 10)."""
     env = {k: v for k, v in os.environ.items() if k not in ("OLLAMA_HOST", "SQALE_MCP_ARGS")}
     env |= {"XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_CONFIG_HOME": str(tmp_path / "config")}
-    process = subprocess.Popen([sys.executable, "-m", "mcp_server", "--demo", "--ollama-host", "http://127.0.0.1:9"],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               cwd=ROOT, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mcp_server", "--demo", "--ollama-host", "http://127.0.0.1:9"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env=env,
+    )
     assert process.stdin is not None and process.stdout is not None
 
     def ask(number: int, method: str, params: dict[str, object]) -> dict[str, object]:
         assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": number, "method": method,
-                                        "params": params}).encode() + b"\n")
+        process.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": number, "method": method, "params": params}).encode() + b"\n"
+        )
         process.stdin.flush()
         while True:
             reply = json.loads(process.stdout.readline())
@@ -157,8 +180,15 @@ def test_the_server_answers_requests_without_a_thread_per_line(tmp_path: Path) -
                 return reply  # type: ignore[no-any-return]
 
     try:
-        ask(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                              "clientInfo": {"name": "test", "version": "0"}})
+        ask(
+            0,
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"},
+            },
+        )
         process.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
         # A question waits for the server's state to open (the runtime is down: a quick error).
         ask(1, "tools/call", {"name": "answer_sql_question", "arguments": {"question": "How many books?"}})

@@ -49,20 +49,25 @@ def test_the_installed_uvicorn_is_in_the_pinned_range() -> None:
     assert pinned.specifier.contains(UVICORN), f"uvicorn {UVICORN} is outside {pinned}: check the shim"
 
 
-@pytest.mark.parametrize(("owner", "method", "parameters"), [
-    (H11Protocol, "connection_made", ["self", "transport"]),
-    (H11Protocol, "connection_lost", ["self", "exc"]),
-    (H11Protocol, "on_response_complete", ["self"]),
-    (uvicorn.Server, "handle_exit", ["self", "sig", "frame"]),
-])
-def test_the_methods_the_shim_overrides_keep_their_signatures(owner: type, method: str,
-                                                               parameters: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("owner", "method", "parameters"),
+    [
+        (H11Protocol, "connection_made", ["self", "transport"]),
+        (H11Protocol, "connection_lost", ["self", "exc"]),
+        (H11Protocol, "on_response_complete", ["self"]),
+        (uvicorn.Server, "handle_exit", ["self", "sig", "frame"]),
+    ],
+)
+def test_the_methods_the_shim_overrides_keep_their_signatures(
+    owner: type, method: str, parameters: list[str]
+) -> None:
     """Each method the shim overrides exists on uvicorn's class with the parameters it calls it with."""
     found = _uvicorns_own(owner, method)
     assert found is not None, f"uvicorn {UVICORN}: {owner.__name__}.{method} is gone; the shim overrides it"
     assert _parameters(found) == parameters, (
         f"uvicorn {UVICORN}: {owner.__name__}.{method}{inspect.signature(found)} changed; "
-        f"uvicorn_shim.py expects ({', '.join(parameters)})")
+        f"uvicorn_shim.py expects ({', '.join(parameters)})"
+    )
 
 
 class _Transport(asyncio.Transport):
@@ -115,7 +120,8 @@ async def test_the_protocol_attributes_the_shim_reads_are_there() -> None:
     transport = _Transport()
     protocol.connection_made(transport)
     assert (protocol.transport, protocol in protocol.connections) == (transport, True), (
-        f"uvicorn {UVICORN}: connection_made no longer keeps the transport or adds to `connections`")
+        f"uvicorn {UVICORN}: connection_made no longer keeps the transport or adds to `connections`"
+    )
     protocol.connection_lost(None)
     assert protocol not in protocol.connections
 
@@ -136,8 +142,9 @@ async def test_headers_have_a_deadline_before_and_after_each_response() -> None:
     await asyncio.sleep(0.1)  # the response is written; on_response_complete armed a new deadline
     assert (transport.written.startswith(b"HTTP/1.1 200"), transport.closed) == (True, False)
     await asyncio.sleep(0.25)
-    assert transport.closed, (f"uvicorn {UVICORN}: no deadline after a response: on_response_complete or "
-                              "cycle changed")
+    assert transport.closed, (
+        f"uvicorn {UVICORN}: no deadline after a response: on_response_complete or cycle changed"
+    )
     protocol.connection_lost(None)
 
 
@@ -164,5 +171,3 @@ def test_sigterm_drains_and_sigint_is_uvicorns() -> None:
     assert server.should_exit, f"uvicorn {UVICORN}: Server.handle_exit no longer sets should_exit"
     server.handle_exit(signal.SIGTERM, None)
     assert drains == [True]
-
-

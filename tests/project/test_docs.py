@@ -78,3 +78,10 @@ def test_the_configuration_page_names_every_variable_and_the_precedence() -> Non
         for s in ("the flag on the command line", "its environment variable", "the config file", "the default")
     ]
     assert order == sorted(order)
+
+
+def test_the_changelogs_newest_heading_is_the_packages_version() -> None:
+    """CHANGELOG.md's first `## ` heading names the version in pyproject.toml (bumped with what changed)."""
+    version = re.search(r'^version = "([^"]+)"$', read("pyproject.toml"), re.MULTILINE)
+    headings = re.findall(r"^## (\S+)", read("CHANGELOG.md"), re.MULTILINE)
+    assert version is not None and headings[:1] == [version.group(1)]

@@ -4,7 +4,7 @@ What reads it, under us and in our code: the trace context (OpenTelemetry's prop
 `traceparent`, `tracestate` and `baggage`, or the fields OTEL_PROPAGATORS names) in the SDK's span
 of every message and in ours (serving/tracing.py, over HTTP); and `progressToken`, which every
 progress notification of the call echoes. A trace field that is not text crashed both (`7` has
-no `len()`, no `encode()`). So, before them (answer/admission.py runs `checked_meta` right after
+no `len()`, no `encode()`). So, before them (answer/door.py runs `checked_meta` right after
 the call's quota):
 
 - a trace field that is not text of a header's size (ASCII, at most TRACE_FIELD_CHARS) is left

@@ -2,7 +2,7 @@
 once (the rest queue, as for runtime slots), episodes per minute, and open HTTP sessions.
 
 Every call of our tools counts its first episode of its token's minute when it arrives, before
-anything else of ours reads it (`TokenQuotas.admit`, in the first middleware: answer/admission.py),
+anything else of ours reads it (`TokenQuotas.admit`, in the first middleware: answer/door.py),
 so a call that fails later (bad arguments, a hostile `_meta`, a bug) has still counted, and a
 flood of them meets the quota and the refusal-log budget. `check_rate`, where a call learns how
 many episodes it runs, counts that first one among them: a question refused there for its quota

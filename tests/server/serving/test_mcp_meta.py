@@ -1,5 +1,5 @@
 """A request's `_meta` is untrusted input of any JSON type (serving/meta.py), and a call's quota comes
-before anything that can fail (answer/admission.py, serving/quotas.py)."""
+before anything that can fail (answer/door.py, serving/quotas.py)."""
 
 from __future__ import annotations
 

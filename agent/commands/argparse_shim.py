@@ -64,9 +64,9 @@ class SuggestingParser(argparse.ArgumentParser):
 
     _given: tuple[str, ...] = ()  # the arguments of the parse under way
 
-    def parse_known_args(
+    def parse_known_args(  # type: ignore[override]
         self,
-        args: Sequence[str] | None = None,  # type: ignore[override]
+        args: Sequence[str] | None = None,
         namespace: argparse.Namespace | None = None,
     ) -> tuple[argparse.Namespace, list[str]]:
         """argparse's parse; an argument left over is an error here, named by this parser."""

@@ -186,8 +186,8 @@ async def serve_stdio(server: MCPServer[Any], replied: Callable[[], object] | No
             return
         lowlevel = server._lowlevel_server  # the shim's one SDK internal (see above)
         # The SDK types its streams as anyio files; ours have the two methods it calls.
-        async with stdio_server(stdin=pipes.stdin, stdout=pipes.stdout) as (
-            read_stream,  # type: ignore[arg-type]
+        async with stdio_server(stdin=pipes.stdin, stdout=pipes.stdout) as (  # type: ignore[arg-type]
+            read_stream,
             write_stream,
         ):
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())

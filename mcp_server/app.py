@@ -38,11 +38,10 @@ from .config.catalog import (
     attach_notes,
     attach_verified,
     collect_databases,
-    example_question,
     hide_rules_by_alias,
     load_catalog,
-    tool_description,
 )
+from .config.description import example_question, tool_description
 from .config.libraries import open_libraries
 from .config.limits import MAX_ROWS_BYTES, AnswerLimits, answer_size_notice
 from .config.server_settings import ServerSettings

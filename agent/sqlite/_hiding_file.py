@@ -12,8 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from ._hide_resolution import FileIndex, FileObject, resolve_rules
 from ._schema_read import oversized_views
-from .hiding import FileIndex, FileObject, HideRules, Withheld, resolve_rules
+from .hiding import HideRules, Withheld
 from .sql_text import quote_name
 from .types import Column, HideReport
 

@@ -18,7 +18,8 @@ from mcp import Client
 from agent.errors import DatabaseBusyError
 from agent.sqlite import create_database
 from mcp_server.answer.tool_errors import tool_error_for
-from mcp_server.config.catalog import CatalogEntry, summarize
+from mcp_server.config.catalog import CatalogEntry
+from mcp_server.config.description import summarize
 from tests.support.mcp import TOOL, running_http_server
 from tests.support.mcp_in_process import build, error_text, valid_answer
 from tests.support.policies import OraclePolicy, PolicyBackend

@@ -37,7 +37,8 @@ from agent import (
 )
 
 from .limits import AnswerLimits, limits_paragraph
-from .server_settings import AliasFile, DatabaseSpec, ServerSettings
+from .server_settings import ServerSettings
+from .settings_parts import AliasFile, DatabaseSpec
 
 logger = logging.getLogger(__name__)
 

@@ -10,71 +10,29 @@ import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 from . import hiding
 from ._authorizer import READING_KEYWORDS, StatementGuard, module_names, rtree_shadow_tables
 from ._fit import ResultFitter
 from ._formats import TOO_BIG, CheckedFormats, names_formats, used_by_schema
 from ._hiding_file import resolve_on
+from ._opening import (
+    IMMUTABLE_WARNING,
+    GuardSettings,
+    busy_error,
+    busy_text,
+    database_uri,
+    file_identity,
+    wal_files_note,
+    wal_without_shm,
+)
 from ._reads import BtreeCatalog, Read, counted_names, merged, statement_reads
 from ._refusals import Refusal, statement_refusal
 from ._schema_read import read_schema
 from .sql_text import first_keyword
 from .types import HideReport, QueryResult, QueryStatus, Schema, SqlValue
-
-IMMUTABLE_WARNING = (
-    "opened as an immutable snapshot: the database is in WAL mode and its folder is read-only "
-    "with no -shm file, so commits still in the -wal file are not visible; checkpoint the database "
-    "(PRAGMA wal_checkpoint) or make its folder writable to see them"
-)
-
-
-def wal_files_note(names: list[str]) -> str:
-    """The warning for -wal/-shm files SQLite created beside a WAL-mode database."""
-    return (
-        f"the database is in WAL mode and opening it created {' and '.join(names)} beside it: "
-        "SQLite's readers need them (they hold no data of ours, the database file itself is "
-        "never written) and may leave them there; to avoid them, switch the database to "
-        "rollback mode once with `PRAGMA journal_mode=DELETE` or serve it from a read-only folder"
-    )
-
-
-def busy_error(exc: sqlite3.Error) -> bool:
-    """True when SQLite failed because another connection holds the file locked (SQLITE_BUSY or
-    SQLITE_LOCKED, extended codes included): a writer, not a damaged file nor a wrong query."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
-def busy_text(message: str, busy_timeout_ms: int) -> str:
-    """What a statement that met a writer is told: SQLite's words first, then why and what to do."""
-    return (
-        f"{message}: another program is writing to the database and held it for more than "
-        f"{busy_timeout_ms / 1000:g} s; the query itself is fine: run it again in a moment"
-    )
-
-
-@dataclass(frozen=True)
-class GuardSettings:
-    """Limits applied to every guarded connection."""
-
-    max_sql_length: int = 100_000
-    min_value_length: int = 16 * 1024 * 1024
-    busy_timeout_ms: int = 500  # how long a statement waits for a writer to release the file
-    progress_opcodes: int = 1000
-    schema_chars: int = 2_000_000  # names, types and defaults kept per database schema
-
-
-def database_uri(path: Path, *, immutable: bool = False) -> str:
-    """The read-only URI for a database file."""
-    params = {"mode": "ro"}
-    if immutable:
-        params["immutable"] = "1"
-    return path.as_uri() + "?" + urlencode(params)
 
 
 class GuardedConnection:
@@ -82,7 +40,7 @@ class GuardedConnection:
 
     def __init__(self, path: Path, settings: GuardSettings, cancel_flag: Any) -> None:
         self.path = path
-        self.identity = _file_identity(path)
+        self.identity = file_identity(path)
         self.guard = StatementGuard(cancel_flag)
         self.settings = settings
         self.immutable = False
@@ -97,7 +55,7 @@ class GuardedConnection:
         try:
             self.conn = self._connect(path, settings, immutable=False)
         except sqlite3.OperationalError:
-            if not _wal_without_shm(path):
+            if not wal_without_shm(path):
                 raise
             # A WAL database in a folder we cannot write has no -shm to map; immutable
             # mode reads the main file only (commits still in the -wal are not seen).
@@ -389,7 +347,7 @@ class GuardedConnection:
 
     def replaced(self) -> bool:
         """True when the path now names another file than the one this connection opened."""
-        return _file_identity(self.path) != self.identity
+        return file_identity(self.path) != self.identity
 
     def close(self) -> None:
         if self._formats is not None:
@@ -429,20 +387,3 @@ def _refused(refusal: Refusal, seconds: float) -> QueryResult:
     if refusal.missing:
         return QueryResult(QueryStatus.SQL_ERROR, error=refusal.text, seconds=seconds)
     return QueryResult(QueryStatus.HIDDEN, error=f"not available: {refusal.text}", seconds=seconds)
-
-
-def _file_identity(path: Path) -> tuple[int, int]:
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return (0, 0)
-    return (st.st_dev, st.st_ino)
-
-
-def _wal_without_shm(path: Path) -> bool:
-    """True for a WAL-mode file whose -shm is missing and cannot be created."""
-    with path.open("rb") as fh:
-        header = fh.read(20)
-    wal_mode = len(header) == 20 and header[18] == 2 and header[19] == 2
-    shm = path.with_name(path.name + "-shm")
-    return wal_mode and not shm.exists()

@@ -24,7 +24,7 @@ import anyio
 
 from ..errors import DatabaseBusyError, DatabasePathError, DatabaseWorkerError
 from ._cancel import CancelCell, CancelToken
-from ._guard import GuardSettings
+from ._opening import GuardSettings
 from ._worker import QueryRequest, SchemaRequest, WorkerFailure
 from .types import QueryResult, QueryStatus, Schema
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ._cancel import CancelCell
-from ._guard import GuardedConnection, GuardSettings, busy_error
+from ._guard import GuardedConnection
+from ._opening import GuardSettings, busy_error
 from ._paths import NotADatabaseFile, check_database_file
 from .hiding import HideRules
 from .types import SqlValue

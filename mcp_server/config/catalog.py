@@ -33,7 +33,8 @@ from agent import (
     validate_database_path,
 )
 
-from .server_settings import AliasFile, DatabaseSpec, ServerSettings
+from .server_settings import ServerSettings
+from .settings_parts import AliasFile, DatabaseSpec
 
 logger = logging.getLogger(__name__)
 

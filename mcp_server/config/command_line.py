@@ -35,7 +35,8 @@ from agent import (
 )
 
 from .. import PROG
-from .server_settings import AliasFile, DatabaseSpec, HideSpec, ServerSettings, TokenSpec
+from .server_settings import ServerSettings
+from .settings_parts import AliasFile, DatabaseSpec, HideSpec, TokenSpec
 
 _HELP_HINT = "see `sqale-mcp --help`"
 ARGS_ENV = "SQALE_MCP_ARGS"  # options for the module-level server of `mcp dev` / `mcp run`

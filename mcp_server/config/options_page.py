@@ -33,7 +33,8 @@ from agent.commands.cli import build_parser as agent_parser
 
 from .command_line import PROG
 from .command_line import build_parser as server_parser
-from .server_settings import ServerSettings, TokenSpec
+from .server_settings import ServerSettings
+from .settings_parts import TokenSpec
 
 _CHECKOUT = Path(__file__).resolve().parents[2]  # the clone, when this runs from one
 PAGE = _CHECKOUT / "docs" / "options.md"

@@ -14,7 +14,7 @@ from agent.demo import ensure_demo_database
 from agent.errors import ConfigError
 from agent.notes import Notes, evidence_with_notes, notes_text, read_notes
 from mcp_server.config.command_line import parse_settings
-from mcp_server.config.server_settings import AliasFile
+from mcp_server.config.settings_parts import AliasFile
 from tests.support.mcp import BOOK_GOLD, TOOL, run_server_expecting_exit
 from tests.support.mcp_in_process import build
 from tests.support.policies import OraclePolicy, PolicyBackend, first_user_turn

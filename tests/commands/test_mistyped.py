@@ -17,7 +17,8 @@ from agent.errors import ConfigError
 from agent.options import file_keys
 from mcp_server.config.command_line import build_parser as server_parser
 from mcp_server.config.command_line import parse_settings
-from mcp_server.config.server_settings import ServerSettings, TokenSpec
+from mcp_server.config.server_settings import ServerSettings
+from mcp_server.config.settings_parts import TokenSpec
 from tests.support.console import console_script
 
 

@@ -11,7 +11,7 @@ import pytest
 from agent.commands.cli import main
 from agent.sqlite import Database, HideRules, WorkerLimits, create_database, hiding_findings
 from mcp_server.config.catalog import load_catalog
-from mcp_server.config.server_settings import DatabaseSpec
+from mcp_server.config.settings_parts import DatabaseSpec
 from tests.support.policies import OraclePolicy
 
 SCHEMA = """

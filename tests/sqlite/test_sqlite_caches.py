@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent.sqlite import Database, HideRules, WorkerLimits, WorkerPool, _guard, create_database
+from agent.sqlite import Database, HideRules, WorkerLimits, WorkerPool, _guard, _opening, create_database
 
 SHOP = """
 CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT, city TEXT, email TEXT);
@@ -163,7 +163,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> _CountingReads:
 @pytest.fixture
 def guarded(shop: Path) -> Iterator[_guard.GuardedConnection]:
     """A guarded connection in this process (no worker), so that its program reads can be counted."""
-    conn = _guard.GuardedConnection(shop, _guard.GuardSettings(), SimpleNamespace(value=False))
+    conn = _guard.GuardedConnection(shop, _opening.GuardSettings(), SimpleNamespace(value=False))
     try:
         yield conn
     finally:

@@ -25,7 +25,7 @@ from mcp_server.answer.output import AnswerOutput
 from mcp_server.answer.verified import may_save
 from mcp_server.answer.view import RESULT_META_KEY, app_only_tools
 from mcp_server.config.command_line import parse_settings
-from mcp_server.config.server_settings import TokenSpec
+from mcp_server.config.settings_parts import TokenSpec
 from mcp_server.serving.access import LOCAL_CALLER, Caller
 from tests.support.hiding import CONDITION_PROBES, RULES, SCHEMA_SQL
 from tests.support.mcp import TOOL

@@ -21,7 +21,7 @@ from mcp_server.config.catalog import (
 from mcp_server.config.command_line import parse_settings
 from mcp_server.config.description import summarize, tool_description
 from mcp_server.config.limits import AnswerLimits
-from mcp_server.config.server_settings import DatabaseSpec
+from mcp_server.config.settings_parts import DatabaseSpec
 from tests.support.server_settings import make_db
 
 

@@ -15,7 +15,8 @@ from mcp_server.config.catalog import (
     hide_rules_by_alias,
 )
 from mcp_server.config.command_line import module_server_arguments, parse_settings
-from mcp_server.config.server_settings import DatabaseSpec, ServerSettings, is_loopback
+from mcp_server.config.server_settings import ServerSettings, is_loopback
+from mcp_server.config.settings_parts import DatabaseSpec
 from tests.support.server_settings import config_error
 
 

@@ -33,16 +33,17 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from .backends.base import ModelBackend
 from .episode import EpisodeResult, EpisodeSettings, Round
 from .errors import BackendError
+from .sample_episode import EpisodeFn, beside, play_sample
 from .sqlite import Database, QueryResult
 from .telemetry.gate import Untraced, episode_span
 from .text import plural
@@ -54,30 +55,8 @@ if TYPE_CHECKING:  # agent.prompt loads the tools; this module only passes a Pro
     from .telemetry.spans import QuestionTrace
     from .telemetry.steps import EpisodeTrace
 
-T = TypeVar("T")
 SEED_RANGE = 2**31 - 1024  # base seeds drawn when none is given stay below 2**31 with seed + k
 OTHER_ANSWERS_SHOWN = 3
-# The end of an episode's time kept for its final turn: at least this share of the episode timeout
-# (a model request under way then is cut), or twice the sample's longest model request so far.
-ANSWER_RESERVE_SHARE = 0.2
-ANSWER_RESERVE_REQUESTS = 2.0
-
-
-class EpisodeFn(Protocol):
-    """The shape of agent.loop.run_episode as a question's samples call it."""
-
-    def __call__(
-        self,
-        question: str,
-        database: Database,
-        backend: ModelBackend,
-        *,
-        evidence: str | None = ...,
-        prompts: PromptSet = ...,
-        settings: EpisodeSettings = ...,
-        on_round: Callable[[Round], Awaitable[None]] | None = ...,
-        finish_now: anyio.Event | None = ...,
-    ) -> Awaitable[EpisodeResult]: ...
 
 
 def sample_seeds(samples: int, seed: int | None) -> tuple[int | None, ...]:
@@ -262,53 +241,6 @@ async def sample_question(
     traces: dict[int, EpisodeTrace | Untraced] = {}
     started = anyio.Event()  # a sample got its slot
 
-    async def play(k: int) -> EpisodeResult | None:
-        """Sample k's episode, None past the episode timeout (which starts with the slot: waiting
-        for one is not the episode's time); told to answer early as the module says."""
-        timeout = settings.episode_timeout
-        reported = None if on_round is None else _for_sample(on_round, k)
-        if timeout is None and finish_now is None:
-            return await episode(
-                question.text,
-                question.database,
-                backends.backends[k],
-                evidence=question.evidence,
-                settings=question.settings,
-                **options,
-                on_round=reported,
-            )
-        started, longest, finish = time.perf_counter(), 0.0, anyio.Event()
-
-        async def played(done: Round) -> None:
-            nonlocal longest
-            longest = max(longest, done.model_seconds)
-            reserve = max((timeout or 0.0) * ANSWER_RESERVE_SHARE, ANSWER_RESERVE_REQUESTS * longest)
-            if timeout is not None and time.perf_counter() - started + reserve >= timeout:
-                finish.set()
-            if reported is not None:
-                await reported(done)
-
-        async def watch() -> None:  # the question told to finish, or the floor of the reserve reached
-            with anyio.move_on_after(None if timeout is None else timeout * (1 - ANSWER_RESERVE_SHARE)):
-                await (anyio.sleep_forever() if finish_now is None else finish_now.wait())
-            finish.set()
-
-        with anyio.move_on_after(timeout):
-            return await _beside(
-                watch,
-                lambda: episode(
-                    question.text,
-                    question.database,
-                    backends.backends[k],
-                    evidence=question.evidence,
-                    settings=question.settings,
-                    **options,
-                    on_round=played,
-                    finish_now=finish,
-                ),
-            )
-        return None
-
     async def one(k: int) -> tuple[SampleRun, Hashable | None]:
         arrived = time.perf_counter()
         waited, result, failure, granted = 0.0, None, None, False
@@ -329,10 +261,21 @@ async def sample_question(
                         granted, waited = True, time.perf_counter() - arrived
                         started.set()
                         traced.slot_granted(waited)
-                        return await play(k)
+                        return await play_sample(
+                            episode,
+                            question.text,
+                            question.database,
+                            backends.backends[k],
+                            evidence=question.evidence,
+                            settings=question.settings,
+                            options=options,
+                            timeout=settings.episode_timeout,
+                            finish_now=finish_now,
+                            reported=None if on_round is None else _for_sample(on_round, k),
+                        )
 
                 try:
-                    result = await _beside(give_up, in_slot)
+                    result = await beside(give_up, in_slot)
                 except BackendError as exc:
                     if not settings.keep_backend_errors:
                         raise
@@ -354,23 +297,6 @@ async def sample_question(
         count, one, early_stop=settings.early_stop, on_finished=finished, on_stop=stopping
     )
     return SampledAnswer(outcome, choose(outcome))
-
-
-async def _beside(watch: Callable[[], Coroutine[Any, Any, None]], work: Callable[[], Awaitable[T]]) -> T:
-    """`work()`'s value, with `watch()` running beside it until work ends; work's errors are raised
-    as themselves (not inside a task group's ExceptionGroup)."""
-    done: list[T] = []
-    failed: Exception | None = None
-    async with anyio.create_task_group() as group:
-        group.start_soon(watch)
-        try:
-            done.append(await work())
-        except Exception as exc:  # raised below as itself
-            failed = exc
-        group.cancel_scope.cancel()
-    if failed is not None:
-        raise failed
-    return done[0]
 
 
 def _episode_ended(

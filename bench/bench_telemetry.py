@@ -98,6 +98,7 @@ def _script(delay: float) -> Any:
 def _switches() -> dict[str, Any]:
     """Turn tracing off and on in this process: off, every span helper is the cheapest stand-in
     where it is used, and the backend untraced (the code as it was without tracing)."""
+    import agent.episode_calls
     import agent.loop
     import agent.sampling
     import agent.sqlite
@@ -119,7 +120,7 @@ def _switches() -> dict[str, Any]:
 
     places = [
         (agent.loop, "round_span"),
-        (agent.loop, "tool_span"),
+        (agent.episode_calls, "tool_span"),
         (agent.loop, "round_played"),
         (agent.sampling, "episode_span"),
         (agent.sampling, "_episode_ended"),

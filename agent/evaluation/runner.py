@@ -15,7 +15,8 @@ import anyio
 from ..backends.base import ModelBackend, SamplingSettings
 from ..episode import EpisodeSettings
 from ..errors import BackendAuthError, BackendError, ConfigError, DatabasePathError, ModelNotFound, SqaleError
-from ..sampling import EpisodeFn, sample_seeds
+from ..sample_episode import EpisodeFn
+from ..sampling import sample_seeds
 from ..sqlite import Database, WorkerLimits, WorkerPool
 from ..text import sentence
 from .datasets import Dataset, Example, Selection

@@ -21,8 +21,8 @@ from ..errors import (
     BackendUnreachable,
     ModelNotFound,
 )
+from ..sample_episode import EpisodeFn
 from ..sampling import (
-    EpisodeFn,
     Question,
     SampleBackends,
     SampledAnswer,

@@ -19,13 +19,11 @@ from ..backends.runtime_slots import engine_slots
 from ..engine_cache import DOCS
 from ..engine_start import EngineSession, ModelCheck, engine_session
 from ..episode import EpisodeSettings
-from ..errors import DatabaseBusyError, SqaleError
-from ..notes import read_notes
+from ..errors import SqaleError
 from ..options import add_flags
 from ..prompt import PromptSet, cut_at_chat_token, render_initial_prompt
 from ..prompt_files import read_reference_agent
 from ..replies import parse_completion
-from ..sqlite import Database, HideRules, Schema, hiding_findings
 from ..telemetry.setup import TelemetryPlan, extra_installed, telemetry_plan
 from ..text import echo_value, plural
 from .backend_options import (
@@ -37,6 +35,7 @@ from .backend_options import (
 )
 from .cache_probe import CacheProbe, probe_cache
 from .db_options import add_hide_argument, hide_rules
+from .doctor_files import check_databases, check_notes
 
 OUR_DISTRIBUTION = "sqale-mcp"
 OUR_PACKAGES = ("agent", "mcp_server")
@@ -95,61 +94,6 @@ def telemetry_line(plan: TelemetryPlan) -> str:
     """Whether the OTEL_* variables turn tracing on, and where it sends (doctor's line)."""
     mark = "[warn]" if plan.problem is not None else "[ok]  " if plan.on else "[info]"
     return f"{mark} {plan.describe()}"
-
-
-def _check_databases(paths: list[str], hide: HideRules) -> list[str]:
-    problems = []
-    for path in paths:
-        try:
-            with Database(path, hide=hide) as db:
-                schema = db.schema()
-        except DatabaseBusyError as exc:  # a writer, not a damaged file: sqale-mcp serves it
-            print(f"[warn] database {exc}; sqale-mcp serves it anyway and reads it at its first question")
-            continue
-        except SqaleError as exc:
-            print(f"[fail] database {path}: {exc}")
-            problems.append(path)
-            continue
-        views = sum(1 for t in schema.tables if t.kind == "view")
-        snapshot = any("immutable snapshot" in w for w in schema.warnings)  # may miss recent commits
-        empty = schema.no_readable_tables()
-        if empty is not None:
-            print(
-                f"[warn] database {db.path}: {empty}; every question on it is answered at once that it has none"
-            )
-        else:
-            mark = "[warn]" if snapshot else "[ok]  "
-            print(
-                f"{mark} database {db.path}: {plural(len(schema.tables) - views, 'table')}, "
-                f"{plural(views, 'view')}"
-            )
-        for warning in schema.warnings:
-            print(f"       note: {warning}")
-        _print_hiding(schema)
-    return problems
-
-
-def _check_notes(paths: list[str], max_chars: int) -> list[str]:
-    problems = []
-    for path in paths:
-        try:
-            notes = read_notes(path, max_chars=max_chars, where="notes")
-        except SqaleError as exc:
-            print(f"[fail] {exc}")
-            problems.append(path)
-            continue
-        print(
-            f"[ok]   notes {notes.path}: {notes.facts} facts, {notes.chars:,} characters in the "
-            f"prompt (limit {max_chars:,}, about {notes.chars // 4:,} tokens)"
-        )
-    return problems
-
-
-def _print_hiding(schema: Schema) -> None:
-    """What each --hide rule hid on this database; a rule that hid nothing is a warning."""
-    if schema.hiding is not None:
-        for warning, text in hiding_findings(schema.hiding):
-            print(f"{'[warn]' if warning else '      '} {text}")
 
 
 async def _check_model(args: argparse.Namespace, prompts: PromptSet | None) -> bool:
@@ -426,8 +370,8 @@ def _run_checks(args: argparse.Namespace) -> int:
     except SqaleError as exc:  # reported below; the tool-call check needs the texts
         prompts, texts_problem = None, exc
     model_ok = anyio.run(_check_model, args, prompts)
-    bad_dbs = _check_databases(args.db, hide_rules(args))
-    bad_dbs += _check_notes(args.notes, args.max_notes_chars)
+    bad_dbs = check_databases(args.db, hide_rules(args))
+    bad_dbs += check_notes(args.notes, args.max_notes_chars)
     if not args.db:
         print("[info] no --db given: add --db PATH to check a database opens")
     print(

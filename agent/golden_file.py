@@ -52,7 +52,8 @@ PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 class ParamSpec(BaseModel):
     """One parameter of a template entry: its type, its bounds, the column of a `value`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: built at the first file read, not at every process's start-up
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     type: SlotType
     min: int | float | None = None  # integer, number, year, top: the smallest value read
@@ -80,7 +81,8 @@ class ParamSpec(BaseModel):
 class GoldenEntry(BaseModel):
     """One line of a golden-question file."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: built at the first file read, not at every process's start-up
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     question: str = Field(min_length=1)
     sql: str = Field(min_length=1)

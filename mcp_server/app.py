@@ -49,7 +49,7 @@ from .serving.access import TokenTable, caller_of, token_table
 from .serving.draining import QuestionGate
 from .serving.log_format import configure_logging
 from .serving.metrics import ServerMetrics
-from .serving.stdio_shim import serve_stdio
+from .serving.stdio_shim import sdk_logging_skipped, serve_stdio
 from .serving.stopping import exit_on_stop_signal, print_tty_notice
 from .state import BackendFactory, EpisodeLog, StateOpening, open_state, server_prompts
 
@@ -133,21 +133,24 @@ class SqaleServer(MCPServer[StateOpening[Answering]]):
                     description=extra.description,
                     offered=extra.offered,
                 )
-        super().__init__(
-            name="sqale-mcp",
-            version=package_version(),
-            instructions=INSTRUCTIONS,
-            lifespan=lifespan,
-            log_level=settings.log_level,
-            middleware=[
-                ClientListing(catalog, advertise, view=view, asks=settings.ask_to_choose is not AskMode.OFF),
-                StructuredToolErrors(),
-            ],
-            extensions=[view] if view else None,
-            request_state_security=request_state_security(settings),
-            dependencies=list(MCP_DEV_DEPENDENCIES),
-            tools=[tool],
-        )
+        with sdk_logging_skipped():  # ours is configured: the SDK's would import rich for nothing
+            super().__init__(
+                name="sqale-mcp",
+                version=package_version(),
+                instructions=INSTRUCTIONS,
+                lifespan=lifespan,
+                log_level=settings.log_level,
+                middleware=[
+                    ClientListing(
+                        catalog, advertise, view=view, asks=settings.ask_to_choose is not AskMode.OFF
+                    ),
+                    StructuredToolErrors(),
+                ],
+                extensions=[view] if view else None,
+                request_state_security=request_state_security(settings),
+                dependencies=list(MCP_DEV_DEPENDENCIES),
+                tools=[tool],
+            )
         # Ahead of the SDK's OpenTelemetry span, in this order: a call's quota and every message's
         # `_meta` checked (door.Admission: nothing after reads an unchecked field, and a call that
         # fails after it has counted), then our telemetry (the HTTP headers' trace, the MCP metric).

@@ -33,7 +33,8 @@ ID_HEX_DIGITS = 8
 class Proposal(BaseModel):
     """One proposed entry, as a client saved it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: built at the first proposal, not at start-up (bench/bench_startup.py)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     proposal: str = Field(min_length=1)  # its id (ID_HEX_DIGITS hex digits)
     question: str = Field(min_length=1)
@@ -48,7 +49,8 @@ class Proposal(BaseModel):
 class Decision(BaseModel):
     """The owner's decision on one proposal."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: built at the first proposal, not at start-up (bench/bench_startup.py)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     decided: str = Field(min_length=1)  # the proposal's id
     decision: Literal["accepted", "rejected"]

@@ -151,7 +151,8 @@ def _key(k: int) -> str:
 class OptionRecord(BaseModel):
     """What a retry needs of one option's answer besides its rows, which run again."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: built at the first question asked, not at start-up (bench/bench_startup.py)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     group: int
     sql: str
@@ -170,7 +171,8 @@ class OptionRecord(BaseModel):
 class ChoiceState(BaseModel):
     """A 2026-07-28 question awaiting the person's choice, as its retry brings it back."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: built at the first question asked, not at start-up (bench/bench_startup.py)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     v: Literal[1] = 1  # STATE_VERSION
     question_id: str

@@ -16,13 +16,16 @@ checks against the installed SDK (naming what changed when an upgrade breaks it)
   `run(read_stream, write_stream, initialization_options)` and `create_initialization_options()`,
   which `MCPServer.run_stdio_async` calls with the SDK's own streams;
 - `mcp.server.stdio.stdio_server(stdin, stdout)`: iterates `stdin` for lines (`async for`) and
-  awaits `stdout.write(text)` then `stdout.flush()` for each message.
+  awaits `stdout.write(text)` then `stdout.flush()` for each message;
+- `MCPServer.__init__` calling `configure_logging` as a global of `mcp.server.mcpserver.server`
+  (see `sdk_logging_skipped`).
 pyproject.toml pins mcp to the range that test passed on.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -31,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import mcp.server.mcpserver.server as sdk_server_module
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
@@ -172,6 +176,30 @@ def _restore(moved: list[tuple[int, int, bool]]) -> None:
                 raise
         finally:
             os.close(private)
+
+
+@contextmanager
+def sdk_logging_skipped() -> Iterator[None]:
+    """While an MCPServer is built, skip the SDK's `configure_logging` when the root logger already
+    has handlers (ours, set before any server is built: serving/log_format.py).
+
+    It imports rich and builds a console for a handler that `logging.basicConfig` then drops, as
+    it does whenever the root logger has handlers: about 15 ms of the stdio server's time to its
+    first reply (bench/bench_startup.py), for nothing. With no handler set it runs as before.
+    """
+    if not logging.getLogger().handlers:
+        yield
+        return
+    sdk_configure = sdk_server_module.configure_logging
+    sdk_server_module.configure_logging = _logging_already_configured
+    try:
+        yield
+    finally:
+        sdk_server_module.configure_logging = sdk_configure
+
+
+def _logging_already_configured(level: str = "INFO") -> None:
+    """The SDK's `configure_logging` when the root logger has handlers: `basicConfig` would do nothing."""
 
 
 async def serve_stdio(server: MCPServer[Any], replied: Callable[[], object] | None = None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import json
 import os
@@ -17,7 +18,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
-from mcp_server.serving.stdio_shim import PipeLines, PipeWriter
+from mcp_server.serving.stdio_shim import PipeLines, PipeWriter, sdk_logging_skipped
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -36,6 +37,49 @@ def test_the_sdk_still_has_what_the_shim_relies_on() -> None:
     ]
     assert callable(lowlevel.create_initialization_options)
     assert list(inspect.signature(stdio_server).parameters) == ["stdin", "stdout"]
+
+
+_BUILD_A_SERVER = """
+import logging, sys
+from mcp.server.mcpserver import MCPServer
+from mcp_server.serving.stdio_shim import sdk_logging_skipped
+if sys.argv[1] == "configured":
+    logging.getLogger().addHandler(logging.StreamHandler())
+with sdk_logging_skipped():
+    MCPServer("skip-check")
+print([type(h).__name__ for h in logging.getLogger().handlers], "rich" in sys.modules)
+"""
+
+
+def test_the_sdk_logging_is_skipped_only_when_ours_is_configured() -> None:
+    """Built inside sdk_logging_skipped(), an MCPServer leaves a configured root logger as it was and
+    imports no rich; with no handler set, the SDK configures logging as it always did."""
+    said = {
+        case: subprocess.run(
+            [sys.executable, "-c", _BUILD_A_SERVER, case], capture_output=True, text=True, check=True, cwd=ROOT
+        ).stdout.strip()
+        for case in ("configured", "bare")
+    }
+    sdk_own = "['RichHandler'] True" if importlib.util.find_spec("rich") else "['StreamHandler'] False"
+    assert said == {"configured": "['StreamHandler'] False", "bare": sdk_own}
+
+
+def test_the_sdk_still_configures_logging_through_the_global_the_shim_replaces() -> None:
+    """MCPServer() calls `configure_logging` of mcp.server.mcpserver.server with its log level. When
+    this fails, the SDK changed: adapt sdk_logging_skipped() in stdio_shim.py and its pin."""
+    import mcp.server.mcpserver.server as sdk_server_module
+
+    levels: list[str] = []
+    original = sdk_server_module.configure_logging
+    sdk_server_module.configure_logging = levels.append  # type: ignore[assignment]
+    try:
+        MCPServer("shim-check", log_level="WARNING")
+    finally:
+        sdk_server_module.configure_logging = original
+    assert levels == ["WARNING"]
+    with sdk_logging_skipped():
+        pass
+    assert sdk_server_module.configure_logging is original
 
 
 def _lines_of(chunks: list[bytes]) -> list[str]:

@@ -82,6 +82,29 @@ def test_the_sdk_still_configures_logging_through_the_global_the_shim_replaces()
     assert sdk_server_module.configure_logging is original
 
 
+_SDK_CONFIGURES_A_CONFIGURED_ROOT = """
+import logging
+from mcp.server.mcpserver.utilities.logging import configure_logging
+ours = logging.StreamHandler()
+logging.getLogger().addHandler(ours)
+def state():
+    return [(name, logging.getLogger(name).level, list(logging.getLogger(name).handlers)) for name in ("", "mcp")]
+before = state()
+configure_logging("DEBUG")
+print(state() == before)
+"""
+
+
+def test_the_sdk_logging_set_up_changes_nothing_once_ours_is_configured() -> None:
+    """What sdk_logging_skipped() skips is a no-op with our handler on the root logger: the SDK's own
+    configure_logging leaves every level and handler as it found them (so skipping it changes nothing
+    but the time; when this fails, the SDK's set-up does more now: adapt the shim)."""
+    said = subprocess.run(
+        [sys.executable, "-c", _SDK_CONFIGURES_A_CONFIGURED_ROOT], capture_output=True, text=True, check=True
+    )
+    assert said.stdout.strip() == "True"
+
+
 def _lines_of(chunks: list[bytes]) -> list[str]:
     """What PipeLines reads from a pipe fed `chunks` one write at a time by another thread."""
     read_fd, write_fd = os.pipe()

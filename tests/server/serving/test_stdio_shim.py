@@ -88,7 +88,8 @@ from mcp.server.mcpserver.utilities.logging import configure_logging
 ours = logging.StreamHandler()
 logging.getLogger().addHandler(ours)
 def state():
-    return [(name, logging.getLogger(name).level, list(logging.getLogger(name).handlers)) for name in ("", "mcp")]
+    loggers = [logging.getLogger(name) for name in ("", "mcp")]
+    return [(logger.name, logger.level, list(logger.handlers)) for logger in loggers]
 before = state()
 configure_logging("DEBUG")
 print(state() == before)

@@ -5,10 +5,10 @@ A call's question runs in the server's OngoingQuestions (mcp_server/ongoing.py):
 question already being answered waits for it; a call not answered within --call-budget of its
 arrival returns status `working`, and the question goes on for the next call of it. Running it
 counts its episodes against its token's minute, while the server still takes questions; the
-database's verified library may answer it at once (verified.py); else its K samples run (one
-episode by default; agent.sampling votes among them), each holding a unit of its token's quota,
-a worker and a runtime slot, and reporting its rounds as progress. When they disagree and the
-person may be asked, the call's Asker asks (asking.py). Every call that gets past its arguments
+database's verified library may answer it at once (verified.py); else its K samples run
+(samples.py; one episode by default; agent.sampling votes among them), each holding a unit of its
+token's quota, a worker and a runtime slot, and reporting its rounds as progress. When they
+disagree and the person may be asked, the call's Asker asks (asking.py). Every call that gets past its arguments
 leaves one episode-log line, one log line and a count in the metrics (audit.py).
 """
 

@@ -273,13 +273,16 @@ async def _refused(
         return service.library.refused(caller, alias, f"Not saved: {message}")
     samples = given.get("samples")
     refusal = Refused(message, "quota")
-    await service.refused(
+    # Counted and logged as a question refused where it runs is, its span a question's.
+    with question_span("mcp", capture_content=service.settings.trace_content) as traced:
+        traced.finish("refused", refusal.reason)
+    await service.records.refusal(
         caller,
+        new_question_id(),
         alias=alias,
         question=str(question),
-        refused=refusal,
         samples=samples if isinstance(samples, int) else None,
-        question_id=new_question_id(),
+        refused=refusal,
     )
     if tool == TOOL_NAME:
         return service.failed(refusal, database=alias or None, question=str(question))

@@ -31,7 +31,6 @@ from agent import (
     SampledAnswer,
     SampleRun,
     choice_of,
-    question_span,
     question_trace,
     sources_of,
 )
@@ -207,24 +206,6 @@ class Answering:
     ) -> CallToolResult:
         """A proposal for the database's verified library, as a tool result (verified.py)."""
         return await self.library.save(caller, database=database, question=question, sql=sql, evidence=evidence)
-
-    async def refused(
-        self,
-        caller: Caller,
-        *,
-        alias: str,
-        question: str,
-        samples: int | None,
-        refused: Refused,
-        question_id: str,
-    ) -> None:
-        """Count and log a call of a question refused when it arrived (door.Admission), its span a
-        question's, as one refused where it runs has."""
-        with question_span("mcp", capture_content=self.settings.trace_content) as traced:
-            traced.finish("refused", refused.reason)
-        await self.records.refusal(
-            caller, question_id, alias=alias, question=question, samples=samples, refused=refused
-        )
 
     async def _join(self, call: Call, asker: Asker | None) -> tuple[Ongoing, Call]:
         """The question this call asks, and the call as its lines name it: the one being answered under

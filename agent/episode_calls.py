@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from . import tools
 from .backends.base import Completion
 from .episode import CallRecord, EpisodeSettings, EpisodeStatus, ToolCall
+from .final_sql import read_final_sql, sql_argument
 from .prompt import neutralise
-from .replies import ParsedCompletion, read_final_sql, sql_argument
+from .replies import ParsedCompletion
 from .sql_answer import TIMED_OUT, Answer, Settling
 from .sqlite import Database, QueryResult, QueryStatus
 from .telemetry.gate import tool_span

@@ -55,6 +55,7 @@ from .episode import (
 )
 from .episode_calls import EpisodeCalls
 from .episode_text import never_called
+from .final_sql import read_final_sql
 from .prompt import (
     DEFAULT_PROMPTS,
     PromptSet,
@@ -63,7 +64,7 @@ from .prompt import (
     render_initial_prompt,
     render_round_message,
 )
-from .replies import ParsedCompletion, parse_completion, read_final_sql
+from .replies import ParsedCompletion, parse_completion
 from .sql_answer import Answer, Settling
 from .sqlite import Database
 from .telemetry.gate import round_played, round_span

@@ -28,11 +28,18 @@ from agent import (
     tracing_on,
 )
 
-from .answer.door import Admission, StructuredToolErrors, advertised_input_schema, answer_sql_question
+from .answer.door import Admission, StructuredToolErrors, answer_sql_question
 from .answer.output import TOOL_NAME
 from .answer.question import Answering, answering
 from .answer.sizing import result_size_meta
-from .answer.view import Advertise, AnswerView, ClientListing, app_only_tools, choice_tools
+from .answer.view import (
+    Advertise,
+    AnswerView,
+    ClientListing,
+    advertised_input_schema,
+    app_only_tools,
+    choice_tools,
+)
 from .config.catalog import (
     Catalog,
     attach_notes,

@@ -1,7 +1,7 @@
 """The answer's readable text (the tool result's text content), and the other texts a call reads:
 the SQL in a fence, the first rows as a table inside an untrusted-data block, caveats, the vote,
-the person asked, the verified library's part, what a `working` call says, and the progress
-notifications of a question's samples (`SampleProgress`)."""
+the person asked, the verified library's part, and what a `working` call says (the progress
+notifications of a question's samples: samples.py)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,8 @@ from agent import (
     EpisodeStatus,
     JsonCell,
     Provenance,
-    Round,
-    SampleRun,
     SqlAuthor,
     StopReason,
-    Tally,
     VoteSummary,
     clip,
     display_name,
@@ -29,7 +26,6 @@ from agent import (
     params_text,
     plain_label,
     plural,
-    progress_message,
     provenance_text,
     quoted_text,
     sentence,
@@ -37,13 +33,10 @@ from agent import (
     sql_block,
     sql_fence,
     summary_text,
-    waiting_message,
 )
 from agent import Candidate as AskedCandidate
 
 from ..config.limits import AnswerLimits, limit_lines
-from ..ongoing import ProgressClock, ReportProgress
-from ..serving.quotas import token_waiting_message
 from .output import (
     AWAITING_CHOICE,
     WORKING,
@@ -322,19 +315,6 @@ def working_text(answer: Progress) -> str:
     )
 
 
-def queued_message(limit: float, samples: int = 1) -> str:
-    """Progress text for a call waiting for free slots."""
-    if samples == 1:
-        return (
-            f"queued: {plural(int(limit), 'question is', 'questions are')} being answered already "
-            "(--max-concurrent)"
-        )
-    return (
-        f"queued: the {samples} samples of this question need {samples} of the {limit:g} "
-        "episode slots (--max-concurrent); they start as slots free up"
-    )
-
-
 def verified_paragraph(source: VerifiedSource) -> str:
     """The verified answer's closing paragraph: where it came from, and how to get the model's."""
     said = provenance_text(_provenance(source), quote=_quoted_question)
@@ -377,68 +357,3 @@ def _provenance(source: VerifiedSource) -> Provenance:
 
 def _params(source: VerifiedSource) -> tuple[BoundParam, ...]:
     return tuple(BoundParam(name, p.type, p.text, p.value) for name, p in source.params.items())
-
-
-class SampleProgress:
-    """Progress over all K samples: rounds add up; one sample keeps today's messages exactly."""
-
-    def __init__(self, samples: int, max_turns: int, report: ReportProgress) -> None:
-        self.samples, self.max_turns = samples, max_turns
-        self.clock = ProgressClock(report)
-        # A finished sample counts one step past its last possible round (the final answer's).
-        self.steps = max_turns + 2 if samples > 1 else max_turns + 1
-        self.done = [0] * samples
-        self.told_queued = False
-
-    @property
-    def total(self) -> int:
-        """Progress total: steps of all samples."""
-        return self.samples * self.steps
-
-    async def queued(self, slots: float) -> None:
-        """A sample waits for a slot (said once per question)."""
-        if not self.told_queued:
-            self.told_queued = True
-            await self.clock.send(sum(self.done), self.total, queued_message(slots, self.samples))
-
-    async def token_waiting(self, k: int, ahead: int) -> None:
-        """Sample k waits behind its own token's earlier episodes."""
-        await self.clock.send(sum(self.done), self.total, self._prefix(k) + token_waiting_message(ahead))
-
-    async def waiting(self, k: int, ahead: int) -> None:
-        """Sample k waits for a runtime slot with `ahead` episodes before it."""
-        await self.clock.send(sum(self.done), self.total, self._prefix(k) + waiting_message(ahead))
-
-    async def round(self, k: int, played: Round) -> None:
-        """Sample k played a round."""
-        self.done[k] = played.index
-        await self.clock.send(
-            sum(self.done), self.total, self._prefix(k) + progress_message(played, self.max_turns)
-        )
-
-    async def finished(self, run: SampleRun, tally: Tally) -> None:
-        """A sample finished; say how it ended and whether a majority now agrees."""
-        if self.samples == 1:
-            return
-        k = run.index
-        self.done[k] = self.steps
-        if run.skipped:
-            how = "not started: the question answered with the samples that had"
-        elif run.result is None:
-            how = "out of time"
-        elif not run.ran:
-            how = "nothing runnable"
-        else:
-            how = f"{run.result.status.value}, {plural(run.result.row_count, 'row')}"
-        groups = tally.groups()
-        agree = f"; {groups[0].votes} of {self.samples} agree so far" if groups else ""
-        stopping = (
-            "; a majority agrees: stopping the others"
-            if (tally.has_majority() and len(tally.arrivals) < self.samples)
-            else ""
-        )
-        await self.clock.send(sum(self.done), self.total, f"{self._prefix(k)}finished: {how}{agree}{stopping}")
-
-    def _prefix(self, k: int) -> str:
-        """`sample 2/5 ` before sample k's lines; nothing with one sample."""
-        return "" if self.samples == 1 else f"sample {k + 1}/{self.samples} "

@@ -55,7 +55,8 @@ from ..config.server_settings import ServerSettings
 from ..ongoing import SendForm
 from .audit import Answered, Awaiting, Call
 from .choice_form import ChoiceForm, ChoiceState, OptionRecord, PersonReply, ViewTokens, answers_forms
-from .output import AnswerOutput, AskedPerson, answer_from_episode
+from .output import AnswerOutput, AskedPerson
+from .samples import answer_from_episode
 
 INPUT_REQUIRED_VERSION = "2026-07-28"  # the first protocol version that asks through `input_required`
 RESULT_META_KEY = "sqale-mcp/answer-view"  # the tool result's `_meta` key the view reads (Apps clients only)

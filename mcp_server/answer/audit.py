@@ -27,7 +27,8 @@ from ..serving.access import Caller
 from ..serving.metrics import ServerMetrics
 from ..serving.quotas import TokenQuotas
 from ..state import EpisodeLog
-from .output import AWAITING_CHOICE, WORKING, AnswerOutput, prompt_cache_of, trace_of
+from .output import AWAITING_CHOICE, WORKING, AnswerOutput
+from .samples import prompt_cache_of, trace_of
 from .tool_errors import Refused
 
 logger = logging.getLogger(__name__)

@@ -23,13 +23,12 @@ arguments, a crash): Cursor rejects a result of a tool with an output schema tha
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import inspect
 import time
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Annotated, Any, cast
 
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
@@ -218,52 +217,6 @@ def checked_call(
     )
 
 
-def advertised_input_schema(
-    schema: Mapping[str, Any],
-    *,
-    aliases: Sequence[str],
-    max_question_chars: int,
-    max_evidence_chars: int,
-    max_samples: int,
-    example: str,
-    default_samples: int = 1,
-    verified: bool = True,
-) -> dict[str, Any]:
-    """The tool's input schema with what the server enforces: alias enum, lengths, ranges, an example.
-
-    Each limit is stated here once; the tool description states the answer's limits. `verified`
-    is advertised only when a database has a verified library (`verified=False` drops it).
-    Optional arguments are advertised plainly, as the type they take, with the default the
-    server applies where it has one: an argument that may be omitted needs no null branch, and
-    form-filling clients read an `anyOf` as a value to send (and fill a yes/no field with "no"
-    unless told the default). The tool still takes null for each of them (its signature),
-    meaning the same as leaving it out.
-    """
-    properties = copy.deepcopy(dict(schema["properties"]))
-    if not verified:
-        properties.pop("verified", None)
-    given = properties["question"].get("description", "The question in plain language").rstrip(". ")
-    properties["question"].update(
-        description=f"{given}, e.g. '{example}'", maxLength=max_question_chars, examples=[example]
-    )
-    plain: dict[str, dict[str, Any]] = {
-        "database": {"type": "string", "enum": list(aliases)},
-        "evidence": {"type": "string", "maxLength": max_evidence_chars},
-        "samples": {"type": "integer", "minimum": 1, "maximum": max_samples, "default": default_samples},
-        "verified": {"type": "boolean", "default": True},
-    }
-    for name, shape in plain.items():
-        if name in properties:
-            properties[name] = _plain_optional(properties[name], shape)
-    return {**schema, "properties": properties}
-
-
-def _plain_optional(advertised: Mapping[str, Any], shape: dict[str, Any]) -> dict[str, Any]:
-    """An optional property as `shape` with its title and description: no `anyOf` null branch, no
-    `default: null` (a value its own type rejects; `shape` gives the real default where there is one)."""
-    return {**{k: v for k, v in advertised.items() if k not in ("anyOf", "default", "type")}, **shape}
-
-
 class Admission(ServerMiddleware[Any]):
     """The quota of a call of `tools` (ours), then the `_meta` of every message; see the module."""
 
@@ -320,13 +273,16 @@ async def _refused(
         return service.library.refused(caller, alias, f"Not saved: {message}")
     samples = given.get("samples")
     refusal = Refused(message, "quota")
-    await service.refused(
+    # Counted and logged as a question refused where it runs is, its span a question's.
+    with question_span("mcp", capture_content=service.settings.trace_content) as traced:
+        traced.finish("refused", refusal.reason)
+    await service.records.refusal(
         caller,
+        new_question_id(),
         alias=alias,
         question=str(question),
-        refused=refusal,
         samples=samples if isinstance(samples, int) else None,
-        question_id=new_question_id(),
+        refused=refusal,
     )
     if tool == TOOL_NAME:
         return service.failed(refusal, database=alias or None, question=str(question))

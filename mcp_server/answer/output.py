@@ -1,35 +1,22 @@
 """What answer_sql_question returns: the structured result (AnswerOutput, whose schema the tool
-publishes as its outputSchema) and how an episode, the vote, the verified library, the person
-asked and the time left fill it. Its readable text is answer_text.py; its size, sizing.py."""
+publishes as its outputSchema), and the result of a call not answered (yet). An episode and the
+vote fill it in samples.py; its readable text is answer_text.py; its size, sizing.py."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from agent import (
     BoundParam,
-    ClippedText,
-    EpisodeResult,
-    EpisodeStatus,
     JsonCell,
-    Round,
-    SampledAnswer,
-    StopReason,
-    clip,
-    cut_note,
-    json_cell,
-    last_reply_excerpt,
 )
 
-from ..config.limits import LimitName, limits_hit
+from ..config.limits import LimitName
 from ..ongoing import Ongoing
 
 TOOL_NAME = "answer_sql_question"
-TRACE_ARG_CHARS = 2_000
-SUMMARY_CHARS = 160
 # The structured answer's own marker: clients that hand their model the structured content
 # (Claude Code, fast-agent) drop the text's untrusted-data blocks, so the answer says it here too.
 DATA_NOTICE = (
@@ -304,79 +291,6 @@ class AnswerOutput(BaseModel):
     )
 
 
-def trace_of(rounds: Sequence[Round]) -> list[TraceEntry]:
-    """The compact trace of `rounds` (of a finished episode, or what a cancelled one played)."""
-    return [
-        TraceEntry(
-            round=r.index,
-            tool=record.call.tool,
-            arguments=_clipped_args(record.call.args),
-            ok=record.ok,
-            summary=call_summary(record.text),
-        )
-        for r in rounds
-        for record in r.calls
-    ]
-
-
-def prompt_cache_of(rounds: Sequence[Round]) -> list[RoundPrompt]:
-    """The compact per-round prompt and cache figures of `rounds`."""
-    # A prompt of 0 tokens is one the engine did not count (llama-cpp-python's streams).
-    return [
-        RoundPrompt(
-            round=r.index,
-            prompt=r.prompt_tokens or "unknown",
-            cached="unknown" if r.cached_tokens is None else r.cached_tokens,
-            evaluated="unknown" if r.evaluated_tokens is None else r.evaluated_tokens,
-        )
-        for r in rounds
-    ]
-
-
-def answer_from_episode(
-    result: EpisodeResult, *, database: str, model: str, max_rows: int, queued_seconds: float = 0.0
-) -> AnswerOutput:
-    """The structured answer for one finished episode."""
-    kept = result.rows[:max_rows]
-    rows = [[json_cell(c) for c in row] for row in kept]
-    truncated = result.truncated or len(result.rows) > max_rows
-    # Rows left out because they did not fit the byte budget are result_bytes, not max_rows.
-    rows_cut_to_fit = result.cut is not None and result.cut.rows_cut
-    capped = len(result.rows) > max_rows or (result.row_count > len(result.rows) and not rows_cut_to_fit)
-    hit = limits_hit(
-        truncated=capped,
-        cut_to_fit=result.cut is not None,
-        clipped_cells=any(isinstance(c, ClippedText) for row in kept for c in row),
-        query_timeouts=result.query_timeouts,
-        answer_timed_out=result.answer_timed_out,
-    )
-    return AnswerOutput(
-        database=database,
-        question=result.question,
-        sql=result.sql,
-        columns=list(result.columns),
-        rows=rows,
-        row_count=result.row_count,
-        truncated=truncated,
-        note=cut_note(result.cut, len(rows)) if result.cut is not None else None,
-        status=result.status.value,
-        error=result.error,
-        stop_reason=result.stop_reason.value,
-        rounds=len(result.rounds),
-        tool_calls=result.tool_calls,
-        tokens=result.tokens,
-        seconds=round(result.seconds, 3),
-        queued_seconds=round(queued_seconds, 3),
-        model=model,
-        trace=trace_of(result.rounds),
-        limits_hit=hit,
-        prompt_cache=prompt_cache_of(result.rounds),
-        tables=list(result.tables_read),
-        columns_read=columns_by_table(result.columns_read),
-        last_reply=last_reply_excerpt(result) if result.status is EpisodeStatus.FAILED else None,
-    )
-
-
 def unanswered(
     message: str | None,
     *,
@@ -435,57 +349,6 @@ def working_answer(work: Ongoing, *, database: str, question: str, samples: int,
     )
 
 
-def with_vote(answer: AnswerOutput, asked: SampledAnswer) -> AnswerOutput:
-    """The answer with what its samples' vote says: agreement always, the rest with several samples."""
-    if asked.samples == 1:
-        return answer.model_copy(update={"agreement": asked.agreement})
-    fields = asked.vote_fields()
-    return answer.model_copy(update={**fields, "candidates": [Candidate(**c) for c in fields["candidates"]]})
-
-
-def answered_early(asked: SampledAnswer, told_to_finish: bool, max_rounds: int) -> AnsweredEarly | None:
-    """Whether and how the question answered early; None when every sample ran its course."""
-    runs = list(asked.outcome.results.values())
-    early = [run for run in runs if run.result is not None and run.result.stop_reason is StopReason.TIME_UP]
-    if not early and not any(run.skipped for run in runs):
-        return None
-    chosen = asked.chosen.result if asked.chosen is not None else None
-    return AnsweredEarly(
-        reason="call_budget" if told_to_finish else "time_limit",
-        samples_answered=sum(1 for run in runs if run.result is not None),
-        samples=asked.samples,
-        rounds=len(chosen.rounds) if chosen is not None else 0,
-        max_rounds=max_rounds,
-    )
-
-
 def source_params(params: tuple[BoundParam, ...]) -> dict[str, VerifiedParam]:
     """A verified answer's template values as `verified.params` gives them."""
     return {p.name: VerifiedParam(type=p.type, value=p.value, text=p.text) for p in params}
-
-
-def columns_by_table(pairs: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
-    """(table, column) pairs as table -> sorted columns."""
-    grouped: dict[str, list[str]] = {}
-    for table, column in pairs:
-        grouped.setdefault(table, []).append(column)
-    return {t: sorted(set(cols), key=str.casefold) for t, cols in grouped.items()}
-
-
-def call_summary(text: str) -> str:
-    """One line about a tool result: its closing note (`[...]`, or `... (...)` in the trained
-    environment's texts) if it has one, else its first line."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        return ""
-    last = lines[-1].strip()
-    note = (last.startswith("[") and last.endswith("]")) or (last.startswith("... (") and last.endswith(")"))
-    chosen = last if len(lines) > 1 and note else lines[0]
-    return clip(chosen, SUMMARY_CHARS)
-
-
-def _clipped_args(args: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        k: (clip(v, TRACE_ARG_CHARS) if isinstance(v, str) and len(v) > TRACE_ARG_CHARS else v)
-        for k, v in args.items()
-    }

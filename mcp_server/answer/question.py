@@ -5,10 +5,10 @@ A call's question runs in the server's OngoingQuestions (mcp_server/ongoing.py):
 question already being answered waits for it; a call not answered within --call-budget of its
 arrival returns status `working`, and the question goes on for the next call of it. Running it
 counts its episodes against its token's minute, while the server still takes questions; the
-database's verified library may answer it at once (verified.py); else its K samples run (one
-episode by default; agent.sampling votes among them), each holding a unit of its token's quota,
-a worker and a runtime slot, and reporting its rounds as progress. When they disagree and the
-person may be asked, the call's Asker asks (asking.py). Every call that gets past its arguments
+database's verified library may answer it at once (verified.py); else its K samples run
+(samples.py; one episode by default; agent.sampling votes among them), each holding a unit of its
+token's quota, a worker and a runtime slot, and reporting its rounds as progress. When they
+disagree and the person may be asked, the call's Asker asks (asking.py). Every call that gets past its arguments
 leaves one episode-log line, one log line and a count in the metrics (audit.py).
 """
 
@@ -26,19 +26,12 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
 from agent import (
-    CompareLimits,
     Question,
     Round,
-    SampleBackends,
     SampledAnswer,
     SampleRun,
-    SampleSettings,
-    Tally,
     choice_of,
-    question_span,
     question_trace,
-    run_episode,
-    sample_question,
     sources_of,
 )
 
@@ -47,11 +40,11 @@ from ..serving.access import Caller
 from ..serving.draining import ServerStopping
 from ..serving.quotas import QuotaExceeded
 from ..state import ServerState
-from .answer_text import SampleProgress
 from .asking import Asker, Disagreement, ReadReply, answer_from_state, asked_fields, asker_for, with_choice
 from .audit import Answered, Awaiting, Call, Records, activity
 from .choice_form import ChoiceForm, ChoiceState, PersonReply, ViewTokens
-from .output import AnswerOutput, answer_from_episode, answered_early, with_vote, working_answer
+from .output import AnswerOutput, working_answer
+from .samples import answer_from_episode, answered_early, run_samples, with_vote
 from .sizing import fitted_response, small_answer
 from .tool_errors import (
     CallError,
@@ -67,8 +60,6 @@ from .tool_errors import (
     too_many_working,
 )
 from .verified import VerifiedLibraries, verified_answer, with_library
-
-COMPARE_MAX_ROWS = 10_000  # a result with more rows does not vote (memory: K results are held)
 
 
 class Answering:
@@ -216,24 +207,6 @@ class Answering:
         """A proposal for the database's verified library, as a tool result (verified.py)."""
         return await self.library.save(caller, database=database, question=question, sql=sql, evidence=evidence)
 
-    async def refused(
-        self,
-        caller: Caller,
-        *,
-        alias: str,
-        question: str,
-        samples: int | None,
-        refused: Refused,
-        question_id: str,
-    ) -> None:
-        """Count and log a call of a question refused when it arrived (door.Admission), its span a
-        question's, as one refused where it runs has."""
-        with question_span("mcp", capture_content=self.settings.trace_content) as traced:
-            traced.finish("refused", refused.reason)
-        await self.records.refusal(
-            caller, question_id, alias=alias, question=question, samples=samples, refused=refused
-        )
-
     async def _join(self, call: Call, asker: Asker | None) -> tuple[Ongoing, Call]:
         """The question this call asks, and the call as its lines name it: the one being answered under
         its key, or a new one. A new one past the token's --token-max-working is refused."""
@@ -278,7 +251,18 @@ class Answering:
                     )
                 if library_first and call.samples > 1:
                     self._state.quotas.check_rate(call.caller, call.samples - 1)
-                asked = await self._samples(self.library.hinted(call, consulted), work)
+                hinted = self.library.hinted(call, consulted)
+                state = self._state
+                question = Question(
+                    hinted.question,
+                    state.databases[hinted.alias],
+                    hinted.evidence,
+                    state.episode_settings,
+                    state.prompts,
+                )
+                asked = await run_samples(
+                    state, hinted.caller, question, hinted.samples, early_stop=not hinted.run_all, work=work
+                )
                 chosen = asked.chosen
                 if chosen is None or chosen.result is None:  # every sample ran out of time
                     raise episode_timeout(self.settings.episode_timeout)
@@ -413,62 +397,6 @@ class Answering:
             response = await anyio.to_thread.run_sync(lambda: fitted_response(answered.answer, limits))
         await self.records.answered(call, answered, response)
         return response if answered.meta is None else response.model_copy(update={"meta": answered.meta})
-
-    async def _samples(self, call: Call, work: Ongoing) -> SampledAnswer:
-        """Run the call's K samples (one slot each, within the server's limits) and choose the answer.
-
-        Every round any sample plays is appended to the question's rounds as it ends (what a
-        cancelled question did); the question hears of each round and finished sample, and may tell
-        the samples to finish now (--one-call-answers).
-        """
-        state, settings = self._state, self.settings
-        progress = SampleProgress(call.samples, state.episode_settings.max_tool_turns, work.report)
-
-        @asynccontextmanager
-        async def slot(k: int) -> AsyncIterator[None]:
-            # Each sample is an episode like any other: it takes a unit of its token's quota and keeps
-            # its runtime slot for all its rounds (on one slot the samples run one after another).
-            async with state.episode_turn(
-                call.caller,
-                on_token_wait=partial(progress.token_waiting, k),
-                on_worker_wait=progress.queued,
-                on_slot_wait=partial(progress.waiting, k),
-            ):
-                yield
-
-        previous: dict[int, Round] = {}  # each sample's last round, for the prompt-cache watch
-
-        async def on_round(k: int, done: Round) -> None:
-            work.rounds.append(done)
-            work.touch()
-            state.watch_round(previous.get(k), done)
-            previous[k] = done
-            await progress.round(k, done)
-
-        async def on_finished(run: SampleRun, tally: Tally) -> None:
-            work.samples_finished += 1
-            work.touch()
-            await progress.finished(run, tally)
-
-        question = Question(
-            call.question, state.databases[call.alias], call.evidence, state.episode_settings, state.prompts
-        )
-        how = SampleSettings(
-            limits=CompareLimits(timeout=settings.query_timeout, max_rows=COMPARE_MAX_ROWS),
-            episode_timeout=settings.episode_timeout,
-            early_stop=not call.run_all,
-        )
-        backends = SampleBackends.seeded(state.backend, call.samples, settings.seed)
-        return await sample_question(
-            question,
-            backends,
-            run_episode,
-            how,
-            slot=slot,
-            on_round=on_round,
-            on_finished=on_finished,
-            finish_now=work.finish_now,
-        )
 
 
 @asynccontextmanager

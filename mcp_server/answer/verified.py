@@ -47,7 +47,8 @@ from ..serving.access import Caller
 from ..serving.metrics import ServerMetrics
 from ..serving.quotas import QuotaExceeded, TokenQuotas
 from .audit import Call, new_question_id
-from .output import AnswerOutput, SimilarVerified, VerifiedSource, answer_from_episode, source_params
+from .output import AnswerOutput, SimilarVerified, VerifiedSource, source_params
+from .samples import answer_from_episode
 from .tool_errors import CallError, checked_text, edge_error, resolve_alias
 
 logger = logging.getLogger(__name__)

@@ -19,9 +19,10 @@ each tool checks its caller itself (door.py).
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -108,6 +109,52 @@ def view_html() -> str:
         raise RuntimeError(f"{_HTML_FILE} must hold one <script> and one {_HASH_SLOT} in its CSP")
     digest = base64.b64encode(hashlib.sha256(scripts[0].encode("utf-8")).digest()).decode("ascii")
     return page.replace(_HASH_SLOT, f"'sha256-{digest}'")
+
+
+def advertised_input_schema(
+    schema: Mapping[str, Any],
+    *,
+    aliases: Sequence[str],
+    max_question_chars: int,
+    max_evidence_chars: int,
+    max_samples: int,
+    example: str,
+    default_samples: int = 1,
+    verified: bool = True,
+) -> dict[str, Any]:
+    """The tool's input schema with what the server enforces: alias enum, lengths, ranges, an example.
+
+    Each limit is stated here once; the tool description states the answer's limits. `verified`
+    is advertised only when a database has a verified library (`verified=False` drops it).
+    Optional arguments are advertised plainly, as the type they take, with the default the
+    server applies where it has one: an argument that may be omitted needs no null branch, and
+    form-filling clients read an `anyOf` as a value to send (and fill a yes/no field with "no"
+    unless told the default). The tool still takes null for each of them (its signature),
+    meaning the same as leaving it out.
+    """
+    properties = copy.deepcopy(dict(schema["properties"]))
+    if not verified:
+        properties.pop("verified", None)
+    given = properties["question"].get("description", "The question in plain language").rstrip(". ")
+    properties["question"].update(
+        description=f"{given}, e.g. '{example}'", maxLength=max_question_chars, examples=[example]
+    )
+    plain: dict[str, dict[str, Any]] = {
+        "database": {"type": "string", "enum": list(aliases)},
+        "evidence": {"type": "string", "maxLength": max_evidence_chars},
+        "samples": {"type": "integer", "minimum": 1, "maximum": max_samples, "default": default_samples},
+        "verified": {"type": "boolean", "default": True},
+    }
+    for name, shape in plain.items():
+        if name in properties:
+            properties[name] = _plain_optional(properties[name], shape)
+    return {**schema, "properties": properties}
+
+
+def _plain_optional(advertised: Mapping[str, Any], shape: dict[str, Any]) -> dict[str, Any]:
+    """An optional property as `shape` with its title and description: no `anyOf` null branch, no
+    `default: null` (a value its own type rejects; `shape` gives the real default where there is one)."""
+    return {**{k: v for k, v in advertised.items() if k not in ("anyOf", "default", "type")}, **shape}
 
 
 class AnswerView(Apps):

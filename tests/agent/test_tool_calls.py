@@ -7,15 +7,8 @@ import json
 import pytest
 
 from agent.episode import ToolCall
-from agent.replies import (
-    ParsedCompletion,
-    extract_final_sql,
-    last_bare_statement,
-    last_sql_fence,
-    parse_completion,
-    read_final_sql,
-    split_think,
-)
+from agent.final_sql import extract_final_sql, last_bare_statement, last_sql_fence, read_final_sql
+from agent.replies import ParsedCompletion, parse_completion, split_think
 
 TOOL_LIST = (
     "list_tables, describe_table, foreign_keys, join_path, sample_rows, distinct_values, run_query, submit_sql"

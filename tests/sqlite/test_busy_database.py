@@ -22,7 +22,7 @@ from agent.sqlite import Database, QueryResult, QueryStatus, WorkerLimits, Worke
 from agent.tools import Environment, run_tool
 from agent.tools.trained_text import render_failure
 from mcp_server.answer.answer_text import render_answer_text
-from mcp_server.answer.output import answer_from_episode
+from mcp_server.answer.samples import answer_from_episode
 from tests.support.music_episodes import QUESTION, SCHEMA_SQL, run, script
 from tests.support.policies import assistant_reply, tool_call
 

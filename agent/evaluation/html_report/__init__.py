@@ -17,10 +17,11 @@ from pathlib import Path
 from ...errors import ConfigError
 from .cache_reuse import cache_section
 from .charts import plotting_available, require_plotting
+from .comparison import comparison_charts, comparison_headline, flipped
 from .data import DIFFICULTY, Run, label_groupings, load_run, pair_runs, run_summary
 from .episodes import browser, esc
 from .page import document
-from .sections import comparison_charts, comparison_headline, flipped, headline, run_charts
+from .sections import headline, run_charts
 
 __all__ = [
     "Run",

@@ -19,7 +19,8 @@ from agent.errors import (
 from agent.sqlite import BlobRef, ClippedText, ResultCut
 from agent.untrusted import sql_fence
 from mcp_server.answer.answer_text import markdown_table, render_answer_text
-from mcp_server.answer.output import DATA_NOTICE, AnswerOutput, answer_from_episode, call_summary
+from mcp_server.answer.output import DATA_NOTICE, AnswerOutput
+from mcp_server.answer.samples import answer_from_episode, call_summary
 from mcp_server.answer.tool_errors import (
     empty_question,
     episode_timeout,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.errors import ConfigError
-from mcp_server.answer.door import advertised_input_schema
+from mcp_server.answer.view import advertised_input_schema
 from mcp_server.config.command_line import parse_settings
 from mcp_server.serving.access import Caller, CallerToken, token_table
 from mcp_server.serving.log_format import JsonLogFormatter

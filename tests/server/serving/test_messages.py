@@ -8,8 +8,9 @@ import pytest
 
 from agent.errors import BackendUnreachable
 from agent.text import sentence
-from mcp_server.answer.answer_text import queued_message, render_answer_text
+from mcp_server.answer.answer_text import render_answer_text
 from mcp_server.answer.output import AnswerOutput
+from mcp_server.answer.samples import queued_message
 from mcp_server.serving.draining import DrainResult, drain_summary
 from tests.support.mcp import BOOK_GOLD
 from tests.support.mcp_in_process import ask, build

@@ -89,7 +89,10 @@ class StatementGuard:
         self.denied: str | None = None
         self.hidden = False  # the denial is a hide rule's, not the read-only guard's
         self.missing = False  # ... worded as SQLite's error for a missing name
-        self.withheld = hiding.Withheld()
+        self.withheld = hiding.NOTHING_WITHHELD
+        # bool(withheld), kept as a plain attribute: the authorizer runs for every name of
+        # every statement, and Withheld.__bool__ is a Python call.
+        self.withholding = False
         self.sql = ""  # the statement, for refusals that quote its names
         self.pragma_table = False
         self.modules: frozenset[str] | None = None  # virtual table modules (eponymous tables' names)
@@ -104,7 +107,8 @@ class StatementGuard:
         self.denied = None
         self.hidden = False
         self.missing = False
-        self.withheld = withheld or hiding.Withheld()
+        self.withheld = withheld or hiding.NOTHING_WITHHELD
+        self.withholding = self.withheld is not hiding.NOTHING_WITHHELD
         self.sql = sql
         self.pragma_table = False
         self._cte_names = None
@@ -115,7 +119,7 @@ class StatementGuard:
         """SQLite's authorizer callback: SQLITE_OK for what a reading statement may do, else SQLITE_DENY."""
         if self.first_action is None:
             self.first_action = action
-        if self.withheld and action == sqlite3.SQLITE_READ and arg1:
+        if self.withholding and action == sqlite3.SQLITE_READ and arg1:
             # The schema read a pragma_* table makes when it is first prepared is not the model's.
             implicit = self.pragma_table and arg1 == "sqlite_master" and arg2 == "ROWID"
             refusal = (
@@ -132,12 +136,12 @@ class StatementGuard:
         if action == sqlite3.SQLITE_FUNCTION:
             if (arg2 or "").lower() in _DENIED_FUNCTIONS:
                 return self._deny(f"function {arg2}() is not allowed")
-            if self.withheld and (arg2 or "").lower() in _LAYOUT_FUNCTIONS:
+            if self.withholding and (arg2 or "").lower() in _LAYOUT_FUNCTIONS:
                 return self._hide(Refusal(f"function {arg2}() is not available on this database"))
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_PRAGMA:
             name = (arg1 or "").lower()
-            if self.withheld and name in hiding.DESCRIBING_PRAGMAS:
+            if self.withholding and name in hiding.DESCRIBING_PRAGMAS:
                 return self._hide(
                     Refusal(f"PRAGMA {arg1} is not available on this database; {hiding.SCHEMA_HINT}")
                 )

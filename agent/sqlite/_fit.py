@@ -7,9 +7,8 @@ the result records each cut so the answer can say what was cut and how to get le
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from .types import BlobRef, ClippedText
@@ -17,9 +16,6 @@ from .types import BlobRef, ClippedText
 MIN_CELL_CHARS = 100  # text cells are never clipped shorter than this to fit more columns
 _ROW_OVERHEAD = 4  # brackets and separators of one row in JSON
 _CLIPPED_OVERHEAD = 24  # what a clipped cell adds when shown: `…[12,345 chars]`
-# A character JSON (ASCII-escaped) writes as more than itself: outside printable ASCII, a quote,
-# a backslash. Text without one weighs its length and its two quotes, no encoding needed.
-_ESCAPED_IN_JSON = re.compile(r'[^ -~]|["\\]')
 
 
 def clip_value(value: Any, cell_limit: int | None) -> Any:
@@ -43,22 +39,38 @@ def clip_row(row: tuple[Any, ...], cell_limit: int | None) -> tuple[Any, ...]:
     return row
 
 
+def _json_length(text: str) -> int:
+    """The length of `text` as a JSON string (ASCII-escaped, quotes included), as json.dumps writes it."""
+    # json.dumps(text) is this very function behind two Python calls (JSONEncoder.encode).
+    return len(encode_basestring_ascii(text))
+
+
 def cell_weight(value: Any) -> int:
     """An upper bound of the bytes a cell takes in the JSON answer (ASCII-escaped)."""
     if value is None:
         return 5
     if isinstance(value, str):
-        return len(value) + 3 if _ESCAPED_IN_JSON.search(value) is None else len(json.dumps(value)) + 1
+        return _json_length(value) + 1
     if isinstance(value, ClippedText):
-        return len(json.dumps(value.prefix)) + _CLIPPED_OVERHEAD
+        return _json_length(value.prefix) + _CLIPPED_OVERHEAD
     if isinstance(value, bytes):
         return len(value) * 2 + 4
-    return len(str(value)) + 1 if isinstance(value, int | float) else _CLIPPED_OVERHEAD
+    return len(str(value)) + 1 if isinstance(value, (int, float)) else _CLIPPED_OVERHEAD
 
 
 def row_weight(row: tuple[Any, ...]) -> int:
     """Bytes of one row in the JSON answer (an upper bound)."""
-    return _ROW_OVERHEAD + sum(map(cell_weight, row))
+    weight = _ROW_OVERHEAD
+    for value in row:
+        # The usual cells weighed here, as cell_weight would: a call per cell costs more than this.
+        kind = type(value)
+        if kind is int:
+            weight += len(str(value)) + 1
+        elif kind is str:
+            weight += len(encode_basestring_ascii(value)) + 1
+        else:
+            weight += cell_weight(value)
+    return weight
 
 
 @dataclass
@@ -97,13 +109,14 @@ class ResultFitter:
 
     def _cell_chars(self) -> int:
         # With a budget, blobs are always sizes and text is always clippable.
-        limits = [x for x in (self.cell_limit, self.cells_cut_to) if x is not None]
-        return min(limits) if limits else self.budget or 0
+        if self.cells_cut_to is None:
+            return (self.budget or 0) if self.cell_limit is None else self.cell_limit
+        return self.cells_cut_to if self.cell_limit is None else min(self.cell_limit, self.cells_cut_to)
 
     def _add_first(self, raw: tuple[Any, ...]) -> bool:
         """The first row decides how far cells are clipped and how many columns are kept."""
         assert self.budget is not None
-        header = [len(json.dumps(name)) + 1 for name in self.columns]
+        header = [_json_length(name) + 1 for name in self.columns]
         row = clip_row(raw, self._cell_chars())
         if sum(header) + row_weight(row) > self.budget:
             # Clip every text cell to an equal share first: more columns stay visible.

@@ -116,7 +116,7 @@ class GuardedConnection:
         bound too); without them nothing is bound.
         """
         start = time.monotonic()
-        withheld = self.resolved_hiding(hide)[0] if hide else hiding.Withheld()
+        withheld = self.resolved_hiding(hide)[0] if hide else hiding.NOTHING_WITHHELD
         if refusal := statement_refusal(withheld, sql):  # what SQLite resolves unauthorized
             return _refused(refusal, time.monotonic() - start)
         self.guard.reset(start + timeout, withheld, sql)
@@ -188,10 +188,9 @@ class GuardedConnection:
             )
         kept = fitter.kept_columns if fitter.kept_columns >= 0 else len(fitter.columns)
         authorizer_tables = set(self.guard.tables_read)
-        if program is not None:  # a CTE only counted is no table read
-            authorizer_tables -= self.catalog.unread_counts(
-                counted_names(self.guard.tables_read, self.guard.columns_read), tables
-            )
+        counted = counted_names(self.guard.tables_read, self.guard.columns_read)
+        if program is not None and counted:  # a CTE only counted is no table read
+            authorizer_tables -= self.catalog.unread_counts(counted, tables)
         return QueryResult(
             QueryStatus.OK,
             fitter.columns[:kept],

@@ -151,7 +151,7 @@ class _Worker:
     def send(self, request: QueryRequest | SchemaRequest) -> tuple[int, float]:
         """Send one request to a ready worker: (its id, the moment past which the worker is killed)."""
         self._next_id += 1
-        self.outbox.send((self._next_id, request))
+        self.outbox.send_bytes(pickle.dumps((self._next_id, request)))  # send() builds a ForkingPickler
         return self._next_id, time.monotonic() + request.timeout + self.limits.kill_grace
 
     def reply(self, request_id: int, deadline: float, cancel: CancelToken | None) -> Any:

@@ -96,8 +96,12 @@ def statement_reads(
 
 def counted_names(tables: Iterable[str], columns: Iterable[Read]) -> set[str]:
     """The authorizer's tables read with no column (`count(*) FROM name`)."""
-    named = {_folded(table) for table, _ in columns}
-    return {table for table in tables if _folded(table) not in named}
+    exact = {table for table, _ in columns}
+    rest = [table for table in tables if table not in exact]  # usually none: nothing to fold
+    if not rest:
+        return set()
+    named = {table.casefold() for table in exact}
+    return {table for table in rest if table.casefold() not in named}
 
 
 def merged(program: set[_Name], authorizer: set[_Name]) -> frozenset[_Name]:
@@ -106,6 +110,8 @@ def merged(program: set[_Name], authorizer: set[_Name]) -> frozenset[_Name]:
     The authorizer names a table only counted (`SELECT count(*) FROM CUSTOMER`) as the SQL
     spells it.
     """
+    if authorizer <= program:  # each spelled as the program spells it: nothing to fold
+        return frozenset(program)
     spelled = {_folded(name) for name in program}
     return frozenset(program | {name for name in authorizer if _folded(name) not in spelled})
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing.connection
+import pickle
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,7 +112,8 @@ def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int, set
         except Exception as exc:  # carried to the parent, which raises it as our error
             _drop(connections, key)
             reply = WorkerFailure(type(exc).__name__, str(exc))
-        outbox.send((request_id, reply))
+        # As Connection.send, less the ForkingPickler (and its dispatch table) it builds per message.
+        outbox.send_bytes(pickle.dumps((request_id, reply)))
 
 
 def _drop(

@@ -184,6 +184,9 @@ class Withheld:
         return folded in self.tables or (folded, column.casefold()) in self.columns
 
 
+NOTHING_WITHHELD = Withheld()  # what a statement without rules runs under (frozen: one is shared)
+
+
 def unchecked_join_risk(
     sql: str, risky: frozenset[str] | set[str], visible: frozenset[tuple[str, str]]
 ) -> bool:

@@ -1,7 +1,8 @@
 """All SQLite access: validated paths, guarded read-only workers, cached schema facts.
 
 Nothing outside this package opens a database. Statements run in killable worker
-processes (`_worker`, started and killed by `_pool`, cancelled through `_cancel`) on
+processes (`_worker`, each started and killed as a `_process`, kept by `_pool`, cancelled
+through `_cancel`) on
 connections guarded by an allow-list authorizer (`_guard` opens them, `_authorizer` decides,
 `_schema_read` reads their schema).
 `text_index` ranks similar questions with FTS5 in a private in-memory index (never a user's file).
@@ -31,7 +32,8 @@ import anyio
 from ..errors import DatabasePathError
 from ._cancel import CancelToken
 from ._paths import SQLITE_HEADER, stat_signature
-from ._pool import WorkerLimits, WorkerPool
+from ._pool import WorkerPool
+from ._process import WorkerLimits
 from ._sql_names import sql_names
 from ._worker import QueryRequest, SchemaRequest
 from .hiding import HideRules, hiding_findings

@@ -1,6 +1,6 @@
 """The SQLite worker process: what it is asked (a query or the schema) and the loop that answers.
 
-It runs in its own interpreter, started by the pool (`_pool.py`), under an address-space cap, and
+It runs in its own interpreter, started by the parent (`_process.py`), under an address-space cap, and
 owns every SQLite connection: each on a guarded connection (`_guard.py`) for one file and rule set.
 Our own failures come back as values (`WorkerFailure`), which the pool raises as our errors.
 """

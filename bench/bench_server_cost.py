@@ -28,8 +28,11 @@ process, so the server's process tree holds the server and its SQLite workers on
    calling every server once in a new order, after a warm-up; each process tree's CPU and context
    switches per call. Beside them the floors: our server whose tool answers with a prebuilt
    response (no SQL, no building, no audit), the SDK's MCPServer with a no-op tool (over the SDK's
-   stdio transport, and over ours on the event loop), and the SDK's low-level server over ours
-   running the SQL in process with sqlite3. With --before REF, that commit's server too; with
+   stdio transport, and over ours on the event loop), the SDK's low-level server over ours
+   running the SQL in process with sqlite3, and the same server answering with our structured
+   answer, built and fitted as ours is (the least a hit can cost with our answer kept: the SQL read-
+   only under an authorizer and a progress handler; no worker process, no tool layer, no audit).
+   With --before REF, that commit's server too; with
    --instructions N, each server under callgrind for N calls, its instructions per call by process
    and thread. Goal: ours <= 1.0x DBHub.
    DBHub needs `npm install --prefix DIR @bytebase/dbhub` (DIR defaults to $TMPDIR/dbhub) and

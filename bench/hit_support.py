@@ -107,6 +107,71 @@ async def main():
 anyio.run(main)
 """
 
+# The least a verified hit can cost with our answer kept: the low-level server over pipes read on the
+# event loop, the SQL run in process (read-only, an allow-reads authorizer and a progress handler, as
+# the guarantees ask), and our structured answer (AnswerOutput) built and fitted to its text and
+# budget (sizing.fitted_response) as our server does. Left out: our worker process, the SDK's tool
+# layer, our middleware, quotas, the library lookup, the audit and the question's task.
+LOWLEVEL_ANSWER_SERVER = """\
+import sqlite3, sys, time
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp_server.answer.output import AnswerOutput, VerifiedSource
+from mcp_server.answer.sizing import fitted_response
+from mcp_server.config.limits import AnswerLimits
+from mcp_server.serving.stdio_shim import claimed_pipes
+
+path, question, library = sys.argv[1], sys.argv[2], sys.argv[3]
+connection = sqlite3.connect(path, uri=True, check_same_thread=False)
+READS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
+connection.set_authorizer(lambda action, *_: sqlite3.SQLITE_OK if action in READS else sqlite3.SQLITE_DENY)
+deadline = [0.0]
+connection.set_progress_handler(lambda: int(time.monotonic() > deadline[0]), 1000)
+limits = AnswerLimits(max_rows=50, cell_chars=1000, query_timeout=10.0, episode_timeout=300.0)
+
+
+async def list_tools(ctx, params):
+    return types.ListToolsResult(tools=[types.Tool(name="answer_sql_question", input_schema={
+        "type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]})])
+
+
+async def call_tool(ctx, params):
+    started = time.perf_counter()
+    sql = params.arguments["sql"]
+    deadline[0] = time.monotonic() + limits.query_timeout
+    cursor = connection.execute(sql)
+    columns = [d[0] for d in cursor.description]
+    rows = [list(row) for row in cursor.fetchmany(limits.max_rows + 1)]
+    answer = AnswerOutput(
+        database="chinook", question=params.arguments["question"], sql=sql, columns=columns,
+        rows=rows[: limits.max_rows], row_count=len(rows), truncated=len(rows) > limits.max_rows,
+        status="verified", stop_reason="verified_answer", rounds=0, tool_calls=0, tokens=0,
+        seconds=round(time.perf_counter() - started, 3), model="verified library",
+        tables=["Customer", "Invoice"],
+        columns_read={
+            "Customer": ["Country", "CustomerId", "FirstName", "LastName"], "Invoice": ["CustomerId"]
+        },
+        agreement=None, samples=0, samples_finished=0, error=None, trace=[],
+        verified=VerifiedSource(library=library, line=1, question=question, added_by=None, added_at=None),
+    )
+    return fitted_response(answer, limits)
+
+
+server = Server("lowlevel-answer", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def main():
+    with claimed_pipes() as pipes:
+        assert pipes is not None, "stdin and stdout must be pipes"
+        async with stdio_server(stdin=pipes.stdin, stdout=pipes.stdout) as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+
+anyio.run(main)
+"""
+
 
 @dataclass
 class RawServer:
@@ -314,15 +379,19 @@ def hit_sides(
     }
     noop, noop_shim = tmp / "noop_server.py", tmp / "noop_shim_server.py"
     lowlevel, prebuilt = tmp / "lowlevel_sql_server.py", tmp / "prebuilt_server.py"
+    lowlevel_answer = tmp / "lowlevel_answer_server.py"
+    lowlevel_answer.write_text(LOWLEVEL_ANSWER_SERVER)
     noop.write_text(NOOP_SERVER)
     noop_shim.write_text(NOOP_SHIM_SERVER)
     prebuilt.write_text(PREBUILT_SERVER)
     lowlevel.write_text(LOWLEVEL_SQL_SERVER)
 
-    def ours(server: RawServer) -> None:
-        result = server.call_tool("answer_sql_question", {"question": question})
+    def ours_answer(result: dict[str, Any]) -> None:
         status = (result.get("structuredContent") or {}).get("status")
         assert status == "verified", result
+
+    def ours(server: RawServer) -> None:
+        ours_answer(server.call_tool("answer_sql_question", {"question": question}))
 
     def rows(server: RawServer, tool: str, arguments: dict[str, Any]) -> None:
         result = server.call_tool(tool, arguments)
@@ -364,6 +433,13 @@ def hit_sides(
             lambda s: rows(s, "run_sql", {"sql": sql}),
             env,
             tmp,
+        ),
+        HitSide(
+            "floor: low-level, no threads, sqlite3, our answer",
+            [python, str(lowlevel_answer), chinook.as_uri() + "?mode=ro", question, library.name],
+            lambda s: ours_answer(s.call_tool("answer_sql_question", {"question": question, "sql": sql})),
+            env,
+            root,
         ),
     ]
     return sides

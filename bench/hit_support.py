@@ -108,28 +108,51 @@ anyio.run(main)
 """
 
 # The least a verified hit can cost with our answer kept: the low-level server over pipes read on the
-# event loop, the SQL run in process (read-only, an allow-reads authorizer and a progress handler, as
-# the guarantees ask), and our structured answer (AnswerOutput) built and fitted to its text and
-# budget (sizing.fitted_response) as our server does. Left out: our worker process, the SDK's tool
-# layer, our middleware, quotas, the library lookup, the audit and the question's task.
+# event loop and our structured answer (AnswerOutput) built and fitted to its text and budget
+# (sizing.fitted_response) as our server does, its SQL run either in process (read-only, under an
+# allow-reads authorizer and a progress handler) or through our guarded SQLite worker (agent's
+# Database: the worker process, its authorizer and hide rules, time and memory limits, the byte
+# budget), as the last argument says. Left out: the SDK's tool layer, our middleware, quotas, the
+# library lookup, the audit and the question's task.
 LOWLEVEL_ANSWER_SERVER = """\
 import sqlite3, sys, time
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from agent import Database, HideRules
 from mcp_server.answer.output import AnswerOutput, VerifiedSource
 from mcp_server.answer.sizing import fitted_response
 from mcp_server.config.limits import AnswerLimits
 from mcp_server.serving.stdio_shim import claimed_pipes
 
-path, question, library = sys.argv[1], sys.argv[2], sys.argv[3]
-connection = sqlite3.connect(path, uri=True, check_same_thread=False)
-READS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
-connection.set_authorizer(lambda action, *_: sqlite3.SQLITE_OK if action in READS else sqlite3.SQLITE_DENY)
-deadline = [0.0]
-connection.set_progress_handler(lambda: int(time.monotonic() > deadline[0]), 1000)
+path, question, library, where = sys.argv[1:5]
 limits = AnswerLimits(max_rows=50, cell_chars=1000, query_timeout=10.0, episode_timeout=300.0)
+READS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
+deadline = [0.0]
+if where.startswith("in-process"):
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    connection.set_authorizer(lambda action, *_: sqlite3.SQLITE_OK if action in READS else sqlite3.SQLITE_DENY)
+    connection.set_progress_handler(lambda: int(time.monotonic() > deadline[0]), 1000)
+else:
+    database = Database(path, hide=HideRules())
+
+
+async def run(sql):
+    if where.startswith("in-process"):
+        deadline[0] = time.monotonic() + limits.query_timeout
+        cursor = connection.execute(sql)
+        columns = [d[0] for d in cursor.description]
+        rows = [list(row) for row in cursor.fetchmany(limits.max_rows + 1)]
+        read = {"Customer": ["Country", "CustomerId", "FirstName", "LastName"], "Invoice": ["CustomerId"]}
+        return columns, rows[: limits.max_rows], len(rows), len(rows) > limits.max_rows, read
+    result = await database.aquery(
+        sql, max_rows=limits.max_rows, timeout=limits.query_timeout, byte_budget=limits.max_result_bytes
+    )
+    read = {}
+    for table, column in sorted(result.columns_read):
+        read.setdefault(table, []).append(column)
+    return list(result.columns), [list(r) for r in result.rows], result.total_rows, result.truncated, read
 
 
 async def list_tools(ctx, params):
@@ -137,26 +160,26 @@ async def list_tools(ctx, params):
         "type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]})])
 
 
+built = []
+
+
 async def call_tool(ctx, params):
     started = time.perf_counter()
     sql = params.arguments["sql"]
-    deadline[0] = time.monotonic() + limits.query_timeout
-    cursor = connection.execute(sql)
-    columns = [d[0] for d in cursor.description]
-    rows = [list(row) for row in cursor.fetchmany(limits.max_rows + 1)]
+    columns, rows, count, truncated, read = await run(sql)
+    if where == "in-process, answer built once" and built:
+        return built[0]
     answer = AnswerOutput(
         database="chinook", question=params.arguments["question"], sql=sql, columns=columns,
-        rows=rows[: limits.max_rows], row_count=len(rows), truncated=len(rows) > limits.max_rows,
+        rows=rows, row_count=count, truncated=truncated,
         status="verified", stop_reason="verified_answer", rounds=0, tool_calls=0, tokens=0,
         seconds=round(time.perf_counter() - started, 3), model="verified library",
-        tables=["Customer", "Invoice"],
-        columns_read={
-            "Customer": ["Country", "CustomerId", "FirstName", "LastName"], "Invoice": ["CustomerId"]
-        },
+        tables=sorted(read), columns_read=read,
         agreement=None, samples=0, samples_finished=0, error=None, trace=[],
         verified=VerifiedSource(library=library, line=1, question=question, added_by=None, added_at=None),
     )
-    return fitted_response(answer, limits)
+    built.append(fitted_response(answer, limits))
+    return built[-1]
 
 
 server = Server("lowlevel-answer", on_list_tools=list_tools, on_call_tool=call_tool)
@@ -434,12 +457,19 @@ def hit_sides(
             env,
             tmp,
         ),
-        HitSide(
-            "floor: low-level, no threads, sqlite3, our answer",
-            [python, str(lowlevel_answer), chinook.as_uri() + "?mode=ro", question, library.name],
-            lambda s: ours_answer(s.call_tool("answer_sql_question", {"question": question, "sql": sql})),
-            env,
-            root,
-        ),
     ]
+    for where, name in (
+        ("in-process, answer built once", "sqlite3 in process, our answer built once"),
+        ("in-process", "sqlite3 in process, our answer"),
+        ("worker", "our SQLite worker, our answer"),
+    ):
+        sides.append(
+            HitSide(
+                f"floor: low-level, {name}",
+                [python, str(lowlevel_answer), str(chinook), question, library.name, where],
+                lambda s: ours_answer(s.call_tool("answer_sql_question", {"question": question, "sql": sql})),
+                env,
+                root,
+            )
+        )
     return sides

@@ -184,7 +184,8 @@ async def burst(url: str, n: int, repeats: int, serial_n: int, tmp: Path) -> Bur
     """Blocks S A A S ... of `n` questions at once and `serial_n` one after another on one server."""
     questions = list(islice(cycle(DEMO_GOLD), n))
     started = time.perf_counter()
-    # A token (stdio's too) runs 16 episodes at once by default: the rest would wait.
+    # A token (stdio's too) runs 16 episodes at once by default, the rest waiting, and holds at most
+    # 16 questions being answered, refusing more: a burst of more asks for room for all of them.
     args = [
         "--demo",
         "--ollama-host",
@@ -194,6 +195,8 @@ async def burst(url: str, n: int, repeats: int, serial_n: int, tmp: Path) -> Bur
         "--runtime-slots",
         str(n),
         "--token-max-concurrent",
+        str(max(n, 16)),
+        "--token-max-working",
         str(max(n, 16)),
     ]
     async with sqale_mcp(args, tmp) as client:

@@ -34,8 +34,8 @@ from ._cancel import CancelToken
 from ._paths import SQLITE_HEADER, stat_signature
 from ._pool import WorkerPool
 from ._process import WorkerLimits
+from ._requests import QueryRequest, SchemaRequest
 from ._sql_names import sql_names
-from ._worker import QueryRequest, SchemaRequest
 from .hiding import HideRules, hiding_findings
 from .sql_text import first_keyword
 from .types import (

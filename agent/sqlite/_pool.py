@@ -17,7 +17,7 @@ import anyio
 from ..errors import DatabaseBusyError, DatabasePathError, DatabaseWorkerError
 from ._cancel import CancelToken
 from ._process import WorkerLimits, WorkerProcess
-from ._worker import QueryRequest, SchemaRequest, WorkerFailure
+from ._requests import QueryRequest, SchemaRequest, WorkerFailure
 from .types import QueryResult, QueryStatus, Schema
 
 

@@ -21,7 +21,7 @@ import anyio
 from ..errors import DatabaseWorkerError
 from ._cancel import CancelCell, CancelToken
 from ._opening import GuardSettings
-from ._worker import QueryRequest, SchemaRequest
+from ._requests import QueryRequest, SchemaRequest
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ import contextlib
 import multiprocessing.connection
 import pickle
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,39 +18,8 @@ from ._cancel import CancelCell
 from ._guard import GuardedConnection
 from ._opening import GuardSettings, busy_error
 from ._paths import NotADatabaseFile, check_database_file
+from ._requests import SchemaRequest, WorkerFailure
 from .hiding import HideRules
-from .types import SqlValue
-
-
-@dataclass(frozen=True)
-class QueryRequest:
-    path: str
-    sql: str
-    max_rows: int
-    count_cap: int
-    cell_limit: int | None
-    timeout: float
-    byte_budget: int | None = None  # bytes the rows may weigh as JSON; cut in the worker
-    hide: HideRules | None = None  # tables and columns the statement may not read
-    reads: bool = True  # complete tables_read/columns_read from the statement's program
-    # Values bound to the statement's named parameters (`:month`): bound by SQLite, never
-    # spliced into the text. Empty: the statement is run without binding anything.
-    params: tuple[tuple[str, SqlValue], ...] = ()
-
-
-@dataclass(frozen=True)
-class SchemaRequest:
-    path: str
-    timeout: float
-    hide: HideRules | None = None  # tables and columns left out of the schema
-
-
-@dataclass(frozen=True)
-class WorkerFailure:
-    """Raised-in-worker failure carried back as a value (our bug, re-raised in the parent)."""
-
-    kind: str
-    message: str
 
 
 def worker_main(read_fd: int, write_fd: int, cancel_fd: int, memory_mb: int, settings: GuardSettings) -> None:

@@ -46,6 +46,17 @@ SERVER_SIDE = frozenset(
 )
 HTTP_CLIENT = frozenset({"httpx", "httpcore", "h11", "ollama"})
 HTTP_SERVING_AND_TELEMETRY = frozenset({"uvicorn", "starlette", "sse_starlette", "opentelemetry"})
+# The SQLite worker's loop and what runs a statement there: the worker process loads them, the
+# server never does (it sends requests, agent/sqlite/_requests.py).
+WORKER_ONLY = frozenset(
+    {
+        "agent.sqlite._worker",
+        "agent.sqlite._guard",
+        "agent.sqlite._authorizer",
+        "agent.sqlite._reads",
+        "agent.sqlite._fit",
+    }
+)
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -168,7 +179,8 @@ def test_commands_without_a_model_load_neither_server_nor_http_client(
 @pytest.mark.slow  # a subprocess per command
 def test_stdio_server_loads_no_http_serving_or_telemetry_before_initialize(fake_ollama, tmp_path: Path) -> None:
     """Up to its `initialize` reply the stdio server loads no module of uvicorn, starlette or
-    OpenTelemetry that the SDK's minimal stdio server does not load, nor our HTTP layers."""
+    OpenTelemetry that the SDK's minimal stdio server does not load, nor our HTTP layers, nor the
+    SQLite worker's own modules (its databases are checked on a worker process started meanwhile)."""
     minimal = tmp_path / "minimal_server.py"
     minimal.write_text(MINIMAL_SERVER, encoding="utf-8")
     sdk = set(initialize_imports([str(minimal)], tmp_path))
@@ -182,6 +194,7 @@ def test_stdio_server_loads_no_http_serving_or_telemetry_before_initialize(fake_
         for m in beyond
         if m.partition(".")[0] in HTTP_SERVING_AND_TELEMETRY
         or m.startswith(("mcp_server.serving.http_transport", "mcp_server.serving.uvicorn_shim"))
+        or m in WORKER_ONLY
     ] == []
 
 

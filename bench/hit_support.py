@@ -69,6 +69,19 @@ Answering.ask = prebuilt
 sys.exit(main())
 """
 
+# How both low-level servers below serve: over pipes read on the event loop, as sqale-mcp does.
+LOWLEVEL_SERVING = """
+
+async def main():
+    with claimed_pipes() as pipes:
+        assert pipes is not None, "stdin and stdout must be pipes"
+        async with stdio_server(stdin=pipes.stdin, stdout=pipes.stdout) as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+
+anyio.run(main)
+"""
+
 # The low-level server over pipes read on the event loop, answering one tool with SQL run in process.
 LOWLEVEL_SQL_SERVER = """\
 import json, sqlite3, sys
@@ -95,16 +108,6 @@ async def call_tool(ctx, params):
 
 
 server = Server("lowlevel-sql", on_list_tools=list_tools, on_call_tool=call_tool)
-
-
-async def main():
-    with claimed_pipes() as pipes:
-        assert pipes is not None, "stdin and stdout must be pipes"
-        async with stdio_server(stdin=pipes.stdin, stdout=pipes.stdout) as (read, write):
-            await server.run(read, write, server.create_initialization_options())
-
-
-anyio.run(main)
 """
 
 # The least a verified hit can cost with our answer kept: the low-level server over pipes read on the
@@ -183,16 +186,6 @@ async def call_tool(ctx, params):
 
 
 server = Server("lowlevel-answer", on_list_tools=list_tools, on_call_tool=call_tool)
-
-
-async def main():
-    with claimed_pipes() as pipes:
-        assert pipes is not None, "stdin and stdout must be pipes"
-        async with stdio_server(stdin=pipes.stdin, stdout=pipes.stdout) as (read, write):
-            await server.run(read, write, server.create_initialization_options())
-
-
-anyio.run(main)
 """
 
 
@@ -403,11 +396,11 @@ def hit_sides(
     noop, noop_shim = tmp / "noop_server.py", tmp / "noop_shim_server.py"
     lowlevel, prebuilt = tmp / "lowlevel_sql_server.py", tmp / "prebuilt_server.py"
     lowlevel_answer = tmp / "lowlevel_answer_server.py"
-    lowlevel_answer.write_text(LOWLEVEL_ANSWER_SERVER)
+    lowlevel_answer.write_text(LOWLEVEL_ANSWER_SERVER + LOWLEVEL_SERVING)
     noop.write_text(NOOP_SERVER)
     noop_shim.write_text(NOOP_SHIM_SERVER)
     prebuilt.write_text(PREBUILT_SERVER)
-    lowlevel.write_text(LOWLEVEL_SQL_SERVER)
+    lowlevel.write_text(LOWLEVEL_SQL_SERVER + LOWLEVEL_SERVING)
 
     def ours_answer(result: dict[str, Any]) -> None:
         status = (result.get("structuredContent") or {}).get("status")

@@ -19,11 +19,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .sampling import SampledAnswer
 from .sql_differences import differences_text
 from .text import plain_label, plural
+
+if TYPE_CHECKING:  # the sampling loads the episode's loop; the settings read AskMode without it
+    from .sampling import SampledAnswer
 
 MAX_OPTIONS = 4  # distinct results offered; the rest are counted in the message
 OPTION_CHARS = 200  # one option's line

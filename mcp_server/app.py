@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.context import ServerMiddleware, ServerRequestContext
@@ -20,7 +21,6 @@ from agent import (
     AskMode,
     ConfigError,
     PromptSet,
-    VerifiedLibrary,
     WorkerLimits,
     WorkerPool,
     make_backend,
@@ -30,8 +30,6 @@ from agent import (
 
 from .answer.door import Admission, StructuredToolErrors, answer_sql_question
 from .answer.output import TOOL_NAME
-from .answer.question import Answering, answering
-from .answer.sizing import result_size_meta
 from .answer.view import (
     Advertise,
     AnswerView,
@@ -50,7 +48,7 @@ from .config.catalog import (
 )
 from .config.description import example_question, tool_description
 from .config.libraries import open_libraries
-from .config.limits import MAX_ROWS_BYTES, AnswerLimits, answer_size_notice
+from .config.limits import MAX_ROWS_BYTES, AnswerLimits, answer_size_notice, result_size_meta
 from .config.server_settings import ServerSettings
 from .serving.access import TokenTable, caller_of, token_table
 from .serving.draining import QuestionGate
@@ -58,7 +56,12 @@ from .serving.log_format import configure_logging
 from .serving.metrics import ServerMetrics
 from .serving.stdio_shim import sdk_logging_skipped, serve_stdio
 from .serving.stopping import exit_on_stop_signal, print_tty_notice
-from .state import BackendFactory, EpisodeLog, StateOpening, open_state, server_prompts
+from .state import BackendFactory, EpisodeLog, ServerState, StateOpening, open_state, server_prompts
+
+if TYPE_CHECKING:
+    from agent import VerifiedLibrary
+
+    from .answer.question import Answering
 
 __all__ = ["SqaleServer", "build_server", "configure_logging"]  # configure_logging: for callers
 
@@ -78,7 +81,7 @@ INSTRUCTIONS = (
 )
 
 
-class SqaleServer(MCPServer[StateOpening[Answering]]):
+class SqaleServer(MCPServer["StateOpening[Answering]"]):
     """The MCPServer with one tool; `run()` honours our transport, host, port and auth settings."""
 
     def __init__(
@@ -104,7 +107,8 @@ class SqaleServer(MCPServer[StateOpening[Answering]]):
                     group.start_soon(
                         self._open_state,
                         opening,
-                        answering(
+                        partial(
+                            answering_over,
                             open_state(
                                 settings,
                                 catalog,
@@ -114,7 +118,7 @@ class SqaleServer(MCPServer[StateOpening[Answering]]):
                                 metrics=metrics,
                                 callers=tokens.callers,
                                 libraries=libraries,
-                            )
+                            ),
                         ),
                     )
                     if self.state_before_serving:
@@ -180,15 +184,16 @@ class SqaleServer(MCPServer[StateOpening[Answering]]):
         self.metrics = metrics
 
     async def _open_state(
-        self, opening: StateOpening[Answering], state: AbstractAsyncContextManager[Answering]
+        self, opening: StateOpening[Answering], service: Callable[[], AbstractAsyncContextManager[Answering]]
     ) -> None:
-        """Open the state (opening.hold), on stdio once the first reply is written or after
-        FIRST_REPLY_WAIT: opening it imports the model backend's HTTP client in a thread, whose
-        share of the interpreter would slow the handshake the client is waiting for."""
+        """Open the answering service (opening.hold), on stdio once the first reply is written or
+        after FIRST_REPLY_WAIT: opening it imports the answer path (answering_over), and the model
+        backend's HTTP client in a thread, whose share of the interpreter would slow the handshake
+        the client is waiting for."""
         if self._first_reply is not None:
             with anyio.move_on_after(FIRST_REPLY_WAIT):
                 await self._first_reply.wait()
-        await opening.hold(state)
+        await opening.hold(service())
 
     def run(self, transport: str | None = None, **kwargs: Any) -> None:
         """Serve on `transport` (default: the configured one) until stopped."""
@@ -233,6 +238,17 @@ class SqaleServer(MCPServer[StateOpening[Answering]]):
         await serve_http(
             http_app(mcp_app, settings, self.tokens, self.metrics), settings, drain=self.gate.drain
         )
+
+
+def answering_over(state: AbstractAsyncContextManager[ServerState]) -> AbstractAsyncContextManager[Answering]:
+    """The answering service over the server's `state`, once opened.
+
+    The answer path is imported here, when the state opens: building the server and answering the
+    handshake need none of it (tests/project/test_startup.py checks it is not loaded by then).
+    """
+    from .answer.question import answering
+
+    return answering(state)
 
 
 def request_state_security(settings: ServerSettings) -> RequestStateSecurity:

@@ -16,7 +16,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
 
@@ -32,7 +32,6 @@ from agent import (
     PromptSet,
     Round,
     RuntimeSlots,
-    VerifiedLibrary,
     WorkerLimits,
     WorkerPool,
     cache_advice,
@@ -51,6 +50,9 @@ from .serving.access import Caller
 from .serving.draining import QuestionGate
 from .serving.metrics import MeteredBackend, ServerMetrics
 from .serving.quotas import TokenQuotas, place_sharing_note
+
+if TYPE_CHECKING:  # the libraries are opened (config/libraries.py) only for databases that have one
+    from agent import VerifiedLibrary
 
 logger = logging.getLogger(__name__)
 

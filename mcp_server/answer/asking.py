@@ -55,11 +55,10 @@ from ..config.server_settings import ServerSettings
 from ..ongoing import SendForm
 from .audit import Answered, Awaiting, Call
 from .choice_form import ChoiceForm, ChoiceState, OptionRecord, PersonReply, ViewTokens, answers_forms
-from .output import AnswerOutput, AskedPerson
+from .output import RESULT_META_KEY, AnswerOutput, AskedPerson
 from .samples import answer_from_episode
 
 INPUT_REQUIRED_VERSION = "2026-07-28"  # the first protocol version that asks through `input_required`
-RESULT_META_KEY = "sqale-mcp/answer-view"  # the tool result's `_meta` key the view reads (Apps clients only)
 STATE_TRACE_ARG_CHARS = 200  # a trace argument as the request state keeps it (as a shrunk answer does)
 STATE_MAX_CHARS = 262_144  # past this the state drops the options' traces (the SDK caps a request at 4 MB)
 VIEW_STATE_MAX_CHARS = 32_768  # past this the view's state drops the options' traces (it rides in _meta)

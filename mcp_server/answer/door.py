@@ -29,7 +29,7 @@ import inspect
 import time
 import typing
 from collections.abc import Mapping
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context
@@ -42,12 +42,8 @@ from agent import question_span
 from ..serving.access import Caller, caller_of
 from ..serving.meta import MetaRefused, checked_meta, trace_fields
 from ..serving.quotas import QuotaExceeded
-from ..state import StateOpening
-from .asking import Asker, FormByRetry, ViewChoice
-from .audit import Call, new_question_id
 from .choice_form import ChoiceState
 from .output import TOOL_NAME, AnswerOutput, unanswered
-from .question import Answering
 from .tool_errors import (
     ARGUMENTS_ACCEPTED,
     ERROR_PREFIX,
@@ -61,6 +57,15 @@ from .tool_errors import (
     samples_out_of_range,
     wrong_arguments,
 )
+
+# The answer path (the answering service and what it runs) loads after the server's first reply
+# (app.py): a client waits for that reply at every launch. The functions below import what they
+# run of it when they run; the types are for the type checker.
+if TYPE_CHECKING:
+    from ..state import StateOpening
+    from .asking import Asker
+    from .audit import Call
+    from .question import Answering
 
 SAVE_TOOL_NAME, SAVE_TOOL_TITLE = "save_verified_answer", "Propose as verified"
 SAVE_TOOL_DESCRIPTION = (
@@ -115,6 +120,8 @@ async def answer_sql_question(
     with question_span("mcp", capture_content=service.settings.trace_content) as traced:
         try:
             if ctx.request_state is not None:  # 2026-07-28: the retry bringing the person's reply
+                from .asking import FormByRetry
+
                 return await service.reply(
                     caller,
                     ChoiceState.decode(ctx.request_state),
@@ -150,6 +157,8 @@ async def choose_answer(
     service = await ready_service(ctx.request_context.lifespan_context)
     caller = caller_of(ctx.request_context.request)
     state = service.view_choice(choice, caller)
+    from .asking import ViewChoice
+
     with question_span("mcp", capture_content=service.settings.trace_content) as traced:
         try:
             return await service.reply(caller, state, ViewChoice.reply(option), via="answer_view")
@@ -178,7 +187,7 @@ async def save_verified_answer(
 async def ready_service(lifespan_context: object) -> Answering:
     """The answering service of a handler's lifespan context (a StateOpening), once the state is open."""
     # The SDK types the lifespan's value loosely; ours is the StateOpening the lifespan yields.
-    return await cast(StateOpening[Answering], lifespan_context).ready()
+    return await cast("StateOpening[Answering]", lifespan_context).ready()
 
 
 def checked_call(
@@ -194,6 +203,8 @@ def checked_call(
 ) -> Call:
     """The call the arguments make, checked (one episode by default; --ask-samples when a form may
     ask the person); a CallError says what is wrong with them."""
+    from .audit import Call
+
     settings = service.settings
     asked = checked_text("question", question, settings.max_question_chars)
     if asked is None:
@@ -265,6 +276,8 @@ async def _refused(
 ) -> HandlerResult:
     """The failed result of a call refused for its quota when it arrived, counted and logged as a
     refused question (a save: as a refused save)."""
+    from .audit import new_question_id
+
     given = arguments if isinstance(arguments, Mapping) else {}
     question = given.get("question") if isinstance(given.get("question"), str) else ""
     database = given.get("database") if isinstance(given.get("database"), str) else None

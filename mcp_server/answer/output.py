@@ -4,19 +4,20 @@ vote fill it in samples.py; its readable text is answer_text.py; its size, sizin
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent import (
-    BoundParam,
-    JsonCell,
-)
+from agent import JsonCell
 
 from ..config.limits import LimitName
 from ..ongoing import Ongoing
 
+if TYPE_CHECKING:  # the verified libraries load after the server's first reply (app.py)
+    from agent import BoundParam
+
 TOOL_NAME = "answer_sql_question"
+RESULT_META_KEY = "sqale-mcp/answer-view"  # the tool result's `_meta` key the view reads (Apps clients only)
 # The structured answer's own marker: clients that hand their model the structured content
 # (Claude Code, fast-agent) drop the text's untrusted-data blocks, so the answer says it here too.
 DATA_NOTICE = (

@@ -38,17 +38,13 @@ from .output import AnswerOutput, Candidate
 __all__ = [
     "DEFAULT_ANSWER_CHARS",
     "MAX_ANSWER_CHARS",
-    "RESULT_SIZE_META",
     "answer_chars",
     "fitted_response",
     "js_number_chars",
     "json_chars",
-    "result_size_meta",
     "small_answer",
     "text_chars",
 ]
-
-RESULT_SIZE_META = "anthropic/maxResultSizeChars"  # how a tool raises Claude Code's inline limit
 
 TRACE_ARG_CHARS = 200  # trace arguments once the answer has to shrink
 CANDIDATE_SQL_CHARS = 300  # the other samples' SQL once the answer has to shrink (around where it differs)
@@ -71,13 +67,6 @@ _PYTHON_LARGE_EXPONENT, _JS_LARGE_EXPONENT = 16, 21
 _PYTHON_SMALL_EXPONENT, _JS_SMALL_EXPONENT = -4, -7
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # as JSON.stringify writes
 _STRING_OR_EXPONENT_FLOAT = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|(-?\d+(?:\.\d+)?e[+-]\d+)')
-
-
-def result_size_meta(limits: AnswerLimits) -> dict[str, Any] | None:
-    """The tool's `_meta` raising Claude Code's inline limit, when the limits allow larger answers."""
-    if limits.answer_chars <= DEFAULT_ANSWER_CHARS:
-        return None
-    return {RESULT_SIZE_META: limits.answer_chars}
 
 
 def answer_chars(text: str, structured: dict[str, Any]) -> int:

@@ -43,7 +43,7 @@ from agent import (
 )
 
 from ..config.server_settings import ServerSettings
-from ..serving.access import Caller
+from ..serving.access import Caller, may_save
 from ..serving.metrics import ServerMetrics
 from ..serving.quotas import QuotaExceeded, TokenQuotas
 from .audit import Call, new_question_id
@@ -92,16 +92,6 @@ def with_library(answer: AnswerOutput, consulted: Consulted | None) -> AnswerOut
         for e in consulted.similar
     ]
     return answer.model_copy(update={"similar_verified": similar, "verified_note": consulted.not_served})
-
-
-def may_save(settings: ServerSettings, caller: Caller) -> bool:
-    """True when `caller` may propose verified answers (see the module docstring)."""
-    if not settings.verified_writable:
-        return False
-    if not caller.remote:
-        return True
-    spec = next((t for t in settings.tokens if t.name == caller.name), None)
-    return spec is not None and spec.save_verified
 
 
 def saver(caller: Caller) -> str:

@@ -35,8 +35,7 @@ from agent import AskMode
 
 from ..config.catalog import Catalog
 from ..config.server_settings import ServerSettings
-from ..serving.access import Caller, caller_of
-from .asking import RESULT_META_KEY
+from ..serving.access import Caller, caller_of, may_save
 from .choice_form import answers_forms
 from .door import (
     CHOOSE_TOOL_DESCRIPTION,
@@ -48,8 +47,7 @@ from .door import (
     choose_answer,
     save_verified_answer,
 )
-from .output import TOOL_NAME
-from .verified import may_save
+from .output import RESULT_META_KEY, TOOL_NAME
 
 VIEW_URI = "ui://sqale-mcp/answer-view.html"
 # The result `_meta` key (RESULT_META_KEY) names the app-only tools the page may offer as buttons

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from agent import ConfigError, Database, DatabaseBusyError, VerifiedLibrary, WorkerLimits, WorkerPool
+from agent import ConfigError, Database, DatabaseBusyError, WorkerLimits, WorkerPool
 
 from .catalog import Catalog, checking_engine
+
+if TYPE_CHECKING:  # loaded only when a database has a library: a server without one starts sooner
+    from agent import VerifiedLibrary
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +28,10 @@ def open_libraries(
     ConfigError for a bad path."""
     paths = {e.alias: e.verified.resolve() for e in catalog.entries if e.verified is not None}
     libraries: dict[str, VerifiedLibrary] = {}
+    if not paths:
+        return libraries
+    from agent import VerifiedLibrary
+
     with checking_engine(limits, engine) as checks:
         for entry in catalog.entries:
             if entry.alias not in paths:

@@ -17,6 +17,7 @@ DEFAULT_ANSWER_CHARS = 40_000  # ~10k tokens: under Claude Code's warning, under
 # With the default rows budget, what is left beside the rows for the text, SQL, trace and the rest.
 ROOM_BESIDE_ROWS = DEFAULT_ANSWER_CHARS - ServerSettings.model_fields["max_result_bytes"].default
 MAX_ROWS_BYTES = MAX_ANSWER_CHARS - ROOM_BESIDE_ROWS  # the most rows that leave that room in any answer
+RESULT_SIZE_META = "anthropic/maxResultSizeChars"  # how a tool raises Claude Code's inline limit
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,13 @@ class AnswerLimits:
     def answer_chars(self) -> int:
         """Characters a whole answer may take: its rows' budget and the room beside it."""
         return min(MAX_ANSWER_CHARS, max(DEFAULT_ANSWER_CHARS, self.max_result_bytes + ROOM_BESIDE_ROWS))
+
+
+def result_size_meta(limits: AnswerLimits) -> dict[str, int] | None:
+    """The tool's `_meta` raising Claude Code's inline limit, when the limits allow larger answers."""
+    if limits.answer_chars <= DEFAULT_ANSWER_CHARS:
+        return None
+    return {RESULT_SIZE_META: limits.answer_chars}
 
 
 def answer_size_notice(settings: ServerSettings) -> str | None:

@@ -136,6 +136,17 @@ def token_table(settings: ServerSettings, aliases: Sequence[str]) -> TokenTable:
     return TokenTable(credentials)
 
 
+def may_save(settings: ServerSettings, caller: Caller) -> bool:
+    """True when `caller` may propose verified answers: with --verified-writable, the stdio client;
+    over HTTP only a token whose [tokens.NAME] table says `save-verified = true` (answer/verified.py)."""
+    if not settings.verified_writable:
+        return False
+    if not caller.remote:
+        return True
+    spec = next((t for t in settings.tokens if t.name == caller.name), None)
+    return spec is not None and spec.save_verified
+
+
 def scope_caller(scope: Mapping[str, Any]) -> Caller:
     """The Caller the SDK's bearer backend authenticated for an ASGI scope, or the local caller
     (HTTP on loopback without tokens)."""

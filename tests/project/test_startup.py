@@ -57,6 +57,28 @@ WORKER_ONLY = frozenset(
         "agent.sqlite._fit",
     }
 )
+# What answering a question runs: the stdio server loads it once its first reply is written
+# (app.answering_over), never to build itself or to answer the handshake.
+ANSWER_PATH = frozenset(
+    {
+        "mcp_server.answer.question",
+        "mcp_server.answer.asking",
+        "mcp_server.answer.audit",
+        "mcp_server.answer.samples",
+        "mcp_server.answer.sizing",
+        "mcp_server.answer.answer_text",
+        "mcp_server.answer.verified",
+        "agent.loop",
+        "agent.sampling",
+        "agent.verified",
+    }
+)
+BUILD_SERVER = """\
+import os, sys
+from mcp_server.app import build_server
+from mcp_server.config.command_line import parse_settings
+build_server(parse_settings(sys.argv[1:], os.environ), environ=os.environ)
+"""
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -196,6 +218,14 @@ def test_stdio_server_loads_no_http_serving_or_telemetry_before_initialize(fake_
         or m.startswith(("mcp_server.serving.http_transport", "mcp_server.serving.uvicorn_shim"))
         or m in WORKER_ONLY
     ] == []
+
+
+@pytest.mark.slow  # a subprocess
+def test_the_server_is_built_without_its_answer_path(tmp_path: Path) -> None:
+    """Building the server (settings, databases checked, the tool and its schemas) loads nothing of
+    the answer path: it loads after the first reply, so a client's handshake never waits for it."""
+    modules = set(run_imports(["-c", BUILD_SERVER, "--demo", "--ollama-host", "http://127.0.0.1:9"], tmp_path))
+    assert ("mcp_server.answer.door" in modules, sorted(modules & ANSWER_PATH)) == (True, [])
 
 
 @pytest.mark.slow  # a subprocess per command

@@ -16,7 +16,6 @@ from mcp import Client, StdioServerParameters
 
 from mcp_server.answer.output import AnswerOutput, Candidate, TraceEntry
 from mcp_server.answer.sizing import (
-    RESULT_SIZE_META,
     answer_chars,
     fitted_response,
     js_number_chars,
@@ -24,7 +23,13 @@ from mcp_server.answer.sizing import (
     small_answer,
     text_chars,
 )
-from mcp_server.config.limits import DEFAULT_ANSWER_CHARS, MAX_ANSWER_CHARS, MAX_ROWS_BYTES, AnswerLimits
+from mcp_server.config.limits import (
+    DEFAULT_ANSWER_CHARS,
+    MAX_ANSWER_CHARS,
+    MAX_ROWS_BYTES,
+    RESULT_SIZE_META,
+    AnswerLimits,
+)
 from tests.support.mcp import REPO, TOOL, server_command, server_env
 from tests.support.mcp_in_process import build
 from tests.support.node_tools import node_tool

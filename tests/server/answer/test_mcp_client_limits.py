@@ -13,10 +13,10 @@ from mcp import Client
 
 from agent.notes import read_notes
 from mcp_server.answer.output import AnswerOutput, Candidate, SimilarVerified, TraceEntry
-from mcp_server.answer.sizing import DEFAULT_ANSWER_CHARS, RESULT_SIZE_META, answer_chars, fitted_response
+from mcp_server.answer.sizing import DEFAULT_ANSWER_CHARS, answer_chars, fitted_response
 from mcp_server.config.catalog import Catalog, CatalogEntry
 from mcp_server.config.description import tool_description
-from mcp_server.config.limits import AnswerLimits
+from mcp_server.config.limits import RESULT_SIZE_META, AnswerLimits
 from tests.support.mcp import TOOL
 from tests.support.mcp_in_process import ask, build, error_text, valid_answer
 from tests.support.policies import (

@@ -22,11 +22,10 @@ from agent.verified.proposals import proposals_path, read_proposals, sql_digest
 from agent.verified.reviewing import accept
 from mcp_server.answer.door import CHOOSE_TOOL_NAME, SAVE_TOOL_NAME, SAVE_TOOL_TITLE
 from mcp_server.answer.output import AnswerOutput
-from mcp_server.answer.verified import may_save
 from mcp_server.answer.view import RESULT_META_KEY, app_only_tools
 from mcp_server.config.command_line import parse_settings
 from mcp_server.config.settings_parts import TokenSpec
-from mcp_server.serving.access import LOCAL_CALLER, Caller
+from mcp_server.serving.access import LOCAL_CALLER, Caller, may_save
 from tests.support.hiding import CONDITION_PROBES, RULES, SCHEMA_SQL
 from tests.support.mcp import TOOL
 from tests.support.mcp_in_process import build, metric

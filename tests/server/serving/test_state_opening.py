@@ -122,7 +122,7 @@ async def test_on_stdio_the_state_opens_once_the_first_reply_is_written(
 
     async with anyio.create_task_group() as group:
         server._first_reply = anyio.Event()  # as serve_stdio sets it up
-        group.start_soon(server._open_state, opening, Opened())
+        group.start_soon(server._open_state, opening, Opened)
         for _ in range(20):  # the opening task runs as far as it can
             await anyio.lowlevel.checkpoint()
         assert opening._state is None

@@ -8,6 +8,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -47,7 +48,7 @@ from .config.catalog import (
     load_catalog,
 )
 from .config.description import example_question, tool_description
-from .config.libraries import open_libraries
+from .config.libraries import library_paths
 from .config.limits import MAX_ROWS_BYTES, AnswerLimits, answer_size_notice, result_size_meta
 from .config.server_settings import ServerSettings
 from .serving.access import TokenTable, caller_of, token_table
@@ -59,8 +60,6 @@ from .serving.stopping import exit_on_stop_signal, print_tty_notice
 from .state import BackendFactory, EpisodeLog, ServerState, StateOpening, open_state, server_prompts
 
 if TYPE_CHECKING:
-    from agent import VerifiedLibrary
-
     from .answer.question import Answering
 
 __all__ = ["SqaleServer", "build_server", "configure_logging"]  # configure_logging: for callers
@@ -91,7 +90,7 @@ class SqaleServer(MCPServer["StateOpening[Answering]"]):
         prompts: PromptSet,
         backend_factory: BackendFactory,
         tokens: TokenTable,
-        libraries: Mapping[str, VerifiedLibrary] | None = None,
+        libraries: Mapping[str, Path] | None = None,  # the verified libraries' files, by alias
     ) -> None:
         gate, metrics = QuestionGate(), ServerMetrics()
         tool, advertise = answer_tool(settings, catalog, AnswerLimits.from_settings(settings))
@@ -117,7 +116,7 @@ class SqaleServer(MCPServer["StateOpening[Answering]"]):
                                 gate=gate,
                                 metrics=metrics,
                                 callers=tokens.callers,
-                                libraries=libraries,
+                                library_paths=libraries,
                             ),
                         ),
                     )
@@ -318,8 +317,9 @@ def build_server(
 ) -> SqaleServer:
     """Validate every database, the prompts and the log path, then build the server.
 
-    `checks`: the engine the databases and verified libraries are checked on (its owner closes
-    it); None: one of its own, closed when they are checked.
+    `checks`: the engine the databases are checked on (its owner closes it); None: one of its own,
+    closed when they are checked. The verified libraries' entries are checked when the state opens
+    (config/libraries.py).
     """
     settings.address  # noqa: B018 - a malformed address (Ollama's host) is a ConfigError now
     specs = collect_databases(settings, environ)
@@ -327,7 +327,7 @@ def build_server(
     catalog = load_catalog(specs, limits, hide_rules_by_alias(settings, specs), engine=checks)
     catalog = attach_notes(catalog, settings.notes, settings.max_notes_chars)
     catalog = attach_verified(catalog, settings.verified)
-    libraries = open_libraries(catalog, limits, engine=checks)
+    libraries = library_paths(catalog)
     prompts = server_prompts(settings)
     if settings.episode_log is not None:
         EpisodeLog.check_writable(settings.episode_log)

@@ -43,6 +43,7 @@ from agent import (
 )
 
 from .config.catalog import Catalog
+from .config.libraries import open_libraries
 from .config.limits import AnswerLimits
 from .config.server_settings import ServerSettings
 from .ongoing import OngoingQuestions
@@ -168,12 +169,14 @@ async def open_state(
     gate: QuestionGate,
     metrics: ServerMetrics,
     callers: Sequence[Caller],
-    libraries: Mapping[str, VerifiedLibrary] | None = None,
+    library_paths: Mapping[str, Path] | None = None,
 ) -> AsyncIterator[ServerState]:
-    """Start the query workers and the backend, check the model once, and clean up at the end."""
+    """Start the query workers, read and check the verified libraries (`library_paths`, by alias),
+    start the backend, check the model once, and clean up at the end."""
     engine = WorkerPool(WorkerLimits(workers=settings.max_concurrent, query_timeout=settings.query_timeout))
     try:
         databases = {e.alias: Database(e.path, engine, hide=e.hide) for e in catalog.entries}
+        libraries = await anyio.to_thread.run_sync(open_libraries, library_paths or {}, databases)
         limits = AnswerLimits.from_settings(settings)
         episode = EpisodeSettings(
             result_rows=settings.max_rows,
@@ -223,7 +226,7 @@ async def open_state(
                     gate=gate,
                     metrics=metrics,
                     limits=limits,
-                    verified=dict(libraries or {}),
+                    verified=libraries,
                     cache_watch=CacheWatch(
                         lambda where: cache_advice(session.engine_at(where)), logger.warning
                     ),

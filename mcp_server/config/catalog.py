@@ -206,7 +206,7 @@ STARTUP_BUSY_MS = 500  # how long start-up waits for a writer before it serves t
 
 
 def startup_engine(limits: WorkerLimits) -> WorkerPool:
-    """The engine the start-up checks (the catalog, the verified libraries) run on: one worker, which
+    """The engine the start-up checks of the catalog run on: one worker, which
     waits briefly for a writer (a busy file is served, and read at its first question)."""
     return WorkerPool(
         WorkerLimits(workers=1, query_timeout=limits.query_timeout, busy_timeout_ms=STARTUP_BUSY_MS)

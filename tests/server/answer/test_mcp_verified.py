@@ -244,28 +244,29 @@ async def test_entries_reading_hidden_data_are_refused_at_start_and_never_served
     tmp_path: Path, fake_ollama: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Under --hide, an entry reading a hidden column is refused in one log line naming it (the
-    operator's); the model answers it."""
+    operator's), when the server's state opens, before the first question is answered; the model
+    answers it."""
     question = "Where do the customers live?"
     fake = fake_ollama(OraclePolicy({question: "SELECT name FROM customers"}))
     path = library(tmp_path, {"question": question, "sql": "SELECT name, city FROM customers"})
+    server = build(
+        tmp_path,
+        [
+            "--demo",
+            "--ollama-host",
+            fake.url,
+            "--hide",
+            "bookshop=customers.city",
+            "--verified",
+            f"bookshop={path}",
+        ],
+    )
     with caplog.at_level(logging.INFO):
-        server = build(
-            tmp_path,
-            [
-                "--demo",
-                "--ollama-host",
-                fake.url,
-                "--hide",
-                "bookshop=customers.city",
-                "--verified",
-                f"bookshop={path}",
-            ],
-        )
+        answer, text = await call(server, {"question": question})
     assert [r.getMessage() for r in caplog.records if "refused:" in r.getMessage()] == [
         f"verified library 'bookshop' ({path.name}) line 1 \"{question}\": refused: its SQL names column "
         "customers.city, which the hide rules hide (its SQL fails: no such column: city)"
     ]
-    answer, text = await call(server, {"question": question})
     assert (answer.status, answer.similar_verified) == ("submitted", [])
     assert "city" not in text
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from agent.episode import CallRecord, EpisodeResult, EpisodeStatus, Round, StopReason, ToolCall
-from agent.episode_text import json_cell, never_called
+from agent.episode_text import clip, json_cell, never_called
 from agent.errors import (
     BackendAuthError,
     BackendResponseError,
@@ -17,8 +19,9 @@ from agent.errors import (
     ModelNotFound,
 )
 from agent.sqlite import BlobRef, ClippedText, ResultCut
+from agent.text import escape_unsafe
 from agent.untrusted import sql_fence
-from mcp_server.answer.answer_text import markdown_table, render_answer_text
+from mcp_server.answer.answer_text import TEXT_CELL_CHARS, markdown_table, render_answer_text
 from mcp_server.answer.output import DATA_NOTICE, AnswerOutput
 from mcp_server.answer.samples import answer_from_episode, call_summary
 from mcp_server.answer.tool_errors import (
@@ -295,6 +298,34 @@ def test_markdown_table_escapes_pipes_newlines_and_clips() -> None:
     assert markdown_table(["a|b", "c"], [["x\ny", None], ["z" * 70, 1.25]]) == (
         "| a\\|b | c |\n|---|---|\n| x y | NULL |\n| " + "z" * 59 + "… | 1.25 |"
     )
+
+
+PLAIN_AND_NOT_CELLS = [
+    "Luís Gonçalves",
+    "O'Brien & Sons (Ltd.), 5/7 @ #3: 10% +/-",
+    "snake_case 東京 42",
+    "two  spaces",
+    " leading",
+    "trailing ",
+    "tab\there",
+    "no\u00a0break",
+    "zero\u200bwidth",
+    "bidi\u202eevil",
+    "soft\u00adhyphen",
+    "pipe | inside",
+    "emoji 🎉 cell",
+    "w" * 60,
+    "w" * 61,
+    "",
+]
+
+
+@pytest.mark.parametrize("value", PLAIN_AND_NOT_CELLS)
+def test_a_text_cell_is_the_value_clipped_flattened_escaped_and_its_pipes_escaped(value: str) -> None:
+    """Whatever a text cell holds, the table shows it clipped to one line of TEXT_CELL_CHARS with
+    unsafe characters escaped and `|` escaped (a plain cell is shown as it is, as this makes it)."""
+    shown = escape_unsafe(clip(value, TEXT_CELL_CHARS)).replace("|", "\\|")
+    assert markdown_table(["c"], [[value]]) == f"| c |\n|---|\n| {shown} |"
 
 
 def test_call_summary_prefers_the_closing_note() -> None:

@@ -239,15 +239,17 @@ class SqaleServer(MCPServer["StateOpening[Answering]"]):
         )
 
 
-def answering_over(state: AbstractAsyncContextManager[ServerState]) -> AbstractAsyncContextManager[Answering]:
-    """The answering service over the server's `state`, once opened.
+@asynccontextmanager
+async def answering_over(opening: AbstractAsyncContextManager[ServerState]) -> AsyncIterator[Answering]:
+    """The answering service over the server state `opening` opens, for as long as it is open.
 
     The answer path is imported here, when the state opens: building the server and answering the
     handshake need none of it (tests/project/test_startup.py checks it is not loaded by then).
     """
-    from .answer.question import answering
+    from .answer.question import Answering
 
-    return answering(state)
+    async with opening as state:
+        yield Answering(state)
 
 
 def request_state_security(settings: ServerSettings) -> RequestStateSecurity:

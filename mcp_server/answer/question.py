@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, contextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -397,10 +397,3 @@ class Answering:
             response = await anyio.to_thread.run_sync(lambda: fitted_response(answered.answer, limits))
         await self.records.answered(call, answered, response)
         return response if answered.meta is None else response.model_copy(update={"meta": answered.meta})
-
-
-@asynccontextmanager
-async def answering(opening: AbstractAsyncContextManager[ServerState]) -> AsyncIterator[Answering]:
-    """The answering service over the server state `opening` opens, for as long as it is open."""
-    async with opening as state:
-        yield Answering(state)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,13 +54,13 @@ from .config.server_settings import ServerSettings
 from .serving.access import TokenTable, caller_of, token_table
 from .serving.draining import QuestionGate
 from .serving.log_format import configure_logging
-from .serving.metrics import ServerMetrics
 from .serving.stdio_shim import sdk_logging_skipped, serve_stdio
 from .serving.stopping import exit_on_stop_signal, print_tty_notice
 from .state import BackendFactory, EpisodeLog, ServerState, StateOpening, open_state, server_prompts
 
 if TYPE_CHECKING:
     from .answer.question import Answering
+    from .serving.metrics import ServerMetrics
 
 __all__ = ["SqaleServer", "build_server", "configure_logging"]  # configure_logging: for callers
 
@@ -92,9 +92,23 @@ class SqaleServer(MCPServer["StateOpening[Answering]"]):
         tokens: TokenTable,
         libraries: Mapping[str, Path] | None = None,  # the verified libraries' files, by alias
     ) -> None:
-        gate, metrics = QuestionGate(), ServerMetrics()
+        gate = QuestionGate()
         tool, advertise = answer_tool(settings, catalog, AnswerLimits.from_settings(settings))
         state_closed = threading.Event()  # set once the runtime's workers are stopped
+
+        def answering() -> AbstractAsyncContextManager[Answering]:
+            # Called when the state opens (on stdio after the first reply): the metrics are made then.
+            state = open_state(
+                settings,
+                catalog,
+                prompts,
+                backend_factory,
+                gate=gate,
+                metrics=self.metrics,
+                callers=tokens.callers,
+                library_paths=libraries,
+            )
+            return answering_over(state)
 
         @asynccontextmanager
         async def lifespan(_: MCPServer[StateOpening[Answering]]) -> AsyncIterator[StateOpening[Answering]]:
@@ -103,23 +117,7 @@ class SqaleServer(MCPServer["StateOpening[Answering]"]):
             opening: StateOpening[Answering] = StateOpening()
             try:
                 async with anyio.create_task_group() as group:
-                    group.start_soon(
-                        self._open_state,
-                        opening,
-                        partial(
-                            answering_over,
-                            open_state(
-                                settings,
-                                catalog,
-                                prompts,
-                                backend_factory,
-                                gate=gate,
-                                metrics=metrics,
-                                callers=tokens.callers,
-                                library_paths=libraries,
-                            ),
-                        ),
-                    )
+                    group.start_soon(self._open_state, opening, answering)
                     if self.state_before_serving:
                         await opening.ready()
                     try:
@@ -180,7 +178,15 @@ class SqaleServer(MCPServer["StateOpening[Answering]"]):
         self._first_reply: anyio.Event | None = None  # stdio: set once the first reply is written
         self.tokens = tokens
         self.gate = gate
-        self.metrics = metrics
+
+    @functools.cached_property
+    def metrics(self) -> ServerMetrics:
+        """The server's Prometheus metrics, made at first use: over HTTP before it serves, on stdio
+        when the state opens (prometheus_client is no part of the handshake; its figures are served
+        over HTTP only)."""
+        from .serving.metrics import ServerMetrics
+
+        return ServerMetrics()
 
     async def _open_state(
         self, opening: StateOpening[Answering], service: Callable[[], AbstractAsyncContextManager[Answering]]

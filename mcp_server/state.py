@@ -49,11 +49,12 @@ from .config.server_settings import ServerSettings
 from .ongoing import OngoingQuestions
 from .serving.access import Caller
 from .serving.draining import QuestionGate
-from .serving.metrics import MeteredBackend, ServerMetrics
 from .serving.quotas import TokenQuotas, place_sharing_note
 
-if TYPE_CHECKING:  # the libraries are opened (config/libraries.py) only for databases that have one
-    from agent import VerifiedLibrary
+if TYPE_CHECKING:
+    from agent import VerifiedLibrary  # opened (config/libraries.py) only for databases that have one
+
+    from .serving.metrics import ServerMetrics  # made when the state opens (app.SqaleServer.metrics)
 
 logger = logging.getLogger(__name__)
 
@@ -192,6 +193,8 @@ async def open_state(
         ) as session:
             log_model_check(session)
             log_runtime_slots(session.slots.slots, session.slots.reason, session.facts)
+            from .serving.metrics import MeteredBackend  # prometheus_client: not before the first reply
+
             metered = MeteredBackend(session.backend, settings.backend, metrics)
             limiter = anyio.CapacityLimiter(settings.max_concurrent)
             runtime_slots = RuntimeSlots(session.slots.slots)

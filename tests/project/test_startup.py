@@ -57,9 +57,10 @@ WORKER_ONLY = frozenset(
         "agent.sqlite._fit",
     }
 )
-# What answering a question runs: the stdio server loads it once its first reply is written
-# (app.answering_over), never to build itself or to answer the handshake.
-ANSWER_PATH = frozenset(
+# What answering a question runs, and the metrics it counts: the stdio server loads them once its
+# first reply is written (app.answering_over, SqaleServer.metrics), never to build itself or to
+# answer the handshake.
+AFTER_THE_FIRST_REPLY = frozenset(
     {
         "mcp_server.answer.question",
         "mcp_server.answer.asking",
@@ -71,6 +72,8 @@ ANSWER_PATH = frozenset(
         "agent.loop",
         "agent.sampling",
         "agent.verified",
+        "mcp_server.serving.metrics",
+        "prometheus_client",
     }
 )
 BUILD_SERVER = """\
@@ -223,9 +226,10 @@ def test_stdio_server_loads_no_http_serving_or_telemetry_before_initialize(fake_
 @pytest.mark.slow  # a subprocess
 def test_the_server_is_built_without_its_answer_path(tmp_path: Path) -> None:
     """Building the server (settings, databases checked, the tool and its schemas) loads nothing of
-    the answer path: it loads after the first reply, so a client's handshake never waits for it."""
+    the answer path, nor the metrics: they load after the first reply, so a client's handshake
+    never waits for them."""
     modules = set(run_imports(["-c", BUILD_SERVER, "--demo", "--ollama-host", "http://127.0.0.1:9"], tmp_path))
-    assert ("mcp_server.answer.door" in modules, sorted(modules & ANSWER_PATH)) == (True, [])
+    assert ("mcp_server.answer.door" in modules, sorted(modules & AFTER_THE_FIRST_REPLY)) == (True, [])
 
 
 @pytest.mark.slow  # a subprocess per command

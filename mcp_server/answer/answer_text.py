@@ -5,7 +5,6 @@ notifications of a question's samples: samples.py)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -51,9 +50,6 @@ from .output import (
 TEXT_ROWS = 10  # rows shown in the text content; all rows are in the structured content
 TEXT_COLUMNS = 20  # columns shown in the text content; all are in the structured content
 TEXT_CELL_CHARS = 60
-# A cell of words (letters, digits, common punctuation) with single spaces between them: clipping
-# and escaping leave it as it is, so the table takes it as it is (most cells of most answers).
-_PLAIN_CELL = re.compile(r"[\w.,:;'()/@#&%+-]+(?: [\w.,:;'()/@#&%+-]+)*")
 TABLES_LINE_CHARS = 600
 TABLE_COLUMNS_CHARS = 200  # the columns shown after one table's name on that line
 LINE_NAME_CHARS = 60  # one table or column name on that line
@@ -244,8 +240,6 @@ def markdown_table(columns: list[str], rows: list[list[JsonCell]]) -> str:
             return "NULL"
         if type(value) is int:  # nothing to clip or escape in a number's digits
             return str(value)
-        if type(value) is str and len(value) <= TEXT_CELL_CHARS and _PLAIN_CELL.fullmatch(value):
-            return value
         return escape_unsafe(clip(str(value), TEXT_CELL_CHARS)).replace("|", "\\|")
 
     header = "| " + " | ".join(cell(c) for c in columns) + " |"

@@ -317,10 +317,6 @@ class StructuredToolErrors(ServerMiddleware[Any]):
         params = ctx.params or {}
         if ctx.method != "tools/call" or params.get("name") != TOOL_NAME:
             return result
-        if isinstance(result, CallToolResult) and (
-            not result.is_error or result.structured_content is not None
-        ):
-            return result  # an answer, or a failure of ours (it has its structured content)
         wire = (
             result.model_dump(mode="json", by_alias=True, exclude_none=True)
             if isinstance(result, BaseModel)

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import hiding
 from ._authorizer import READING_KEYWORDS, StatementGuard, module_names, rtree_shadow_tables
+from ._btrees import BtreeCatalog
 from ._fit import ResultFitter
 from ._formats import TOO_BIG, CheckedFormats, names_formats, used_by_schema
 from ._hiding_file import resolve_on
@@ -28,7 +29,7 @@ from ._opening import (
     wal_files_note,
     wal_without_shm,
 )
-from ._reads import BtreeCatalog, Read, counted_names, merged, statement_reads
+from ._reads import Read, counted_names, merged, statement_reads
 from ._refusals import Refusal, statement_refusal
 from ._schema_read import read_schema
 from .sql_text import first_keyword

@@ -199,6 +199,8 @@ class OngoingQuestions:
     def __init__(self, *, keep_seconds: float, per_token: int) -> None:
         self.keep_seconds, self.per_token = keep_seconds, per_token
         self._held: dict[QuestionKey, Ongoing] = {}
+        # What records each held question's answer should no call take it; popped when its keeper starts.
+        self._expiry: dict[Ongoing, Callable[[Ongoing], Awaitable[None]]] = {}
         self._group: TaskGroup | None = None
 
     @asynccontextmanager
@@ -254,8 +256,8 @@ class OngoingQuestions:
             raise RuntimeError("OngoingQuestions.start() outside running()")  # our bug
         work = Ongoing(key, question_id)
         self._held[key] = work
+        self._expiry[work] = on_expired
         self._group.start_soon(self._run, work, run)
-        self._group.start_soon(self._keep, work, on_expired)
         return work
 
     async def wait(
@@ -268,11 +270,13 @@ class OngoingQuestions:
         another call waits on it, and the cancellation goes on.
         """
         number: int | None = None
+        finished = False  # the call takes the outcome (Answering.ask): no keeper then
         try:
             await work.greet(waiter)  # before it hears the question's next progress, which is higher
             number = work.attach(waiter)
             if budget <= 0:
                 await work.done.wait()
+                finished = True
                 return True
             deadline = arrived + budget
             while one_call_answers and not work.done.is_set() and not work.finish_now.is_set():
@@ -285,7 +289,8 @@ class OngoingQuestions:
                     await work.changed()
             with anyio.move_on_after(deadline - time.perf_counter()):
                 await work.done.wait()
-            return work.done.is_set()
+            finished = work.done.is_set()
+            return finished
         except anyio.get_cancelled_exc_class():
             if number is not None:
                 work.detach(number)
@@ -295,6 +300,8 @@ class OngoingQuestions:
         finally:
             if number is not None:
                 work.detach(number)
+            if not finished:
+                self._kept_if_left(work)
 
     def take(self, work: Ongoing) -> None:
         """A call answers with a finished question's outcome: the next call of it is a new question."""
@@ -314,7 +321,17 @@ class OngoingQuestions:
     def _forget(self, work: Ongoing) -> None:
         if self._held.get(work.key) is work:
             del self._held[work.key]
+        self._expiry.pop(work, None)
         work.touch()
+
+    def _kept_if_left(self, work: Ongoing) -> None:
+        """Start the keeper of a held question no call waits on now (once). Most questions are
+        answered within their first call, which takes the outcome: they never need one."""
+        if work.waiters or self._held.get(work.key) is not work or self._group is None:
+            return
+        on_expired = self._expiry.pop(work, None)
+        if on_expired is not None:  # none: its keeper runs already
+            self._group.start_soon(self._keep, work, on_expired)
 
     async def _run(self, work: Ongoing, run: Callable[[Ongoing], Awaitable[object]]) -> None:
         try:
@@ -328,6 +345,7 @@ class OngoingQuestions:
                 work.cancelled_why = "server_stopped"  # cancelled from outside: the server stops
             work.done.set()
             work.touch()
+            self._kept_if_left(work)  # answered while no call waited (or none ever did)
 
     async def _keep(self, work: Ongoing, on_expired: Callable[[Ongoing], Awaitable[None]]) -> None:
         """Drop the question once no call has waited on it for keep_seconds."""

@@ -4,6 +4,7 @@ waits, dropped --working-timeout after the last call (an answer nobody took is r
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import anyio
@@ -120,3 +121,47 @@ async def test_a_token_holds_at_most_its_questions() -> None:
         assert (refused.value.token, refused.value.limit) == ("local", 1)
         ongoing.start(replace(KEY, token="team"), "q3", forever, record)
         assert ongoing.held == 2
+
+
+async def test_a_question_its_call_takes_leaves_no_task_behind() -> None:
+    """Answered within its call's budget and taken, a question starts no keeper: once the call has
+    the outcome, no task of it is left (the keeper starts only when no call waits on a question)."""
+
+    async def answer(work: Ongoing) -> object:
+        await anyio.sleep(0)
+        return 7
+
+    async def record(work: Ongoing) -> None:
+        raise AssertionError("nothing expires here")
+
+    ongoing = OngoingQuestions(keep_seconds=60, per_token=4)
+    async with ongoing.running():
+        before = len(anyio.get_running_tasks())
+        work = ongoing.start(KEY, "q1", answer, record)
+        done = await ongoing.wait(
+            work, Waiter(quiet), arrived=time.perf_counter(), budget=10, one_call_answers=False
+        )
+        ongoing.take(work)
+        assert (done, work.outcome, ongoing.held, len(anyio.get_running_tasks())) == (True, 7, 0, before)
+
+
+async def test_a_question_its_call_left_is_kept_then_cancelled() -> None:
+    """A call whose budget ran out leaves its question running; no call asking again within
+    keep_seconds, it is cancelled as not_asked_again and its key is free."""
+
+    async def forever(work: Ongoing) -> object:
+        await anyio.sleep_forever()
+
+    async def record(work: Ongoing) -> None:
+        raise AssertionError("a cancelled question is recorded where it ran, not here")
+
+    ongoing = OngoingQuestions(keep_seconds=0.1, per_token=4)
+    async with ongoing.running():
+        work = ongoing.start(KEY, "q1", forever, record)
+        done = await ongoing.wait(
+            work, Waiter(quiet), arrived=time.perf_counter(), budget=0.05, one_call_answers=False
+        )
+        assert (done, ongoing.find(KEY), ongoing.unwaited) == (False, work, 1)
+        with anyio.fail_after(10):
+            await work.done.wait()
+        assert (work.cancelled_why, ongoing.find(KEY), ongoing.held) == ("not_asked_again", None, 0)

@@ -128,7 +128,7 @@ class Ongoing:
         self.asking = False  # a form waits for its person's choice
         self.taken = False  # a call has its outcome
         self.scope = anyio.CancelScope()
-        self._changed = anyio.Event()
+        self._changed: anyio.Event | None = None  # made when something waits for a change
         self._last_report: tuple[float, float | None, str | None] | None = None
         self._numbers = itertools.count(1)
 
@@ -157,11 +157,14 @@ class Ongoing:
 
     def touch(self) -> None:
         """Wake whoever waits for a change: a call came or went, a round ended, it finished."""
-        changed, self._changed = self._changed, anyio.Event()
-        changed.set()
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
 
     async def changed(self) -> None:
         """Return at its next change."""
+        if self._changed is None:
+            self._changed = anyio.Event()
         await self._changed.wait()
 
     async def report(self, progress: float, total: float | None, message: str | None) -> None:

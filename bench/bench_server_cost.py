@@ -28,7 +28,9 @@ process, so the server's process tree holds the server and its SQLite workers on
    calling every server once in a new order, after a warm-up; each process tree's CPU and context
    switches per call. Beside them the floors: our server whose tool answers with a prebuilt
    response (no SQL, no building, no audit), the SDK's MCPServer with a no-op tool (over the SDK's
-   stdio transport, and over ours on the event loop), the SDK's low-level server over ours
+   stdio transport, and over ours on the event loop), the same tool over ours answering with our
+   verified answer's response built once at start (the SDK's tool layer with a result of our size
+   and schema), the SDK's low-level server over ours
    running the SQL in process with sqlite3, and the same server answering with our structured
    answer, built and fitted as ours is (the least a hit can cost with our answer kept: the SQL read-
    only under an authorizer and a progress handler; no worker process, no tool layer, no audit).

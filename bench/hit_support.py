@@ -48,6 +48,42 @@ anyio.run(serve_stdio, server)
 """,
 )
 
+# The no-op floor's tool returning our verified answer's response, built once at start as the hit
+# builds it (the SQL run in process, AnswerOutput fitted to its text and budget): what the SDK's tool
+# layer costs a call that answers with a result of our size and schema, nothing of ours per call.
+ANSWER_SHIM_SERVER = NOOP_SHIM_SERVER.replace(
+    'async def noop() -> str:\n    """Do nothing."""\n    return "ok"',
+    'async def noop() -> CallToolResult:\n    """Return the answer built at start."""\n    return BUILT',
+).replace(
+    "from mcp.server.mcpserver import MCPServer\n",
+    """import sqlite3
+import sys
+
+from mcp.server.mcpserver import MCPServer
+from mcp_types import CallToolResult
+
+from mcp_server.answer.output import AnswerOutput, VerifiedSource
+from mcp_server.answer.sizing import fitted_response
+from mcp_server.config.limits import AnswerLimits
+
+path, question, sql, library = sys.argv[1:5]
+limits = AnswerLimits(max_rows=50, cell_chars=1000, query_timeout=10.0, episode_timeout=300.0)
+cursor = sqlite3.connect(f"file:{path}?mode=ro", uri=True).execute(sql)
+columns, rows = [d[0] for d in cursor.description], [list(row) for row in cursor.fetchall()]
+read = {"Customer": ["Country", "CustomerId", "FirstName", "LastName"], "Invoice": ["CustomerId"]}
+BUILT = fitted_response(
+    AnswerOutput(
+        database="chinook", question=question, sql=sql, columns=columns, rows=rows, row_count=len(rows),
+        truncated=False, status="verified", stop_reason="verified_answer", rounds=0, tool_calls=0, tokens=0,
+        seconds=0.001, model="verified library", tables=sorted(read), columns_read=read, agreement=None,
+        samples=0, samples_finished=0, error=None, trace=[],
+        verified=VerifiedSource(library=library, line=1, question=question, added_by=None, added_at=None),
+    ),
+    limits,
+)
+""",
+)
+
 # sqale-mcp whose tool, once it has answered, answers every later call with that same response: what
 # a call costs with no answer work at all (no SQL, no building, no audit), everything else as served.
 PREBUILT_SERVER = """\
@@ -394,6 +430,8 @@ def hit_sides(
         "PYTHONPATH": str(root),
     }
     noop, noop_shim = tmp / "noop_server.py", tmp / "noop_shim_server.py"
+    answer_shim = tmp / "answer_shim_server.py"
+    answer_shim.write_text(ANSWER_SHIM_SERVER)
     lowlevel, prebuilt = tmp / "lowlevel_sql_server.py", tmp / "prebuilt_server.py"
     lowlevel_answer = tmp / "lowlevel_answer_server.py"
     lowlevel_answer.write_text(LOWLEVEL_ANSWER_SERVER + LOWLEVEL_SERVING)
@@ -442,6 +480,13 @@ def hit_sides(
             lambda s: s.call_tool("noop", {}),
             env,
             tmp,
+        ),
+        HitSide(
+            "floor: MCPServer on the loop, our answer built once",
+            [python, str(answer_shim), str(chinook), question, sql, library.name],
+            lambda s: ours_answer(s.call_tool("noop", {})),
+            env,
+            root,
         ),
         HitSide(
             "floor: low-level, no threads, sqlite3",

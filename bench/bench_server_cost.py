@@ -33,7 +33,9 @@ process, so the server's process tree holds the server and its SQLite workers on
    and schema), the SDK's low-level server over ours
    running the SQL in process with sqlite3, and the same server answering with our structured
    answer, built and fitted as ours is (the least a hit can cost with our answer kept: the SQL read-
-   only under an authorizer and a progress handler; no worker process, no tool layer, no audit).
+   only under an authorizer and a progress handler; no worker process, no tool layer, no audit),
+   with the SQL run by our guard on a connection in this process (our authorizer, reads and
+   fitting, no worker), and through our SQLite worker.
    With --before REF, that commit's server too; with
    --instructions N, each server under callgrind for N calls, its instructions per call by process
    and thread. Goal: ours <= 1.0x DBHub.

@@ -173,6 +173,14 @@ if where.startswith("in-process"):
     connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
     connection.set_authorizer(lambda action, *_: sqlite3.SQLITE_OK if action in READS else sqlite3.SQLITE_DENY)
     connection.set_progress_handler(lambda: int(time.monotonic() > deadline[0]), 1000)
+elif where == "guarded in process":  # our guard on this process's own connection: no worker
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from agent.sqlite._guard import GuardedConnection
+    from agent.sqlite._opening import GuardSettings
+
+    guarded = GuardedConnection(Path(path), GuardSettings(), SimpleNamespace(value=False))
 else:
     database = Database(path, hide=HideRules())
 
@@ -185,9 +193,19 @@ async def run(sql):
         rows = [list(row) for row in cursor.fetchmany(limits.max_rows + 1)]
         read = {"Customer": ["Country", "CustomerId", "FirstName", "LastName"], "Invoice": ["CustomerId"]}
         return columns, rows[: limits.max_rows], len(rows), len(rows) > limits.max_rows, read
-    result = await database.aquery(
-        sql, max_rows=limits.max_rows, timeout=limits.query_timeout, byte_budget=limits.max_result_bytes
-    )
+    if where == "guarded in process":
+        result = guarded.run(
+            sql,
+            max_rows=limits.max_rows,
+            count_cap=100_000,  # as the worker's request carries it (WorkerLimits.count_cap)
+            cell_limit=None,
+            timeout=limits.query_timeout,
+            byte_budget=limits.max_result_bytes,
+        )
+    else:
+        result = await database.aquery(
+            sql, max_rows=limits.max_rows, timeout=limits.query_timeout, byte_budget=limits.max_result_bytes
+        )
     read = {}
     for table, column in sorted(result.columns_read):
         read.setdefault(table, []).append(column)
@@ -499,6 +517,7 @@ def hit_sides(
     for where, name in (
         ("in-process, answer built once", "sqlite3 in process, our answer built once"),
         ("in-process", "sqlite3 in process, our answer"),
+        ("guarded in process", "our guarded statement in process, our answer"),
         ("worker", "our SQLite worker, our answer"),
     ):
         sides.append(

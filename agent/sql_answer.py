@@ -45,9 +45,15 @@ def schema_reads(schema: Schema, result: QueryResult) -> tuple[tuple[str, ...], 
 
 
 async def run_answer_sql(
-    sql: str, database: Database, settings: EpisodeSettings, params: Mapping[str, SqlValue] | None = None
+    sql: str,
+    database: Database,
+    settings: EpisodeSettings,
+    params: Mapping[str, SqlValue] | None = None,
+    *,
+    owner_sql: bool = False,
 ) -> AnswerRun:
-    """Run an answer once for its result: result_rows rows, cut to result_bytes in the worker."""
+    """Run an answer once for its result: result_rows rows, cut to result_bytes in the worker
+    (`owner_sql`: the owner's text, tried in this process first: Database.aquery)."""
     started = time.perf_counter()
     result = await database.aquery(
         sql,
@@ -55,6 +61,7 @@ async def run_answer_sql(
         cell_limit=settings.result_cell_chars,
         byte_budget=settings.result_bytes,
         params=params,
+        owner_sql=owner_sql,
     )
     tables, columns = schema_reads(await database.aschema(), result) if result.ok else ((), ())
     return AnswerRun(result, tables, columns, time.perf_counter() - started)
@@ -139,11 +146,12 @@ async def answer_from_sql(
     status: EpisodeStatus,
     stop_reason: StopReason,
     params: Mapping[str, SqlValue] | None = None,
+    owner_sql: bool = False,
 ) -> tuple[EpisodeResult, QueryResult]:
     """`sql` run now as the answer to `question`, with `params` bound by SQLite (when it fails, the
     answer carries SQLite's error), and the statement's own result (what it read, as the worker
-    reported it)."""
-    run = await run_answer_sql(sql, database, settings, params)
+    reported it); `owner_sql` as run_answer_sql's."""
+    run = await run_answer_sql(sql, database, settings, params, owner_sql=owner_sql)
     result = run.result
     ran = result if result.ok else None
     return EpisodeResult(

@@ -2,7 +2,8 @@
 
 Nothing outside this package opens a database. Statements run in killable worker
 processes (`_worker`, each started and killed as a `_process`, kept by `_pool`, cancelled
-through `_cancel`) on
+through `_cancel`); the owner's own statements (a verified library's) are tried first in this
+process under tighter limits (`_inline`). Both run on
 connections guarded by an allow-list authorizer (`_guard` opens them, `_authorizer` decides,
 `_schema_read` reads their schema).
 `text_index` ranks similar questions with FTS5 in a private in-memory index (never a user's file).
@@ -31,6 +32,7 @@ import anyio
 
 from ..errors import DatabasePathError
 from ._cancel import CancelToken
+from ._inline import InlineConnections
 from ._paths import SQLITE_HEADER, stat_signature
 from ._pool import WorkerPool
 from ._process import WorkerLimits
@@ -142,6 +144,7 @@ class Database:
         # The schema and the file signature it was read at, replaced together (read without the lock).
         self._schema: tuple[Schema, tuple[int, ...]] | None = None
         self._schema_lock = threading.Lock()
+        self._inline = InlineConnections(self.path, self.workers.limits)  # the owner's statements
 
     @classmethod
     def unruled(cls, path: str | Path, workers: WorkerPool | None = None) -> Database:
@@ -305,9 +308,15 @@ class Database:
         byte_budget: int | None = None,
         reads: bool = True,
         params: Mapping[str, SqlValue] | None = None,
+        owner_sql: bool = False,
     ) -> QueryResult:
         """`query()` without blocking the event loop (the worker's reply is awaited on it when a
-        worker is free: WorkerPool.arun); cancelling the caller interrupts the query."""
+        worker is free: WorkerPool.arun); cancelling the caller interrupts the query.
+
+        `owner_sql`: the text is the owner's (a verified library's), so without `params` it is tried
+        first in this process under limits the event loop can bear (`_inline`); the worker runs
+        what those limits stop.
+        """
         request = self._request(
             sql,
             max_rows=max_rows,
@@ -319,12 +328,15 @@ class Database:
             params=params,
         )
         with _statement_span(first_keyword(sql).upper(), self.path.name, sql) as traced:
-            result = await self.workers.arun(request, CancelToken())
+            result = self._inline.run(request) if owner_sql else None
+            if result is None:
+                result = await self.workers.arun(request, CancelToken())
             _finished(traced, result)
         return result
 
     def close(self) -> None:
-        """Stop the worker processes if this Database started them."""
+        """Close this handle's own connections; stop the worker processes if it started them."""
+        self._inline.close()
         if self._owns_workers:
             self.workers.close()
 

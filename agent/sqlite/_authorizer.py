@@ -65,6 +65,23 @@ _DENIED_FUNCTIONS = frozenset(
 # Functions that show where a value is stored: the gap between two columns' offsets is the
 # size of a hidden column between them (sqlite_offset exists in builds with OFFSET_SQL_FUNC).
 _LAYOUT_FUNCTIONS = frozenset({"sqlite_offset"})
+# The functions a statement on a bounded connection (`_inline`) may call: each does work at most
+# linear in the length of its values, which such a connection caps (BOUNDED_VALUE_BYTES), so one
+# step of a program stays short and the deadline, checked between steps, bounds the statement.
+# The rest (instr, replace, LIKE, printf, trim with a set ...: quadratic or unbounded within one
+# step, which no deadline interrupts) run in a worker, which can be killed.
+BOUNDED_FUNCTIONS = frozenset(
+    {
+        *("count", "sum", "total", "avg", "min", "max", "group_concat", "string_agg"),
+        *("coalesce", "ifnull", "nullif", "iif", "typeof", "likely", "unlikely", "likelihood"),
+        *("abs", "round", "sign", "ceil", "ceiling", "floor", "trunc", "mod", "random"),
+        *("length", "octet_length", "lower", "upper", "substr", "substring", "quote", "hex"),
+        *("date", "time", "datetime", "julianday", "unixepoch", "strftime"),
+        *("row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile"),
+        *("lag", "lead", "first_value", "last_value", "nth_value"),
+    }
+)
+BOUNDED_VALUE_BYTES = 1 << 20  # the longest value on a bounded connection; a longer one runs in a worker
 # Statements that can only read. Checked before preparing, because a few statements
 # (REINDEX without arguments, for one) never consult the authorizer.
 READING_KEYWORDS = frozenset({"select", "with", "values", "pragma", "explain"})
@@ -97,6 +114,10 @@ class StatementGuard:
         self.pragma_table = False
         self.modules: frozenset[str] | None = None  # virtual table modules (eponymous tables' names)
         self._cte_names: frozenset[str] | None = None  # the statement's CTEs, found when needed
+        # On a bounded connection: the casefolded tables whose reads may take unbounded work in one
+        # step (virtual tables, tables with virtual generated columns); None: not bounded.
+        self.unbounded_tables: frozenset[str] | None = None
+        self.bounding = False  # this statement is held to BOUNDED_FUNCTIONS and bounded tables
 
     def reset(self, deadline: float, withheld: hiding.Withheld | None = None, sql: str = "") -> None:
         """Start a statement `sql` that must end by `deadline` and may not read what `withheld` hides."""
@@ -112,6 +133,8 @@ class StatementGuard:
         self.sql = sql
         self.pragma_table = False
         self._cte_names = None
+        # Our own schema reads (no `sql`) are not the statement's: they are never bounded.
+        self.bounding = self.unbounded_tables is not None and bool(sql)
 
     def authorize(
         self, action: int, arg1: str | None, arg2: str | None, db_name: str | None, source: str | None
@@ -119,6 +142,8 @@ class StatementGuard:
         """SQLite's authorizer callback: SQLITE_OK for what a reading statement may do, else SQLITE_DENY."""
         if self.first_action is None:
             self.first_action = action
+        if self.bounding and not self._bounded(action, arg1, arg2):
+            return self._deny("not bounded here: a worker runs it")
         if self.withholding and action == sqlite3.SQLITE_READ and arg1:
             # The schema read a pragma_* table makes when it is first prepared is not the model's.
             implicit = self.pragma_table and arg1 == "sqlite_master" and arg2 == "ROWID"
@@ -170,6 +195,14 @@ class StatementGuard:
             return sqlite3.SQLITE_OK
         return self._deny("only reading statements (SELECT / WITH) are allowed")
 
+    def _bounded(self, action: int, arg1: str | None, arg2: str | None) -> bool:
+        """Whether one action of a bounded statement keeps each step of its program short."""
+        if action == sqlite3.SQLITE_FUNCTION:
+            return (arg2 or "").lower() in BOUNDED_FUNCTIONS
+        if action == sqlite3.SQLITE_READ:
+            return (arg1 or "").casefold() not in (self.unbounded_tables or ())
+        return action != sqlite3.SQLITE_PRAGMA  # a pragma's one step may read the whole file
+
     def _ctes(self) -> frozenset[str]:
         """The names the statement's WITH clauses define, less any eponymous virtual table's
         (none when the modules are unknown)."""
@@ -202,6 +235,18 @@ def module_names(conn: sqlite3.Connection) -> frozenset[str] | None:
     except sqlite3.Error:
         return None
     return frozenset(str(name).casefold() for (name,) in rows)
+
+
+def unbounded_tables(conn: sqlite3.Connection, modules: frozenset[str] | None) -> frozenset[str]:
+    """The casefolded tables a bounded statement may not read: the virtual ones (a module's one
+    step may do any work), eponymous ones included, and those with virtual generated columns
+    (computed on read, by functions no authorizer is asked about)."""
+    rows = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%' "
+        "UNION SELECT m.name FROM sqlite_master m, pragma_table_xinfo(m.name) x "
+        "WHERE m.type = 'table' AND x.hidden = 2"
+    ).fetchall()
+    return frozenset(str(name).casefold() for (name,) in rows) | (modules or frozenset())
 
 
 def rtree_shadow_tables(conn: sqlite3.Connection) -> frozenset[str]:

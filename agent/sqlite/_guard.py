@@ -1,7 +1,8 @@
 """Guarded read-only connections: opening one, running a statement, reading the schema through it.
 
-Runs inside the worker process only. What a statement may do is `_authorizer`'s; how the
-schema is read, `_schema_read`'s.
+Runs in the worker processes, and in the server's own for the owner's statements (`_inline`, on
+bounded connections). What a statement may do is `_authorizer`'s; how the schema is read,
+`_schema_read`'s.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from . import hiding
-from ._authorizer import READING_KEYWORDS, StatementGuard, module_names, rtree_shadow_tables
+from ._authorizer import (
+    BOUNDED_VALUE_BYTES,
+    READING_KEYWORDS,
+    StatementGuard,
+    module_names,
+    rtree_shadow_tables,
+    unbounded_tables,
+)
 from ._btrees import BtreeCatalog
 from ._fit import ResultFitter
 from ._formats import TOO_BIG, CheckedFormats, names_formats, used_by_schema
@@ -86,7 +94,10 @@ class GuardedConnection:
             self.guard.rtree_shadow_tables = rtree_shadow_tables(conn)
             self.guard.modules = module_names(conn)
             size = path.stat().st_size
-            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(settings.min_value_length, size))
+            if settings.bounded:
+                self.guard.unbounded_tables = unbounded_tables(conn, self.guard.modules)
+            longest = BOUNDED_VALUE_BYTES if settings.bounded else max(settings.min_value_length, size)
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, longest)
             conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, settings.max_sql_length)
             conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
             conn.set_authorizer(self.guard.authorize)

@@ -50,6 +50,10 @@ class GuardSettings:
     busy_timeout_ms: int = 500  # how long a statement waits for a writer to release the file
     progress_opcodes: int = 1000
     schema_chars: int = 2_000_000  # names, types and defaults kept per database schema
+    # Statements held to bounded work per step of their program (authorizer.BOUNDED_FUNCTIONS, no
+    # virtual tables nor pragmas, values up to BOUNDED_VALUE_BYTES): the deadline then bounds a
+    # statement, with no kill needed; for connections in the server's own process (`_inline`).
+    bounded: bool = False
 
 
 def database_uri(path: Path, *, immutable: bool = False) -> str:

@@ -47,6 +47,14 @@ class WorkerLimits:
         (the progress handler that enforces a query's deadline does not run while SQLite waits)."""
         return max(1, min(self.busy_timeout_ms, int(self.query_timeout * 500)))
 
+    def guard_settings(self) -> GuardSettings:
+        """What every guarded connection of these limits is opened with."""
+        return GuardSettings(
+            max_sql_length=self.max_sql_length,
+            busy_timeout_ms=self.busy_wait_ms,
+            schema_chars=self.schema_chars,
+        )
+
 
 BOOT_SECONDS = 60.0  # a worker that has not started within this is killed
 
@@ -80,12 +88,7 @@ class WorkerProcess:
         cancel_file.flush()
         self._cancel_file = cancel_file
         self.cancel = CancelCell(cancel_file.fileno())
-        settings = GuardSettings(
-            max_sql_length=limits.max_sql_length,
-            busy_timeout_ms=limits.busy_wait_ms,
-            schema_chars=limits.schema_chars,
-        )
-        args = (to_child_r, from_child_w, cancel_file.fileno(), limits.memory_mb, settings)
+        args = (to_child_r, from_child_w, cancel_file.fileno(), limits.memory_mb, limits.guard_settings())
         package_root = str(Path(__file__).resolve().parents[2])
         # Its stderr goes to a file: a worker that dies at start (a broken install) says why there.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker

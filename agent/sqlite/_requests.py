@@ -1,8 +1,8 @@
 """What the parent asks of a SQLite worker process, and the failure a worker carries back.
 
-They live apart from the worker's loop (`_worker.py`) so that the server, which sends them, never
-imports the worker's own modules (the guard, the authorizer, the fitting of results): those load in
-the worker process only.
+They live apart from the worker's loop (`_worker.py`) so that the server, which sends them, does not
+import the worker's own modules (the guard, the authorizer, the fitting of results) to start: they
+load in the server's process only with the first of the owner's statements it runs itself (`_inline.py`).
 """
 
 from __future__ import annotations

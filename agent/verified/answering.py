@@ -170,6 +170,7 @@ async def run_verified(
         status=EpisodeStatus.VERIFIED,
         stop_reason=StopReason.VERIFIED,
         params={p.name: p.value for p in params} if params else None,
+        owner_sql=True,  # the library's text; a template's values keep it in the worker (sqlite._inline)
     )
     if not result.ok:
         return None, f"failed ({result.error or result.status.value})"

@@ -46,8 +46,9 @@ SERVER_SIDE = frozenset(
 )
 HTTP_CLIENT = frozenset({"httpx", "httpcore", "h11", "ollama"})
 HTTP_SERVING_AND_TELEMETRY = frozenset({"uvicorn", "starlette", "sse_starlette", "opentelemetry"})
-# The SQLite worker's loop and what runs a statement there: the worker process loads them, the
-# server never does (it sends requests, agent/sqlite/_requests.py).
+# The SQLite worker's loop and what runs a statement there: the worker process loads them; the
+# server sends requests (agent/sqlite/_requests.py) and loads the guard only with the first of the
+# owner's statements it runs itself (agent/sqlite/_inline.py), never to answer the handshake.
 WORKER_ONLY = frozenset(
     {
         "agent.sqlite._worker",

@@ -61,6 +61,7 @@ class GuardedConnection:
         # a statement run again (a verified answer, an answer the model tested first) skips its EXPLAIN.
         self._programs: OrderedDict[_ProgramKey, tuple[set[str], set[Read]]] = OrderedDict()
         self._formats: tuple[sqlite3.Connection, CheckedFormats] | None = None  # see _checked_connection
+        self._bounded_at: int | None = None  # the schema version the unbounded tables were found at
         try:
             self.conn = self._connect(path, settings, immutable=False)
         except sqlite3.OperationalError:
@@ -94,8 +95,6 @@ class GuardedConnection:
             self.guard.rtree_shadow_tables = rtree_shadow_tables(conn)
             self.guard.modules = module_names(conn)
             size = path.stat().st_size
-            if settings.bounded:
-                self.guard.unbounded_tables = unbounded_tables(conn, self.guard.modules)
             longest = BOUNDED_VALUE_BYTES if settings.bounded else max(settings.min_value_length, size)
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, longest)
             conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, settings.max_sql_length)
@@ -128,6 +127,11 @@ class GuardedConnection:
         bound too); without them nothing is bound.
         """
         start = time.monotonic()
+        if self.settings.bounded:
+            try:
+                self._find_unbounded(start + timeout)
+            except sqlite3.Error as exc:  # a writer holds the file: said as for the statement
+                return self._error_result(exc, start)
         withheld = self.resolved_hiding(hide)[0] if hide else hiding.NOTHING_WITHHELD
         if refusal := statement_refusal(withheld, sql):  # what SQLite resolves unauthorized
             return _refused(refusal, time.monotonic() - start)
@@ -155,6 +159,16 @@ class GuardedConnection:
         result = self._execute(self.conn, sql, bound, withheld, start, limits, reads)
         assert result is not None  # only the twin's own functions are refused
         return result
+
+    def _find_unbounded(self, deadline: float) -> None:
+        """The tables a bounded statement may not read, found again whenever the schema changed
+        (another program may add a virtual table to a file being served)."""
+        self.guard.reset(deadline)
+        version = self.conn.execute("PRAGMA schema_version").fetchone()[0]
+        if version != self._bounded_at:
+            self.guard.reset(deadline)  # a statement of its own (a pragma table's first SELECT)
+            self.guard.unbounded_tables = unbounded_tables(self.conn, self.guard.modules)
+            self._bounded_at = version
 
     def _execute(
         self,

@@ -5,6 +5,7 @@ writer's lock, values bound from a question, a file swapped at the path, go to t
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -200,3 +201,27 @@ async def test_a_file_swapped_at_the_path_is_read_anew_in_process(
         [sql, sql],
         0,
     )
+
+
+@pytest.mark.anyio
+async def test_a_virtual_table_added_later_is_left_to_a_worker(
+    shop: Path, pool: WorkerPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A virtual table another program adds to a file being served is known at the next statement:
+    reading it is refused in process (and answered by a worker)."""
+    statuses: list[str] = []
+    original = _guard.GuardedConnection.run
+
+    def recorded(self: _guard.GuardedConnection, sql: str, **kwargs: Any) -> QueryResult:
+        result = original(self, sql, **kwargs)
+        statuses.append(result.status.value)
+        return result
+
+    monkeypatch.setattr(_guard.GuardedConnection, "run", recorded)
+    with Database(shop, pool, hide=HideRules()) as db:
+        first = await db.aquery("SELECT name FROM customer WHERE id = 1", max_rows=5, owner_sql=True)
+        writer = sqlite3.connect(shop)
+        writer.executescript("CREATE VIRTUAL TABLE later USING fts5(body); INSERT INTO later VALUES ('hello');")
+        writer.close()
+        later = await db.aquery("SELECT body FROM later", max_rows=5, owner_sql=True)
+    assert (first.rows, later.rows, statuses) == ((("Ada",),), (("hello",),), ["ok", "denied"])

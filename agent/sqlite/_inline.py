@@ -10,7 +10,10 @@ functions linear in their values, values of at most a megabyte, no virtual table
 every step of a program is short), a deadline of INLINE_SECONDS checked between steps, and no
 wait for a writer's lock. A statement those limits stop, or that does not end OK for any reason,
 runs again in a worker under the usual limits, and the worker's result is the one served; its text
-is not tried here again (TO_WORKER_KEPT texts are remembered) unless a writer's lock stopped it.
+is not tried here again (TO_WORKER_KEPT texts are remembered): at once when it was refused or
+failed, after TIMEOUTS_SENT deadlines when it ran out of time (the first run of a text also reads
+its program and the schema's b-trees, which a slow machine may not fit in the deadline), never
+for a writer's lock.
 So a result served from here is one the worker would have given.
 
 Nothing the asker writes runs here: a statement with values bound (a template's) never does.
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 
 INLINE_SECONDS = 0.02  # the longest an owner's statement may hold the event loop
 TO_WORKER_KEPT = 256  # texts that went to a worker, not tried here again
+TIMEOUTS_SENT = 2  # deadlines in a row that send a text to a worker for good
 
 
 class InlineConnections:
@@ -47,7 +51,7 @@ class InlineConnections:
         # A worker's settings, less its busy wait: a writer's lock is met at once, never waited for.
         self._settings = replace(limits.guard_settings(), busy_timeout_ms=0, bounded=True)
         self._connections: dict[HideRules | None, GuardedConnection] = {}
-        self._to_worker: OrderedDict[str, None] = OrderedDict()
+        self._to_worker: OrderedDict[str, int] = OrderedDict()  # text: deadlines it met in a row
         # One statement at a time: a connection is not shared between threads mid-statement.
         self._lock = threading.Lock()
         self._never_cancelled = SimpleNamespace(value=False)  # the loop waits for nothing else meanwhile
@@ -57,7 +61,7 @@ class InlineConnections:
         if request.params or not self._lock.acquire(blocking=False):
             return None
         try:
-            if request.sql in self._to_worker:
+            if self._to_worker.get(request.sql, 0) >= TIMEOUTS_SENT:
                 return None
             guarded = self._connection(request.hide or None)
             if guarded is None:
@@ -75,16 +79,19 @@ class InlineConnections:
             # A count the deadline stopped short of the cap would be lower than the worker's.
             stopped = result.total_is_lower_bound and result.total_rows < request.count_cap
             if result.ok and not stopped:
+                self._to_worker.pop(request.sql, None)
                 return result
             if result.status is not QueryStatus.BUSY:  # a writer's lock passes; the rest would recur
-                self._remember(request.sql)
+                timed_out = stopped or result.status is QueryStatus.TIMEOUT
+                self._remember(request.sql, 1 if timed_out else TIMEOUTS_SENT)
             return None
         finally:
             self._lock.release()
 
-    def _remember(self, sql: str) -> None:
-        """Send `sql` to a worker from now on (the oldest of TO_WORKER_KEPT texts is forgotten)."""
-        self._to_worker[sql] = None
+    def _remember(self, sql: str, strikes: int) -> None:
+        """Count `strikes` against `sql` (TIMEOUTS_SENT send it to a worker from now on); the oldest
+        of TO_WORKER_KEPT texts is forgotten."""
+        self._to_worker[sql] = self._to_worker.pop(sql, 0) + strikes
         if len(self._to_worker) > TO_WORKER_KEPT:
             self._to_worker.popitem(last=False)
 

@@ -11,6 +11,7 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,10 @@ class WorkerProcess:
                 "macOS or WSL (native Windows is not supported yet)"
             )
         self.limits = limits
+        # kill() runs from the pool's close and from a thread whose reply it stops, maybe at once:
+        # the pipes are closed once, by one of them (a second os.close may hit a reused descriptor).
+        self._kill_lock = threading.Lock()
+        self._killed = False
         self._next_id = 0
         self.ready = False
         to_child_r, to_child_w = os.pipe()
@@ -208,7 +213,14 @@ class WorkerProcess:
         return self.process.poll() is None
 
     def kill(self) -> None:
-        """Stop the process at once."""
+        """Stop the process at once, and close its pipes (once, whoever else kills it meanwhile)."""
+        with self._kill_lock:
+            if self._killed:
+                return
+            self._killed = True
+            self._stop()
+
+    def _stop(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait(timeout=5)

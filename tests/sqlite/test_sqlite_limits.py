@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.sqlite import CancelToken, Database, QueryStatus, ResultCut, WorkerLimits, WorkerPool
+from agent.sqlite import CancelToken, Database, QueryResult, QueryStatus, ResultCut, WorkerLimits, WorkerPool
 from tests.support.databases import BOMBS
 from tests.support.sqlite_files import DEADLINE, build_db
 
@@ -260,3 +260,25 @@ def test_no_budget_keeps_every_row_and_column(shop: Path, engine: WorkerPool) ->
     """Without a byte budget only max_rows and cell_limit apply (evaluation compares whole rows)."""
     result = Database.unruled(shop, engine).query('SELECT id, note FROM "order" ORDER BY id', max_rows=5)
     assert (result.rows, result.cut) == (((1, "first"), (2, "second"), (3, "third")), None)
+
+
+def test_a_pool_closed_while_a_thread_waits_on_its_worker_ends_cleanly_in_both(shop: Path) -> None:
+    """Closing the pool while another thread's query runs (eval's engine, after a sample the vote
+    no longer needs): the query comes back as a value, the close raises nothing, and the worker's
+    pipes are closed once, whoever kills it first."""
+    pool = WorkerPool(WorkerLimits(workers=1, query_timeout=5.0))
+    db = Database.unruled(shop, pool)
+    db.query("SELECT 1", max_rows=1)  # the worker has started
+    results: list[object] = []
+    running = threading.Thread(
+        target=lambda: results.append(db.query(BOMBS["runaway recursive CTE"], max_rows=1))
+    )
+    running.start()
+    time.sleep(0.3)  # the bomb is running
+    pool.close()
+    running.join(10)
+    [result] = results
+    assert (running.is_alive(), result) == (
+        False,
+        QueryResult(QueryStatus.KILLED, error=result.error, seconds=result.seconds),
+    )

@@ -175,6 +175,7 @@ async def open_state(
     """Start the query workers, read and check the verified libraries (`library_paths`, by alias),
     start the backend, check the model once, and clean up at the end."""
     engine = WorkerPool(WorkerLimits(workers=settings.max_concurrent, query_timeout=settings.query_timeout))
+    databases: dict[str, Database] = {}
     try:
         databases = {e.alias: Database(e.path, engine, hide=e.hide) for e in catalog.entries}
         libraries = await anyio.to_thread.run_sync(open_libraries, library_paths or {}, databases)
@@ -239,6 +240,8 @@ async def open_state(
     finally:
         # Shielded: a server stopped by cancellation must still stop its worker processes (the
         # session closes the backend first, shielded too).
+        for database in databases.values():
+            database.close()  # its own connections (the owner's statements run in this process)
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(engine.close)
 

@@ -184,11 +184,11 @@ async def evaluate(
     backends: list[ModelBackend] = []
     health = BackendHealth(settings.max_backend_failures)
     new: list[QuestionRecord] = []
+    databases = _Databases(dataset, engine)
     try:
         for seed in seeds:
             # Every sampling field as the run's, the seed the sample's: a new field reaches each one.
             backends.append(backend_factory(replace(settings.sampling, seed=seed)))
-        databases = _Databases(dataset, engine)
         async with _single_errors(), anyio.create_task_group() as tg:
 
             def on_episode(error: BackendError | None) -> None:
@@ -214,6 +214,7 @@ async def evaluate(
             )
             await _schedule(tg, todo, databases, ctx, settings.concurrency, out_path, new, progress)
     finally:
+        databases.close()
         engine.close()
         if progress is not None:
             progress.close()
@@ -303,6 +304,11 @@ class _Databases:
             # A benchmark's files are served with no hide rules (eval takes none).
             db = self._open[db_id] = Database.unruled(self.dataset.database_path(db_id), self.workers)
         return db
+
+    def close(self) -> None:
+        """Close every Database opened (their own connections; the pool is closed by its owner)."""
+        for db in self._open.values():
+            db.close()
 
 
 def _earlier_records(

@@ -120,3 +120,7 @@ class InlineConnections:
             connections, self._connections = list(self._connections.values()), {}
         for guarded in connections:
             guarded.close()
+
+    def __del__(self) -> None:  # a Database nobody closed must not leave open connections behind
+        if getattr(self, "_connections", None):  # only once __init__ has run and something is open
+            self.close()

@@ -127,9 +127,10 @@ class GuardedConnection:
         bound too); without them nothing is bound.
         """
         start = time.monotonic()
+        schema_version = None  # read once per statement: the bounded check's serves its program too
         if self.settings.bounded:
             try:
-                self._find_unbounded(start + timeout)
+                schema_version = self._find_unbounded(start + timeout)
             except sqlite3.Error as exc:  # a writer holds the file: said as for the statement
                 return self._error_result(exc, start)
         withheld = self.resolved_hiding(hide)[0] if hide else hiding.NOTHING_WITHHELD
@@ -149,26 +150,28 @@ class GuardedConnection:
         reads = reads and keyword in _PROGRAM_KEYWORDS
         limits = (max_rows, count_cap, cell_limit, byte_budget)
         bound = params or ()
+        reading = (reads, schema_version)
         checked = self._checked_connection() if names_formats(sql) else None
         if checked is not None:
-            result = self._execute(checked, sql, bound, withheld, start, limits, reads)
+            result = self._execute(checked, sql, bound, withheld, start, limits, reading)
             if result is not None:
                 return result
             # SQLite refused our printf where the schema calls it: run on its own functions.
             self.guard.reset(start + timeout, withheld, sql)
-        result = self._execute(self.conn, sql, bound, withheld, start, limits, reads)
+        result = self._execute(self.conn, sql, bound, withheld, start, limits, reading)
         assert result is not None  # only the twin's own functions are refused
         return result
 
-    def _find_unbounded(self, deadline: float) -> None:
+    def _find_unbounded(self, deadline: float) -> int:
         """The tables a bounded statement may not read, found again whenever the schema changed
-        (another program may add a virtual table to a file being served)."""
+        (another program may add a virtual table to a file being served); the schema version."""
         self.guard.reset(deadline)
         version = self.conn.execute("PRAGMA schema_version").fetchone()[0]
         if version != self._bounded_at:
             self.guard.reset(deadline)  # a statement of its own (a pragma table's first SELECT)
             self.guard.unbounded_tables = unbounded_tables(self.conn, self.guard.modules)
             self._bounded_at = version
+        return int(version)
 
     def _execute(
         self,
@@ -178,12 +181,13 @@ class GuardedConnection:
         withheld: hiding.Withheld,
         start: float,
         limits: tuple[int, int, int | None, int | None],
-        reads: bool,
+        reads: tuple[bool, int | None],
     ) -> QueryResult | None:
         """Run `sql` on `conn` (this connection, or its twin with checked formats; None when SQLite
-        refused the twin's functions where the schema calls them)."""
+        refused the twin's functions where the schema calls them). `reads`: whether to read its
+        program, and the schema version already read for this statement (None: not yet)."""
         max_rows, count_cap, cell_limit, byte_budget = limits
-        program = self._program_reads(conn, sql, withheld, bound) if reads else None
+        program = self._program_reads(conn, sql, withheld, bound, reads[1]) if reads[0] else None
         tables, columns = program or (set(), set())
         if self._formats is not None:
             self._formats[1].overflowed = None
@@ -238,6 +242,7 @@ class GuardedConnection:
         sql: str,
         withheld: hiding.Withheld,
         bound: Mapping[str, SqlValue] | tuple[()],
+        schema_version: int | None,
     ) -> tuple[set[str], set[Read]] | None:
         """The tables and columns `sql`'s program reads, less anything `withheld` hides (None: not known).
 
@@ -257,7 +262,7 @@ class GuardedConnection:
             return self.conn.execute(schema_sql, params).fetchall()
 
         try:
-            version = fetch("PRAGMA schema_version", ())[0][0]
+            version = fetch("PRAGMA schema_version", ())[0][0] if schema_version is None else schema_version
             key = _program_key(
                 sql, bound, conn is self.conn, version, fetch("PRAGMA data_version", ())[0][0], withheld
             )

@@ -40,6 +40,7 @@ class BtreeCatalog:
         self._trees: dict[int, Btree | None] = {}
         self._tables: dict[str, Btree] = {}
         self._stored: dict[str, bool] = {}  # folded table or view name: whether it has a b-tree
+        self._virtual: frozenset[str] = frozenset()  # folded names of the virtual tables
         self._modules: frozenset[str] | None = None  # virtual table modules (None: not listed)
 
     @property
@@ -61,6 +62,9 @@ class BtreeCatalog:
             }
             self._indexes = frozenset(name for _, kind, name, _ in rows if kind == "index")
             self._stored = {name.casefold(): bool(root) for root, kind, name, _ in rows if kind != "index"}
+            self._virtual = frozenset(
+                name.casefold() for root, kind, name, _ in rows if kind == "table" and not root
+            )
             self._trees, self._tables = {}, {}
             self._version = version
         if self._modules is None:
@@ -92,6 +96,25 @@ class BtreeCatalog:
             if btree or (btree is None and self._modules is not None and folded not in self._modules):
                 ctes.add(name)
         return ctes
+
+    def virtual_storage(self, seen: Iterable[str], program_tables: Iterable[str]) -> set[str]:
+        """Of the tables the authorizer saw, the storage of a virtual table the statement reads.
+
+        A virtual table's module reads its shadow tables (`<vtab>_<suffix>`, as FTS5 names
+        `docs_content`) with statements of its own, prepared the first time this connection needs
+        them: the authorizer sees them on that run only. They are the module's reads, not the
+        statement's, so a statement reads the same tables on every run. A shadow table the
+        program opens itself (`FROM docs_content`) is the statement's and stays. Call after
+        `resolver`, with that program's tables.
+        """
+        names = {name.casefold(): name for name in seen}
+        opened = {table.casefold() for table in program_tables}
+        read_virtual = self._virtual & (opened | names.keys())
+        return {
+            name
+            for folded, name in names.items()
+            if folded not in opened and self._stored.get(folded) and folded.rpartition("_")[0] in read_virtual
+        }
 
     def _read(self, fetch: Fetch, root: int) -> Btree | None:
         if root not in self._roots:

@@ -221,6 +221,9 @@ class GuardedConnection:
         counted = counted_names(self.guard.tables_read, self.guard.columns_read)
         if program is not None and counted:  # a CTE only counted is no table read
             authorizer_tables -= self.catalog.unread_counts(counted, tables)
+        storage = self.catalog.virtual_storage(authorizer_tables, tables) if program is not None else set()
+        authorizer_tables -= storage
+        authorizer_columns = {(t, c) for t, c in self.guard.columns_read if t not in storage}
         return QueryResult(
             QueryStatus.OK,
             fitter.columns[:kept],
@@ -228,7 +231,7 @@ class GuardedConnection:
             total,
             lower_bound,
             tables_read=merged(tables, authorizer_tables),
-            columns_read=merged(columns, self.guard.columns_read),
+            columns_read=merged(columns, authorizer_columns),
             seconds=time.monotonic() - start,
             columns_cut=fitter.columns_cut,
             cells_cut_to=fitter.cells_cut_to,

@@ -285,6 +285,26 @@ def test_reads_follow_a_schema_change(tmp_path: Path) -> None:
     assert after.tables_read == frozenset({"a", "b"})
 
 
+def test_a_virtual_tables_storage_is_no_read_of_its_statement(tmp_path: Path) -> None:
+    """A statement reads the same tables on every run: a virtual table's module reading its shadow
+    tables (on the connection's first run only) is not reported; a shadow table read by name is."""
+    path = create_database(
+        tmp_path / "fts.sqlite",
+        "CREATE VIRTUAL TABLE docs USING fts5(body); INSERT INTO docs VALUES ('hello world'), ('bye');"
+        "CREATE TABLE docs_notes (note); INSERT INTO docs_notes VALUES ('n');",
+    )
+    match = "SELECT body FROM docs WHERE docs MATCH 'hello'"
+    by_name = "SELECT count(*) FROM docs, docs_content, docs_notes WHERE docs MATCH 'hello'"
+    with Database.unruled(path) as db:
+        runs = [db.query(sql, max_rows=10) for sql in (match, match, by_name, by_name)]
+    assert [(r.rows, r.tables_read, r.columns_read) for r in runs] == [
+        ((("hello world",),), frozenset({"docs"}), frozenset({("docs", "body"), ("docs", "docs")})),
+        ((("hello world",),), frozenset({"docs"}), frozenset({("docs", "body"), ("docs", "docs")})),
+    ] + [
+        (((2,),), frozenset({"docs", "docs_content", "docs_notes"}), frozenset({("docs", "docs")})),
+    ] * 2
+
+
 def test_reads_under_hide_rules_name_nothing_hidden(store: Path) -> None:
     """Under rules the program is read within them: hidden names never appear, reads still do."""
     rules = HideRules.parse(["products.secret", "regions.note"])

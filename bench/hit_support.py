@@ -235,8 +235,10 @@ async def call_tool(ctx, params):
         agreement=None, samples=0, samples_finished=0, error=None, trace=[],
         verified=VerifiedSource(library=library, line=1, question=question, added_by=None, added_at=None),
     )
-    built.append(fitted_response(answer, limits))
-    return built[-1]
+    response = fitted_response(answer, limits)
+    if not built:  # the first for "answer built once"; the others are not kept (memory stays flat)
+        built.append(response)
+    return response
 
 
 server = Server("lowlevel-answer", on_list_tools=list_tools, on_call_tool=call_tool)

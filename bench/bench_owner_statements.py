@@ -6,8 +6,9 @@ the bounded connection sends to a worker.
 
 Part 1, Spider dev's distinct gold SQL (the kind of SQL a verified library holds; 1,034 questions
 over 20 databases), each run as the owner's (`owner_sql=True`) and as anybody's (a worker's):
-the share answered in process, the results that differ (rows, columns, cuts, what it read; the
-only acceptable number is 0), and the median time of both for the statements answered in process.
+the share answered in process, the statements whose result differs on its first run or any repeat
+(the kept statement: rows, columns, cuts, what it read; the only acceptable number is 0), and the
+median time of both for the statements answered in process.
 Part 2, the query bombs of the test suite (tests/support/databases.py) as the owner's, on the test
 suite's shop database they are written for: the longest a first attempt holds the event loop
 before the worker takes it.
@@ -62,18 +63,21 @@ async def spider_part(data: Path, pool: WorkerPool, repeats: int) -> None:
                     worker_only += 1
                     continue
                 here += 1
-                differ += _timeless(inline) != _timeless(worker)
+                runs = [inline]  # its first run in process, then each run of its kept statement
                 for _ in range(repeats):
                     started = time.perf_counter()
-                    await db.aquery(sql, owner_sql=True, **OPTIONS)
+                    runs.append(await db.aquery(sql, owner_sql=True, **OPTIONS))
                     inline_times.append(time.perf_counter() - started)
                     started = time.perf_counter()
                     await db.aquery(sql, **OPTIONS)
                     worker_times.append(time.perf_counter() - started)
+                differ += any(_timeless(run) != _timeless(worker) for run in runs)
     total = here + worker_only
     print(f"Spider dev: {total} distinct gold SQL over {len(by_db)} databases")
     print(f"  answered in process: {here} ({here / total:.1%}); sent to a worker: {worker_only}")
-    print(f"  results differing from the worker's: {differ} (goal 0)")
+    print(
+        f"  statements with a result in process (first run or a repeat) unlike the worker's: {differ} (goal 0)"
+    )
     inline_ms, worker_ms = statistics.median(inline_times) * 1e3, statistics.median(worker_times) * 1e3
     print(
         f"  median per statement answered in process: {inline_ms:.3f} ms in process, "

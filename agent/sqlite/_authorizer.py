@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
+from collections import OrderedDict
 from typing import Any
 
 from . import hiding
@@ -225,6 +226,51 @@ class StatementGuard:
         if self.cancel_flag.value or time.monotonic() > self.deadline:
             return 1
         return 0
+
+
+STATEMENTS_KEPT = 64  # prepared statements a connection with GuardSettings.reuse_statements keeps
+# What the authorizer saw of each statement, remembered for more texts than SQLite keeps prepared
+# (schema reads and EXPLAINs take places there too): a kept statement's reads are never forgotten.
+_READS_KEPT = 4 * STATEMENTS_KEPT
+
+_Reads = tuple[frozenset[str], frozenset[tuple[str, str]]]
+
+
+class AuthorizedReads:
+    """The tables and columns the authorizer saw a statement read. SQLite asks it only while it
+    prepares a statement, so on a connection that `keeps` its prepared statements
+    (GuardSettings.reuse_statements) a statement run again as it was kept is said to read what it
+    read when it was prepared; such a connection serves one rule set only."""
+
+    def __init__(self, *, keeps: bool) -> None:
+        self.keeps = keeps
+        self._seen: OrderedDict[tuple[str, bool], _Reads] = OrderedDict()
+        self._rules: list[hiding.HideRules | None] = []  # the one rule set served, once known
+
+    def serve(self, hide: hiding.HideRules | None) -> None:
+        """Check a statement may run under `hide`: where statements are kept, one authorized under
+        one rule set must never run under another (our bug if asked to)."""
+        rules = hide or None  # no rules, however given
+        if not self.keeps:
+            return
+        if not self._rules:
+            self._rules.append(rules)
+        elif self._rules[0] != rules:
+            raise RuntimeError("a connection that keeps its statements serves one rule set")
+
+    def of(self, guard: StatementGuard, key: tuple[str, bool]) -> _Reads | None:
+        """What `guard` saw of the statement `key` (its text; on which connection): this run's when it
+        was prepared for it; None when it was kept and what it read is no longer known."""
+        if not self.keeps:
+            return frozenset(guard.tables_read), frozenset(guard.columns_read)
+        if guard.first_action is not None:  # prepared on this run: the authorizer saw it whole
+            self._seen[key] = (frozenset(guard.tables_read), frozenset(guard.columns_read))
+        elif key not in self._seen:
+            return None
+        self._seen.move_to_end(key)
+        if len(self._seen) > _READS_KEPT:
+            self._seen.popitem(last=False)
+        return self._seen[key]
 
 
 def module_names(conn: sqlite3.Connection) -> frozenset[str] | None:

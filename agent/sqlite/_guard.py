@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,8 @@ from . import hiding
 from ._authorizer import (
     BOUNDED_VALUE_BYTES,
     READING_KEYWORDS,
+    STATEMENTS_KEPT,
+    AuthorizedReads,
     StatementGuard,
     module_names,
     rtree_shadow_tables,
@@ -37,7 +38,7 @@ from ._opening import (
     wal_files_note,
     wal_without_shm,
 )
-from ._reads import Read, counted_names, merged, statement_reads
+from ._reads import KnownPrograms, Read, counted_names, merged, program_key, statement_reads
 from ._refusals import Refusal, statement_refusal
 from ._schema_read import read_schema
 from .sql_text import first_keyword
@@ -57,11 +58,11 @@ class GuardedConnection:
         missing = [p for p in companions if not p.exists()]
         self._hiding: tuple[tuple[hiding.HideRules, int], tuple[hiding.Withheld, HideReport]] | None = None
         self.catalog = BtreeCatalog()
-        # What a statement's program reads, by everything the program depends on (`_program_key`):
-        # a statement run again (a verified answer, an answer the model tested first) skips its EXPLAIN.
-        self._programs: OrderedDict[_ProgramKey, tuple[set[str], set[Read]]] = OrderedDict()
+        # A statement run again (a verified answer, an answer the model tested first) skips its EXPLAIN.
+        self._programs = KnownPrograms()
         self._formats: tuple[sqlite3.Connection, CheckedFormats] | None = None  # see _checked_connection
         self._bounded_at: int | None = None  # the schema version the unbounded tables were found at
+        self._authorized = AuthorizedReads(keeps=settings.reuse_statements)  # what each statement read
         try:
             self.conn = self._connect(path, settings, immutable=False)
         except sqlite3.OperationalError:
@@ -82,9 +83,9 @@ class GuardedConnection:
             isolation_level=None,
             check_same_thread=False,
             timeout=settings.busy_timeout_ms / 1000,
-            # A cached statement is not authorized again, so its reads would go unrecorded
-            # (tables_read) and it would skip the per-statement guard state.
-            cached_statements=0,
+            # A kept statement is not authorized again: only where the rules never change (see
+            # GuardSettings.reuse_statements).
+            cached_statements=STATEMENTS_KEPT if settings.reuse_statements else 0,
         )
         try:
             conn.execute("PRAGMA query_only = ON")
@@ -127,6 +128,7 @@ class GuardedConnection:
         bound too); without them nothing is bound.
         """
         start = time.monotonic()
+        self._authorized.serve(hide)
         schema_version = None  # read once per statement: the bounded check's serves its program too
         if self.settings.bounded:
             try:
@@ -181,13 +183,13 @@ class GuardedConnection:
         withheld: hiding.Withheld,
         start: float,
         limits: tuple[int, int, int | None, int | None],
-        reads: tuple[bool, int | None],
+        reading: tuple[bool, int | None],
     ) -> QueryResult | None:
         """Run `sql` on `conn` (this connection, or its twin with checked formats; None when SQLite
-        refused the twin's functions where the schema calls them). `reads`: whether to read its
+        refused the twin's functions where the schema calls them). `reading`: whether to read its
         program, and the schema version already read for this statement (None: not yet)."""
         max_rows, count_cap, cell_limit, byte_budget = limits
-        program = self._program_reads(conn, sql, withheld, bound, reads[1]) if reads[0] else None
+        program = self._program_reads(conn, sql, withheld, bound, reading[1]) if reading[0] else None
         tables, columns = program or (set(), set())
         if self._formats is not None:
             self._formats[1].overflowed = None
@@ -217,13 +219,18 @@ class GuardedConnection:
                 seconds=time.monotonic() - start,
             )
         kept = fitter.kept_columns if fitter.kept_columns >= 0 else len(fitter.columns)
-        authorizer_tables = set(self.guard.tables_read)
-        counted = counted_names(self.guard.tables_read, self.guard.columns_read)
+        seen = self._authorized.of(self.guard, (sql, conn is self.conn))
+        if seen is None:  # a kept statement whose reads are forgotten: prepared again, it says them
+            conn.set_authorizer(self.guard.authorize)  # SQLite drops every statement it kept
+            self.guard.reset(self.guard.deadline, withheld, sql)
+            return self._execute(conn, sql, bound, withheld, start, limits, reading)
+        authorizer_tables = set(seen[0])
+        counted = counted_names(seen[0], seen[1])
         if program is not None and counted:  # a CTE only counted is no table read
             authorizer_tables -= self.catalog.unread_counts(counted, tables)
         storage = self.catalog.virtual_storage(authorizer_tables, tables) if program is not None else set()
         authorizer_tables -= storage
-        authorizer_columns = {(t, c) for t, c in self.guard.columns_read if t not in storage}
+        authorizer_columns = {(t, c) for t, c in seen[1] if t not in storage}
         return QueryResult(
             QueryStatus.OK,
             fitter.columns[:kept],
@@ -266,13 +273,11 @@ class GuardedConnection:
 
         try:
             version = fetch("PRAGMA schema_version", ())[0][0] if schema_version is None else schema_version
-            key = _program_key(
+            key = program_key(
                 sql, bound, conn is self.conn, version, fetch("PRAGMA data_version", ())[0][0], withheld
             )
-            known = self._programs.get(key)
-            if known is not None and self.catalog.version == version:
-                self._programs.move_to_end(key)
-                return set(known[0]), set(known[1])
+            if self.catalog.version == version and (known := self._programs.get(key)) is not None:
+                return known
             program = statement_reads(explain, fetch, self.catalog)
         except (sqlite3.Error, UnicodeEncodeError, MemoryError):
             return None  # it cannot be prepared or ran out of time: running it says so
@@ -285,9 +290,7 @@ class GuardedConnection:
             tables = {t for t in tables if not withheld.hides_table(t)}
             columns = {(t, c) for t, c in columns if not withheld.hides_column(t, c)}
         if self.catalog.version == version:
-            self._programs[key] = (set(tables), set(columns))
-            if len(self._programs) > PROGRAMS_KEPT:
-                self._programs.popitem(last=False)
+            self._programs.keep(key, tables, columns)
         return tables, columns
 
     def _collect(
@@ -390,29 +393,6 @@ class GuardedConnection:
 
 
 _PROGRAM_KEYWORDS = frozenset({"select", "with"})  # statements whose program reads tables
-PROGRAMS_KEPT = 256  # statements whose program reads a connection remembers
-_ProgramKey = tuple[str, tuple[tuple[str, str, SqlValue], ...], bool, int, int, hiding.Withheld]
-
-
-def _program_key(
-    sql: str,
-    bound: Mapping[str, SqlValue] | tuple[()],
-    own_functions: bool,
-    schema_version: int,
-    data_version: int,
-    withheld: hiding.Withheld,
-) -> _ProgramKey:
-    """Everything a statement's program reads depends on: its text, the values bound to it (with
-    their types: 1 and 1.0 are equal keys in Python), the connection's functions (its own or the
-    checked twin's), the schema, the data (statistics from ANALYZE change plans without changing
-    the schema version; any commit by another connection changes `PRAGMA data_version`), and
-    what the rules withhold. A new file at the path gets a new connection, with nothing remembered."""
-    params = (
-        tuple(sorted((name, type(value).__name__, value) for name, value in bound.items()))
-        if isinstance(bound, Mapping)
-        else ()
-    )
-    return (sql, params, own_functions, schema_version, data_version, withheld)
 
 
 def _refused(refusal: Refusal, seconds: float) -> QueryResult:

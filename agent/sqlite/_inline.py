@@ -49,7 +49,10 @@ class InlineConnections:
     def __init__(self, path: Path, limits: WorkerLimits) -> None:
         self.path = path
         # A worker's settings, less its busy wait: a writer's lock is met at once, never waited for.
-        self._settings = replace(limits.guard_settings(), busy_timeout_ms=0, bounded=True)
+        # One connection per rule set, so each keeps its prepared statements (reuse_statements).
+        self._settings = replace(
+            limits.guard_settings(), busy_timeout_ms=0, bounded=True, reuse_statements=True
+        )
         self._connections: dict[HideRules | None, GuardedConnection] = {}
         self._to_worker: OrderedDict[str, int] = OrderedDict()  # text: deadlines it met in a row
         # One statement at a time: a connection is not shared between threads mid-statement.

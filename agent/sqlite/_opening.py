@@ -54,6 +54,12 @@ class GuardSettings:
     # virtual tables nor pragmas, values up to BOUNDED_VALUE_BYTES): the deadline then bounds a
     # statement, with no kill needed; for connections in the server's own process (`_inline`).
     bounded: bool = False
+    # Prepared statements kept by text (STATEMENTS_KEPT), for a connection whose hide rules never
+    # change (`_inline`: one per rule set). SQLite authorizes a statement when it prepares it, and
+    # prepares a kept one again (authorizing it again) whenever the schema changes; what a kept
+    # one reads is what the authorizer saw then (`AuthorizedReads`). A worker's connection serves
+    # every rule set, so each of its statements is prepared and authorized anew.
+    reuse_statements: bool = False
 
 
 def database_uri(path: Path, *, immutable: bool = False) -> str:

@@ -15,15 +15,63 @@ followed far enough to tell the two apart.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from . import hiding
 from ._btrees import MAIN_DATABASE, Btree, BtreeCatalog, Fetch
+from .types import SqlValue
 
 Read = tuple[str, str]  # (table, column)
 Program = list[Sequence[Any]]  # the rows of an EXPLAIN listing
 _Name = TypeVar("_Name", str, Read)  # a table, or a (table, column) pair
+PROGRAMS_KEPT = 256  # statements whose program reads a connection remembers
+ProgramKey = tuple[str, tuple[tuple[str, str, SqlValue], ...], bool, int, int, hiding.Withheld]
+
+
+def program_key(
+    sql: str,
+    bound: Mapping[str, SqlValue] | tuple[()],
+    own_functions: bool,
+    schema_version: int,
+    data_version: int,
+    withheld: hiding.Withheld,
+) -> ProgramKey:
+    """Everything a statement's program reads depends on: its text, the values bound to it (with
+    their types: 1 and 1.0 are equal keys in Python), the connection's functions (its own or the
+    checked twin's), the schema, the data (statistics from ANALYZE change plans without changing
+    the schema version; any commit by another connection changes `PRAGMA data_version`), and
+    what the rules withhold. A new file at the path gets a new connection, with nothing remembered."""
+    params = (
+        tuple(sorted((name, type(value).__name__, value) for name, value in bound.items()))
+        if isinstance(bound, Mapping)
+        else ()
+    )
+    return (sql, params, own_functions, schema_version, data_version, withheld)
+
+
+class KnownPrograms:
+    """What the programs of a connection's last PROGRAMS_KEPT statements read, by `program_key`."""
+
+    def __init__(self) -> None:
+        self._known: OrderedDict[ProgramKey, tuple[set[str], set[Read]]] = OrderedDict()
+
+    def get(self, key: ProgramKey) -> tuple[set[str], set[Read]] | None:
+        """The tables and columns read, as copies; None when not known."""
+        known = self._known.get(key)
+        if known is None:
+            return None
+        self._known.move_to_end(key)
+        return set(known[0]), set(known[1])
+
+    def keep(self, key: ProgramKey, tables: set[str], columns: set[Read]) -> None:
+        """Remember what the program of `key` reads (the oldest is forgotten past PROGRAMS_KEPT)."""
+        self._known[key] = (set(tables), set(columns))
+        if len(self._known) > PROGRAMS_KEPT:
+            self._known.popitem(last=False)
+
 
 # Opcodes that compare key registers [P3, P3+P4) with the entries of cursor P1.
 _KEY_SEEKS = frozenset(

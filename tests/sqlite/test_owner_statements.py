@@ -11,12 +11,15 @@ import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from agent.sqlite import Database, HideRules, QueryResult, WorkerLimits, WorkerPool, _guard, create_database
+from agent.sqlite._authorizer import AuthorizedReads
 from agent.sqlite._inline import TIMEOUTS_SENT
+from agent.sqlite._opening import GuardSettings
 from tests.support.databases import BOMBS
 
 SHOP = """
@@ -114,9 +117,8 @@ async def test_what_a_bounded_connection_cannot_bound_runs_in_a_worker(
     name: str, shop: Path, pool: WorkerPool, in_process: list[str], tmp_path: Path
 ) -> None:
     """A statement whose one step may do unbounded work is refused, stopped or cut short in process
-    and run again in a worker: the result served is a worker's first run of it (FTS5 reports its
-    own tables only then). It goes to a worker at once from then on: after the first refusal, after
-    TIMEOUTS_SENT deadlines met."""
+    and run again in a worker: the result served is a worker's (here a fresh one's). It goes to a
+    worker at once from then on: after the first refusal, after TIMEOUTS_SENT deadlines met."""
     sql = LEFT_TO_A_WORKER[name]
     reference = create_database(tmp_path / "reference.sqlite", SHOP)
     options: dict[str, Any] = {"max_rows": 50, "byte_budget": 2_000}
@@ -230,3 +232,102 @@ async def test_a_virtual_table_added_later_is_left_to_a_worker(
         writer.close()
         later = await db.aquery("SELECT body FROM later", max_rows=5, owner_sql=True)
     assert (first.rows, later.rows, statuses) == ((("Ada",),), (("hello",),), ["ok", "denied"])
+
+
+# Statements kept prepared in process (GuardSettings.reuse_statements): SQLite authorizes one only
+# when it prepares it, and prepares it again when the schema changes.
+
+
+@pytest.mark.anyio
+async def test_a_kept_statement_reads_the_same_on_every_run(
+    shop: Path, pool: WorkerPool, in_process: list[str]
+) -> None:
+    """A statement run again from its kept preparation says it read what it read when prepared: the
+    view it names, which only the authorizer sees, on every run, as a worker says."""
+    sql = "SELECT * FROM big_orders"
+    with Database(shop, pool, hide=HideRules()) as db:
+        runs = [replace(await db.aquery(sql, max_rows=50, owner_sql=True), seconds=0.0) for _ in range(3)]
+        worker = replace(await db.aquery(sql, max_rows=50), seconds=0.0)
+    assert (runs, in_process, "big_orders" in worker.tables_read) == ([worker] * 3, [sql] * 3, True)
+
+
+@pytest.mark.anyio
+async def test_a_kept_statement_is_authorized_again_when_the_schema_changes(
+    shop: Path, pool: WorkerPool, tmp_path: Path
+) -> None:
+    """Another program changes the schema under kept statements: it adds a column a rule hides and
+    redefines a view to read it. The next run in process is authorized again under
+    the rules: it serves what a worker serves on the changed file, and no hidden value."""
+    rules = HideRules.parse(["customer.secret*"])
+    star, view = "SELECT * FROM customer ORDER BY id", "SELECT * FROM names ORDER BY 1"
+    create = "CREATE VIEW names AS SELECT name FROM customer;"
+    change = (
+        "ALTER TABLE customer ADD COLUMN secret_code TEXT; UPDATE customer SET secret_code = 'sesame';"
+        "DROP VIEW names; CREATE VIEW names AS SELECT secret_code AS name FROM customer;"
+    )
+    reference = create_database(tmp_path / "reference.sqlite", SHOP + create + change)
+    writer = sqlite3.connect(shop)
+    writer.executescript(create)
+    with Database(shop, pool, hide=rules) as db, Database(reference, pool, hide=rules) as changed:
+        before = [await db.aquery(sql, max_rows=5, owner_sql=True) for sql in (star, star, view, view)]
+        writer.executescript(change)
+        writer.close()
+        after = [replace(await db.aquery(sql, max_rows=5, owner_sql=True), seconds=0.0) for sql in (star, view)]
+        workers = [replace(await changed.aquery(sql, max_rows=5), seconds=0.0) for sql in (star, view)]
+    assert [r.rows for r in before] == [((1, "Ada", "Oslo", "a@x"), (2, "Bo", "Lima", "b@x"))] * 2 + [
+        (("Ada",), ("Bo",))
+    ] * 2
+    assert (after, [r.status.value for r in after], "sesame" in repr(after)) == (
+        workers,
+        ["hidden", "sql_error"],
+        False,
+    )
+
+
+@pytest.mark.anyio
+async def test_a_kept_statements_forgotten_reads_are_read_again(
+    shop: Path, pool: WorkerPool, in_process: list[str]
+) -> None:
+    """Should what a kept statement read be forgotten, SQLite is made to prepare it again, so the
+    authorizer sees it whole: the result is the same as before."""
+    sql = "SELECT * FROM big_orders"
+    with Database(shop, pool, hide=HideRules()) as db:
+        first = replace(await db.aquery(sql, max_rows=50, owner_sql=True), seconds=0.0)
+        for guarded in db._inline._connections.values():
+            guarded._authorized = AuthorizedReads(keeps=True)  # as if its memory had run out
+        again = replace(await db.aquery(sql, max_rows=50, owner_sql=True), seconds=0.0)
+    assert (again, in_process, "big_orders" in again.tables_read) == (first, [sql, sql], True)
+
+
+def test_a_connection_that_keeps_statements_serves_one_rule_set(shop: Path) -> None:
+    """A connection that keeps its statements never runs one under another rule set than its first
+    (no rules, however given, are one set): asked to, it fails as our bug does."""
+    settings = GuardSettings(bounded=True, reuse_statements=True)
+    guarded = _guard.GuardedConnection(shop, settings, SimpleNamespace(value=False))
+    options: dict[str, Any] = {"max_rows": 5, "count_cap": 100, "cell_limit": None, "timeout": 1.0}
+    try:
+        first = guarded.run("SELECT name FROM customer ORDER BY id", hide=HideRules(), **options)
+        second = guarded.run("SELECT name FROM customer ORDER BY id", hide=None, **options)
+        with pytest.raises(RuntimeError, match="serves one rule set"):
+            guarded.run("SELECT name FROM customer", hide=HideRules.parse(["customer.email"]), **options)
+    finally:
+        guarded.close()
+    assert (first.rows, second.rows) == ((("Ada",), ("Bo",)), (("Ada",), ("Bo",)))
+
+
+@pytest.mark.slow  # the bomb runs to the in-process deadline twice
+@pytest.mark.anyio
+async def test_a_kept_statement_stopped_by_its_deadline_holds_no_lock(shop: Path, pool: WorkerPool) -> None:
+    """A kept statement stopped mid-run goes back to SQLite's keeping reset: no read is left open, so a
+    writer that waits for nobody commits at once."""
+    sql = BOMBS["runaway recursive CTE"]
+    with Database(shop, pool, hide=HideRules()) as db:
+        stopped = [await db.aquery(sql, max_rows=5, owner_sql=True) for _ in range(TIMEOUTS_SENT)]
+        writer = sqlite3.connect(shop, timeout=0)
+        try:
+            writer.execute("INSERT INTO customer (name) VALUES ('Cy')")
+            writer.commit()
+        finally:
+            writer.close()
+        after = await db.aquery("SELECT count(*) FROM customer", max_rows=5, owner_sql=True)
+    assert ([s.status.value for s in stopped], after.rows) == (["timeout"] * TIMEOUTS_SENT, ((3,),))

@@ -84,6 +84,36 @@ BUILT = fitted_response(
 """,
 )
 
+# The least a verified hit can cost with what issue 44 says must stay and nothing else of ours: the
+# SDK's MCPServer over our stdio on the loop, one tool taking the SQL, run as the server runs an
+# owner's statement (agent's Database, owner_sql: read-only, the authorizer, the hide rules, its
+# deadline, the byte budget), answered with a structured result (columns, rows, count) whose JSON is
+# also its text: no answer text of ours, no library, no audit, no question task.
+GUARDED_SHIM_SERVER = NOOP_SHIM_SERVER.replace(
+    'async def noop() -> str:\n    """Do nothing."""\n    return "ok"',
+    """async def run_sql(sql: str) -> CallToolResult:
+    \"\"\"Run the owner's SQL under our guard.\"\"\"
+    result = await database.aquery(sql, max_rows=50, timeout=10.0, byte_budget=BUDGET, owner_sql=True)
+    rows = [list(row) for row in result.rows]
+    data = {"columns": list(result.columns), "rows": rows, "count": result.total_rows}
+    text = [TextContent(type="text", text=json.dumps(data))]
+    return CallToolResult(content=text, structured_content=data)""",
+).replace(
+    "from mcp.server.mcpserver import MCPServer\n",
+    """import json
+import sys
+
+from mcp.server.mcpserver import MCPServer
+from mcp_types import CallToolResult, TextContent
+
+from agent import Database, HideRules
+from mcp_server.config.limits import AnswerLimits
+
+database = Database(sys.argv[1], hide=HideRules())
+BUDGET = AnswerLimits.max_result_bytes  # the server's default --max-result-bytes
+""",
+)
+
 # sqale-mcp whose tool, once it has answered, answers every later call with that same response: what
 # a call costs with no answer work at all (no SQL, no building, no audit), everything else as served.
 PREBUILT_SERVER = """\
@@ -118,16 +148,24 @@ async def main():
 anyio.run(main)
 """
 
-# The low-level server over pipes read on the event loop, answering one tool with SQL run in process.
+# The low-level server over pipes read on the event loop, answering one tool with SQL run in process:
+# with bare sqlite3 (its rows as JSON text, as DBHub answers), or with "guarded" as the server runs an
+# owner's statement (agent's Database, owner_sql), its rows also as structured content.
 LOWLEVEL_SQL_SERVER = """\
 import json, sqlite3, sys
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from agent import Database, HideRules
+from mcp_server.config.limits import AnswerLimits
 from mcp_server.serving.stdio_shim import claimed_pipes
 
-connection = sqlite3.connect(sys.argv[1], uri=True, check_same_thread=False)
+if sys.argv[2:] == ["guarded"]:
+    database = Database(sys.argv[1], hide=HideRules())
+    budget = AnswerLimits.max_result_bytes  # the server's default --max-result-bytes
+else:
+    connection = sqlite3.connect(sys.argv[1], uri=True, check_same_thread=False)
 
 
 async def list_tools(ctx, params):
@@ -136,6 +174,14 @@ async def list_tools(ctx, params):
 
 
 async def call_tool(ctx, params):
+    if sys.argv[2:] == ["guarded"]:
+        result = await database.aquery(
+            params.arguments["sql"], max_rows=50, timeout=10.0, byte_budget=budget, owner_sql=True
+        )
+        rows = [dict(zip(result.columns, row)) for row in result.rows]
+        data = {"rows": rows, "count": result.total_rows}
+        content = [types.TextContent(type="text", text=json.dumps(data))]
+        return types.CallToolResult(content=content, structured_content=data)
     cursor = connection.execute(params.arguments["sql"])
     columns = [d[0] for d in cursor.description]
     rows = [dict(zip(columns, row)) for row in cursor.fetchall()]
@@ -148,11 +194,12 @@ server = Server("lowlevel-sql", on_list_tools=list_tools, on_call_tool=call_tool
 
 # The least a verified hit can cost with our answer kept: the low-level server over pipes read on the
 # event loop and our structured answer (AnswerOutput) built and fitted to its text and budget
-# (sizing.fitted_response) as our server does, its SQL run either in process (read-only, under an
-# allow-reads authorizer and a progress handler) or through our guarded SQLite worker (agent's
-# Database: the worker process, its authorizer and hide rules, time and memory limits, the byte
-# budget), as the last argument says. Left out: the SDK's tool layer, our middleware, quotas, the
-# library lookup, the audit and the question's task.
+# (sizing.fitted_response) as our server does, its SQL run either in process with bare sqlite3
+# (read-only, under an allow-reads authorizer and a progress handler), or by agent's Database: as the
+# server runs an owner's statement (owner_sql: in process on a guarded connection that keeps its
+# statements, the authorizer and hide rules, the inline deadline, the byte budget), or through our
+# guarded SQLite worker (its process, time and memory limits), as the last argument says. Left out:
+# the SDK's tool layer, our middleware, quotas, the library lookup, the audit and the question's task.
 LOWLEVEL_ANSWER_SERVER = """\
 import sqlite3, sys, time
 import anyio
@@ -173,15 +220,7 @@ if where.startswith("in-process"):
     connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
     connection.set_authorizer(lambda action, *_: sqlite3.SQLITE_OK if action in READS else sqlite3.SQLITE_DENY)
     connection.set_progress_handler(lambda: int(time.monotonic() > deadline[0]), 1000)
-elif where == "guarded in process":  # our guard on this process's own connection: no worker
-    from pathlib import Path
-    from types import SimpleNamespace
-
-    from agent.sqlite._guard import GuardedConnection
-    from agent.sqlite._opening import GuardSettings
-
-    guarded = GuardedConnection(Path(path), GuardSettings(), SimpleNamespace(value=False))
-else:
+else:  # "guarded in process": the owner's statement as the server runs it (sqlite._inline); "worker"
     database = Database(path, hide=HideRules())
 
 
@@ -193,19 +232,13 @@ async def run(sql):
         rows = [list(row) for row in cursor.fetchmany(limits.max_rows + 1)]
         read = {"Customer": ["Country", "CustomerId", "FirstName", "LastName"], "Invoice": ["CustomerId"]}
         return columns, rows[: limits.max_rows], len(rows), len(rows) > limits.max_rows, read
-    if where == "guarded in process":
-        result = guarded.run(
-            sql,
-            max_rows=limits.max_rows,
-            count_cap=100_000,  # as the worker's request carries it (WorkerLimits.count_cap)
-            cell_limit=None,
-            timeout=limits.query_timeout,
-            byte_budget=limits.max_result_bytes,
-        )
-    else:
-        result = await database.aquery(
-            sql, max_rows=limits.max_rows, timeout=limits.query_timeout, byte_budget=limits.max_result_bytes
-        )
+    result = await database.aquery(
+        sql,
+        max_rows=limits.max_rows,
+        timeout=limits.query_timeout,
+        byte_budget=limits.max_result_bytes,
+        owner_sql=where == "guarded in process",
+    )
     read = {}
     for table, column in sorted(result.columns_read):
         read.setdefault(table, []).append(column)
@@ -452,6 +485,8 @@ def hit_sides(
     noop, noop_shim = tmp / "noop_server.py", tmp / "noop_shim_server.py"
     answer_shim = tmp / "answer_shim_server.py"
     answer_shim.write_text(ANSWER_SHIM_SERVER)
+    guarded_shim = tmp / "guarded_shim_server.py"
+    guarded_shim.write_text(GUARDED_SHIM_SERVER)
     lowlevel, prebuilt = tmp / "lowlevel_sql_server.py", tmp / "prebuilt_server.py"
     lowlevel_answer = tmp / "lowlevel_answer_server.py"
     lowlevel_answer.write_text(LOWLEVEL_ANSWER_SERVER + LOWLEVEL_SERVING)
@@ -509,17 +544,31 @@ def hit_sides(
             root,
         ),
         HitSide(
+            "floor: MCPServer on the loop, our guarded statement, rows as JSON",
+            [python, str(guarded_shim), str(chinook)],
+            lambda s: rows(s, "run_sql", {"sql": sql}),
+            env,
+            root,
+        ),
+        HitSide(
             "floor: low-level, no threads, sqlite3",
             [python, str(lowlevel), chinook.as_uri() + "?mode=ro"],
             lambda s: rows(s, "run_sql", {"sql": sql}),
             env,
             tmp,
         ),
+        HitSide(
+            "floor: low-level, our guarded statement, rows as JSON",
+            [python, str(lowlevel), str(chinook), "guarded"],
+            lambda s: rows(s, "run_sql", {"sql": sql}),
+            env,
+            root,
+        ),
     ]
     for where, name in (
         ("in-process, answer built once", "sqlite3 in process, our answer built once"),
         ("in-process", "sqlite3 in process, our answer"),
-        ("guarded in process", "our guarded statement in process, our answer"),
+        ("guarded in process", "our guarded statement in process (as served), our answer"),
         ("worker", "our SQLite worker, our answer"),
     ):
         sides.append(

@@ -30,12 +30,14 @@ process, so the server's process tree holds the server and its SQLite workers on
    response (no SQL, no building, no audit), the SDK's MCPServer with a no-op tool (over the SDK's
    stdio transport, and over ours on the event loop), the same tool over ours answering with our
    verified answer's response built once at start (the SDK's tool layer with a result of our size
-   and schema), the SDK's low-level server over ours
-   running the SQL in process with sqlite3, and the same server answering with our structured
-   answer, built and fitted as ours is (the least a hit can cost with our answer kept: the SQL read-
-   only under an authorizer and a progress handler; no worker process, no tool layer, no audit),
-   with the SQL run by our guard on a connection in this process (our authorizer, reads and
-   fitting, no worker), and through our SQLite worker.
+   and schema), the same MCPServer running the SQL as the server runs an owner's statement (agent's
+   Database, owner_sql: in process, the guard, hide rules, deadline, reads and byte budget) with its
+   rows as JSON; the SDK's low-level server over ours running the SQL in process with bare sqlite3
+   or as an owner's statement, its rows as JSON; and the same server answering with our structured
+   answer, built and fitted as ours is, its SQL run with bare sqlite3 (read-only under an
+   authorizer and a progress handler), as an owner's statement, or through our SQLite worker.
+   Then what stands between: the hit built up floor by floor (HIT_STEPS), and the least that keeps
+   what issue 44 says must stay (the statement as an owner's is run, our answer built per call).
    With --before REF, that commit's server too; with
    --instructions N, each server under callgrind for N calls, its instructions per call by process
    and thread. Goal: ours <= 1.0x DBHub.
@@ -442,6 +444,7 @@ def report_hit(
     else:
         ratio = statistics.median(times["ours (verified hit)"]) / base
         print(f"  ours / DBHub: {ratio:.2f}x ({verdict(ratio, 1.0)})")
+        print_hit_steps(times, base)
     if instructions and VALGRIND is None:
         print("  instructions: skipped (no valgrind on PATH)")
     elif instructions:
@@ -451,6 +454,42 @@ def report_hit(
                 f"{part} {value / 1e6:.2f} M" for part, value in sorted(per.items()) if value >= 5e3
             )
             print(f"  {name:<40} {sum(per.values()) / 1e6:.2f} M ({parts})")
+
+
+# What stands between the SDK's leanest server and ours, floor by floor (names as hit_support's):
+# each step keeps all the one before it kept. The third keeps what issue 44 says must stay.
+HIT_STEPS = (
+    (
+        "the SDK's low-level server, bare sqlite3, rows as JSON",
+        "floor: low-level, no threads, sqlite3",
+    ),
+    (
+        "+ the statement run as the server runs an owner's",
+        "floor: low-level, our guarded statement, rows as JSON",
+    ),
+    (
+        "+ our answer built per call",
+        "floor: low-level, our guarded statement in process (as served), our answer",
+    ),
+    (
+        "+ our own path (lookup, bookkeeping, quotas, audit)",
+        "ours (verified hit)",
+    ),
+)
+
+
+def print_hit_steps(times: dict[str, list[float]], base: float) -> None:
+    """The hit's wall time built up from the floors of the same run, and the least of it that keeps
+    every guarantee, against DBHub's `base`."""
+    print("  what stands between, from the floors of this run (median wall, x DBHub):")
+    before = None
+    for label, name in HIT_STEPS:
+        median = statistics.median(times[name])
+        added = "" if before is None else f" ({1000 * (median - before):+.2f} ms)"
+        print(f"    {label:<54} {1000 * median:.2f} ms{added}  {median / base:4.2f}x")
+        before = median
+    least = statistics.median(times[HIT_STEPS[2][1]]) / base
+    print(f"  the least that keeps what must stay: {least:.2f}x DBHub")
 
 
 def report_reads(repeat: int) -> None:

@@ -47,14 +47,9 @@ class FinalSql:
         )
 
 
-def extract_final_sql(text: str) -> str | None:
-    """The answer SQL: a submit_sql call, else the last ```sql fence, else a run_query, else bare SQL."""
-    final = read_final_sql(text)
-    return None if final is None else final.sql
-
-
 def read_final_sql(text: str) -> FinalSql | None:
-    """`extract_final_sql` with what was left out after a bare statement."""
+    """The answer SQL: a submit_sql call, else the last ```sql fence, else a run_query, else bare SQL
+    (with what was left out after a bare statement)."""
     parsed = parse_completion(text)
     submitted = _call_sql(parsed, SUBMIT)
     if submitted is not None:

@@ -357,11 +357,6 @@ class ServerSettings(AgentSettings):
             return self.token_max_sessions
         return min(TOKEN_SESSIONS, self.max_sessions // 2)
 
-    @property
-    def has_databases(self) -> bool:
-        """True when at least one source of databases is configured."""
-        return bool(self.databases or self.db_dir or self.demo)
-
 
 def is_loopback(host: str) -> bool:
     """True for localhost and loopback IP literals."""

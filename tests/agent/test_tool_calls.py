@@ -7,8 +7,15 @@ import json
 import pytest
 
 from agent.episode import ToolCall
-from agent.final_sql import extract_final_sql, last_bare_statement, last_sql_fence, read_final_sql
+from agent.final_sql import last_bare_statement, last_sql_fence, read_final_sql
 from agent.replies import ParsedCompletion, parse_completion, split_think
+
+
+def extract_final_sql(text: str) -> str | None:
+    """The answer SQL `read_final_sql` finds in `text`, without its note."""
+    final = read_final_sql(text)
+    return None if final is None else final.sql
+
 
 TOOL_LIST = (
     "list_tables, describe_table, foreign_keys, join_path, sample_rows, distinct_values, run_query, submit_sql"

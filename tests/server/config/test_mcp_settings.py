@@ -88,7 +88,18 @@ def test_flags_parse_into_settings() -> None:
 def test_defaults() -> None:
     """Without flags: stdio, loopback, the default model and limits."""
     s = parse_settings([], {})
-    assert (s.transport, s.host, s.port, s.model, s.max_rows, s.max_concurrent, s.backend, s.has_databases) == (
+    assert (
+        s.transport,
+        s.host,
+        s.port,
+        s.model,
+        s.max_rows,
+        s.max_concurrent,
+        s.backend,
+        s.databases,
+        s.db_dir,
+        s.demo,
+    ) == (
         "stdio",
         "127.0.0.1",
         8000,
@@ -96,6 +107,8 @@ def test_defaults() -> None:
         50,
         4,
         "ollama",
+        (),
+        None,
         False,
     )
 

@@ -26,12 +26,13 @@ import io
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 import tokenize
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+from trees import extract_tree  # beside this file
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER, WORKER = "mcp_server.__main__", "agent.sqlite._worker"
@@ -221,14 +222,7 @@ def main() -> None:
             parser.error("--suite and --coverage need coverage.py 7.10 or newer: pip install coverage")
     for ref in args.before:
         with tempfile.TemporaryDirectory() as tmp:
-            archive = subprocess.run(
-                ["git", "-C", str(ROOT), "archive", "--format=tar", ref, "agent", "mcp_server"],
-                capture_output=True,
-                check=True,
-                timeout=120,
-            ).stdout
-            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-                tar.extractall(tmp, filter="data")
+            extract_tree(ref, Path(tmp), "agent", "mcp_server")
             ruff = [sys.executable, "-m", "ruff", "format", "--quiet", "--config", str(ROOT / "pyproject.toml")]
             subprocess.run([*ruff, tmp], check=True, timeout=120)
             report(f"{ref}, formatted as this checkout", Tree.at(Path(tmp)))

@@ -68,15 +68,12 @@ Parts 3 and 4 need ../shared/data (Chinook) and say so when it is absent.
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import random
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
@@ -124,6 +121,7 @@ from server_cost_support import (  # noqa: E402 - beside this file
     tree_cpu,
     verdict,
 )
+from trees import extract_tree  # noqa: E402 - beside this file
 
 from agent.demo import ensure_demo_database  # noqa: E402
 from agent.loop import run_episode  # noqa: E402
@@ -248,16 +246,6 @@ def print_burst(label: str, b: Burst, n: int) -> float:
 
 
 # ---- 3. a verified hit against DBHub ------------------------------------------------------
-
-
-def extract_tree(ref: str, into: Path) -> Path:
-    """The tree of commit `ref` of this repository, written under `into`."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", ref], capture_output=True, check=True, timeout=120
-    ).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
-    return into
 
 
 def verified_hits(

@@ -24,7 +24,6 @@ a table of a tiny database.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import random
@@ -33,7 +32,6 @@ import sqlite3
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +40,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repository root: tests.support
+
+from trees import extract_tree  # noqa: E402 - beside this file
 
 from tests.support.fake_runtime import FakeServer  # noqa: E402
 from tests.support.policies import OraclePolicy  # noqa: E402
@@ -279,16 +279,6 @@ def agent_commands(place: Place) -> dict[str, list[str]]:
     }
 
 
-def extract(ref: str, into: Path) -> Path:
-    """The tree of commit `ref` of this repository, written under `into`."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", ref], capture_output=True, check=True, timeout=120
-    ).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
-    return into
-
-
 def prepare(folder: Path, ollama_url: str) -> Place:
     """The tiny database, the verified library and the minimal server's file in `folder`."""
     database = folder / "tiny.db"
@@ -411,7 +401,7 @@ def main() -> None:
             copied = checkout_copy(Path(tmp) / "checkout")
             trees = [Tree("this checkout", install(copied, Path(tmp) / "installed"))]
             if args.before:
-                before = extract(args.before, Path(tmp) / "before")
+                before = extract_tree(args.before, Path(tmp) / "before")
                 installed = install(before, Path(tmp) / "installed-before")
                 trees.insert(0, Tree(f"before ({args.before})", installed))
             timed: dict[str, Callable[[], float]] = dict(baselines(place))

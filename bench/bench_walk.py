@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import argparse
 import contextvars
-import io
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import traceback
 from pathlib import Path
 from typing import Any
+
+from trees import extract_tree  # beside this file
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUMBING = ("/asyncio/", "anyio/_backends", "anyio/_core/_eventloop", "anyio/_core/_tasks", "bench_walk.py")
@@ -136,14 +136,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         trees = []
         if args.before:
-            archive = subprocess.run(
-                ["git", "-C", str(ROOT), "archive", "--format=tar", args.before],
-                capture_output=True,
-                check=True,
-                timeout=120,
-            ).stdout
-            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-                tar.extractall(tmp, filter="data")
+            extract_tree(args.before, Path(tmp))
             trees.append((f"before ({args.before})", Path(tmp)))
         trees.append(("this checkout", ROOT))
         for label, tree in trees:
